@@ -1,0 +1,276 @@
+"""Small transformer modules written in plain torch, used to produce
+exporter-style ONNX graphs for Loom's tests and benchmarks.
+
+No `transformers` dependency: the modules mimic the structure of Hugging Face
+GPT-2 and LLaMA closely enough that torch.onnx.export emits the same kinds of
+runtime shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape,
+Range, Expand, Where, ConstantOfShape, Trilu, Slice ...).
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# --------------------------------------------------------------------------
+# GPT-2 style decoder
+# --------------------------------------------------------------------------
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, hidden, n_head):
+        super().__init__()
+        assert hidden % n_head == 0
+        self.n_head = n_head
+        self.head_dim = hidden // n_head
+        self.c_attn = nn.Linear(hidden, 3 * hidden)  # fused q, k, v
+        self.c_proj = nn.Linear(hidden, hidden)
+
+    def _split_heads(self, x):
+        b, t, _ = x.size()
+        x = x.view(b, t, self.n_head, self.head_dim)
+        return x.transpose(1, 2)  # [b, h, t, hd]
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q = self._split_heads(q)
+        k = self._split_heads(k)
+        v = self._split_heads(v)
+
+        att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+
+        # Causal mask built at runtime from the sequence length
+        # (arange-based, like recent HF GPT-2): Range, Unsqueeze, Greater,
+        # Expand, Where.
+        idx = torch.arange(t, device=x.device)
+        causal = idx.unsqueeze(0) > idx.unsqueeze(1)  # [t, t], True above diag
+        causal = causal.view(1, 1, t, t).expand(b, 1, t, t)
+        mask_value = torch.finfo(att.dtype).min
+        att = att.masked_fill(causal, mask_value)
+
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v)  # [b, h, t, hd]
+        y = y.transpose(1, 2).contiguous().view(b, t, c)
+        return self.c_proj(y)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.c_fc = nn.Linear(hidden, 4 * hidden)
+        self.c_proj = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, hidden, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.attn = GPT2Attention(hidden, n_head)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.mlp = GPT2MLP(hidden)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT2LMHead(nn.Module):
+    def __init__(self, vocab=256, hidden=64, n_layer=2, n_head=4,
+                 max_pos=1024, tie_weights=True):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, hidden)
+        self.wpe = nn.Embedding(max_pos, hidden)
+        self.h = nn.ModuleList([GPT2Block(hidden, n_head)
+                                for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(hidden)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, input_ids):
+        b, t = input_ids.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=input_ids.device)
+        pos = pos.unsqueeze(0).expand(b, t)
+        x = self.wte(input_ids) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        return self.lm_head(x)
+
+
+# --------------------------------------------------------------------------
+# LLaMA style decoder
+# --------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return self.weight * x
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, head_dim, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float()
+                                   / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, position_ids):
+        # position_ids: [b, t] (int64) -> cos, sin: [b, t, head_dim]
+        inv = self.inv_freq[None, :, None].float().expand(
+            position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = torch.matmul(inv, pos).transpose(1, 2)  # [b, t, hd/2]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    x1 = x[..., :half]
+    x2 = x[..., half:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(q, k, cos, sin):
+    cos = cos.unsqueeze(1)  # [b, 1, t, hd]
+    sin = sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def repeat_kv(x, n_rep):
+    # [b, n_kv, t, hd] -> [b, n_kv * n_rep, t, hd]  (HF LLaMA's repeat_kv)
+    b, n_kv, t, hd = x.shape
+    if n_rep == 1:
+        return x
+    x = x[:, :, None, :, :].expand(b, n_kv, n_rep, t, hd)
+    return x.reshape(b, n_kv * n_rep, t, hd)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, hidden, n_head, n_kv_head):
+        super().__init__()
+        self.n_head = n_head
+        self.n_kv_head = n_kv_head
+        self.head_dim = hidden // n_head
+        self.q_proj = nn.Linear(hidden, n_head * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, n_kv_head * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, n_kv_head * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(n_head * self.head_dim, hidden, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, _ = x.size()
+        q = self.q_proj(x).view(b, t, self.n_head, self.head_dim)
+        k = self.k_proj(x).view(b, t, self.n_kv_head, self.head_dim)
+        v = self.v_proj(x).view(b, t, self.n_kv_head, self.head_dim)
+        q = q.transpose(1, 2)
+        k = k.transpose(1, 2)
+        v = v.transpose(1, 2)
+        q, k = apply_rotary(q, k, cos, sin)
+        n_rep = self.n_head // self.n_kv_head
+        k = repeat_kv(k, n_rep)
+        v = repeat_kv(v, n_rep)
+        att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        att = att + mask
+        att = F.softmax(att, dim=-1, dtype=torch.float32)
+        y = torch.matmul(att, v)
+        y = y.transpose(1, 2).reshape(b, t, -1)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, hidden, inter):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, inter, bias=False)
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, hidden, n_head, n_kv_head, inter):
+        super().__init__()
+        self.input_layernorm = RMSNorm(hidden)
+        self.self_attn = LlamaAttention(hidden, n_head, n_kv_head)
+        self.post_attention_layernorm = RMSNorm(hidden)
+        self.mlp = LlamaMLP(hidden, inter)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, vocab=256, hidden=64, n_layer=2, n_head=4, n_kv_head=2,
+                 inter=172):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList([
+            LlamaBlock(hidden, n_head, n_kv_head, inter)
+            for _ in range(n_layer)])
+        self.norm = RMSNorm(hidden)
+        self.rotary_emb = RotaryEmbedding(hidden // n_head)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, input_ids):
+        b, t = input_ids.shape
+        position_ids = torch.arange(t, dtype=torch.long,
+                                    device=input_ids.device)
+        position_ids = position_ids.unsqueeze(0).expand(b, t)
+        x = self.embed_tokens(input_ids)
+        cos, sin = self.rotary_emb(position_ids)
+        # Causal mask as HF LLaMA builds it: full(min) -> triu(1) -> expand.
+        min_val = torch.finfo(x.dtype).min
+        mask = torch.full((t, t), min_val, dtype=x.dtype, device=x.device)
+        mask = torch.triu(mask, diagonal=1)
+        mask = mask[None, None, :, :].expand(b, 1, t, t)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        x = self.norm(x)
+        return self.lm_head(x)
+
+
+# --------------------------------------------------------------------------
+# Plain MLP
+# --------------------------------------------------------------------------
+
+
+class TinyMLP(nn.Module):
+    def __init__(self, d_in=64, d_hidden=256, d_out=64):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+def randomize_norms(model, std=0.02):
+    """Give every LayerNorm / RMSNorm its own non-trivial weights, as in a
+    trained checkpoint. Freshly initialised norms are all ones / zeros, and
+    torch.onnx.export then deduplicates them into one initializer plus
+    Identity nodes, which real exported checkpoints do not have."""
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, (nn.LayerNorm, RMSNorm)):
+                mod.weight.copy_(1.0 + std * torch.randn_like(mod.weight))
+                if getattr(mod, "bias", None) is not None:
+                    mod.bias.copy_(std * torch.randn_like(mod.bias))
+    return model

@@ -1,0 +1,364 @@
+//===- Graph.h - Loom's dataflow graph IR -----------------------*- C++ -*-===//
+//
+// The in-memory form of an ONNX model that every pass reads and annotates:
+// a Model owns a Graph; a Graph owns Nodes (kept in topological order) and
+// Values (graph inputs, parameters and node results). Parameters refer to
+// their data through TensorData, which lib/ONNX implements lazily, so weights
+// are never copied into the IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_IR_GRAPH_H
+#define LOOM_IR_GRAPH_H
+
+#include "loom/IR/DataType.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Optional.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+}
+
+namespace loom {
+
+class Graph;
+class Node;
+
+/// One dimension: a static size, a named symbol ("batch"), or unknown.
+struct Dim {
+  int64_t Size = -1;  ///< >= 0 when static.
+  std::string Symbol; ///< Non-empty for a symbolic dim.
+
+  Dim() = default;
+  Dim(int64_t Size) : Size(Size) {}
+  static Dim symbol(llvm::StringRef S) {
+    Dim D;
+    D.Symbol = S.str();
+    return D;
+  }
+  bool isStatic() const { return Size >= 0; }
+  bool isSymbolic() const { return Size < 0 && !Symbol.empty(); }
+  bool operator==(const Dim &O) const {
+    return Size == O.Size && Symbol == O.Symbol;
+  }
+  bool operator!=(const Dim &O) const { return !(*this == O); }
+};
+
+/// Element type plus shape. A tensor of unknown rank has HasShape == false.
+struct TensorType {
+  DataType Elem = DataType::Undefined;
+  bool HasShape = false;
+  llvm::SmallVector<Dim, 4> Dims;
+
+  TensorType() = default;
+  TensorType(DataType Elem, llvm::ArrayRef<int64_t> Shape);
+
+  unsigned getRank() const { return Dims.size(); }
+  /// Every dim static and the rank known.
+  bool isStatic() const;
+  /// Number of elements, or None if not static or it overflows int64.
+  llvm::Optional<int64_t> getNumElements() const;
+  /// Size in bytes, or None if not static, overflowing, or of string type.
+  llvm::Optional<int64_t> getSizeInBytes() const;
+  /// The static dims; only valid when isStatic().
+  llvm::SmallVector<int64_t, 4> getStaticShape() const;
+  bool operator==(const TensorType &O) const {
+    return Elem == O.Elem && HasShape == O.HasShape && Dims == O.Dims;
+  }
+  bool operator!=(const TensorType &O) const { return !(*this == O); }
+  /// "f32[batch,64]", "f32[?]" for an unknown dim, "f32[*]" for unknown rank.
+  void print(llvm::raw_ostream &OS) const;
+  std::string str() const;
+};
+
+/// Bytes of a tensor, wherever they live. Implementations (lib/ONNX) read
+/// inline protobuf data or map external data files on first use.
+class TensorData {
+public:
+  enum class Kind { Inline, External };
+  virtual ~TensorData();
+  virtual Kind getKind() const = 0;
+  /// The raw little-endian bytes (ONNX raw_data layout).
+  virtual llvm::Expected<llvm::ArrayRef<char>> getBytes() const = 0;
+  /// Reads [Offset, Offset+Length) without necessarily mapping the rest.
+  virtual llvm::Expected<std::vector<char>> readRange(uint64_t Offset,
+                                                       uint64_t Length) const;
+  /// Declared size in bytes.
+  virtual uint64_t getSize() const = 0;
+  /// External data: location relative to the model directory.
+  virtual llvm::StringRef getLocation() const { return ""; }
+  virtual uint64_t getOffset() const { return 0; }
+};
+
+/// Data held in memory (constants made by passes, small attribute tensors).
+class BufferTensorData : public TensorData {
+public:
+  explicit BufferTensorData(std::vector<char> Bytes)
+      : Bytes(std::move(Bytes)) {}
+  Kind getKind() const override { return Kind::Inline; }
+  llvm::Expected<llvm::ArrayRef<char>> getBytes() const override {
+    return llvm::ArrayRef<char>(Bytes);
+  }
+  uint64_t getSize() const override { return Bytes.size(); }
+
+private:
+  std::vector<char> Bytes;
+};
+
+/// A typed tensor with (optional) data: initializers and tensor attributes.
+struct Tensor {
+  std::string Name;
+  TensorType Type;
+  std::shared_ptr<const TensorData> Data; ///< Null: shape-only.
+
+  /// Reads the elements of an integer tensor (int8..int64, uint8..uint32,
+  /// bool) widened to int64.
+  llvm::Expected<std::vector<int64_t>> getIntValues() const;
+  /// Reads the elements of a floating-point tensor widened to double.
+  llvm::Expected<std::vector<double>> getFloatValues() const;
+  /// Makes an int64 tensor with the given dims and values.
+  static Tensor makeInt64(llvm::ArrayRef<int64_t> Shape,
+                          llvm::ArrayRef<int64_t> Values);
+  /// Makes a tensor of \p Elem type holding \p Values converted from int64
+  /// or double (whichever the element type needs).
+  static Tensor makeFromInts(DataType Elem, llvm::ArrayRef<int64_t> Shape,
+                             llvm::ArrayRef<int64_t> Values);
+  static Tensor makeFromDoubles(DataType Elem, llvm::ArrayRef<int64_t> Shape,
+                                llvm::ArrayRef<double> Values);
+};
+
+/// A node attribute (ONNX AttributeProto, minus type protos and sparse
+/// tensors, which import rejects).
+struct Attribute {
+  enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings,
+                    Tensors, Graphs };
+  std::string Name;
+  Kind K = Kind::Int;
+  float F = 0;
+  int64_t I = 0;
+  std::string S;
+  std::vector<float> Fs;
+  std::vector<int64_t> Is;
+  std::vector<std::string> Ss;
+  std::vector<loom::Tensor> Ts; ///< One element for Kind::Tensor.
+  std::vector<std::unique_ptr<loom::Graph>> Gs; ///< One for Kind::Graph.
+
+  Attribute() = default;
+  Attribute(Attribute &&) = default;
+  Attribute &operator=(Attribute &&) = default;
+  ~Attribute();
+};
+
+/// An SSA value: a graph input, a parameter (initializer), or a node result.
+class Value {
+public:
+  enum class Kind { Input, Parameter, Result };
+
+  llvm::StringRef getName() const { return Name; }
+  Kind getKind() const { return K; }
+  bool isParameter() const { return K == Kind::Parameter; }
+  bool isInput() const { return K == Kind::Input; }
+  Node *getDefiningNode() const { return Def; }
+  unsigned getResultNumber() const { return ResultNo; }
+  Graph *getGraph() const { return Owner; }
+
+  TensorType Type;
+  /// Parameter data; null for a shape-only parameter or a non-parameter.
+  std::shared_ptr<const TensorData> Data;
+  /// Parameter declared but no data exists (text-syntax value list, or
+  /// external data whose file is absent).
+  bool isShapeOnly() const { return K == Kind::Parameter && !Data; }
+  /// Parameter that is also listed as a graph input (IR version < 4 style:
+  /// the caller may override it).
+  bool AlsoGraphInput = false;
+
+private:
+  friend class Graph;
+  friend class Node;
+  std::string Name;
+  Kind K = Kind::Result;
+  Node *Def = nullptr;
+  unsigned ResultNo = 0;
+  Graph *Owner = nullptr;
+};
+
+/// One operator application. Annotations are filled by later passes.
+class Node {
+public:
+  llvm::StringRef getOpType() const { return OpType; }
+  llvm::StringRef getDomain() const { return Domain; }
+  llvm::StringRef getName() const { return Name; }
+  void setName(llvm::StringRef N) { Name = N.str(); }
+  Graph *getGraph() const { return Owner; }
+
+  /// Inputs; a null entry is an omitted optional input ("" in ONNX).
+  llvm::ArrayRef<Value *> getInputs() const { return Inputs; }
+  Value *getInput(unsigned I) const {
+    return I < Inputs.size() ? Inputs[I] : nullptr;
+  }
+  unsigned getNumInputs() const { return Inputs.size(); }
+  void setInput(unsigned I, Value *V) { Inputs[I] = V; }
+  /// Outputs; a null entry is an omitted optional output.
+  llvm::ArrayRef<Value *> getOutputs() const { return Outputs; }
+  Value *getOutput(unsigned I) const {
+    return I < Outputs.size() ? Outputs[I] : nullptr;
+  }
+  unsigned getNumOutputs() const { return Outputs.size(); }
+
+  llvm::ArrayRef<Attribute> getAttributes() const { return Attrs; }
+  const Attribute *getAttribute(llvm::StringRef Name) const;
+  int64_t getAttrInt(llvm::StringRef Name, int64_t Default) const;
+  float getAttrFloat(llvm::StringRef Name, float Default) const;
+  llvm::StringRef getAttrString(llvm::StringRef Name,
+                                llvm::StringRef Default) const;
+  llvm::Optional<std::vector<int64_t>> getAttrInts(llvm::StringRef Name) const;
+  void addAttribute(Attribute A) { Attrs.push_back(std::move(A)); }
+  void setAttributes(std::vector<Attribute> A) { Attrs = std::move(A); }
+  std::vector<Attribute> takeAttributes() { return std::move(Attrs); }
+
+  /// "domain.Op" or "Op" for the default domain.
+  std::string getQualifiedOpType() const;
+
+  // Annotations (DESIGN §4); -1 / empty when not yet computed.
+  int Layer = -1;
+  int Stage = -1;
+  std::string DeviceClass;
+  std::string DocString;
+
+private:
+  friend class Graph;
+  std::string Name, OpType, Domain;
+  llvm::SmallVector<Value *, 4> Inputs;
+  llvm::SmallVector<Value *, 2> Outputs;
+  std::vector<Attribute> Attrs;
+  Graph *Owner = nullptr;
+};
+
+/// A dataflow graph: nodes in topological order. Subgraphs (Loop/If/Scan
+/// bodies) are Graphs owned by attributes; their nodes may read values of
+/// enclosing graphs by name.
+class Graph {
+public:
+  explicit Graph(llvm::StringRef Name, Graph *Parent = nullptr)
+      : Name(Name.str()), Parent(Parent) {}
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+  ~Graph();
+
+  llvm::StringRef getName() const { return Name; }
+  void setName(llvm::StringRef N) { Name = N.str(); }
+  Graph *getParent() const { return Parent; }
+  std::string DocString;
+
+  /// Creates a graph input / parameter. Fails on a duplicate name.
+  llvm::Expected<Value *> addInput(llvm::StringRef Name, TensorType T);
+  llvm::Expected<Value *> addParameter(llvm::StringRef Name, TensorType T,
+                                       std::shared_ptr<const TensorData> D);
+  /// Appends a node creating its result values (names must be new; an empty
+  /// name makes an omitted output). Fails on a duplicate value name.
+  llvm::Expected<Node *> addNode(llvm::StringRef OpType,
+                                 llvm::StringRef Domain, llvm::StringRef Name,
+                                 llvm::ArrayRef<Value *> Inputs,
+                                 llvm::ArrayRef<std::string> OutputNames);
+  void addOutput(Value *V) { Outputs.push_back(V); }
+  void setOutputs(llvm::ArrayRef<Value *> Vs) {
+    Outputs.assign(Vs.begin(), Vs.end());
+  }
+
+  /// Looks a value up in this graph only.
+  Value *lookupLocal(llvm::StringRef Name) const {
+    return ValuesByName.lookup(Name);
+  }
+  /// Looks a value up here, then in enclosing graphs.
+  Value *lookup(llvm::StringRef Name) const;
+
+  llvm::ArrayRef<Value *> getInputs() const { return Inputs; }
+  llvm::ArrayRef<Value *> getOutputs() const { return Outputs; }
+  llvm::ArrayRef<Value *> getParameters() const { return Parameters; }
+  llvm::ArrayRef<std::unique_ptr<Node>> getNodes() const { return Nodes; }
+  unsigned getNumNodes() const { return Nodes.size(); }
+  /// Number of nodes including those in subgraphs.
+  unsigned countNodesRecursively() const;
+
+  /// Replaces node \p N (which must be in this graph) by a node of a new op
+  /// type producing the same output values, e.g. a folded Constant.
+  Node *replaceWithConstant(Node *N, Tensor Value);
+  /// Removes the nodes for which \p Dead is true; their outputs must be
+  /// unused.
+  void eraseNodes(llvm::function_ref<bool(const Node &)> Dead);
+  /// Removes parameters not read by any node or graph output (recursively).
+  void eraseUnusedParameters();
+  /// Counts the uses of every value (nodes of this graph and subgraphs, and
+  /// graph outputs).
+  llvm::DenseMap<const Value *, unsigned> computeUseCounts() const;
+
+  /// Values declared with a type in the graph's value list (value_info).
+  std::vector<Value *> ValueInfoOrder;
+
+private:
+  friend class Node;
+  Value *createValue(llvm::StringRef Name, Value::Kind K);
+  void pruneValueInfo();
+  std::string Name;
+  Graph *Parent;
+  std::vector<std::unique_ptr<Node>> Nodes;
+  std::vector<std::unique_ptr<Value>> Values;
+  llvm::StringMap<Value *> ValuesByName;
+  llvm::SmallVector<Value *, 4> Inputs, Outputs;
+  std::vector<Value *> Parameters;
+};
+
+struct OpsetImport {
+  std::string Domain;
+  int64_t Version = 0;
+};
+
+/// A whole model: metadata plus the main graph.
+class Model {
+public:
+  Model() : MainGraph(std::make_unique<Graph>("main")) {}
+  int64_t IRVersion = 8;
+  std::vector<OpsetImport> Opsets;
+  std::string ProducerName, ProducerVersion, Domain, DocString;
+  int64_t ModelVersion = 0;
+  std::vector<std::pair<std::string, std::string>> MetadataProps;
+  /// Directory external data locations are relative to.
+  std::string BaseDir;
+  /// The file the model came from, for messages.
+  std::string SourcePath;
+
+  Graph &getGraph() { return *MainGraph; }
+  const Graph &getGraph() const { return *MainGraph; }
+  /// Opset version of a domain ("" or "ai.onnx" is the default domain); 0
+  /// if not imported.
+  int64_t getOpsetVersion(llvm::StringRef Domain) const;
+
+private:
+  std::unique_ptr<Graph> MainGraph;
+};
+
+/// Checks SSA (each value defined once, before use, in this graph or an
+/// enclosing one), topological order, that graph outputs are defined, and
+/// that parameter data sizes match their types. The message names the node
+/// or value at fault.
+llvm::Error verifyGraph(const Graph &G);
+llvm::Error verifyModel(const Model &M);
+
+/// Deterministic textual dump for FileCheck (see lib/IR/Printer.cpp).
+void printModel(const Model &M, llvm::raw_ostream &OS);
+void printGraph(const Graph &G, llvm::raw_ostream &OS, unsigned Indent = 0);
+
+/// Sums the bytes of parameters with a static size.
+uint64_t getTotalParameterBytes(const Graph &G);
+
+} // namespace loom
+
+#endif // LOOM_IR_GRAPH_H

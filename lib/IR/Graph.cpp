@@ -1,0 +1,554 @@
+//===- Graph.cpp - Loom's dataflow graph IR -------------------------------===//
+#include "loom/IR/Graph.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cstring>
+
+using namespace llvm;
+
+namespace loom {
+
+//===----------------------------------------------------------------------===//
+// TensorType
+//===----------------------------------------------------------------------===//
+
+TensorType::TensorType(DataType Elem, ArrayRef<int64_t> Shape)
+    : Elem(Elem), HasShape(true) {
+  for (int64_t D : Shape)
+    Dims.push_back(Dim(D));
+}
+
+bool TensorType::isStatic() const {
+  if (!HasShape)
+    return false;
+  for (const Dim &D : Dims)
+    if (!D.isStatic())
+      return false;
+  return true;
+}
+
+Optional<int64_t> TensorType::getNumElements() const {
+  if (!isStatic())
+    return None;
+  int64_t N = 1;
+  for (const Dim &D : Dims)
+    if (MulOverflow(N, D.Size, N))
+      return None;
+  return N;
+}
+
+Optional<int64_t> TensorType::getSizeInBytes() const {
+  Optional<int64_t> N = getNumElements();
+  unsigned ES = getDataTypeSize(Elem);
+  if (!N || ES == 0)
+    return None;
+  int64_t B;
+  if (MulOverflow(*N, (int64_t)ES, B))
+    return None;
+  return B;
+}
+
+SmallVector<int64_t, 4> TensorType::getStaticShape() const {
+  SmallVector<int64_t, 4> S;
+  for (const Dim &D : Dims)
+    S.push_back(D.Size);
+  return S;
+}
+
+void TensorType::print(raw_ostream &OS) const {
+  OS << getDataTypeName(Elem);
+  if (!HasShape) {
+    OS << "[*]";
+    return;
+  }
+  OS << '[';
+  for (unsigned I = 0; I < Dims.size(); ++I) {
+    if (I)
+      OS << ',';
+    if (Dims[I].isStatic())
+      OS << Dims[I].Size;
+    else if (Dims[I].isSymbolic())
+      OS << Dims[I].Symbol;
+    else
+      OS << '?';
+  }
+  OS << ']';
+}
+
+std::string TensorType::str() const {
+  std::string S;
+  raw_string_ostream OS(S);
+  print(OS);
+  return OS.str();
+}
+
+//===----------------------------------------------------------------------===//
+// TensorData and Tensor
+//===----------------------------------------------------------------------===//
+
+TensorData::~TensorData() = default;
+
+Expected<std::vector<char>> TensorData::readRange(uint64_t Offset,
+                                                  uint64_t Length) const {
+  Expected<ArrayRef<char>> B = getBytes();
+  if (!B)
+    return B.takeError();
+  if (Offset > B->size() || Length > B->size() - Offset)
+    return createStringError(inconvertibleErrorCode(),
+                             "read of %llu bytes at offset %llu is past the "
+                             "end of %zu bytes of tensor data",
+                             (unsigned long long)Length,
+                             (unsigned long long)Offset, B->size());
+  return std::vector<char>(B->begin() + Offset, B->begin() + Offset + Length);
+}
+
+static float halfToFloat(uint16_t H) {
+  uint32_t Sign = (H & 0x8000u) << 16, Exp = (H >> 10) & 0x1f,
+           Man = H & 0x3ffu, Bits;
+  if (Exp == 0) {
+    if (Man == 0) {
+      Bits = Sign;
+    } else { // Subnormal: normalize.
+      Exp = 127 - 15 + 1;
+      while (!(Man & 0x400u)) {
+        Man <<= 1;
+        --Exp;
+      }
+      Man &= 0x3ffu;
+      Bits = Sign | (Exp << 23) | (Man << 13);
+    }
+  } else if (Exp == 31) {
+    Bits = Sign | 0x7f800000u | (Man << 13);
+  } else {
+    Bits = Sign | ((Exp + 127 - 15) << 23) | (Man << 13);
+  }
+  float F;
+  std::memcpy(&F, &Bits, 4);
+  return F;
+}
+
+template <typename T> static T load(const char *P) {
+  T V;
+  std::memcpy(&V, P, sizeof(T));
+  return V;
+}
+
+static Error checkDataSize(const Tensor &T, size_t Have, int64_t &N) {
+  Optional<int64_t> NE = T.Type.getNumElements();
+  if (!NE)
+    return createStringError(inconvertibleErrorCode(),
+                             "tensor '%s' has no static shape",
+                             T.Name.c_str());
+  N = *NE;
+  unsigned ES = getDataTypeSize(T.Type.Elem);
+  if (ES == 0 || (uint64_t)Have != (uint64_t)N * ES)
+    return createStringError(inconvertibleErrorCode(),
+                             "tensor '%s' has %zu bytes of data but its type "
+                             "%s needs %lld",
+                             T.Name.c_str(), Have, T.Type.str().c_str(),
+                             (long long)(N * ES));
+  return Error::success();
+}
+
+Expected<std::vector<int64_t>> Tensor::getIntValues() const {
+  if (!Data)
+    return createStringError(inconvertibleErrorCode(),
+                             "tensor '%s' has no data", Name.c_str());
+  Expected<ArrayRef<char>> B = Data->getBytes();
+  if (!B)
+    return B.takeError();
+  int64_t N;
+  if (Error E = checkDataSize(*this, B->size(), N))
+    return std::move(E);
+  std::vector<int64_t> Out;
+  Out.reserve(N);
+  const char *P = B->data();
+  for (int64_t I = 0; I < N; ++I) {
+    switch (Type.Elem) {
+    case DataType::Int64: Out.push_back(load<int64_t>(P + 8 * I)); break;
+    case DataType::Int32: Out.push_back(load<int32_t>(P + 4 * I)); break;
+    case DataType::Int16: Out.push_back(load<int16_t>(P + 2 * I)); break;
+    case DataType::Int8: Out.push_back(load<int8_t>(P + I)); break;
+    case DataType::UInt8: Out.push_back(load<uint8_t>(P + I)); break;
+    case DataType::Bool: Out.push_back(load<uint8_t>(P + I) != 0); break;
+    case DataType::UInt16: Out.push_back(load<uint16_t>(P + 2 * I)); break;
+    case DataType::UInt32: Out.push_back(load<uint32_t>(P + 4 * I)); break;
+    case DataType::UInt64:
+      Out.push_back((int64_t)load<uint64_t>(P + 8 * I));
+      break;
+    default:
+      return createStringError(inconvertibleErrorCode(),
+                               "tensor '%s' of type %s is not an integer "
+                               "tensor",
+                               Name.c_str(), Type.str().c_str());
+    }
+  }
+  return Out;
+}
+
+Expected<std::vector<double>> Tensor::getFloatValues() const {
+  if (!Data)
+    return createStringError(inconvertibleErrorCode(),
+                             "tensor '%s' has no data", Name.c_str());
+  if (!isFloatingPoint(Type.Elem)) {
+    Expected<std::vector<int64_t>> Ints = getIntValues();
+    if (!Ints)
+      return Ints.takeError();
+    return std::vector<double>(Ints->begin(), Ints->end());
+  }
+  Expected<ArrayRef<char>> B = Data->getBytes();
+  if (!B)
+    return B.takeError();
+  int64_t N;
+  if (Error E = checkDataSize(*this, B->size(), N))
+    return std::move(E);
+  std::vector<double> Out;
+  Out.reserve(N);
+  const char *P = B->data();
+  for (int64_t I = 0; I < N; ++I) {
+    switch (Type.Elem) {
+    case DataType::Float: Out.push_back(load<float>(P + 4 * I)); break;
+    case DataType::Double: Out.push_back(load<double>(P + 8 * I)); break;
+    case DataType::Float16:
+      Out.push_back(halfToFloat(load<uint16_t>(P + 2 * I)));
+      break;
+    default: { // BFloat16: the top half of an f32.
+      uint32_t Bits = (uint32_t)load<uint16_t>(P + 2 * I) << 16;
+      float F;
+      std::memcpy(&F, &Bits, 4);
+      Out.push_back(F);
+    }
+    }
+  }
+  return Out;
+}
+
+Tensor Tensor::makeInt64(ArrayRef<int64_t> Shape, ArrayRef<int64_t> Values) {
+  return makeFromInts(DataType::Int64, Shape, Values);
+}
+
+template <typename T> static void append(std::vector<char> &B, T V) {
+  char Tmp[sizeof(T)];
+  std::memcpy(Tmp, &V, sizeof(T));
+  B.insert(B.end(), Tmp, Tmp + sizeof(T));
+}
+
+static uint16_t floatToHalf(float F) {
+  uint32_t X;
+  std::memcpy(&X, &F, 4);
+  uint32_t Sign = (X >> 16) & 0x8000u;
+  int32_t Exp = (int32_t)((X >> 23) & 0xff) - 127 + 15;
+  uint32_t Man = X & 0x7fffffu;
+  if (((X >> 23) & 0xff) == 0xff) // Inf / NaN.
+    return Sign | 0x7c00u | (Man ? 0x200u : 0);
+  if (Exp >= 31)
+    return Sign | 0x7c00u;
+  if (Exp <= 0) {
+    if (Exp < -10)
+      return Sign;
+    Man |= 0x800000u;
+    uint32_t Shift = 14 - Exp;
+    uint32_t H = Man >> Shift;
+    if ((Man >> (Shift - 1)) & 1) // Round half up.
+      ++H;
+    return Sign | H;
+  }
+  uint32_t H = Sign | ((uint32_t)Exp << 10) | (Man >> 13);
+  if (Man & 0x1000u) // Round half up (carries into the exponent correctly).
+    ++H;
+  return H;
+}
+
+static void appendElement(std::vector<char> &B, DataType Elem, int64_t IV,
+                          double DV, bool IsInt) {
+  switch (Elem) {
+  case DataType::Int64: append<int64_t>(B, IsInt ? IV : (int64_t)DV); break;
+  case DataType::Int32: append<int32_t>(B, IsInt ? IV : (int32_t)DV); break;
+  case DataType::Int16: append<int16_t>(B, IsInt ? IV : (int16_t)DV); break;
+  case DataType::Int8: append<int8_t>(B, IsInt ? IV : (int8_t)DV); break;
+  case DataType::UInt8: append<uint8_t>(B, IsInt ? IV : (uint8_t)DV); break;
+  case DataType::UInt16: append<uint16_t>(B, IsInt ? IV : (uint16_t)DV); break;
+  case DataType::UInt32: append<uint32_t>(B, IsInt ? IV : (uint32_t)DV); break;
+  case DataType::UInt64: append<uint64_t>(B, IsInt ? IV : (uint64_t)DV); break;
+  case DataType::Bool: append<uint8_t>(B, (IsInt ? IV : DV) != 0); break;
+  case DataType::Float: append<float>(B, IsInt ? (float)IV : (float)DV); break;
+  case DataType::Double: append<double>(B, IsInt ? (double)IV : DV); break;
+  case DataType::Float16:
+    append<uint16_t>(B, floatToHalf(IsInt ? (float)IV : (float)DV));
+    break;
+  case DataType::BFloat16: {
+    float F = IsInt ? (float)IV : (float)DV;
+    uint32_t X;
+    std::memcpy(&X, &F, 4);
+    append<uint16_t>(B, (uint16_t)(X >> 16));
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+Tensor Tensor::makeFromInts(DataType Elem, ArrayRef<int64_t> Shape,
+                            ArrayRef<int64_t> Values) {
+  Tensor T;
+  T.Type = TensorType(Elem, Shape);
+  std::vector<char> B;
+  B.reserve(Values.size() * getDataTypeSize(Elem));
+  for (int64_t V : Values)
+    appendElement(B, Elem, V, 0, /*IsInt=*/true);
+  T.Data = std::make_shared<BufferTensorData>(std::move(B));
+  return T;
+}
+
+Tensor Tensor::makeFromDoubles(DataType Elem, ArrayRef<int64_t> Shape,
+                               ArrayRef<double> Values) {
+  Tensor T;
+  T.Type = TensorType(Elem, Shape);
+  std::vector<char> B;
+  B.reserve(Values.size() * getDataTypeSize(Elem));
+  for (double V : Values)
+    appendElement(B, Elem, 0, V, /*IsInt=*/false);
+  T.Data = std::make_shared<BufferTensorData>(std::move(B));
+  return T;
+}
+
+Attribute::~Attribute() = default;
+
+//===----------------------------------------------------------------------===//
+// Node
+//===----------------------------------------------------------------------===//
+
+const Attribute *Node::getAttribute(StringRef N) const {
+  for (const Attribute &A : Attrs)
+    if (A.Name == N)
+      return &A;
+  return nullptr;
+}
+
+int64_t Node::getAttrInt(StringRef N, int64_t Default) const {
+  const Attribute *A = getAttribute(N);
+  return A && A->K == Attribute::Kind::Int ? A->I : Default;
+}
+
+float Node::getAttrFloat(StringRef N, float Default) const {
+  const Attribute *A = getAttribute(N);
+  return A && A->K == Attribute::Kind::Float ? A->F : Default;
+}
+
+StringRef Node::getAttrString(StringRef N, StringRef Default) const {
+  const Attribute *A = getAttribute(N);
+  return A && A->K == Attribute::Kind::String ? StringRef(A->S) : Default;
+}
+
+Optional<std::vector<int64_t>> Node::getAttrInts(StringRef N) const {
+  const Attribute *A = getAttribute(N);
+  if (!A || A->K != Attribute::Kind::Ints)
+    return None;
+  return A->Is;
+}
+
+std::string Node::getQualifiedOpType() const {
+  if (Domain.empty() || Domain == "ai.onnx")
+    return OpType;
+  return Domain + "." + OpType;
+}
+
+//===----------------------------------------------------------------------===//
+// Graph
+//===----------------------------------------------------------------------===//
+
+Graph::~Graph() = default;
+
+Value *Graph::createValue(StringRef N, Value::Kind K) {
+  Values.push_back(std::make_unique<Value>());
+  Value *V = Values.back().get();
+  V->Name = N.str();
+  V->K = K;
+  V->Owner = this;
+  ValuesByName[N] = V;
+  return V;
+}
+
+static Error duplicateValue(StringRef Graph, StringRef Name) {
+  return createStringError(inconvertibleErrorCode(),
+                           "duplicate definition of value '%s' in graph '%s'",
+                           Name.str().c_str(), Graph.str().c_str());
+}
+
+Expected<Value *> Graph::addInput(StringRef N, TensorType T) {
+  if (ValuesByName.count(N))
+    return duplicateValue(Name, N);
+  Value *V = createValue(N, Value::Kind::Input);
+  V->Type = std::move(T);
+  Inputs.push_back(V);
+  return V;
+}
+
+Expected<Value *> Graph::addParameter(StringRef N, TensorType T,
+                                      std::shared_ptr<const TensorData> D) {
+  if (ValuesByName.count(N))
+    return duplicateValue(Name, N);
+  Value *V = createValue(N, Value::Kind::Parameter);
+  V->Type = std::move(T);
+  V->Data = std::move(D);
+  Parameters.push_back(V);
+  return V;
+}
+
+Expected<Node *> Graph::addNode(StringRef OpType, StringRef Domain,
+                                StringRef NodeName, ArrayRef<Value *> Ins,
+                                ArrayRef<std::string> OutputNames) {
+  for (const std::string &O : OutputNames)
+    if (!O.empty() && ValuesByName.count(O))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "node '%s' (%s): duplicate definition of value '%s'",
+          NodeName.str().c_str(), OpType.str().c_str(), O.c_str());
+  Nodes.push_back(std::make_unique<Node>());
+  Node *N = Nodes.back().get();
+  N->OpType = OpType.str();
+  N->Domain = Domain.str();
+  N->Name = NodeName.str();
+  N->Owner = this;
+  N->Inputs.assign(Ins.begin(), Ins.end());
+  for (unsigned I = 0; I < OutputNames.size(); ++I) {
+    if (OutputNames[I].empty()) {
+      N->Outputs.push_back(nullptr);
+      continue;
+    }
+    Value *V = createValue(OutputNames[I], Value::Kind::Result);
+    V->Def = N;
+    V->ResultNo = I;
+    N->Outputs.push_back(V);
+  }
+  return N;
+}
+
+Value *Graph::lookup(StringRef N) const {
+  for (const Graph *G = this; G; G = G->Parent)
+    if (Value *V = G->lookupLocal(N))
+      return V;
+  return nullptr;
+}
+
+unsigned Graph::countNodesRecursively() const {
+  unsigned Count = 0;
+  for (const auto &N : Nodes) {
+    ++Count;
+    for (const Attribute &A : N->getAttributes())
+      for (const auto &G : A.Gs)
+        Count += G->countNodesRecursively();
+  }
+  return Count;
+}
+
+Node *Graph::replaceWithConstant(Node *Old, Tensor T) {
+  auto NewNode = std::make_unique<Node>();
+  NewNode->OpType = "Constant";
+  NewNode->Name = Old->Name;
+  NewNode->Owner = this;
+  NewNode->Layer = Old->Layer;
+  Value *Out = Old->Outputs.empty() ? nullptr : Old->Outputs[0];
+  assert(Out && "folded node must have a result");
+  // Other outputs of a multi-output node must be dead; drop them.
+  for (unsigned I = 1; I < Old->Outputs.size(); ++I)
+    if (Value *V = Old->Outputs[I])
+      ValuesByName.erase(V->Name);
+  pruneValueInfo();
+  NewNode->Outputs.push_back(Out);
+  Out->Def = NewNode.get();
+  Out->ResultNo = 0;
+  Out->Type = T.Type;
+  Attribute A;
+  A.Name = "value";
+  A.K = Attribute::Kind::Tensor;
+  T.Name = "";
+  A.Ts.push_back(std::move(T));
+  NewNode->Attrs.push_back(std::move(A));
+  for (auto &Slot : Nodes)
+    if (Slot.get() == Old) {
+      Slot = std::move(NewNode);
+      return Slot.get();
+    }
+  llvm_unreachable("node not in graph");
+}
+
+static void countUses(const Graph &G,
+                      DenseMap<const Value *, unsigned> &Counts) {
+  for (const auto &N : G.getNodes()) {
+    for (const Value *V : N->getInputs())
+      if (V)
+        ++Counts[V];
+    for (const Attribute &A : N->getAttributes())
+      for (const auto &Sub : A.Gs)
+        countUses(*Sub, Counts);
+  }
+  for (const Value *V : G.getOutputs())
+    ++Counts[V];
+}
+
+DenseMap<const Value *, unsigned> Graph::computeUseCounts() const {
+  DenseMap<const Value *, unsigned> Counts;
+  countUses(*this, Counts);
+  return Counts;
+}
+
+void Graph::eraseNodes(function_ref<bool(const Node &)> Dead) {
+  std::vector<std::unique_ptr<Node>> Kept;
+  Kept.reserve(Nodes.size());
+  for (auto &N : Nodes) {
+    if (!Dead(*N)) {
+      Kept.push_back(std::move(N));
+      continue;
+    }
+    for (Value *V : N->Outputs)
+      if (V)
+        ValuesByName.erase(V->Name);
+  }
+  Nodes = std::move(Kept);
+  // Values stay allocated (cheap) so dangling pointers cannot arise.
+  pruneValueInfo();
+}
+
+void Graph::pruneValueInfo() {
+  ValueInfoOrder.erase(std::remove_if(ValueInfoOrder.begin(),
+                                      ValueInfoOrder.end(),
+                                      [&](Value *V) {
+                                        return ValuesByName.lookup(V->Name) !=
+                                               V;
+                                      }),
+                       ValueInfoOrder.end());
+}
+
+void Graph::eraseUnusedParameters() {
+  DenseMap<const Value *, unsigned> Uses = computeUseCounts();
+  std::vector<Value *> Kept;
+  for (Value *P : Parameters) {
+    if (Uses.lookup(P) || P->AlsoGraphInput)
+      Kept.push_back(P);
+    else
+      ValuesByName.erase(P->Name);
+  }
+  Parameters = std::move(Kept);
+  pruneValueInfo();
+}
+
+int64_t Model::getOpsetVersion(StringRef D) const {
+  bool Default = D.empty() || D == "ai.onnx";
+  for (const OpsetImport &O : Opsets)
+    if (O.Domain == D || (Default && (O.Domain.empty() ||
+                                      O.Domain == "ai.onnx")))
+      return O.Version;
+  return 0;
+}
+
+uint64_t getTotalParameterBytes(const Graph &G) {
+  uint64_t Total = 0;
+  for (const Value *P : G.getParameters())
+    if (Optional<int64_t> B = P->Type.getSizeInBytes())
+      Total += *B;
+  return Total;
+}
+
+} // namespace loom

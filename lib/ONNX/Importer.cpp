@@ -1,0 +1,807 @@
+//===- Importer.cpp - ONNX ModelProto to loom::Model ----------------------===//
+//
+// Converts a ModelProto into the IR: names resolved to Values (outer-scope
+// names for subgraphs), nodes sorted topologically (stable, so an already
+// sorted graph keeps its order), initializer data referenced, not copied.
+// Every rejection names the file and the node, value or field at fault.
+//
+//===----------------------------------------------------------------------===//
+#include "ProtoTensorData.h"
+#include "loom/ONNX/ONNX.h"
+#include "onnx/defs/parser.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+#include <queue>
+
+using namespace llvm;
+
+namespace loom {
+
+//===----------------------------------------------------------------------===//
+// Tensor data
+//===----------------------------------------------------------------------===//
+
+template <typename T> static void appendRaw(std::vector<char> &B, T V) {
+  const char *P = reinterpret_cast<const char *>(&V);
+  B.insert(B.end(), P, P + sizeof(T));
+}
+
+Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
+  if (TP->has_raw_data())
+    return ArrayRef<char>(TP->raw_data().data(), TP->raw_data().size());
+  if (HaveConverted)
+    return ArrayRef<char>(Converted);
+  std::vector<char> &B = Converted;
+  B.reserve(Size);
+  switch (TP->data_type()) {
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::COMPLEX64:
+    for (float F : TP->float_data())
+      appendRaw(B, F);
+    break;
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::COMPLEX128:
+    for (double D : TP->double_data())
+      appendRaw(B, D);
+    break;
+  case onnx::TensorProto::INT64:
+    for (int64_t I : TP->int64_data())
+      appendRaw(B, I);
+    break;
+  case onnx::TensorProto::UINT32:
+    for (uint64_t I : TP->uint64_data())
+      appendRaw(B, (uint32_t)I);
+    break;
+  case onnx::TensorProto::UINT64:
+    for (uint64_t I : TP->uint64_data())
+      appendRaw(B, I);
+    break;
+  case onnx::TensorProto::INT32:
+    for (int32_t I : TP->int32_data())
+      appendRaw(B, I);
+    break;
+  case onnx::TensorProto::INT16:
+    for (int32_t I : TP->int32_data())
+      appendRaw(B, (int16_t)I);
+    break;
+  case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    for (int32_t I : TP->int32_data())
+      appendRaw(B, (uint16_t)I);
+    break;
+  case onnx::TensorProto::INT8:
+    for (int32_t I : TP->int32_data())
+      appendRaw(B, (int8_t)I);
+    break;
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::BOOL:
+    for (int32_t I : TP->int32_data())
+      appendRaw(B, (uint8_t)I);
+    break;
+  default:
+    return createStringError(inconvertibleErrorCode(),
+                             "tensor '%s': data of this type cannot be read "
+                             "as bytes",
+                             TP->name().c_str());
+  }
+  HaveConverted = true;
+  return ArrayRef<char>(Converted);
+}
+
+Expected<ArrayRef<char>> ExternalTensorData::getBytes() const {
+  if (!Mapped) {
+    ErrorOr<std::unique_ptr<MemoryBuffer>> MB = MemoryBuffer::getFileSlice(
+        Path, Length, Offset, /*IsVolatile=*/false);
+    if (!MB)
+      return createStringError(MB.getError(),
+                               "cannot read external data '%s': %s",
+                               Path.c_str(), MB.getError().message().c_str());
+    Mapped = std::move(*MB);
+  }
+  return ArrayRef<char>(Mapped->getBufferStart(), Mapped->getBufferSize());
+}
+
+Expected<std::vector<char>> ExternalTensorData::readRange(uint64_t Off,
+                                                          uint64_t Len) const {
+  if (Off > Length || Len > Length - Off)
+    return createStringError(inconvertibleErrorCode(),
+                             "read past the end of external data '%s'",
+                             Location.c_str());
+  ErrorOr<std::unique_ptr<MemoryBuffer>> MB =
+      MemoryBuffer::getFileSlice(Path, Len, Offset + Off, false);
+  if (!MB)
+    return createStringError(MB.getError(), "cannot read external data '%s'",
+                             Path.c_str());
+  return std::vector<char>((*MB)->getBufferStart(), (*MB)->getBufferEnd());
+}
+
+//===----------------------------------------------------------------------===//
+// The importer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class Importer {
+public:
+  Importer(std::shared_ptr<const onnx::ModelProto> MP, StringRef Buffer,
+           StringRef BaseDir, bool IsText, ImportStats *Stats)
+      : MP(std::move(MP)), Buffer(Buffer), BaseDir(BaseDir), IsText(IsText),
+        Stats(Stats ? Stats : &LocalStats) {}
+
+  Expected<std::unique_ptr<Model>> run();
+
+private:
+  Error fail(const Twine &Msg) {
+    return createStringError(inconvertibleErrorCode(),
+                             Buffer + ": error: " + Msg);
+  }
+  Error importGraph(const onnx::GraphProto &GP, Graph &G);
+  Expected<TensorType> convertType(const onnx::TypeProto &T,
+                                   StringRef ValueName);
+  Expected<TensorType> convertValueInfo(const onnx::ValueInfoProto &VI);
+  Expected<std::shared_ptr<const TensorData>>
+  convertTensorData(const onnx::TensorProto &TP, const TensorType &Type);
+  Expected<Tensor> convertTensor(const onnx::TensorProto &TP);
+  Error convertAttribute(const onnx::AttributeProto &AP, const Node &Owner,
+                         Graph &G, Attribute &A);
+  static void collectFreeNames(const onnx::GraphProto &GP,
+                               std::vector<std::string> &Out);
+
+  std::shared_ptr<const onnx::ModelProto> MP;
+  std::string Buffer;
+  std::string BaseDir;
+  bool IsText;
+  ImportStats LocalStats;
+  ImportStats *Stats;
+};
+
+} // namespace
+
+static std::string nodeDesc(const onnx::NodeProto &N) {
+  return "node '" + N.name() + "' (" +
+         (N.domain().empty() || N.domain() == "ai.onnx"
+              ? N.op_type()
+              : N.domain() + "." + N.op_type()) +
+         ")";
+}
+
+Expected<TensorType> Importer::convertType(const onnx::TypeProto &T,
+                                           StringRef ValueName) {
+  TensorType TT;
+  if (T.value_case() == onnx::TypeProto::VALUE_NOT_SET)
+    return TT;
+  if (!T.has_tensor_type()) {
+    const char *What = T.has_sequence_type()        ? "a sequence"
+                       : T.has_map_type()           ? "a map"
+                       : T.has_optional_type()      ? "an optional"
+                       : T.has_sparse_tensor_type() ? "a sparse tensor"
+                                                    : "a non-tensor";
+    return fail("value '" + ValueName + "' has " + What +
+                " type; Loom handles dense tensor values only");
+  }
+  const onnx::TypeProto::Tensor &TP = T.tensor_type();
+  int32_t Code = TP.elem_type();
+  if (Code != 0 && !isKnownDataTypeCode(Code))
+    return fail("value '" + ValueName + "' has unknown element type " +
+                Twine(Code));
+  TT.Elem = static_cast<DataType>(Code);
+  if (!TP.has_shape())
+    return TT;
+  TT.HasShape = true;
+  for (const onnx::TensorShapeProto::Dimension &D : TP.shape().dim()) {
+    if (D.has_dim_value()) {
+      if (D.dim_value() < 0)
+        return fail("value '" + ValueName + "' has negative dimension " +
+                    Twine(D.dim_value()));
+      TT.Dims.push_back(Dim(D.dim_value()));
+    } else if (D.has_dim_param() && !D.dim_param().empty()) {
+      TT.Dims.push_back(Dim::symbol(D.dim_param()));
+    } else {
+      TT.Dims.push_back(Dim());
+    }
+  }
+  return TT;
+}
+
+Expected<TensorType> Importer::convertValueInfo(const onnx::ValueInfoProto &VI) {
+  if (!VI.has_type())
+    return TensorType();
+  return convertType(VI.type(), VI.name());
+}
+
+/// Is \p Loc a relative path that stays inside the model directory?
+static bool isContainedLocation(StringRef Loc) {
+  if (Loc.empty() || sys::path::is_absolute(Loc) ||
+      sys::path::is_absolute(Loc, sys::path::Style::windows) ||
+      Loc.contains(':') || Loc.contains('\\'))
+    return false;
+  for (auto It = sys::path::begin(Loc), E = sys::path::end(Loc); It != E;
+       ++It)
+    if (*It == "..")
+      return false;
+  return true;
+}
+
+Expected<std::shared_ptr<const TensorData>>
+Importer::convertTensorData(const onnx::TensorProto &TP,
+                            const TensorType &Type) {
+  StringRef Name = TP.name();
+  Optional<int64_t> NumElts = Type.getNumElements();
+  if (!NumElts)
+    return fail("tensor '" + Name + "' of type " + Type.str() +
+                " has a size that overflows int64");
+  if (Type.Elem == DataType::String)
+    return std::shared_ptr<const TensorData>();
+  uint64_t Want = (uint64_t)*NumElts * getDataTypeSize(Type.Elem);
+
+  if (TP.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string Location;
+    uint64_t Offset = 0;
+    Optional<uint64_t> Length;
+    for (const onnx::StringStringEntryProto &KV : TP.external_data()) {
+      if (KV.key() == "location") {
+        Location = KV.value();
+      } else if (KV.key() == "offset" || KV.key() == "length") {
+        uint64_t V;
+        if (StringRef(KV.value()).getAsInteger(10, V))
+          return fail("tensor '" + Name + "': external data " + KV.key() +
+                      " '" + KV.value() + "' is not a non-negative integer");
+        if (KV.key() == "offset")
+          Offset = V;
+        else
+          Length = V;
+      }
+    }
+    if (!isContainedLocation(Location))
+      return fail("tensor '" + Name + "': external data location '" +
+                  Location +
+                  "' must be a relative path inside the model's directory");
+    if (Length && *Length != Want)
+      return fail("tensor '" + Name + "' declares type " + Type.str() +
+                  " (" + Twine(Want) + " bytes) but its external data length "
+                  "is " + Twine(*Length));
+    SmallString<256> Path(BaseDir);
+    sys::path::append(Path, Location);
+    uint64_t FileSize;
+    if (sys::fs::file_size(Path, FileSize)) {
+      // Absent file: a shape-only weight (planning without weights).
+      ++Stats->ShapeOnlyParameters;
+      Stats->MissingExternalBytes += Want;
+      return std::shared_ptr<const TensorData>();
+    }
+    if (Offset > FileSize || Want > FileSize - Offset)
+      return fail("tensor '" + Name + "' needs " + Twine(Want) +
+                  " bytes at offset " + Twine(Offset) + " of '" + Location +
+                  "', which has " + Twine(FileSize) + " bytes");
+    ++Stats->ExternalParameters;
+    return std::shared_ptr<const TensorData>(std::make_shared<
+                                             ExternalTensorData>(
+        std::string(Path), Location, Offset, Want));
+  }
+
+  uint64_t Have;
+  if (TP.has_raw_data()) {
+    Have = TP.raw_data().size();
+  } else {
+    uint64_t Count = 0;
+    unsigned PerElt = 1;
+    switch (TP.data_type()) {
+    case onnx::TensorProto::COMPLEX64:
+      PerElt = 2;
+      LLVM_FALLTHROUGH;
+    case onnx::TensorProto::FLOAT:
+      Count = TP.float_data_size();
+      break;
+    case onnx::TensorProto::COMPLEX128:
+      PerElt = 2;
+      LLVM_FALLTHROUGH;
+    case onnx::TensorProto::DOUBLE:
+      Count = TP.double_data_size();
+      break;
+    case onnx::TensorProto::INT64:
+      Count = TP.int64_data_size();
+      break;
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64:
+      Count = TP.uint64_data_size();
+      break;
+    default:
+      Count = TP.int32_data_size();
+      break;
+    }
+    if (Count % PerElt != 0 || Count / PerElt != (uint64_t)*NumElts)
+      return fail("tensor '" + Name + "' declares type " + Type.str() +
+                  " (" + Twine(*NumElts) + " elements) but holds " +
+                  Twine(Count / PerElt));
+    Have = Want;
+  }
+  if (Have != Want)
+    return fail("tensor '" + Name + "' declares type " + Type.str() + " (" +
+                Twine(Want) + " bytes) but holds " + Twine(Have) + " bytes");
+  ++Stats->InlineParameters;
+  return std::shared_ptr<const TensorData>(
+      std::make_shared<ProtoTensorData>(MP, &TP, Want));
+}
+
+Expected<Tensor> Importer::convertTensor(const onnx::TensorProto &TP) {
+  Tensor T;
+  T.Name = TP.name();
+  if (!isKnownDataTypeCode(TP.data_type()))
+    return fail("tensor '" + TP.name() + "' has unknown element type " +
+                Twine(TP.data_type()));
+  T.Type.Elem = static_cast<DataType>(TP.data_type());
+  T.Type.HasShape = true;
+  for (int64_t D : TP.dims()) {
+    if (D < 0)
+      return fail("tensor '" + TP.name() + "' has negative dimension " +
+                  Twine(D));
+    T.Type.Dims.push_back(Dim(D));
+  }
+  if (TP.segment().begin() != 0 || TP.segment().end() != 0)
+    return fail("tensor '" + TP.name() + "' is segmented; not supported");
+  Expected<std::shared_ptr<const TensorData>> D =
+      convertTensorData(TP, T.Type);
+  if (!D)
+    return D.takeError();
+  T.Data = std::move(*D);
+  return T;
+}
+
+void Importer::collectFreeNames(const onnx::GraphProto &GP,
+                                std::vector<std::string> &Out) {
+  StringSet<> Local;
+  for (const auto &I : GP.input())
+    Local.insert(I.name());
+  for (const auto &I : GP.initializer())
+    Local.insert(I.name());
+  for (const auto &N : GP.node())
+    for (const std::string &O : N.output())
+      Local.insert(O);
+  auto Use = [&](const std::string &Name) {
+    if (!Name.empty() && !Local.count(Name))
+      Out.push_back(Name);
+  };
+  for (const auto &N : GP.node()) {
+    for (const std::string &I : N.input())
+      Use(I);
+    for (const auto &A : N.attribute()) {
+      std::vector<std::string> Inner;
+      if (A.has_g())
+        collectFreeNames(A.g(), Inner);
+      for (const auto &Sub : A.graphs())
+        collectFreeNames(Sub, Inner);
+      for (const std::string &S : Inner)
+        Use(S);
+    }
+  }
+  for (const auto &O : GP.output())
+    Use(O.name());
+}
+
+Error Importer::convertAttribute(const onnx::AttributeProto &AP,
+                                 const Node &Owner, Graph &G, Attribute &A) {
+  A.Name = AP.name();
+  auto Where = [&]() {
+    return "node '" + Owner.getName().str() + "' (" +
+           Owner.getQualifiedOpType() + "): attribute '" + AP.name() + "'";
+  };
+  onnx::AttributeProto::AttributeType Ty = AP.type();
+  if (Ty == onnx::AttributeProto::UNDEFINED) {
+    // IR version 1 models leave the type implicit.
+    if (AP.has_f()) Ty = onnx::AttributeProto::FLOAT;
+    else if (AP.has_i()) Ty = onnx::AttributeProto::INT;
+    else if (AP.has_s()) Ty = onnx::AttributeProto::STRING;
+    else if (AP.has_t()) Ty = onnx::AttributeProto::TENSOR;
+    else if (AP.has_g()) Ty = onnx::AttributeProto::GRAPH;
+    else if (AP.floats_size()) Ty = onnx::AttributeProto::FLOATS;
+    else if (AP.ints_size()) Ty = onnx::AttributeProto::INTS;
+    else if (AP.strings_size()) Ty = onnx::AttributeProto::STRINGS;
+    else if (AP.tensors_size()) Ty = onnx::AttributeProto::TENSORS;
+    else if (AP.graphs_size()) Ty = onnx::AttributeProto::GRAPHS;
+    else
+      return fail(Where() + " has no type and no value");
+  }
+  if (!AP.ref_attr_name().empty())
+    return fail(Where() + " refers to a function attribute; model-local "
+                          "functions are not supported");
+  switch (Ty) {
+  case onnx::AttributeProto::FLOAT:
+    A.K = Attribute::Kind::Float;
+    A.F = AP.f();
+    return Error::success();
+  case onnx::AttributeProto::INT:
+    A.K = Attribute::Kind::Int;
+    A.I = AP.i();
+    return Error::success();
+  case onnx::AttributeProto::STRING:
+    A.K = Attribute::Kind::String;
+    A.S = AP.s();
+    return Error::success();
+  case onnx::AttributeProto::FLOATS:
+    A.K = Attribute::Kind::Floats;
+    A.Fs.assign(AP.floats().begin(), AP.floats().end());
+    return Error::success();
+  case onnx::AttributeProto::INTS:
+    A.K = Attribute::Kind::Ints;
+    A.Is.assign(AP.ints().begin(), AP.ints().end());
+    return Error::success();
+  case onnx::AttributeProto::STRINGS:
+    A.K = Attribute::Kind::Strings;
+    A.Ss.assign(AP.strings().begin(), AP.strings().end());
+    return Error::success();
+  case onnx::AttributeProto::TENSOR:
+  case onnx::AttributeProto::TENSORS: {
+    A.K = Ty == onnx::AttributeProto::TENSOR ? Attribute::Kind::Tensor
+                                             : Attribute::Kind::Tensors;
+    auto Add = [&](const onnx::TensorProto &TP) -> Error {
+      Expected<Tensor> T = convertTensor(TP);
+      if (!T)
+        return T.takeError();
+      A.Ts.push_back(std::move(*T));
+      return Error::success();
+    };
+    if (Ty == onnx::AttributeProto::TENSOR)
+      return Add(AP.t());
+    for (const auto &TP : AP.tensors())
+      if (Error E = Add(TP))
+        return E;
+    return Error::success();
+  }
+  case onnx::AttributeProto::GRAPH:
+  case onnx::AttributeProto::GRAPHS: {
+    A.K = Ty == onnx::AttributeProto::GRAPH ? Attribute::Kind::Graph
+                                            : Attribute::Kind::Graphs;
+    auto Add = [&](const onnx::GraphProto &GP) -> Error {
+      auto Sub = std::make_unique<Graph>(GP.name(), &G);
+      if (Error E = importGraph(GP, *Sub))
+        return E;
+      A.Gs.push_back(std::move(Sub));
+      return Error::success();
+    };
+    if (Ty == onnx::AttributeProto::GRAPH)
+      return Add(AP.g());
+    for (const auto &GP : AP.graphs())
+      if (Error E = Add(GP))
+        return E;
+    return Error::success();
+  }
+  default:
+    return fail(Where() +
+                " has a sparse-tensor or type-proto value; not supported");
+  }
+}
+
+Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
+  G.DocString = GP.doc_string();
+  if (GP.sparse_initializer_size())
+    return fail("graph '" + GP.name() +
+                "' has sparse initializers; not supported");
+
+  // Initializers first: an input that is also an initializer is an
+  // overridable parameter.
+  StringMap<const onnx::TensorProto *> Inits;
+  for (const onnx::TensorProto &TP : GP.initializer())
+    if (!Inits.try_emplace(TP.name(), &TP).second)
+      return fail("duplicate definition of value '" + TP.name() +
+                  "' (initializer)");
+  StringSet<> InputNames;
+  for (const onnx::ValueInfoProto &VI : GP.input()) {
+    if (!InputNames.insert(VI.name()).second)
+      return fail("duplicate definition of value '" + VI.name() +
+                  "' (graph input)");
+    if (Inits.count(VI.name()))
+      continue;
+    Expected<TensorType> T = convertValueInfo(VI);
+    if (!T)
+      return T.takeError();
+    Expected<Value *> V = G.addInput(VI.name(), std::move(*T));
+    if (!V)
+      return fail(toString(V.takeError()));
+  }
+  for (const onnx::TensorProto &TP : GP.initializer()) {
+    Expected<Tensor> T = convertTensor(TP);
+    if (!T)
+      return T.takeError();
+    Expected<Value *> V =
+        G.addParameter(TP.name(), std::move(T->Type), std::move(T->Data));
+    if (!V)
+      return fail(toString(V.takeError()));
+    (*V)->AlsoGraphInput = InputNames.count(TP.name());
+  }
+
+  // Which node produces each name.
+  StringMap<unsigned> Producer;
+  for (int I = 0, E = GP.node_size(); I < E; ++I)
+    for (const std::string &O : GP.node(I).output()) {
+      if (O.empty())
+        continue;
+      if (G.lookupLocal(O) || !Producer.try_emplace(O, I).second)
+        return fail(nodeDesc(GP.node(I)) +
+                    ": duplicate definition of value '" + O + "'");
+    }
+
+  // Text syntax: a typed value nobody defines is a weight without data.
+  if (IsText)
+    for (const onnx::ValueInfoProto &VI : GP.value_info()) {
+      if (G.lookupLocal(VI.name()) || Producer.count(VI.name()))
+        continue;
+      Expected<TensorType> T = convertValueInfo(VI);
+      if (!T)
+        return T.takeError();
+      if (!T->isStatic())
+        return fail("shape-only parameter '" + VI.name() +
+                    "' needs a static type, got " + T->str());
+      if (!T->getSizeInBytes())
+        return fail("shape-only parameter '" + VI.name() + "' of type " +
+                    T->str() + " has a size that overflows int64");
+      Expected<Value *> V = G.addParameter(VI.name(), std::move(*T), nullptr);
+      if (!V)
+        return fail(toString(V.takeError()));
+      ++Stats->ShapeOnlyParameters;
+    }
+
+  // Dependencies, including the outer-scope names subgraphs read.
+  unsigned N = GP.node_size();
+  std::vector<SmallVector<unsigned, 4>> Succs(N);
+  std::vector<unsigned> InDegree(N, 0);
+  for (unsigned I = 0; I < N; ++I) {
+    const onnx::NodeProto &NP = GP.node(I);
+    std::vector<std::string> Names(NP.input().begin(), NP.input().end());
+    for (const auto &A : NP.attribute()) {
+      if (A.has_g())
+        collectFreeNames(A.g(), Names);
+      for (const auto &Sub : A.graphs())
+        collectFreeNames(Sub, Names);
+    }
+    SmallVector<unsigned, 4> Preds;
+    for (const std::string &Name : Names) {
+      if (Name.empty())
+        continue;
+      auto It = Producer.find(Name);
+      if (It != Producer.end()) {
+        Preds.push_back(It->second);
+        continue;
+      }
+      if (!G.lookup(Name))
+        return fail(nodeDesc(NP) + ": input '" + Name +
+                    "' is not defined by any node, input or initializer");
+    }
+    llvm::sort(Preds);
+    Preds.erase(std::unique(Preds.begin(), Preds.end()), Preds.end());
+    for (unsigned P : Preds) {
+      if (P == I)
+        return fail("graph '" + GP.name() + "' has a cycle: " +
+                    nodeDesc(NP) + " reads its own output");
+      Succs[P].push_back(I);
+      ++InDegree[I];
+    }
+  }
+  // Kahn's algorithm taking the lowest original index first: a sorted graph
+  // keeps its order, an unsorted one gets a deterministic order.
+  std::priority_queue<unsigned, std::vector<unsigned>, std::greater<unsigned>>
+      Ready;
+  for (unsigned I = 0; I < N; ++I)
+    if (!InDegree[I])
+      Ready.push(I);
+  std::vector<unsigned> Order;
+  Order.reserve(N);
+  while (!Ready.empty()) {
+    unsigned I = Ready.top();
+    Ready.pop();
+    Order.push_back(I);
+    for (unsigned S : Succs[I])
+      if (--InDegree[S] == 0)
+        Ready.push(S);
+  }
+  if (Order.size() != N) {
+    for (unsigned I = 0; I < N; ++I)
+      if (InDegree[I])
+        return fail("graph '" + GP.name() + "' has a cycle through " +
+                    nodeDesc(GP.node(I)));
+  }
+
+  for (unsigned I : Order) {
+    const onnx::NodeProto &NP = GP.node(I);
+    SmallVector<Value *, 4> Ins;
+    for (const std::string &Name : NP.input())
+      Ins.push_back(Name.empty() ? nullptr : G.lookup(Name));
+    std::vector<std::string> Outs(NP.output().begin(), NP.output().end());
+    Expected<Node *> NodeOr =
+        G.addNode(NP.op_type(), NP.domain() == "ai.onnx" ? "" : NP.domain(),
+                  NP.name(), Ins, Outs);
+    if (!NodeOr)
+      return fail(toString(NodeOr.takeError()));
+    Node *Nd = *NodeOr;
+    Nd->DocString = NP.doc_string();
+    StringSet<> Seen;
+    for (const onnx::AttributeProto &AP : NP.attribute()) {
+      if (!Seen.insert(AP.name()).second)
+        return fail(nodeDesc(NP) + ": duplicate attribute '" + AP.name() +
+                    "'");
+      Attribute A;
+      if (Error E = convertAttribute(AP, *Nd, G, A))
+        return E;
+      Nd->addAttribute(std::move(A));
+    }
+  }
+
+  for (const onnx::ValueInfoProto &VI : GP.value_info()) {
+    Value *V = G.lookupLocal(VI.name());
+    if (!V || !V->getDefiningNode())
+      continue; // Inputs and parameters carry their own types.
+    Expected<TensorType> T = convertValueInfo(VI);
+    if (!T)
+      return T.takeError();
+    V->Type = std::move(*T);
+    G.ValueInfoOrder.push_back(V);
+  }
+  for (const onnx::ValueInfoProto &VI : GP.output()) {
+    Value *V = G.lookupLocal(VI.name());
+    if (!V)
+      V = G.lookup(VI.name());
+    if (!V)
+      return fail("graph '" + GP.name() + "': output '" + VI.name() +
+                  "' is not defined by any node, input or initializer");
+    Expected<TensorType> T = convertValueInfo(VI);
+    if (!T)
+      return T.takeError();
+    if (V->getGraph() == &G && !V->isParameter() &&
+        (T->Elem != DataType::Undefined || T->HasShape))
+      V->Type = std::move(*T);
+    G.addOutput(V);
+  }
+  return Error::success();
+}
+
+Expected<std::unique_ptr<Model>> Importer::run() {
+  const onnx::ModelProto &P = *MP;
+  auto M = std::make_unique<Model>();
+  M->IRVersion = P.ir_version();
+  M->ProducerName = P.producer_name();
+  M->ProducerVersion = P.producer_version();
+  M->Domain = P.domain();
+  M->ModelVersion = P.model_version();
+  M->DocString = P.doc_string();
+  M->BaseDir = BaseDir;
+  M->SourcePath = Buffer;
+  for (const auto &KV : P.metadata_props())
+    M->MetadataProps.emplace_back(KV.key(), KV.value());
+  if (P.functions_size())
+    return fail("model-local function '" + P.functions(0).name() +
+                "' is not supported; inline functions before planning");
+  if (!P.has_graph())
+    return fail("model has no graph");
+  StringSet<> Domains;
+  for (const onnx::OperatorSetIdProto &O : P.opset_import()) {
+    std::string D = O.domain() == "ai.onnx" ? "" : O.domain();
+    if (!Domains.insert(D).second)
+      return fail("opset for domain '" + D + "' is imported twice");
+    M->Opsets.push_back({O.domain(), O.version()});
+  }
+  int64_t V = M->getOpsetVersion("");
+  if (V == 0 && P.opset_import_size() == 0)
+    return fail("model imports no opset");
+  if (V != 0 && (V < 7 || V > 17))
+    return fail("default-domain opset " + Twine(V) +
+                " is outside the supported range 7-17");
+  M->getGraph().setName(P.graph().name());
+  if (Error E = importGraph(P.graph(), M->getGraph()))
+    return std::move(E);
+  return std::move(M);
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+/// Turns ONNX's "[ParseError at position (line: L column: C)]\nError
+/// context: ...\nmessage" into "buffer:L:C: error: message".
+static Error parseErrorToLLVM(StringRef Buffer, StringRef Msg) {
+  Regex Pos("\\(line: ([0-9]+) column: ([0-9]+)\\)");
+  SmallVector<StringRef, 3> M;
+  std::string Line = "1", Col = "1";
+  if (Pos.match(Msg, &M)) {
+    Line = M[1].str();
+    Col = M[2].str();
+  }
+  StringRef Context, Detail = Msg;
+  size_t CtxPos = Msg.find("Error context:");
+  if (CtxPos != StringRef::npos) {
+    StringRef Rest = Msg.substr(CtxPos + strlen("Error context:"));
+    auto Split = Rest.split('\n');
+    Context = Split.first.trim();
+    Detail = Split.second.trim();
+  }
+  if (Detail.empty())
+    Detail = "syntax error";
+  std::string Out = (Buffer + ":" + Line + ":" + Col + ": error: " + Detail).str();
+  if (!Context.empty())
+    Out += "\n  " + Context.str();
+  return createStringError(inconvertibleErrorCode(), Out);
+}
+
+Expected<std::unique_ptr<Model>>
+importModelFromText(StringRef Text, StringRef BufferName, StringRef BaseDir,
+                    ImportStats *Stats) {
+  auto MP = std::make_shared<onnx::ModelProto>();
+  std::string Copy = Text.str(); // The parser needs a NUL-terminated string.
+  try {
+    onnx::Status S = onnx::OnnxParser::Parse(*MP, Copy.c_str());
+    if (!S.IsOK())
+      return parseErrorToLLVM(BufferName, S.ErrorMessage());
+  } catch (const std::exception &E) {
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: error: %s", BufferName.str().c_str(),
+                             E.what());
+  }
+  Importer I(MP, BufferName, BaseDir, /*IsText=*/true, Stats);
+  return I.run();
+}
+
+Expected<std::unique_ptr<Model>>
+importModelFromBinary(StringRef Bytes, StringRef BufferName,
+                      StringRef BaseDir, ImportStats *Stats) {
+  auto MP = std::make_shared<onnx::ModelProto>();
+  if (Bytes.size() > (size_t)INT_MAX)
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: error: file is larger than 2 GiB; store "
+                             "weights as external data",
+                             BufferName.str().c_str());
+  if (!MP->ParseFromArray(Bytes.data(), (int)Bytes.size()))
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: error: not a valid ONNX model (malformed "
+                             "or truncated protobuf)",
+                             BufferName.str().c_str());
+  Importer I(MP, BufferName, BaseDir, /*IsText=*/false, Stats);
+  return I.run();
+}
+
+static bool looksLikeText(StringRef Path, StringRef Content) {
+  StringRef Ext = sys::path::extension(Path);
+  if (Ext == ".onnxtxt" || Ext == ".onnxtext" || Ext == ".txt" ||
+      Ext == ".test")
+    return true;
+  if (Ext == ".onnx" || Ext == ".pb")
+    return false;
+  // Skip whitespace and '#' comment lines, then expect '<'.
+  StringRef S = Content;
+  while (true) {
+    S = S.ltrim();
+    if (S.startswith("#")) {
+      S = S.drop_until([](char C) { return C == '\n'; });
+      continue;
+    }
+    break;
+  }
+  return S.startswith("<");
+}
+
+Expected<std::unique_ptr<Model>> importModelFile(StringRef Path,
+                                                 ImportStats *Stats) {
+  if (sys::fs::is_directory(Path))
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: error: is a directory, not a model file",
+                             Path.str().c_str());
+  ErrorOr<std::unique_ptr<MemoryBuffer>> MB =
+      MemoryBuffer::getFile(Path, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
+  if (!MB)
+    return createStringError(MB.getError(), "%s: error: cannot read: %s",
+                             Path.str().c_str(),
+                             MB.getError().message().c_str());
+  SmallString<256> Dir(Path);
+  sys::path::remove_filename(Dir);
+  if (Dir.empty())
+    Dir = ".";
+  StringRef Content = (*MB)->getBuffer();
+  if (looksLikeText(Path, Content))
+    return importModelFromText(Content, Path, Dir, Stats);
+  return importModelFromBinary(Content, Path, Dir, Stats);
+}
+
+} // namespace loom

@@ -1,0 +1,62 @@
+//===- ProtoTensorData.h - TensorData backed by ONNX protobufs --*- C++ -*-===//
+//
+// Private to lib/ONNX. Inline data keeps the TensorProto inside the shared
+// ModelProto (no copy); external data is mapped from its file on first use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_LIB_ONNX_PROTOTENSORDATA_H
+#define LOOM_LIB_ONNX_PROTOTENSORDATA_H
+
+#include "loom/IR/Graph.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include <memory>
+
+namespace loom {
+
+/// Data stored in a TensorProto of a ModelProto that this object keeps alive.
+class ProtoTensorData : public TensorData {
+public:
+  ProtoTensorData(std::shared_ptr<const onnx::ModelProto> Owner,
+                  const onnx::TensorProto *TP, uint64_t Size)
+      : Owner(std::move(Owner)), TP(TP), Size(Size) {}
+  Kind getKind() const override { return Kind::Inline; }
+  llvm::Expected<llvm::ArrayRef<char>> getBytes() const override;
+  uint64_t getSize() const override { return Size; }
+  const onnx::TensorProto &getProto() const { return *TP; }
+
+private:
+  std::shared_ptr<const onnx::ModelProto> Owner;
+  const onnx::TensorProto *TP;
+  uint64_t Size;
+  /// Typed fields (float_data, int64_data, ...) converted to raw bytes on
+  /// first use.
+  mutable std::vector<char> Converted;
+  mutable bool HaveConverted = false;
+};
+
+/// Data in an external file, mapped lazily.
+class ExternalTensorData : public TensorData {
+public:
+  ExternalTensorData(std::string Path, std::string Location, uint64_t Offset,
+                     uint64_t Length)
+      : Path(std::move(Path)), Location(std::move(Location)), Offset(Offset),
+        Length(Length) {}
+  Kind getKind() const override { return Kind::External; }
+  llvm::Expected<llvm::ArrayRef<char>> getBytes() const override;
+  llvm::Expected<std::vector<char>> readRange(uint64_t Off,
+                                              uint64_t Len) const override;
+  uint64_t getSize() const override { return Length; }
+  llvm::StringRef getLocation() const override { return Location; }
+  uint64_t getOffset() const override { return Offset; }
+  llvm::StringRef getPath() const { return Path; }
+
+private:
+  std::string Path, Location;
+  uint64_t Offset, Length;
+  mutable std::unique_ptr<llvm::MemoryBuffer> Mapped;
+};
+
+} // namespace loom
+
+#endif

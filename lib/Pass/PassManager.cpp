@@ -1,0 +1,133 @@
+//===- PassManager.cpp - Running pipelines of passes ----------------------===//
+#include "loom/Pass/Pass.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+
+using namespace llvm;
+
+namespace loom {
+
+Pass::~Pass() = default;
+
+const PassInfo *PassManager::lookupPass(StringRef Argument) const {
+  for (const PassInfo &PI : Registry)
+    if (Argument == PI.Argument)
+      return &PI;
+  return nullptr;
+}
+
+std::string PassManager::registeredNames() const {
+  std::string S;
+  for (const PassInfo &PI : Registry) {
+    if (!S.empty())
+      S += ", ";
+    S += PI.Argument;
+  }
+  return S;
+}
+
+Error PassManager::parsePipeline(StringRef Pipeline) {
+  SmallVector<StringRef, 8> Names;
+  Pipeline.split(Names, ',', -1, /*KeepEmpty=*/false);
+  if (Names.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--pass-pipeline: empty pipeline");
+  for (StringRef Name : Names) {
+    Name = Name.trim();
+    const PassInfo *PI = lookupPass(Name);
+    if (!PI)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--pass-pipeline: unknown pass '%s'; registered passes: %s",
+          Name.str().c_str(), registeredNames().c_str());
+    addPass(PI->Create());
+  }
+  return Error::success();
+}
+
+void PassManager::addDefaultPipeline() {
+  for (const PassInfo &PI : Registry)
+    addPass(PI.Create());
+}
+
+std::vector<std::string> PassManager::getPipelineNames() const {
+  std::vector<std::string> Names;
+  for (const auto &P : Passes)
+    Names.push_back(P->getArgument().str());
+  return Names;
+}
+
+Error PassManager::validate(const PassInstrumentation &PI) const {
+  auto InPipeline = [&](StringRef N) {
+    return any_of(Passes, [&](const std::unique_ptr<Pass> &P) {
+      return P->getArgument() == N;
+    });
+  };
+  auto Check = [&](StringRef Flag, StringRef N) -> Error {
+    if (N.empty() || N == "all" || InPipeline(N))
+      return Error::success();
+    if (!lookupPass(N))
+      return createStringError(inconvertibleErrorCode(),
+                               "%s: unknown pass '%s'; registered passes: %s",
+                               Flag.str().c_str(), N.str().c_str(),
+                               registeredNames().c_str());
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: pass '%s' is not in the pipeline",
+                             Flag.str().c_str(), N.str().c_str());
+  };
+  for (const std::string &N : PI.PrintAfter)
+    if (Error E = Check("--print-after", N))
+      return E;
+  return Check("--stop-after", PI.StopAfter);
+}
+
+Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
+                       raw_ostream &Out, raw_ostream &Report) {
+  if (Error E = validate(PI))
+    return E;
+  std::vector<std::pair<std::string, double>> Times;
+  for (const auto &P : Passes) {
+    auto Start = std::chrono::steady_clock::now();
+    Error E = P->run(CU);
+    double Secs = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - Start)
+                      .count();
+    Times.emplace_back(P->getArgument().str(), Secs);
+    if (E)
+      return E;
+    if (PI.VerifyEach)
+      if (Error VE = verifyModel(*CU.M))
+        return createStringError(inconvertibleErrorCode(),
+                                 "IR verification failed after %s: %s",
+                                 P->getArgument().str().c_str(),
+                                 toString(std::move(VE)).c_str());
+    if (is_contained(PI.PrintAfter, P->getArgument().str()) ||
+        is_contained(PI.PrintAfter, "all")) {
+      Out << "# *** IR Dump After " << P->getArgument() << " ***\n";
+      printModel(*CU.M, Out);
+    }
+    if (P->getArgument() == PI.StopAfter)
+      break;
+  }
+  if (PI.TimePasses) {
+    double Total = 0;
+    for (auto &T : Times)
+      Total += T.second;
+    Report << "===" << std::string(70, '-') << "===\n"
+           << "                      ... Pass execution timing report ...\n"
+           << "===" << std::string(70, '-') << "===\n";
+    Report << format("  Total Execution Time: %.4f seconds\n\n", Total);
+    Report << "   ---Wall Time---  --- Name ---\n";
+    for (auto &T : Times)
+      Report << format("   %.4f (%5.1f%%)  %s\n", T.second,
+                       Total > 0 ? 100.0 * T.second / Total : 0.0,
+                       T.first.c_str());
+    Report << format("   %.4f (100.0%%)  Total\n", Total);
+  }
+  return Error::success();
+}
+
+} // namespace loom

@@ -1,0 +1,1012 @@
+//===- FoldShapeArith.cpp - Fold shape arithmetic into constants ----------===//
+//
+// Exporters compute shapes at run time: Shape -> Gather -> Unsqueeze ->
+// Concat -> Reshape, ConstantOfShape, Range, Expand, Where on shapes, causal
+// masks from Trilu... Once bind-symbols and infer-shapes have made shapes
+// static, these are constants. This pass evaluates them (small tensors only:
+// FoldLimit elements, so masks of long sequences stay as computations),
+// reruns ONNX shape inference so that Reshape/Expand targets that became
+// constant give static result shapes, repeats to a fixed point, and removes
+// what became dead.
+//
+// Opset-dependent operands (Unsqueeze/Squeeze/ReduceSum axes, Slice bounds)
+// are read per the model's default-domain opset.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MathExtras.h"
+#include <cmath>
+#include <functional>
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+constexpr int64_t FoldLimit = 1 << 16;
+
+/// A small constant tensor; integers (and bool) in I, floats in F.
+struct Const {
+  DataType Elem = DataType::Undefined;
+  SmallVector<int64_t, 4> Shape;
+  std::vector<int64_t> I;
+  std::vector<double> F;
+
+  bool isFloat() const { return isFloatingPoint(Elem); }
+  int64_t size() const { return isFloat() ? F.size() : I.size(); }
+  double getF(int64_t K) const { return isFloat() ? F[K] : (double)I[K]; }
+  int64_t getI(int64_t K) const { return isFloat() ? (int64_t)F[K] : I[K]; }
+  Tensor toTensor() const {
+    return isFloat() ? Tensor::makeFromDoubles(Elem, Shape, F)
+                     : Tensor::makeFromInts(Elem, Shape, I);
+  }
+};
+
+static int64_t product(ArrayRef<int64_t> S) {
+  int64_t N = 1;
+  for (int64_t D : S)
+    N *= D;
+  return N;
+}
+
+static Optional<Const> fromTensor(const Tensor &T) {
+  Optional<int64_t> N = T.Type.getNumElements();
+  if (!N || *N > FoldLimit || !T.Data || T.Type.Elem == DataType::String ||
+      T.Type.Elem == DataType::Complex64 ||
+      T.Type.Elem == DataType::Complex128)
+    return None;
+  Const C;
+  C.Elem = T.Type.Elem;
+  C.Shape = T.Type.getStaticShape();
+  if (C.isFloat()) {
+    Expected<std::vector<double>> V = T.getFloatValues();
+    if (!V) {
+      consumeError(V.takeError());
+      return None;
+    }
+    C.F = std::move(*V);
+  } else {
+    Expected<std::vector<int64_t>> V = T.getIntValues();
+    if (!V) {
+      consumeError(V.takeError());
+      return None;
+    }
+    C.I = std::move(*V);
+  }
+  return C;
+}
+
+/// Normalizes an axis against a rank; None if out of range.
+static Optional<int64_t> normAxis(int64_t A, int64_t Rank) {
+  if (A < 0)
+    A += Rank;
+  if (A < 0 || A >= Rank)
+    return None;
+  return A;
+}
+
+static SmallVector<int64_t, 4> stridesOf(ArrayRef<int64_t> Shape) {
+  SmallVector<int64_t, 4> S(Shape.size(), 1);
+  for (int I = (int)Shape.size() - 2; I >= 0; --I)
+    S[I] = S[I + 1] * Shape[I + 1];
+  return S;
+}
+
+/// Numpy-style multidirectional broadcast of shapes.
+static Optional<SmallVector<int64_t, 4>>
+broadcastShapes(ArrayRef<const Const *> Ins) {
+  size_t Rank = 0;
+  for (const Const *C : Ins)
+    Rank = std::max(Rank, C->Shape.size());
+  SmallVector<int64_t, 4> Out(Rank, 1);
+  for (const Const *C : Ins)
+    for (size_t I = 0; I < C->Shape.size(); ++I) {
+      int64_t &O = Out[Rank - C->Shape.size() + I];
+      int64_t D = C->Shape[I];
+      if (D == O || D == 1)
+        continue;
+      if (O != 1)
+        return None;
+      O = D;
+    }
+  return Out;
+}
+
+/// Index into \p C of output element \p Flat under broadcasting.
+static int64_t broadcastIndex(const Const &C, ArrayRef<int64_t> OutShape,
+                              ArrayRef<int64_t> OutStrides, int64_t Flat) {
+  SmallVector<int64_t, 4> CS = stridesOf(C.Shape);
+  size_t Off = OutShape.size() - C.Shape.size();
+  int64_t Idx = 0;
+  for (size_t D = 0; D < OutShape.size(); ++D) {
+    int64_t Coord = (Flat / OutStrides[D]) % OutShape[D];
+    if (D >= Off && C.Shape[D - Off] != 1)
+      Idx += Coord * CS[D - Off];
+  }
+  return Idx;
+}
+
+using ElemFn = std::function<Optional<double>(ArrayRef<double>)>;
+using IntFn = std::function<Optional<int64_t>(ArrayRef<int64_t>)>;
+
+/// Applies an element-wise function with broadcasting. The result has
+/// element type \p OutElem; integer inputs use \p IF when given.
+static Optional<Const> elementwise(ArrayRef<const Const *> Ins,
+                                   DataType OutElem, const ElemFn &FF,
+                                   const IntFn &IF) {
+  auto Shape = broadcastShapes(Ins);
+  if (!Shape)
+    return None;
+  int64_t N = product(*Shape);
+  if (N > FoldLimit)
+    return None;
+  SmallVector<int64_t, 4> Strides = stridesOf(*Shape);
+  bool AllInt = IF && none_of(Ins, [](const Const *C) { return C->isFloat(); });
+  Const R;
+  R.Elem = OutElem;
+  R.Shape = *Shape;
+  SmallVector<double, 3> FA(Ins.size());
+  SmallVector<int64_t, 3> IA(Ins.size());
+  for (int64_t K = 0; K < N; ++K) {
+    for (size_t J = 0; J < Ins.size(); ++J) {
+      int64_t Idx = broadcastIndex(*Ins[J], *Shape, Strides, K);
+      if (AllInt)
+        IA[J] = Ins[J]->I[Idx];
+      else
+        FA[J] = Ins[J]->getF(Idx);
+    }
+    if (AllInt) {
+      Optional<int64_t> V = IF(IA);
+      if (!V)
+        return None;
+      if (R.isFloat())
+        R.F.push_back((double)*V);
+      else
+        R.I.push_back(*V);
+    } else {
+      Optional<double> V = FF(FA);
+      if (!V)
+        return None;
+      if (R.isFloat())
+        R.F.push_back(*V);
+      else
+        R.I.push_back((int64_t)*V);
+    }
+  }
+  return R;
+}
+
+class Folder {
+public:
+  Folder(Model &M) : M(M), Opset(M.getOpsetVersion("")) {}
+  /// One sweep over \p G and its subgraphs; returns the number of folds.
+  unsigned sweep(Graph &G);
+  void eliminateDeadNodes(Graph &G);
+
+private:
+  Optional<Const> getConst(const Value *V);
+  Optional<std::vector<int64_t>> getInts(const Value *V) {
+    Optional<Const> C = getConst(V);
+    if (!C || C->isFloat())
+      return None;
+    return C->I;
+  }
+  /// Axes from an attribute before \p InputSince, from input \p Idx after.
+  Optional<std::vector<int64_t>> getAxes(const Node &N, int64_t InputSince,
+                                         unsigned Idx, bool &Absent);
+  Optional<Const> fold(const Node &N);
+  Optional<Const> foldSlice(const Node &N, const Const &X);
+  Optional<Const> foldReduce(const Node &N, const Const &X);
+
+  Model &M;
+  int64_t Opset;
+  DenseMap<const Value *, Const> Cache;
+};
+
+Optional<Const> Folder::getConst(const Value *V) {
+  if (!V)
+    return None;
+  auto It = Cache.find(V);
+  if (It != Cache.end())
+    return It->second;
+  Optional<Const> C;
+  // Weights stay parameters: only integer (shape-like) or scalar
+  // parameters take part in folding.
+  if (V->isParameter() && V->Data && !V->AlsoGraphInput &&
+      (!isFloatingPoint(V->Type.Elem) ||
+       V->Type.getNumElements().getValueOr(2) <= 1)) {
+    Tensor T;
+    T.Type = V->Type;
+    T.Data = V->Data;
+    C = fromTensor(T);
+  } else if (const Node *N = V->getDefiningNode()) {
+    if (N->getOpType() == "Constant" && N->getDomain().empty()) {
+      if (const Attribute *A = N->getAttribute("value")) {
+        if (A->K == Attribute::Kind::Tensor)
+          C = fromTensor(A->Ts[0]);
+      } else if (const Attribute *A = N->getAttribute("value_int")) {
+        C = Const{DataType::Int64, {}, {A->I}, {}};
+      } else if (const Attribute *A = N->getAttribute("value_ints")) {
+        C = Const{DataType::Int64, {(int64_t)A->Is.size()}, A->Is, {}};
+      } else if (const Attribute *A = N->getAttribute("value_float")) {
+        C = Const{DataType::Float, {}, {}, {A->F}};
+      } else if (const Attribute *A = N->getAttribute("value_floats")) {
+        C = Const{DataType::Float,
+                  {(int64_t)A->Fs.size()},
+                  {},
+                  std::vector<double>(A->Fs.begin(), A->Fs.end())};
+      }
+    }
+  }
+  if (C)
+    Cache[V] = *C;
+  return C;
+}
+
+Optional<std::vector<int64_t>> Folder::getAxes(const Node &N,
+                                               int64_t InputSince,
+                                               unsigned Idx, bool &Absent) {
+  Absent = false;
+  if (Opset < InputSince) {
+    if (auto A = N.getAttrInts("axes"))
+      return *A;
+    Absent = true;
+    return std::vector<int64_t>();
+  }
+  if (!N.getInput(Idx)) {
+    Absent = true;
+    return std::vector<int64_t>();
+  }
+  return getInts(N.getInput(Idx));
+}
+
+Optional<Const> Folder::foldSlice(const Node &N, const Const &X) {
+  std::vector<int64_t> Starts, Ends, Axes, Steps;
+  if (Opset < 10) {
+    auto S = N.getAttrInts("starts"), E = N.getAttrInts("ends");
+    if (!S || !E)
+      return None;
+    Starts = *S;
+    Ends = *E;
+    if (auto A = N.getAttrInts("axes"))
+      Axes = *A;
+  } else {
+    auto S = getInts(N.getInput(1)), E = getInts(N.getInput(2));
+    if (!S || !E)
+      return None;
+    Starts = *S;
+    Ends = *E;
+    if (N.getInput(3)) {
+      auto A = getInts(N.getInput(3));
+      if (!A)
+        return None;
+      Axes = *A;
+    }
+    if (N.getInput(4)) {
+      auto St = getInts(N.getInput(4));
+      if (!St)
+        return None;
+      Steps = *St;
+    }
+  }
+  int64_t Rank = X.Shape.size();
+  if (Axes.empty())
+    for (int64_t I = 0; I < (int64_t)Starts.size(); ++I)
+      Axes.push_back(I);
+  if (Steps.empty())
+    Steps.assign(Starts.size(), 1);
+  if (Ends.size() != Starts.size() || Axes.size() != Starts.size() ||
+      Steps.size() != Starts.size())
+    return None;
+  SmallVector<int64_t, 4> Begin(Rank, 0), Step(Rank, 1), Count(X.Shape);
+  for (size_t K = 0; K < Starts.size(); ++K) {
+    auto A = normAxis(Axes[K], Rank);
+    if (!A || Steps[K] == 0)
+      return None;
+    int64_t D = X.Shape[*A], S = Starts[K], E = Ends[K], St = Steps[K];
+    if (S < 0)
+      S += D;
+    if (E < 0)
+      E += D;
+    if (St > 0) {
+      S = std::max<int64_t>(0, std::min(S, D));
+      E = std::max<int64_t>(0, std::min(E, D));
+      Count[*A] = E > S ? (E - S + St - 1) / St : 0;
+    } else {
+      S = std::max<int64_t>(-1, std::min(S, D - 1));
+      E = std::max<int64_t>(-1, std::min(E, D - 1));
+      Count[*A] = S > E ? (S - E - St - 1) / -St : 0;
+    }
+    Begin[*A] = S;
+    Step[*A] = St;
+  }
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape = Count;
+  SmallVector<int64_t, 4> InStr = stridesOf(X.Shape), OutStr = stridesOf(Count);
+  int64_t N2 = product(Count);
+  for (int64_t K = 0; K < N2; ++K) {
+    int64_t Idx = 0;
+    for (int64_t D = 0; D < Rank; ++D)
+      Idx += (Begin[D] + ((K / OutStr[D]) % Count[D]) * Step[D]) * InStr[D];
+    if (R.isFloat())
+      R.F.push_back(X.F[Idx]);
+    else
+      R.I.push_back(X.I[Idx]);
+  }
+  return R;
+}
+
+Optional<Const> Folder::foldReduce(const Node &N, const Const &X) {
+  bool Absent;
+  int64_t InputSince = N.getOpType() == "ReduceSum" ? 13 : 18;
+  auto Axes = getAxes(N, InputSince, 1, Absent);
+  if (!Axes)
+    return None;
+  int64_t Rank = X.Shape.size();
+  SmallVector<bool, 4> Reduced(Rank, Absent || Axes->empty());
+  if (Absent || Axes->empty()) {
+    if (N.getAttrInt("noop_with_empty_axes", 0) && !Absent)
+      return X;
+  }
+  for (int64_t A : *Axes) {
+    auto NA = normAxis(A, Rank);
+    if (!NA)
+      return None;
+    Reduced[*NA] = true;
+  }
+  bool KeepDims = N.getAttrInt("keepdims", 1);
+  SmallVector<int64_t, 4> OutShape, KeptShape;
+  for (int64_t D = 0; D < Rank; ++D) {
+    KeptShape.push_back(Reduced[D] ? 1 : X.Shape[D]);
+    if (!Reduced[D] || KeepDims)
+      OutShape.push_back(Reduced[D] ? 1 : X.Shape[D]);
+  }
+  StringRef Op = N.getOpType();
+  int64_t OutN = product(KeptShape);
+  std::vector<double> Acc(OutN, Op == "ReduceProd" ? 1.0
+                                : Op == "ReduceMax" ? -INFINITY
+                                : Op == "ReduceMin" ? INFINITY
+                                                    : 0.0);
+  SmallVector<int64_t, 4> InStr = stridesOf(X.Shape), OutStr = stridesOf(KeptShape);
+  for (int64_t K = 0; K < X.size(); ++K) {
+    int64_t O = 0;
+    for (int64_t D = 0; D < Rank; ++D)
+      if (!Reduced[D])
+        O += ((K / InStr[D]) % X.Shape[D]) * OutStr[D];
+    double V = X.getF(K);
+    if (Op == "ReduceProd") Acc[O] *= V;
+    else if (Op == "ReduceSum") Acc[O] += V;
+    else if (Op == "ReduceMax") Acc[O] = std::max(Acc[O], V);
+    else Acc[O] = std::min(Acc[O], V);
+  }
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape = OutShape;
+  for (double V : Acc)
+    if (R.isFloat())
+      R.F.push_back(V);
+    else
+      R.I.push_back((int64_t)V);
+  return R;
+}
+
+static Optional<DataType> castTarget(const Node &N) {
+  int64_t To = N.getAttrInt("to", 0);
+  if (!isKnownDataTypeCode(To) || To == (int64_t)DataType::String ||
+      To == (int64_t)DataType::Complex64 || To == (int64_t)DataType::Complex128)
+    return None;
+  return static_cast<DataType>(To);
+}
+
+static Const convertTo(const Const &X, DataType To) {
+  Const R;
+  R.Elem = To;
+  R.Shape = X.Shape;
+  for (int64_t K = 0; K < X.size(); ++K) {
+    if (R.isFloat())
+      R.F.push_back(X.getF(K));
+    else if (To == DataType::Bool)
+      R.I.push_back(X.getF(K) != 0);
+    else
+      R.I.push_back(X.isFloat() ? (int64_t)X.F[K] : X.I[K]);
+  }
+  return R;
+}
+
+Optional<Const> Folder::fold(const Node &N) {
+  if (!N.getDomain().empty() || N.getNumOutputs() != 1 || !N.getOutput(0))
+    return None;
+  StringRef Op = N.getOpType();
+  // Shape-only sources: the input needs a static type, not data.
+  if (Op == "Shape" || Op == "Size") {
+    const Value *X = N.getInput(0);
+    if (!X || !X->Type.isStatic())
+      return None;
+    SmallVector<int64_t, 4> S = X->Type.getStaticShape();
+    if (Op == "Size")
+      return Const{DataType::Int64, {}, {product(S)}, {}};
+    int64_t Rank = S.size();
+    int64_t Start = N.getAttrInt("start", 0), End = N.getAttrInt("end", Rank);
+    if (Start < 0)
+      Start += Rank;
+    if (End < 0)
+      End += Rank;
+    Start = std::max<int64_t>(0, std::min(Start, Rank));
+    End = std::max<int64_t>(Start, std::min(End, Rank));
+    std::vector<int64_t> V(S.begin() + Start, S.begin() + End);
+    return Const{DataType::Int64, {(int64_t)V.size()}, V, {}};
+  }
+  if (Op == "Constant") {
+    // Normalizes value_int(s)/value_float(s) to a tensor constant.
+    if (N.getAttribute("value"))
+      return None;
+    return getConst(N.getOutput(0));
+  }
+
+  // Everything else needs constant inputs.
+  SmallVector<Optional<Const>, 4> In;
+  for (const Value *V : N.getInputs())
+    In.push_back(V ? getConst(V) : None);
+  auto Have = [&](unsigned I) { return I < In.size() && In[I].hasValue(); };
+
+  if (Op == "ConstantOfShape") {
+    if (!Have(0))
+      return None;
+    SmallVector<int64_t, 4> S(In[0]->I.begin(), In[0]->I.end());
+    if (any_of(S, [](int64_t D) { return D < 0; }) || product(S) > FoldLimit)
+      return None;
+    Const Fill{DataType::Float, {1}, {}, {0.0}};
+    if (const Attribute *A = N.getAttribute("value"))
+      if (A->K == Attribute::Kind::Tensor)
+        if (auto C = fromTensor(A->Ts[0]))
+          Fill = *C;
+    Const R;
+    R.Elem = Fill.Elem;
+    R.Shape = S;
+    int64_t Count = product(S);
+    if (R.isFloat())
+      R.F.assign(Count, Fill.F.empty() ? 0.0 : Fill.F[0]);
+    else
+      R.I.assign(Count, Fill.I.empty() ? 0 : Fill.I[0]);
+    return R;
+  }
+  if (In.empty() || !Have(0))
+    return None;
+  const Const &X = *In[0];
+
+  if (Op == "Identity")
+    return X;
+  if (Op == "Cast") {
+    auto To = castTarget(N);
+    if (!To)
+      return None;
+    return convertTo(X, *To);
+  }
+  if (Op == "Unsqueeze" || Op == "Squeeze") {
+    bool Absent;
+    auto Axes = getAxes(N, 13, 1, Absent);
+    if (!Axes)
+      return None;
+    Const R = X;
+    if (Op == "Unsqueeze") {
+      int64_t Rank = X.Shape.size() + Axes->size();
+      SmallVector<bool, 8> Ins(Rank, false);
+      for (int64_t A : *Axes) {
+        auto NA = normAxis(A, Rank);
+        if (!NA || Ins[*NA])
+          return None;
+        Ins[*NA] = true;
+      }
+      R.Shape.clear();
+      unsigned J = 0;
+      for (int64_t D = 0; D < Rank; ++D)
+        R.Shape.push_back(Ins[D] ? 1 : X.Shape[J++]);
+      return R;
+    }
+    int64_t Rank = X.Shape.size();
+    SmallVector<bool, 8> Drop(Rank, false);
+    for (int64_t A : *Axes) {
+      auto NA = normAxis(A, Rank);
+      if (!NA || X.Shape[*NA] != 1)
+        return None;
+      Drop[*NA] = true;
+    }
+    R.Shape.clear();
+    for (int64_t D = 0; D < Rank; ++D)
+      if (!(Absent ? X.Shape[D] == 1 : Drop[D]))
+        R.Shape.push_back(X.Shape[D]);
+    return R;
+  }
+  if (Op == "Reshape") {
+    if (!Have(1))
+      return None;
+    bool AllowZero = N.getAttrInt("allowzero", 0);
+    SmallVector<int64_t, 4> S(In[1]->I.begin(), In[1]->I.end());
+    int64_t Known = 1, Infer = -1;
+    for (size_t D = 0; D < S.size(); ++D) {
+      if (S[D] == 0 && !AllowZero) {
+        if (D >= X.Shape.size())
+          return None;
+        S[D] = X.Shape[D];
+      }
+      if (S[D] == -1) {
+        if (Infer >= 0)
+          return None;
+        Infer = D;
+      } else if (S[D] < 0) {
+        return None;
+      } else {
+        Known *= S[D];
+      }
+    }
+    if (Infer >= 0) {
+      if (Known == 0 || X.size() % Known)
+        return None;
+      S[Infer] = X.size() / Known;
+    }
+    if (product(S) != X.size())
+      return None;
+    Const R = X;
+    R.Shape = S;
+    return R;
+  }
+  if (Op == "Concat") {
+    for (unsigned I = 0; I < In.size(); ++I)
+      if (!Have(I) || In[I]->Elem != X.Elem ||
+          In[I]->Shape.size() != X.Shape.size())
+        return None;
+    int64_t Rank = X.Shape.size();
+    auto Axis = normAxis(N.getAttrInt("axis", 0), Rank);
+    if (!Axis)
+      return None;
+    Const R;
+    R.Elem = X.Elem;
+    R.Shape = X.Shape;
+    R.Shape[*Axis] = 0;
+    for (auto &C : In)
+      R.Shape[*Axis] += C->Shape[*Axis];
+    int64_t Outer = product(makeArrayRef(X.Shape).take_front(*Axis));
+    for (int64_t O = 0; O < Outer; ++O)
+      for (auto &C : In) {
+        int64_t Chunk = product(makeArrayRef(C->Shape).drop_front(*Axis));
+        for (int64_t K = O * Chunk; K < (O + 1) * Chunk; ++K) {
+          if (R.isFloat())
+            R.F.push_back(C->F[K]);
+          else
+            R.I.push_back(C->I[K]);
+        }
+      }
+    return R;
+  }
+  if (Op == "Gather") {
+    if (!Have(1) || In[1]->isFloat())
+      return None;
+    int64_t Rank = X.Shape.size();
+    auto Axis = normAxis(N.getAttrInt("axis", 0), Rank);
+    if (!Axis)
+      return None;
+    const Const &Idx = *In[1];
+    Const R;
+    R.Elem = X.Elem;
+    R.Shape.append(X.Shape.begin(), X.Shape.begin() + *Axis);
+    R.Shape.append(Idx.Shape.begin(), Idx.Shape.end());
+    R.Shape.append(X.Shape.begin() + *Axis + 1, X.Shape.end());
+    int64_t Outer = product(makeArrayRef(X.Shape).take_front(*Axis));
+    int64_t Inner = product(makeArrayRef(X.Shape).drop_front(*Axis + 1));
+    int64_t D = X.Shape[*Axis];
+    for (int64_t O = 0; O < Outer; ++O)
+      for (int64_t J : Idx.I) {
+        if (J < 0)
+          J += D;
+        if (J < 0 || J >= D)
+          return None;
+        for (int64_t K = 0; K < Inner; ++K) {
+          int64_t Src = (O * D + J) * Inner + K;
+          if (R.isFloat())
+            R.F.push_back(X.F[Src]);
+          else
+            R.I.push_back(X.I[Src]);
+        }
+      }
+    return R;
+  }
+  if (Op == "Slice")
+    return foldSlice(N, X);
+  if (Op == "ReduceProd" || Op == "ReduceSum" || Op == "ReduceMax" ||
+      Op == "ReduceMin")
+    return foldReduce(N, X);
+  if (Op == "Range") {
+    if (!Have(1) || !Have(2) || X.size() != 1 || In[1]->size() != 1 ||
+        In[2]->size() != 1)
+      return None;
+    double S = X.getF(0), L = In[1]->getF(0), D = In[2]->getF(0);
+    if (D == 0)
+      return None;
+    double Count = std::max(0.0, std::ceil((L - S) / D));
+    if (Count > FoldLimit)
+      return None;
+    Const R;
+    R.Elem = X.Elem;
+    R.Shape = {(int64_t)Count};
+    for (int64_t K = 0; K < (int64_t)Count; ++K) {
+      if (R.isFloat())
+        R.F.push_back(S + K * D);
+      else
+        R.I.push_back(X.I[0] + K * In[2]->I[0]);
+    }
+    return R;
+  }
+  if (Op == "Expand") {
+    if (!Have(1))
+      return None;
+    Const ShapeC;
+    ShapeC.Elem = X.Elem;
+    ShapeC.Shape.assign(In[1]->I.begin(), In[1]->I.end());
+    if (any_of(ShapeC.Shape, [](int64_t D) { return D < 0; }))
+      return None;
+    // Broadcast X against a tensor of the target shape.
+    auto Shape = broadcastShapes({&X, &ShapeC});
+    if (!Shape || product(*Shape) > FoldLimit)
+      return None;
+    Const R;
+    R.Elem = X.Elem;
+    R.Shape = *Shape;
+    SmallVector<int64_t, 4> Str = stridesOf(*Shape);
+    for (int64_t K = 0, E = product(*Shape); K < E; ++K) {
+      int64_t Idx = broadcastIndex(X, *Shape, Str, K);
+      if (R.isFloat())
+        R.F.push_back(X.F[Idx]);
+      else
+        R.I.push_back(X.I[Idx]);
+    }
+    return R;
+  }
+  if (Op == "Tile") {
+    if (!Have(1) || In[1]->size() != (int64_t)X.Shape.size())
+      return None;
+    SmallVector<int64_t, 4> OutS;
+    for (size_t D = 0; D < X.Shape.size(); ++D) {
+      if (In[1]->I[D] < 0)
+        return None;
+      OutS.push_back(X.Shape[D] * In[1]->I[D]);
+    }
+    if (product(OutS) > FoldLimit)
+      return None;
+    Const R;
+    R.Elem = X.Elem;
+    R.Shape = OutS;
+    SmallVector<int64_t, 4> OS = stridesOf(OutS), XS = stridesOf(X.Shape);
+    for (int64_t K = 0, E = product(OutS); K < E; ++K) {
+      int64_t Idx = 0;
+      for (size_t D = 0; D < OutS.size(); ++D)
+        Idx += ((K / OS[D]) % OutS[D] % X.Shape[D]) * XS[D];
+      if (R.isFloat())
+        R.F.push_back(X.F[Idx]);
+      else
+        R.I.push_back(X.I[Idx]);
+    }
+    return R;
+  }
+  if (Op == "Transpose") {
+    int64_t Rank = X.Shape.size();
+    std::vector<int64_t> Perm;
+    if (auto P = N.getAttrInts("perm"))
+      Perm = *P;
+    else
+      for (int64_t D = Rank - 1; D >= 0; --D)
+        Perm.push_back(D);
+    if ((int64_t)Perm.size() != Rank)
+      return None;
+    Const R;
+    R.Elem = X.Elem;
+    for (int64_t P : Perm) {
+      if (P < 0 || P >= Rank)
+        return None;
+      R.Shape.push_back(X.Shape[P]);
+    }
+    SmallVector<int64_t, 4> OS = stridesOf(R.Shape), XS = stridesOf(X.Shape);
+    for (int64_t K = 0; K < X.size(); ++K) {
+      int64_t Idx = 0;
+      for (int64_t D = 0; D < Rank; ++D)
+        Idx += ((K / OS[D]) % R.Shape[D]) * XS[Perm[D]];
+      if (R.isFloat())
+        R.F.push_back(X.F[Idx]);
+      else
+        R.I.push_back(X.I[Idx]);
+    }
+    return R;
+  }
+  if (Op == "NonZero") {
+    int64_t Rank = X.Shape.size();
+    SmallVector<int64_t, 4> XS = stridesOf(X.Shape);
+    std::vector<int64_t> Hits;
+    for (int64_t K = 0; K < X.size(); ++K)
+      if (X.getF(K) != 0)
+        Hits.push_back(K);
+    Const R;
+    R.Elem = DataType::Int64;
+    R.Shape = {Rank, (int64_t)Hits.size()};
+    for (int64_t D = 0; D < Rank; ++D)
+      for (int64_t K : Hits)
+        R.I.push_back((K / XS[D]) % X.Shape[D]);
+    return R;
+  }
+  if (Op == "Trilu") {
+    if (X.Shape.size() < 2)
+      return None;
+    int64_t K = 0;
+    if (N.getInput(1)) {
+      if (!Have(1) || In[1]->size() != 1)
+        return None;
+      K = In[1]->getI(0);
+    }
+    bool Upper = N.getAttrInt("upper", 1);
+    int64_t Rows = X.Shape[X.Shape.size() - 2], Cols = X.Shape.back();
+    Const R = X;
+    for (int64_t E = 0; E < X.size(); ++E) {
+      int64_t C = E % Cols, Rw = (E / Cols) % Rows;
+      bool Keep = Upper ? C - Rw >= K : C - Rw <= K;
+      if (!Keep) {
+        if (R.isFloat())
+          R.F[E] = 0;
+        else
+          R.I[E] = 0;
+      }
+    }
+    return R;
+  }
+
+  // Element-wise operators.
+  SmallVector<const Const *, 3> Ptrs;
+  for (unsigned I = 0; I < In.size(); ++I) {
+    if (!Have(I))
+      return None;
+    Ptrs.push_back(In[I].getPointer());
+  }
+  auto Unary = [&](std::function<double(double)> F,
+                   IntFn IF = nullptr) -> Optional<Const> {
+    if (Ptrs.size() != 1)
+      return None;
+    return elementwise(
+        Ptrs, X.Elem, [&](ArrayRef<double> A) { return F(A[0]); }, IF);
+  };
+  if (Op == "Neg")
+    return Unary([](double A) { return -A; },
+                 [](ArrayRef<int64_t> A) -> Optional<int64_t> { return -A[0]; });
+  if (Op == "Abs")
+    return Unary([](double A) { return std::fabs(A); },
+                 [](ArrayRef<int64_t> A) -> Optional<int64_t> {
+                   return A[0] < 0 ? -A[0] : A[0];
+                 });
+  if (Op == "Sqrt")
+    return Unary([](double A) { return std::sqrt(A); });
+  if (Op == "Reciprocal")
+    return Unary([](double A) { return 1.0 / A; });
+  if (Op == "Floor")
+    return Unary([](double A) { return std::floor(A); });
+  if (Op == "Ceil")
+    return Unary([](double A) { return std::ceil(A); });
+  if (Op == "Not")
+    return Unary([](double A) { return A == 0 ? 1.0 : 0.0; },
+                 [](ArrayRef<int64_t> A) -> Optional<int64_t> {
+                   return A[0] == 0;
+                 });
+
+  auto Binary = [&](DataType OutElem, std::function<Optional<double>(double,
+                                                                    double)>
+                                          F,
+                    std::function<Optional<int64_t>(int64_t, int64_t)> IF)
+      -> Optional<Const> {
+    if (Ptrs.size() != 2)
+      return None;
+    return elementwise(
+        Ptrs, OutElem, [&](ArrayRef<double> A) { return F(A[0], A[1]); },
+        [&](ArrayRef<int64_t> A) { return IF(A[0], A[1]); });
+  };
+  using OD = Optional<double>;
+  using OI = Optional<int64_t>;
+  if (Op == "Add")
+    return Binary(X.Elem, [](double A, double B) -> OD { return A + B; },
+                  [](int64_t A, int64_t B) -> OI { return A + B; });
+  if (Op == "Sub")
+    return Binary(X.Elem, [](double A, double B) -> OD { return A - B; },
+                  [](int64_t A, int64_t B) -> OI { return A - B; });
+  if (Op == "Mul")
+    return Binary(X.Elem, [](double A, double B) -> OD { return A * B; },
+                  [](int64_t A, int64_t B) -> OI { return A * B; });
+  if (Op == "Div")
+    return Binary(X.Elem, [](double A, double B) -> OD { return A / B; },
+                  [](int64_t A, int64_t B) -> OI {
+                    if (B == 0)
+                      return None;
+                    return A / B; // Truncation, as ONNX Runtime does.
+                  });
+  if (Op == "Mod") {
+    bool FMod = N.getAttrInt("fmod", 0);
+    return Binary(
+        X.Elem,
+        [FMod](double A, double B) -> OD {
+          if (B == 0)
+            return None;
+          double R = std::fmod(A, B);
+          if (!FMod && R != 0 && ((R < 0) != (B < 0)))
+            R += B;
+          return R;
+        },
+        [FMod](int64_t A, int64_t B) -> OI {
+          if (B == 0)
+            return None;
+          int64_t R = A % B;
+          if (!FMod && R != 0 && ((R < 0) != (B < 0)))
+            R += B;
+          return R;
+        });
+  }
+  if (Op == "Pow")
+    return Binary(X.Elem,
+                  [](double A, double B) -> OD { return std::pow(A, B); },
+                  [](int64_t A, int64_t B) -> OI {
+                    if (B < 0)
+                      return None;
+                    int64_t R = 1;
+                    for (int64_t K = 0; K < B && K < 64; ++K)
+                      R *= A;
+                    return R;
+                  });
+  auto Cmp = [&](std::function<bool(double, double)> F) {
+    return Binary(
+        DataType::Bool,
+        [F](double A, double B) -> OD { return F(A, B) ? 1.0 : 0.0; },
+        [F](int64_t A, int64_t B) -> OI {
+          return F((double)A, (double)B) ? 1 : 0;
+        });
+  };
+  if (Op == "Equal") {
+    if (!X.isFloat() && Ptrs.size() == 2 && !Ptrs[1]->isFloat())
+      return Binary(DataType::Bool, nullptr,
+                    [](int64_t A, int64_t B) -> OI { return A == B; });
+    return Cmp([](double A, double B) { return A == B; });
+  }
+  if (Op == "Less")
+    return Cmp([](double A, double B) { return A < B; });
+  if (Op == "Greater")
+    return Cmp([](double A, double B) { return A > B; });
+  if (Op == "LessOrEqual")
+    return Cmp([](double A, double B) { return A <= B; });
+  if (Op == "GreaterOrEqual")
+    return Cmp([](double A, double B) { return A >= B; });
+  if (Op == "And" || Op == "Or" || Op == "Xor")
+    return Binary(DataType::Bool, nullptr,
+                  [Op](int64_t A, int64_t B) -> OI {
+                    if (Op == "And")
+                      return (A != 0) && (B != 0);
+                    if (Op == "Or")
+                      return (A != 0) || (B != 0);
+                    return (A != 0) != (B != 0);
+                  });
+  if (Op == "Where") {
+    if (Ptrs.size() != 3 || Ptrs[1]->Elem != Ptrs[2]->Elem)
+      return None;
+    return elementwise(
+        Ptrs, Ptrs[1]->Elem,
+        [](ArrayRef<double> A) -> OD { return A[0] != 0 ? A[1] : A[2]; },
+        [](ArrayRef<int64_t> A) -> OI { return A[0] != 0 ? A[1] : A[2]; });
+  }
+  if (Op == "Max" || Op == "Min") {
+    bool IsMax = Op == "Max";
+    return elementwise(
+        Ptrs, X.Elem,
+        [IsMax](ArrayRef<double> A) -> OD {
+          double R = A[0];
+          for (double V : A)
+            R = IsMax ? std::max(R, V) : std::min(R, V);
+          return R;
+        },
+        [IsMax](ArrayRef<int64_t> A) -> OI {
+          int64_t R = A[0];
+          for (int64_t V : A)
+            R = IsMax ? std::max(R, V) : std::min(R, V);
+          return R;
+        });
+  }
+  return None;
+}
+
+unsigned Folder::sweep(Graph &G) {
+  unsigned Folds = 0;
+  for (unsigned I = 0; I < G.getNumNodes(); ++I) {
+    Node *N = G.getNodes()[I].get();
+    for (const Attribute &A : N->getAttributes())
+      for (const auto &Sub : A.Gs)
+        Folds += sweep(*Sub);
+    if (N->getOpType() == "Constant" && N->getAttribute("value"))
+      continue;
+    Optional<Const> C = fold(*N);
+    if (!C)
+      continue;
+    // Multi-output nodes are never folded (fold() requires one output).
+    Value *Out = N->getOutput(0);
+    Tensor T = C->toTensor();
+    G.replaceWithConstant(N, std::move(T));
+    Cache[Out] = std::move(*C);
+    ++Folds;
+  }
+  return Folds;
+}
+
+void Folder::eliminateDeadNodes(Graph &G) {
+  DenseMap<const Value *, unsigned> Uses = G.computeUseCounts();
+  DenseSet<const Node *> Dead;
+  for (int I = (int)G.getNumNodes() - 1; I >= 0; --I) {
+    const Node &N = *G.getNodes()[I];
+    bool HasSubgraph = any_of(N.getAttributes(), [](const Attribute &A) {
+      return !A.Gs.empty();
+    });
+    if (HasSubgraph || N.getNumOutputs() == 0)
+      continue;
+    if (any_of(N.getOutputs(),
+               [&](const Value *V) { return V && Uses.lookup(V); }))
+      continue;
+    Dead.insert(&N);
+    for (const Value *V : N.getInputs())
+      if (V && Uses.lookup(V))
+        --Uses[V];
+  }
+  if (!Dead.empty())
+    G.eraseNodes([&](const Node &N) { return Dead.count(&N); });
+  G.eraseUnusedParameters();
+}
+
+class FoldShapeArithPass : public Pass {
+public:
+  StringRef getArgument() const override { return "fold-shape-arith"; }
+  StringRef getDescription() const override {
+    return "Fold shape arithmetic on static shapes into constants";
+  }
+  Error run(CompilationUnit &CU) override {
+    Folder F(*CU.M);
+    Graph &G = CU.M->getGraph();
+    // Each round folds what static shapes allow, then lets shape inference
+    // turn the new constants into static shapes further down.
+    for (unsigned Round = 0; Round < 64; ++Round) {
+      if (!F.sweep(G))
+        break;
+      Expected<unsigned> Changed = inferShapes(*CU.M);
+      if (!Changed)
+        return Changed.takeError();
+    }
+    F.eliminateDeadNodes(G);
+    // Data-dependent shapes (NonZero, Loop outputs, ...) legitimately stay
+    // dynamic; say how many and where.
+    unsigned Dynamic = 0;
+    const Value *First = nullptr;
+    for (const auto &N : G.getNodes())
+      for (const Value *V : N->getOutputs())
+        if (V && !V->Type.isStatic()) {
+          ++Dynamic;
+          if (!First)
+            First = V;
+        }
+    if (Dynamic) {
+      const Node *D = First->getDefiningNode();
+      CU.warn("fold-shape-arith: " + Twine(Dynamic) +
+              " value(s) keep a non-static shape, first '" +
+              First->getName() + "' of node '" + D->getName() + "' (" +
+              D->getQualifiedOpType() + ")");
+    }
+    return Error::success();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createFoldShapeArithPass() {
+  return std::make_unique<FoldShapeArithPass>();
+}
+
+} // namespace loom

@@ -1,0 +1,23 @@
+//===- PassRegistry.cpp - The one table of Loom's passes ------------------===//
+//
+// In DESIGN §2's order; the default pipeline is this table. A pass appears
+// here once it exists: nothing pretends.
+//
+//===----------------------------------------------------------------------===//
+#include "Passes.h"
+
+namespace loom {
+
+static const PassInfo Registry[] = {
+    {"bind-symbols", "Bind symbolic dims (--batch, --seq, --dim NAME=V)",
+     createBindSymbolsPass},
+    {"infer-shapes", "Infer the element type and shape of every value",
+     createInferShapesPass},
+    {"fold-shape-arith",
+     "Fold shape arithmetic on static shapes into constants",
+     createFoldShapeArithPass},
+};
+
+llvm::ArrayRef<PassInfo> getRegisteredPasses() { return Registry; }
+
+} // namespace loom

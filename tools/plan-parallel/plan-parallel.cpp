@@ -1,0 +1,216 @@
+//===- plan-parallel.cpp - Loom's command-line driver ---------------------===//
+//
+//   plan-parallel MODEL --hw HW.yaml [--batch B] [--seq S] [--dim NAME=V]...
+//
+// Imports the model, loads the hardware description, runs the pass
+// pipeline and prints what exists of the plan. Exit status: 0 success,
+// 1 bad input or internal error (one message on stderr), 2 no feasible plan.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Support/Units.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace loom;
+
+static cl::OptionCategory LoomCategory("plan-parallel options");
+
+// Debian ships one shared libLLVM whose own options (print-after,
+// stop-after, time-passes, ...) are registered in every process. Loom's
+// options register under a "loom-" prefix and take their public names in
+// main(), after any LLVM option of that name has been unregistered.
+#define LOOM_OPT(Name) "loom-" Name
+
+static cl::opt<std::string> ModelPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx|model.onnxtxt>"),
+                                      cl::cat(LoomCategory));
+static cl::opt<std::string>
+    HWPath(LOOM_OPT("hw"), cl::Required, cl::value_desc("HW.yaml"),
+           cl::desc("Hardware description of the cluster (YAML)"),
+           cl::cat(LoomCategory));
+static cl::opt<int64_t> Batch(LOOM_OPT("batch"), cl::value_desc("B"),
+                              cl::desc("Bind the batch dim (symbol 'batch', "
+                                       "else dim 0 of the first dynamic "
+                                       "input)"),
+                              cl::cat(LoomCategory));
+static cl::opt<int64_t> Seq(LOOM_OPT("seq"), cl::value_desc("S"),
+                            cl::desc("Bind the sequence dim (symbol 'seq', "
+                                     "else dim 1 of the first dynamic input)"),
+                            cl::cat(LoomCategory));
+static cl::list<std::string> DimBindings(LOOM_OPT("dim"), cl::value_desc("NAME=V"),
+                                         cl::desc("Bind symbolic dim NAME"),
+                                         cl::cat(LoomCategory));
+static cl::opt<bool> PrintGraph(LOOM_OPT("print-graph"),
+                                cl::desc("Print the IR after the pipeline"),
+                                cl::cat(LoomCategory));
+static cl::opt<bool> PrintHW(LOOM_OPT("print-hw"),
+                             cl::desc("Print the hardware model as loaded"),
+                             cl::cat(LoomCategory));
+static cl::opt<std::string>
+    PassPipeline(LOOM_OPT("pass-pipeline"), cl::value_desc("a,b,c"),
+                 cl::desc("Run these passes instead of the default pipeline"),
+                 cl::cat(LoomCategory));
+static cl::list<std::string>
+    PrintAfter(LOOM_OPT("print-after"), cl::value_desc("PASS"), cl::CommaSeparated,
+               cl::desc("Print the IR after PASS ('all' for every pass)"),
+               cl::cat(LoomCategory));
+static cl::opt<std::string> StopAfter(LOOM_OPT("stop-after"), cl::value_desc("PASS"),
+                                      cl::desc("Stop the pipeline after PASS"),
+                                      cl::cat(LoomCategory));
+static cl::opt<bool> VerifyEach(LOOM_OPT("verify-each"),
+                                cl::desc("Verify the IR after every pass"),
+                                cl::cat(LoomCategory));
+static cl::opt<bool> TimePasses(LOOM_OPT("time-passes"),
+                                cl::desc("Report the time of every pass"),
+                                cl::cat(LoomCategory));
+static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
+                           cl::cat(LoomCategory));
+
+static StringRef ToolName = "plan-parallel";
+
+/// Prints one error, once. Messages that already carry "file...: error:"
+/// print as they are; others get the tool name in front.
+static int reportError(Error E, int Code = 1) {
+  std::string Msg = toString(std::move(E));
+  if (StringRef(Msg).contains(": error: "))
+    errs() << Msg << '\n';
+  else
+    WithColor::error(errs(), ToolName) << Msg << '\n';
+  return Code;
+}
+
+static Expected<CompileOptions> buildOptions() {
+  CompileOptions O;
+  if (Batch.getNumOccurrences())
+    O.Batch = Batch;
+  if (Seq.getNumOccurrences())
+    O.Seq = Seq;
+  for (StringRef B : DimBindings) {
+    auto KV = B.split('=');
+    int64_t V;
+    if (KV.first.empty() || KV.second.trim().getAsInteger(10, V))
+      return createStringError(inconvertibleErrorCode(),
+                               "--dim '%s': expected NAME=SIZE",
+                               B.str().c_str());
+    O.Dims.emplace_back(KV.first.str(), V);
+  }
+  return O;
+}
+
+static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
+                         const PassManager &PM, raw_ostream &OS) {
+  const Model &M = *CU.M;
+  const Graph &G = M.getGraph();
+  OS << "model: " << sys::path::filename(M.SourcePath) << " (opset "
+     << M.getOpsetVersion("") << "): " << NodesBefore << " nodes imported, "
+     << G.getNumNodes() << " after the pipeline, "
+     << G.getParameters().size() << " parameters ("
+     << formatBytes(Bytes(getTotalParameterBytes(G))) << ")";
+  if (CU.ShapeOnlyParameters)
+    OS << ", " << CU.ShapeOnlyParameters
+       << " shape-only (no weight data: planning without weights)";
+  OS << "\n";
+  const HardwareModel &HW = *CU.HW;
+  OS << "hardware: " << HW.Name << ": " << HW.getNumDevices() << " x "
+     << HW.Device.Name << " (";
+  bool First = true;
+  for (const TopologyLevel &L : HW.Topology) {
+    OS << (First ? "" : " x ") << L.Name << ' ' << L.Size;
+    First = false;
+  }
+  OS << ")\n";
+  OS << "pipeline: " << join(PM.getPipelineNames(), ", ") << "\n";
+  OS << "plan: not computed yet (search-parallelism does not exist yet)\n";
+}
+
+/// Gives every option of LoomCategory its public name (see LOOM_OPT).
+static void claimOptionNames() {
+  StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
+  std::vector<cl::Option *> Ours;
+  for (auto &KV : Opts)
+    if (is_contained(KV.second->Categories, &LoomCategory) &&
+        KV.first().startswith("loom-"))
+      Ours.push_back(KV.second);
+  llvm::sort(Ours, [](cl::Option *A, cl::Option *B) {
+    return A->ArgStr < B->ArgStr;
+  });
+  for (cl::Option *O : Ours) {
+    StringRef Public = O->ArgStr.drop_front(strlen("loom-"));
+    if (cl::Option *Theirs = Opts.lookup(Public))
+      Theirs->removeArgument();
+    O->setArgStr(Public);
+  }
+}
+
+int main(int argc, char **argv) {
+  InitLLVM X(argc, argv);
+  claimOptionNames();
+  cl::HideUnrelatedOptions(LoomCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Loom: plan tensor/pipeline/data/expert parallelism for an ONNX model "
+      "on an accelerator cluster\n");
+
+  Expected<HardwareModel> HW = loadHardwareModel(HWPath);
+  if (!HW)
+    return reportError(HW.takeError());
+
+  CompilationUnit CU;
+  Expected<CompileOptions> Opts = buildOptions();
+  if (!Opts)
+    return reportError(Opts.takeError());
+  CU.Opts = std::move(*Opts);
+  CU.HW = &*HW;
+
+  ImportStats Stats;
+  Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, &Stats);
+  if (!M)
+    return reportError(M.takeError());
+  CU.M = std::move(*M);
+  CU.ShapeOnlyParameters = Stats.ShapeOnlyParameters;
+  if (Error E = verifyModel(*CU.M))
+    return reportError(createStringError(inconvertibleErrorCode(),
+                                         ModelPath + ": error: " +
+                                             toString(std::move(E))));
+  unsigned NodesBefore = CU.M->getGraph().getNumNodes();
+
+  PassManager PM(getRegisteredPasses());
+  if (PassPipeline.getNumOccurrences()) {
+    if (Error E = PM.parsePipeline(PassPipeline))
+      return reportError(std::move(E));
+  } else {
+    PM.addDefaultPipeline();
+  }
+  PassInstrumentation PI;
+  PI.PrintAfter.assign(PrintAfter.begin(), PrintAfter.end());
+  PI.StopAfter = StopAfter;
+  PI.VerifyEach = VerifyEach;
+  PI.TimePasses = TimePasses;
+
+  // Dumps are buffered so that a failing pipeline prints only its error.
+  std::string Dumps;
+  raw_string_ostream DumpOS(Dumps);
+  Error E = PM.run(CU, PI, DumpOS, errs());
+  if (!Quiet)
+    for (const std::string &W : CU.getWarnings())
+      WithColor::warning(errs(), ToolName) << W << '\n';
+  if (E)
+    return reportError(std::move(E));
+
+  outs() << DumpOS.str();
+  if (PrintHW)
+    HW->print(outs());
+  if (PrintGraph)
+    printModel(*CU.M, outs());
+  if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW)
+    printSummary(CU, NodesBefore, PM, outs());
+  return 0;
+}
