@@ -932,7 +932,7 @@ unsigned Folder::sweep(Graph &G) {
     // Multi-output nodes are never folded (fold() requires one output).
     Value *Out = N->getOutput(0);
     Tensor T = C->toTensor();
-    G.replaceWithConstant(N, std::move(T));
+    G.replaceWithConstant(I, std::move(T));
     Cache[Out] = std::move(*C);
     ++Folds;
   }

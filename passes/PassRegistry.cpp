@@ -16,6 +16,8 @@ static const PassInfo Registry[] = {
     {"fold-shape-arith",
      "Fold shape arithmetic on static shapes into constants",
      createFoldShapeArithPass},
+    {"detect-layers", "Number repeated blocks (layers) by structural hashing",
+     createDetectLayersPass},
 };
 
 llvm::ArrayRef<PassInfo> getRegisteredPasses() { return Registry; }

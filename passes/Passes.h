@@ -8,6 +8,7 @@ namespace loom {
 std::unique_ptr<Pass> createBindSymbolsPass();
 std::unique_ptr<Pass> createInferShapesPass();
 std::unique_ptr<Pass> createFoldShapeArithPass();
+std::unique_ptr<Pass> createDetectLayersPass();
 } // namespace loom
 
 #endif

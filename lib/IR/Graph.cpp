@@ -444,6 +444,14 @@ unsigned Graph::countNodesRecursively() const {
 }
 
 Node *Graph::replaceWithConstant(Node *Old, Tensor T) {
+  for (unsigned I = 0; I < Nodes.size(); ++I)
+    if (Nodes[I].get() == Old)
+      return replaceWithConstant(I, std::move(T));
+  llvm_unreachable("node not in graph");
+}
+
+Node *Graph::replaceWithConstant(unsigned Index, Tensor T) {
+  Node *Old = Nodes[Index].get();
   auto NewNode = std::make_unique<Node>();
   NewNode->OpType = "Constant";
   NewNode->Name = Old->Name;
@@ -455,7 +463,6 @@ Node *Graph::replaceWithConstant(Node *Old, Tensor T) {
   for (unsigned I = 1; I < Old->Outputs.size(); ++I)
     if (Value *V = Old->Outputs[I])
       ValuesByName.erase(V->Name);
-  pruneValueInfo();
   NewNode->Outputs.push_back(Out);
   Out->Def = NewNode.get();
   Out->ResultNo = 0;
@@ -466,12 +473,8 @@ Node *Graph::replaceWithConstant(Node *Old, Tensor T) {
   T.Name = "";
   A.Ts.push_back(std::move(T));
   NewNode->Attrs.push_back(std::move(A));
-  for (auto &Slot : Nodes)
-    if (Slot.get() == Old) {
-      Slot = std::move(NewNode);
-      return Slot.get();
-    }
-  llvm_unreachable("node not in graph");
+  Nodes[Index] = std::move(NewNode);
+  return Nodes[Index].get();
 }
 
 static void countUses(const Graph &G,
@@ -508,17 +511,6 @@ void Graph::eraseNodes(function_ref<bool(const Node &)> Dead) {
   }
   Nodes = std::move(Kept);
   // Values stay allocated (cheap) so dangling pointers cannot arise.
-  pruneValueInfo();
-}
-
-void Graph::pruneValueInfo() {
-  ValueInfoOrder.erase(std::remove_if(ValueInfoOrder.begin(),
-                                      ValueInfoOrder.end(),
-                                      [&](Value *V) {
-                                        return ValuesByName.lookup(V->Name) !=
-                                               V;
-                                      }),
-                       ValueInfoOrder.end());
 }
 
 void Graph::eraseUnusedParameters() {
@@ -531,7 +523,6 @@ void Graph::eraseUnusedParameters() {
       ValuesByName.erase(P->Name);
   }
   Parameters = std::move(Kept);
-  pruneValueInfo();
 }
 
 int64_t Model::getOpsetVersion(StringRef D) const {
@@ -548,6 +539,14 @@ uint64_t getTotalParameterBytes(const Graph &G) {
   for (const Value *P : G.getParameters())
     if (Optional<int64_t> B = P->Type.getSizeInBytes())
       Total += *B;
+  return Total;
+}
+
+uint64_t getTotalParameterCount(const Graph &G) {
+  uint64_t Total = 0;
+  for (const Value *P : G.getParameters())
+    if (Optional<int64_t> N = P->Type.getNumElements())
+      Total += *N;
   return Total;
 }
 

@@ -149,11 +149,15 @@ static void printAttribute(raw_ostream &OS, const Attribute &A,
     break;
   case Attribute::Kind::Graph:
   case Attribute::Kind::Graphs:
-    OS << '[';
-    for (const auto &G : A.Gs) {
-      OS << '\n';
-      printGraph(*G, OS, Indent + 4);
+    // printGraph ends each graph with a newline; a list of graphs must not
+    // get a blank line between its members.
+    if (A.Gs.empty()) {
+      OS << "[]";
+      break;
     }
+    OS << "[\n";
+    for (const auto &G : A.Gs)
+      printGraph(*G, OS, Indent + 4);
     OS.indent(Indent + 2) << ']';
     break;
   }

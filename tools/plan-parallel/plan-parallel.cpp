@@ -113,11 +113,22 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
      << M.getOpsetVersion("") << "): " << NodesBefore << " nodes imported, "
      << G.getNumNodes() << " after the pipeline, "
      << G.getParameters().size() << " parameters ("
+     << getTotalParameterCount(G) << " elements, "
      << formatBytes(Bytes(getTotalParameterBytes(G))) << ")";
   if (CU.ShapeOnlyParameters)
     OS << ", " << CU.ShapeOnlyParameters
        << " shape-only (no weight data: planning without weights)";
   OS << "\n";
+  if (!CU.Layers.empty()) {
+    unsigned Blocks = 0, Runs = 0;
+    for (const LayerInfo &L : CU.Layers) {
+      Blocks += L.K == LayerInfo::Kind::Block;
+      Runs = std::max(Runs, (unsigned)(L.Run + 1));
+    }
+    OS << "layers: " << CU.Layers.size() << " (" << Blocks
+       << " repeated blocks in " << Runs << " run(s), "
+       << CU.Layers.size() - Blocks << " other)\n";
+  }
   const HardwareModel &HW = *CU.HW;
   OS << "hardware: " << HW.Name << ": " << HW.getNumDevices() << " x "
      << HW.Device.Name << " (";

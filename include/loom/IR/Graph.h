@@ -291,6 +291,8 @@ public:
   /// Replaces node \p N (which must be in this graph) by a node of a new op
   /// type producing the same output values, e.g. a folded Constant.
   Node *replaceWithConstant(Node *N, Tensor Value);
+  /// As above for the node at position \p Index (no search).
+  Node *replaceWithConstant(unsigned Index, Tensor Value);
   /// Removes the nodes for which \p Dead is true; their outputs must be
   /// unused.
   void eraseNodes(llvm::function_ref<bool(const Node &)> Dead);
@@ -300,13 +302,9 @@ public:
   /// graph outputs).
   llvm::DenseMap<const Value *, unsigned> computeUseCounts() const;
 
-  /// Values declared with a type in the graph's value list (value_info).
-  std::vector<Value *> ValueInfoOrder;
-
 private:
   friend class Node;
   Value *createValue(llvm::StringRef Name, Value::Kind K);
-  void pruneValueInfo();
   std::string Name;
   Graph *Parent;
   std::vector<std::unique_ptr<Node>> Nodes;
@@ -358,6 +356,8 @@ void printGraph(const Graph &G, llvm::raw_ostream &OS, unsigned Indent = 0);
 
 /// Sums the bytes of parameters with a static size.
 uint64_t getTotalParameterBytes(const Graph &G);
+/// Sums the element counts of parameters with a static size.
+uint64_t getTotalParameterCount(const Graph &G);
 
 } // namespace loom
 

@@ -1,0 +1,65 @@
+//===- OpCost.h - Per-operator cost rules ------------------------*- C++ -*-===//
+//
+// What one node costs, independent of where it runs: FLOPs, HBM traffic,
+// parameters, and the activations it keeps for backward. Rules live in
+// cost_models/ops/, one family per file; a node without a rule has
+// HasRule == false and is reported by name, never silently zero.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_COST_OPCOST_H
+#define LOOM_COST_OPCOST_H
+
+#include "loom/IR/Graph.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace loom {
+
+/// Which engine of a device the op's arithmetic needs.
+enum class ComputeUnit {
+  Cube,    ///< Matrix unit: MatMul, Gemm, Conv, Einsum-as-matmul.
+  Vector,  ///< Element-wise, norms, softmax, reductions.
+  Memory,  ///< Pure data movement: Transpose, Concat, Gather, Slice, ...
+  Control, ///< Control flow and shape bookkeeping (Loop, If, Shape, ...).
+  None,    ///< Free: Constant, Identity, Reshape of contiguous data.
+};
+llvm::StringRef getComputeUnitName(ComputeUnit U);
+
+/// The matrix-unit view of a matmul-like op: Batch x [M,K] * [K,N].
+struct MatmulShape {
+  int64_t Batch = 1, M = 0, N = 0, K = 0;
+};
+
+struct OpCost {
+  /// False when no rule knows this op (or its shapes are not static).
+  bool HasRule = false;
+  /// Why there is no rule, for reports ("no cost rule for com.x.Foo").
+  std::string NoRuleReason;
+  ComputeUnit Unit = ComputeUnit::None;
+  /// Element type that sets the throughput (the widest float input).
+  DataType Elem = DataType::Undefined;
+  /// Forward FLOPs (multiply-add = 2 FLOPs).
+  double Flops = 0;
+  /// Backward FLOPs: 2x forward for matmuls (grad wrt input and weight),
+  /// per-op rules otherwise; 0 for ops with nothing to differentiate.
+  double BackwardFlops = 0;
+  /// HBM bytes read and written by one forward execution (parameters
+  /// included in BytesRead).
+  double BytesRead = 0, BytesWritten = 0;
+  /// Parameters this node reads directly: elements and bytes.
+  double ParamCount = 0, ParamBytes = 0;
+  /// Values this op must keep for its backward pass (inputs or outputs);
+  /// the memory model deduplicates them across nodes.
+  llvm::SmallVector<const Value *, 2> SavedValues;
+  /// Set for Cube ops.
+  MatmulShape MM;
+  /// Control flow: body executions folded into the numbers above.
+  double TripCount = 1;
+};
+
+/// Computes the cost of \p N; \p Opset is the model's default-domain opset
+/// (some operands moved from attributes to inputs across versions).
+OpCost computeOpCost(const Node &N, int64_t Opset);
+
+} // namespace loom
+
+#endif // LOOM_COST_OPCOST_H

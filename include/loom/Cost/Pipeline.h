@@ -1,0 +1,44 @@
+//===- Pipeline.h - Critical path of pipeline schedules ---------*- C++ -*-===//
+//
+// Simulates one training step of 1F1B (PipeDream-Flush) or interleaved 1F1B
+// (Narayanan et al. 2021) with per-stage forward and backward times that may
+// differ (uneven stages), and point-to-point transfer times between stages.
+// The step time is the makespan of the dependency graph; the bubble is what
+// the busiest stage spends idle.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_COST_PIPELINE_H
+#define LOOM_COST_PIPELINE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include <vector>
+
+namespace loom {
+
+struct PipelineTimes {
+  /// Per pipeline stage (device), per micro-batch: forward and backward
+  /// time of all its virtual chunks together.
+  std::vector<double> Forward, Backward;
+  /// Send/Recv time across the boundary after stage i (size PP - 1, or PP
+  /// when interleaving wraps from the last device to the first).
+  std::vector<double> Transfer;
+  unsigned NumMicroBatches = 1;
+  /// Virtual stages per device (1 = plain 1F1B).
+  unsigned VirtualStages = 1;
+  /// Forward only (inference): no backward passes.
+  bool ForwardOnly = false;
+};
+
+struct PipelineResult {
+  double StepTime = 0;
+  /// Idle time of each stage within StepTime.
+  std::vector<double> Idle;
+  /// Idle / StepTime of the busiest stage; (P-1)/(M+P-1) for even stages.
+  double BubbleFraction = 0;
+};
+
+PipelineResult simulatePipeline(const PipelineTimes &T);
+
+} // namespace loom
+
+#endif // LOOM_COST_PIPELINE_H
