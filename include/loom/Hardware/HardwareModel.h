@@ -1,0 +1,220 @@
+//===- HardwareModel.h - Accelerator cluster description --------*- C++ -*-===//
+//
+// The hardware a plan targets, as plain data loaded from a YAML file: what one
+// device (NPU) contains -- its processing-unit classes, memories and the links
+// between them -- and how devices are connected, level by level, innermost
+// first. The cost model reads it; nothing here computes costs.
+//
+// File format (every number takes a unit; a bare number where a unit belongs
+// is an error, see loom/Support/Units.h):
+//
+//   name: atlas900                    # required
+//   description: "16 x Atlas 800T A2" # optional
+//   device:
+//     name: Ascend 910B2              # required
+//     classes:                        # aicore or aicpu required; also
+//       aicore:                       #   hbm_pim and ssd; nothing else
+//         throughput: {fp16: 313TFLOPS, int8: 626TOPS}  # peak per dtype
+//         vector_throughput: {fp16: 20TFLOPS}           # optional
+//         launch_overhead: 5us        # required: fixed cost per op
+//         efficiency: 0.7             # optional, (0, 1], default 1
+//         alignment: 16               # optional, default 1
+//         cores: 24                   # optional, informational
+//         ops: ["*"]                  # required; "*" = every op type
+//         exclude_ops: [Loop]         # optional
+//         dtypes: [fp16, bf16, fp32]  # optional; absent = any
+//         bandwidth: 1.6TB/s          # required for hbm_pim and ssd
+//         latency: 80us               # required for ssd: per read
+//     memory:                         # hbm required; host, ssd optional
+//       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
+//       host: {capacity: 1TiB, bandwidth: 64GB/s}
+//       ssd: {capacity: 3.84TB, bandwidth: 7GB/s, latency: 80us}
+//     transfers:                      # optional links between classes
+//       - {from: aicore, to: aicpu, bandwidth: 32GB/s, latency: 10us}
+//   topology:                         # required, innermost level first
+//     - {name: hccs, size: 8, bandwidth: 196GB/s, latency: 1.2us,
+//        efficiency: 0.8, oversubscription: 1.0, allow_tp: true}
+//     - {name: roce, size: 16, bandwidth: 200Gbps, latency: 4us}
+//   devices: 128                      # optional; must equal the product
+//                                     #   of the level sizes
+//
+// Data type names are case-insensitive and normalized to the IR's short
+// names (fp16/float16/half -> f16, fp32/float -> f32, int8 -> i8, ...), so
+// a model's DataType finds its peak with getDataTypeName().
+//
+// Memories and link bandwidths are per device: a resource the devices of a
+// server share (host DDR, NVMe drives) is given as each device's share.
+//
+// Errors name the file, line and column: YamlIO reports syntax errors,
+// unknown keys and bad unit strings; the loader adds missing and duplicate
+// keys, and traces validate()'s cross-field checks back to the offending
+// key's position.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_HARDWARE_HARDWAREMODEL_H
+#define LOOM_HARDWARE_HARDWAREMODEL_H
+
+#include "loom/Support/Units.h"
+
+#include "llvm/ADT/Optional.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace loom {
+
+/// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
+/// its AICPU cores, compute next to HBM, or the SSD read path (DESIGN.md §5).
+struct DeviceClass {
+  /// aicore, aicpu, hbm_pim or ssd (the key in device.classes).
+  std::string Name;
+  /// Peak rate per data type (matrix/cube unit on aicore), keyed by the IR's
+  /// short dtype name. Required, non-empty, for aicore and aicpu.
+  std::map<std::string, FlopsPerSecond> Throughput;
+  /// Peak of the vector unit per data type, for element-wise work; empty if
+  /// the class has no separate vector unit.
+  std::map<std::string, FlopsPerSecond> VectorThroughput;
+  /// Fixed cost of launching one op on this class.
+  Seconds LaunchOverhead;
+  /// Fraction of peak reached by well-shaped kernels, in (0, 1].
+  double Efficiency = 1.0;
+  /// Dimension multiple the matrix unit is built for (16 on the Da Vinci
+  /// cube); other sizes are padded, so they waste throughput.
+  unsigned Alignment = 1;
+  /// Number of cores (informational; 0 = not given).
+  unsigned Cores = 0;
+  /// Op types this class can run; "*" means all.
+  std::vector<std::string> Ops;
+  /// Op types it cannot run even if Ops has "*".
+  std::vector<std::string> ExcludeOps;
+  /// Data types it supports (normalized short names); empty means any.
+  std::vector<std::string> DataTypes;
+  /// hbm_pim: internal HBM bandwidth it computes at; ssd: read bandwidth.
+  llvm::Optional<BytesPerSecond> Bandwidth;
+  /// ssd: latency of one read.
+  llvm::Optional<Seconds> Latency;
+
+  /// True if \p OpType is listed (or "*" is) and not excluded.
+  bool supportsOp(llvm::StringRef OpType) const;
+  /// True if DataTypes is empty or lists \p DType (any accepted spelling).
+  bool supportsDataType(llvm::StringRef DType) const;
+  /// Peak for \p DType (any accepted spelling), or None if not given.
+  llvm::Optional<FlopsPerSecond> getThroughput(llvm::StringRef DType) const;
+  /// Vector-unit peak for \p DType, or None if not given.
+  llvm::Optional<FlopsPerSecond>
+  getVectorThroughput(llvm::StringRef DType) const;
+};
+
+/// One memory of a device: hbm (required), host (DDR over PCIe) or ssd.
+/// Shared memories are given as one device's share.
+struct MemoryLevel {
+  /// hbm, host or ssd (the key in device.memory).
+  std::string Name;
+  Bytes Capacity;
+  BytesPerSecond Bandwidth;
+  /// Access latency; None if not given (HBM's is negligible at op scale).
+  llvm::Optional<Seconds> Latency;
+  /// Capacity the runtime keeps for itself (driver, HCCL buffers).
+  Bytes Reserved;
+
+  /// Capacity - Reserved: what a plan may fill.
+  Bytes getUsableCapacity() const { return Capacity - Reserved; }
+};
+
+/// A data path between two device classes, e.g. AI core <-> AICPU. It serves
+/// both directions unless the reverse direction is listed separately.
+struct TransferLink {
+  std::string From;
+  std::string To;
+  BytesPerSecond Bandwidth;
+  Seconds Latency;
+};
+
+/// What one device is made of.
+struct DeviceDescription {
+  /// Product name, e.g. "Ascend 910B2".
+  std::string Name;
+  /// Processing-unit classes by name.
+  std::map<std::string, DeviceClass> Classes;
+  /// Memories by name.
+  std::map<std::string, MemoryLevel> Memory;
+  std::vector<TransferLink> Transfers;
+};
+
+/// One level of the interconnect: Size groups of the level below (devices,
+/// for the innermost level) joined by one kind of link.
+struct TopologyLevel {
+  /// e.g. hccs, roce; unique.
+  std::string Name;
+  /// Number of units of the level below in one unit of this level.
+  unsigned Size = 1;
+  /// Nominal bandwidth per device per direction on this level's links.
+  BytesPerSecond Bandwidth;
+  /// Latency of one message across this level.
+  Seconds Latency;
+  /// Fraction of Bandwidth collectives reach under load, in (0, 1].
+  double Efficiency = 1.0;
+  /// Uplink oversubscription, >= 1 (1 = non-blocking); divides bandwidth.
+  double Oversubscription = 1.0;
+  /// Whether tensor-parallel groups may span this level. In YAML it
+  /// defaults to true for the innermost level and false for the others.
+  bool AllowTP = false;
+
+  /// Bandwidth * Efficiency / Oversubscription.
+  BytesPerSecond getEffectiveBandwidth() const {
+    return Bandwidth * (Efficiency / Oversubscription);
+  }
+};
+
+/// A cluster: identical devices joined by a hierarchy of interconnects.
+struct HardwareModel {
+  std::string Name;
+  std::string Description;
+  DeviceDescription Device;
+  /// Innermost level first.
+  std::vector<TopologyLevel> Topology;
+  /// The device count the YAML states, if any (checked against Topology).
+  llvm::Optional<uint64_t> Devices;
+
+  /// Product of the level sizes.
+  uint64_t getNumDevices() const;
+  /// The topology level named \p Name, or null.
+  const TopologyLevel *getLevel(llvm::StringRef Name) const;
+  /// The device class named \p Name, or null.
+  const DeviceClass *getClass(llvm::StringRef Name) const;
+  /// The memory level named \p Name, or null.
+  const MemoryLevel *getMemory(llvm::StringRef Name) const;
+  /// The link from \p From to \p To, else the one from \p To to \p From
+  /// (links are symmetric unless both directions are listed), or null.
+  const TransferLink *getTransfer(llvm::StringRef From,
+                                  llvm::StringRef To) const;
+
+  /// Checks the cross-field rules (positive bandwidths, efficiencies in
+  /// (0, 1], known class and level names, sizes multiplying to Devices, ...).
+  /// The message starts with the offending key's path, e.g.
+  /// "topology[1].bandwidth: must be positive, got 0 B/s".
+  llvm::Error validate() const;
+
+  /// A deterministic human-readable summary, one item per line.
+  void print(llvm::raw_ostream &OS) const;
+};
+
+/// Parses and validates a hardware description. \p BufferName is used as the
+/// file name in messages, which read "<BufferName>:<line>:<col>: error: ...".
+llvm::Expected<HardwareModel> parseHardwareModel(llvm::StringRef Text,
+                                                 llvm::StringRef BufferName);
+
+/// Reads, parses and validates the hardware description in \p Path.
+llvm::Expected<HardwareModel> loadHardwareModel(llvm::StringRef Path);
+
+} // namespace loom
+
+#endif // LOOM_HARDWARE_HARDWAREMODEL_H
