@@ -6,7 +6,8 @@
 // is dynamic; --seq binds "seq" (or seq_len, sequence, sequence_length),
 // else dim 1 of the first input whose dim 1 is dynamic. Every dynamic dim of
 // a graph input must end up bound; a binding that matches nothing is only a
-// warning, since scripts pass the same flags to many models.
+// warning, since scripts pass the same flags to many models; two flags that
+// bind one symbol to different sizes are an error.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Pass/Pass.h"
@@ -70,8 +71,28 @@ static void substituteGraph(Graph &G, const StringMap<int64_t> &Binds) {
 Error BindSymbolsPass::run(CompilationUnit &CU) {
   Graph &G = CU.M->getGraph();
   StringMap<int64_t> Binds;
+  // Which flag bound each symbol, to name both flags of a conflict.
+  StringMap<std::string> BoundBy;
   // Unnamed dynamic dims bound by position: (input, dim) -> size.
   std::vector<std::tuple<Value *, unsigned, int64_t>> Positional;
+
+  // Two flags binding one symbol (--batch by position and --dim of the same
+  // name, say) must agree: silently keeping the last would plan a shape the
+  // user did not ask for.
+  auto SetBinding = [&](StringRef Symbol, int64_t Size,
+                        const Twine &Flag) -> Error {
+    auto It = Binds.find(Symbol);
+    if (It != Binds.end() && It->second != Size)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "%s binds symbolic dim '%s' to %lld, but %s already bound it to "
+          "%lld",
+          Flag.str().c_str(), Symbol.str().c_str(), (long long)Size,
+          BoundBy[Symbol].c_str(), (long long)It->second);
+    Binds[Symbol] = Size;
+    BoundBy[Symbol] = Flag.str();
+    return Error::success();
+  };
 
   auto Bind = [&](StringRef Flag, ArrayRef<StringRef> Names, unsigned Pos,
                   int64_t Size) -> Error {
@@ -80,16 +101,13 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
                                "%s must be positive, got %lld",
                                Flag.str().c_str(), (long long)Size);
     for (StringRef N : Names)
-      if (hasSymbol(G, N)) {
-        Binds[N] = Size;
-        return Error::success();
-      }
+      if (hasSymbol(G, N))
+        return SetBinding(N, Size, Flag + " " + Twine(Size));
     if (auto Slot = findDynamicDim(G, Pos)) {
       const Dim &D = Slot->first->Type.Dims[Pos];
       if (D.isSymbolic())
-        Binds[D.Symbol] = Size;
-      else
-        Positional.emplace_back(Slot->first, Pos, Size);
+        return SetBinding(D.Symbol, Size, Flag + " " + Twine(Size));
+      Positional.emplace_back(Slot->first, Pos, Size);
       return Error::success();
     }
     CU.warn(Flag + " " + Twine(Size) + " matches no dynamic dim of the model");
@@ -111,8 +129,9 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
     if (!hasSymbol(G, KV.first))
       CU.warn("--dim " + KV.first + "=" + Twine(KV.second) +
               " matches no symbolic dim of the model");
-    else
-      Binds[KV.first] = KV.second;
+    else if (Error E = SetBinding(KV.first, KV.second,
+                                  "--dim " + KV.first + "=" + Twine(KV.second)))
+      return E;
   }
 
   for (auto &P : Positional)

@@ -931,9 +931,13 @@ unsigned Folder::sweep(Graph &G) {
       continue;
     // Multi-output nodes are never folded (fold() requires one output).
     Value *Out = N->getOutput(0);
+    // Later folds read the values back from the stored tensor (getConst):
+    // storing rounds or wraps them to the element type (a Cast to uint8 or
+    // f16, f32 arithmetic done in double), and they must see what the
+    // constant holds, not the wider intermediate.
     Tensor T = C->toTensor();
     G.replaceWithConstant(I, std::move(T));
-    Cache[Out] = std::move(*C);
+    Cache.erase(Out);
     ++Folds;
   }
   return Folds;

@@ -18,6 +18,12 @@ static const PassInfo Registry[] = {
      createFoldShapeArithPass},
     {"detect-layers", "Number repeated blocks (layers) by structural hashing",
      createDetectLayersPass},
+    {"annotate-costs",
+     "Annotate every node with FLOPs, bytes, memory and per-class time",
+     createAnnotateCostsPass},
+    {"assign-device-classes",
+     "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)",
+     createAssignDeviceClassesPass},
 };
 
 llvm::ArrayRef<PassInfo> getRegisteredPasses() { return Registry; }

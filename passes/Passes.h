@@ -3,12 +3,87 @@
 #define LOOM_PASSES_PASSES_H
 
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/CostReport.h"
+#include "loom/Solver/Placement.h"
 
 namespace loom {
 std::unique_ptr<Pass> createBindSymbolsPass();
 std::unique_ptr<Pass> createInferShapesPass();
 std::unique_ptr<Pass> createFoldShapeArithPass();
 std::unique_ptr<Pass> createDetectLayersPass();
+std::unique_ptr<Pass> createAnnotateCostsPass();
+std::unique_ptr<Pass> createAssignDeviceClassesPass();
+
+//===-- Device-class placement (passes/AssignDeviceClasses.cpp) ----------===//
+
+/// One node's class and why.
+struct NodePlacement {
+  const Node *N = nullptr;
+  unsigned Class = 0; ///< Index into GraphPlacement::Classes.
+  /// Time on every class (forward, + backward when training); infinite
+  /// where the node cannot run.
+  std::vector<double> Seconds;
+  std::string Reason;
+};
+
+/// The placement of the main graph for one HBM budget.
+struct GraphPlacement {
+  std::vector<std::string> Classes;
+  /// Per main-graph node, in graph order.
+  std::vector<unsigned> NodeClass;
+  /// With reasons; only when asked to explain.
+  std::vector<NodePlacement> Nodes;
+  /// One step, whole graph: node times and cross-class transfers.
+  double ComputeSeconds = 0, TransferSeconds = 0;
+  unsigned CrossingEdges = 0;
+  std::vector<unsigned> ClassNodes;  ///< Per class.
+  std::vector<double> ClassSeconds;  ///< Per class.
+  /// Parameter bytes (training: with gradients and optimizer states) held
+  /// in HBM and on the SSD, and what was available.
+  double HBMFreeBytes = 0, HBMParamBytes = 0;
+  double SSDCapacityBytes = 0, SSDParamBytes = 0;
+  PlacementStats Stats;
+  double getStepSeconds() const { return ComputeSeconds + TransferSeconds; }
+};
+
+/// Builds the placement problem of a costed CompilationUnit once (needs
+/// annotate-costs; uses detect-layers' layers when present) and solves it
+/// per HBM budget, for the search to call per candidate plan. The unit
+/// must outlive the placer and not change in between.
+class DeviceClassPlacer {
+public:
+  static llvm::Expected<std::unique_ptr<DeviceClassPlacer>>
+  create(const CompilationUnit &CU);
+  ~DeviceClassPlacer();
+  /// \p HBMFreeBytes: HBM per device left for parameters and their
+  /// training state after activations, buffers and reserve.
+  /// \p ParamShardFactor (>= 1): how many ways parameters are split across
+  /// devices (e.g. tp x ZeRO-3 dp); parameter bytes are divided by it, so
+  /// a table split 8 ways may fit in HBM. Errors: no feasible placement
+  /// (the message names the binding capacity).
+  llvm::Expected<GraphPlacement> place(double HBMFreeBytes,
+                                       double ParamShardFactor,
+                                       bool Explain = false) const;
+  /// HBM capacity minus reserved: the budget when no plan is known.
+  static double getUsableHBMBytes(const CompilationUnit &CU);
+
+private:
+  DeviceClassPlacer();
+  struct Impl;
+  std::unique_ptr<Impl> I;
+};
+
+/// One-shot placement: DeviceClassPlacer::create + place. A negative
+/// \p HBMFreeBytes means the usable HBM (what the pass uses).
+llvm::Expected<GraphPlacement> placeForPlan(const CompilationUnit &CU,
+                                            double HBMFreeBytes = -1,
+                                            double ParamShardFactor = 1,
+                                            bool Explain = false);
+
+/// --print-placement: per node its class, time on every class and the
+/// reason, then totals per class. Fails if the pass has not run.
+llvm::Error printPlacement(const CompilationUnit &CU, ReportFormat F,
+                           llvm::raw_ostream &OS);
 } // namespace loom
 
 #endif

@@ -250,14 +250,29 @@ static uint16_t floatToHalf(float F) {
     Man |= 0x800000u;
     uint32_t Shift = 14 - Exp;
     uint32_t H = Man >> Shift;
-    if ((Man >> (Shift - 1)) & 1) // Round half up.
+    // Round to nearest, ties to even, as IEEE casts (and ONNX Runtime) do.
+    uint32_t Rem = Man & ((1u << Shift) - 1), Half = 1u << (Shift - 1);
+    if (Rem > Half || (Rem == Half && (H & 1)))
       ++H;
     return Sign | H;
   }
   uint32_t H = Sign | ((uint32_t)Exp << 10) | (Man >> 13);
-  if (Man & 0x1000u) // Round half up (carries into the exponent correctly).
+  // Ties to even; a carry into the exponent (up to infinity) is correct.
+  uint32_t Rem = Man & 0x1fffu;
+  if (Rem > 0x1000u || (Rem == 0x1000u && (H & 1)))
     ++H;
   return H;
+}
+
+static uint16_t floatToBFloat16(float F) {
+  uint32_t X;
+  std::memcpy(&X, &F, 4);
+  if ((X & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a (quiet) NaN.
+    return (uint16_t)((X >> 16) | 0x40u);
+  // Round to nearest, ties to even (truncating would bias every value
+  // towards zero and differ from what frameworks store).
+  X += 0x7fffu + ((X >> 16) & 1);
+  return (uint16_t)(X >> 16);
 }
 
 static void appendElement(std::vector<char> &B, DataType Elem, int64_t IV,
@@ -277,13 +292,9 @@ static void appendElement(std::vector<char> &B, DataType Elem, int64_t IV,
   case DataType::Float16:
     append<uint16_t>(B, floatToHalf(IsInt ? (float)IV : (float)DV));
     break;
-  case DataType::BFloat16: {
-    float F = IsInt ? (float)IV : (float)DV;
-    uint32_t X;
-    std::memcpy(&X, &F, 4);
-    append<uint16_t>(B, (uint16_t)(X >> 16));
+  case DataType::BFloat16:
+    append<uint16_t>(B, floatToBFloat16(IsInt ? (float)IV : (float)DV));
     break;
-  }
   default:
     break;
   }
@@ -399,12 +410,17 @@ Expected<Value *> Graph::addParameter(StringRef N, TensorType T,
 Expected<Node *> Graph::addNode(StringRef OpType, StringRef Domain,
                                 StringRef NodeName, ArrayRef<Value *> Ins,
                                 ArrayRef<std::string> OutputNames) {
-  for (const std::string &O : OutputNames)
-    if (!O.empty() && ValuesByName.count(O))
+  for (unsigned I = 0; I < OutputNames.size(); ++I) {
+    const std::string &O = OutputNames[I];
+    // A name listed twice among this node's own results is a double
+    // definition too.
+    if (!O.empty() && (ValuesByName.count(O) ||
+                       is_contained(OutputNames.take_front(I), O)))
       return createStringError(
           inconvertibleErrorCode(),
           "node '%s' (%s): duplicate definition of value '%s'",
           NodeName.str().c_str(), OpType.str().c_str(), O.c_str());
+  }
   Nodes.push_back(std::make_unique<Node>());
   Node *N = Nodes.back().get();
   N->OpType = OpType.str();
@@ -540,6 +556,16 @@ uint64_t getTotalParameterBytes(const Graph &G) {
     if (Optional<int64_t> B = P->Type.getSizeInBytes())
       Total += *B;
   return Total;
+}
+
+StringRef getLayerKindName(LayerInfo::Kind K) {
+  switch (K) {
+  case LayerInfo::Kind::Prologue: return "prologue";
+  case LayerInfo::Kind::Block: return "block";
+  case LayerInfo::Kind::Epilogue: return "epilogue";
+  case LayerInfo::Kind::Other: return "other";
+  }
+  return "other";
 }
 
 uint64_t getTotalParameterCount(const Graph &G) {

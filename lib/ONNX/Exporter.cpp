@@ -93,6 +93,17 @@ Error Exporter::exportTensor(const Tensor &T, onnx::TensorProto &TP) {
   Expected<ArrayRef<char>> B = T.Data->getBytes();
   if (!B)
     return B.takeError();
+  if (T.Type.Elem == DataType::String) {
+    Expected<std::vector<std::string>> Strings =
+        decodeStrings(*B, T.Type.getNumElements().getValueOr(0));
+    if (!Strings)
+      return createStringError(inconvertibleErrorCode(), "tensor '%s': %s",
+                               T.Name.c_str(),
+                               toString(Strings.takeError()).c_str());
+    for (std::string &S : *Strings)
+      TP.add_string_data(std::move(S));
+    return Error::success();
+  }
   TP.set_raw_data(B->data(), B->size());
   return Error::success();
 }
@@ -236,8 +247,17 @@ Error Exporter::exportModel(const Model &M, onnx::ModelProto &P) {
 
 static Error exportToProto(const Model &M, const ExportOptions &Opts,
                            onnx::ModelProto &P) {
-  Exporter E(Opts);
-  return E.exportModel(M, P);
+  try {
+    Exporter E(Opts);
+    return E.exportModel(M, P);
+  } catch (const std::exception &E) {
+    return createStringError(inconvertibleErrorCode(), "cannot export: %s",
+                             E.what());
+  }
+}
+
+Error exportModelToProto(const Model &M, onnx::ModelProto &P) {
+  return exportToProto(M, ExportOptions(), P);
 }
 
 Expected<std::string> exportModel(const Model &M, const ExportOptions &Opts) {

@@ -9,12 +9,15 @@
 #include "ProtoTensorData.h"
 #include "loom/ONNX/ONNX.h"
 #include "onnx/defs/parser.h"
+#include "onnx/shape_inference/implementation.h"
+#include "onnx/version_converter/convert.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
+#include <cstring>
 #include <queue>
 
 using namespace llvm;
@@ -28,6 +31,44 @@ namespace loom {
 template <typename T> static void appendRaw(std::vector<char> &B, T V) {
   const char *P = reinterpret_cast<const char *>(&V);
   B.insert(B.end(), P, P + sizeof(T));
+}
+
+std::vector<char> encodeStrings(ArrayRef<std::string> Strings) {
+  std::vector<char> B;
+  for (const std::string &S : Strings) {
+    appendRaw(B, (uint64_t)S.size());
+    B.insert(B.end(), S.begin(), S.end());
+  }
+  return B;
+}
+
+Expected<std::vector<std::string>> decodeStrings(ArrayRef<char> Bytes,
+                                                 uint64_t NumElements) {
+  std::vector<std::string> Out;
+  size_t Pos = 0;
+  while (Pos < Bytes.size()) {
+    uint64_t Len;
+    if (Bytes.size() - Pos < sizeof(Len))
+      break;
+    std::memcpy(&Len, Bytes.data() + Pos, sizeof(Len));
+    Pos += sizeof(Len);
+    if (Len > Bytes.size() - Pos)
+      break;
+    Out.emplace_back(Bytes.data() + Pos, Len);
+    Pos += Len;
+  }
+  if (Pos != Bytes.size() || Out.size() != NumElements)
+    return createStringError(inconvertibleErrorCode(),
+                             "string tensor data is not %llu encoded strings",
+                             (unsigned long long)NumElements);
+  return Out;
+}
+
+uint64_t getEncodedStringsSize(const onnx::TensorProto &TP) {
+  uint64_t Size = 0;
+  for (const std::string &S : TP.string_data())
+    Size += sizeof(uint64_t) + S.size();
+  return Size;
 }
 
 Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
@@ -83,6 +124,10 @@ Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
     for (int32_t I : TP->int32_data())
       appendRaw(B, (uint8_t)I);
     break;
+  case onnx::TensorProto::STRING:
+    B = encodeStrings(std::vector<std::string>(TP->string_data().begin(),
+                                               TP->string_data().end()));
+    break;
   default:
     return createStringError(inconvertibleErrorCode(),
                              "tensor '%s': data of this type cannot be read "
@@ -133,9 +178,13 @@ public:
       : MP(std::move(MP)), Buffer(Buffer), BaseDir(BaseDir), IsText(IsText),
         Stats(Stats ? Stats : &LocalStats) {}
 
+  /// Checks the model header, upgrades an old opset, then builds the IR.
   Expected<std::unique_ptr<Model>> run();
 
 private:
+  /// Builds the IR from MP as it is.
+  Expected<std::unique_ptr<Model>> build();
+  Error upgradeOpset(const Model &Old, int64_t From);
   Error fail(const Twine &Msg) {
     return createStringError(inconvertibleErrorCode(),
                              Buffer + ": error: " + Msg);
@@ -235,8 +284,20 @@ Importer::convertTensorData(const onnx::TensorProto &TP,
   if (!NumElts)
     return fail("tensor '" + Name + "' of type " + Type.str() +
                 " has a size that overflows int64");
-  if (Type.Elem == DataType::String)
-    return std::shared_ptr<const TensorData>();
+  if (Type.Elem == DataType::String) {
+    if (TP.data_location() == onnx::TensorProto::EXTERNAL ||
+        TP.has_raw_data())
+      return fail("string tensor '" + Name +
+                  "' must hold its elements in string_data");
+    if ((uint64_t)TP.string_data_size() != (uint64_t)*NumElts)
+      return fail("tensor '" + Name + "' declares type " + Type.str() +
+                  " (" + Twine(*NumElts) + " elements) but holds " +
+                  Twine(TP.string_data_size()));
+    ++Stats->InlineParameters;
+    return std::shared_ptr<const TensorData>(std::make_shared<
+                                             ProtoTensorData>(
+        MP, &TP, getEncodedStringsSize(TP)));
+  }
   uint64_t Want = (uint64_t)*NumElts * getDataTypeSize(Type.Elem);
 
   if (TP.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -536,6 +597,9 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
       if (!T->isStatic())
         return fail("shape-only parameter '" + VI.name() +
                     "' needs a static type, got " + T->str());
+      if (getDataTypeSize(T->Elem) == 0)
+        return fail("shape-only parameter '" + VI.name() + "' of type " +
+                    T->str() + " needs a numeric element type");
       if (!T->getSizeInBytes())
         return fail("shape-only parameter '" + VI.name() + "' of type " +
                     T->str() + " has a size that overflows int64");
@@ -638,7 +702,6 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
     if (!T)
       return T.takeError();
     V->Type = std::move(*T);
-    G.ValueInfoOrder.push_back(V);
   }
   for (const onnx::ValueInfoProto &VI : GP.output()) {
     Value *V = G.lookupLocal(VI.name());
@@ -658,7 +721,75 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
   return Error::success();
 }
 
+/// Default-domain opsets Loom's passes and cost rules are written for.
+/// Older models are upgraded to MinOpset with ONNX's version converter (as
+/// onnx-mlir does), which rewrites the few ops whose semantics changed
+/// (legacy broadcast attributes, consumed_inputs, is_test, ...).
+static constexpr int64_t MinOpset = 7, MaxOpset = 17;
+
+/// Default-domain opset of \p P; 0 if it imports none.
+static int64_t getDefaultOpset(const onnx::ModelProto &P) {
+  for (const onnx::OperatorSetIdProto &O : P.opset_import())
+    if (O.domain().empty() || O.domain() == "ai.onnx")
+      return O.version();
+  return 0;
+}
+
+Error Importer::upgradeOpset(const Model &Old, int64_t From) {
+  auto Fail = [&](StringRef Why) {
+    return fail("cannot upgrade default-domain opset " + Twine(From) +
+                " to " + Twine(MinOpset) + ": " + Why.trim());
+  };
+  // The converter crashes on malformed graphs (undefined names, unsorted
+  // nodes): give it Loom's export of the validated, sorted import.
+  auto Upgraded = std::make_shared<onnx::ModelProto>();
+  if (Error E = exportModelToProto(Old, *Upgraded))
+    return Fail(toString(std::move(E)));
+  try {
+    // Some adapters (legacy broadcast) need the shapes of intermediate
+    // values; ONNX's Python convert_version infers them first too.
+    onnx::shape_inference::InferShapes(*Upgraded);
+    *Upgraded = onnx::version_conversion::ConvertVersion(*Upgraded, MinOpset);
+  } catch (const std::exception &E) {
+    return Fail(E.what());
+  }
+  if (getDefaultOpset(*Upgraded) != MinOpset)
+    return Fail("the converter did not produce opset " + Twine(MinOpset).str());
+  MP = std::move(Upgraded);
+  return Error::success();
+}
+
 Expected<std::unique_ptr<Model>> Importer::run() {
+  if (MP->functions_size())
+    return fail("model-local function '" + MP->functions(0).name() +
+                "' is not supported; inline functions before planning");
+  if (!MP->has_graph())
+    return fail("model has no graph");
+  if (MP->opset_import_size() == 0)
+    return fail("model imports no opset");
+  StringSet<> Domains;
+  for (const onnx::OperatorSetIdProto &O : MP->opset_import()) {
+    std::string D = O.domain() == "ai.onnx" ? "" : O.domain();
+    if (!Domains.insert(D).second)
+      return fail("opset for domain '" + D + "' is imported twice");
+  }
+  int64_t V = getDefaultOpset(*MP);
+  if (V != 0 && (V < 1 || V > MaxOpset))
+    return fail("default-domain opset " + Twine(V) +
+                " is outside the supported range 1-" + Twine(MaxOpset));
+  if (V == 0 || V >= MinOpset)
+    return build();
+
+  Importer Old(MP, Buffer, BaseDir, IsText, /*Stats=*/nullptr);
+  Expected<std::unique_ptr<Model>> OldModel = Old.build();
+  if (!OldModel)
+    return OldModel.takeError();
+  if (Error E = upgradeOpset(**OldModel, V))
+    return std::move(E);
+  return build();
+}
+
+Expected<std::unique_ptr<Model>> Importer::build() {
   const onnx::ModelProto &P = *MP;
   auto M = std::make_unique<Model>();
   M->IRVersion = P.ir_version();
@@ -671,24 +802,8 @@ Expected<std::unique_ptr<Model>> Importer::run() {
   M->SourcePath = Buffer;
   for (const auto &KV : P.metadata_props())
     M->MetadataProps.emplace_back(KV.key(), KV.value());
-  if (P.functions_size())
-    return fail("model-local function '" + P.functions(0).name() +
-                "' is not supported; inline functions before planning");
-  if (!P.has_graph())
-    return fail("model has no graph");
-  StringSet<> Domains;
-  for (const onnx::OperatorSetIdProto &O : P.opset_import()) {
-    std::string D = O.domain() == "ai.onnx" ? "" : O.domain();
-    if (!Domains.insert(D).second)
-      return fail("opset for domain '" + D + "' is imported twice");
+  for (const onnx::OperatorSetIdProto &O : P.opset_import())
     M->Opsets.push_back({O.domain(), O.version()});
-  }
-  int64_t V = M->getOpsetVersion("");
-  if (V == 0 && P.opset_import_size() == 0)
-    return fail("model imports no opset");
-  if (V != 0 && (V < 7 || V > 17))
-    return fail("default-domain opset " + Twine(V) +
-                " is outside the supported range 7-17");
   M->getGraph().setName(P.graph().name());
   if (Error E = importGraph(P.graph(), M->getGraph()))
     return std::move(E);
@@ -725,6 +840,19 @@ static Error parseErrorToLLVM(StringRef Buffer, StringRef Msg) {
   return createStringError(inconvertibleErrorCode(), Out);
 }
 
+/// Runs the importer; anything ONNX or protobuf throws becomes an error.
+static Expected<std::unique_ptr<Model>>
+runImporter(std::shared_ptr<const onnx::ModelProto> MP, StringRef BufferName,
+            StringRef BaseDir, bool IsText, ImportStats *Stats) {
+  try {
+    Importer I(std::move(MP), BufferName, BaseDir, IsText, Stats);
+    return I.run();
+  } catch (const std::exception &E) {
+    return createStringError(inconvertibleErrorCode(), "%s: error: %s",
+                             BufferName.str().c_str(), E.what());
+  }
+}
+
 Expected<std::unique_ptr<Model>>
 importModelFromText(StringRef Text, StringRef BufferName, StringRef BaseDir,
                     ImportStats *Stats) {
@@ -739,8 +867,7 @@ importModelFromText(StringRef Text, StringRef BufferName, StringRef BaseDir,
                              "%s: error: %s", BufferName.str().c_str(),
                              E.what());
   }
-  Importer I(MP, BufferName, BaseDir, /*IsText=*/true, Stats);
-  return I.run();
+  return runImporter(MP, BufferName, BaseDir, /*IsText=*/true, Stats);
 }
 
 Expected<std::unique_ptr<Model>>
@@ -757,8 +884,7 @@ importModelFromBinary(StringRef Bytes, StringRef BufferName,
                              "%s: error: not a valid ONNX model (malformed "
                              "or truncated protobuf)",
                              BufferName.str().c_str());
-  Importer I(MP, BufferName, BaseDir, /*IsText=*/false, Stats);
-  return I.run();
+  return runImporter(MP, BufferName, BaseDir, /*IsText=*/false, Stats);
 }
 
 static bool looksLikeText(StringRef Path, StringRef Content) {

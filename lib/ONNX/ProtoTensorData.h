@@ -2,6 +2,7 @@
 //
 // Private to lib/ONNX. Inline data keeps the TensorProto inside the shared
 // ModelProto (no copy); external data is mapped from its file on first use.
+// Also the few helpers the importer and exporter share.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_LIB_ONNX_PROTOTENSORDATA_H
@@ -13,6 +14,20 @@
 #include <memory>
 
 namespace loom {
+
+/// The exporter's ModelProto, before serialization (Exporter.cpp); the
+/// importer hands it to ONNX's version converter.
+llvm::Error exportModelToProto(const Model &M, onnx::ModelProto &P);
+
+/// ONNX has no raw layout for string tensors. Loom's bytes for one are its
+/// elements in order, each a little-endian uint64 length and the bytes
+/// themselves: dumps hash the contents, and the exporter turns such bytes
+/// back into string_data.
+std::vector<char> encodeStrings(llvm::ArrayRef<std::string> Strings);
+llvm::Expected<std::vector<std::string>>
+decodeStrings(llvm::ArrayRef<char> Bytes, uint64_t NumElements);
+/// Size of encodeStrings' result for the string_data of \p TP.
+uint64_t getEncodedStringsSize(const onnx::TensorProto &TP);
 
 /// Data stored in a TensorProto of a ModelProto that this object keeps alive.
 class ProtoTensorData : public TensorData {

@@ -12,15 +12,6 @@ namespace loom {
 
 Pass::~Pass() = default;
 
-StringRef getLayerKindName(LayerInfo::Kind K) {
-  switch (K) {
-  case LayerInfo::Kind::Prologue: return "prologue";
-  case LayerInfo::Kind::Block: return "block";
-  case LayerInfo::Kind::Epilogue: return "epilogue";
-  case LayerInfo::Kind::Other: return "other";
-  }
-  return "other";
-}
 
 const PassInfo *PassManager::lookupPass(StringRef Argument) const {
   for (const PassInfo &PI : Registry)

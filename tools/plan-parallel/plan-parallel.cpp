@@ -10,10 +10,13 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/CostReport.h"
 #include "loom/Support/Units.h"
+#include "Passes.h" // printPlacement
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -71,8 +74,43 @@ static cl::opt<bool> VerifyEach(LOOM_OPT("verify-each"),
 static cl::opt<bool> TimePasses(LOOM_OPT("time-passes"),
                                 cl::desc("Report the time of every pass"),
                                 cl::cat(LoomCategory));
+enum class CostLevel { None, Node, Layer, Stage };
+static cl::opt<CostLevel> PrintCosts(
+    LOOM_OPT("print-costs"), cl::ValueOptional, cl::init(CostLevel::None),
+    cl::desc("Print the cost breakdown (default: node)"),
+    cl::values(clEnumValN(CostLevel::Node, "node", "per node"),
+               clEnumValN(CostLevel::Node, "", ""),
+               clEnumValN(CostLevel::Layer, "layer", "per layer"),
+               clEnumValN(CostLevel::Stage, "stage",
+                          "per pipeline stage of the --plan")),
+    cl::cat(LoomCategory));
+static cl::opt<ReportFormat>
+    Format(LOOM_OPT("format"), cl::init(ReportFormat::Text),
+           cl::desc("Output format of reports"),
+           cl::values(clEnumValN(ReportFormat::Text, "text", "plain text"),
+                      clEnumValN(ReportFormat::JSON, "json", "JSON")),
+           cl::cat(LoomCategory));
+static cl::opt<std::string>
+    PlanText(LOOM_OPT("plan"), cl::value_desc("tp=..,pp=..,dp=..,..."),
+             cl::desc("Fix plan choices: tp, pp, dp, ep, sp, mb (micro-batch "
+                      "size), nmb, vpp, recompute=none|selective|full, "
+                      "zero=0..3, stages=L0:L1:..."),
+             cl::cat(LoomCategory));
+static cl::opt<RunMode> Mode(
+    LOOM_OPT("mode"), cl::init(RunMode::Train),
+    cl::desc("Plan a training step or inference (forward only)"),
+    cl::values(clEnumValN(RunMode::Train, "train", "training step"),
+               clEnumValN(RunMode::Infer, "infer", "inference")),
+    cl::cat(LoomCategory));
 static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
                            cl::cat(LoomCategory));
+
+// --print-placement (assign-device-classes; printer in passes/).
+static cl::opt<bool> PrintPlacement(
+    LOOM_OPT("print-placement"),
+    cl::desc("Print every node's device class, its time on each class and "
+             "why, then totals per class (honours --format)"),
+    cl::cat(LoomCategory));
 
 static StringRef ToolName = "plan-parallel";
 
@@ -89,6 +127,7 @@ static int reportError(Error E, int Code = 1) {
 
 static Expected<CompileOptions> buildOptions() {
   CompileOptions O;
+  O.Mode = Mode;
   if (Batch.getNumOccurrences())
     O.Batch = Batch;
   if (Seq.getNumOccurrences())
@@ -106,7 +145,8 @@ static Expected<CompileOptions> buildOptions() {
 }
 
 static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
-                         const PassManager &PM, raw_ostream &OS) {
+                         const PassManager &PM, const PlanCost *Costed,
+                         raw_ostream &OS) {
   const Model &M = *CU.M;
   const Graph &G = M.getGraph();
   OS << "model: " << sys::path::filename(M.SourcePath) << " (opset "
@@ -139,7 +179,30 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
   }
   OS << ")\n";
   OS << "pipeline: " << join(PM.getPipelineNames(), ", ") << "\n";
-  OS << "plan: not computed yet (search-parallelism does not exist yet)\n";
+  if (!CU.NodeCosts.empty()) {
+    double Flops = 0;
+    unsigned NoRule = 0;
+    for (const auto &NP : CU.M->getGraph().getNodes()) {
+      const OpCost &C = CU.NodeCosts.find(NP.get())->second.Cost;
+      Flops += C.Flops;
+      NoRule += !C.HasRule;
+    }
+    OS << "costs: forward " << format("%.4g", Flops) << " FLOPs at the bound "
+       << "batch; " << NoRule << " node(s) without a cost rule"
+       << (NoRule ? " (see --print-costs)" : "") << "\n";
+  }
+  if (Costed) {
+    OS << "plan (given): " << Costed->Plan.str() << "\n";
+    OS << "predicted: step " << formatDuration(Seconds(Costed->StepTimeS))
+       << ", " << format("%.0f", Costed->TokensPerS) << " tokens/s, MFU "
+       << format("%.3f", Costed->MFU) << ", memory "
+       << formatBytes(Bytes(Costed->MaxMemoryBytes)) << " of "
+       << formatBytes(Bytes(Costed->HBMBytes)) << " per device"
+       << (Costed->FitsMemory ? "" : " (DOES NOT FIT)") << "\n";
+  } else {
+    OS << "plan: not searched (search-parallelism does not exist yet); "
+          "--plan costs a given one\n";
+  }
 }
 
 /// Gives every option of LoomCategory its public name (see LOOM_OPT).
@@ -216,12 +279,67 @@ int main(int argc, char **argv) {
   if (E)
     return reportError(std::move(E));
 
+  // A plan to cost: --plan completed with the cluster and the batch.
+  Optional<PlanCost> Costed;
+  bool HaveCosts = !CU.NodeCosts.empty();
+  if (PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage) {
+    if (!HaveCosts)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "costing a plan needs the annotate-costs pass in the pipeline"));
+    if (!PlanText.getNumOccurrences())
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--print-costs=stage needs --plan with the degrees to cost"));
+    Expected<PlanSpec> Spec = parsePlanSpec(PlanText);
+    if (!Spec)
+      return reportError(Spec.takeError());
+    Expected<ParallelPlan> Plan =
+        completePlan(*Spec, HW->getNumDevices(), CU.Opts.Batch.getValueOr(1));
+    if (!Plan)
+      return reportError(Plan.takeError());
+    EvaluatorOptions EO;
+    EO.Train = CU.Opts.Mode == RunMode::Train;
+    EO.Batch = CU.Opts.Batch.getValueOr(1);
+    EO.Seq = CU.Opts.Seq.getValueOr(1);
+    PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *HW, EO);
+    Expected<PlanCost> PC = Eval.evaluate(*Plan);
+    if (!PC)
+      return reportError(PC.takeError());
+    Costed = std::move(*PC);
+  }
+  if (PrintCosts != CostLevel::None && !HaveCosts)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "--print-costs needs the annotate-costs pass in the pipeline"));
+
   outs() << DumpOS.str();
   if (PrintHW)
     HW->print(outs());
   if (PrintGraph)
     printModel(*CU.M, outs());
-  if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW)
-    printSummary(CU, NodesBefore, PM, outs());
+  const Graph &G = CU.M->getGraph();
+  switch (PrintCosts) {
+  case CostLevel::None:
+    break;
+  case CostLevel::Node:
+    printNodeCosts(G, CU.NodeCosts, *HW, Format, outs());
+    break;
+  case CostLevel::Layer:
+    printLayerCosts(G, CU.Layers, CU.NodeCosts, Format, outs());
+    break;
+  case CostLevel::Stage:
+    printStageCosts(G, CU.NodeCosts, *Costed, Format, outs());
+    break;
+  }
+  // --print-placement: the placement report replaces the summary.
+  if (PrintPlacement) {
+    if (Error E = printPlacement(CU, Format, outs()))
+      return reportError(std::move(E));
+    return 0;
+  }
+  if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
+      PrintCosts == CostLevel::None)
+    printSummary(CU, NodesBefore, PM, Costed ? &*Costed : nullptr, outs());
   return 0;
 }

@@ -56,9 +56,32 @@ CollectiveTime collectiveTime(CollectiveKind K, double Bytes,
 /// Bandwidth shares for collectives that run at the same time: each level's
 /// bandwidth is split among the collectives that use it, in proportion to
 /// the bytes they move there. Returns one Share vector per collective.
+/// This form assumes every collective is an AllReduce (the usual overlap:
+/// gradient sync beside TP traffic); the form below takes the kinds.
 std::vector<llvm::SmallVector<double, 4>>
 shareBandwidth(llvm::ArrayRef<GroupShape> Groups, llvm::ArrayRef<double> Bytes,
                const HardwareModel &HW);
+
+/// shareBandwidth for collectives of any kinds (Kinds[i] with Groups[i] and
+/// Bytes[i]). Each Share vector has one entry per topology level.
+std::vector<llvm::SmallVector<double, 4>>
+shareBandwidth(llvm::ArrayRef<CollectiveKind> Kinds,
+               llvm::ArrayRef<GroupShape> Groups, llvm::ArrayRef<double> Bytes,
+               const HardwareModel &HW);
+
+/// Bytes one rank sends on each topology level (same indexing as PerLevel)
+/// for collective \p K on \p Bytes over \p G: the traffic shareBandwidth
+/// splits levels by, and what a schedule reports per link.
+llvm::SmallVector<double, 4>
+collectiveLevelBytes(CollectiveKind K, double Bytes, const GroupShape &G);
+
+/// Message size at which level \p L reaches half its bus bandwidth
+/// (Hockney's n_1/2); 1 MiB until the hardware YAML carries it.
+double getHalfBandwidthBytes(const TopologyLevel &L);
+
+/// Fraction of \p L's bus bandwidth a collective on a \p MessageBytes
+/// buffer reaches: m / (m + n_1/2).
+double busEfficiency(double MessageBytes, const TopologyLevel &L);
 
 } // namespace loom
 

@@ -10,7 +10,7 @@
 #ifndef LOOM_COST_MEMORY_H
 #define LOOM_COST_MEMORY_H
 
-#include "loom/Plan/ParallelPlan.h"
+#include <cstdint>
 
 namespace loom {
 
@@ -38,7 +38,14 @@ struct StageMemoryInputs {
   /// for backward, already reflecting TP/SP sharding and recompute.
   double ActivationBytesPerMicroBatch = 0;
   /// Micro-batches whose activations are alive at once on this stage.
-  unsigned InFlightMicroBatches = 1;
+  /// A count of whole micro-batches for 1F1B; interleaved schedules give
+  /// fractions (see inFlightMicroBatches).
+  double InFlightMicroBatches = 1;
+  /// Activation bytes alive only while one micro-batch is being computed,
+  /// counted once rather than per micro-batch in flight: the layer being
+  /// recomputed under full recompute, or an inference forward's working
+  /// set. 0 when the caller folds it elsewhere.
+  double ActivationWorkspaceBytes = 0;
   unsigned DP = 1;
   unsigned ZeroStage = 0;
   double CommBufferBytes = 0;

@@ -54,11 +54,20 @@ struct OpCost {
   MatmulShape MM;
   /// Control flow: body executions folded into the numbers above.
   double TripCount = 1;
+  /// What the rule assumed where the graph did not say (a Loop whose trip
+  /// count is not a constant is costed as one iteration, ...); empty when
+  /// nothing was assumed. For reports.
+  std::string Note;
 };
 
 /// Computes the cost of \p N; \p Opset is the model's default-domain opset
 /// (some operands moved from attributes to inputs across versions).
 OpCost computeOpCost(const Node &N, int64_t Opset);
+
+/// True if \p N is a plain element-wise map (Add, Mul, Where, Relu, ...):
+/// no reduction along an axis and no data movement, the only kind of op
+/// compute next to HBM (hbm_pim) can run.
+bool isElementwiseOp(const Node &N);
 
 } // namespace loom
 

@@ -343,6 +343,23 @@ private:
   std::unique_ptr<Graph> MainGraph;
 };
 
+/// A layer found by detect-layers: a contiguous run of nodes. Repeated
+/// blocks share a signature; the parts before the first and after the last
+/// repeated block (embedding, head) are layers of their own.
+struct LayerInfo {
+  enum class Kind { Prologue, Block, Epilogue, Other };
+  unsigned Id = 0;
+  Kind K = Kind::Other;
+  /// Structural hash of the layer's weight-reading nodes (op types and
+  /// parameter shapes, in order): equal for repeated blocks.
+  uint64_t Signature = 0;
+  /// Index of the repeated run the layer belongs to (-1 if none).
+  int Run = -1;
+  unsigned NumNodes = 0;
+  uint64_t ParamCount = 0;
+};
+llvm::StringRef getLayerKindName(LayerInfo::Kind K);
+
 /// Checks SSA (each value defined once, before use, in this graph or an
 /// enclosing one), topological order, that graph outputs are defined, and
 /// that parameter data sizes match their types. The message names the node

@@ -11,6 +11,7 @@
 #define LOOM_PASS_PASS_H
 
 #include "loom/IR/Graph.h"
+#include "loom/Plan/PlanCost.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
@@ -39,23 +40,6 @@ struct CompileOptions {
   llvm::Optional<unsigned> Devices;
 };
 
-/// A layer found by detect-layers: a contiguous run of nodes. Repeated
-/// blocks share a signature; the parts before the first and after the last
-/// repeated block (embedding, head) are layers of their own.
-struct LayerInfo {
-  enum class Kind { Prologue, Block, Epilogue, Other };
-  unsigned Id = 0;
-  Kind K = Kind::Other;
-  /// Structural hash of the layer's weight-reading nodes (op types and
-  /// parameter shapes, in order): equal for repeated blocks.
-  uint64_t Signature = 0;
-  /// Index of the repeated run the layer belongs to (-1 if none).
-  int Run = -1;
-  unsigned NumNodes = 0;
-  uint64_t ParamCount = 0;
-};
-llvm::StringRef getLayerKindName(LayerInfo::Kind K);
-
 /// What a pipeline works on: the model, the hardware, options, and the
 /// results passes add (the plan, once the search exists).
 class CompilationUnit {
@@ -63,6 +47,10 @@ public:
   std::unique_ptr<Model> M;
   /// Filled by detect-layers; Node::Layer indexes it.
   std::vector<LayerInfo> Layers;
+  /// Filled by annotate-costs: every node of the main graph.
+  NodeCostMap NodeCosts;
+  /// What --plan fixed (empty when not given).
+  llvm::Optional<PlanSpec> PlanRequest;
   const HardwareModel *HW = nullptr;
   CompileOptions Opts;
   /// Shape-only parameters seen at import (absent external data or

@@ -1,0 +1,290 @@
+//===- DeviceTime.cpp - Time of an op on each device class ----------------===//
+//
+// The per-class time models of DESIGN §5, from an OpCost and the hardware
+// YAML only.
+//
+// Which class may run a node (all must hold):
+//   - the class exists and its `ops` list (minus `exclude_ops`) has the op;
+//   - its `dtypes` list has the node's Elem (not asked of free ops: a
+//     Reshape runs nowhere);
+//   - the unit fits the class:
+//       aicore  Cube, Vector, Memory and None ops; not Control ops (Loop,
+//               If, Scan, Shape, Range, NonZero, Unique: control flow,
+//               shape arithmetic and dynamic shapes are AICPU work, §5),
+//               and not Cube/Vector arithmetic on 64-bit integers ("int64
+//               index work" is AICPU work, §5; the Da Vinci cube and vector
+//               units compute in fp16/fp32/(u)int8/int32 per Huawei's
+//               AI Core "Compute Units" table,
+//               support.huawei.com/enterprise/en/doc/EDOC1100164852,
+//               plus bf16 on the 910B: no int64). Moving
+//               int64 data (Gather of an int64 table) is not arithmetic
+//               and stays allowed where `dtypes` allows it.
+//       aicpu   anything its lists allow: the fallback.
+//       hbm_pim only plain element-wise maps (isElementwiseOp): no
+//               reductions, norms, matmuls or data movement.
+//       ssd     only Gather whose table (input 0) is a parameter: the
+//               rows a lookup touches are read straight from the drive.
+//
+// Forward time of one execution:
+//   aicore Cube    max(F / (peak[e] * efficiency * cubeShapeEfficiency),
+//                      (R + W) / HBM bw) + launch
+//   aicore Vector  max(F / vector_peak[e], (R + W) / HBM bw) + launch;
+//                  without a vector peak for e, cube peak[e] / 16 (see
+//                  VectorFallbackRatio)
+//   aicore Memory  (R + W) / HBM bw + launch
+//   None           0: no kernel, no launch (any class that may run it)
+//   aicpu          max(F / (peak[e] * efficiency), (R + W) / HBM bw)
+//                  + launch per executed op; peak[e] falls back to the
+//                  slowest listed rate, so the fallback class never refuses
+//                  an op for want of a number
+//   hbm_pim        (R + W) / bandwidth (+ a compute bound when the class
+//                  lists a peak for e) + launch
+//   ssd            gathered bytes (= W) / bandwidth + latency + launch: one
+//                  latency for the whole lookup, because the rows are
+//                  independent reads issued together and an NVMe queue
+//                  keeps many in flight, so latencies overlap
+// Efficiency (YAML `efficiency`) scales the cube's and the AICPU's peak,
+// as the example YAML describes it ("large well-shaped matmuls", "scalar-
+// heavy code"); the vector peak is taken as given.
+//
+// Backward time: the same model with BackwardFlops and twice the forward
+// traffic (read dY and the saved values, write dX and dW: ~2x), for ops
+// with a gradient (floating-point Elem, and BackwardFlops > 0 or a memory
+// op whose gradient is the inverse movement); 0 otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Cost/DeviceTime.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+/// Output tile edge, in multiples of the alignment, below which the cube
+/// runs partly idle: a tile of M (or N) rows under 4 x 16 = 64 cannot keep
+/// the cube fed, because the operand loads (MTE1/MTE2) per multiply grow as
+/// 1/M and the per-tile fixed costs stop amortizing. [assume] 4: the Ascend
+/// C matmul tiling (matmul_tiling::MatmulApiTiling) picks base blocks of a
+/// few fractals per side and its minimum M/N/K is one 16-element fractal
+/// (MIN_MNK_SIZE = 16 in asc-devkit matmul_tiling_base.cpp); calibrate with
+/// a matmul-versus-shape micro-benchmark.
+constexpr unsigned CubeTileFractals = 4;
+
+/// Cube peak / vector peak when the YAML gives no vector peak. Per Da Vinci
+/// core the cube does 16 x 16 x 16 fp16 MACs per cycle (8192 FLOPs; [3rd]
+/// Hot Chips 2019 Da Vinci presentation) and the 910B pairs each cube with
+/// two vector units of 128 fp16 lanes with FMA (2 x 128 x 2 = 512 FLOPs)
+/// [3rd: 910B2 platform config "24 cube, 48 vector"]: 8192 / 512 = 16.
+constexpr double VectorFallbackRatio = 16;
+
+/// Backward traffic relative to forward.
+constexpr double BackwardTrafficFactor = 2;
+
+double roundUp(double D, double A) { return std::ceil(D / A) * A; }
+
+ClassTime unsupported(std::string Reason) {
+  ClassTime T;
+  T.Supported = false;
+  T.Reason = std::move(Reason);
+  return T;
+}
+
+bool hasGradient(const OpCost &C) {
+  return isFloatingPoint(C.Elem) &&
+         (C.BackwardFlops > 0 || C.Unit == ComputeUnit::Memory);
+}
+
+/// A rate usable as a divisor, or 0.
+double rateOf(Optional<FlopsPerSecond> R) {
+  return R && R->value() > 0 ? R->value() : 0;
+}
+
+/// The slowest rate a class lists (0 if none): the AICPU's fallback.
+double slowestRate(const DeviceClass &DC) {
+  double Slowest = 0;
+  for (const auto &KV : DC.Throughput)
+    if (KV.second.value() > 0 && (Slowest == 0 || KV.second.value() < Slowest))
+      Slowest = KV.second.value();
+  return Slowest;
+}
+
+/// Subgraph nodes an op runs per execution of itself (the largest body or
+/// branch); 0 for ops without subgraphs.
+unsigned countBodyNodes(const Node &N) {
+  unsigned Most = 0;
+  for (const Attribute &A : N.getAttributes())
+    for (const auto &G : A.Gs)
+      Most = std::max(Most, G->countNodesRecursively());
+  return Most;
+}
+
+/// max(Flops / Rate, Bytes / Bandwidth); Rate 0 is only allowed with no
+/// Flops.
+double roofline(double Flops, double Rate, double Bytes, double Bandwidth) {
+  double Compute = Flops > 0 && Rate > 0 ? Flops / Rate : 0;
+  double Memory = Bandwidth > 0 ? Bytes / Bandwidth : 0;
+  return std::max(Compute, Memory);
+}
+
+} // namespace
+
+// Padding: the cube multiplies 16 x 16 fractals, so operands are laid out
+// with M and N padded to 16 and K to C0 = 32 bytes / element size (16 for
+// fp16/bf16, 8 for fp32, 32 for int8): CANN "TCubeTiling" reference,
+// hiascend.com atlasascendc_api_07_0673 (NZ-format alignment). The YAML
+// gives one `alignment` for all three dims: the fp16 case.
+double cubeShapeEfficiency(const MatmulShape &MM, unsigned Alignment) {
+  double A = std::max(1u, Alignment);
+  if (MM.M <= 0 || MM.N <= 0 || MM.K <= 0)
+    return 1.0; // Nothing to compute: no waste to speak of.
+  // Padding: the cube computes roundUp(d, A) where d is asked for.
+  auto Pad = [&](int64_t D) { return double(D) / roundUp(double(D), A); };
+  // Fill: padded M or N below one tile leaves the pipelines partly idle.
+  double Tile = A * CubeTileFractals;
+  auto Fill = [&](int64_t D) {
+    return std::min(1.0, roundUp(double(D), A) / Tile);
+  };
+  return Pad(MM.M) * Pad(MM.N) * Pad(MM.K) * Fill(MM.M) * Fill(MM.N);
+}
+
+ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
+                            const HardwareModel &HW) {
+  std::string Op = N.getQualifiedOpType();
+  if (!C.HasRule)
+    return unsupported(C.NoRuleReason.empty()
+                           ? "no cost rule for op '" + Op + "'"
+                           : C.NoRuleReason);
+  const DeviceClass *DC = HW.getClass(ClassName);
+  if (!DC)
+    return unsupported("no device class '" + ClassName.str() +
+                       "' in hardware '" + HW.Name + "'");
+  std::string Cls = ClassName.str();
+  if (!DC->supportsOp(N.getOpType()))
+    return unsupported(Cls + " does not support op " + Op);
+
+  bool IsAICore = ClassName == "aicore", IsAICPU = ClassName == "aicpu";
+  bool IsPIM = ClassName == "hbm_pim", IsSSD = ClassName == "ssd";
+  bool Arithmetic =
+      C.Unit == ComputeUnit::Cube || C.Unit == ComputeUnit::Vector;
+  StringRef DT = getDataTypeName(C.Elem);
+
+  if (IsAICore) {
+    if (C.Unit == ComputeUnit::Control)
+      return unsupported("aicore has no kernel for control op " + Op +
+                         " (control flow and shape work run on the aicpu)");
+    if (Arithmetic && (C.Elem == DataType::Int64 || C.Elem == DataType::UInt64))
+      return unsupported("aicore does no " + DT.str() + " arithmetic (" + Op +
+                         " is int64 index work for the aicpu)");
+  } else if (IsPIM) {
+    if (!isElementwiseOp(N))
+      return unsupported("hbm_pim runs only element-wise ops, not " + Op +
+                         " (" + getComputeUnitName(C.Unit).str() + ")");
+  } else if (IsSSD) {
+    if (N.getDomain() != "" || N.getOpType() != "Gather")
+      return unsupported("ssd serves only Gather from a parameter table, not " +
+                         Op);
+    const Value *Table = N.getInput(0);
+    if (!Table || !Table->isParameter())
+      return unsupported("ssd serves only Gather from a parameter table; '" +
+                         (Table ? Table->getName().str() : std::string()) +
+                         "' is not a parameter");
+  } else if (!IsAICPU) {
+    return unsupported("no time model for device class '" + Cls + "'");
+  }
+
+  bool Free = C.Unit == ComputeUnit::None;
+  if (!Free && !DC->supportsDataType(DT))
+    return unsupported(Cls + " does not support data type " + DT.str() + " (" +
+                       Op + ")");
+
+  ClassTime T;
+  T.Supported = true;
+  if (Free)
+    return T; // No kernel, no launch.
+
+  double Launch = DC->LaunchOverhead.value();
+  double Bytes = C.BytesRead + C.BytesWritten;
+  bool Grad = hasGradient(C);
+  double BackBytes = BackwardTrafficFactor * Bytes;
+
+  if (IsSSD) {
+    // Only the gathered rows come from the drive: the bytes the Gather
+    // writes (taken from the cost, so callers that rescale it for a
+    // micro-batch get a rescaled time).
+    double Rows = C.BytesWritten;
+    double BW = DC->Bandwidth ? DC->Bandwidth->value() : 0;
+    if (BW <= 0)
+      return unsupported("ssd has no bandwidth");
+    double Latency = DC->Latency ? DC->Latency->value() : 0;
+    T.Seconds = Rows / BW + Latency + Launch;
+    T.BackwardSeconds =
+        Grad ? BackwardTrafficFactor * Rows / BW + Latency + Launch : 0;
+    return T;
+  }
+
+  if (IsPIM) {
+    double BW = DC->Bandwidth ? DC->Bandwidth->value() : 0;
+    if (BW <= 0)
+      return unsupported("hbm_pim has no bandwidth");
+    double Rate = rateOf(DC->getThroughput(DT)) * DC->Efficiency;
+    T.Seconds = roofline(C.Flops, Rate, Bytes, BW) + Launch;
+    T.BackwardSeconds =
+        Grad ? roofline(C.BackwardFlops, Rate, BackBytes, BW) + Launch : 0;
+    return T;
+  }
+
+  const MemoryLevel *HBM = HW.getMemory("hbm");
+  double HBMBW = HBM ? HBM->Bandwidth.value() : 0;
+  if (HBMBW <= 0)
+    return unsupported("no hbm bandwidth in hardware '" + HW.Name + "'");
+
+  if (IsAICPU) {
+    double Rate = rateOf(DC->getThroughput(DT));
+    if (Rate == 0)
+      Rate = slowestRate(*DC);
+    Rate *= DC->Efficiency;
+    if (Rate <= 0 && (C.Flops > 0 || C.BackwardFlops > 0))
+      return unsupported("aicpu lists no throughput");
+    // Control flow launches its body's ops on every iteration.
+    double Launches = 1 + C.TripCount * countBodyNodes(N);
+    T.Seconds = roofline(C.Flops, Rate, Bytes, HBMBW) + Launch * Launches;
+    T.BackwardSeconds =
+        Grad ? roofline(C.BackwardFlops, Rate, BackBytes, HBMBW) +
+                   Launch * Launches
+             : 0;
+    return T;
+  }
+
+  // aicore.
+  double Rate = 0;
+  if (C.Unit == ComputeUnit::Cube) {
+    Rate = rateOf(DC->getThroughput(DT));
+    if (Rate == 0 && C.Flops > 0)
+      return unsupported("aicore lists no cube throughput for " + DT.str() +
+                         " (" + Op + ")");
+    Rate *= DC->Efficiency * cubeShapeEfficiency(C.MM, DC->Alignment);
+  } else if (C.Unit == ComputeUnit::Vector) {
+    Rate = rateOf(DC->getVectorThroughput(DT));
+    if (Rate == 0)
+      Rate = rateOf(DC->getThroughput(DT)) / VectorFallbackRatio;
+    if (Rate == 0 && C.Flops > 0)
+      return unsupported("aicore lists no vector or cube throughput for " +
+                         DT.str() + " (" + Op + ")");
+  }
+  // Memory ops: bytes only (Flops is 0, or a scatter's few adds, which
+  // hide under the traffic).
+  double Flops = C.Unit == ComputeUnit::Memory ? 0 : C.Flops;
+  double BackFlops = C.Unit == ComputeUnit::Memory ? 0 : C.BackwardFlops;
+  T.Seconds = roofline(Flops, Rate, Bytes, HBMBW) + Launch;
+  T.BackwardSeconds =
+      Grad ? roofline(BackFlops, Rate, BackBytes, HBMBW) + Launch : 0;
+  return T;
+}
+
+} // namespace loom

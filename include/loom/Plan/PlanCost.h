@@ -1,0 +1,114 @@
+//===- PlanCost.h - Predicted cost of a plan, stage by stage ----*- C++ -*-===//
+//
+// Composes the cost models into the prediction of DESIGN §6: per pipeline
+// stage the compute and exposed communication of its micro-batches, the
+// pipeline bubble, and memory against HBM; the step time, tokens/s and MFU.
+// Like XLA auto-sharding's evaluate(), it is plain data in, plain data out,
+// so tests check costs without running the search.
+//
+// Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019): a weight
+// matmul whose activation input is replicated is split by columns (its
+// output is split across TP ranks), one whose input is split is split by
+// rows (its output is a partial sum, all-reduced); element-wise work on
+// split values is split too; a Gather on a weight table is vocab-parallel
+// (partial, all-reduced). The analysis runs once per graph; evaluate() is
+// cheap per plan, as the search needs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLAN_PLANCOST_H
+#define LOOM_PLAN_PLANCOST_H
+
+#include "loom/Cost/Collectives.h"
+#include "loom/Cost/DeviceTime.h"
+#include "loom/Cost/Memory.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/Graph.h"
+#include "loom/Plan/ParallelPlan.h"
+#include "llvm/ADT/DenseMap.h"
+#include <map>
+
+namespace loom {
+
+/// The cost of one node at the model's full (global-batch) shapes.
+struct NodeCostInfo {
+  OpCost Cost;
+  /// Time on every class of the hardware, by class name.
+  std::map<std::string, ClassTime> Times;
+  /// The class used for predictions until placement exists: the fastest
+  /// supported one.
+  std::string Class;
+};
+using NodeCostMap = llvm::DenseMap<const Node *, NodeCostInfo>;
+
+struct StageCost {
+  unsigned FirstLayer = 0, NumLayers = 0;
+  /// Per micro-batch, one device: compute of forward and backward
+  /// (backward includes recomputation).
+  double ForwardS = 0, BackwardS = 0;
+  /// Per micro-batch: TP collectives (forward + backward), not overlapped.
+  double TPCommS = 0;
+  /// Per micro-batch: receive from the previous stage and send to the next.
+  double P2PS = 0;
+  /// Whole step: compute, exposed communication, idle in the pipeline.
+  double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
+  /// DP gradient synchronization and its part not hidden by backward.
+  double DPSyncS = 0, DPExposedS = 0;
+  double OptimizerS = 0;
+  MemoryBreakdown Memory;
+  double MemoryBytes = 0;
+};
+
+struct PlanCost {
+  ParallelPlan Plan;
+  double StepTimeS = 0, TokensPerS = 0, MFU = 0, BubbleFraction = 0;
+  std::vector<StageCost> Stages;
+  double MaxMemoryBytes = 0;
+  /// Usable HBM per device (capacity - reserved).
+  double HBMBytes = 0;
+  bool FitsMemory = true;
+  /// FLOPs of one step of the model (forward + backward, no recompute).
+  double ModelFlops = 0;
+};
+
+struct EvaluatorOptions {
+  bool Train = true;
+  /// Global batch and sequence length the graph was bound with.
+  int64_t Batch = 1, Seq = 1;
+  /// Bytes per gradient element in the DP sync (2 = bf16).
+  double GradBytes = 2;
+  /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
+  double CommBufferBytes = 256.0 * (1 << 20);
+};
+
+/// Computes NodeCostInfo for every node of \p G (subgraphs are folded into
+/// their parent node by the op rules).
+NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
+                              const HardwareModel &HW);
+
+class PlanEvaluator {
+public:
+  PlanEvaluator(const Graph &G, llvm::ArrayRef<LayerInfo> Layers,
+                const NodeCostMap &Costs, const HardwareModel &HW,
+                const EvaluatorOptions &Opts);
+  ~PlanEvaluator();
+
+  /// Layers per stage for \p P: P.StageLayers if given, else blocks split
+  /// evenly with the prologue on the first and the epilogue on the last
+  /// stage. Errors if there are fewer layers than stages.
+  llvm::Expected<std::vector<unsigned>>
+  getStageLayers(const ParallelPlan &P) const;
+
+  llvm::Expected<PlanCost> evaluate(const ParallelPlan &P) const;
+
+  /// Mesh axis -> topology: TP innermost, then DP, then PP (DESIGN §6: TP
+  /// inside the fast domain, DP and PP across the slow network).
+  GroupShape getGroupShape(unsigned Stride, unsigned Size) const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> I;
+};
+
+} // namespace loom
+
+#endif // LOOM_PLAN_PLANCOST_H

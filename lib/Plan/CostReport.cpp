@@ -1,0 +1,313 @@
+//===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
+#include "loom/Plan/CostReport.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace loom {
+
+namespace {
+struct Totals {
+  double Flops = 0, BackwardFlops = 0, ParamCount = 0;
+  std::vector<const Node *> NoRule;
+};
+} // namespace
+
+static Totals computeTotals(const Graph &G, const NodeCostMap &Costs) {
+  Totals T;
+  for (const auto &NP : G.getNodes()) {
+    auto It = Costs.find(NP.get());
+    if (It == Costs.end())
+      continue;
+    const OpCost &C = It->second.Cost;
+    if (!C.HasRule) {
+      T.NoRule.push_back(NP.get());
+      continue;
+    }
+    T.Flops += C.Flops;
+    T.BackwardFlops += C.BackwardFlops;
+  }
+  T.ParamCount = getTotalParameterCount(G);
+  return T;
+}
+
+static std::string nodeLabel(const Node &N) {
+  return N.getName().empty() ? "<unnamed " + N.getQualifiedOpType() + ">"
+                             : N.getName().str();
+}
+
+static std::string fmtCount(double V) {
+  std::string S;
+  raw_string_ostream(S) << format("%.0f", V);
+  return S;
+}
+
+static void printSummaryLine(raw_ostream &OS, const Graph &G,
+                             const Totals &T) {
+  OS << "total: " << G.getNumNodes() << " nodes, forward FLOPs "
+     << fmtCount(T.Flops) << ", backward FLOPs " << fmtCount(T.BackwardFlops)
+     << ", parameters " << fmtCount(T.ParamCount) << ", "
+     << T.NoRule.size() << " node(s) without a cost rule";
+  if (!T.NoRule.empty()) {
+    OS << ":";
+    for (const Node *N : T.NoRule)
+      OS << " '" << nodeLabel(*N) << "'";
+  }
+  OS << "\n";
+}
+
+static json::Array noRuleJSON(const Totals &T, const NodeCostMap &Costs) {
+  json::Array A;
+  for (const Node *N : T.NoRule)
+    A.push_back(json::Object{{"node", nodeLabel(*N)},
+                             {"op", N->getQualifiedOpType()},
+                             {"reason", Costs.find(N)->second.Cost.NoRuleReason}});
+  return A;
+}
+
+void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
+                    const HardwareModel &HW, ReportFormat F,
+                    raw_ostream &OS) {
+  Totals T = computeTotals(G, Costs);
+  if (F == ReportFormat::JSON) {
+    json::Array Nodes;
+    for (const auto &NP : G.getNodes()) {
+      const Node &N = *NP;
+      const NodeCostInfo &Info = Costs.find(&N)->second;
+      const OpCost &C = Info.Cost;
+      json::Object O{{"node", nodeLabel(N)},
+                     {"op", N.getQualifiedOpType()},
+                     {"layer", N.Layer}};
+      if (N.getNumOutputs() && N.getOutput(0))
+        O["shape"] = N.getOutput(0)->Type.str();
+      if (!C.HasRule) {
+        O["cost_rule"] = false;
+        O["reason"] = C.NoRuleReason;
+        Nodes.push_back(std::move(O));
+        continue;
+      }
+      O["unit"] = getComputeUnitName(C.Unit);
+      O["flops"] = C.Flops;
+      O["backward_flops"] = C.BackwardFlops;
+      O["bytes_read"] = C.BytesRead;
+      O["bytes_written"] = C.BytesWritten;
+      O["param_count"] = C.ParamCount;
+      double Saved = 0;
+      for (const Value *V : C.SavedValues)
+        Saved += V->Type.getSizeInBytes().getValueOr(0);
+      O["saved_bytes"] = Saved;
+      O["class"] = Info.Class;
+      json::Object Times;
+      for (const auto &KV : Info.Times)
+        Times[KV.first] = KV.second.Supported ? json::Value(KV.second.Seconds)
+                                              : json::Value(nullptr);
+      O["time_s"] = std::move(Times);
+      Nodes.push_back(std::move(O));
+    }
+    json::Object Root{{"nodes", std::move(Nodes)},
+                      {"forward_flops", T.Flops},
+                      {"backward_flops", T.BackwardFlops},
+                      {"parameters", T.ParamCount},
+                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
+    OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
+    return;
+  }
+  OS << "# node costs: op, output, unit, forward FLOPs, bytes read/written, "
+        "parameters, saved bytes, class, time per class\n";
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    const NodeCostInfo &Info = Costs.find(&N)->second;
+    const OpCost &C = Info.Cost;
+    OS << "node '" << nodeLabel(N) << "' " << N.getQualifiedOpType();
+    if (N.Layer >= 0)
+      OS << " layer=" << N.Layer;
+    if (N.getNumOutputs() && N.getOutput(0))
+      OS << " out=" << N.getOutput(0)->Type.str();
+    if (!C.HasRule) {
+      OS << " NO COST RULE: " << C.NoRuleReason << "\n";
+      continue;
+    }
+    double Saved = 0;
+    for (const Value *V : C.SavedValues)
+      Saved += V->Type.getSizeInBytes().getValueOr(0);
+    OS << " unit=" << getComputeUnitName(C.Unit)
+       << " flops=" << fmtCount(C.Flops) << " read=" << fmtCount(C.BytesRead)
+       << " written=" << fmtCount(C.BytesWritten)
+       << " params=" << fmtCount(C.ParamCount) << " saved=" << fmtCount(Saved)
+       << " class=" << (Info.Class.empty() ? "none" : Info.Class);
+    for (const auto &KV : HW.Device.Classes) {
+      auto It = Info.Times.find(KV.first);
+      OS << ' ' << KV.first << '=';
+      if (It == Info.Times.end() || !It->second.Supported)
+        OS << '-';
+      else
+        OS << formatDuration(Seconds(It->second.Seconds));
+    }
+    OS << "\n";
+  }
+  printSummaryLine(OS, G, T);
+}
+
+namespace {
+struct LayerSum {
+  unsigned Nodes = 0;
+  double Flops = 0, BackwardFlops = 0, Params = 0, Time = 0, BackwardTime = 0;
+};
+} // namespace
+
+void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
+                     const NodeCostMap &Costs, ReportFormat F,
+                     raw_ostream &OS) {
+  Totals T = computeTotals(G, Costs);
+  std::vector<LayerSum> Sums(std::max<size_t>(Layers.size(), 1));
+  for (const auto &NP : G.getNodes()) {
+    const NodeCostInfo &Info = Costs.find(NP.get())->second;
+    LayerSum &S = Sums[std::max(0, std::min<int>(NP->Layer, Sums.size() - 1))];
+    ++S.Nodes;
+    if (!Info.Cost.HasRule)
+      continue;
+    S.Flops += Info.Cost.Flops;
+    S.BackwardFlops += Info.Cost.BackwardFlops;
+    auto It = Info.Times.find(Info.Class);
+    if (It != Info.Times.end()) {
+      S.Time += It->second.Seconds;
+      S.BackwardTime += It->second.BackwardSeconds;
+    }
+  }
+  for (unsigned L = 0; L < Layers.size(); ++L)
+    Sums[L].Params = Layers[L].ParamCount;
+  if (F == ReportFormat::JSON) {
+    json::Array A;
+    for (unsigned L = 0; L < Sums.size(); ++L) {
+      json::Object O{{"layer", (int64_t)L},
+                     {"nodes", (int64_t)Sums[L].Nodes},
+                     {"flops", Sums[L].Flops},
+                     {"backward_flops", Sums[L].BackwardFlops},
+                     {"param_count", Sums[L].Params},
+                     {"forward_s", Sums[L].Time},
+                     {"backward_s", Sums[L].BackwardTime}};
+      if (L < Layers.size()) {
+        O["kind"] = getLayerKindName(Layers[L].K);
+        O["signature"] = formatv("{0:x16}", Layers[L].Signature).str();
+      }
+      A.push_back(std::move(O));
+    }
+    json::Object Root{{"layers", std::move(A)},
+                      {"forward_flops", T.Flops},
+                      {"backward_flops", T.BackwardFlops},
+                      {"parameters", T.ParamCount},
+                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
+    OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
+    return;
+  }
+  OS << "# layer costs at the bound batch, on each node's fastest class\n";
+  for (unsigned L = 0; L < Sums.size(); ++L) {
+    const LayerSum &S = Sums[L];
+    OS << "layer " << L;
+    if (L < Layers.size())
+      OS << ' ' << getLayerKindName(Layers[L].K);
+    OS << " nodes=" << S.Nodes << " params=" << fmtCount(S.Params)
+       << " flops=" << fmtCount(S.Flops)
+       << " backward_flops=" << fmtCount(S.BackwardFlops)
+       << " forward=" << formatDuration(Seconds(S.Time))
+       << " backward=" << formatDuration(Seconds(S.BackwardTime)) << "\n";
+  }
+  printSummaryLine(OS, G, T);
+}
+
+void printStageCosts(const Graph &G, const NodeCostMap &Costs,
+                     const PlanCost &PC, ReportFormat F, raw_ostream &OS) {
+  Totals T = computeTotals(G, Costs);
+  const ParallelPlan &P = PC.Plan;
+  if (F == ReportFormat::JSON) {
+    json::Array Stages;
+    for (unsigned S = 0; S < PC.Stages.size(); ++S) {
+      const StageCost &SC = PC.Stages[S];
+      json::Array Layers;
+      for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L)
+        Layers.push_back((int64_t)L);
+      const MemoryBreakdown &M = SC.Memory;
+      Stages.push_back(json::Object{
+          {"stage", (int64_t)S},
+          {"layers", std::move(Layers)},
+          {"compute_s", SC.ComputeS},
+          {"comm_exposed_s", SC.CommExposedS},
+          {"bubble_s", SC.BubbleS},
+          {"memory_bytes", SC.MemoryBytes},
+          {"forward_per_microbatch_s", SC.ForwardS},
+          {"backward_per_microbatch_s", SC.BackwardS},
+          {"tp_comm_per_microbatch_s", SC.TPCommS},
+          {"p2p_per_microbatch_s", SC.P2PS},
+          {"dp_sync_s", SC.DPSyncS},
+          {"dp_exposed_s", SC.DPExposedS},
+          {"optimizer_s", SC.OptimizerS},
+          {"memory",
+           json::Object{{"weights", M.Weights},
+                        {"gradients", M.Gradients},
+                        {"optimizer_states", M.OptimizerStates},
+                        {"activations", M.Activations},
+                        {"kv_cache", M.KVCache},
+                        {"comm_buffers", M.CommBuffers},
+                        {"reserved", M.Reserved}}}});
+    }
+    json::Object Plan{{"dp", (int64_t)P.DP},
+                      {"tp", (int64_t)P.TP},
+                      {"pp", (int64_t)P.PP},
+                      {"ep", (int64_t)P.EP},
+                      {"sp", P.SP},
+                      {"micro_batch_size", (int64_t)P.MicroBatchSize},
+                      {"num_micro_batches", (int64_t)P.NumMicroBatches},
+                      {"virtual_stages", (int64_t)P.VirtualStages},
+                      {"recompute", getRecomputeName(P.RC)},
+                      {"zero_stage", (int64_t)P.ZeroStage}};
+    json::Object Root{{"plan", std::move(Plan)},
+                      {"step_time_s", PC.StepTimeS},
+                      {"tokens_per_s", PC.TokensPerS},
+                      {"mfu", PC.MFU},
+                      {"bubble_fraction", PC.BubbleFraction},
+                      {"max_memory_bytes", PC.MaxMemoryBytes},
+                      {"hbm_bytes", PC.HBMBytes},
+                      {"fits_memory", PC.FitsMemory},
+                      {"stages", std::move(Stages)},
+                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
+    OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
+    return;
+  }
+  OS << "plan: " << P.str() << "\n";
+  for (unsigned S = 0; S < PC.Stages.size(); ++S) {
+    const StageCost &SC = PC.Stages[S];
+    OS << "stage " << S << ": layers " << SC.FirstLayer << "-"
+       << SC.FirstLayer + SC.NumLayers - 1 << " compute "
+       << formatDuration(Seconds(SC.ComputeS)) << " comm_exposed "
+       << formatDuration(Seconds(SC.CommExposedS)) << " bubble "
+       << formatDuration(Seconds(SC.BubbleS)) << " memory "
+       << formatBytes(Bytes(SC.MemoryBytes)) << " / "
+       << formatBytes(Bytes(PC.HBMBytes)) << "\n";
+    const MemoryBreakdown &M = SC.Memory;
+    OS << "  memory: weights " << formatBytes(Bytes(M.Weights))
+       << ", gradients " << formatBytes(Bytes(M.Gradients)) << ", optimizer "
+       << formatBytes(Bytes(M.OptimizerStates)) << ", activations "
+       << formatBytes(Bytes(M.Activations)) << ", kv cache "
+       << formatBytes(Bytes(M.KVCache)) << ", buffers "
+       << formatBytes(Bytes(M.CommBuffers)) << ", reserved "
+       << formatBytes(Bytes(M.Reserved)) << "\n";
+    OS << "  per micro-batch: forward " << formatDuration(Seconds(SC.ForwardS))
+       << ", backward " << formatDuration(Seconds(SC.BackwardS)) << ", tp comm "
+       << formatDuration(Seconds(SC.TPCommS)) << ", p2p "
+       << formatDuration(Seconds(SC.P2PS)) << "; dp sync "
+       << formatDuration(Seconds(SC.DPSyncS)) << " (exposed "
+       << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "
+       << formatDuration(Seconds(SC.OptimizerS)) << "\n";
+  }
+  OS << "step: " << formatDuration(Seconds(PC.StepTimeS)) << ", tokens/s "
+     << format("%.0f", PC.TokensPerS) << ", MFU " << format("%.3f", PC.MFU)
+     << ", bubble " << format("%.3f", PC.BubbleFraction) << ", memory "
+     << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
+     << formatBytes(Bytes(PC.HBMBytes))
+     << (PC.FitsMemory ? "" : " (DOES NOT FIT)") << "\n";
+  printSummaryLine(OS, G, T);
+}
+
+} // namespace loom

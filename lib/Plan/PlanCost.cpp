@@ -1,0 +1,631 @@
+//===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
+#include "loom/Plan/PlanCost.h"
+#include "loom/Cost/Collectives.h"
+#include "loom/Cost/Pipeline.h"
+#include "llvm/ADT/DenseSet.h"
+#include <cmath>
+#include <functional>
+#include <set>
+
+using namespace llvm;
+
+namespace loom {
+
+NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
+                              const HardwareModel &HW) {
+  NodeCostMap Map;
+  Map.reserve(G.getNumNodes());
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    NodeCostInfo &Info = Map[&N];
+    Info.Cost = computeOpCost(N, Opset);
+    double Best = INFINITY;
+    for (const auto &KV : HW.Device.Classes) {
+      ClassTime T = estimateClassTime(N, Info.Cost, KV.first, HW);
+      if (T.Supported && T.Seconds < Best) {
+        Best = T.Seconds;
+        Info.Class = KV.first;
+      }
+      Info.Times.emplace(KV.first, std::move(T));
+    }
+  }
+  return Map;
+}
+
+namespace {
+
+/// Megatron-style TP state of a value.
+enum class TPState : uint8_t { Replicated, Split };
+
+struct NodeFacts {
+  const Node *N = nullptr;
+  const NodeCostInfo *C = nullptr;
+  /// Work divided across the TP group.
+  bool Sharded = false;
+  /// Attention core (Softmax, activation x activation matmul): what
+  /// selective recompute recomputes instead of storing.
+  bool AttentionCore = false;
+};
+
+struct LayerFacts {
+  std::vector<NodeFacts> Nodes;
+  double ParamsSharded = 0, ParamsReplicated = 0;
+  /// Saved activation bytes at the graph's full batch.
+  double SavedSplit = 0, SavedReplicated = 0, SavedAttentionCore = 0;
+  /// Bytes of the activations entering the layer (full recompute keeps
+  /// only these).
+  double InputBytes = 0;
+  /// KV cache: the K and V operands of attention matmuls.
+  double KVBytes = 0;
+  /// All-reduce sizes (full batch) in forward and in backward.
+  std::vector<double> FwdAllReduce, BwdAllReduce;
+  double Flops = 0, BackwardFlops = 0;
+};
+
+struct LayerTimes {
+  double Fwd = 0, Bwd = 0, AttnFwd = 0;
+};
+
+static double valueBytes(const Value *V) {
+  return (double)V->Type.getSizeInBytes().getValueOr(0);
+}
+
+static bool isConstantLike(const Value *V) {
+  if (V->isParameter())
+    return true;
+  const Node *D = V->getDefiningNode();
+  return D && D->getOpType() == "Constant" && D->getDomain().empty();
+}
+
+} // namespace
+
+struct PlanEvaluator::Impl {
+  const Graph &G;
+  std::vector<LayerInfo> Layers;
+  const NodeCostMap &Costs;
+  const HardwareModel &HW;
+  EvaluatorOptions Opts;
+  std::vector<LayerFacts> LF;
+  /// BoundaryBytes[l]: activations crossing from layers < l into >= l.
+  std::vector<double> BoundaryBytes;
+  double ModelFlops = 0;
+  double Peak = 0;
+  mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool>, LayerTimes>
+      Cache;
+
+  Impl(const Graph &G, ArrayRef<LayerInfo> Ls, const NodeCostMap &Costs,
+       const HardwareModel &HW, const EvaluatorOptions &Opts)
+      : G(G), Layers(Ls.begin(), Ls.end()), Costs(Costs), HW(HW),
+        Opts(Opts) {
+    if (Layers.empty()) {
+      LayerInfo L;
+      Layers.push_back(L);
+    }
+    analyze();
+  }
+
+  void analyze();
+  LayerTimes layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP) const;
+  double nodeTime(const NodeFacts &F, double ActScale, unsigned TP, bool SP,
+                  bool Backward) const;
+};
+
+/// Weight-like: a parameter, or a layout change of one (torch's Linear on
+/// 3-D inputs exports Transpose(weight) -> MatMul).
+static bool isWeightLike(const Value *V) {
+  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
+    if (V->isParameter())
+      return true;
+    const Node *D = V->getDefiningNode();
+    if (!D || D->getNumInputs() != 1 ||
+        !(D->getOpType() == "Transpose" || D->getOpType() == "Cast" ||
+          D->getOpType() == "Identity"))
+      return false;
+    V = D->getInput(0);
+  }
+  return false;
+}
+
+void PlanEvaluator::Impl::analyze() {
+  LF.assign(Layers.size(), LayerFacts());
+  DenseMap<const Value *, TPState> State;
+  DenseSet<const Value *> ShardedParams, CountedParams, ColumnInputs;
+  auto StateOf = [&](const Value *V) {
+    auto It = State.find(V);
+    return It == State.end() ? TPState::Replicated : It->second;
+  };
+  auto LayerOf = [&](const Node &N) {
+    return (unsigned)std::max(0, std::min<int>(N.Layer, LF.size() - 1));
+  };
+
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    LayerFacts &L = LF[LayerOf(N)];
+    NodeFacts F;
+    F.N = &N;
+    auto CI = Costs.find(&N);
+    F.C = CI == Costs.end() ? nullptr : &CI->second;
+    StringRef Op = N.getOpType();
+    bool Cube = F.C && F.C->Cost.Unit == ComputeUnit::Cube;
+    const Value *Weight = nullptr, *Act = nullptr;
+    for (const Value *V : N.getInputs()) {
+      if (!V)
+        continue;
+      if (isWeightLike(V) && V->Type.getRank() >= 2)
+        Weight = V;
+      else if (!isConstantLike(V) && !Act)
+        Act = V;
+    }
+    bool AnySplit = any_of(N.getInputs(), [&](const Value *V) {
+      return V && StateOf(V) == TPState::Split;
+    });
+    TPState Out = AnySplit ? TPState::Split : TPState::Replicated;
+    if ((Op == "MatMul" || Op == "Gemm") && Weight && Act) {
+      F.Sharded = true;
+      if (StateOf(Act) == TPState::Replicated) {
+        // Column parallel: output split; backward all-reduces the input
+        // gradient (once per distinct input).
+        Out = TPState::Split;
+        if (ColumnInputs.insert(Act).second)
+          L.BwdAllReduce.push_back(valueBytes(Act));
+      } else {
+        // Row parallel: partial sums all-reduced in forward.
+        Out = TPState::Replicated;
+        if (const Value *O = N.getOutput(0))
+          L.FwdAllReduce.push_back(valueBytes(O));
+      }
+    } else if (Op == "Gather" && Weight && N.getInput(0) == Weight) {
+      // Vocab-parallel embedding.
+      F.Sharded = true;
+      Out = TPState::Replicated;
+      if (const Value *O = N.getOutput(0))
+        L.FwdAllReduce.push_back(valueBytes(O));
+    } else if (Cube && !Weight) {
+      F.AttentionCore = true;
+      F.Sharded = AnySplit;
+      if (N.getNumInputs() >= 2 && N.getInput(1))
+        L.KVBytes += valueBytes(N.getInput(1)) / 2; // K^T and V: one each.
+    } else {
+      F.Sharded = AnySplit;
+      F.AttentionCore = Op == "Softmax" && AnySplit;
+    }
+    if (F.Sharded)
+      for (const Value *V : N.getInputs())
+        if (V && V->isParameter())
+          ShardedParams.insert(V);
+    for (const Value *V : N.getOutputs())
+      if (V)
+        State[V] = Out;
+    if (F.C) {
+      L.Flops += F.C->Cost.Flops;
+      L.BackwardFlops += F.C->Cost.BackwardFlops;
+    }
+    L.Nodes.push_back(F);
+  }
+
+  // Element-wise chains run as one fused kernel (GeLU exported as
+  // Div/Erf/Add/Mul/Mul, the tail of a decomposed RMSNorm): its backward
+  // recomputes internal values from the chain's inputs, so a saved value
+  // produced inside a chain stands for the chain's external inputs.
+  // Regions: union-find over element-wise nodes joined through values all
+  // of whose consumers are element-wise.
+  DenseMap<const Node *, const Node *> Parent;
+  std::function<const Node *(const Node *)> Find = [&](const Node *N) {
+    const Node *P = Parent.lookup(N);
+    if (!P || P == N)
+      return N;
+    const Node *Root = Find(P);
+    Parent[N] = Root;
+    return Root;
+  };
+  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+  for (const auto &NP : G.getNodes())
+    for (const Value *V : NP->getInputs())
+      if (V)
+        Users[V].push_back(NP.get());
+  for (const auto &NP : G.getNodes()) {
+    const Node *N = NP.get();
+    if (!isElementwiseOp(*N))
+      continue;
+    Parent.try_emplace(N, N);
+    for (const Value *V : N->getInputs()) {
+      const Node *D = V ? V->getDefiningNode() : nullptr;
+      if (!D || !isElementwiseOp(*D) || D->Layer != N->Layer ||
+          any_of(Users[V], [](const Node *U) { return !isElementwiseOp(*U); }) ||
+          is_contained(G.getOutputs(), V))
+        continue;
+      Parent.try_emplace(D, D);
+      Parent[Find(D)] = Find(N);
+    }
+  }
+  DenseMap<const Node *, SmallVector<const Value *, 2>> RegionInputs;
+  for (const auto &NP : G.getNodes()) {
+    const Node *N = NP.get();
+    if (!Parent.count(N))
+      continue;
+    const Node *R = Find(N);
+    for (const Value *V : N->getInputs()) {
+      if (!V || isConstantLike(V))
+        continue;
+      const Node *D = V->getDefiningNode();
+      if (D && Parent.count(D) && Find(D) == R)
+        continue;
+      if (!is_contained(RegionInputs[R], V))
+        RegionInputs[R].push_back(V);
+    }
+  }
+  auto SavedFor = [&](const Node *N, const Value *V,
+                      SmallVectorImpl<const Value *> &Out) {
+    const Node *D = V->getDefiningNode();
+    if (Parent.count(N) && D && Parent.count(D) && Find(D) == Find(N)) {
+      for (const Value *In : RegionInputs[Find(N)])
+        Out.push_back(In);
+      return;
+    }
+    Out.push_back(V);
+  };
+
+  // Parameters, saved activations, layer inputs.
+  DenseSet<const Value *> Saved;
+  for (unsigned LI = 0; LI < LF.size(); ++LI) {
+    LayerFacts &L = LF[LI];
+    Saved.clear();
+    DenseSet<const Value *> Inputs;
+    for (const NodeFacts &F : L.Nodes) {
+      for (const Value *V : F.N->getInputs()) {
+        if (!V)
+          continue;
+        if (V->isParameter()) {
+          if (CountedParams.insert(V).second) {
+            double Count = V->Type.getNumElements().getValueOr(0);
+            (ShardedParams.count(V) ? L.ParamsSharded : L.ParamsReplicated) +=
+                Count;
+          }
+          continue;
+        }
+        const Node *D = V->getDefiningNode();
+        if (!isConstantLike(V) && (!D || (unsigned)D->Layer != LI) &&
+            Inputs.insert(V).second)
+          L.InputBytes += valueBytes(V);
+      }
+      if (!F.C)
+        continue;
+      SmallVector<const Value *, 4> Keep;
+      for (const Value *V : F.C->Cost.SavedValues)
+        if (V)
+          SavedFor(F.N, V, Keep);
+      for (const Value *V : Keep) {
+        if (isConstantLike(V) || !Saved.insert(V).second)
+          continue;
+        double B = valueBytes(V);
+        if (StateOf(V) == TPState::Split)
+          L.SavedSplit += B;
+        else
+          L.SavedReplicated += B;
+        if (F.AttentionCore)
+          L.SavedAttentionCore += B;
+      }
+    }
+  }
+
+  // Activations crossing layer boundaries (pipeline Send/Recv).
+  BoundaryBytes.assign(LF.size() + 1, 0);
+  DenseMap<const Value *, unsigned> LastUse;
+  for (const auto &NP : G.getNodes())
+    for (const Value *V : NP->getInputs())
+      if (V && !isConstantLike(V) && V->getDefiningNode()) {
+        unsigned &U = LastUse[V];
+        U = std::max<unsigned>(U, std::max(0, NP->Layer));
+      }
+  for (const auto &NP : G.getNodes())
+    for (const Value *V : NP->getOutputs()) {
+      auto It = V ? LastUse.find(V) : LastUse.end();
+      if (It == LastUse.end())
+        continue;
+      unsigned Def = std::max(0, NP->Layer);
+      for (unsigned B = Def + 1; B <= It->second && B < BoundaryBytes.size();
+           ++B)
+        BoundaryBytes[B] += valueBytes(V);
+    }
+
+  // Model FLOPs and the peak MFU is measured against (the cube's peak for
+  // the matmuls' element type).
+  DataType MMType = DataType::Undefined;
+  for (const LayerFacts &L : LF) {
+    ModelFlops += L.Flops + (Opts.Train ? L.BackwardFlops : 0);
+    for (const NodeFacts &F : L.Nodes)
+      if (F.C && F.C->Cost.Unit == ComputeUnit::Cube &&
+          MMType == DataType::Undefined)
+        MMType = F.C->Cost.Elem;
+  }
+  if (const DeviceClass *AC = HW.getClass("aicore"))
+    if (auto P = AC->getThroughput(getDataTypeName(MMType)))
+      Peak = P->value();
+  if (Peak == 0)
+    for (const auto &KV : HW.Device.Classes)
+      for (const auto &T : KV.second.Throughput)
+        Peak = std::max(Peak, T.second.value());
+}
+
+double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
+                                     unsigned TP, bool SP,
+                                     bool Backward) const {
+  if (!F.C || F.C->Class.empty() || !F.C->Cost.HasRule)
+    return 0;
+  OpCost C = F.C->Cost;
+  bool Split = F.Sharded || (SP && C.Unit != ComputeUnit::Cube);
+  double ActF = ActScale / (Split ? TP : 1);
+  double ParamF = F.Sharded ? 1.0 / TP : 1.0;
+  C.Flops *= ActF;
+  C.BackwardFlops *= ActF;
+  C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
+  C.BytesWritten *= ActF;
+  C.ParamBytes *= ParamF;
+  if (C.Unit == ComputeUnit::Cube) {
+    if (C.MM.Batch > 1)
+      C.MM.Batch = std::max<int64_t>(1, std::llround(C.MM.Batch * ActScale));
+    else
+      C.MM.M = std::max<int64_t>(1, std::llround(C.MM.M * ActScale));
+    if (F.Sharded)
+      C.MM.N = std::max<int64_t>(1, C.MM.N / TP);
+  }
+  ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
+  return Backward ? T.BackwardSeconds : T.Seconds;
+}
+
+LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
+                                           unsigned MB, bool SP) const {
+  // Identical blocks cost the same: key by the first layer of the same
+  // signature.
+  unsigned Key = L;
+  for (unsigned J = 0; J < L; ++J)
+    if (Layers[J].Signature == Layers[L].Signature &&
+        Layers[J].NumNodes == Layers[L].NumNodes) {
+      Key = J;
+      break;
+    }
+  auto K = std::make_tuple(Key, TP, MB, SP);
+  auto It = Cache.find(K);
+  if (It != Cache.end())
+    return It->second;
+  double ActScale = (double)MB / Opts.Batch;
+  LayerTimes T;
+  for (const NodeFacts &F : LF[L].Nodes) {
+    double Fwd = nodeTime(F, ActScale, TP, SP, false);
+    T.Fwd += Fwd;
+    if (Opts.Train)
+      T.Bwd += nodeTime(F, ActScale, TP, SP, true);
+    if (F.AttentionCore)
+      T.AttnFwd += Fwd;
+  }
+  Cache.emplace(K, T);
+  return T;
+}
+
+PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
+                             const NodeCostMap &Costs,
+                             const HardwareModel &HW,
+                             const EvaluatorOptions &Opts)
+    : I(std::make_unique<Impl>(G, Layers, Costs, HW, Opts)) {}
+
+PlanEvaluator::~PlanEvaluator() = default;
+
+GroupShape PlanEvaluator::getGroupShape(unsigned Stride, unsigned Size) const {
+  GroupShape S;
+  uint64_t Inner = 1;
+  for (const TopologyLevel &L : I->HW.Topology) {
+    std::set<uint64_t> Seen;
+    for (uint64_t K = 0; K < Size; ++K)
+      Seen.insert((K * Stride / Inner) % L.Size);
+    S.PerLevel.push_back(Seen.size());
+    Inner *= L.Size;
+  }
+  return S;
+}
+
+Expected<std::vector<unsigned>>
+PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
+  unsigned NL = I->Layers.size();
+  if (!P.StageLayers.empty()) {
+    unsigned Sum = 0;
+    for (unsigned C : P.StageLayers)
+      Sum += C;
+    if (Sum != NL || P.StageLayers.size() != P.PP)
+      return createStringError(inconvertibleErrorCode(),
+                               "--plan stages=...: %u stages with %u layers "
+                               "in all, but pp=%u and the model has %u "
+                               "layers",
+                               (unsigned)P.StageLayers.size(), Sum, P.PP, NL);
+    return P.StageLayers;
+  }
+  if (P.PP > NL)
+    return createStringError(inconvertibleErrorCode(),
+                             "pp=%u exceeds the model's %u layers", P.PP, NL);
+  // Blocks evenly; the prologue rides on the first stage, the epilogue on
+  // the last (DESIGN §6: they weigh on the first and last stage).
+  unsigned Pro = 0, Epi = 0;
+  while (Pro < NL && I->Layers[Pro].K == LayerInfo::Kind::Prologue)
+    ++Pro;
+  while (Epi < NL - Pro &&
+         I->Layers[NL - 1 - Epi].K == LayerInfo::Kind::Epilogue)
+    ++Epi;
+  unsigned Mid = NL - Pro - Epi;
+  if (Mid < P.PP) {
+    Pro = Epi = 0;
+    Mid = NL;
+  }
+  std::vector<unsigned> Counts(P.PP, Mid / P.PP);
+  for (unsigned S = 0; S < Mid % P.PP; ++S)
+    ++Counts[P.PP - 1 - S]; // Extra blocks go late: the first stage has the
+                            // most micro-batches in flight.
+  Counts.front() += Pro;
+  Counts.back() += Epi;
+  return Counts;
+}
+
+Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
+  const Impl &Im = *I;
+  Expected<std::vector<unsigned>> SL = getStageLayers(P);
+  if (!SL)
+    return SL.takeError();
+  PlanCost R;
+  R.Plan = P;
+  const MemoryLevel *HBM = Im.HW.getMemory("hbm");
+  R.HBMBytes = HBM ? HBM->getUsableCapacity().value() : 0;
+  double ActScale = (double)P.MicroBatchSize / Im.Opts.Batch;
+  unsigned TP = P.TP;
+  GroupShape TPG = getGroupShape(1, TP);
+  GroupShape DPG = getGroupShape(TP, P.DP);
+  GroupShape PPPair = getGroupShape(TP * P.DP, 2);
+  double SeqDiv = P.SP ? TP : 1;
+
+  PipelineTimes PT;
+  PT.NumMicroBatches = P.NumMicroBatches;
+  PT.VirtualStages = P.VirtualStages;
+  PT.ForwardOnly = !Im.Opts.Train;
+  unsigned First = 0;
+  for (unsigned S = 0; S < P.PP; ++S) {
+    StageCost SC;
+    SC.FirstLayer = First;
+    SC.NumLayers = (*SL)[S];
+    double Params = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
+           MaxLayerAct = 0;
+    auto AllReduceTime = [&](double Bytes) {
+      if (TP == 1)
+        return 0.0;
+      if (P.SP) // Reduce-scatter + all-gather instead of all-reduce.
+        return collectiveTime(CollectiveKind::ReduceScatter, Bytes, TPG,
+                              Im.HW)
+                   .Seconds +
+               collectiveTime(CollectiveKind::AllGather, Bytes, TPG, Im.HW)
+                   .Seconds;
+      return collectiveTime(CollectiveKind::AllReduce, Bytes, TPG, Im.HW)
+          .Seconds;
+    };
+    for (unsigned L = First; L < First + SC.NumLayers; ++L) {
+      const LayerFacts &F = Im.LF[L];
+      LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP);
+      SC.ForwardS += T.Fwd;
+      double Recompute = P.RC == Recompute::Full        ? T.Fwd
+                         : P.RC == Recompute::Selective ? T.AttnFwd
+                                                        : 0;
+      SC.BackwardS += T.Bwd + (Im.Opts.Train ? Recompute : 0);
+      Params += F.ParamsSharded / TP + F.ParamsReplicated;
+      double LayerAct;
+      MaxLayerAct = std::max(MaxLayerAct, (F.SavedSplit / TP +
+                                           F.SavedReplicated / SeqDiv) *
+                                              ActScale);
+      if (P.RC == Recompute::Full)
+        LayerAct = F.InputBytes / SeqDiv;
+      else
+        LayerAct = F.SavedSplit / TP + F.SavedReplicated / SeqDiv -
+                   (P.RC == Recompute::Selective
+                        ? F.SavedAttentionCore / TP
+                        : 0.0);
+      Act += std::max(0.0, LayerAct) * ActScale;
+      KV += F.KVBytes / TP * ActScale;
+      for (double B : F.FwdAllReduce)
+        TPFwd += AllReduceTime(B * ActScale);
+      if (Im.Opts.Train)
+        for (double B : F.BwdAllReduce)
+          TPBwd += AllReduceTime(B * ActScale);
+    }
+    SC.TPCommS = TPFwd + TPBwd;
+    // Pipeline transfers: the boundary activations, split across TP ranks
+    // (Megatron's scatter/gather optimization).
+    double SendBytes = S + 1 < P.PP
+                           ? Im.BoundaryBytes[First + SC.NumLayers] *
+                                 ActScale / TP
+                           : 0;
+    double SendTime =
+        SendBytes > 0
+            ? collectiveTime(CollectiveKind::SendRecv, SendBytes, PPPair,
+                             Im.HW)
+                  .Seconds
+            : 0;
+    if (S + 1 < P.PP)
+      PT.Transfer.push_back(SendTime);
+    SC.P2PS = SendTime * (Im.Opts.Train ? 2 : 1);
+    PT.Forward.push_back(SC.ForwardS + TPFwd);
+    PT.Backward.push_back(SC.BackwardS + TPBwd);
+
+    // Memory.
+    StageMemoryInputs MI;
+    MI.Train = Im.Opts.Train;
+    MI.ParamCount = Params;
+    MI.ActivationBytesPerMicroBatch = Im.Opts.Train ? Act : 0;
+    MI.InFlightMicroBatches =
+        inFlightMicroBatches(S, P.PP, P.NumMicroBatches, P.VirtualStages);
+    // Full recompute rebuilds one layer's activations at a time during
+    // backward: the largest layer's, alive once.
+    MI.ActivationWorkspaceBytes = Im.Opts.Train && P.RC == Recompute::Full
+                                      ? MaxLayerAct
+                                      : 0;
+    MI.DP = P.DP;
+    MI.ZeroStage = P.ZeroStage;
+    MI.GradBytesPerParam = Im.Opts.GradBytes;
+    bool AnyComm = TP > 1 || P.DP > 1 || P.PP > 1;
+    MI.CommBufferBytes = AnyComm ? Im.Opts.CommBufferBytes : 0;
+    MI.ReservedBytes = HBM ? HBM->Reserved.value() : 0;
+    if (!Im.Opts.Train)
+      MI.KVCacheBytes = KV * P.NumMicroBatches;
+    SC.Memory = estimateStageMemory(MI);
+    SC.MemoryBytes = SC.Memory.total();
+
+    // DP gradient sync, overlapped with the last micro-batch's backward;
+    // it shares links with that backward's TP traffic.
+    if (Im.Opts.Train && P.DP > 1) {
+      double GradBytes = Params * Im.Opts.GradBytes;
+      CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
+                                          : CollectiveKind::AllReduce;
+      // The last micro-batch's backward TP traffic runs alongside.
+      double TPBytes = 0;
+      for (unsigned L = First; L < First + SC.NumLayers; ++L)
+        for (double B : Im.LF[L].BwdAllReduce)
+          TPBytes += B * ActScale;
+      auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {DPG, TPG},
+                                   {GradBytes, TP > 1 ? TPBytes : 0.0},
+                                   Im.HW);
+      SC.DPSyncS = collectiveTime(K, GradBytes, DPG, Im.HW, Shares[0]).Seconds;
+      if (P.ZeroStage >= 1) // Updated parameters gathered back.
+        SC.DPSyncS +=
+            collectiveTime(CollectiveKind::AllGather, GradBytes, DPG, Im.HW)
+                .Seconds;
+      SC.DPExposedS = std::max(0.0, SC.DPSyncS - SC.BackwardS);
+    }
+    if (Im.Opts.Train && HBM) {
+      // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
+      // read and written, bf16 gradient in, bf16 weight out).
+      double Local = P.ZeroStage >= 1 ? Params / P.DP : Params;
+      SC.OptimizerS = Local * 28 / HBM->Bandwidth.value();
+    }
+    R.Stages.push_back(SC);
+    First += SC.NumLayers;
+  }
+
+  PipelineResult PR = simulatePipeline(PT);
+  double Tail = 0;
+  for (StageCost &SC : R.Stages)
+    Tail = std::max(Tail, SC.DPExposedS + SC.OptimizerS);
+  R.StepTimeS = PR.StepTime + Tail;
+  R.BubbleFraction = PR.BubbleFraction;
+  unsigned M = P.NumMicroBatches;
+  for (unsigned S = 0; S < R.Stages.size(); ++S) {
+    StageCost &SC = R.Stages[S];
+    SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
+    SC.CommExposedS = M * (SC.TPCommS + SC.P2PS) + SC.DPExposedS;
+    SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
+    R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
+  }
+  R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes;
+  R.ModelFlops = Im.ModelFlops;
+  if (R.StepTimeS > 0) {
+    R.TokensPerS = (double)Im.Opts.Batch * Im.Opts.Seq / R.StepTimeS;
+    double Devices = P.getNumDevices();
+    if (Im.Peak > 0)
+      R.MFU = Im.ModelFlops / (R.StepTimeS * Devices * Im.Peak);
+  }
+  return R;
+}
+
+} // namespace loom
