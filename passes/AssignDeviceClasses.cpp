@@ -239,6 +239,11 @@ void DeviceClassPlacer::Impl::computeCandidates() {
       }
       S[C] = T.Seconds + (Train ? T.BackwardSeconds : 0);
     }
+    // A Constant is data at rest in HBM, not work: it needs no class that
+    // lists it, and placing it anywhere costs nothing.
+    if (isConstantNode(N) &&
+        llvm::none_of(S, [](double V) { return std::isfinite(V); }))
+      std::fill(S.begin(), S.end(), 0.0);
   }
 }
 
@@ -252,8 +257,9 @@ Error DeviceClassPlacer::Impl::checkEveryNodeRuns() const {
   const Node &N = *Nodes[Stuck.front()];
   std::string Msg;
   raw_string_ostream OS(Msg);
-  OS << "node '" << nodeLabel(N) << "' (" << N.getQualifiedOpType()
-     << ") runs on no device class of hardware '" << CU.HW->Name << "': ";
+  OS << "assign-device-classes: node '" << nodeLabel(N) << "' ("
+     << N.getQualifiedOpType() << ") runs on no device class of hardware '"
+     << CU.HW->Name << "': ";
   for (unsigned C = 0; C < Classes.size(); ++C)
     OS << (C ? "; " : "") << WhyNot[Stuck.front()][C];
   if (Stuck.size() > 1)
@@ -311,7 +317,7 @@ void DeviceClassPlacer::Impl::groupItems() {
   // is a knapsack over individual tables (two equal tables read at
   // different rates should not be forced to the same side), and such nodes
   // are few.
-  auto KeyOf = [&](unsigned I) {
+  auto KeyOf = [&](unsigned I) -> uint64_t {
     uint64_t H = 14695981039346656037ull;
     if (SSDClass >= 0 && std::isfinite(Seconds[I][SSDClass]))
       return H ^ (0x9e3779b97f4a7c15ull * (I + 1));
@@ -555,6 +561,9 @@ Expected<GraphPlacement> DeviceClassPlacer::place(double HBMFreeBytes,
     NP.Class = GP.NodeClass[N];
     NP.Seconds = M.Seconds[N];
     NP.Reason = M.explain(R, Res->Class, IC, Ev, N);
+    if (!M.CU.NodeCosts.find(NP.N)->second.Cost.HasRule)
+      NP.Reason += "; no cost rule: placed by the op lists, timed at the "
+                   "launch overhead";
     GP.Nodes.push_back(std::move(NP));
   }
   return GP;
@@ -749,13 +758,13 @@ Error printPlacement(const CompilationUnit &CU, ReportFormat F,
         {"classes", std::move(PerClass)},
         {"hbm_free_bytes", P->HBMFreeBytes},
         {"hbm_param_bytes", P->HBMParamBytes},
-        {"solver", json::Object{{"items", (int64_t)P->Stats.Items},
-                                {"fixed", (int64_t)P->Stats.Fixed},
-                                {"eliminated", (int64_t)P->Stats.Eliminated},
-                                {"core_items", (int64_t)P->Stats.CoreItems},
-                      {"core_method",
-                       getCoreMethodName(P->Stats.CoreMethod)},
-                                {"core_edges", (int64_t)P->Stats.CoreEdges}}}};
+        {"solver",
+         json::Object{{"items", (int64_t)P->Stats.Items},
+                      {"fixed", (int64_t)P->Stats.Fixed},
+                      {"eliminated", (int64_t)P->Stats.Eliminated},
+                      {"core_items", (int64_t)P->Stats.CoreItems},
+                      {"core_method", getCoreMethodName(P->Stats.CoreMethod)},
+                      {"core_edges", (int64_t)P->Stats.CoreEdges}}}};
     if (std::isfinite(P->SSDCapacityBytes))
       Summary["ssd_capacity_bytes"] = P->SSDCapacityBytes;
     Summary["ssd_param_bytes"] = P->SSDParamBytes;

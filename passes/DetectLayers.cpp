@@ -47,8 +47,12 @@ struct Run {
 };
 
 /// The best run of >= 2 identical consecutive windows in Sig[Lo, Hi): most
-/// anchors covered, then the shortest period, then the earliest start.
-static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig, unsigned Lo,
+/// anchors covered, then the shortest period, then the earliest start. A
+/// repeated unit must hold at least two anchors, one of them a matmul-like
+/// op: a layer has weights to multiply, while a pair of equal-shaped table
+/// reads (rotary cos/sin) or q/k/v projections side by side are not layers.
+static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
+                                 ArrayRef<bool> IsMatmul, unsigned Lo,
                                  unsigned Hi) {
   unsigned N = Hi - Lo;
   if (N < 2)
@@ -64,7 +68,11 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig, unsigned Lo,
   uint64_t BestCover = 0;
   std::vector<uint64_t> H;
   std::vector<unsigned> Len;
-  for (unsigned Pd = 1; Pd <= N / 2; ++Pd) {
+  // Matmul-like anchors before each position, to test a window in O(1).
+  std::vector<unsigned> MM(N + 1, 0);
+  for (unsigned I = 0; I < N; ++I)
+    MM[I + 1] = MM[I] + IsMatmul[Lo + I];
+  for (unsigned Pd = 2; Pd <= N / 2; ++Pd) {
     unsigned W = N - Pd + 1;
     H.assign(W, 0);
     for (unsigned I = 0; I < W; ++I)
@@ -74,7 +82,7 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig, unsigned Lo,
       if (H[I] == H[I + Pd])
         Len[I] = Len[I + Pd] + 1;
     for (unsigned I = 0; I < W; ++I) {
-      if (Len[I] < 2)
+      if (Len[I] < 2 || MM[I + Pd] == MM[I])
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
       if (Cover > BestCover) {
@@ -87,21 +95,28 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig, unsigned Lo,
 }
 
 /// Splits anchors [Lo, Hi) into layers: appends (first anchor, kind, run).
-static void splitSegment(ArrayRef<uint64_t> Sig, unsigned Lo, unsigned Hi,
-                         int &NextRun,
+static void splitSegment(ArrayRef<uint64_t> Sig, ArrayRef<bool> IsMatmul,
+                         unsigned Lo, unsigned Hi, int &NextRun,
                          std::vector<std::tuple<unsigned, int>> &Starts) {
   if (Lo >= Hi)
     return;
-  Optional<Run> R = findBestRun(Sig, Lo, Hi);
+  Optional<Run> R = findBestRun(Sig, IsMatmul, Lo, Hi);
   if (!R) {
     Starts.emplace_back(Lo, -1);
     return;
   }
-  splitSegment(Sig, Lo, R->Start, NextRun, Starts);
+  splitSegment(Sig, IsMatmul, Lo, R->Start, NextRun, Starts);
   int RunId = NextRun++;
   for (unsigned K = 0; K < R->Repeats; ++K)
     Starts.emplace_back(R->Start + K * R->Period, RunId);
-  splitSegment(Sig, R->Start + R->Repeats * R->Period, Hi, NextRun, Starts);
+  splitSegment(Sig, IsMatmul, R->Start + R->Repeats * R->Period, Hi, NextRun,
+               Starts);
+}
+
+static bool isMatmulLike(const Node &N) {
+  StringRef Op = N.getOpType();
+  return Op == "MatMul" || Op == "Gemm" || Op == "Conv" ||
+         Op == "ConvTranspose" || Op == "Einsum";
 }
 
 static uint64_t anchorSignature(const Node &N) {
@@ -134,20 +149,34 @@ public:
   }
   Error run(CompilationUnit &CU) override {
     Graph &G = CU.M->getGraph();
+    DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+    for (const auto &NP : G.getNodes())
+      for (const Value *V : NP->getInputs())
+        if (V)
+          Users[V].push_back(NP.get());
     std::vector<unsigned> AnchorNode;
     std::vector<uint64_t> Sig;
+    SmallVector<bool, 64> IsMatmul;
     for (unsigned I = 0; I < G.getNumNodes(); ++I) {
       const Node &N = *G.getNodes()[I];
       if (any_of(N.getInputs(),
                  [](const Value *V) { return V && V->isParameter(); })) {
         AnchorNode.push_back(I);
         Sig.push_back(anchorSignature(N));
+        // A weight read through a layout change (torch's Linear on 3-D
+        // inputs exports Transpose(weight) -> MatMul) counts too.
+        bool MM = isMatmulLike(N);
+        for (const Value *O : N.getOutputs())
+          if (O && !MM)
+            for (const Node *U : Users.lookup(O))
+              MM |= isMatmulLike(*U);
+        IsMatmul.push_back(MM);
       }
     }
     CU.Layers.clear();
     std::vector<std::tuple<unsigned, int>> Starts;
     int NextRun = 0;
-    splitSegment(Sig, 0, Sig.size(), NextRun, Starts);
+    splitSegment(Sig, IsMatmul, 0, Sig.size(), NextRun, Starts);
     if (Starts.empty())
       Starts.emplace_back(0, -1);
 
@@ -180,18 +209,52 @@ public:
     }
 
     // Nodes: the layer of the most recent anchor (the first layer for the
-    // nodes before any anchor).
-    unsigned NextAnchor = 0, NextLayer = 0;
-    int Current = 0;
+    // nodes before any anchor). In the gap between a layer's last anchor and
+    // the next layer's first, a node that reads none of the layer's own
+    // results (only the gap's, like the pieces of the next layer's RMSNorm
+    // before its weight multiply) starts the next layer; one that does (the
+    // residual add) ends this one.
+    std::vector<int> Layer(G.getNumNodes(), 0);
+    std::vector<bool> InGap(G.getNumNodes(), false);
+    {
+      unsigned NextAnchor = 0, NextLayer = 0;
+      int Current = 0;
+      for (unsigned I = 0; I < G.getNumNodes(); ++I) {
+        if (NextAnchor < AnchorNode.size() && AnchorNode[NextAnchor] == I) {
+          while (NextLayer < Starts.size() &&
+                 std::get<0>(Starts[NextLayer]) <= NextAnchor)
+            Current = NextLayer++;
+          ++NextAnchor;
+        }
+        Layer[I] = Current;
+        // In a gap: some anchor seen, the next anchor starts a new layer,
+        // and this node is not itself an anchor.
+        InGap[I] = NextAnchor > 0 && NextLayer < Starts.size() &&
+                   NextAnchor == std::get<0>(Starts[NextLayer]) &&
+                   AnchorNode[NextAnchor - 1] != I;
+      }
+      DenseMap<const Node *, unsigned> Index;
+      for (unsigned I = 0; I < G.getNumNodes(); ++I)
+        Index[G.getNodes()[I].get()] = I;
+      for (unsigned I = 0; I < G.getNumNodes(); ++I) {
+        if (!InGap[I])
+          continue;
+        const Node &N = *G.getNodes()[I];
+        bool ReadsBody = any_of(N.getInputs(), [&](const Value *V) {
+          const Node *D = V ? V->getDefiningNode() : nullptr;
+          if (!D || D->getOpType() == "Constant")
+            return false;
+          unsigned J = Index.lookup(D);
+          return !InGap[J] && Layer[J] == Layer[I];
+        });
+        if (!ReadsBody)
+          Layer[I] += 1;
+      }
+    }
     DenseSet<const Value *> SeenParams;
     for (unsigned I = 0; I < G.getNumNodes(); ++I) {
       Node &N = *G.getNodes()[I];
-      if (NextAnchor < AnchorNode.size() && AnchorNode[NextAnchor] == I) {
-        while (NextLayer < Starts.size() &&
-               std::get<0>(Starts[NextLayer]) <= NextAnchor)
-          Current = NextLayer++;
-        ++NextAnchor;
-      }
+      int Current = Layer[I];
       N.Layer = Current;
       for (const Attribute &A : N.getAttributes())
         for (const auto &Sub : A.Gs)
