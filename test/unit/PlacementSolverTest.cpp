@@ -5,7 +5,11 @@
 // choices and the messages of infeasible requests.
 //
 //===----------------------------------------------------------------------===//
+#include "Passes.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/ONNX/ONNX.h"
 #include "loom/Solver/Placement.h"
+#include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 #include <cmath>
 #include <random>
@@ -454,3 +458,111 @@ TEST(PlacementSolverTest, LongChainIsEliminatedExactly) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The pass's entry point for the search: one problem, solved per HBM budget
+// and parameter split.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *ToyHW = R"(
+name: toy
+device:
+  name: toy-npu
+  classes:
+    aicore:
+      throughput: {fp32: 100TFLOPS}
+      vector_throughput: {fp32: 10TFLOPS}
+      launch_overhead: 5us
+      ops: ["*"]
+      dtypes: [fp32, int32]
+    aicpu:
+      throughput: {fp32: 100GFLOPS, int64: 10GOPS}
+      launch_overhead: 30us
+      ops: ["*"]
+    ssd:
+      bandwidth: 4GB/s
+      latency: 100us
+      launch_overhead: 10us
+      ops: [Gather]
+  memory:
+    hbm: {capacity: 16GiB, bandwidth: 1TB/s}
+    ssd: {capacity: 1TB, bandwidth: 4GB/s, latency: 100us}
+  transfers:
+    - {from: aicore, to: ssd, bandwidth: 1TB/s, latency: 10us}
+topology:
+  - {name: hccs, size: 8, bandwidth: 100GB/s, latency: 1us}
+)";
+
+// table: 1e8 x 64 x 4 B = 25.6e9 B = 23.8 GiB; w: 64 x 64 x 4 B = 16 KiB.
+const char *EmbeddingModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+emb (int64[4096] ids) => (float[4096,64] y)
+  <float[100000000,64] table, float[64,64] w>
+{
+  e = Gather(table, ids)
+  y = MatMul(e, w)
+}
+)";
+
+} // namespace
+
+TEST(PlacementSolverTest, PlacerEvaluatesPerHBMBudgetAndShardFactor) {
+  llvm::Expected<HardwareModel> HW = parseHardwareModel(ToyHW, "hw.yaml");
+  ASSERT_TRUE((bool)HW) << llvm::toString(HW.takeError());
+  CompilationUnit CU;
+  CU.HW = &*HW;
+  CU.Opts.Mode = RunMode::Infer;
+  llvm::Expected<std::unique_ptr<Model>> M =
+      importModelFromText(EmbeddingModel, "emb.onnxtxt");
+  ASSERT_TRUE((bool)M) << llvm::toString(M.takeError());
+  CU.M = std::move(*M);
+  PassManager PM(getRegisteredPasses());
+  ASSERT_FALSE((bool)PM.parsePipeline(
+      "bind-symbols,infer-shapes,detect-layers,annotate-costs"));
+  std::string Log;
+  llvm::raw_string_ostream OS(Log);
+  ASSERT_FALSE((bool)PM.run(CU, PassInstrumentation(), OS, OS));
+
+  llvm::Expected<std::unique_ptr<DeviceClassPlacer>> P =
+      DeviceClassPlacer::create(CU);
+  ASSERT_TRUE((bool)P) << llvm::toString(P.takeError());
+  double GiB = 1024.0 * 1024 * 1024;
+  EXPECT_EQ(DeviceClassPlacer::getUsableHBMBytes(CU), 16 * GiB);
+  auto ClassOf = [](const GraphPlacement &GP, unsigned N) {
+    return GP.Classes[GP.NodeClass[N]];
+  };
+  // Unsplit, the 23.8 GiB table does not fit in 16 GiB: SSD.
+  llvm::Expected<GraphPlacement> Whole = (*P)->place(16 * GiB, 1);
+  ASSERT_TRUE((bool)Whole) << llvm::toString(Whole.takeError());
+  EXPECT_EQ(ClassOf(*Whole, 0), "ssd");
+  EXPECT_EQ(ClassOf(*Whole, 1), "aicore");
+  EXPECT_DOUBLE_EQ(Whole->SSDParamBytes, 25.6e9);
+  EXPECT_DOUBLE_EQ(Whole->HBMParamBytes, 64 * 64 * 4);
+  // Split 8 ways (3.0 GiB per device) it fits: HBM, and the step is
+  // faster (the Gather takes 7.13 us on aicore against 372.14 us on ssd).
+  llvm::Expected<GraphPlacement> Split = (*P)->place(16 * GiB, 8);
+  ASSERT_TRUE((bool)Split) << llvm::toString(Split.takeError());
+  EXPECT_EQ(ClassOf(*Split, 0), "aicore");
+  EXPECT_DOUBLE_EQ(Split->HBMParamBytes, (25.6e9 + 64 * 64 * 4) / 8);
+  EXPECT_LT(Split->getStepSeconds(), Whole->getStepSeconds());
+  // aicore runs both nodes: the Gather above plus the 4096x64x64 matmul.
+  EXPECT_EQ(Split->ClassNodes[0], 2u);
+  // Explanations on request: the SSD reason names the sizes.
+  llvm::Expected<GraphPlacement> Explained = (*P)->place(16 * GiB, 1, true);
+  ASSERT_TRUE((bool)Explained) << llvm::toString(Explained.takeError());
+  ASSERT_EQ(Explained->Nodes.size(), 2u);
+  EXPECT_EQ(Explained->Nodes[0].Reason,
+            "table 23.8 GiB > free HBM 16.0 GiB; reads 1.0 MiB/step at "
+            "4.0 GB/s");
+  // A budget below the matmul's 16 KiB weight: nothing fits.
+  llvm::Expected<GraphPlacement> None = (*P)->place(1000, 1);
+  ASSERT_FALSE((bool)None);
+  EXPECT_EQ(llvm::toString(None.takeError()),
+            "assign-device-classes: HBM capacity binds: 16.0 KiB must stay "
+            "in HBM (largest: 'w' 16.0 KiB) but 1000.0 B is free");
+  // The one-shot form matches.
+  llvm::Expected<GraphPlacement> Once = placeForPlan(CU, 16 * GiB, 8);
+  ASSERT_TRUE((bool)Once) << llvm::toString(Once.takeError());
+  EXPECT_EQ(Once->NodeClass, Split->NodeClass);
+}
