@@ -6,7 +6,8 @@ Usage (from the repository root):
     /usr/bin/python3 examples/models/export_torch_models.py [--out-dir DIR]
                                                             [--check-only]
 
-Writes gpt2-tiny.onnx, llama-tiny.onnx and mlp-tiny.onnx next to this script
+Writes gpt2-tiny.onnx, llama-tiny.onnx, mlp-tiny.onnx, moe-tiny.onnx and
+cnn-tiny.onnx next to this script
 (or into --out-dir), then verifies each one: onnx.checker full check, onnx
 shape inference, symbolic input dims, and the presence of the exporter's
 runtime shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape).
@@ -32,14 +33,20 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from tiny_models import (GPT2LMHead, LlamaForCausalLM, TinyMLP,  # noqa: E402
-                         randomize_norms)
+from tiny_models import (GPT2LMHead, LlamaForCausalLM,  # noqa: E402
+                         MoEForCausalLM, TinyMLP, TinyResNet,
+                         randomize_batchnorm, randomize_norms)
 
 OPSET = 17
 
 
-def export_bytes(model, args, input_names, output_names, dynamic_axes):
-    """Run torch.onnx.export into memory and return the serialized bytes."""
+def export_bytes(model, args, input_names, output_names, dynamic_axes,
+                 training=torch.onnx.TrainingMode.EVAL):
+    """Run torch.onnx.export into memory and return the serialized bytes.
+
+    training=PRESERVE (with the model in eval mode) skips the exporter's
+    eval-mode peephole, which would fold BatchNorm into the preceding Conv;
+    BatchNormalization then stays a node, in inference form."""
     model.eval()
     buf = io.BytesIO()
     with torch.no_grad():
@@ -53,6 +60,7 @@ def export_bytes(model, args, input_names, output_names, dynamic_axes):
             input_names=input_names,
             output_names=output_names,
             dynamic_axes=dynamic_axes,
+            training=training,
         )
     return buf.getvalue()
 
@@ -90,11 +98,36 @@ def build_mlp():
         {"x": {0: "batch"}, "y": {0: "batch"}})
 
 
+def build_moe():
+    torch.manual_seed(0)
+    model = MoEForCausalLM(vocab=256, hidden=64, n_layer=2, n_head=4,
+                           n_kv_head=2, inter=128, n_experts=4, top_k=2)
+    randomize_norms(model)
+    ids = torch.randint(0, 256, (2, 8), dtype=torch.long)
+    return export_bytes(
+        model, (ids,), ["input_ids"], ["logits"],
+        {"input_ids": {0: "batch", 1: "seq"},
+         "logits": {0: "batch", 1: "seq"}})
+
+
+def build_cnn():
+    torch.manual_seed(0)
+    model = TinyResNet(widths=(16, 32), blocks=2, n_classes=10)
+    randomize_batchnorm(model)
+    x = torch.randn(2, 3, 32, 32)
+    return export_bytes(
+        model, (x,), ["pixel_values"], ["logits"],
+        {"pixel_values": {0: "batch"}, "logits": {0: "batch"}},
+        training=torch.onnx.TrainingMode.PRESERVE)
+
+
 MODELS = [
     # file name, builder, whether it must contain the reshape chain
     ("gpt2-tiny.onnx", build_gpt2, True),
     ("llama-tiny.onnx", build_llama, True),
     ("mlp-tiny.onnx", build_mlp, False),
+    ("moe-tiny.onnx", build_moe, True),
+    ("cnn-tiny.onnx", build_cnn, False),
 ]
 
 

@@ -274,3 +274,135 @@ def randomize_norms(model, std=0.02):
                 if getattr(mod, "bias", None) is not None:
                     mod.bias.copy_(std * torch.randn_like(mod.bias))
     return model
+
+
+# --------------------------------------------------------------------------
+# LLaMA-style decoder with a Mixture-of-Experts MLP
+# --------------------------------------------------------------------------
+
+
+class MoEMLP(nn.Module):
+    """Top-k mixture of SwiGLU experts, written the way simple reference
+    implementations (and HF Mixtral's eager path, minus the index gather)
+    write it: a Python loop over the experts, which torch.onnx.export
+    unrolls into one branch per expert.
+
+    Every expert runs densely on all tokens (static shapes); its output is
+    scaled by the token's routing weight for that expert, which is zero
+    unless the expert is among the token's top-k (mask via `Equal` on the
+    top-k indices, `Where`, `ReduceSum`)."""
+
+    def __init__(self, hidden, inter, n_experts=4, top_k=2):
+        super().__init__()
+        self.n_experts = n_experts
+        self.top_k = top_k
+        self.gate = nn.Linear(hidden, n_experts, bias=False)  # router
+        self.experts = nn.ModuleList([LlamaMLP(hidden, inter)
+                                      for _ in range(n_experts)])
+
+    def forward(self, x):
+        b, t, h = x.size()
+        flat = x.reshape(-1, h)                        # [b*t, h]
+        logits = self.gate(flat)                       # [b*t, E]
+        probs = F.softmax(logits, dim=-1, dtype=torch.float32)
+        topw, topi = torch.topk(probs, self.top_k, dim=-1)  # [b*t, k]
+        topw = topw / topw.sum(dim=-1, keepdim=True)
+        topw = topw.to(x.dtype)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            sel = topi == e                            # [b*t, k]
+            w = torch.where(sel, topw, torch.zeros_like(topw)).sum(
+                dim=-1, keepdim=True)                  # [b*t, 1]
+            out = out + expert(flat) * w
+        return out.view(b, t, h)
+
+
+class MoEBlock(nn.Module):
+    def __init__(self, hidden, n_head, n_kv_head, inter, n_experts, top_k):
+        super().__init__()
+        self.input_layernorm = RMSNorm(hidden)
+        self.self_attn = LlamaAttention(hidden, n_head, n_kv_head)
+        self.post_attention_layernorm = RMSNorm(hidden)
+        self.block_sparse_moe = MoEMLP(hidden, inter, n_experts, top_k)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        x = x + self.block_sparse_moe(self.post_attention_layernorm(x))
+        return x
+
+
+class MoEForCausalLM(LlamaForCausalLM):
+    """LlamaForCausalLM whose blocks use MoEMLP (Mixtral-like naming)."""
+
+    def __init__(self, vocab=256, hidden=64, n_layer=2, n_head=4, n_kv_head=2,
+                 inter=128, n_experts=4, top_k=2):
+        super().__init__(vocab, hidden, n_layer, n_head, n_kv_head, inter)
+        self.layers = nn.ModuleList([
+            MoEBlock(hidden, n_head, n_kv_head, inter, n_experts, top_k)
+            for _ in range(n_layer)])
+
+
+# --------------------------------------------------------------------------
+# Small ResNet-style CNN
+# --------------------------------------------------------------------------
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN + shortcut, ReLU.
+    A 1x1 conv + BN projection shortcut when stride or width changes."""
+
+    def __init__(self, c_in, c_out, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = None
+        if stride != 1 or c_in != c_out:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False),
+                nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        sc = x if self.downsample is None else self.downsample(x)
+        return F.relu(y + sc)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self, widths=(16, 32), blocks=2, n_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, widths[0], 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        stages = []
+        c_in = widths[0]
+        for i, c in enumerate(widths):
+            layers = []
+            for j in range(blocks):
+                stride = 2 if (i > 0 and j == 0) else 1
+                layers.append(BasicBlock(c_in, c, stride))
+                c_in = c
+            stages.append(nn.Sequential(*layers))
+        self.layer1, self.layer2 = stages
+        self.fc = nn.Linear(c_in, n_classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer2(self.layer1(x))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+def randomize_batchnorm(model, std=0.1):
+    """Non-trivial BatchNorm affine parameters and running statistics, as in
+    a trained checkpoint (fresh ones are all 1/0, and the exporter would
+    deduplicate them)."""
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.weight.copy_(1.0 + std * torch.randn_like(mod.weight))
+                mod.bias.copy_(std * torch.randn_like(mod.bias))
+                mod.running_mean.copy_(std * torch.randn_like(mod.running_mean))
+                mod.running_var.copy_(1.0 + std * torch.rand_like(mod.running_var))
+    return model
