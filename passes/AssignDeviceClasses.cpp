@@ -35,18 +35,26 @@
 //    gradients and mixed-precision Adam states next to floating-point
 //    weights: 16 bytes per parameter (DESIGN §10); inference the weights'
 //    own bytes. Parameters with the same readers form one storage.
-//  * Repeated layers (detect-layers): blocks with one signature, the same
-//    node count and per position the same op and candidates, are placed
-//    alike: one item per position stands for all copies (multiplicity =
-//    copies, time = their mean), their edges and storages merged. The
-//    solver is exact for this model (it optimizes over placements that
-//    treat copies alike, which is also what lets one stage graph serve
-//    every copy).
+//  * Repeated layers (detect-layers): every block is aligned with the
+//    first block of its signature (longest common subsequence of op type
+//    and candidate classes, so a node the first copy has and the others
+//    lack does not spoil the rest), and aligned nodes are placed alike: one
+//    item per position stands for all copies (multiplicity = copies, time
+//    = their mean), their edges and storages merged. The solver is exact
+//    for this model: it optimizes over placements that treat copies alike,
+//    which is also what lets one stage graph serve every copy. Nodes that
+//    could move their parameters to the SSD are never merged: which tables
+//    leave HBM is a knapsack over individual tables.
+//  * Chains and other narrow structures are contracted by the solver's
+//    exact variable elimination, not here.
 //
-// Capacity: placeForPlan() takes the HBM left for parameters and their
-// training state and the factor parameters are split by, so the search can
-// evaluate it per candidate plan; the pass itself uses the usable HBM
-// (capacity - reserved) and no split.
+// Capacity: placeForPlan() / DeviceClassPlacer take the HBM left for
+// parameters and their training state and the factor parameters are split
+// by, so the search can evaluate placement per candidate plan (the problem
+// is built once; each evaluation only re-solves) and re-run it for the
+// chosen one. Before a plan exists, the pass (placeForPipeline) uses the
+// usable HBM and the split of --plan, else the fewest power-of-two split
+// that fits what only HBM can hold.
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
@@ -105,7 +113,6 @@ struct DeviceClassPlacer::Impl {
   int SSDClass = -1;
   /// Per class pair: the routes data may take (empty on the diagonal).
   std::vector<std::vector<Route>> Routes;
-  bool AnyFallbackRoute = false;
 
   /// Per node (graph order): time per class (Inf where it cannot run) and
   /// why not.
@@ -185,7 +192,6 @@ void DeviceClassPlacer::Impl::buildRoutes() {
           Rs.push_back({R1->InvBW + R2->InvBW, R1->Latency + R2->Latency});
       }
       if (Rs.empty()) {
-        AnyFallbackRoute = true;
         double BW = HBM ? HBM->Bandwidth.value() : 0;
         Rs.push_back({BW > 0 ? 1 / BW : 0, 0});
       }
@@ -529,6 +535,7 @@ Expected<GraphPlacement> DeviceClassPlacer::place(double HBMFreeBytes,
   GP.Classes = M.Classes;
   GP.Stats = Res->Stats;
   GP.HBMFreeBytes = HBMFreeBytes;
+  GP.ParamShardFactor = ParamShardFactor;
   GP.SSDCapacityBytes = SSDCap;
   GP.NodeClass.resize(M.Nodes.size());
   for (unsigned N = 0; N < M.Nodes.size(); ++N)
@@ -675,6 +682,51 @@ std::string DeviceClassPlacer::Impl::explain(
   return OS.str();
 }
 
+double
+DeviceClassPlacer::getUnavoidableHBMBytes(double ParamShardFactor) const {
+  PlacementRequest R;
+  R.Classes = I->Base.Classes;
+  R.Items = I->Base.Items;
+  R.Storages = I->Base.Storages;
+  std::vector<bool> Holds(R.Classes.size(), true);
+  if (I->SSDClass >= 0)
+    Holds[I->SSDClass] = false;
+  R.Resources.push_back({"HBM", Inf, Holds});
+  return computeUnavoidableLoads(R)[0] / ParamShardFactor;
+}
+
+Expected<GraphPlacement> placeForPipeline(const CompilationUnit &CU,
+                                          bool Explain, CompilationUnit *Warn) {
+  Expected<std::unique_ptr<DeviceClassPlacer>> P =
+      DeviceClassPlacer::create(CU);
+  if (!P)
+    return P.takeError();
+  double Free = DeviceClassPlacer::getUsableHBMBytes(CU);
+  double Factor = 1;
+  if (CU.PlanRequest && (CU.PlanRequest->TP || CU.PlanRequest->PP)) {
+    const PlanSpec &S = *CU.PlanRequest;
+    Factor = S.TP.getValueOr(1) * S.PP.getValueOr(1);
+    if (S.ZeroStage.getValueOr(0) >= 3 && S.DP)
+      Factor *= *S.DP;
+  } else {
+    double Devices = std::max<double>(1, CU.HW->getNumDevices());
+    while (Factor * 2 <= Devices && (*P)->getUnavoidableHBMBytes(Factor) > Free)
+      Factor *= 2;
+  }
+  double Must = (*P)->getUnavoidableHBMBytes(Factor);
+  if (Must > Free) {
+    if (Warn)
+      Warn->warn("assign-device-classes: parameters that only HBM can hold "
+                 "need " +
+                 formatBytes(Bytes(Must)) + " per device split " +
+                 Twine((uint64_t)Factor) + " ways, more than the " +
+                 formatBytes(Bytes(Free)) +
+                 " of usable HBM; placement keeps as little as it can in HBM");
+    Free = Must * (1 + 1e-12);
+  }
+  return (*P)->place(Free, Factor, Explain);
+}
+
 Expected<GraphPlacement> placeForPlan(const CompilationUnit &CU,
                                       double HBMFreeBytes,
                                       double ParamShardFactor, bool Explain) {
@@ -696,7 +748,7 @@ public:
     return "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)";
   }
   Error run(CompilationUnit &CU) override {
-    Expected<GraphPlacement> P = placeForPlan(CU, -1, 1, /*Explain=*/false);
+    Expected<GraphPlacement> P = placeForPipeline(CU, /*Explain=*/false, &CU);
     if (!P)
       return P.takeError();
     const Graph &G = CU.M->getGraph();
@@ -725,7 +777,7 @@ Error printPlacement(const CompilationUnit &CU, ReportFormat F,
                        "pass in the pipeline");
   // Placement is deterministic: recomputing it with the pass's inputs
   // gives the pass's answer, now with the reasons.
-  Expected<GraphPlacement> P = placeForPlan(CU, -1, 1, /*Explain=*/true);
+  Expected<GraphPlacement> P = placeForPipeline(CU, /*Explain=*/true);
   if (!P)
     return P.takeError();
   size_t K = P->Classes.size();
@@ -758,6 +810,7 @@ Error printPlacement(const CompilationUnit &CU, ReportFormat F,
         {"classes", std::move(PerClass)},
         {"hbm_free_bytes", P->HBMFreeBytes},
         {"hbm_param_bytes", P->HBMParamBytes},
+        {"param_shard_factor", P->ParamShardFactor},
         {"solver",
          json::Object{{"items", (int64_t)P->Stats.Items},
                       {"fixed", (int64_t)P->Stats.Fixed},
@@ -800,7 +853,10 @@ Error printPlacement(const CompilationUnit &CU, ReportFormat F,
     if (std::isfinite(P->SSDCapacityBytes))
       OS << " of " << formatBytes(Bytes(P->SSDCapacityBytes));
   }
-  OS << (Train ? " (training: 16 B per parameter)" : "") << "\n";
+  OS << (Train ? " (training: 16 B per parameter)" : "");
+  if (P->ParamShardFactor != 1)
+    OS << "; parameters split " << (uint64_t)P->ParamShardFactor << " ways";
+  OS << "\n";
   OS << "solver: " << P->Stats.Items << " items for " << P->Nodes.size()
      << " nodes (" << P->Stats.Fixed << " fixed, " << P->Stats.Eliminated
      << " eliminated, " << P->Stats.CoreItems << " in the core";

@@ -24,6 +24,10 @@ static const PassInfo Registry[] = {
     {"assign-device-classes",
      "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)",
      createAssignDeviceClassesPass},
+    {"search-parallelism",
+     "Choose dp/tp/pp, sp, micro-batching, recompute, ZeRO and stage "
+     "boundaries for the least predicted step time",
+     createSearchParallelismPass},
 };
 
 llvm::ArrayRef<PassInfo> getRegisteredPasses() { return Registry; }

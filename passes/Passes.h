@@ -13,6 +13,7 @@ std::unique_ptr<Pass> createFoldShapeArithPass();
 std::unique_ptr<Pass> createDetectLayersPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
 std::unique_ptr<Pass> createAssignDeviceClassesPass();
+std::unique_ptr<Pass> createSearchParallelismPass();
 
 //===-- Device-class placement (passes/AssignDeviceClasses.cpp) ----------===//
 
@@ -36,12 +37,14 @@ struct GraphPlacement {
   /// One step, whole graph: node times and cross-class transfers.
   double ComputeSeconds = 0, TransferSeconds = 0;
   unsigned CrossingEdges = 0;
-  std::vector<unsigned> ClassNodes;  ///< Per class.
-  std::vector<double> ClassSeconds;  ///< Per class.
+  std::vector<unsigned> ClassNodes; ///< Per class.
+  std::vector<double> ClassSeconds; ///< Per class.
   /// Parameter bytes (training: with gradients and optimizer states) held
   /// in HBM and on the SSD, and what was available.
   double HBMFreeBytes = 0, HBMParamBytes = 0;
   double SSDCapacityBytes = 0, SSDParamBytes = 0;
+  /// Ways parameter bytes were divided (tp x pp x ZeRO-3 dp of a plan).
+  double ParamShardFactor = 1;
   PlacementStats Stats;
   double getStepSeconds() const { return ComputeSeconds + TransferSeconds; }
 };
@@ -66,6 +69,9 @@ public:
                                        bool Explain = false) const;
   /// HBM capacity minus reserved: the budget when no plan is known.
   static double getUsableHBMBytes(const CompilationUnit &CU);
+  /// Parameter bytes that stay in HBM whatever the placement, per device
+  /// when split \p ParamShardFactor ways.
+  double getUnavoidableHBMBytes(double ParamShardFactor) const;
 
 private:
   DeviceClassPlacer();
@@ -79,6 +85,16 @@ llvm::Expected<GraphPlacement> placeForPlan(const CompilationUnit &CU,
                                             double HBMFreeBytes = -1,
                                             double ParamShardFactor = 1,
                                             bool Explain = false);
+
+/// The placement the pass makes before any plan exists. Parameters are
+/// taken as split the --plan's tp x pp (x dp under ZeRO-3) ways, else the
+/// fewest ways, a power of two up to the device count, that fit what must
+/// stay in HBM into the usable HBM. If even that does not fit, the memory
+/// model and the search will say so; placement then keeps as little as it
+/// can in HBM and, when \p CU is given to warn on, warns.
+llvm::Expected<GraphPlacement>
+placeForPipeline(const CompilationUnit &CU, bool Explain,
+                 CompilationUnit *Warn = nullptr);
 
 /// --print-placement: per node its class, time on every class and the
 /// reason, then totals per class. Fails if the pass has not run.

@@ -285,18 +285,16 @@ Importer::convertTensorData(const onnx::TensorProto &TP,
     return fail("tensor '" + Name + "' of type " + Type.str() +
                 " has a size that overflows int64");
   if (Type.Elem == DataType::String) {
-    if (TP.data_location() == onnx::TensorProto::EXTERNAL ||
-        TP.has_raw_data())
+    if (TP.data_location() == onnx::TensorProto::EXTERNAL || TP.has_raw_data())
       return fail("string tensor '" + Name +
                   "' must hold its elements in string_data");
     if ((uint64_t)TP.string_data_size() != (uint64_t)*NumElts)
-      return fail("tensor '" + Name + "' declares type " + Type.str() +
-                  " (" + Twine(*NumElts) + " elements) but holds " +
+      return fail("tensor '" + Name + "' declares type " + Type.str() + " (" +
+                  Twine(*NumElts) + " elements) but holds " +
                   Twine(TP.string_data_size()));
     ++Stats->InlineParameters;
-    return std::shared_ptr<const TensorData>(std::make_shared<
-                                             ProtoTensorData>(
-        MP, &TP, getEncodedStringsSize(TP)));
+    return std::shared_ptr<const TensorData>(
+        std::make_shared<ProtoTensorData>(MP, &TP, getEncodedStringsSize(TP)));
   }
   uint64_t Want = (uint64_t)*NumElts * getDataTypeSize(Type.Elem);
 
@@ -735,6 +733,23 @@ static int64_t getDefaultOpset(const onnx::ModelProto &P) {
   return 0;
 }
 
+/// Calls \p F on the main graph of \p P and on all its subgraphs.
+static void forEachGraph(onnx::GraphProto &GP,
+                         function_ref<void(onnx::GraphProto &)> F) {
+  F(GP);
+  for (onnx::NodeProto &N : *GP.mutable_node())
+    for (onnx::AttributeProto &A : *N.mutable_attribute()) {
+      if (A.has_g())
+        forEachGraph(*A.mutable_g(), F);
+      for (onnx::GraphProto &Sub : *A.mutable_graphs())
+        forEachGraph(Sub, F);
+    }
+}
+static void forEachGraph(onnx::ModelProto &P,
+                         function_ref<void(onnx::GraphProto &)> F) {
+  forEachGraph(*P.mutable_graph(), F);
+}
+
 Error Importer::upgradeOpset(const Model &Old, int64_t From) {
   auto Fail = [&](StringRef Why) {
     return fail("cannot upgrade default-domain opset " + Twine(From) +
@@ -742,9 +757,15 @@ Error Importer::upgradeOpset(const Model &Old, int64_t From) {
   };
   // The converter crashes on malformed graphs (undefined names, unsorted
   // nodes): give it Loom's export of the validated, sorted import.
-  auto Upgraded = std::make_shared<onnx::ModelProto>();
-  if (Error E = exportModelToProto(Old, *Upgraded))
+  auto Source = std::make_unique<onnx::ModelProto>();
+  if (Error E = exportModelToProto(Old, *Source))
     return Fail(toString(std::move(E)));
+  auto Upgraded = std::make_shared<onnx::ModelProto>(*Source);
+  // Before IR version 4 the converter sees only initializers that are also
+  // graph inputs; Loom accepts the others (text-syntax weights) everywhere.
+  int64_t IRVersion = Upgraded->ir_version();
+  if (IRVersion < 4)
+    Upgraded->set_ir_version(4);
   try {
     // Some adapters (legacy broadcast) need the shapes of intermediate
     // values; ONNX's Python convert_version infers them first too.
@@ -753,6 +774,20 @@ Error Importer::upgradeOpset(const Model &Old, int64_t From) {
   } catch (const std::exception &E) {
     return Fail(E.what());
   }
+  Upgraded->set_ir_version(IRVersion);
+  // The converter drops the external-data fields of initializers; the data
+  // itself is unchanged, so restore them by name.
+  StringMap<const onnx::TensorProto *> External;
+  forEachGraph(*Source, [&](onnx::GraphProto &GP) {
+    for (const onnx::TensorProto &TP : GP.initializer())
+      if (TP.data_location() == onnx::TensorProto::EXTERNAL)
+        External.try_emplace(TP.name(), &TP);
+  });
+  forEachGraph(*Upgraded, [&](onnx::GraphProto &GP) {
+    for (onnx::TensorProto &TP : *GP.mutable_initializer())
+      if (const onnx::TensorProto *Src = External.lookup(TP.name()))
+        TP.CopyFrom(*Src);
+  });
   if (getDefaultOpset(*Upgraded) != MinOpset)
     return Fail("the converter did not produce opset " + Twine(MinOpset).str());
   MP = std::move(Upgraded);

@@ -249,8 +249,7 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                         {"optimizer_states", M.OptimizerStates},
                         {"activations", M.Activations},
                         {"kv_cache", M.KVCache},
-                        {"comm_buffers", M.CommBuffers},
-                        {"reserved", M.Reserved}}}});
+                        {"comm_buffers", M.CommBuffers}}}});
     }
     json::Object Plan{{"dp", (int64_t)P.DP},
                       {"tp", (int64_t)P.TP},
@@ -291,8 +290,7 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatBytes(Bytes(M.OptimizerStates)) << ", activations "
        << formatBytes(Bytes(M.Activations)) << ", kv cache "
        << formatBytes(Bytes(M.KVCache)) << ", buffers "
-       << formatBytes(Bytes(M.CommBuffers)) << ", reserved "
-       << formatBytes(Bytes(M.Reserved)) << "\n";
+       << formatBytes(Bytes(M.CommBuffers)) << " (of the usable HBM)\n";
     OS << "  per micro-batch: forward " << formatDuration(Seconds(SC.ForwardS))
        << ", backward " << formatDuration(Seconds(SC.BackwardS)) << ", tp comm "
        << formatDuration(Seconds(SC.TPCommS)) << ", p2p "

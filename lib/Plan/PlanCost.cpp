@@ -463,7 +463,26 @@ PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
   return Counts;
 }
 
+PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
+                                                     unsigned TP, unsigned MB,
+                                                     bool SP) const {
+  LayerTimes T =
+      I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP);
+  return {T.Fwd, T.Bwd, T.AttnFwd};
+}
+
+unsigned PlanEvaluator::getNumLayers() const { return I->LF.size(); }
+
 Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
+  return evaluatePlan(P, /*Simulate=*/true);
+}
+
+Expected<PlanCost> PlanEvaluator::evaluateStages(const ParallelPlan &P) const {
+  return evaluatePlan(P, /*Simulate=*/false);
+}
+
+Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
+                                               bool Simulate) const {
   const Impl &Im = *I;
   Expected<std::vector<unsigned>> SL = getStageLayers(P);
   if (!SL)
@@ -530,6 +549,18 @@ Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
         for (double B : F.BwdAllReduce)
           TPBwd += AllReduceTime(B * ActScale);
     }
+    // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
+    // stage's weights before its forward and again before its backward
+    // (Rajbhandari et al. 2020, §5.3: 1.5x the DP volume per step at M=1).
+    // Counted as exposed communication; prefetching hides part of it.
+    if (P.ZeroStage >= 3 && P.DP > 1) {
+      double Gather = collectiveTime(CollectiveKind::AllGather,
+                                     Params * 2.0, DPG, Im.HW)
+                          .Seconds;
+      TPFwd += Gather;
+      if (Im.Opts.Train)
+        TPBwd += Gather;
+    }
     SC.TPCommS = TPFwd + TPBwd;
     // Pipeline transfers: the boundary activations, split across TP ranks
     // (Megatron's scatter/gather optimization).
@@ -566,7 +597,9 @@ Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
     MI.GradBytesPerParam = Im.Opts.GradBytes;
     bool AnyComm = TP > 1 || P.DP > 1 || P.PP > 1;
     MI.CommBufferBytes = AnyComm ? Im.Opts.CommBufferBytes : 0;
-    MI.ReservedBytes = HBM ? HBM->Reserved.value() : 0;
+    // Reserved HBM is already outside HBMBytes (capacity - reserved), the
+    // budget the stage is compared with: not counted again here.
+    MI.ReservedBytes = 0;
     if (!Im.Opts.Train)
       MI.KVCacheBytes = KV * P.NumMicroBatches;
     SC.Memory = estimateStageMemory(MI);
@@ -603,6 +636,13 @@ Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
     First += SC.NumLayers;
   }
 
+  if (!Simulate) {
+    for (const StageCost &SC : R.Stages)
+      R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
+    R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes;
+    R.ModelFlops = Im.ModelFlops;
+    return R;
+  }
   PipelineResult PR = simulatePipeline(PT);
   double Tail = 0;
   for (StageCost &SC : R.Stages)

@@ -1,5 +1,4 @@
-//===- Placement.cpp - Exact device-class placement --------------*- C++
-//-*-===//
+//===- Placement.cpp - Exact device-class placement ----------------------===//
 //
 // The algorithm, and why its answer is optimal:
 //
@@ -8,8 +7,9 @@
 //    is held whatever the placement: its bytes are a constant load. If no
 //    reader can make the resource hold it, it never counts. Otherwise the
 //    pair is "open" and the readers that could make it held are tied to
-//    the capacity ("coupled"). Only coupled items appear in a capacity
-//    constraint.
+//    the capacity ("coupled"), unless the capacity would hold every open
+//    storage anyway (it cannot bind). Only coupled items appear in a
+//    capacity constraint.
 //
 // 2. Fixing. An item with one candidate is fixed; it drops out of every
 //    cost term it appears in. (Substitution: exact.)
@@ -179,12 +179,22 @@ CapacityModel analyzeCapacity(const PlacementRequest &R) {
         CM.AlwaysHeld[Res].push_back(S);
       } else if (!P.Readers.empty() && St.Bytes > 0 &&
                  std::isfinite(RS.Capacity)) {
-        for (unsigned Rd : P.Readers)
-          CM.Coupled[Rd] = true;
         CM.Open.push_back(std::move(P));
       }
     }
   }
+  // A capacity that holds even if every open storage lands in it never
+  // binds: drop its pairs, so they tie no item (and, in Pareto
+  // elimination, add no dimension to the frontier).
+  std::vector<double> Worst = CM.ConstantLoad;
+  for (const OpenPair &P : CM.Open)
+    Worst[P.Resource] += R.Storages[P.Storage].Bytes;
+  llvm::erase_if(CM.Open, [&](const OpenPair &P) {
+    return Worst[P.Resource] <= R.Resources[P.Resource].Capacity;
+  });
+  for (const OpenPair &P : CM.Open)
+    for (unsigned Rd : P.Readers)
+      CM.Coupled[Rd] = true;
   return CM;
 }
 
@@ -1119,6 +1129,14 @@ Expected<PlacementResult> solvePlacement(const PlacementRequest &R,
                      Ev.Violations.front());
   Result.Objective = Ev.Objective;
   return Result;
+}
+
+std::vector<double> computeUnavoidableLoads(const PlacementRequest &R) {
+  if (Error E = validate(R)) {
+    consumeError(std::move(E));
+    return std::vector<double>(R.Resources.size(), 0.0);
+  }
+  return analyzeCapacity(R).ConstantLoad;
 }
 
 const char *getCoreMethodName(PlacementStats::Method M) {

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Round-trips every model.onnx under a directory through loom-roundtrip.
 
-Each model runs in its own process with a timeout and is classified:
+Models run in batches, one loom-roundtrip process per batch; a model whose
+batch crashes or hangs is rerun in a process of its own, with a timeout. Each
+model is classified:
   imported  exit 0: import, export and re-import give an identical dump;
   rejected  exit 1 with a one-line named error on stderr;
   mismatch  exit 3: the round trip changed the dump or failed (a bug);
   crashed   a signal, any other exit status, no message, or a timeout (hang).
-Rejections are grouped by reason. The last line is
-`N imported, M rejected, K crashed`; the exit status is non-zero if anything
-crashed or mismatched.
+Rejections are grouped by reason. With --checker, a model that ONNX's checker
+accepts as given but not after Loom's export is an error too. The last line
+is `N imported, M rejected, K crashed`; the exit status is non-zero if
+anything crashed, mismatched or failed the checker only after export.
 """
 import argparse
 import collections
@@ -30,6 +33,23 @@ def find_models(root):
     return sorted(models)
 
 
+def classify(model, status, err, check):
+    """A result tuple from loom-roundtrip's exit status and messages."""
+    if status == 0:
+        return model, "imported", "", check
+    if status == 1 and err and "\n" not in err and ": error: " in err:
+        return model, "rejected", err, check
+    if status == 3:
+        return model, "mismatch", err, check
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = "signal %d" % -status
+        return model, "crashed", "killed by %s: %s" % (name, err[-2000:]), check
+    return model, "crashed", "exit status %d: %s" % (status, err[-2000:]), check
+
+
 def run_one(tool, model, timeout, checker):
     cmd = [tool, model] + (["--checker"] if checker else [])
     try:
@@ -39,27 +59,51 @@ def run_one(tool, model, timeout, checker):
         return model, "crashed", "timed out after %g s (hang)" % timeout, None
     out = p.stdout.decode("utf-8", "replace")
     err = p.stderr.decode("utf-8", "replace").strip()
-    check = None
     m = re.search(r"^checker: (.*)$", out, re.M)
-    if m:
-        check = m.group(1)
-    if p.returncode == 0:
-        return model, "imported", "", check
-    if p.returncode == 1 and err and "\n" not in err and ": error: " in err:
-        return model, "rejected", err, check
-    if p.returncode == 3:
-        return model, "mismatch", err, check
-    if p.returncode < 0:
-        try:
-            name = signal.Signals(-p.returncode).name
-        except ValueError:
-            name = "signal %d" % -p.returncode
-        return model, "crashed", "killed by %s: %s" % (name, err[-2000:]), check
-    return model, "crashed", "exit status %d: %s" % (p.returncode,
-                                                     err[-2000:]), check
+    return classify(model, p.returncode, err, m.group(1) if m else None)
 
 
-def reason_of(msg, model):
+def run_batch(tool, models, timeout, checker):
+    """Runs loom-roundtrip --batch on \p models (one process start instead
+    of one per model); models without a complete record, because the process
+    crashed or ran past the timeout, are rerun one at a time."""
+    cmd = [tool, "--batch"] + (["--checker"] if checker else []) + models
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=timeout)
+        out = p.stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode("utf-8", "replace")
+    done = {}
+    for rec in re.finditer(r"^=== (.*)\n((?:(?!=== ).*\n)*?)exit: (-?\d+)$",
+                           out, re.M):
+        model, body, status = rec.group(1), rec.group(2), int(rec.group(3))
+        check, msgs = None, []
+        for line in body.splitlines():
+            if line.startswith("checker: "):
+                check = line[len("checker: "):]
+            else:
+                msgs.append(line)
+        done[model] = classify(model, status, "\n".join(msgs).strip(), check)
+    return [done.get(m) or run_one(tool, m, timeout, checker) for m in models]
+
+
+def original_verdict(model):
+    """Whether ONNX's Python checker accepts the model as given: a checker
+    failure after export only counts against Loom if it does."""
+    try:
+        import onnx
+        import onnx.checker
+    except ImportError:
+        return "was not checked (no onnx module)"
+    try:
+        onnx.checker.check_model(onnx.load(model))
+    except Exception:  # noqa: BLE001 - any checker failure
+        return "fails it too"
+    return "passes"
+
+
+def reason_of(msg):
     """The rejection reason without the file name and value names, so that
     similar rejections group together."""
     msg = msg.split(": error: ", 1)[-1]
@@ -74,10 +118,14 @@ def main():
     ap.add_argument("--tool", required=True, help="path to loom-roundtrip")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=20.0,
-                    help="seconds per model before it counts as a hang")
+                    help="seconds per model before it counts as a hang (and "
+                         "per batch before its models rerun one by one)")
+    ap.add_argument("--batch", type=int, default=16,
+                    help="models per loom-roundtrip process (1: one process "
+                         "per model)")
     ap.add_argument("--checker", action="store_true",
-                    help="also count models Loom imports but ONNX's checker "
-                         "rejects after export")
+                    help="also run ONNX's checker on every imported model; "
+                         "failing one that passes it as given is an error")
     ap.add_argument("--verbose", "-v", action="store_true",
                     help="list every rejected model")
     args = ap.parse_args()
@@ -94,10 +142,12 @@ def main():
         sys.exit("sweep: error: no model.onnx under '%s'" % args.datadir)
 
     start = time.monotonic()
+    size = max(1, args.batch)
+    batches = [models[i:i + size] for i in range(0, len(models), size)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
-        results = list(ex.map(
-            lambda m: run_one(args.tool, m, args.timeout, args.checker),
-            models))
+        results = [r for rs in ex.map(
+            lambda b: run_batch(args.tool, b, args.timeout, args.checker),
+            batches) for r in rs]
     elapsed = time.monotonic() - start
 
     by_kind = collections.defaultdict(list)
@@ -107,7 +157,7 @@ def main():
     reasons = collections.Counter()
     examples = {}
     for model, msg in by_kind["rejected"]:
-        r = reason_of(msg, model)
+        r = reason_of(msg)
         reasons[r] += 1
         examples.setdefault(r, model)
     if reasons:
@@ -118,14 +168,21 @@ def main():
         for model, msg in by_kind["rejected"]:
             print("rejected: %s" % msg)
 
+    regressions = []
     if args.checker:
-        failed = [(os.path.relpath(m, args.datadir), c)
-                  for m, kind, _, c in results
+        failed = [(m, c) for m, kind, _, c in results
                   if kind == "imported" and c and c != "ok"]
         print("checker: %d of %d imported models fail ONNX's checker after "
               "export" % (len(failed), len(by_kind["imported"])))
         for model, c in failed:
-            print("  %s: %s" % (model, c))
+            verdict = original_verdict(model)
+            if verdict == "passes":
+                regressions.append(model)
+            print("  %s: %s (the original %s)"
+                  % (os.path.relpath(model, args.datadir), c, verdict))
+        if regressions:
+            print("%d models pass ONNX's checker as given but not after "
+                  "Loom's export" % len(regressions))
 
     for model, msg in by_kind["mismatch"]:
         print("MISMATCH: %s\n%s" % (model, msg))
@@ -139,7 +196,7 @@ def main():
     print("%d imported, %d rejected, %d crashed"
           % (len(by_kind["imported"]), len(by_kind["rejected"]),
              len(by_kind["crashed"])))
-    return 1 if by_kind["crashed"] or by_kind["mismatch"] else 0
+    return 1 if by_kind["crashed"] or by_kind["mismatch"] or regressions else 0
 
 
 if __name__ == "__main__":

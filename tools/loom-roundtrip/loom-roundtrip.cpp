@@ -1,6 +1,7 @@
 //===- loom-roundtrip.cpp - Import/export/re-import test driver -----------===//
 //
 //   loom-roundtrip MODEL [--print-dump] [--checker] [-o EXPORTED.onnx]
+//   loom-roundtrip --batch MODEL... [--checker]
 //
 // Imports MODEL, verifies it, dumps it, exports it, re-imports the exported
 // bytes and dumps again; the two dumps must be identical. Used by the
@@ -9,9 +10,20 @@
 //   1  the model is rejected: one line `MODEL: error: ...` on stderr;
 //   3  the round trip failed (dumps differ, or the exported model does not
 //      export or re-import): a bug in lib/ONNX, described on stderr.
-// With --checker, the result of ONNX's checker on the imported model is
+// With --checker, the verdict of ONNX's checker on the imported model is
 // printed on stdout as `checker: ok` or `checker: failed: ...`; it does not
 // change the exit status.
+//
+// --batch saves the process start (mostly libLLVM's static constructors)
+// per model: every model gets a record on stdout, flushed when complete,
+//
+//   === MODEL
+//   checker: ...          (with --checker)
+//   MODEL: error: ...     (the messages the single-model mode prints)
+//   exit: N               (the status the single-model mode returns)
+//
+// and the tool exits 0. A caller that sees the process die reruns the
+// models without a complete record one at a time.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/ONNX/ONNX.h"
@@ -25,9 +37,13 @@ using namespace loom;
 
 static cl::OptionCategory RoundTripCategory("loom-roundtrip options");
 
-static cl::opt<std::string> ModelPath(cl::Positional, cl::Required,
-                                      cl::desc("<model.onnx|model.onnxtxt>"),
-                                      cl::cat(RoundTripCategory));
+static cl::list<std::string> ModelPaths(cl::Positional, cl::OneOrMore,
+                                        cl::desc("<model.onnx|model.onnxtxt>"),
+                                        cl::cat(RoundTripCategory));
+static cl::opt<bool> Batch("batch",
+                           cl::desc("Round-trip every MODEL, printing one "
+                                    "record per model on stdout"),
+                           cl::cat(RoundTripCategory));
 static cl::opt<bool> PrintDump("print-dump",
                                cl::desc("Print the dump of the imported "
                                         "model on stdout"),
@@ -36,7 +52,6 @@ static cl::opt<bool> RunChecker("checker",
                                 cl::desc("Run ONNX's checker on the imported "
                                          "model and print its verdict"),
                                 cl::cat(RoundTripCategory));
-
 static cl::opt<std::string>
     OutputPath("o", cl::value_desc("file"),
                cl::desc("Also write the exported model to this file"),
@@ -57,17 +72,6 @@ static std::string oneLine(StringRef Msg) {
   return Out;
 }
 
-/// Prints an error as `MODEL: error: ...` (importer messages already carry
-/// the file name) and returns \p Code.
-static int report(Error E, int Code, StringRef What = "") {
-  std::string Msg = oneLine(toString(std::move(E)));
-  if (StringRef(Msg).contains(": error: ") && What.empty())
-    errs() << Msg << '\n';
-  else
-    errs() << ModelPath << ": error: " << What << Msg << '\n';
-  return Code;
-}
-
 static std::string dump(const Model &M) {
   std::string S;
   raw_string_ostream OS(S);
@@ -75,8 +79,38 @@ static std::string dump(const Model &M) {
   return OS.str();
 }
 
+namespace {
+
+/// One model's round trip; results go to \p Out, messages to \p Err.
+class RoundTrip {
+public:
+  RoundTrip(StringRef Path, raw_ostream &Out, raw_ostream &Err)
+      : Path(Path), Out(Out), Err(Err) {}
+  int run();
+
+private:
+  /// Prints an error as `MODEL: error: ...` (importer messages already
+  /// carry the file name) and returns \p Code.
+  int report(Error E, int Code, StringRef What = "");
+  void printFirstDifference(StringRef A, StringRef B);
+
+  StringRef Path;
+  raw_ostream &Out, &Err;
+};
+
+} // namespace
+
+int RoundTrip::report(Error E, int Code, StringRef What) {
+  std::string Msg = oneLine(toString(std::move(E)));
+  if (StringRef(Msg).contains(": error: ") && What.empty())
+    Err << Msg << '\n';
+  else
+    Err << Path << ": error: " << What << Msg << '\n';
+  return Code;
+}
+
 /// Prints the first differing line of two dumps, diff style.
-static void printFirstDifference(StringRef A, StringRef B) {
+void RoundTrip::printFirstDifference(StringRef A, StringRef B) {
   SmallVector<StringRef, 0> LA, LB;
   A.split(LA, '\n');
   B.split(LB, '\n');
@@ -84,37 +118,30 @@ static void printFirstDifference(StringRef A, StringRef B) {
   size_t I = 0;
   while (I < N && LA[I] == LB[I])
     ++I;
-  errs() << ModelPath << ": error: round trip changed the dump at line "
-         << I + 1 << '\n';
-  errs() << "--- imported\n+++ re-imported\n";
+  Err << Path << ": error: round trip changed the dump at line " << I + 1
+      << '\n';
+  Err << "--- imported\n+++ re-imported\n";
   if (I > 0)
-    errs() << "  " << LA[I - 1] << '\n';
-  errs() << "- " << (I < LA.size() ? LA[I] : "<end>") << '\n';
-  errs() << "+ " << (I < LB.size() ? LB[I] : "<end>") << '\n';
+    Err << "  " << LA[I - 1] << '\n';
+  Err << "- " << (I < LA.size() ? LA[I] : "<end>") << '\n';
+  Err << "+ " << (I < LB.size() ? LB[I] : "<end>") << '\n';
 }
 
-int main(int argc, char **argv) {
-  InitLLVM X(argc, argv);
-  cl::HideUnrelatedOptions(RoundTripCategory);
-  cl::ParseCommandLineOptions(
-      argc, argv, "Loom: check that an ONNX model survives import, export "
-                  "and re-import unchanged\n");
-
-  Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath);
+int RoundTrip::run() {
+  Expected<std::unique_ptr<Model>> M = importModelFile(Path);
   if (!M)
     return report(M.takeError(), Rejected);
   if (Error E = verifyModel(**M))
     return report(std::move(E), Rejected, "verifier: ");
   std::string First = dump(**M);
   if (PrintDump)
-    outs() << First;
+    Out << First;
 
   if (RunChecker) {
     if (Error E = checkModel(**M))
-      outs() << "checker: failed: " << oneLine(toString(std::move(E)))
-             << '\n';
+      Out << "checker: failed: " << oneLine(toString(std::move(E))) << '\n';
     else
-      outs() << "checker: ok\n";
+      Out << "checker: ok\n";
   }
 
   Expected<std::string> Bytes = exportModel(**M);
@@ -123,8 +150,8 @@ int main(int argc, char **argv) {
   if (!OutputPath.empty())
     if (Error E = writeModelFile(**M, OutputPath))
       return report(std::move(E), RoundTripFailed, "export: ");
-  Expected<std::unique_ptr<Model>> M2 =
-      importModelFromBinary(*Bytes, ModelPath + " (exported)", (*M)->BaseDir);
+  Expected<std::unique_ptr<Model>> M2 = importModelFromBinary(
+      *Bytes, (Path + " (exported)").str(), (*M)->BaseDir);
   if (!M2)
     return report(M2.takeError(), RoundTripFailed, "re-import: ");
   if (Error E = verifyModel(**M2))
@@ -135,4 +162,33 @@ int main(int argc, char **argv) {
     return RoundTripFailed;
   }
   return Identical;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM X(argc, argv);
+  cl::HideUnrelatedOptions(RoundTripCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Loom: check that an ONNX model survives import, export "
+      "and re-import unchanged\n");
+
+  if (!Batch) {
+    if (ModelPaths.size() != 1) {
+      errs() << "loom-roundtrip: error: one MODEL expected (or --batch)\n";
+      return 2;
+    }
+    return RoundTrip(ModelPaths[0], outs(), errs()).run();
+  }
+  if (PrintDump || !OutputPath.empty()) {
+    errs() << "loom-roundtrip: error: --batch takes neither --print-dump "
+              "nor -o\n";
+    return 2;
+  }
+  for (const std::string &Path : ModelPaths) {
+    outs() << "=== " << Path << '\n';
+    int Status = RoundTrip(Path, outs(), outs()).run();
+    outs() << "exit: " << Status << '\n';
+    outs().flush();
+  }
+  return 0;
 }

@@ -11,6 +11,7 @@
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
+#include "loom/Plan/Search.h"
 #include "loom/Support/Units.h"
 #include "Passes.h" // printPlacement
 #include "llvm/ADT/StringExtras.h"
@@ -82,7 +83,9 @@ static cl::opt<CostLevel> PrintCosts(
                clEnumValN(CostLevel::Node, "", ""),
                clEnumValN(CostLevel::Layer, "layer", "per layer"),
                clEnumValN(CostLevel::Stage, "stage",
-                          "per pipeline stage of the --plan")),
+                          "per pipeline stage of the --plan as given (unset "
+                          "keys at their plain values), else of the "
+                          "searched plan")),
     cl::cat(LoomCategory));
 static cl::opt<ReportFormat>
     Format(LOOM_OPT("format"), cl::init(ReportFormat::Text),
@@ -101,6 +104,16 @@ static cl::opt<RunMode> Mode(
     cl::desc("Plan a training step or inference (forward only)"),
     cl::values(clEnumValN(RunMode::Train, "train", "training step"),
                clEnumValN(RunMode::Infer, "infer", "inference")),
+    cl::cat(LoomCategory));
+// The search (search-parallelism).
+static cl::opt<unsigned>
+    TopPlans(LOOM_OPT("top"), cl::value_desc("K"), cl::init(0),
+             cl::desc("Rank the K best plans of the search: step time, "
+                      "tokens/s, MFU, memory, dominant cost term"),
+             cl::cat(LoomCategory));
+static cl::opt<bool> ExplainPlan(
+    LOOM_OPT("explain"),
+    cl::desc("Say why the chosen plan beats the best one with other degrees"),
     cl::cat(LoomCategory));
 static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
                            cl::cat(LoomCategory));
@@ -147,6 +160,8 @@ static Expected<CompileOptions> buildOptions() {
 static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
                          const PassManager &PM, const PlanCost *Costed,
                          raw_ostream &OS) {
+  const SearchResult *Searched =
+      CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
   const Model &M = *CU.M;
   const Graph &G = M.getGraph();
   OS << "model: " << sys::path::filename(M.SourcePath) << " (opset "
@@ -191,7 +206,11 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
        << "batch; " << NoRule << " node(s) without a cost rule"
        << (NoRule ? " (see --print-costs)" : "") << "\n";
   }
-  if (Costed) {
+  if (Searched) {
+    if (PlanText.getNumOccurrences())
+      OS << "plan request: " << PlanText << " (the search chose the rest)\n";
+    printChosenPlan(*Searched, OS);
+  } else if (Costed) {
     OS << "plan (given): " << Costed->Plan.str() << "\n";
     OS << "predicted: step " << formatDuration(Seconds(Costed->StepTimeS))
        << ", " << format("%.0f", Costed->TokensPerS) << " tokens/s, MFU "
@@ -200,7 +219,7 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
        << formatBytes(Bytes(Costed->HBMBytes)) << " per device"
        << (Costed->FitsMemory ? "" : " (DOES NOT FIT)") << "\n";
   } else {
-    OS << "plan: not searched (search-parallelism does not exist yet); "
+    OS << "plan: not searched (search-parallelism is not in the pipeline); "
           "--plan costs a given one\n";
   }
 }
@@ -242,7 +261,17 @@ int main(int argc, char **argv) {
   if (!Opts)
     return reportError(Opts.takeError());
   CU.Opts = std::move(*Opts);
+  CU.Opts.TopPlans = std::max(1u, (unsigned)TopPlans);
   CU.HW = &*HW;
+  // What --plan fixes; search-parallelism searches the rest.
+  Optional<PlanSpec> Spec;
+  if (PlanText.getNumOccurrences()) {
+    Expected<PlanSpec> S = parsePlanSpec(PlanText);
+    if (!S)
+      return reportError(S.takeError());
+    Spec = *S;
+    CU.PlanRequest = *S;
+  }
 
   ImportStats Stats;
   Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, &Stats);
@@ -276,13 +305,49 @@ int main(int argc, char **argv) {
   if (!Quiet)
     for (const std::string &W : CU.getWarnings())
       WithColor::warning(errs(), ToolName) << W << '\n';
-  if (E)
-    return reportError(std::move(E));
+  if (E) {
+    // No plan fits: when the plan is what was asked for, the explanation
+    // and exit status 2; reports that do not need it (--print-hw,
+    // --print-costs=node|layer, --print-costs=stage of a --plan,
+    // --print-placement, IR dumps) go on, with a warning.
+    bool PlanIsTheProduct =
+        TopPlans.getNumOccurrences() || ExplainPlan ||
+        (!PrintHW && !PrintGraph && PI.PrintAfter.empty() && !PrintPlacement &&
+         (PrintCosts == CostLevel::None ||
+          (PrintCosts == CostLevel::Stage && !PlanText.getNumOccurrences())));
+    bool NoPlan = E.isA<NoFeasiblePlanError>();
+    if (!NoPlan || PlanIsTheProduct)
+      return reportError(std::move(E), NoPlan ? 2 : 1);
+    std::string Msg = toString(std::move(E));
+    if (!Quiet)
+      WithColor::warning(errs(), ToolName)
+          << "search-parallelism: " << StringRef(Msg).split('\n').first << '\n';
+  }
+  const SearchResult *Searched =
+      CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
+  if ((TopPlans.getNumOccurrences() || ExplainPlan) && !Searched)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "--top and --explain need the search-parallelism pass in the "
+        "pipeline"));
+  if (Searched && TimePasses)
+    errs() << format(
+        "search-parallelism: %llu candidates in %.4f s "
+        "(%.2f us per candidate; %llu simulated)\n",
+        (unsigned long long)Searched->Stats.Candidates, Searched->Stats.Seconds,
+        Searched->Stats.Candidates
+            ? 1e6 * Searched->Stats.Seconds / Searched->Stats.Candidates
+            : 0.0,
+        (unsigned long long)Searched->Stats.Simulated);
 
-  // A plan to cost: --plan completed with the cluster and the batch.
+  // A plan to cost: the searched one; or --plan completed with the cluster
+  // and the batch (unset keys at their plain values) when there is no
+  // search, and for --print-costs=stage, which costs a --plan as given.
   Optional<PlanCost> Costed;
   bool HaveCosts = !CU.NodeCosts.empty();
-  if (PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage) {
+  if (Searched && !(PrintCosts == CostLevel::Stage && Spec)) {
+    Costed = Searched->Top.front();
+  } else if (PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage) {
     if (!HaveCosts)
       return reportError(createStringError(
           inconvertibleErrorCode(),
@@ -290,10 +355,8 @@ int main(int argc, char **argv) {
     if (!PlanText.getNumOccurrences())
       return reportError(createStringError(
           inconvertibleErrorCode(),
-          "--print-costs=stage needs --plan with the degrees to cost"));
-    Expected<PlanSpec> Spec = parsePlanSpec(PlanText);
-    if (!Spec)
-      return reportError(Spec.takeError());
+          "--print-costs=stage needs --plan with the degrees to cost, or "
+          "the search-parallelism pass"));
     Expected<ParallelPlan> Plan =
         completePlan(*Spec, HW->getNumDevices(), CU.Opts.Batch.getValueOr(1));
     if (!Plan)
@@ -341,5 +404,9 @@ int main(int argc, char **argv) {
   if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
       PrintCosts == CostLevel::None)
     printSummary(CU, NodesBefore, PM, Costed ? &*Costed : nullptr, outs());
+  if (Searched && TopPlans.getNumOccurrences())
+    printTopPlans(*Searched, TopPlans, outs());
+  if (Searched && ExplainPlan)
+    printExplanation(*Searched, outs());
   return 0;
 }

@@ -27,6 +27,7 @@ class raw_ostream;
 namespace loom {
 
 struct HardwareModel;
+struct SearchResult;
 
 enum class RunMode { Train, Infer };
 
@@ -38,6 +39,8 @@ struct CompileOptions {
   std::vector<std::pair<std::string, int64_t>> Dims;
   RunMode Mode = RunMode::Train;
   llvm::Optional<unsigned> Devices;
+  /// Plans search-parallelism ranks (--top).
+  unsigned TopPlans = 1;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
@@ -51,6 +54,9 @@ public:
   NodeCostMap NodeCosts;
   /// What --plan fixed (empty when not given).
   llvm::Optional<PlanSpec> PlanRequest;
+  /// Filled by search-parallelism: the chosen plan first, the runners-up,
+  /// and how the search went (loom/Plan/Search.h).
+  std::shared_ptr<const SearchResult> Search;
   const HardwareModel *HW = nullptr;
   CompileOptions Opts;
   /// Shape-only parameters seen at import (absent external data or

@@ -100,11 +100,31 @@ public:
 
   llvm::Expected<PlanCost> evaluate(const ParallelPlan &P) const;
 
+  /// evaluate() without simulating the pipeline: stages (per-micro-batch
+  /// times, DP sync, optimizer), memory and FitsMemory are filled; the step
+  /// time, bubble, tokens/s and MFU are 0. The search checks memory and
+  /// bounds the step time with it before paying for the simulation.
+  llvm::Expected<PlanCost> evaluateStages(const ParallelPlan &P) const;
+
+  /// Compute time of layer \p Layer for one micro-batch of \p MB samples
+  /// on one device at \p TP (and SP): forward, backward without
+  /// recomputation, and the attention core's forward (what selective
+  /// recompute repeats). Cached, like evaluate()'s.
+  struct LayerTime {
+    double ForwardS = 0, BackwardS = 0, AttentionForwardS = 0;
+  };
+  LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB,
+                         bool SP) const;
+  /// Layers as evaluate() numbers them (at least 1).
+  unsigned getNumLayers() const;
+
   /// Mesh axis -> topology: TP innermost, then DP, then PP (DESIGN §6: TP
   /// inside the fast domain, DP and PP across the slow network).
   GroupShape getGroupShape(unsigned Stride, unsigned Size) const;
 
 private:
+  llvm::Expected<PlanCost> evaluatePlan(const ParallelPlan &P,
+                                        bool Simulate) const;
   struct Impl;
   std::unique_ptr<Impl> I;
 };

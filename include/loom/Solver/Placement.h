@@ -1,5 +1,4 @@
-//===- Placement.h - Device-class placement as a plain-data problem -*- C++
-//-*-===//
+//===- Placement.h - Device-class placement, plain data ---------*- C++ -*-===//
 //
 // The optimization behind assign-device-classes (DESIGN §5), in the style of
 // XLA's auto-sharding solver: the pass hands over a plain-data request and
@@ -17,10 +16,16 @@
 // class whose data that resource holds, and the bytes each resource holds
 // must not exceed its capacity.
 //
-// This is metric-free labeling with a knapsack side constraint, NP-hard in
-// general (multiway cut is a special case), so the solver is exact rather
-// than polynomial: it removes what can be decided exactly in linear time and
-// hands the rest to Z3's MaxSAT engine. See lib/Solver/Placement.cpp.
+// This is labeling with arbitrary pairwise costs plus knapsack constraints,
+// NP-hard in general (multiway cut and knapsack are special cases), so the
+// solver is exact rather than polynomial: it eliminates exactly what bucket
+// elimination can (chains, trees and narrow fork/join blocks, i.e. "chains
+// contracted"), and solves the rest -- the items tied to a capacity and
+// joints too wide to eliminate -- by branch and bound when small, by
+// Pareto (cost, bytes) elimination (Nemhauser-Ullmann) otherwise, and by
+// Z3's MaxSAT engine when frontiers grow too large. See
+// lib/Solver/Placement.cpp for why each step keeps the optimum; tests
+// compare every path with brute force.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SOLVER_PLACEMENT_H
@@ -133,6 +138,10 @@ struct PlacementSolverOptions {
 llvm::Expected<PlacementResult>
 solvePlacement(const PlacementRequest &R,
                const PlacementSolverOptions &Opts = PlacementSolverOptions());
+
+/// Per resource, the bytes it holds whatever the placement: storages that
+/// some reader can only read from there.
+std::vector<double> computeUnavoidableLoads(const PlacementRequest &R);
 
 /// The cost of an assignment and what it breaks.
 struct PlacementEvaluation {

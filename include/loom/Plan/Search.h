@@ -1,0 +1,213 @@
+//===- Search.h - The parallelism search of DESIGN §6 -----------*- C++ -*-===//
+//
+// Finds the plan with the least predicted step time (PlanEvaluator) over
+// dp, tp, pp, sp, micro-batch size and count, virtual stages, recompute,
+// ZeRO stage and stage boundaries, subject to DESIGN §6's constraints.
+// Exact enumeration with bounds: candidates are ordered by a cheap lower
+// bound on their step time and evaluated in that order until the bound
+// exceeds the incumbents; per-device memory is bounded (parameters alone)
+// before anything is evaluated, then checked exactly without simulating the
+// pipeline, and only the survivors are simulated. Pruning never changes the
+// answer (tests compare with brute force and with Z3).
+//
+// Expert parallelism is not searched: ep = 1 (a model with experts keeps
+// all of them on every TP group; the summary says so).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLAN_SEARCH_H
+#define LOOM_PLAN_SEARCH_H
+
+#include "loom/Plan/PlanCost.h"
+#include "llvm/ADT/Optional.h"
+#include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
+
+namespace loom {
+
+//===-- What the graph says about TP and EP -------------------------------===//
+
+/// tp must divide every dim a Megatron-style split lands on: the columns of
+/// column-parallel and the rows of row-parallel weight matmuls, the
+/// vocabulary of a vocab-parallel embedding, and -- following split values
+/// through Reshape/Transpose/Unsqueeze/Expand/element-wise ops -- the dim a
+/// split lands on after a reshape, i.e. the attention heads (and the KV
+/// heads of grouped-query attention). Divisor is the gcd of those sizes.
+struct TPDivisibility {
+  /// 0 when the graph splits nothing (no bound).
+  uint64_t Divisor = 0;
+  /// The sizes that set it, e.g. "8 = dim 1 of
+  /// '/layers.0/self_attn/Reshape_1' (heads)".
+  std::string Why;
+  /// Distinct split dims found.
+  unsigned NumSplitDims = 0;
+};
+TPDivisibility computeTPDivisibility(const Graph &G);
+
+/// Experts of a MoE model: stacked expert weights [E, d, f] read by MatMul.
+struct ExpertInfo {
+  unsigned NumExperts = 0; ///< 0 when the model has none.
+  std::string Parameter;
+};
+ExpertInfo findExperts(const Graph &G);
+
+//===-- Stage boundaries --------------------------------------------------===//
+
+/// The contiguous partition of layers with costs \p LayerCost into
+/// \p NumStages non-empty stages minimizing the most expensive stage, where
+/// stage 0 costs \p FirstExtra and the last stage \p LastExtra more (work
+/// outside the numbered layers). Among optimal partitions the
+/// lexicographically smallest list of counts (fewest layers early, where
+/// 1F1B keeps the most micro-batches in flight). Exact dynamic program,
+/// O(P L log L): the best split point of a suffix is where a non-decreasing
+/// and a non-increasing function cross, found by bisection. Costs must be
+/// non-negative; requires 1 <= NumStages <= LayerCost.size().
+std::vector<unsigned> partitionStages(llvm::ArrayRef<double> LayerCost,
+                                      unsigned NumStages, double FirstExtra = 0,
+                                      double LastExtra = 0);
+/// What the balanced boundaries balance: one micro-batch's forward, and
+/// when training its backward with the recomputation \p RC adds.
+double getLayerWork(const PlanEvaluator::LayerTime &T, Recompute RC,
+                    bool Train);
+/// The most expensive stage of \p Counts (same extras).
+double getBottleneck(llvm::ArrayRef<double> LayerCost,
+                     llvm::ArrayRef<unsigned> Counts, double FirstExtra = 0,
+                     double LastExtra = 0);
+
+//===-- Cost terms --------------------------------------------------------===//
+
+enum class CostTerm { Compute, TPComm, Bubble, DPComm, Optimizer };
+llvm::StringRef getCostTermName(CostTerm T);
+
+/// The step time split into what one device spends it on: for the busiest
+/// stage (least idle) its compute, TP communication and idle time (bubble,
+/// including waits for pipeline transfers), plus the exposed DP gradient
+/// sync and the optimizer of the stage that finishes last. Sums to
+/// StepTimeS.
+struct StepBreakdown {
+  double ComputeS = 0, TPCommS = 0, BubbleS = 0, DPCommS = 0, OptimizerS = 0;
+  double get(CostTerm T) const;
+  CostTerm getDominant() const;
+};
+StepBreakdown getStepBreakdown(const PlanCost &PC);
+
+/// The search's order: less step time; then the lower ZeRO stage (stages
+/// 1-3 predict the same time, since ZeRO-3's parameter gathers are not
+/// modelled, and fewer partitions are the safer runtime choice); then less
+/// memory; then the plan string. A strict total order: deterministic.
+bool isBetterPlan(const PlanCost &A, const PlanCost &B);
+
+//===-- The search --------------------------------------------------------===//
+
+struct SearchOptions {
+  /// What --plan fixed.
+  PlanSpec Fixed;
+  /// Plans to rank (at least 1).
+  unsigned TopK = 1;
+  /// Bound-based pruning; off, every candidate is evaluated in full (the
+  /// tests' brute force).
+  bool Prune = true;
+  /// Also try min-max balanced stage boundaries (vpp = 1, pp > 1).
+  bool BalanceStages = true;
+  /// 0: the hardware's device count.
+  uint64_t Devices = 0;
+};
+
+/// The structural part of the space, for reports and the Z3 model.
+struct SearchSpace {
+  uint64_t Devices = 1;
+  int64_t Batch = 1;
+  unsigned NumLayers = 1, NumBlocks = 0;
+  uint64_t TPLimit = 1;
+  std::string TPLimitWhy;
+  TPDivisibility TPDiv;
+  ExpertInfo Experts;
+  bool Train = true;
+};
+
+/// The least memory found at one (tp, pp) (for explanations).
+struct MemoryFloor {
+  unsigned TP = 1, PP = 1;
+  double Bytes = 0;
+  unsigned Stage = 0;
+  ParallelPlan Plan;
+};
+
+struct SearchStats {
+  /// Candidates in the space (all constraints but memory met).
+  uint64_t Candidates = 0;
+  /// Skipped: the step-time bound exceeded the incumbents; the parameter
+  /// memory bound exceeded HBM.
+  uint64_t TimeBoundPruned = 0, MemoryBoundPruned = 0;
+  /// Evaluated without the pipeline simulation (memory, stage times); of
+  /// those, over HBM; and simulated in full.
+  uint64_t StagesEvaluated = 0, OverMemory = 0, Simulated = 0;
+  /// Distinct stage partitions computed by the dynamic program.
+  uint64_t Partitions = 0;
+  double Seconds = 0;
+};
+
+struct SearchResult {
+  SearchSpace Space;
+  /// Best first; empty when nothing fits.
+  std::vector<PlanCost> Top;
+  /// The best plan whose (tp, pp) differs from Top[0]'s (explanations).
+  llvm::Optional<PlanCost> OtherDegrees;
+  /// --plan fixed the stage boundaries.
+  bool StagesGiven = false;
+  /// When nothing fits: per (tp, pp) with candidates, the least memory.
+  std::vector<MemoryFloor> Floors;
+  SearchStats Stats;
+};
+
+/// Derives the structural space (TP limit from the topology, divisibility
+/// from the graph, layers, devices, batch).
+SearchSpace describeSearchSpace(const Graph &G,
+                                llvm::ArrayRef<LayerInfo> Layers,
+                                const HardwareModel &HW,
+                                const EvaluatorOptions &EO,
+                                uint64_t Devices = 0);
+
+/// Runs the search. Errors: a --plan the search cannot honour (ep > 1,
+/// stages that do not sum to the layers). No feasible plan is not an
+/// error here: Top is empty and Floors says why.
+llvm::Expected<SearchResult>
+searchPlans(const PlanEvaluator &Eval, const Graph &G,
+            llvm::ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+            const EvaluatorOptions &EO, const SearchOptions &Opts);
+
+/// Every candidate of the space, unevaluated, in a fixed order (tests and
+/// brute force). Balanced stage boundaries are filled in.
+std::vector<ParallelPlan>
+enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
+                    llvm::ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+                    const EvaluatorOptions &EO, const SearchOptions &Opts);
+
+//===-- Reports (plan-parallel) -------------------------------------------===//
+
+/// The chosen plan, its stages, predicted numbers and cost breakdown, and
+/// how the search went (counts only: deterministic).
+void printChosenPlan(const SearchResult &R, llvm::raw_ostream &OS);
+/// --top K: rank, step time, tokens/s, MFU, memory per device, dominant
+/// cost term and plan string of the best K plans.
+void printTopPlans(const SearchResult &R, unsigned K, llvm::raw_ostream &OS);
+/// --explain: why the winner beats the best plan with other degrees (and
+/// the next plan overall), term by term, and the constraints that shaped
+/// the space.
+void printExplanation(const SearchResult &R, llvm::raw_ostream &OS);
+
+/// The search found nothing that fits (plan-parallel exits 2).
+class NoFeasiblePlanError : public llvm::ErrorInfo<NoFeasiblePlanError> {
+public:
+  static char ID;
+  explicit NoFeasiblePlanError(std::string Msg) : Msg(std::move(Msg)) {}
+  void log(llvm::raw_ostream &OS) const override;
+  std::error_code convertToErrorCode() const override;
+
+private:
+  std::string Msg;
+};
+
+} // namespace loom
+
+#endif // LOOM_PLAN_SEARCH_H

@@ -1,0 +1,1115 @@
+//===- Search.cpp - The parallelism search of DESIGN §6 -------------------===//
+//
+// The space. tp runs over the divisors of the device count up to the TP
+// domain (the innermost topology levels that allow TP) that divide every
+// split dim of the graph; pp over the divisors of devices / tp up to the
+// number of layers; dp = devices / (tp * pp) must divide the global batch;
+// the micro-batch size over the divisors of batch / dp (nmb = batch /
+// (dp * mb)); sp on or off when tp > 1; recompute none, selective or full
+// and ZeRO 0-3 (0 when dp = 1) when training; virtual stages vpp > 1 where
+// Megatron-LM allows them (pp > 1, nmb % pp == 0, the blocks split evenly over
+// the stages and vpp divides each stage's blocks); stage boundaries even (the
+// evaluator's split) or balanced by partitionStages() on the per-layer
+// compute times (vpp = 1). ep = 1.
+//
+// The order. Each candidate gets two cheap bounds before anything is
+// evaluated:
+//   memory >= parameters / (tp * pp) * bytes per parameter after ZeRO
+//             + buffers + reserve  (the busiest stage holds at least the
+//             average, and at least 1/tp of every parameter),
+//   step   >= max over stages s of  sum_{j<s} F_j / v  +  M (F_s + B_s)
+//             +  sum_{j<s} B_j / v
+// with F, B the compute of one micro-batch (backward with recomputation):
+// a device cannot start before the first micro-batch has crossed the
+// stages before it, is busy M (F_s + B_s), and its last backward still has
+// to cross them back. Candidates are visited in increasing step bound;
+// once the bound exceeds the K-th best step time found (and the second best
+// among distinct (tp, pp), kept for explanations) the rest cannot enter the
+// answer. A candidate that survives is evaluated without the pipeline
+// simulation (exact memory, per-micro-batch stage times with TP
+// communication, DP sync and optimizer), bounded again the same way with
+// those times and the exact tail, and only then simulated.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Plan/Search.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/Support/Units.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+using namespace llvm;
+
+namespace loom {
+
+char NoFeasiblePlanError::ID;
+
+void NoFeasiblePlanError::log(raw_ostream &OS) const { OS << Msg; }
+
+std::error_code NoFeasiblePlanError::convertToErrorCode() const {
+  return inconvertibleErrorCode();
+}
+
+//===----------------------------------------------------------------------===//
+// TP divisibility
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Split along an axis we could not follow.
+constexpr int UnknownAxis = -1;
+
+/// As lib/Plan/PlanCost.cpp: a parameter, or a layout change of one.
+bool isWeightLike(const Value *V) {
+  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
+    if (V->isParameter())
+      return true;
+    const Node *D = V->getDefiningNode();
+    if (!D || D->getNumInputs() != 1 ||
+        !(D->getOpType() == "Transpose" || D->getOpType() == "Cast" ||
+          D->getOpType() == "Identity"))
+      return false;
+    V = D->getInput(0);
+  }
+  return false;
+}
+
+bool isConstantLike(const Value *V) {
+  if (V->isParameter())
+    return true;
+  const Node *D = V->getDefiningNode();
+  return D && D->getOpType() == "Constant" && D->getDomain().empty();
+}
+
+SmallVector<int64_t, 4> getShape(const Value *V) {
+  if (!V || !V->Type.isStatic())
+    return {};
+  return V->Type.getStaticShape();
+}
+
+/// Where a split on axis \p A of shape \p In lands in shape \p Out when the
+/// data keeps its order (Reshape, Flatten, Squeeze, Unsqueeze): the output
+/// dim starting at the same element offset. Sets \p Landed to that dim's
+/// size when it is a proper factor of the split dim (4096 -> 32 x 128:
+/// the split lands on the 32 heads), else 0.
+int mapReshape(ArrayRef<int64_t> In, int A, ArrayRef<int64_t> Out,
+               int64_t &Landed) {
+  Landed = 0;
+  int64_t Pre = 1;
+  for (int I = 0; I < A; ++I)
+    Pre *= In[I];
+  int64_t S = In[A];
+  unsigned J = 0;
+  int64_t Acc = 1;
+  while (J < Out.size() && Acc < Pre)
+    Acc *= Out[J++];
+  if (Acc != Pre)
+    return UnknownAxis;
+  while (J < Out.size() && Out[J] == 1 && S != 1)
+    ++J;
+  if (J >= Out.size() || Out[J] <= 0 || S <= 0)
+    return UnknownAxis;
+  int64_t O = Out[J];
+  if (O == S)
+    return J;
+  if (S % O == 0) {
+    Landed = O;
+    return J;
+  }
+  if (O % S == 0)
+    return J;
+  return UnknownAxis;
+}
+
+} // namespace
+
+TPDivisibility computeTPDivisibility(const Graph &G) {
+  DenseMap<const Value *, int> Split;   // absent: replicated
+  std::map<uint64_t, std::string> Dims; // size -> first reason
+  auto Record = [&](int64_t Size, const Twine &Why) {
+    if (Size > 0)
+      Dims.emplace((uint64_t)Size, Why.str());
+  };
+  auto Label = [](const Node &N) {
+    return N.getName().empty() ? N.getOutput(0)->getName().str()
+                               : N.getName().str();
+  };
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    StringRef Op = N.getOpType();
+    const Value *Weight = nullptr, *Act = nullptr;
+    for (const Value *V : N.getInputs()) {
+      if (!V)
+        continue;
+      if (isWeightLike(V) && V->Type.getRank() >= 2)
+        Weight = V;
+      else if (!isConstantLike(V) && !Act)
+        Act = V;
+    }
+    const Value *Out = N.getOutput(0);
+    if (!Out)
+      continue;
+    SmallVector<int64_t, 4> OutS = getShape(Out);
+    auto WeightName = [&]() {
+      const Value *W = Weight;
+      while (W && !W->isParameter())
+        W = W->getDefiningNode()->getInput(0);
+      return W ? W->getName().str() : std::string("?");
+    };
+    if ((Op == "MatMul" || Op == "Gemm") && Weight && Act) {
+      SmallVector<int64_t, 4> W = getShape(Weight);
+      bool TransB = Op == "Gemm" && N.getAttrInt("transB", 0);
+      bool Column = !Split.count(Act);
+      if (W.size() >= 2) {
+        int64_t Rows = TransB ? W[W.size() - 1] : W[W.size() - 2];
+        int64_t Cols = TransB ? W[W.size() - 2] : W[W.size() - 1];
+        if (Column)
+          Record(Cols, "columns of '" + WeightName() + "'");
+        else
+          Record(Rows, "rows of '" + WeightName() + "'");
+      }
+      if (Column && !OutS.empty())
+        Split[Out] = OutS.size() - 1;
+      continue;
+    }
+    if (Op == "Gather" && Weight && N.getInput(0) == Weight) {
+      SmallVector<int64_t, 4> W = getShape(Weight);
+      if (!W.empty())
+        Record(W[0], "rows of '" + WeightName() + "' (vocabulary)");
+      continue; // vocab-parallel: the output is all-reduced
+    }
+    // Follow the first split input.
+    const Value *In = nullptr;
+    unsigned InIdx = 0;
+    for (unsigned I = 0; I < N.getNumInputs(); ++I)
+      if (const Value *V = N.getInput(I))
+        if (Split.count(V)) {
+          In = V;
+          InIdx = I;
+          break;
+        }
+    if (!In)
+      continue;
+    int A = Split.lookup(In);
+    SmallVector<int64_t, 4> InS = getShape(In);
+    int NewAxis = UnknownAxis;
+    if (A != UnknownAxis && !InS.empty() && !OutS.empty()) {
+      unsigned R = OutS.size(), Ri = InS.size();
+      if (Op == "Reshape" || Op == "Flatten" || Op == "Squeeze" ||
+          Op == "Unsqueeze") {
+        int64_t Landed;
+        NewAxis = mapReshape(InS, A, OutS, Landed);
+        if (Landed)
+          Record(Landed, "dim " + Twine(NewAxis) + " of '" + Label(N) + "'");
+      } else if (Op == "Transpose") {
+        Optional<std::vector<int64_t>> Perm = N.getAttrInts("perm");
+        for (unsigned I = 0; I < R; ++I) {
+          int64_t From = Perm && I < Perm->size() ? (*Perm)[I] : R - 1 - I;
+          if (From == A)
+            NewAxis = I;
+        }
+      } else if (Op == "MatMul" && !Weight && Ri >= 2) {
+        // Activation x activation (attention): batch dims and the free dim
+        // keep the split; the contracted dim would make a partial sum.
+        bool Contracted =
+            InIdx == 0 ? (unsigned)A == Ri - 1 : (unsigned)A == Ri - 2;
+        if (!Contracted) {
+          if ((unsigned)A >= Ri - 2)
+            NewAxis = InIdx == 0 ? R - 2 : R - 1;
+          else
+            NewAxis = A + (int)R - (int)Ri;
+        }
+      } else {
+        // Element-wise (right-aligned broadcasting), Softmax, Slice and
+        // Concat along other axes, Expand, Cast, ...: the axis keeps its
+        // place from the right if its size is unchanged.
+        int Cand = A + (int)R - (int)Ri;
+        if (Cand >= 0 && (unsigned)Cand < R && OutS[Cand] == InS[A])
+          NewAxis = Cand;
+      }
+    }
+    if (NewAxis != UnknownAxis &&
+        (NewAxis < 0 || (unsigned)NewAxis >= OutS.size()))
+      NewAxis = UnknownAxis;
+    for (const Value *V : N.getOutputs())
+      if (V)
+        Split[V] = V == Out ? NewAxis : UnknownAxis;
+  }
+
+  TPDivisibility R;
+  R.NumSplitDims = Dims.size();
+  uint64_t GCD = 0;
+  for (const auto &KV : Dims)
+    GCD = std::gcd(GCD, KV.first);
+  R.Divisor = GCD;
+  if (!GCD)
+    return R;
+  // The fewest sizes, smallest first, whose gcd is the divisor.
+  std::vector<std::string> Why;
+  uint64_t Run = 0;
+  for (const auto &KV : Dims) {
+    if (Run && std::gcd(Run, KV.first) == Run)
+      continue;
+    Run = std::gcd(Run, KV.first);
+    Why.push_back(std::to_string(KV.first) + " = " + KV.second);
+    if (Run == GCD)
+      break;
+  }
+  R.Why = Why.size() == 1 ? Why.front() : "gcd of " + join(Why, ", ");
+  return R;
+}
+
+ExpertInfo findExperts(const Graph &G) {
+  ExpertInfo E;
+  for (const auto &NP : G.getNodes()) {
+    if (NP->getOpType() != "MatMul")
+      continue;
+    for (const Value *V : NP->getInputs())
+      if (V && V->isParameter() && V->Type.getRank() == 3 &&
+          V->Type.Dims[0].isStatic() &&
+          (uint64_t)V->Type.Dims[0].Size > E.NumExperts) {
+        E.NumExperts = V->Type.Dims[0].Size;
+        E.Parameter = V->getName().str();
+      }
+  }
+  return E;
+}
+
+//===----------------------------------------------------------------------===//
+// Stage boundaries
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct StageCosts {
+  std::vector<double> Prefix;
+  double First, Last;
+  unsigned L;
+  StageCosts(ArrayRef<double> C, double First, double Last)
+      : Prefix(C.size() + 1, 0.0), First(First), Last(Last), L(C.size()) {
+    for (unsigned I = 0; I < C.size(); ++I)
+      Prefix[I + 1] = Prefix[I] + C[I];
+  }
+  /// Layers [I, J) as one stage.
+  double operator()(unsigned I, unsigned J) const {
+    return Prefix[J] - Prefix[I] + (I == 0 ? First : 0.0) +
+           (J == L ? Last : 0.0);
+  }
+};
+} // namespace
+
+double getBottleneck(ArrayRef<double> LayerCost, ArrayRef<unsigned> Counts,
+                     double FirstExtra, double LastExtra) {
+  StageCosts Cost(LayerCost, FirstExtra, LastExtra);
+  double Max = 0;
+  unsigned I = 0;
+  for (unsigned C : Counts) {
+    Max = std::max(Max, Cost(I, I + C));
+    I += C;
+  }
+  return Max;
+}
+
+double getLayerWork(const PlanEvaluator::LayerTime &T, Recompute RC,
+                    bool Train) {
+  if (!Train)
+    return T.ForwardS;
+  double Extra = RC == Recompute::Full        ? T.ForwardS
+                 : RC == Recompute::Selective ? T.AttentionForwardS
+                                              : 0.0;
+  return T.ForwardS + T.BackwardS + Extra;
+}
+
+std::vector<unsigned> partitionStages(ArrayRef<double> LayerCost,
+                                      unsigned NumStages, double FirstExtra,
+                                      double LastExtra) {
+  unsigned L = LayerCost.size(), P = NumStages;
+  assert(P >= 1 && P <= L && "need 1 <= stages <= layers");
+  StageCosts Cost(LayerCost, FirstExtra, LastExtra);
+  // Best[S][I]: the least bottleneck of layers [I, L) in stages S..P-1;
+  // defined for S <= I <= L - (P - S).
+  std::vector<std::vector<double>> Best(P, std::vector<double>(L + 1, 0.0));
+  for (unsigned I = P - 1; I < L; ++I)
+    Best[P - 1][I] = Cost(I, L);
+  for (unsigned S = P - 1; S-- > 0;) {
+    const std::vector<double> &Next = Best[S + 1];
+    for (unsigned I = S; I + (P - S) <= L; ++I) {
+      // Stage S takes [I, K): Cost(I, K) grows with K, Next[K] does not;
+      // the optimum is at the first K where Cost >= Next, or just before.
+      unsigned Lo = I + 1, Hi = L - (P - S - 1);
+      unsigned A = Lo, B = Hi + 1;
+      while (A < B) {
+        unsigned Mid = A + (B - A) / 2;
+        if (Cost(I, Mid) >= Next[Mid])
+          B = Mid;
+        else
+          A = Mid + 1;
+      }
+      double V = INFINITY;
+      if (A <= Hi)
+        V = std::max(Cost(I, A), Next[A]);
+      if (A > Lo)
+        V = std::min(V, std::max(Cost(I, A - 1), Next[A - 1]));
+      Best[S][I] = V;
+    }
+  }
+  // The lexicographically smallest counts reaching the optimum: each stage
+  // ends at the first K from which the rest can still meet it.
+  double Target = Best[0][0];
+  std::vector<unsigned> Counts;
+  unsigned I = 0;
+  for (unsigned S = 0; S < P; ++S) {
+    unsigned K = L;
+    if (S + 1 < P)
+      for (K = I + 1; K < L - (P - S - 2); ++K)
+        if (Cost(I, K) <= Target && Best[S + 1][K] <= Target)
+          break;
+    Counts.push_back(K - I);
+    I = K;
+  }
+  return Counts;
+}
+
+//===----------------------------------------------------------------------===//
+// Cost terms and order
+//===----------------------------------------------------------------------===//
+
+StringRef getCostTermName(CostTerm T) {
+  switch (T) {
+  case CostTerm::Compute:
+    return "compute";
+  case CostTerm::TPComm:
+    return "tp comm";
+  case CostTerm::Bubble:
+    return "bubble";
+  case CostTerm::DPComm:
+    return "dp comm";
+  case CostTerm::Optimizer:
+    return "optimizer";
+  }
+  return "compute";
+}
+
+double StepBreakdown::get(CostTerm T) const {
+  switch (T) {
+  case CostTerm::Compute:
+    return ComputeS;
+  case CostTerm::TPComm:
+    return TPCommS;
+  case CostTerm::Bubble:
+    return BubbleS;
+  case CostTerm::DPComm:
+    return DPCommS;
+  case CostTerm::Optimizer:
+    return OptimizerS;
+  }
+  return 0;
+}
+
+CostTerm StepBreakdown::getDominant() const {
+  CostTerm Best = CostTerm::Compute;
+  for (CostTerm T : {CostTerm::TPComm, CostTerm::Bubble, CostTerm::DPComm,
+                     CostTerm::Optimizer})
+    if (get(T) > get(Best))
+      Best = T;
+  return Best;
+}
+
+StepBreakdown getStepBreakdown(const PlanCost &PC) {
+  StepBreakdown B;
+  if (PC.Stages.empty())
+    return B;
+  unsigned Busiest = 0, Tail = 0;
+  for (unsigned S = 1; S < PC.Stages.size(); ++S) {
+    if (PC.Stages[S].BubbleS < PC.Stages[Busiest].BubbleS)
+      Busiest = S;
+    const StageCost &A = PC.Stages[S], &T = PC.Stages[Tail];
+    if (A.DPExposedS + A.OptimizerS > T.DPExposedS + T.OptimizerS)
+      Tail = S;
+  }
+  const StageCost &S = PC.Stages[Busiest];
+  B.ComputeS = S.ComputeS;
+  B.TPCommS = PC.Plan.NumMicroBatches * S.TPCommS;
+  B.BubbleS = S.BubbleS;
+  B.DPCommS = PC.Stages[Tail].DPExposedS;
+  B.OptimizerS = PC.Stages[Tail].OptimizerS;
+  return B;
+}
+
+bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
+  if (A.StepTimeS != B.StepTimeS)
+    return A.StepTimeS < B.StepTimeS;
+  if (A.Plan.ZeroStage != B.Plan.ZeroStage)
+    return A.Plan.ZeroStage < B.Plan.ZeroStage;
+  if (A.MaxMemoryBytes != B.MaxMemoryBytes)
+    return A.MaxMemoryBytes < B.MaxMemoryBytes;
+  return A.Plan.str() < B.Plan.str();
+}
+
+//===----------------------------------------------------------------------===//
+// The space
+//===----------------------------------------------------------------------===//
+
+static std::vector<uint64_t> getDivisors(uint64_t N) {
+  std::vector<uint64_t> Small, Large;
+  for (uint64_t D = 1; D * D <= N; ++D)
+    if (N % D == 0) {
+      Small.push_back(D);
+      if (D != N / D)
+        Large.push_back(N / D);
+    }
+  Small.insert(Small.end(), Large.rbegin(), Large.rend());
+  return Small;
+}
+
+/// Layers between the leading prologue and trailing epilogue layers: what
+/// PlanEvaluator::getStageLayers splits evenly.
+static unsigned getNumMiddleLayers(ArrayRef<LayerInfo> Layers) {
+  unsigned NL = Layers.size(), Pro = 0, Epi = 0;
+  while (Pro < NL && Layers[Pro].K == LayerInfo::Kind::Prologue)
+    ++Pro;
+  while (Epi < NL - Pro && Layers[NL - 1 - Epi].K == LayerInfo::Kind::Epilogue)
+    ++Epi;
+  return NL - Pro - Epi;
+}
+
+SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
+                                const HardwareModel &HW,
+                                const EvaluatorOptions &EO, uint64_t Devices) {
+  SearchSpace S;
+  S.Devices = Devices ? Devices : HW.getNumDevices();
+  S.Batch = std::max<int64_t>(1, EO.Batch);
+  S.NumLayers = std::max<size_t>(1, Layers.size());
+  S.NumBlocks = Layers.empty() ? 1 : getNumMiddleLayers(Layers);
+  S.Train = EO.Train;
+  S.TPLimit = 1;
+  for (const TopologyLevel &L : HW.Topology) {
+    if (!L.AllowTP)
+      break;
+    S.TPLimit *= L.Size;
+    S.TPLimitWhy = L.Name + " domain";
+  }
+  if (S.TPLimitWhy.empty())
+    S.TPLimitWhy = "no topology level allows TP";
+  S.TPDiv = computeTPDivisibility(G);
+  S.Experts = findExperts(G);
+  return S;
+}
+
+namespace {
+
+/// Per-layer compute prefix sums at one (tp, mb, sp).
+struct LayerPrefix {
+  std::vector<PlanEvaluator::LayerTime> Layers;
+  std::vector<double> F, B, A; // forward, backward, attention forward
+};
+
+struct Candidate {
+  ParallelPlan Plan;
+  /// Layers per stage (the even split or the balanced one).
+  const std::vector<unsigned> *Counts = nullptr;
+  const LayerPrefix *Prefix = nullptr;
+  double TimeBound = 0, MemoryBound = 0;
+};
+
+class Searcher {
+public:
+  Searcher(const PlanEvaluator &Eval, const Graph &G, const SearchSpace &Space,
+           const HardwareModel &HW, const EvaluatorOptions &EO,
+           const SearchOptions &Opts)
+      : Eval(Eval), Space(Space), EO(EO), Opts(Opts) {
+    if (const MemoryLevel *HBM = HW.getMemory("hbm")) {
+      HBMUsable = HBM->getUsableCapacity().value();
+      Reserved = HBM->Reserved.value();
+    }
+    // Parameters as the evaluator counts them: distinct, read by a node.
+    DenseSet<const Value *> Seen;
+    for (const auto &NP : G.getNodes())
+      for (const Value *V : NP->getInputs())
+        if (V && V->isParameter() && Seen.insert(V).second)
+          TotalParams += V->Type.getNumElements().getValueOr(0);
+  }
+
+  void enumerate(std::vector<Candidate> &Out);
+  Expected<SearchResult> run();
+
+private:
+  const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP);
+  const std::vector<unsigned> &getEvenCounts(unsigned PP);
+  const std::vector<unsigned> *getBalancedCounts(const LayerPrefix &LP,
+                                                 unsigned PP, Recompute RC);
+  double timeBound(const Candidate &C) const;
+  double memoryBound(const ParallelPlan &P) const;
+  double stageBound(const PlanCost &PC) const;
+
+  const PlanEvaluator &Eval;
+  const SearchSpace &Space;
+  const EvaluatorOptions &EO;
+  const SearchOptions &Opts;
+  double HBMUsable = 0, Reserved = 0, TotalParams = 0;
+  std::map<std::tuple<unsigned, unsigned, bool>, LayerPrefix> Prefixes;
+  std::map<unsigned, std::vector<unsigned>> Even;
+  std::map<std::tuple<const LayerPrefix *, unsigned, int>,
+           std::unique_ptr<std::vector<unsigned>>>
+      Balanced;
+
+public:
+  uint64_t Partitions = 0;
+};
+
+const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP) {
+  auto Key = std::make_tuple(TP, MB, SP);
+  auto It = Prefixes.find(Key);
+  if (It != Prefixes.end())
+    return It->second;
+  LayerPrefix &LP = Prefixes[Key];
+  unsigned NL = Eval.getNumLayers();
+  LP.F.assign(NL + 1, 0.0);
+  LP.B = LP.A = LP.F;
+  for (unsigned L = 0; L < NL; ++L) {
+    PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP);
+    LP.Layers.push_back(T);
+    LP.F[L + 1] = LP.F[L] + T.ForwardS;
+    LP.B[L + 1] = LP.B[L] + T.BackwardS;
+    LP.A[L + 1] = LP.A[L] + T.AttentionForwardS;
+  }
+  return LP;
+}
+
+const std::vector<unsigned> &Searcher::getEvenCounts(unsigned PP) {
+  auto It = Even.find(PP);
+  if (It != Even.end())
+    return It->second;
+  ParallelPlan P;
+  P.PP = PP;
+  Expected<std::vector<unsigned>> C = Eval.getStageLayers(P);
+  std::vector<unsigned> Counts;
+  if (C)
+    Counts = std::move(*C);
+  else
+    consumeError(C.takeError());
+  return Even[PP] = std::move(Counts);
+}
+
+const std::vector<unsigned> *
+Searcher::getBalancedCounts(const LayerPrefix &LP, unsigned PP, Recompute RC) {
+  auto Key = std::make_tuple(&LP, PP, (int)RC);
+  auto It = Balanced.find(Key);
+  if (It != Balanced.end())
+    return It->second.get();
+  unsigned NL = LP.Layers.size();
+  std::vector<double> Work(NL);
+  for (unsigned L = 0; L < NL; ++L)
+    Work[L] = getLayerWork(LP.Layers[L], RC, EO.Train);
+  ++Partitions;
+  auto Counts =
+      std::make_unique<std::vector<unsigned>>(partitionStages(Work, PP));
+  const std::vector<unsigned> &E = getEvenCounts(PP);
+  // The even split is a candidate already; keep the balanced one only if
+  // it differs and is strictly better balanced.
+  if (*Counts == E || getBottleneck(Work, *Counts) >= getBottleneck(Work, E))
+    Counts.reset();
+  return (Balanced[Key] = std::move(Counts)).get();
+}
+
+double Searcher::timeBound(const Candidate &C) const {
+  const LayerPrefix &LP = *C.Prefix;
+  const ParallelPlan &P = C.Plan;
+  double V = P.VirtualStages, M = P.NumMicroBatches;
+  double PreF = 0, PreB = 0, Bound = 0;
+  unsigned First = 0;
+  for (unsigned Count : *C.Counts) {
+    unsigned End = First + Count;
+    double F = LP.F[End] - LP.F[First];
+    double B = 0;
+    if (EO.Train) {
+      B = LP.B[End] - LP.B[First];
+      if (P.RC == Recompute::Full)
+        B += F;
+      else if (P.RC == Recompute::Selective)
+        B += LP.A[End] - LP.A[First];
+    }
+    Bound = std::max(Bound, PreF / V + M * (F + B) + PreB / V);
+    PreF += F;
+    PreB += B;
+    First = End;
+  }
+  return Bound * (1 - 1e-9);
+}
+
+double Searcher::memoryBound(const ParallelPlan &P) const {
+  double Params = TotalParams / ((double)P.TP * P.PP);
+  double DP = P.DP;
+  double PerParam = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0);
+  if (EO.Train)
+    PerParam += EO.GradBytes / (P.ZeroStage >= 2 ? DP : 1.0) +
+                12.0 / (P.ZeroStage >= 1 ? DP : 1.0);
+  bool AnyComm = P.TP > 1 || P.DP > 1 || P.PP > 1;
+  return (Params * PerParam + (AnyComm ? EO.CommBufferBytes : 0.0) + Reserved) *
+         (1 - 1e-9);
+}
+
+double Searcher::stageBound(const PlanCost &PC) const {
+  const ParallelPlan &P = PC.Plan;
+  double V = P.VirtualStages, M = P.NumMicroBatches;
+  double PreF = 0, PreB = 0, Bound = 0, Tail = 0;
+  for (unsigned S = 0; S < PC.Stages.size(); ++S) {
+    const StageCost &SC = PC.Stages[S];
+    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS);
+    Bound = std::max(Bound, PreF + Busy + (EO.Train ? PreB : 0.0));
+    double Transfer = SC.P2PS / (EO.Train ? 2 : 1);
+    PreF += SC.ForwardS / V + Transfer;
+    PreB += SC.BackwardS / V + Transfer;
+    Tail = std::max(Tail, SC.DPExposedS + SC.OptimizerS);
+  }
+  return (Bound + Tail) * (1 - 1e-9);
+}
+
+void Searcher::enumerate(std::vector<Candidate> &Out) {
+  const PlanSpec &F = Opts.Fixed;
+  uint64_t N = Space.Devices;
+  uint64_t Batch = Space.Batch;
+  std::vector<Recompute> RCs = {Recompute::None};
+  std::vector<unsigned> Zeros = {0};
+  if (EO.Train) {
+    RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
+    Zeros = {0, 1, 2, 3};
+  }
+  for (uint64_t TP : getDivisors(N)) {
+    if (TP > Space.TPLimit || (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP))
+      continue;
+    if (F.TP && *F.TP != TP)
+      continue;
+    for (uint64_t PP : getDivisors(N / TP)) {
+      if (PP > Space.NumLayers || (F.PP && *F.PP != PP))
+        continue;
+      if (!F.StageLayers.empty() && F.StageLayers.size() != PP)
+        continue;
+      uint64_t DP = N / (TP * PP);
+      if ((F.DP && *F.DP != DP) || Batch % DP)
+        continue;
+      const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
+      if (EvenCounts.empty())
+        continue;
+      for (uint64_t MB : getDivisors(Batch / DP)) {
+        if (F.MicroBatchSize && *F.MicroBatchSize != MB)
+          continue;
+        uint64_t NMB = Batch / (DP * MB);
+        if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+          continue;
+        for (bool SP : {false, true}) {
+          if ((SP && TP == 1) || (F.SP && *F.SP != SP))
+            continue;
+          const LayerPrefix &LP = getPrefix(TP, MB, SP);
+          for (Recompute RC : RCs) {
+            if (F.RC && *F.RC != RC)
+              continue;
+            // Stage layouts: vpp values and their counts.
+            struct Layout {
+              unsigned VPP;
+              const std::vector<unsigned> *Counts;
+              bool Balanced;
+            };
+            SmallVector<Layout, 8> Layouts;
+            if (!F.StageLayers.empty()) {
+              Layouts.push_back({1, &F.StageLayers, false});
+            } else {
+              Layouts.push_back({1, &EvenCounts, false});
+              if (Opts.BalanceStages && PP > 1)
+                if (const std::vector<unsigned> *B =
+                        getBalancedCounts(LP, PP, RC))
+                  Layouts.push_back({1, B, true});
+              unsigned Mid = Space.NumBlocks;
+              if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
+                for (uint64_t V : getDivisors(Mid / PP))
+                  if (V > 1)
+                    Layouts.push_back({(unsigned)V, &EvenCounts, false});
+            }
+            for (const Layout &Lay : Layouts) {
+              if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
+                continue;
+              for (unsigned Z : Zeros) {
+                // ZeRO partitions over dp: with dp = 1 it is plain data.
+                if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+                  continue;
+                Candidate C;
+                ParallelPlan &P = C.Plan;
+                P.TP = TP;
+                P.PP = PP;
+                P.DP = DP;
+                P.EP = 1;
+                P.SP = SP;
+                P.MicroBatchSize = MB;
+                P.NumMicroBatches = NMB;
+                P.VirtualStages = Lay.VPP;
+                P.RC = RC;
+                P.ZeroStage = Z;
+                if (Lay.Balanced || !F.StageLayers.empty())
+                  P.StageLayers = *Lay.Counts;
+                C.Counts = Lay.Counts;
+                C.Prefix = &LP;
+                Out.push_back(std::move(C));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+Expected<SearchResult> Searcher::run() {
+  auto Start = std::chrono::steady_clock::now();
+  SearchResult R;
+  R.Space = Space;
+  R.StagesGiven = !Opts.Fixed.StageLayers.empty();
+  std::vector<Candidate> Cands;
+  enumerate(Cands);
+  R.Stats.Candidates = Cands.size();
+  for (Candidate &C : Cands) {
+    C.TimeBound = timeBound(C);
+    C.MemoryBound = memoryBound(C.Plan);
+  }
+  std::vector<unsigned> Order(Cands.size());
+  std::iota(Order.begin(), Order.end(), 0);
+  if (Opts.Prune)
+    std::stable_sort(Order.begin(), Order.end(), [&](unsigned A, unsigned B) {
+      return Cands[A].TimeBound < Cands[B].TimeBound;
+    });
+
+  unsigned K = std::max(1u, Opts.TopK);
+  std::vector<PlanCost> &Top = R.Top;
+  std::map<std::pair<unsigned, unsigned>, PlanCost> PairBest;
+  std::set<std::pair<unsigned, unsigned>> Pairs;
+  for (const Candidate &C : Cands)
+    Pairs.insert({C.Plan.TP, C.Plan.PP});
+  auto Threshold = [&]() {
+    double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
+    if (Pairs.size() < 2) // no best plan with other degrees to find
+      return T;
+    double Second = INFINITY, First = INFINITY;
+    for (const auto &KV : PairBest) {
+      double S = KV.second.StepTimeS;
+      if (S < First) {
+        Second = First;
+        First = S;
+      } else if (S < Second) {
+        Second = S;
+      }
+    }
+    return std::max(T, Second);
+  };
+  double Thr = INFINITY;
+  for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
+    Candidate &C = Cands[Order[Idx]];
+    if (Opts.Prune && C.TimeBound > Thr) {
+      R.Stats.TimeBoundPruned += Order.size() - Idx;
+      break;
+    }
+    if (Opts.Prune && C.MemoryBound > HBMUsable) {
+      ++R.Stats.MemoryBoundPruned;
+      continue;
+    }
+    if (Opts.Prune) {
+      Expected<PlanCost> SC = Eval.evaluateStages(C.Plan);
+      if (!SC)
+        return SC.takeError();
+      ++R.Stats.StagesEvaluated;
+      if (!SC->FitsMemory) {
+        ++R.Stats.OverMemory;
+        continue;
+      }
+      if (stageBound(*SC) > Thr) {
+        ++R.Stats.TimeBoundPruned;
+        continue;
+      }
+    }
+    Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+    if (!PC)
+      return PC.takeError();
+    ++R.Stats.Simulated;
+    if (!PC->FitsMemory) {
+      ++R.Stats.OverMemory;
+      continue;
+    }
+    auto Pair = std::make_pair(C.Plan.TP, C.Plan.PP);
+    auto It = PairBest.find(Pair);
+    if (It == PairBest.end())
+      PairBest.emplace(Pair, *PC);
+    else if (isBetterPlan(*PC, It->second))
+      It->second = *PC;
+    auto Pos = std::upper_bound(Top.begin(), Top.end(), *PC, isBetterPlan);
+    if (Pos - Top.begin() < (long)K) {
+      Top.insert(Pos, std::move(*PC));
+      if (Top.size() > K)
+        Top.pop_back();
+    }
+    Thr = Threshold();
+  }
+
+  if (!Top.empty()) {
+    auto Win = std::make_pair(Top[0].Plan.TP, Top[0].Plan.PP);
+    for (const auto &KV : PairBest)
+      if (KV.first != Win &&
+          (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
+        R.OtherDegrees = KV.second;
+  } else {
+    // Nothing fits: the least memory at every (tp, pp), exactly. Within a
+    // pair, candidates in increasing memory bound until the bound passes
+    // the least memory found.
+    std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
+    for (unsigned I = 0; I < Cands.size(); ++I)
+      ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
+    for (auto &KV : ByPair) {
+      std::vector<unsigned> &Is = KV.second;
+      std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
+        return Cands[A].MemoryBound < Cands[B].MemoryBound;
+      });
+      Optional<MemoryFloor> Floor;
+      for (unsigned I : Is) {
+        if (Floor && Cands[I].MemoryBound > Floor->Bytes)
+          break;
+        Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
+        if (!SC)
+          return SC.takeError();
+        ++R.Stats.StagesEvaluated;
+        if (Floor && SC->MaxMemoryBytes >= Floor->Bytes)
+          continue;
+        MemoryFloor MF;
+        MF.TP = KV.first.first;
+        MF.PP = KV.first.second;
+        MF.Bytes = SC->MaxMemoryBytes;
+        for (unsigned S = 0; S < SC->Stages.size(); ++S)
+          if (SC->Stages[S].MemoryBytes == SC->MaxMemoryBytes) {
+            MF.Stage = S;
+            break;
+          }
+        MF.Plan = Cands[I].Plan;
+        Floor = MF;
+      }
+      if (Floor)
+        R.Floors.push_back(*Floor);
+    }
+  }
+  R.Stats.Partitions = Partitions;
+  R.Stats.Seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
+  return R;
+}
+
+Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+  if (F.EP && *F.EP != 1)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--plan ep=%u: expert parallelism is not searched or costed yet; "
+        "use ep=1",
+        *F.EP);
+  if (!F.StageLayers.empty()) {
+    unsigned Sum = 0;
+    for (unsigned C : F.StageLayers)
+      Sum += C;
+    if (Sum != S.NumLayers)
+      return createStringError(inconvertibleErrorCode(),
+                               "--plan stages=...: %u layers in all, but the "
+                               "model has %u layers",
+                               Sum, S.NumLayers);
+  }
+  return Error::success();
+}
+
+} // namespace
+
+std::vector<ParallelPlan>
+enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
+                    ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+                    const EvaluatorOptions &EO, const SearchOptions &Opts) {
+  SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
+  Space.NumLayers = Eval.getNumLayers();
+  Searcher S(Eval, G, Space, HW, EO, Opts);
+  std::vector<Candidate> Cands;
+  S.enumerate(Cands);
+  std::vector<ParallelPlan> Plans;
+  for (Candidate &C : Cands)
+    Plans.push_back(std::move(C.Plan));
+  return Plans;
+}
+
+Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
+                                   ArrayRef<LayerInfo> Layers,
+                                   const HardwareModel &HW,
+                                   const EvaluatorOptions &EO,
+                                   const SearchOptions &Opts) {
+  SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
+  Space.NumLayers = Eval.getNumLayers();
+  if (Error E = checkFixed(Opts.Fixed, Space))
+    return std::move(E);
+  Searcher S(Eval, G, Space, HW, EO, Opts);
+  return S.run();
+}
+
+//===----------------------------------------------------------------------===//
+// Reports
+//===----------------------------------------------------------------------===//
+
+static std::string fmtSeconds(double S) { return formatDuration(Seconds(S)); }
+
+static std::string fmtPercent(double Fraction) {
+  char Buf[32];
+  snprintf(Buf, sizeof(Buf), "%.1f%%", Fraction * 100);
+  return Buf;
+}
+
+static std::string getDegrees(const ParallelPlan &P) {
+  return (Twine("tp=") + Twine(P.TP) + ",pp=" + Twine(P.PP) +
+          ",dp=" + Twine(P.DP))
+      .str();
+}
+
+static std::string getStageList(const PlanCost &PC) {
+  std::string S;
+  for (unsigned I = 0; I < PC.Stages.size(); ++I)
+    S += (I ? ":" : "") + std::to_string(PC.Stages[I].NumLayers);
+  return S;
+}
+
+static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
+  OS << "tp <= " << Sp.TPLimit << " (" << Sp.TPLimitWhy << ")";
+  if (Sp.TPDiv.Divisor)
+    OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why << ")";
+  OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp = " << Sp.Devices
+     << ", global batch " << Sp.Batch << " divisible by dp*mb";
+}
+
+void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
+  if (R.Top.empty()) {
+    OS << "plan: none fits\n";
+    return;
+  }
+  const PlanCost &PC = R.Top.front();
+  OS << "plan (searched): " << PC.Plan.str() << "\n";
+  OS << "stages: " << getStageList(PC) << " layers ("
+     << (R.StagesGiven                 ? "as --plan gave them"
+         : PC.Plan.StageLayers.empty() ? "even split"
+                                       : "balanced by the min-max partition")
+     << (PC.Plan.VirtualStages > 1
+             ? ", " + std::to_string(PC.Plan.VirtualStages) +
+                   " virtual stages per device"
+             : std::string())
+     << ")\n";
+  OS << "predicted: step " << fmtSeconds(PC.StepTimeS) << ", "
+     << format("%.0f", PC.TokensPerS) << " tokens/s, MFU "
+     << format("%.3f", PC.MFU) << ", memory "
+     << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
+     << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
+  StepBreakdown B = getStepBreakdown(PC);
+  OS << "breakdown: compute " << fmtSeconds(B.ComputeS) << ", tp comm "
+     << fmtSeconds(B.TPCommS) << ", bubble " << fmtSeconds(B.BubbleS)
+     << ", dp comm " << fmtSeconds(B.DPCommS) << ", optimizer "
+     << fmtSeconds(B.OptimizerS)
+     << " (dominant: " << getCostTermName(B.getDominant()) << ")\n";
+  const SearchStats &St = R.Stats;
+  OS << "search: " << St.Candidates << " candidates; " << St.Simulated
+     << " simulated, " << St.StagesEvaluated << " costed without simulation ("
+     << St.OverMemory << " over HBM), " << St.MemoryBoundPruned
+     << " cut by the memory bound, " << St.TimeBoundPruned
+     << " by the step-time bound\n";
+  OS << "space: ";
+  printSpaceLine(R.Space, OS);
+  OS << "\n";
+  if (R.Space.Experts.NumExperts)
+    OS << "note: ep=1: expert parallelism is not searched yet (the model has "
+       << R.Space.Experts.NumExperts << " experts in '"
+       << R.Space.Experts.Parameter << "')\n";
+}
+
+void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
+  unsigned N = std::min<size_t>(K, R.Top.size());
+  OS << "top " << N << " plan" << (N == 1 ? "" : "s") << ":\n";
+  OS << "  rank step        tokens/s     MFU    memory     dominant   plan\n";
+  for (unsigned I = 0; I < N; ++I) {
+    const PlanCost &PC = R.Top[I];
+    OS << format(
+        "  %-4u %-11s %-12.0f %-6.3f %-10s %-10s %s\n", I + 1,
+        fmtSeconds(PC.StepTimeS).c_str(), PC.TokensPerS, PC.MFU,
+        formatBytes(Bytes(PC.MaxMemoryBytes)).c_str(),
+        getCostTermName(getStepBreakdown(PC).getDominant()).str().c_str(),
+        PC.Plan.str().c_str());
+  }
+}
+
+/// "bubble 900.00 ms vs 2.10 s, tp comm ...": terms by how much they
+/// differ, largest first.
+static std::string compareTerms(const PlanCost &A, const PlanCost &B) {
+  StepBreakdown BA = getStepBreakdown(A), BB = getStepBreakdown(B);
+  std::vector<CostTerm> Terms = {CostTerm::Compute, CostTerm::TPComm,
+                                 CostTerm::Bubble, CostTerm::DPComm,
+                                 CostTerm::Optimizer};
+  std::stable_sort(Terms.begin(), Terms.end(), [&](CostTerm X, CostTerm Y) {
+    return std::fabs(BA.get(X) - BB.get(X)) > std::fabs(BA.get(Y) - BB.get(Y));
+  });
+  std::vector<std::string> Parts;
+  for (CostTerm T : Terms)
+    if (BA.get(T) != 0 || BB.get(T) != 0)
+      Parts.push_back((getCostTermName(T) + " " + fmtSeconds(BA.get(T)) +
+                       " vs " + fmtSeconds(BB.get(T)))
+                          .str());
+  Parts.push_back("memory " + formatBytes(Bytes(A.MaxMemoryBytes)) + " vs " +
+                  formatBytes(Bytes(B.MaxMemoryBytes)));
+  return join(Parts, ", ");
+}
+
+/// Why \p A ranks before \p B, in words.
+static std::string compareTo(const PlanCost &A, const PlanCost &B) {
+  if (A.StepTimeS != B.StepTimeS)
+    return (Twine("by ") + fmtPercent(B.StepTimeS / A.StepTimeS - 1) +
+            ": step " + fmtSeconds(A.StepTimeS) + " vs " +
+            fmtSeconds(B.StepTimeS) + "; " + compareTerms(A, B))
+        .str();
+  if (A.Plan.ZeroStage != B.Plan.ZeroStage)
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): the lower ZeRO stage, " + Twine(A.Plan.ZeroStage) + " vs " +
+            Twine(B.Plan.ZeroStage))
+        .str();
+  if (A.MaxMemoryBytes != B.MaxMemoryBytes)
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): less memory, " + formatBytes(Bytes(A.MaxMemoryBytes)) + " vs " +
+            formatBytes(Bytes(B.MaxMemoryBytes)))
+        .str();
+  return "on a tie in step time and memory: by the plan string";
+}
+
+void printExplanation(const SearchResult &R, raw_ostream &OS) {
+  if (R.Top.empty())
+    return;
+  const PlanCost &W = R.Top.front();
+  if (R.OtherDegrees)
+    OS << "explain: " << getDegrees(W.Plan) << " beats "
+       << getDegrees(R.OtherDegrees->Plan)
+       << " (the best with other degrees: " << R.OtherDegrees->Plan.str()
+       << ") " << compareTo(W, *R.OtherDegrees) << "\n";
+  else
+    OS << "explain: " << getDegrees(W.Plan)
+       << " is the only (tp, pp) with a plan that fits\n";
+  bool SameAsOther = R.OtherDegrees && R.Top.size() > 1 &&
+                     R.Top[1].Plan.str() == R.OtherDegrees->Plan.str();
+  if (R.Top.size() > 1 && !SameAsOther)
+    OS << "explain: next overall, " << R.Top[1].Plan.str() << ", loses "
+       << compareTo(W, R.Top[1]) << "\n";
+  OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
+     << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
+     << "space: ";
+  printSpaceLine(R.Space, OS);
+  OS << "\n";
+}
+
+} // namespace loom

@@ -1,0 +1,135 @@
+//===- SearchParallelism.cpp - Choose the parallel plan (DESIGN §6) -------===//
+//
+// Runs the search of lib/Plan/Search.cpp over the costed graph: the plan
+// with the least predicted step time that fits HBM, honouring what --plan
+// fixed. Annotates every node with its pipeline stage and leaves the ranked
+// plans in CompilationUnit::Search for the reports. When nothing fits it
+// asks Z3 (lib/Solver/PlanConstraints.cpp) why, and fails with
+// NoFeasiblePlanError, whose message is the unsat core in plain words.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Plan/Search.h"
+#include "loom/Solver/PlanConstraints.h"
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
+  PlanSpaceDesc D;
+  D.Devices = S.Devices;
+  D.Batch = S.Batch;
+  D.NumLayers = S.NumLayers;
+  D.NumBlocks = S.NumBlocks;
+  D.TPLimit = S.TPLimit;
+  D.TPLimitWhy = S.TPLimitWhy;
+  D.TPDivisor = S.TPDiv.Divisor;
+  D.TPDivisorWhy = S.TPDiv.Why;
+  D.Train = S.Train;
+  D.FixedTP = F.TP.getValueOr(0);
+  D.FixedPP = F.PP.getValueOr(F.StageLayers.size());
+  D.FixedDP = F.DP.getValueOr(0);
+  D.FixedMB = F.MicroBatchSize.getValueOr(0);
+  D.FixedNMB = F.NumMicroBatches.getValueOr(0);
+  D.FixedVPP = F.VirtualStages.getValueOr(0);
+  D.FixedZero = F.ZeroStage ? (int)*F.ZeroStage : -1;
+  D.FixedRecompute = F.RC ? (int)*F.RC : -1;
+  D.FixedSP = F.SP ? (int)*F.SP : -1;
+  D.FixedStages = !F.StageLayers.empty();
+  return D;
+}
+
+/// "mb=1,sp=1,vpp=1,recompute=full,zero=3": the choices besides tp and pp.
+std::string describeChoices(const ParallelPlan &P) {
+  return ("mb=" + Twine(P.MicroBatchSize) + ",sp=" + Twine(P.SP ? 1 : 0) +
+          ",vpp=" + Twine(P.VirtualStages) + ",recompute=" +
+          getRecomputeName(P.RC) + ",zero=" + Twine(P.ZeroStage))
+      .str();
+}
+
+int64_t getStaticInputDim(const Graph &G, unsigned Dim) {
+  for (const Value *V : G.getInputs())
+    if (V->Type.HasShape && V->Type.getRank() >= 2)
+      return V->Type.Dims[Dim].isStatic() && V->Type.Dims[Dim].Size > 0
+                 ? V->Type.Dims[Dim].Size
+                 : 1;
+  return 1;
+}
+
+class SearchParallelismPass : public Pass {
+public:
+  StringRef getArgument() const override { return "search-parallelism"; }
+  StringRef getDescription() const override {
+    return "Choose dp/tp/pp, sp, micro-batching, recompute, ZeRO and stage "
+           "boundaries for the least predicted step time";
+  }
+  Error run(CompilationUnit &CU) override {
+    if (!CU.HW)
+      return createStringError(inconvertibleErrorCode(),
+                               "search-parallelism needs a hardware model");
+    if (CU.NodeCosts.empty())
+      return createStringError(
+          inconvertibleErrorCode(),
+          "search-parallelism needs the annotate-costs pass before it");
+    const Graph &G = CU.M->getGraph();
+    EvaluatorOptions EO;
+    EO.Train = CU.Opts.Mode == RunMode::Train;
+    // The global batch and sequence the graph was bound with: --batch and
+    // --seq, else (a model with static shapes) dims 0 and 1 of its first
+    // input with a static rank >= 2.
+    EO.Batch = CU.Opts.Batch.getValueOr(getStaticInputDim(G, 0));
+    EO.Seq = CU.Opts.Seq.getValueOr(getStaticInputDim(G, 1));
+    PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
+    SearchOptions SO;
+    if (CU.PlanRequest)
+      SO.Fixed = *CU.PlanRequest;
+    // Two at least: explanations compare the winner with the next plan.
+    SO.TopK = std::max(2u, CU.Opts.TopPlans);
+    SO.Devices = CU.Opts.Devices.getValueOr(0);
+    Expected<SearchResult> R = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, SO);
+    if (!R)
+      return R.takeError();
+
+    if (R->Top.empty()) {
+      std::vector<MemoryFloorFact> Facts;
+      for (const MemoryFloor &F : R->Floors)
+        Facts.push_back(
+            {F.TP, F.PP, F.Bytes, F.Stage, describeChoices(F.Plan)});
+      const MemoryLevel *HBM = CU.HW->getMemory("hbm");
+      double Usable = HBM ? HBM->getUsableCapacity().value() : 0;
+      Expected<InfeasibilityExplanation> X = explainInfeasibility(
+          describeForSolver(R->Space, SO.Fixed), Facts, Usable);
+      if (!X)
+        return X.takeError();
+      return make_error<NoFeasiblePlanError>(X->str());
+    }
+
+    // Stage annotations: nodes follow their layer (nodes outside any layer
+    // ride with the first, as in the evaluator).
+    const PlanCost &Best = R->Top.front();
+    std::vector<int> StageOf(Eval.getNumLayers(), 0);
+    for (unsigned S = 0; S < Best.Stages.size(); ++S)
+      for (unsigned L = Best.Stages[S].FirstLayer;
+           L < Best.Stages[S].FirstLayer + Best.Stages[S].NumLayers &&
+           L < StageOf.size();
+           ++L)
+        StageOf[L] = S;
+    for (const auto &NP : CU.M->getGraph().getNodes()) {
+      unsigned L = std::max(0, NP->Layer);
+      NP->Stage = StageOf[std::min<size_t>(L, StageOf.size() - 1)];
+    }
+    CU.Search = std::make_shared<SearchResult>(std::move(*R));
+    return Error::success();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSearchParallelismPass() {
+  return std::make_unique<SearchParallelismPass>();
+}
+
+} // namespace loom
