@@ -117,7 +117,7 @@ std::string uncommentLevel(StringRef Text, uint64_t Devices) {
 #define REQUIRE_ROOT(Root)                                                     \
   std::string Root = sourceRoot();                                             \
   if (Root.empty())                                                            \
-  GTEST_SKIP() << "source tree not found from " << __FILE__
+  FAIL() << "source tree not found from " << __FILE__
 
 //===----------------------------------------------------------------------===//
 // Every file
