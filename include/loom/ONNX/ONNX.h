@@ -26,7 +26,9 @@ struct ImportStats {
 /// Reads a model from a file: ONNX text syntax for `.onnxtxt`/`.onnxtext`/
 /// `.txt` (or content starting with '<' after comments), binary protobuf
 /// otherwise. External data is resolved relative to the file's directory
-/// but not read. Errors name the file (and line:col for text syntax).
+/// but not read. Default-domain opsets 7-17 are taken as they are; opset
+/// 1-6 models are upgraded to opset 7 with ONNX's version converter; newer
+/// ones are rejected. Errors name the file (and line:col for text syntax).
 llvm::Expected<std::unique_ptr<Model>>
 importModelFile(llvm::StringRef Path, ImportStats *Stats = nullptr);
 
