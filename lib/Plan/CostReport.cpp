@@ -44,6 +44,14 @@ static std::string fmtCount(double V) {
   return S;
 }
 
+/// Bytes of the activations a node keeps for backward.
+static double savedBytes(const OpCost &C) {
+  double Saved = 0;
+  for (const Value *V : C.SavedValues)
+    Saved += V->Type.getSizeInBytes().getValueOr(0);
+  return Saved;
+}
+
 static void printSummaryLine(raw_ostream &OS, const Graph &G,
                              const Totals &T) {
   OS << "total: " << G.getNumNodes() << " nodes, forward FLOPs "
@@ -65,6 +73,18 @@ static json::Array noRuleJSON(const Totals &T, const NodeCostMap &Costs) {
                              {"op", N->getQualifiedOpType()},
                              {"reason", Costs.find(N)->second.Cost.NoRuleReason}});
   return A;
+}
+
+/// The summary keys every JSON report ends with, plus \p Key = \p Items.
+static void printTotalsJSON(raw_ostream &OS, const Totals &T,
+                            const NodeCostMap &Costs, StringRef Key,
+                            json::Array Items) {
+  json::Object Root{{Key, std::move(Items)},
+                    {"forward_flops", T.Flops},
+                    {"backward_flops", T.BackwardFlops},
+                    {"parameters", T.ParamCount},
+                    {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
+  OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
 }
 
 void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
@@ -94,10 +114,7 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       O["bytes_read"] = C.BytesRead;
       O["bytes_written"] = C.BytesWritten;
       O["param_count"] = C.ParamCount;
-      double Saved = 0;
-      for (const Value *V : C.SavedValues)
-        Saved += V->Type.getSizeInBytes().getValueOr(0);
-      O["saved_bytes"] = Saved;
+      O["saved_bytes"] = savedBytes(C);
       O["class"] = Info.Class;
       json::Object Times;
       for (const auto &KV : Info.Times)
@@ -106,12 +123,7 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       O["time_s"] = std::move(Times);
       Nodes.push_back(std::move(O));
     }
-    json::Object Root{{"nodes", std::move(Nodes)},
-                      {"forward_flops", T.Flops},
-                      {"backward_flops", T.BackwardFlops},
-                      {"parameters", T.ParamCount},
-                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
-    OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
+    printTotalsJSON(OS, T, Costs, "nodes", std::move(Nodes));
     return;
   }
   OS << "# node costs: op, output, unit, forward FLOPs, bytes read/written, "
@@ -129,9 +141,7 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       OS << " NO COST RULE: " << C.NoRuleReason << "\n";
       continue;
     }
-    double Saved = 0;
-    for (const Value *V : C.SavedValues)
-      Saved += V->Type.getSizeInBytes().getValueOr(0);
+    double Saved = savedBytes(C);
     OS << " unit=" << getComputeUnitName(C.Unit)
        << " flops=" << fmtCount(C.Flops) << " read=" << fmtCount(C.BytesRead)
        << " written=" << fmtCount(C.BytesWritten)
@@ -194,12 +204,7 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
       }
       A.push_back(std::move(O));
     }
-    json::Object Root{{"layers", std::move(A)},
-                      {"forward_flops", T.Flops},
-                      {"backward_flops", T.BackwardFlops},
-                      {"parameters", T.ParamCount},
-                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
-    OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
+    printTotalsJSON(OS, T, Costs, "layers", std::move(A));
     return;
   }
   OS << "# layer costs at the bound batch, on each node's fastest class\n";
