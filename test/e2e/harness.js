@@ -540,6 +540,8 @@ async function main() {
     const want = o.batch_axis === null || o.batch_axis === undefined ? 1 : B;
     if (s.size !== want) failures.push(`output '${o.name}': ranks produced ${s.size} of ${want} samples`);
   }
+  const rankOf = (f) => { const m = /^rank (\d+) /.exec(f); return m ? Number(m[1]) : 1e9; };
+  failures.sort((a, b) => rankOf(a) - rankOf(b));
   const summary = {};
   for (const o of manifest.outputs) {
     const errsO = results.filter(r => r.name === o.name).map(r => r.maxErr);
@@ -549,12 +551,10 @@ async function main() {
     ok: failures.length === 0, ranks: manifest.ranks.length, roles: manifest.roles.length,
     micro_batches: nmb, outputs: summary, failures,
   };
+  for (const [n, s] of Object.entries(summary))
+    console.log(`harness: ${n}: max abs err ${s.max_abs_err === null ? 'n/a' : s.max_abs_err.toExponential(3)} (tol ${s.tol.toExponential(3)}) over ${manifest.ranks.length} ranks, ${nmb} micro-batch(es)`);
+  for (const f of failures) console.log(`harness: FAIL ${f}`);
   if (args.json) console.log(JSON.stringify(line));
-  else {
-    for (const [n, s] of Object.entries(summary))
-      console.log(`harness: ${n}: max abs err ${s.max_abs_err === null ? 'n/a' : s.max_abs_err.toExponential(3)} (tol ${s.tol.toExponential(3)}) over ${manifest.ranks.length} ranks, ${nmb} micro-batch(es)`);
-    for (const f of failures) console.log(`harness: FAIL ${f}`);
-  }
   return failures.length ? 1 : 0;
 }
 
