@@ -5,7 +5,13 @@
 // original model run at the global batch on the same random inputs.
 //
 //   node harness.js --outdir OUT --work WORK --model MODEL.onnx
-//        [--seed N] [--int-range LO:HI] [--json]
+//        [--seed N] [--int-range LO:HI] [--json] [--diagnose]
+//
+// --diagnose: when outputs differ, name per failing rank the first value (in
+// program order) that differs from the original model's value of the same
+// name (WORK/reference_all.onnx from split_graphs.py --reference), comparing
+// a sharded value with its slice where one dim is tp (or ep) times smaller.
+// Inputs of AllReduce/ReduceScatter are skipped (partial sums by design).
 //
 // WORK holds program.json and the plain-ONNX segments written by
 // split_graphs.py. Ranks run as cooperative async tasks: a rank blocks on a
@@ -30,6 +36,7 @@ function parseArgs(argv) {
     else if (k === '--seed') a.seed = Number(v());
     else if (k === '--int-range') a.intRange = v().split(':').map(Number);
     else if (k === '--json') a.json = true;
+    else if (k === '--diagnose') a.diagnose = true;
     else throw new Error(`harness: unknown argument ${k}`);
   }
   if (!a.outdir || !a.work || !a.model) throw new Error('usage: harness.js --outdir OUT --work WORK --model MODEL');
@@ -369,6 +376,7 @@ async function runRank(world, ctx, prog, feedsFor, onOutputs) {
           throw new Error(`${where}: segment ${step.file} failed in ONNX Runtime: ${e.message}`);
         }
         for (const o of step.outputs) env.set(o, res[o]);
+        if (ctx.trace && mb === ctx.order[0]) for (const o of step.outputs) ctx.trace.push({ name: o, t: res[o] });
       } else {
         const xs = step.inputs.map(get);
         let ys;
@@ -380,6 +388,7 @@ async function runRank(world, ctx, prog, feedsFor, onOutputs) {
           throw new Error(`${where}: ${e.message}`);
         }
         step.outputs.forEach((o, i) => { if (o) env.set(o, ys[i]); });
+        if (ctx.trace && mb === ctx.order[0]) step.outputs.forEach((o, i) => { if (o) ctx.trace.push({ name: o, t: ys[i], after: step.op }); });
       }
     }
     const outs = {};
@@ -408,6 +417,53 @@ function compare(ref, got) {
     if (!(e <= maxErr)) { maxErr = e; at = i; if (Number.isNaN(e)) break; }
   }
   return { maxErr, at };
+}
+
+async function diagnose(args, manifest, program, inputs, ctxs, failures, g) {
+  const file = path.join(args.work, 'reference_all.onnx');
+  if (!fs.existsSync(file)) return ['diagnosis: no reference_all.onnx (split_graphs.py --reference)'];
+  const sess = await ort.InferenceSession.create(file, { logSeverityLevel: 3 });
+  const feeds = {};
+  for (const n of sess.inputNames) feeds[n] = inputs[n];
+  const ref = await sess.run(feeds);
+  const failing = new Set(failures.map(f => /^rank (\d+) /.exec(f)).filter(Boolean).map(m => Number(m[1])));
+  const out = [];
+  const plan = manifest.plan;
+  for (const ctx of ctxs) {
+    if (failing.size && !failing.has(ctx.rank)) continue;
+    if (out.length >= 4) break;
+    const prog = program.roles[ctx.role];
+    const partial = new Set();
+    for (const st of prog.steps)
+      if (st.kind === 'hccl' && (st.op === 'HcomAllReduce' || st.op === 'HcomReduceScatter')) st.inputs.forEach(i => partial.add(i));
+    const mb = ctx.order[0];
+    const first = ctx.coords.dp * g.perReplica + mb * g.mbs;
+    let compared = 0, found = null;
+    for (const { name, t } of ctx.trace) {
+      const R = ref[name];
+      if (!R || !t || partial.has(name) || R.type !== t.type || R.dims.length !== t.dims.length) continue;
+      let want = R;
+      if (R.dims.length && R.dims[0] % g.B === 0 && R.dims[0] !== t.dims[0]) {
+        const k = R.dims[0] / g.B;
+        want = sliceAxis(R, 0, first * k, g.mbs * k);
+      }
+      if (want.dims.join() !== t.dims.join()) {
+        const diff = want.dims.map((d, i) => i).filter(i => want.dims[i] !== t.dims[i]);
+        if (diff.length !== 1) continue;
+        const a = diff[0], n = want.dims[a] / t.dims[a];
+        const idx = n === plan.tp ? ctx.coords.tp : n === plan.ep ? ctx.coords.ep : -1;
+        if (idx < 0 || !Number.isInteger(n)) continue;
+        want = sliceAxis(want, a, idx * t.dims[a], t.dims[a]);
+      }
+      const { maxErr } = compare(want, t);
+      compared++;
+      const tl = 1e-4 * Math.max(1, maxAbs(want));
+      if (!(maxErr <= tl)) { found = `'${name}' (max abs error ${maxErr.toExponential(3)}, shape [${t.dims}])`; break; }
+    }
+    out.push(`diagnosis: rank ${ctx.rank} (${ctx.role}, mb ${mb}): ` + (found ? `first value differing from the original model's: ${found}` :
+      `no value with an original name differs (${compared} compared)`));
+  }
+  return out;
 }
 
 function maxAbs(t) { let m = 0; for (const v of toNumbers(t)) m = Math.max(m, Math.abs(Number(v))); return m; }
@@ -480,6 +536,7 @@ async function main() {
   const roleOf = Object.fromEntries(manifest.roles.map(r => [r.graph, r]));
   const consts = new Map();
   const tasks = [];
+  const ctxs = [];
   for (const mr of manifest.ranks) {
     const role = roleOf[mr.graph];
     const prog = program.roles[mr.graph];
@@ -496,7 +553,9 @@ async function main() {
     const ctx = {
       rank: mr.rank, role: mr.graph, coords: mr.coords, manifestRank: mr, order, mb: -1, seen: new Map(),
       work: args.work, consts: consts.get(mr.graph), outputs,
+      trace: args.diagnose ? [] : null,
     };
+    ctxs.push(ctx);
     const dpIdx = mr.coords.dp;
     const feedsFor = (mb) => {
       const f = {};
@@ -542,6 +601,13 @@ async function main() {
   }
   const rankOf = (f) => { const m = /^rank (\d+) /.exec(f); return m ? Number(m[1]) : 1e9; };
   failures.sort((a, b) => rankOf(a) - rankOf(b));
+  if (failures.length && args.diagnose) {
+    try {
+      failures.push(...await diagnose(args, manifest, program, inputs, ctxs, failures, { B, perReplica, mbs }));
+    } catch (e) {
+      failures.push(`diagnosis failed: ${e.message}`);
+    }
+  }
   const summary = {};
   for (const o of manifest.outputs) {
     const errsO = results.filter(r => r.name === o.name).map(r => r.maxErr);

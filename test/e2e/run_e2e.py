@@ -163,11 +163,11 @@ def model_path(work, spec):
 def split_and_check(outdir, wdir, model, int_range="0:16"):
     if os.path.exists(wdir):
         shutil.rmtree(wdir)
-    rc, out = run([PY, os.path.join(HERE, "split_graphs.py"), outdir, wdir])
+    rc, out = run([PY, os.path.join(HERE, "split_graphs.py"), outdir, wdir, "--reference", model])
     if rc != 0:
         return False, f"split_graphs failed: {out.strip()}", None
     rc, out = run(["node", os.path.join(HERE, "harness.js"), "--outdir", outdir, "--work", wdir,
-                   "--model", model, "--int-range", int_range, "--json"])
+                   "--model", model, "--int-range", int_range, "--json", "--diagnose"])
     js = None
     for line in out.splitlines():
         if line.startswith("{"):

@@ -11,9 +11,11 @@ between which it performs the collectives:
               the graph outputs still need. Its inputs/outputs are the values
               crossing its boundary; the initializers it uses are inlined.
 
-Usage: split_graphs.py OUTDIR WORKDIR
+Usage: split_graphs.py OUTDIR WORKDIR [--reference MODEL]
 Writes WORKDIR/program.json and WORKDIR/seg/*.onnx (and WORKDIR/const/*.bin
-for initializers fed straight to an hccl node or a graph output).
+for initializers fed straight to an hccl node or a graph output). With
+--reference, also WORKDIR/reference_all.onnx: MODEL with every intermediate
+value as an output (harness.js --diagnose).
 
 program.json:
   {"outdir": ..., "roles": {GRAPH: {"inputs": [...], "outputs": [...],
@@ -240,10 +242,37 @@ def split_role(outdir, graph_rel, work, tag):
             "hccl_ops": len(hccl_idx), "segments": n_seg}
 
 
+def write_reference_all(model_path, work):
+    """The original model with every intermediate value as an extra output, for
+    the harness's first-divergence diagnosis."""
+    m = onnx.load(model_path)
+    try:
+        inf = shape_inference.infer_shapes(m)
+    except Exception:
+        inf = m
+    types = {}
+    for vi in list(inf.graph.value_info) + list(inf.graph.output) + list(inf.graph.input):
+        if vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    have = {o.name for o in m.graph.output}
+    for n in m.graph.node:
+        for o in n.output:
+            if o and o not in have and o in types:
+                m.graph.output.append(helper.make_tensor_value_info(o, types[o], None))
+                have.add(o)
+    onnx.save(m, os.path.join(work, "reference_all.onnx"))
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    ref = None
+    if "--reference" in args:
+        i = args.index("--reference")
+        ref = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
         raise SystemExit(__doc__)
-    outdir, work = sys.argv[1], sys.argv[2]
+    outdir, work = args
     with open(os.path.join(outdir, "manifest.json")) as f:
         manifest = json.load(f)
     os.makedirs(work, exist_ok=True)
@@ -252,6 +281,8 @@ def main():
         g = role["graph"]
         tag = os.path.splitext(os.path.basename(g))[0]
         roles[g] = split_role(outdir, g, work, f"r{i}_{tag}")
+    if ref:
+        write_reference_all(ref, work)
     with open(os.path.join(work, "program.json"), "w") as f:
         json.dump({"outdir": os.path.abspath(outdir), "roles": roles}, f, indent=1)
     total = sum(r["hccl_ops"] for r in roles.values())
