@@ -349,6 +349,9 @@ async function sendRecv(world, ctx, step, x) {
     throw new Error(`HcomReceive '${step.name}' on rank ${rank}: got micro-batch ${m.mb} from rank ${src} while running micro-batch ${ctx.mb} (schedule orders differ)`);
   if (a.shape && a.shape.join() !== m.t.dims.join())
     throw new Error(`HcomReceive '${step.name}' on rank ${rank}: shape attribute [${a.shape}] but rank ${src} sent [${m.t.dims}] (HcomSend '${m.name}')`);
+  const ONNX_TYPES = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32', 7: 'int64', 9: 'bool', 10: 'float16', 11: 'float64' };
+  if (a.dtype !== undefined && typeof a.dtype === 'number' && ONNX_TYPES[a.dtype] && ONNX_TYPES[a.dtype] !== m.t.type)
+    throw new Error(`HcomReceive '${step.name}' on rank ${rank}: dtype attribute ${a.dtype} (${ONNX_TYPES[a.dtype]}) but rank ${src} sent ${m.t.type}`);
   return [m.t];
 }
 
