@@ -28,6 +28,22 @@ static const PassInfo Registry[] = {
      "Choose dp/tp/pp, sp, micro-batching, recompute, ZeRO and stage "
      "boundaries for the least predicted step time",
      createSearchParallelismPass},
+    {"shard",
+     "Re-bind the model at micro-batch shapes and propagate sharding specs "
+     "for the chosen plan",
+     createShardPass},
+    {"insert-collectives",
+     "Build one graph per role with Hcom* collectives and pipeline "
+     "send/receive",
+     createInsertCollectivesPass},
+    {"schedule",
+     "Order each rank's micro-batches, collectives, transfers and optimizer "
+     "for one step, with predicted times",
+     createSchedulePass},
+    {"emit",
+     "Write manifest.json, graphs/, schedule.json, trace.json and report.txt "
+     "to the output directory",
+     createEmitPass},
 };
 
 llvm::ArrayRef<PassInfo> getRegisteredPasses() { return Registry; }

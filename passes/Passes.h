@@ -14,6 +14,10 @@ std::unique_ptr<Pass> createDetectLayersPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
 std::unique_ptr<Pass> createAssignDeviceClassesPass();
 std::unique_ptr<Pass> createSearchParallelismPass();
+std::unique_ptr<Pass> createShardPass();
+std::unique_ptr<Pass> createInsertCollectivesPass();
+std::unique_ptr<Pass> createSchedulePass();
+std::unique_ptr<Pass> createEmitPass();
 
 //===-- Device-class placement (passes/AssignDeviceClasses.cpp) ----------===//
 

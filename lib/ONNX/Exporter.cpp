@@ -28,6 +28,7 @@ private:
   Error exportTensor(const Tensor &T, onnx::TensorProto &TP);
   Error exportAttribute(const Attribute &A, onnx::AttributeProto &AP);
   const ExportOptions &Opts;
+  uint64_t ExternalOffset = 0;
 };
 
 } // namespace
@@ -186,6 +187,32 @@ Error Exporter::exportGraph(const Graph &G, onnx::GraphProto &GP) {
     T.Name = P->getName().str();
     T.Type = P->Type;
     T.Data = P->Data;
+    if (Opts.ExternalData && P->Data && G.getParent() == nullptr &&
+        P->Type.Elem != DataType::String) {
+      // Stream the bytes out: one tensor in memory at a time.
+      Expected<std::vector<char>> B = P->Data->readRange(0, P->Data->getSize());
+      if (!B)
+        return createStringError(inconvertibleErrorCode(), "parameter '%s': %s",
+                                 T.Name.c_str(),
+                                 toString(B.takeError()).c_str());
+      onnx::TensorProto &TP = *GP.add_initializer();
+      TP.set_name(T.Name);
+      TP.set_data_type(static_cast<int32_t>(T.Type.Elem));
+      for (const Dim &D : T.Type.Dims)
+        TP.add_dims(D.Size);
+      TP.set_data_location(onnx::TensorProto::EXTERNAL);
+      auto Add = [&](const char *K, const std::string &V) {
+        onnx::StringStringEntryProto *E = TP.add_external_data();
+        E->set_key(K);
+        E->set_value(V);
+      };
+      Add("location", Opts.ExternalDataLocation);
+      Add("offset", std::to_string(ExternalOffset));
+      Add("length", std::to_string(B->size()));
+      Opts.ExternalData->write(B->data(), B->size());
+      ExternalOffset += B->size();
+      continue;
+    }
     if (Error E = exportTensor(T, *GP.add_initializer()))
       return E;
   }
@@ -272,8 +299,9 @@ Expected<std::string> exportModel(const Model &M, const ExportOptions &Opts) {
   return Bytes;
 }
 
-Error writeModelFile(const Model &M, StringRef Path) {
-  Expected<std::string> Bytes = exportModel(M);
+Error writeModelFile(const Model &M, StringRef Path,
+                     const ExportOptions &Opts) {
+  Expected<std::string> Bytes = exportModel(M, Opts);
   if (!Bytes)
     return Bytes.takeError();
   std::error_code EC;
@@ -290,6 +318,7 @@ Error writeModelFile(const Model &M, StringRef Path) {
 }
 
 Error checkModel(const Model &M) {
+  registerHcclSchemas();
   onnx::ModelProto P;
   if (Error E = exportToProto(M, ExportOptions(), P))
     return E;
@@ -420,6 +449,7 @@ static Error mergeGraph(Graph &G, const onnx::GraphProto &GP,
 }
 
 Expected<unsigned> inferShapes(Model &M) {
+  registerHcclSchemas();
   onnx::ModelProto P;
   ExportOptions Opts;
   Opts.IncludeParameterData = false;

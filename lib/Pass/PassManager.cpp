@@ -85,6 +85,10 @@ Error PassManager::validate(const PassInstrumentation &PI) const {
   return Check("--stop-after", PI.StopAfter);
 }
 
+void Pass::print(const CompilationUnit &CU, raw_ostream &OS) const {
+  printModel(*CU.M, OS);
+}
+
 Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
                        raw_ostream &Out, raw_ostream &Report) {
   if (Error E = validate(PI))
@@ -108,7 +112,7 @@ Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
     if (is_contained(PI.PrintAfter, P->getArgument().str()) ||
         is_contained(PI.PrintAfter, "all")) {
       Out << "# *** IR Dump After " << P->getArgument() << " ***\n";
-      printModel(*CU.M, Out);
+      P->print(CU, Out);
     }
     if (P->getArgument() == PI.StopAfter)
       break;

@@ -16,6 +16,7 @@
 #include "Passes.h" // printPlacement
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -123,6 +124,31 @@ static cl::opt<bool> PrintPlacement(
     LOOM_OPT("print-placement"),
     cl::desc("Print every node's device class, its time on each class and "
              "why, then totals per class (honours --format)"),
+    cl::cat(LoomCategory));
+
+// The output directory (shard, insert-collectives, schedule, emit).
+static cl::opt<std::string>
+    OutputDir("o", cl::value_desc("DIR"),
+              cl::desc("Write the sharded graphs, manifest.json, "
+                       "schedule.json, trace.json and report.txt to DIR"),
+              cl::cat(LoomCategory));
+static cl::opt<bool> Force(LOOM_OPT("force"),
+                           cl::desc("Replace the output directory if it exists"),
+                           cl::cat(LoomCategory));
+enum class EmitKind { Roles, PerRank };
+static cl::opt<EmitKind> EmitMode(
+    LOOM_OPT("emit"), cl::init(EmitKind::Roles),
+    cl::desc("Graph files to write"),
+    cl::values(clEnumValN(EmitKind::Roles, "roles",
+                          "one graph per distinct role (default)"),
+               clEnumValN(EmitKind::PerRank, "per-rank",
+                          "also one graph file per global rank")),
+    cl::cat(LoomCategory));
+static cl::opt<bool> VerifyOutput(
+    LOOM_OPT("verify-output"),
+    cl::desc("Check the emitted program's invariants (matched send/receive, "
+             "collective order, groups, memory, schedule, ONNX checker and "
+             "shape inference) before writing"),
     cl::cat(LoomCategory));
 
 static StringRef ToolName = "plan-parallel";
@@ -262,6 +288,15 @@ int main(int argc, char **argv) {
     return reportError(Opts.takeError());
   CU.Opts = std::move(*Opts);
   CU.Opts.TopPlans = std::max(1u, (unsigned)TopPlans);
+  CU.Opts.OutputDir = OutputDir;
+  CU.Opts.Force = Force;
+  CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
+  CU.Opts.VerifyOutput = VerifyOutput;
+  if (!OutputDir.empty() && sys::fs::exists(OutputDir) && !Force)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "output directory '%s' exists; pass --force to replace it",
+        OutputDir.c_str()));
   CU.HW = &*HW;
   // What --plan fixes; search-parallelism searches the rest.
   Optional<PlanSpec> Spec;
@@ -290,7 +325,21 @@ int main(int argc, char **argv) {
     if (Error E = PM.parsePipeline(PassPipeline))
       return reportError(std::move(E));
   } else {
-    PM.addDefaultPipeline();
+    // Planning passes; the transform passes when there is an output
+    // directory, or when asked to print or stop after one of them.
+    auto Named = [&](StringRef P) {
+      return StopAfter == P || is_contained(PrintAfter, P.str());
+    };
+    bool Transforms = !OutputDir.empty() || Named("shard") ||
+                      Named("insert-collectives") || Named("schedule");
+    for (const PassInfo &Info : getRegisteredPasses()) {
+      StringRef Arg = Info.Argument;
+      bool IsTransform = Arg == "shard" || Arg == "insert-collectives" ||
+                         Arg == "schedule" || Arg == "emit";
+      if (IsTransform && (!Transforms || (Arg == "emit" && OutputDir.empty())))
+        continue;
+      PM.addPass(Info.Create());
+    }
   }
   PassInstrumentation PI;
   PI.PrintAfter.assign(PrintAfter.begin(), PrintAfter.end());

@@ -23,12 +23,32 @@ struct ImportStats {
   uint64_t MissingExternalBytes = 0;
 };
 
+/// Limits the importer enforces before it builds anything, so that a small
+/// hostile file can exhaust neither the stack nor memory: a 2 MB protobuf
+/// can declare a million empty nodes, and ONNX's text parser recurses once
+/// per nesting level. Real models stay far below them (the largest exported
+/// LLMs have ~10^5 nodes and at most 3-4 levels of If/Loop/Scan). Breaking
+/// one is an error naming the limit, not an out-of-memory kill.
+struct ImportLimits {
+  /// Graphs below the main graph (If/Loop/Scan bodies inside bodies ...).
+  static constexpr unsigned MaxSubgraphDepth = 16;
+  /// Nodes in all graphs together.
+  static constexpr uint64_t MaxNodes = 1000000;
+  /// Inputs, outputs, initializers and value_info entries in all graphs.
+  static constexpr uint64_t MaxValues = 4000000;
+  /// Brackets `(`, `[`, `{` open at once in ONNX text syntax.
+  static constexpr unsigned MaxTextNesting = 128;
+};
+
 /// Reads a model from a file: ONNX text syntax for `.onnxtxt`/`.onnxtext`/
 /// `.txt` (or content starting with '<' after comments), binary protobuf
 /// otherwise. External data is resolved relative to the file's directory
 /// but not read. Default-domain opsets 7-17 are taken as they are; opset
 /// 1-6 models are upgraded to opset 7 with ONNX's version converter; newer
 /// ones are rejected. Errors name the file (and line:col for text syntax).
+/// External data locations must be relative paths inside the model's
+/// directory (no `..`, no absolute or drive paths); symbolic links inside
+/// it are followed, so a cache that links weights to a blob store works.
 llvm::Expected<std::unique_ptr<Model>>
 importModelFile(llvm::StringRef Path, ImportStats *Stats = nullptr);
 
@@ -52,13 +72,25 @@ struct ExportOptions {
   uint64_t SmallParameterBytes = 1024;
   /// Write value_info for every typed intermediate value.
   bool IncludeValueInfo = true;
+  /// When set, the data of every parameter is appended to this stream, one
+  /// tensor at a time (never the whole model in memory), and referenced as
+  /// external data at ExternalDataLocation (relative to the model file).
+  /// Shape-only parameters stay shape-only. A raw_null_ostream reproduces
+  /// the same offsets without writing (graphs that share a data file).
+  llvm::raw_ostream *ExternalData = nullptr;
+  std::string ExternalDataLocation;
 };
 
 /// Serializes the model as a binary ModelProto.
 llvm::Expected<std::string> exportModel(const Model &M,
                                         const ExportOptions &Opts = {});
 /// Writes the model to \p Path (binary protobuf).
-llvm::Error writeModelFile(const Model &M, llvm::StringRef Path);
+llvm::Error writeModelFile(const Model &M, llvm::StringRef Path,
+                           const ExportOptions &Opts = {});
+
+/// Registers the schemas of the `hccl` domain (DESIGN §7) with ONNX so that
+/// the checker and shape inference accept emitted graphs. Idempotent.
+void registerHcclSchemas();
 
 /// Runs onnx::checker on the exported model.
 llvm::Error checkModel(const Model &M);

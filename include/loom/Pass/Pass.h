@@ -28,6 +28,7 @@ namespace loom {
 
 struct HardwareModel;
 struct SearchResult;
+struct ShardedProgram;
 
 enum class RunMode { Train, Infer };
 
@@ -41,6 +42,14 @@ struct CompileOptions {
   llvm::Optional<unsigned> Devices;
   /// Plans search-parallelism ranks (--top).
   unsigned TopPlans = 1;
+  /// The output directory emit writes (-o); empty: plan only.
+  std::string OutputDir;
+  /// Replace an existing OutputDir (--force).
+  bool Force = false;
+  /// Also write one graph file per global rank (--emit per-rank).
+  bool EmitPerRank = false;
+  /// Check the emitted program's invariants (--verify-output).
+  bool VerifyOutput = false;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
@@ -57,6 +66,8 @@ public:
   /// Filled by search-parallelism: the chosen plan first, the runners-up,
   /// and how the search went (loom/Plan/Search.h).
   std::shared_ptr<const SearchResult> Search;
+  /// Filled by shard, insert-collectives and schedule; written by emit.
+  std::shared_ptr<ShardedProgram> Sharded;
   const HardwareModel *HW = nullptr;
   CompileOptions Opts;
   /// Shape-only parameters seen at import (absent external data or
@@ -78,6 +89,9 @@ public:
   virtual llvm::StringRef getArgument() const = 0;
   virtual llvm::StringRef getDescription() const = 0;
   virtual llvm::Error run(CompilationUnit &CU) = 0;
+  /// What --print-after=PASS shows: the model, unless the pass's result
+  /// lives elsewhere (the transform passes print the sharded program).
+  virtual void print(const CompilationUnit &CU, llvm::raw_ostream &OS) const;
 };
 
 struct PassInfo {

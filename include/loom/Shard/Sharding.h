@@ -1,0 +1,198 @@
+//===- Sharding.h - Per-value sharding specs and per-rank programs -*- C++ -*-===//
+//
+// The transform half of Loom (DESIGN §2 passes 9-12) works on a ShardedModel:
+//
+//  * shard: re-binds the model at micro-batch shapes (folded shape constants
+//    encode the batch, so the planning graph cannot be reused), assigns
+//    every node its pipeline chunk, and propagates a sharding spec along the
+//    TP mesh axis through the graph (as MLIR's sharding propagation and XLA's
+//    SPMD partitioner do): Replicated, Split(dim) or Partial(sum). Each node
+//    rule says which input specs it needs; where a producer's spec differs a
+//    reshard is recorded (AllGather, AllReduce, ReduceScatter, a local
+//    Slice), and every rule is exact, so the emitted graphs compute what the
+//    original computes. Megatron's column/row splits, vocab-parallel
+//    embeddings, attention heads, sequence parallelism and channel splits of
+//    convolutions all fall out of the rules; ops without a rule run
+//    replicated. Unrolled expert branches are split over the EP axis.
+//  * insert-collectives: builds one graph per role (pipeline device x tp
+//    rank x ep rank): local shapes, sliced weights (read lazily, slice by
+//    slice), rewritten shape constants, Hcom* nodes for the reshards, and
+//    HcomSend/HcomReceive where a value crosses pipeline devices.
+//  * schedule: the per-rank program of one step.
+//  * emit: the output directory (docs/OutputFormat.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_SHARD_SHARDING_H
+#define LOOM_SHARD_SHARDING_H
+
+#include "loom/IR/Graph.h"
+#include "loom/Plan/PlanCost.h"
+#include "llvm/ADT/DenseMap.h"
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// How a value is laid out along one mesh axis.
+struct AxisSpec {
+  enum Kind : uint8_t { Replicated, Split, Partial };
+  Kind K = Replicated;
+  /// Split: the dim divided among the axis' ranks.
+  int Dim = -1;
+  /// Split into blocks that are each divided (a fused QKV projection whose
+  /// output is Split into Q, K and V): block sizes along Dim, globally.
+  std::vector<int64_t> Blocks;
+
+  static AxisSpec replicated() { return AxisSpec(); }
+  static AxisSpec split(int D) {
+    AxisSpec S;
+    S.K = Split;
+    S.Dim = D;
+    return S;
+  }
+  static AxisSpec partial() {
+    AxisSpec S;
+    S.K = Partial;
+    return S;
+  }
+  bool isReplicated() const { return K == Replicated; }
+  bool isSplit() const { return K == Split; }
+  bool isPartial() const { return K == Partial; }
+  bool operator==(const AxisSpec &O) const {
+    return K == O.K && Dim == O.Dim && Blocks == O.Blocks;
+  }
+  bool operator!=(const AxisSpec &O) const { return !(*this == O); }
+  /// "R", "S(2)", "S(1;blocks=64,32,32)", "P".
+  std::string str() const;
+};
+
+/// Where a rule wants a value that is not already there.
+struct Reshard {
+  enum Kind : uint8_t {
+    AllReduce,     ///< Partial -> Replicated.
+    ReduceScatter, ///< Partial -> Split(Dim) (sequence parallelism).
+    AllGather,     ///< Split(From) -> Replicated.
+    LocalSlice,    ///< Replicated -> Split(Dim): no communication.
+  };
+};
+
+/// How a node's parameter input is sliced for a rank.
+struct ParamSlice {
+  /// Dim of the parameter split along the axis; -1: whole.
+  int Dim = -1;
+  std::vector<int64_t> Blocks;
+};
+
+/// Everything the rules decided for one node of the micro-batch graph.
+struct NodeSharding {
+  /// The spec each input must have when the node runs (size = inputs).
+  std::vector<AxisSpec> InputSpecs;
+  /// The spec of each output.
+  std::vector<AxisSpec> OutputSpecs;
+  /// Special lowering.
+  enum class Lowering : uint8_t {
+    None,
+    /// Gather on a vocab-split table: masked local lookup, partial output.
+    VocabParallelGather,
+    /// Row-parallel Gemm/Conv with a bias: the bias is added once, after
+    /// the partial sums are reduced (a separate Add).
+    BiasAfterReduce,
+    /// Shape of a split value: the global shape, as a constant.
+    GlobalShape,
+  };
+  Lowering Lower = Lowering::None;
+  /// Pipeline chunk (virtual stage) the node runs in.
+  unsigned Chunk = 0;
+  /// EP: the expert whose branch the node belongs to, or -1.
+  int Expert = -1;
+  /// EP: the node's inputs are gathered over the ep group first (axis 0)
+  /// and its partial output is reduce-scattered back (expert region).
+  bool EPRegion = false;
+};
+
+/// Result of the shard pass.
+struct ShardingResult {
+  ParallelPlan Plan;
+  /// The model re-bound at micro-batch shapes (what the roles are cut from).
+  std::unique_ptr<Model> M;
+  std::vector<LayerInfo> Layers;
+  /// Per node of M's main graph.
+  llvm::DenseMap<const Node *, NodeSharding> Nodes;
+  /// Spec of every value as produced (parameters: as stored per rank).
+  llvm::DenseMap<const Value *, AxisSpec> Values;
+  /// Parameter slicing along the TP axis.
+  llvm::DenseMap<const Value *, ParamSlice> Params;
+  /// Pipeline chunks: NumChunks = pp * vpp; chunk c runs on device c % pp.
+  unsigned NumChunks = 1;
+  /// Layers per chunk.
+  std::vector<unsigned> ChunkLayers;
+  /// Per model input/output: the axis the batch is on (-1: none).
+  std::map<std::string, int> InputBatchAxis, OutputBatchAxis;
+  /// Global (planning) shapes of the model's inputs and outputs.
+  std::map<std::string, TensorType> GlobalInputTypes, GlobalOutputTypes;
+  /// EP: number of experts per MoE group (unrolled branches) and which
+  /// expert indices each ep rank owns follow from NumExperts / ep.
+  unsigned NumExperts = 0;
+  /// Notes for the report (ops run replicated for want of a rule, ...).
+  std::vector<std::string> Notes;
+};
+
+/// One distinct graph of the output: pipeline device x tp rank x ep rank.
+struct RoleGraph {
+  unsigned PP = 0, TP = 0, EP = 0;
+  std::string FileName; ///< "pp0_tp1_ep0.onnx"
+  std::unique_ptr<Model> M;
+  std::vector<std::string> Inputs, Outputs; ///< Model inputs/outputs used.
+};
+
+/// One event of a rank's step (schedule.json).
+struct ScheduleEvent {
+  std::string Kind; ///< forward, backward, send, recv, allreduce, ...
+  int MicroBatch = -1, Chunk = -1;
+  double StartS = 0, EndS = 0;
+  std::string Stream, Group, Level, Op;
+  double Bytes = 0;
+  int Peer = -1, Tag = -1, FusionId = -1;
+};
+
+struct RankSchedule {
+  unsigned Rank = 0;
+  std::vector<ScheduleEvent> Events;
+};
+
+/// The transform passes' state in the CompilationUnit.
+struct ShardedProgram {
+  ShardingResult Sharding;
+  std::vector<RoleGraph> Roles;
+  std::vector<RankSchedule> Schedule;
+  double ScheduleStepS = 0;
+};
+
+/// Mesh coordinates of a global rank (docs/OutputFormat.md).
+struct RankCoords {
+  unsigned DP = 0, PP = 0, TP = 0, EP = 0, DPOuter = 0;
+};
+RankCoords getRankCoords(const ParallelPlan &P, unsigned Rank);
+unsigned getRank(const ParallelPlan &P, unsigned PPIdx, unsigned DPIdx,
+                 unsigned TPIdx);
+/// Members of group \p Name ("tp", "pp", "dp", "ep", "dp_ep") of \p Rank.
+std::vector<unsigned> getGroupRanks(const ParallelPlan &P, llvm::StringRef Name,
+                                    unsigned Rank);
+
+/// Propagates specs through \p R.M (already bound, inferred, folded and
+/// with layers detected) for \p R.Plan. Fills Nodes, Values, Params, chunks.
+llvm::Error propagateSharding(ShardingResult &R);
+
+/// Dumps (--print-after): per node its chunk, expert and specs.
+void printShardingResult(const ShardingResult &R, llvm::raw_ostream &OS);
+/// Dumps every role graph.
+void printRoleGraphs(llvm::ArrayRef<RoleGraph> Roles, llvm::raw_ostream &OS);
+
+/// Builds the role graphs (insert-collectives).
+llvm::Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R);
+
+} // namespace loom
+
+#endif // LOOM_SHARD_SHARDING_H

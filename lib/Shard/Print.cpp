@@ -1,0 +1,67 @@
+//===- Print.cpp - Dumps of the sharded program for FileCheck -------------===//
+#include "loom/Shard/Sharding.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace loom {
+
+void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
+  OS << "sharding " << R.Plan.str() << "\n";
+  OS << "chunks " << R.NumChunks << ":";
+  for (unsigned C : R.ChunkLayers)
+    OS << " " << C;
+  OS << " layers\n";
+  const Graph &G = R.M->getGraph();
+  for (const Value *P : G.getParameters()) {
+    auto It = R.Params.find(P);
+    if (It == R.Params.end() || It->second.Dim < 0)
+      continue;
+    AxisSpec S = AxisSpec::split(It->second.Dim);
+    S.Blocks = It->second.Blocks;
+    OS << "param " << P->getName() << " " << P->Type.str() << " " << S.str()
+       << "\n";
+  }
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    auto It = R.Nodes.find(&N);
+    if (It == R.Nodes.end())
+      continue;
+    const NodeSharding &NS = It->second;
+    OS << "node '" << N.getName() << "' " << N.getQualifiedOpType()
+       << " chunk=" << NS.Chunk;
+    if (NS.Expert >= 0)
+      OS << " expert=" << NS.Expert;
+    OS << " in(";
+    for (unsigned I = 0; I < NS.InputSpecs.size(); ++I)
+      OS << (I ? "," : "") << (N.getInput(I) ? NS.InputSpecs[I].str() : "-");
+    OS << ") out(";
+    for (unsigned I = 0; I < NS.OutputSpecs.size(); ++I)
+      OS << (I ? "," : "") << NS.OutputSpecs[I].str();
+    OS << ")";
+    switch (NS.Lower) {
+    case NodeSharding::Lowering::VocabParallelGather:
+      OS << " vocab-parallel";
+      break;
+    case NodeSharding::Lowering::BiasAfterReduce:
+      OS << " bias-after-reduce";
+      break;
+    case NodeSharding::Lowering::GlobalShape:
+      OS << " global-shape";
+      break;
+    case NodeSharding::Lowering::None:
+      break;
+    }
+    OS << "\n";
+  }
+}
+
+void printRoleGraphs(ArrayRef<RoleGraph> Roles, raw_ostream &OS) {
+  for (const RoleGraph &R : Roles) {
+    OS << "role " << R.FileName << " pp=" << R.PP << " tp=" << R.TP
+       << " ep=" << R.EP << "\n";
+    printModel(*R.M, OS);
+  }
+}
+
+} // namespace loom

@@ -1,0 +1,941 @@
+//===- RoleGraphs.cpp - One graph per role, with collectives --------------===//
+//
+// Lowers the sharding decided by Propagation.cpp into one ONNX graph per
+// role (pipeline device x tp rank x ep rank). Every node of the device's
+// chunks is rebuilt with local shapes; where an input arrives in another
+// spec than the node needs, the reshard becomes an Hcom* node (DESIGN §7)
+// or a local Slice; values made on another pipeline device arrive through
+// HcomReceive (sent by HcomSend right after they are made), except values
+// that do not depend on the data (masks, rotary tables), which each device
+// recomputes. Expert branches owned by another ep rank are left out; their
+// tokens are gathered over the ep group before and the weighted sum is
+// reduce-scattered after.
+//
+//===----------------------------------------------------------------------===//
+#include "SlicedTensorData.h"
+#include "loom/Shard/Sharding.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include <map>
+#include <set>
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+using Shape = SmallVector<int64_t, 4>;
+
+Error err(const Twine &Msg) {
+  return createStringError(inconvertibleErrorCode(), Msg.str().c_str());
+}
+
+Attribute copyAttribute(const Attribute &A) {
+  Attribute C;
+  C.Name = A.Name;
+  C.K = A.K;
+  C.F = A.F;
+  C.I = A.I;
+  C.S = A.S;
+  C.Fs = A.Fs;
+  C.Is = A.Is;
+  C.Ss = A.Ss;
+  C.Ts = A.Ts;
+  return C;
+}
+
+Attribute intAttr(StringRef Name, int64_t V) {
+  Attribute A;
+  A.Name = Name.str();
+  A.K = Attribute::Kind::Int;
+  A.I = V;
+  return A;
+}
+Attribute intsAttr(StringRef Name, ArrayRef<int64_t> V) {
+  Attribute A;
+  A.Name = Name.str();
+  A.K = Attribute::Kind::Ints;
+  A.Is.assign(V.begin(), V.end());
+  return A;
+}
+Attribute strAttr(StringRef Name, StringRef V) {
+  Attribute A;
+  A.Name = Name.str();
+  A.K = Attribute::Kind::String;
+  A.S = V.str();
+  return A;
+}
+Attribute tensorAttr(StringRef Name, Tensor T) {
+  Attribute A;
+  A.Name = Name.str();
+  A.K = Attribute::Kind::Tensor;
+  A.Ts.push_back(std::move(T));
+  return A;
+}
+
+/// Which values depend on the model's inputs (the rest each device can
+/// recompute instead of receiving).
+DenseSet<const Value *> findDataDependent(const Graph &G) {
+  DenseSet<const Value *> DD;
+  for (const Value *V : G.getInputs())
+    DD.insert(V);
+  for (const auto &NP : G.getNodes()) {
+    bool Dep = any_of(NP->getInputs(),
+                      [&](const Value *V) { return V && DD.count(V); });
+    // Subgraphs may read outer values by name: be conservative.
+    for (const Attribute &A : NP->getAttributes())
+      if (A.K == Attribute::Kind::Graph || A.K == Attribute::Kind::Graphs)
+        Dep = true;
+    if (Dep)
+      for (const Value *O : NP->getOutputs())
+        if (O)
+          DD.insert(O);
+  }
+  return DD;
+}
+
+/// Cross-device edges: (value, destination device) -> sr_tag.
+struct Edges {
+  std::map<std::pair<std::string, unsigned>, int> Tag;
+  /// Per value: destination devices, in order.
+  DenseMap<const Value *, std::vector<unsigned>> Dests;
+};
+
+class RoleBuilder {
+public:
+  RoleBuilder(const ShardingResult &R, const Edges &E,
+              const DenseSet<const Value *> &DD, unsigned Dev, unsigned TPR,
+              unsigned EPR)
+      : R(R), E(E), DD(DD), Dev(Dev), TPR(TPR), EPR(EPR), TP(R.Plan.TP),
+        EP(R.Plan.EP), Src(R.M->getGraph()) {}
+  Expected<RoleGraph> build();
+
+private:
+  unsigned deviceOf(const Node *N) const {
+    return R.Nodes.lookup(N).Chunk % R.Plan.PP;
+  }
+  AxisSpec producedSpec(const Value *V) const {
+    auto It = R.Values.find(V);
+    return It == R.Values.end() ? AxisSpec() : It->second;
+  }
+  bool ownsExpert(int X) const {
+    if (X < 0 || EP == 1)
+      return true;
+    unsigned Per = R.NumExperts / EP;
+    return (unsigned)X / Per == EPR;
+  }
+  TensorType localType(const Value *V, const AxisSpec &S, bool Gathered) const;
+  Expected<Value *> produced(const Value *V);
+  Expected<Value *> materialize(const Value *V, const AxisSpec &Req);
+  Expected<Value *> epGathered(const Value *V, Value *Local);
+  Expected<Value *> sliceConstant(const Value *V, Value *X,
+                                  const AxisSpec &Req);
+  Expected<Value *> sliceActivation(Value *X, const TensorType &GT,
+                                    const AxisSpec &Req, StringRef Name);
+  /// A copyable attribute for collective(): a string when S is set.
+  struct Attr {
+    const char *Name;
+    int64_t I;
+    const char *S = nullptr;
+  };
+  Expected<Value *> collective(StringRef Op, StringRef Group, Value *X,
+                               StringRef Name, TensorType OutType,
+                               ArrayRef<Attr> Attrs);
+  Value *constInt64(StringRef Name, ArrayRef<int64_t> Shape,
+                    ArrayRef<int64_t> Vals);
+  Value *constScalar(StringRef Name, DataType T, double V);
+  Expected<Node *> add(StringRef Op, StringRef Name, ArrayRef<Value *> In,
+                       ArrayRef<std::string> Out) {
+    return G->addNode(Op, "", Name, In, Out);
+  }
+  std::string fresh(StringRef Base) {
+    std::string N = Base.str();
+    for (unsigned I = 1; G->lookupLocal(N) || UsedNames.count(N); ++I)
+      N = (Base + "." + Twine(I)).str();
+    UsedNames.insert(N);
+    return N;
+  }
+  Error buildNode(const Node &N);
+  Error lowerSpecial(const Node &N, const NodeSharding &NS,
+                     ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
+  void emitSends(const Node &N);
+
+  const ShardingResult &R;
+  const Edges &E;
+  const DenseSet<const Value *> &DD;
+  unsigned Dev, TPR, EPR, TP, EP;
+  const Graph &Src;
+  std::unique_ptr<Model> M;
+  Graph *G = nullptr;
+  DenseMap<const Value *, Value *> Produced;
+  /// Expert-branch outputs of experts this rank does not own, and zero
+  /// accumulators: they contribute nothing to the partial sum.
+  DenseSet<const Value *> Absent;
+  /// Values inside the expert region: gathered over ep.
+  DenseSet<const Value *> InEPRegion;
+  /// EP partial sums (the combine chain).
+  DenseSet<const Value *> EPPartial;
+  std::map<std::pair<const Value *, std::string>, Value *> Converted;
+  DenseMap<const Value *, Value *> Gathered;
+  StringSet<> UsedNames;
+  std::set<const Node *> Building;
+  RoleGraph Out;
+  int64_t EPTokens = -1;
+};
+
+TensorType RoleBuilder::localType(const Value *V, const AxisSpec &S,
+                                  bool EPGathered) const {
+  TensorType T = V->Type;
+  if (S.isSplit() && (unsigned)S.Dim < T.Dims.size() &&
+      T.Dims[S.Dim].isStatic())
+    T.Dims[S.Dim] = Dim(T.Dims[S.Dim].Size / TP);
+  if (EPGathered && !T.Dims.empty() && T.Dims[0].isStatic())
+    T.Dims[0] = Dim(T.Dims[0].Size * EP);
+  return T;
+}
+
+Value *RoleBuilder::constInt64(StringRef Name, ArrayRef<int64_t> Shape,
+                               ArrayRef<int64_t> Vals) {
+  std::string N = fresh(Name);
+  Tensor T = Tensor::makeInt64(Shape, Vals);
+  T.Name = N;
+  Node *C = cantFail(G->addNode("Constant", "", N, {}, {N}));
+  C->getOutput(0)->Type = T.Type;
+  C->addAttribute(tensorAttr("value", std::move(T)));
+  return C->getOutput(0);
+}
+
+Value *RoleBuilder::constScalar(StringRef Name, DataType Ty, double V) {
+  std::string N = fresh(Name);
+  Tensor T = isFloatingPoint(Ty) ? Tensor::makeFromDoubles(Ty, {}, {V})
+                                 : Tensor::makeFromInts(Ty, {}, {(int64_t)V});
+  T.Name = N;
+  Node *C = cantFail(G->addNode("Constant", "", N, {}, {N}));
+  C->getOutput(0)->Type = T.Type;
+  C->addAttribute(tensorAttr("value", std::move(T)));
+  return C->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::collective(StringRef Op, StringRef Group,
+                                          Value *X, StringRef Name,
+                                          TensorType OutType,
+                                          ArrayRef<Attr> Attrs) {
+  std::string NodeName = fresh(("hcom." + Group + "." + Name).str());
+  std::string OutName = fresh(Name);
+  Expected<Node *> N = G->addNode(Op, "hccl", NodeName, {X}, {OutName});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(strAttr("group", Group));
+  for (const Attr &A : Attrs)
+    (*N)->addAttribute(A.S ? strAttr(A.Name, A.S) : intAttr(A.Name, A.I));
+  (*N)->getOutput(0)->Type = std::move(OutType);
+  return (*N)->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::produced(const Value *V) {
+  if (!V)
+    return nullptr;
+  auto It = Produced.find(V);
+  if (It != Produced.end())
+    return It->second;
+  if (V->isInput()) {
+    Expected<Value *> In = G->addInput(V->getName(), V->Type);
+    if (!In)
+      return In.takeError();
+    UsedNames.insert(V->getName());
+    Out.Inputs.push_back(V->getName().str());
+    Produced[V] = *In;
+    return *In;
+  }
+  if (V->isParameter()) {
+    AxisSpec S = producedSpec(V);
+    TensorType T = localType(V, S, false);
+    std::shared_ptr<const TensorData> D = V->Data;
+    auto PI = R.Params.find(V);
+    if (D && TP > 1 && PI != R.Params.end() && PI->second.Dim >= 0)
+      D = std::make_shared<SlicedTensorData>(
+          V->Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem),
+          PI->second.Dim, PI->second.Blocks, TP, TPR);
+    Expected<Value *> P = G->addParameter(V->getName(), T, std::move(D));
+    if (!P)
+      return P.takeError();
+    UsedNames.insert(V->getName());
+    Produced[V] = *P;
+    return *P;
+  }
+  const Node *D = V->getDefiningNode();
+  if (!D)
+    return err("value '" + V->getName() + "' has no producer");
+  if (deviceOf(D) == Dev || !DD.count(V)) {
+    // Made here (or recomputed here: it does not depend on the data).
+    if (Error Er = buildNode(*D))
+      return std::move(Er);
+    It = Produced.find(V);
+    if (It == Produced.end())
+      return err("value '" + V->getName() + "' is not available on pipeline "
+                 "device " + Twine(Dev));
+    return It->second;
+  }
+  // Received from the device that makes it.
+  auto T = E.Tag.find({V->getName().str(), Dev});
+  if (T == E.Tag.end())
+    return err("value '" + V->getName() + "' crosses pipeline devices without "
+               "a send");
+  TensorType LT = localType(V, producedSpec(V), false);
+  std::string Name = V->getName().str();
+  UsedNames.insert(Name);
+  Expected<Node *> N = G->addNode("HcomReceive", "hccl",
+                                  fresh("hcom.pp.recv." + Name), {}, {Name});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(strAttr("group", "pp"));
+  (*N)->addAttribute(intAttr("sr_tag", T->second));
+  (*N)->addAttribute(intAttr("src_rank", deviceOf(D)));
+  SmallVector<int64_t, 4> S = LT.getStaticShape();
+  (*N)->addAttribute(intsAttr("shape", S));
+  (*N)->addAttribute(intAttr("dtype", (int64_t)LT.Elem));
+  (*N)->getOutput(0)->Type = LT;
+  Produced[V] = (*N)->getOutput(0);
+  return (*N)->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
+                                             const AxisSpec &Req) {
+  // A replicated constant (parameter or Constant node) needed split: this
+  // rank's slice as a new initializer.
+  std::shared_ptr<const TensorData> Data = V->Data;
+  if (!V->isParameter()) {
+    const Node *D = V->getDefiningNode();
+    const Attribute *A = D ? D->getAttribute("value") : nullptr;
+    if (!A || A->K != Attribute::Kind::Tensor || A->Ts.empty())
+      return nullptr;
+    Data = A->Ts[0].Data;
+  }
+  (void)X;
+  TensorType T = localType(V, Req, false);
+  if (Data)
+    Data = std::make_shared<SlicedTensorData>(
+        Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem), Req.Dim,
+        Req.Blocks, TP, TPR);
+  std::string Name = fresh((V->getName() + ".tp" + Twine(TPR)).str());
+  return G->addParameter(Name, T, std::move(Data));
+}
+
+Expected<Value *> RoleBuilder::sliceActivation(Value *X, const TensorType &GT,
+                                               const AxisSpec &Req,
+                                               StringRef Name) {
+  // Replicated -> split without communication: this rank's slice, block by
+  // block.
+  Shape S = GT.getStaticShape();
+  std::vector<int64_t> Blocks = Req.Blocks;
+  if (Blocks.empty())
+    Blocks.push_back(S[Req.Dim]);
+  std::vector<Value *> Pieces;
+  int64_t Start = 0;
+  for (int64_t B : Blocks) {
+    int64_t Piece = B / TP;
+    int64_t Lo = Start + TPR * Piece;
+    Value *Starts = constInt64(Name.str() + ".starts", {1}, {Lo});
+    Value *Ends = constInt64(Name.str() + ".ends", {1}, {Lo + Piece});
+    Value *Axes = constInt64(Name.str() + ".axes", {1}, {Req.Dim});
+    std::string ON = fresh(Name.str() + ".slice");
+    Expected<Node *> N = add("Slice", fresh("slice." + Name.str()),
+                             {X, Starts, Ends, Axes}, {ON});
+    if (!N)
+      return N.takeError();
+    TensorType T = GT;
+    T.Dims[Req.Dim] = Dim(Piece);
+    (*N)->getOutput(0)->Type = T;
+    Pieces.push_back((*N)->getOutput(0));
+    Start += B;
+  }
+  if (Pieces.size() == 1)
+    return Pieces[0];
+  std::string ON = fresh(Name.str() + ".blocks");
+  Expected<Node *> N = add("Concat", fresh("concat." + Name.str()), Pieces, {ON});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(intAttr("axis", Req.Dim));
+  TensorType T = GT;
+  T.Dims[Req.Dim] = Dim(S[Req.Dim] / TP);
+  (*N)->getOutput(0)->Type = T;
+  return (*N)->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::materialize(const Value *V,
+                                           const AxisSpec &Req) {
+  if (!V)
+    return nullptr;
+  Expected<Value *> X = produced(V);
+  if (!X || !*X)
+    return X;
+  AxisSpec Cur = producedSpec(V);
+  if (Cur == Req || TP == 1)
+    return *X;
+  auto Key = std::make_pair(V, Req.str());
+  auto It = Converted.find(Key);
+  if (It != Converted.end())
+    return It->second;
+  bool Gath = InEPRegion.count(V);
+  TensorType GT = localType(V, AxisSpec(), Gath);
+  std::string Base = V->getName().str();
+  Value *Result = nullptr;
+  bool ConstLike = V->isParameter() ||
+                   (V->getDefiningNode() &&
+                    V->getDefiningNode()->getOpType() == "Constant");
+  if (Cur.isPartial()) {
+    if (Req.isReplicated()) {
+      Expected<Value *> Y = collective(
+          "HcomAllReduce", "tp", *X, Base + ".allreduce", GT,
+          {{"reduction", 0, "sum"}});
+      if (!Y)
+        return Y.takeError();
+      Result = *Y;
+    } else if (Req.isSplit() && Req.Blocks.empty()) {
+      Expected<Value *> Y = collective(
+          "HcomReduceScatter", "tp", *X, Base + ".reducescatter",
+          localType(V, Req, Gath),
+          {{"reduction", 0, "sum"}, {"rank_size", TP},
+           {"axis", Req.Dim}});
+      if (!Y)
+        return Y.takeError();
+      Result = *Y;
+    } else {
+      return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
+                 " to " + Req.str());
+    }
+  } else if (Cur.isSplit() && Req.isReplicated()) {
+    if (!Cur.Blocks.empty())
+      return err("cannot gather '" + V->getName() + "' split in blocks");
+    Expected<Value *> Y = collective(
+        "HcomAllGather", "tp", *X, Base + ".allgather", GT,
+        {{"rank_size", TP}, {"axis", Cur.Dim}});
+    if (!Y)
+      return Y.takeError();
+    Result = *Y;
+  } else if (Cur.isReplicated() && Req.isSplit()) {
+    if (ConstLike && !Gath) {
+      Expected<Value *> Y = sliceConstant(V, *X, Req);
+      if (!Y)
+        return Y.takeError();
+      Result = *Y;
+    }
+    if (!Result) {
+      Expected<Value *> Y = sliceActivation(*X, GT, Req, Base);
+      if (!Y)
+        return Y.takeError();
+      Result = *Y;
+    }
+  } else if (Cur.isSplit() && Req.isSplit()) {
+    Expected<Value *> Full = materialize(V, AxisSpec());
+    if (!Full)
+      return Full.takeError();
+    Expected<Value *> Y = sliceActivation(*Full, GT, Req, Base);
+    if (!Y)
+      return Y.takeError();
+    Result = *Y;
+  } else if (Req.isPartial()) {
+    // A replicated operand of a sum of partials: only zeros qualify, and
+    // the rules only ask for it then.
+    Result = *X;
+  } else {
+    return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
+               " to " + Req.str());
+  }
+  Converted[Key] = Result;
+  return Result;
+}
+
+Expected<Value *> RoleBuilder::epGathered(const Value *V, Value *Local) {
+  auto It = Gathered.find(V);
+  if (It != Gathered.end())
+    return It->second;
+  TensorType T = Local->Type;
+  if (!T.Dims.empty() && T.Dims[0].isStatic())
+    T.Dims[0] = Dim(T.Dims[0].Size * EP);
+  Expected<Value *> Y =
+      collective("HcomAllGather", "ep", Local,
+                 (Local->getName() + ".epgather").str(), T,
+                 {{"rank_size", EP}, {"axis", 0}});
+  if (!Y)
+    return Y.takeError();
+  Gathered[V] = *Y;
+  return *Y;
+}
+
+void RoleBuilder::emitSends(const Node &N) {
+  for (const Value *O : N.getOutputs()) {
+    if (!O)
+      continue;
+    auto D = E.Dests.find(O);
+    if (D == E.Dests.end() || deviceOf(&N) != Dev)
+      continue;
+    Value *X = Produced.lookup(O);
+    if (!X)
+      continue;
+    for (unsigned Dst : D->second) {
+      int Tag = E.Tag.at({O->getName().str(), Dst});
+      Node *S = cantFail(G->addNode(
+          "HcomSend", "hccl",
+          fresh(("hcom.pp.send." + O->getName() + ".to" + Twine(Dst)).str()),
+          {X}, {}));
+      S->addAttribute(strAttr("group", "pp"));
+      S->addAttribute(intAttr("sr_tag", Tag));
+      S->addAttribute(intAttr("dest_rank", Dst));
+    }
+  }
+}
+
+Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
+                                ArrayRef<Value *> In,
+                                ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  switch (NS.Lower) {
+  case NodeSharding::Lowering::GlobalShape: {
+    Shape S = N.getInput(0)->Type.getStaticShape();
+    std::vector<int64_t> Vals;
+    if (N.getOpType() == "Size") {
+      int64_t P = 1;
+      for (int64_t D : S)
+        P *= D;
+      Vals.push_back(P);
+    } else {
+      int64_t Start = N.getAttrInt("start", 0), End = N.getAttrInt("end", S.size());
+      if (Start < 0)
+        Start += S.size();
+      if (End < 0)
+        End += S.size();
+      Start = std::max<int64_t>(0, std::min<int64_t>(Start, S.size()));
+      End = std::max<int64_t>(Start, std::min<int64_t>(End, S.size()));
+      Vals.assign(S.begin() + Start, S.begin() + End);
+    }
+    Tensor T = Tensor::makeInt64(
+        N.getOpType() == "Size" ? ArrayRef<int64_t>() : ArrayRef<int64_t>((int64_t)Vals.size()),
+        Vals);
+    T.Name = OutNames[0];
+    Expected<Node *> C = add("Constant", N.getName(), {}, {OutNames[0]});
+    if (!C)
+      return C.takeError();
+    (*C)->getOutput(0)->Type = T.Type;
+    (*C)->addAttribute(tensorAttr("value", std::move(T)));
+    Produced[Y] = (*C)->getOutput(0);
+    return Error::success();
+  }
+  case NodeSharding::Lowering::VocabParallelGather: {
+    Value *Table = In[0], *Ids = In[1];
+    int64_t Rows = Table->Type.Dims[0].Size;
+    DataType IT = Ids->Type.Elem;
+    std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+    Value *Start = constScalar(B + ".vocab_start", IT, (double)(TPR * Rows));
+    Value *Count = constScalar(B + ".vocab_rows", IT, (double)Rows);
+    Value *Zero = constScalar(B + ".zero_index", IT, 0);
+    TensorType IdT = Ids->Type;
+    TensorType BoolT = IdT;
+    BoolT.Elem = DataType::Bool;
+    auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
+                  TensorType T) -> Expected<Value *> {
+      std::string ON = fresh(B + "." + Suffix.str());
+      Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
+      if (!Nd)
+        return Nd.takeError();
+      (*Nd)->getOutput(0)->Type = std::move(T);
+      return (*Nd)->getOutput(0);
+    };
+    Expected<Value *> Local = Op("Sub", {Ids, Start}, "local_ids", IdT);
+    if (!Local)
+      return Local.takeError();
+    Expected<Value *> Below = Op("Less", {*Local, Zero}, "below", BoolT);
+    if (!Below)
+      return Below.takeError();
+    Expected<Value *> NotBelow = Op("Not", {*Below}, "not_below", BoolT);
+    if (!NotBelow)
+      return NotBelow.takeError();
+    Expected<Value *> InRange = Op("Less", {*Local, Count}, "in_range", BoolT);
+    if (!InRange)
+      return InRange.takeError();
+    Expected<Value *> Valid = Op("And", {*NotBelow, *InRange}, "valid", BoolT);
+    if (!Valid)
+      return Valid.takeError();
+    Expected<Value *> Safe = Op("Where", {*Valid, *Local, Zero}, "safe_ids", IdT);
+    if (!Safe)
+      return Safe.takeError();
+    TensorType GTy = localType(Y, AxisSpec(), false);
+    Expected<Value *> Rows2 = Op("Gather", {Table, *Safe}, "rows", GTy);
+    if (!Rows2)
+      return Rows2.takeError();
+    TensorType MaskT = BoolT;
+    MaskT.Dims.push_back(Dim(1));
+    Value *Mask;
+    if (R.M->getOpsetVersion("") >= 13) {
+      Value *Ax = constInt64(B + ".mask_axis", {1}, {-1});
+      Expected<Value *> U = Op("Unsqueeze", {*Valid, Ax}, "mask", MaskT);
+      if (!U)
+        return U.takeError();
+      Mask = *U;
+    } else {
+      std::string ON = fresh(B + ".mask");
+      Expected<Node *> Nd = add("Unsqueeze", fresh(B + "/mask"), {*Valid}, {ON});
+      if (!Nd)
+        return Nd.takeError();
+      (*Nd)->addAttribute(intsAttr("axes", {(int64_t)IdT.getRank()}));
+      (*Nd)->getOutput(0)->Type = MaskT;
+      Mask = (*Nd)->getOutput(0);
+    }
+    Value *ZeroF = constScalar(B + ".zero", Y->Type.Elem, 0);
+    Expected<Node *> W = add("Where", N.getName(), {Mask, *Rows2, ZeroF},
+                             {OutNames[0]});
+    if (!W)
+      return W.takeError();
+    (*W)->getOutput(0)->Type = GTy;
+    Produced[Y] = (*W)->getOutput(0);
+    return Error::success();
+  }
+  case NodeSharding::Lowering::BiasAfterReduce: {
+    // Row-parallel Gemm/Conv: partial products, reduced, then the bias once.
+    std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+    std::string PN = fresh(OutNames[0] + ".partial");
+    SmallVector<Value *, 2> Ins = {In[0], In[1]};
+    Expected<Node *> Mm = add(N.getOpType(), N.getName(), Ins, {PN});
+    if (!Mm)
+      return Mm.takeError();
+    for (const Attribute &A : N.getAttributes())
+      if (A.Name != "beta")
+        (*Mm)->addAttribute(copyAttribute(A));
+    TensorType T = localType(Y, AxisSpec(), false);
+    (*Mm)->getOutput(0)->Type = T;
+    Expected<Value *> Red =
+        collective("HcomAllReduce", "tp", (*Mm)->getOutput(0),
+                   OutNames[0] + ".allreduce", T, {{"reduction", 0, "sum"}});
+    if (!Red)
+      return Red.takeError();
+    Value *Bias = In[2];
+    if (N.getOpType() == "Conv") {
+      // [Co] -> [Co, 1, ..., 1] to broadcast over the spatial dims.
+      unsigned Spatial = T.getRank() - 2;
+      std::vector<int64_t> S = {Bias->Type.Dims[0].Size};
+      S.insert(S.end(), Spatial, 1);
+      Value *SV = constInt64(B + ".bias_shape", {(int64_t)S.size()}, S);
+      std::string RN = fresh(B + ".bias");
+      Expected<Node *> Rs = add("Reshape", fresh(B + "/bias_reshape"),
+                                {Bias, SV}, {RN});
+      if (!Rs)
+        return Rs.takeError();
+      TensorType BT = Bias->Type;
+      BT.Dims.clear();
+      for (int64_t D : S)
+        BT.Dims.push_back(Dim(D));
+      (*Rs)->getOutput(0)->Type = BT;
+      Bias = (*Rs)->getOutput(0);
+    } else if (N.getAttrFloat("beta", 1.0f) != 1.0f) {
+      Tensor BetaT = Tensor::makeFromDoubles(Bias->Type.Elem, {},
+                                             {N.getAttrFloat("beta", 1.0f)});
+      Value *Beta = constScalar(B + ".beta", Bias->Type.Elem,
+                                N.getAttrFloat("beta", 1.0f));
+      std::string MN = fresh(B + ".scaled_bias");
+      Expected<Node *> Mu = add("Mul", fresh(B + "/beta"), {Bias, Beta}, {MN});
+      if (!Mu)
+        return Mu.takeError();
+      (*Mu)->getOutput(0)->Type = Bias->Type;
+      Bias = (*Mu)->getOutput(0);
+    }
+    Expected<Node *> Ad = add("Add", fresh(B + "/bias"), {*Red, Bias},
+                              {OutNames[0]});
+    if (!Ad)
+      return Ad.takeError();
+    (*Ad)->getOutput(0)->Type = T;
+    Produced[Y] = (*Ad)->getOutput(0);
+    return Error::success();
+  }
+  case NodeSharding::Lowering::None:
+    break;
+  }
+  return Error::success();
+}
+
+Error RoleBuilder::buildNode(const Node &N) {
+  if (Produced.count(N.getOutput(0)) ||
+      (N.getNumOutputs() && !N.getOutput(0) && false))
+    return Error::success();
+  if (!Building.insert(&N).second)
+    return err("node '" + N.getName() + "' depends on itself across devices");
+  auto NI = R.Nodes.find(&N);
+  if (NI == R.Nodes.end())
+    return err("node '" + N.getName() + "' has no sharding");
+  const NodeSharding &NS = NI->second;
+  for (const Attribute &A : N.getAttributes())
+    if (A.K == Attribute::Kind::Graph || A.K == Attribute::Kind::Graphs)
+      return err("node '" + N.getName() + "' (" + N.getOpType() +
+                 ") has a subgraph; control flow is not emitted yet");
+
+  // Expert parallelism: a branch of an expert another ep rank owns is left
+  // out; the combine chain skips what is absent.
+  bool IsBranch = NS.Expert >= 0;
+  if (IsBranch && !ownsExpert(NS.Expert)) {
+    for (const Value *O : N.getOutputs())
+      if (O)
+        Absent.insert(O);
+    Produced[N.getOutput(0)] = nullptr;
+    return Error::success();
+  }
+  bool AnyEPIn = false;
+  for (const Value *V : N.getInputs())
+    if (V && (Absent.count(V) || EPPartial.count(V) || InEPRegion.count(V)))
+      AnyEPIn = true;
+  if (!IsBranch && AnyEPIn && N.getOpType() == "Add" && N.getNumInputs() == 2) {
+    // The combine chain: a sum over experts of which this rank holds some.
+    const Value *A = N.getInput(0), *B = N.getInput(1);
+    auto Skip = [&](const Value *V) {
+      return Absent.count(V) || (!InEPRegion.count(V) && !EPPartial.count(V) &&
+                                 !DD.count(V));
+    };
+    const Value *Y = N.getOutput(0);
+    bool SA = Skip(A), SB = Skip(B);
+    if (SA && SB) {
+      Absent.insert(Y);
+      Produced[Y] = nullptr;
+      return Error::success();
+    }
+    if (SA || SB) {
+      const Value *Keep = SA ? B : A;
+      Expected<Value *> X = materialize(Keep, NS.InputSpecs[SA ? 1 : 0]);
+      if (!X)
+        return X.takeError();
+      Produced[Y] = *X;
+      EPPartial.insert(Y);
+      InEPRegion.insert(Y);
+      return Error::success();
+    }
+    EPPartial.insert(Y);
+    InEPRegion.insert(Y);
+  }
+
+  SmallVector<Value *, 4> In;
+  for (unsigned I = 0; I < N.getNumInputs(); ++I) {
+    const Value *V = N.getInput(I);
+    if (!V) {
+      In.push_back(nullptr);
+      continue;
+    }
+    if (NS.Lower == NodeSharding::Lowering::GlobalShape) {
+      In.push_back(nullptr);
+      continue;
+    }
+    if (EPPartial.count(V) && !(EPPartial.count(N.getOutput(0)))) {
+      // Leaving the expert region: the sum over experts, scattered back to
+      // this rank's tokens.
+      Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
+      if (!X)
+        return X.takeError();
+      TensorType T = (*X)->Type;
+      if (!T.Dims.empty())
+        T.Dims[0] = Dim(T.Dims[0].Size / EP);
+      auto Key = std::make_pair(V, std::string("ep-rs") + NS.InputSpecs[I].str());
+      auto It = Converted.find(Key);
+      if (It == Converted.end()) {
+        Expected<Value *> Y = collective(
+            "HcomReduceScatter", "ep", *X, ((*X)->getName() + ".epscatter").str(),
+            T,
+            {{"reduction", 0, "sum"}, {"rank_size", EP},
+             {"axis", 0}});
+        if (!Y)
+          return Y.takeError();
+        It = Converted.emplace(Key, *Y).first;
+      }
+      In.push_back(It->second);
+      continue;
+    }
+    Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
+    if (!X)
+      return X.takeError();
+    if (IsBranch && *X && DD.count(V) && !InEPRegion.count(V)) {
+      // Tokens entering an expert branch: every expert sees every token of
+      // the ep group.
+      Expected<Value *> Y = epGathered(V, *X);
+      if (!Y)
+        return Y.takeError();
+      X = *Y;
+    } else if (IsBranch && *X && !DD.count(V) && EPTokens > 0 &&
+               (*X)->Type.getRank() && (*X)->Type.Dims[0].Size == EPTokens &&
+               !V->isParameter()) {
+      return err("node '" + N.getName() + "': constant '" + V->getName() +
+                 "' has one row per token; ep>1 cannot emit it");
+    }
+    In.push_back(*X);
+  }
+
+  // Output names: model outputs keep their names for the final,
+  // replicated value.
+  SmallVector<std::string, 2> OutNames;
+  for (unsigned O = 0; O < N.getNumOutputs(); ++O) {
+    const Value *V = N.getOutput(O);
+    if (!V) {
+      OutNames.push_back("");
+      continue;
+    }
+    bool IsModelOut = is_contained(Src.getOutputs(), V);
+    std::string Name = V->getName().str();
+    if (IsModelOut && (NS.OutputSpecs[O] != AxisSpec() || IsBranch || AnyEPIn))
+      Name += ".local";
+    OutNames.push_back(fresh(Name));
+  }
+
+  if (NS.Lower != NodeSharding::Lowering::None) {
+    if (Error Er = lowerSpecial(N, NS, In, OutNames))
+      return Er;
+  } else {
+    // Shape-carrying inputs follow the local output shape.
+    StringRef Op = N.getOpType();
+    const Value *Y = N.getOutput(0);
+    bool YGathered = IsBranch || AnyEPIn;
+    if ((Op == "Reshape" || Op == "Expand") && Y &&
+        (!NS.OutputSpecs[0].isReplicated() || YGathered) &&
+        !NS.OutputSpecs[0].isPartial()) {
+      TensorType LT = localType(Y, NS.OutputSpecs[0], YGathered);
+      if (LT.isStatic())
+        In[1] = constInt64(N.getName().str() + ".local_shape",
+                           {(int64_t)LT.getRank()}, LT.getStaticShape());
+    }
+    if (Op == "Reshape" && Y && NS.OutputSpecs[0].isPartial() && YGathered) {
+      TensorType LT = localType(Y, AxisSpec(), true);
+      In[1] = constInt64(N.getName().str() + ".local_shape",
+                         {(int64_t)LT.getRank()}, LT.getStaticShape());
+    }
+    std::vector<Attribute> Attrs;
+    for (const Attribute &A : N.getAttributes())
+      Attrs.push_back(copyAttribute(A));
+    if (Op == "Split" && !NS.InputSpecs.empty() &&
+        !NS.InputSpecs[0].Blocks.empty()) {
+      std::vector<int64_t> Local;
+      for (int64_t B : NS.InputSpecs[0].Blocks)
+        Local.push_back(B / TP);
+      bool InAttr = false;
+      for (Attribute &A : Attrs)
+        if (A.Name == "split") {
+          A.Is = Local;
+          InAttr = true;
+        }
+      if (!InAttr && N.getNumInputs() > 1 && N.getInput(1))
+        In[1] = constInt64(N.getName().str() + ".local_split",
+                           {(int64_t)Local.size()}, Local);
+    }
+    Expected<Node *> C =
+        G->addNode(Op, N.getDomain(), N.getName(), In, OutNames);
+    if (!C)
+      return C.takeError();
+    (*C)->setAttributes(std::move(Attrs));
+    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+      if (const Value *V = N.getOutput(O)) {
+        (*C)->getOutput(O)->Type =
+            localType(V, NS.OutputSpecs[O], YGathered);
+        Produced[V] = (*C)->getOutput(O);
+      }
+  }
+  for (const Value *O : N.getOutputs())
+    if (O && (IsBranch || (AnyEPIn && EPPartial.count(N.getOutput(0)))))
+      InEPRegion.insert(O);
+  Building.erase(&N);
+  emitSends(N);
+  return Error::success();
+}
+
+Expected<RoleGraph> RoleBuilder::build() {
+  M = std::make_unique<Model>();
+  const Model &SM = *R.M;
+  M->IRVersion = std::max<int64_t>(SM.IRVersion, 8);
+  M->Opsets = SM.Opsets;
+  M->Opsets.push_back({"hccl", 1});
+  M->ProducerName = "loom";
+  M->BaseDir = SM.BaseDir;
+  Out.PP = Dev;
+  Out.TP = TPR;
+  Out.EP = EPR;
+  Out.FileName = ("pp" + Twine(Dev) + "_tp" + Twine(TPR) +
+                  (EP > 1 ? "_ep" + Twine(EPR) : Twine()) + ".onnx")
+                     .str();
+  G = &M->getGraph();
+  G->setName((Src.getName() + "_" + StringRef(Out.FileName).drop_back(5)).str());
+  if (EP > 1) {
+    // Token count of the expert region (rows of the tokens every expert
+    // reads), to refuse per-token constants we cannot widen.
+    for (const auto &NP : Src.getNodes())
+      if (R.Nodes.lookup(NP.get()).Expert >= 0)
+        for (const Value *V : NP->getInputs())
+          if (V && DD.count(V) && R.Nodes.lookup(V->getDefiningNode()).Expert < 0 &&
+              V->Type.getRank() && V->Type.Dims[0].isStatic()) {
+            EPTokens = V->Type.Dims[0].Size;
+            break;
+          }
+  }
+  for (const auto &NP : Src.getNodes())
+    if (deviceOf(NP.get()) == Dev)
+      if (Error Er = buildNode(*NP))
+        return std::move(Er);
+  // Model outputs made on this device, replicated over tp.
+  for (const Value *V : Src.getOutputs()) {
+    const Node *D = V->getDefiningNode();
+    if (!D || deviceOf(D) != Dev)
+      continue;
+    Expected<Value *> X = materialize(V, AxisSpec());
+    if (!X)
+      return X.takeError();
+    Value *Y = *X;
+    if (EPPartial.count(V))
+      return err("model output '" + V->getName() + "' is an expert sum");
+    if (Y->getName() != V->getName()) {
+      Expected<Node *> Id = G->addNode("Identity", "", fresh(("output." + V->getName()).str()), {Y},
+                                       {V->getName().str()});
+      if (!Id)
+        return Id.takeError();
+      (*Id)->getOutput(0)->Type = Y->Type;
+      Y = (*Id)->getOutput(0);
+    }
+    G->addOutput(Y);
+    Out.Outputs.push_back(V->getName().str());
+  }
+  Out.M = std::move(M);
+  return std::move(Out);
+}
+
+} // namespace
+
+Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
+  const Graph &G = R.M->getGraph();
+  DenseSet<const Value *> DD = findDataDependent(G);
+  // Cross-device edges, tagged in the order their producers appear.
+  Edges E;
+  int NextTag = 0;
+  auto DevOf = [&](const Node *N) { return R.Nodes.lookup(N).Chunk % R.Plan.PP; };
+  for (const auto &NP : G.getNodes()) {
+    unsigned Dst = DevOf(NP.get());
+    for (const Value *V : NP->getInputs()) {
+      if (!V || !DD.count(V) || V->isInput())
+        continue;
+      const Node *D = V->getDefiningNode();
+      if (!D || DevOf(D) == Dst)
+        continue;
+      auto Key = std::make_pair(V->getName().str(), Dst);
+      if (E.Tag.count(Key))
+        continue;
+      E.Tag[Key] = NextTag++;
+      E.Dests[V].push_back(Dst);
+    }
+  }
+  std::vector<RoleGraph> Roles;
+  for (unsigned P = 0; P < R.Plan.PP; ++P)
+    for (unsigned T = 0; T < R.Plan.TP; ++T)
+      for (unsigned X = 0; X < R.Plan.EP; ++X) {
+        RoleBuilder B(R, E, DD, P, T, X);
+        Expected<RoleGraph> RG = B.build();
+        if (!RG)
+          return createStringError(inconvertibleErrorCode(),
+                                   "role pp%u/tp%u/ep%u: %s", P, T, X,
+                                   toString(RG.takeError()).c_str());
+        Roles.push_back(std::move(*RG));
+      }
+  return std::move(Roles);
+}
+
+} // namespace loom

@@ -1,0 +1,366 @@
+//===- Schedule.cpp - The per-rank program of one step --------------------===//
+//
+// Orders each pipeline device's forward and backward micro-batches as 1F1B
+// (Narayanan et al. 2021; interleaved when vpp > 1, in Megatron-LM's chunk
+// order), lays them on a timeline with the planner's per-micro-batch times
+// (PlanCost), and puts inside each the collectives of the device's role
+// graph, the pipeline sends and receives around it, the DP gradient buckets
+// overlapped with the last backward, and the optimizer. Times are the cost
+// model's predictions; the order is what a runtime must follow.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Shard/Sharding.h"
+#include "loom/Shard/Schedule.h"
+#include "llvm/ADT/StringMap.h"
+#include <algorithm>
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+struct Item {
+  bool Forward;
+  unsigned MB, Chunk;
+  double Start = -1, End = -1;
+};
+
+/// Megatron-LM's order of (micro-batch, chunk) items on device \p Dev.
+std::vector<Item> orderItems(unsigned PP, unsigned VPP, unsigned M,
+                             unsigned Dev, bool Train) {
+  unsigned Total = M * VPP;
+  bool Interleave = VPP > 1 && M % PP == 0;
+  auto At = [&](unsigned K, bool Fwd) {
+    unsigned MB, V;
+    if (Interleave) {
+      V = (K / PP) % VPP;
+      MB = (K / (PP * VPP)) * PP + K % PP;
+    } else {
+      V = K % VPP;
+      MB = K / VPP;
+    }
+    if (!Fwd)
+      V = VPP - 1 - V;
+    return Item{Fwd, MB, V * PP + Dev};
+  };
+  std::vector<Item> Out;
+  if (!Train) {
+    for (unsigned K = 0; K < Total; ++K)
+      Out.push_back(At(K, true));
+    return Out;
+  }
+  unsigned Warm = VPP == 1 ? std::min(PP - Dev - 1, M)
+                           : std::min((PP - Dev - 1) * 2 + (VPP - 1) * PP,
+                                      Total);
+  unsigned F = 0, B = 0;
+  for (; F < Warm; ++F)
+    Out.push_back(At(F, true));
+  while (F < Total) {
+    Out.push_back(At(F++, true));
+    Out.push_back(At(B++, false));
+  }
+  while (B < Total)
+    Out.push_back(At(B++, false));
+  return Out;
+}
+
+CollectiveKind kindOf(StringRef Kind) {
+  if (Kind == "allgather")
+    return CollectiveKind::AllGather;
+  if (Kind == "reducescatter")
+    return CollectiveKind::ReduceScatter;
+  if (Kind == "alltoall")
+    return CollectiveKind::AllToAll;
+  return CollectiveKind::AllReduce;
+}
+
+std::string eventKind(StringRef Op) {
+  if (Op == "HcomAllGather")
+    return "allgather";
+  if (Op == "HcomReduceScatter")
+    return "reducescatter";
+  if (Op == "HcomAllToAllV")
+    return "alltoall";
+  return "allreduce";
+}
+
+struct Comm {
+  std::string Op, Kind, Group;
+  double Bytes = 0;
+  int Peer = -1, Tag = -1;
+  unsigned Chunk = 0;
+};
+
+} // namespace
+
+Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
+                    const ScheduleContext &Ctx) {
+  const ShardingResult &R = SP.Sharding;
+  const ParallelPlan &P = R.Plan;
+  unsigned PP = P.PP, VPP = R.NumChunks / PP, M = P.NumMicroBatches;
+  StringMap<unsigned> ChunkOfName;
+  for (const auto &NP : R.M->getGraph().getNodes())
+    if (!NP->getName().empty())
+      ChunkOfName[NP->getName()] = R.Nodes.lookup(NP.get()).Chunk;
+
+  auto LevelName = [&](const GroupShape &S) -> std::string {
+    int L = S.outermostLevel();
+    if (L < 0 || (unsigned)L >= Ctx.HW->Topology.size())
+      return "local";
+    return Ctx.HW->Topology[L].Name;
+  };
+
+  // Per role: its communication, chunk by chunk.
+  std::map<std::tuple<unsigned, unsigned, unsigned>, std::vector<Comm>> Comms;
+  std::map<std::tuple<unsigned, unsigned, unsigned>, double> ParamBytes;
+  for (const RoleGraph &RG : SP.Roles) {
+    std::vector<Comm> &Cs = Comms[{RG.PP, RG.TP, RG.EP}];
+    double PB = 0;
+    for (const Value *V : RG.M->getGraph().getParameters())
+      PB += (double)V->Type.getSizeInBytes().getValueOr(0);
+    ParamBytes[{RG.PP, RG.TP, RG.EP}] = PB;
+    unsigned Cur = RG.PP;
+    for (const auto &NP : RG.M->getGraph().getNodes()) {
+      const Node &N = *NP;
+      auto It = ChunkOfName.find(N.getName());
+      if (N.getDomain() != "hccl") {
+        if (It != ChunkOfName.end())
+          Cur = It->second;
+        continue;
+      }
+      Comm C;
+      C.Op = N.getName().str();
+      C.Group = N.getAttrString("group", "").str();
+      C.Chunk = Cur;
+      const Value *X = N.getNumInputs() ? N.getInput(0) : N.getOutput(0);
+      C.Bytes = X ? (double)X->Type.getSizeInBytes().getValueOr(0) : 0;
+      if (N.getOpType() == "HcomSend") {
+        C.Kind = "send";
+        C.Peer = N.getAttrInt("dest_rank", 0);
+        C.Tag = N.getAttrInt("sr_tag", 0);
+      } else if (N.getOpType() == "HcomReceive") {
+        C.Kind = "recv";
+        C.Peer = N.getAttrInt("src_rank", 0);
+        C.Tag = N.getAttrInt("sr_tag", 0);
+        // A receive feeds the chunk of the node after it.
+        C.Chunk = ~0u;
+      } else {
+        C.Kind = eventKind(N.getOpType());
+        if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
+          C.Bytes = (double)N.getOutput(0)->Type.getSizeInBytes().getValueOr(0);
+      }
+      Cs.push_back(C);
+    }
+    // Receives belong to the chunk of the first node that follows them.
+    unsigned Next = RG.PP;
+    for (auto It = Cs.rbegin(); It != Cs.rend(); ++It) {
+      if (It->Chunk == ~0u)
+        It->Chunk = Next;
+      else
+        Next = It->Chunk;
+    }
+  }
+
+  // Per-micro-batch times per chunk (PlanCost is per stage = device).
+  std::vector<double> Fwd(R.NumChunks), Bwd(R.NumChunks), P2P(R.NumChunks);
+  for (unsigned C = 0; C < R.NumChunks; ++C) {
+    const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
+                                                      Cost.Stages.size() - 1)];
+    Fwd[C] = (S.ForwardS + S.TPCommS / 2) / VPP;
+    Bwd[C] = (S.BackwardS + S.TPCommS / 2) / VPP;
+    P2P[C] = S.P2PS / 2 / VPP;
+  }
+
+  // Timeline per device: list scheduling of the 1F1B order with the
+  // cross-chunk dependencies.
+  std::vector<std::vector<Item>> Order(PP);
+  for (unsigned D = 0; D < PP; ++D)
+    Order[D] = orderItems(PP, VPP, M, D, Ctx.Train);
+  std::map<std::tuple<bool, unsigned, unsigned>, double> EndOf;
+  std::vector<size_t> Next(PP, 0);
+  std::vector<double> Free(PP, 0);
+  size_t Left = 0;
+  for (auto &O : Order)
+    Left += O.size();
+  while (Left) {
+    bool Progress = false;
+    for (unsigned D = 0; D < PP; ++D) {
+      if (Next[D] == Order[D].size())
+        continue;
+      Item &I = Order[D][Next[D]];
+      double Ready = 0;
+      bool OK = true;
+      auto Need = [&](bool F, unsigned MB, unsigned C, double Lag) {
+        auto It = EndOf.find({F, MB, C});
+        if (It == EndOf.end())
+          OK = false;
+        else
+          Ready = std::max(Ready, It->second + Lag);
+      };
+      if (I.Forward) {
+        if (I.Chunk > 0)
+          Need(true, I.MB, I.Chunk - 1,
+               (I.Chunk - 1) % PP == D ? 0 : P2P[I.Chunk - 1]);
+      } else {
+        Need(true, I.MB, I.Chunk, 0);
+        if (I.Chunk + 1 < R.NumChunks)
+          Need(false, I.MB, I.Chunk + 1,
+               (I.Chunk + 1) % PP == D ? 0 : P2P[I.Chunk + 1]);
+      }
+      if (!OK)
+        continue;
+      I.Start = std::max(Ready, Free[D]);
+      I.End = I.Start + (I.Forward ? Fwd[I.Chunk] : Bwd[I.Chunk]);
+      Free[D] = I.End;
+      EndOf[{I.Forward, I.MB, I.Chunk}] = I.End;
+      ++Next[D];
+      --Left;
+      Progress = true;
+    }
+    if (!Progress)
+      return createStringError(inconvertibleErrorCode(),
+                               "schedule: the 1F1B order deadlocks (pp=%u, "
+                               "vpp=%u, %u micro-batches)",
+                               PP, VPP, M);
+  }
+
+  // Events per rank.
+  unsigned NumRanks = P.getNumDevices();
+  GroupShape TPG = Ctx.Eval->getGroupShape(1, P.TP);
+  GroupShape EPG = Ctx.Eval->getGroupShape(P.TP, P.EP);
+  GroupShape DPG = Ctx.Eval->getGroupShape(P.TP, P.DP);
+  GroupShape PPG = Ctx.Eval->getGroupShape(P.TP * P.DP, 2);
+  double Step = 0;
+  SP.Schedule.clear();
+  for (unsigned Rank = 0; Rank < NumRanks; ++Rank) {
+    RankCoords RC = getRankCoords(P, Rank);
+    RankSchedule RS;
+    RS.Rank = Rank;
+    const std::vector<Comm> &Cs = Comms[{RC.PP, RC.TP, RC.EP}];
+    double LastBwdEnd = 0, LastBwdStart = 0;
+    for (const Item &I : Order[RC.PP]) {
+      // Receives before, the compute, its collectives, sends after.
+      std::vector<const Comm *> In, Coll, OutS;
+      for (const Comm &C : Cs) {
+        if (C.Chunk != I.Chunk)
+          continue;
+        if (C.Kind == "recv")
+          (I.Forward ? In : OutS).push_back(&C);
+        else if (C.Kind == "send")
+          (I.Forward ? OutS : In).push_back(&C);
+        else
+          Coll.push_back(&C);
+      }
+      for (const Comm *C : In) {
+        ScheduleEvent E;
+        E.Kind = "recv";
+        E.MicroBatch = I.MB;
+        E.Chunk = I.Chunk;
+        E.EndS = I.Start;
+        E.StartS = std::max(0.0, I.Start - P2P[I.Chunk]);
+        E.Stream = "p2p";
+        E.Group = "pp";
+        E.Level = LevelName(PPG);
+        E.Bytes = C->Bytes;
+        E.Peer = getRank(P, C->Peer, RC.DP, RC.TP);
+        E.Tag = C->Tag;
+        E.Op = C->Op;
+        RS.Events.push_back(E);
+      }
+      ScheduleEvent E;
+      E.Kind = I.Forward ? "forward" : "backward";
+      E.MicroBatch = I.MB;
+      E.Chunk = I.Chunk;
+      E.StartS = I.Start;
+      E.EndS = I.End;
+      E.Stream = "compute";
+      RS.Events.push_back(E);
+      double Dur = I.End - I.Start;
+      for (size_t K = 0; K < Coll.size(); ++K) {
+        const Comm &C = *Coll[K];
+        ScheduleEvent CE;
+        CE.Kind = C.Kind;
+        CE.Op = C.Op;
+        CE.MicroBatch = I.MB;
+        CE.Chunk = I.Chunk;
+        CE.Group = C.Group;
+        const GroupShape &GS = C.Group == "ep" ? EPG : TPG;
+        CE.Level = LevelName(GS);
+        CE.Bytes = C.Bytes;
+        CE.Stream = C.Group;
+        double T = collectiveTime(kindOf(C.Kind), C.Bytes,
+                                  GS, *Ctx.HW)
+                       .Seconds;
+        // Collective K of the chunk, in graph order (backward: reversed).
+        size_t Pos = I.Forward ? K : Coll.size() - 1 - K;
+        CE.StartS = I.Start + Dur * (Pos + 1) / (Coll.size() + 1);
+        CE.EndS = CE.StartS + T;
+        RS.Events.push_back(CE);
+      }
+      for (const Comm *C : OutS) {
+        ScheduleEvent SE;
+        SE.Kind = "send";
+        SE.MicroBatch = I.MB;
+        SE.Chunk = I.Chunk;
+        SE.StartS = I.End;
+        SE.EndS = I.End + P2P[I.Chunk];
+        SE.Stream = "p2p";
+        SE.Group = "pp";
+        SE.Level = LevelName(PPG);
+        SE.Bytes = C->Bytes;
+        SE.Peer = getRank(P, C->Peer, RC.DP, RC.TP);
+        SE.Tag = C->Tag;
+        SE.Op = C->Op;
+        RS.Events.push_back(SE);
+      }
+      if (!I.Forward && I.End >= LastBwdEnd) {
+        LastBwdEnd = I.End;
+        LastBwdStart = I.Start;
+      }
+    }
+    if (Ctx.Train) {
+      const StageCost &S = Cost.Stages[std::min<size_t>(RC.PP,
+                                                        Cost.Stages.size() - 1)];
+      double Grad = ParamBytes[{RC.PP, RC.TP, RC.EP}] /
+                    getDataTypeSize(DataType::Float) * Ctx.GradBytes;
+      double Buf = std::max(1.0, Ctx.BucketBytes);
+      unsigned Buckets = std::max(1u, (unsigned)std::ceil(Grad / Buf));
+      double Hidden = std::max(0.0, S.DPSyncS - S.DPExposedS);
+      double T = std::max(LastBwdStart, LastBwdEnd - Hidden);
+      double End = LastBwdEnd;
+      if (P.DP > 1)
+        for (unsigned B = 0; B < Buckets; ++B) {
+          ScheduleEvent G;
+          G.Kind = "grad_sync";
+          G.Op = P.ZeroStage >= 2 ? "reducescatter" : "allreduce";
+          G.FusionId = B;
+          G.Group = "dp";
+          G.Level = LevelName(DPG);
+          G.Stream = "dp";
+          G.Bytes = std::min(Buf, Grad - B * Buf);
+          G.StartS = T;
+          G.EndS = T + S.DPSyncS * G.Bytes / std::max(1.0, Grad);
+          T = G.EndS;
+          End = std::max(End, T);
+          RS.Events.push_back(G);
+        }
+      ScheduleEvent O;
+      O.Kind = "optimizer";
+      O.Stream = "compute";
+      O.StartS = End;
+      O.EndS = End + S.OptimizerS;
+      RS.Events.push_back(O);
+    }
+    std::stable_sort(RS.Events.begin(), RS.Events.end(),
+                     [](const ScheduleEvent &A, const ScheduleEvent &B) {
+                       return A.StartS < B.StartS;
+                     });
+    for (const ScheduleEvent &E : RS.Events)
+      Step = std::max(Step, E.EndS);
+    SP.Schedule.push_back(std::move(RS));
+  }
+  SP.ScheduleStepS = Step;
+  return Error::success();
+}
+
+} // namespace loom

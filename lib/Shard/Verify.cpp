@@ -1,0 +1,189 @@
+//===- Verify.cpp - Invariants of an emitted program ----------------------===//
+//
+// What a runtime relies on and a bug in the transform passes would break:
+// matched point-to-point transfers, collectives in the same order on every
+// member of a group (else the job deadlocks), consistent groups, memory
+// within HBM, a schedule that respects its dependencies, and graphs that
+// ONNX itself accepts with the shapes Loom says they have.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/ONNX/ONNX.h"
+#include "loom/Shard/OutputDir.h"
+#include "llvm/Support/Format.h"
+#include <map>
+#include <set>
+
+using namespace llvm;
+
+namespace loom {
+
+namespace {
+
+struct P2P {
+  unsigned From, To, TP, EP;
+  int64_t Tag;
+  std::vector<int64_t> Shape;
+  int64_t DType;
+};
+
+} // namespace
+
+std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
+                                              const PlanCost &Cost,
+                                              double HBMBytes) {
+  std::vector<std::string> Problems;
+  auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
+  const ParallelPlan &P = SP.Sharding.Plan;
+
+  // 1. Sends and receives.
+  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, int64_t>, P2P>
+      Sends, Recvs;
+  for (const RoleGraph &R : SP.Roles)
+    for (const auto &NP : R.M->getGraph().getNodes()) {
+      const Node &N = *NP;
+      if (N.getDomain() != "hccl")
+        continue;
+      if (N.getOpType() == "HcomSend") {
+        const Value *X = N.getInput(0);
+        P2P S{R.PP, (unsigned)N.getAttrInt("dest_rank", -1), R.TP, R.EP,
+              N.getAttrInt("sr_tag", -1), {}, (int64_t)X->Type.Elem};
+        for (int64_t D : X->Type.getStaticShape())
+          S.Shape.push_back(D);
+        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, S.Tag);
+        if (!Sends.emplace(Key, S).second)
+          Fail("role " + R.FileName + ": two HcomSend with sr_tag " +
+               Twine(S.Tag) + " to device " + Twine(S.To));
+      } else if (N.getOpType() == "HcomReceive") {
+        P2P S{(unsigned)N.getAttrInt("src_rank", -1), R.PP, R.TP, R.EP,
+              N.getAttrInt("sr_tag", -1),
+              N.getAttrInts("shape").getValueOr(std::vector<int64_t>()),
+              N.getAttrInt("dtype", 0)};
+        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, S.Tag);
+        if (!Recvs.emplace(Key, S).second)
+          Fail("role " + R.FileName + ": two HcomReceive with sr_tag " +
+               Twine(S.Tag) + " from device " + Twine(S.From));
+      }
+    }
+  for (const auto &KV : Sends) {
+    auto It = Recvs.find(KV.first);
+    const P2P &S = KV.second;
+    if (It == Recvs.end()) {
+      Fail("HcomSend sr_tag " + Twine(S.Tag) + " from pp" + Twine(S.From) +
+           "/tp" + Twine(S.TP) + " to device " + Twine(S.To) +
+           " has no matching HcomReceive");
+      continue;
+    }
+    if (It->second.Shape != S.Shape || It->second.DType != S.DType)
+      Fail("HcomSend/HcomReceive sr_tag " + Twine(S.Tag) + " from pp" +
+           Twine(S.From) + " to pp" + Twine(S.To) +
+           ": shape or dtype differ");
+  }
+  for (const auto &KV : Recvs)
+    if (!Sends.count(KV.first))
+      Fail("HcomReceive sr_tag " + Twine(KV.second.Tag) + " on pp" +
+           Twine(KV.second.To) + "/tp" + Twine(KV.second.TP) +
+           " has no matching HcomSend");
+
+  // 2. Collective order per group: the members of a tp group are the roles
+  // that differ only in tp; of an ep group, only in ep.
+  auto Sequence = [](const RoleGraph &R, StringRef Group) {
+    std::vector<std::string> Seq;
+    for (const auto &NP : R.M->getGraph().getNodes())
+      if (NP->getDomain() == "hccl" && NP->getOpType() != "HcomSend" &&
+          NP->getOpType() != "HcomReceive" &&
+          NP->getAttrString("group", "") == Group)
+        Seq.push_back((NP->getOpType() + ":" + NP->getName()).str());
+    return Seq;
+  };
+  for (const RoleGraph &A : SP.Roles)
+    for (const RoleGraph &B : SP.Roles) {
+      if (&A == &B || A.PP != B.PP)
+        continue;
+      if (A.EP == B.EP && A.TP < B.TP &&
+          Sequence(A, "tp") != Sequence(B, "tp"))
+        Fail("tp group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
+             " and " + B.FileName + " issue different collectives");
+      if (A.TP == B.TP && A.EP < B.EP &&
+          Sequence(A, "ep") != Sequence(B, "ep"))
+        Fail("ep group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
+             " and " + B.FileName + " issue different collectives");
+    }
+
+  // 3. Groups.
+  unsigned N = P.getNumDevices();
+  for (unsigned Rank = 0; Rank < N; ++Rank)
+    for (const char *G : {"tp", "pp", "dp", "ep", "dp_ep"}) {
+      std::vector<unsigned> M = getGroupRanks(P, G, Rank);
+      if (std::find(M.begin(), M.end(), Rank) == M.end())
+        Fail("rank " + Twine(Rank) + " is not in its own " + G + " group");
+      for (unsigned O : M)
+        if (O >= N || getGroupRanks(P, G, O) != M)
+          Fail("rank " + Twine(Rank) + " and rank " + Twine(O) +
+               " disagree on their " + G + " group");
+    }
+
+  // 4. Memory.
+  if (HBMBytes > 0 && Cost.MaxMemoryBytes > HBMBytes)
+    Fail("predicted memory " + Twine((uint64_t)Cost.MaxMemoryBytes) +
+         " bytes per device exceeds usable HBM " + Twine((uint64_t)HBMBytes));
+  for (const RoleGraph &R : SP.Roles) {
+    double Bytes = 0;
+    for (const Value *V : R.M->getGraph().getParameters())
+      Bytes += (double)V->Type.getSizeInBytes().getValueOr(0);
+    if (HBMBytes > 0 && Bytes > HBMBytes)
+      Fail("role " + R.FileName + " holds " + Twine((uint64_t)Bytes) +
+           " bytes of weights, more than HBM");
+  }
+
+  // 5. Schedule: every receive after its send; compute never overlaps.
+  std::map<std::tuple<unsigned, int, int>, double> SendStart;
+  for (const RankSchedule &RS : SP.Schedule)
+    for (const ScheduleEvent &E : RS.Events)
+      if (E.Kind == "send")
+        SendStart[{RS.Rank, E.Tag, E.MicroBatch}] =
+            std::min(SendStart.count({RS.Rank, E.Tag, E.MicroBatch})
+                         ? SendStart[{RS.Rank, E.Tag, E.MicroBatch}]
+                         : E.StartS,
+                     E.StartS);
+  for (const RankSchedule &RS : SP.Schedule) {
+    double ComputeEnd = 0;
+    for (const ScheduleEvent &E : RS.Events) {
+      if (E.Stream == "compute") {
+        if (E.StartS + 1e-12 < ComputeEnd)
+          Fail("rank " + Twine(RS.Rank) + ": " + E.Kind + " of micro-batch " +
+               Twine(E.MicroBatch) + " starts before the previous compute "
+               "ends");
+        ComputeEnd = std::max(ComputeEnd, E.EndS);
+      }
+      if (E.EndS < E.StartS)
+        Fail("rank " + Twine(RS.Rank) + ": event " + E.Kind + " ends before "
+             "it starts");
+      if (E.Kind == "recv") {
+        auto It = SendStart.find({(unsigned)E.Peer, E.Tag, E.MicroBatch});
+        if (It == SendStart.end())
+          Fail("rank " + Twine(RS.Rank) + ": receive sr_tag " + Twine(E.Tag) +
+               " micro-batch " + Twine(E.MicroBatch) + " from rank " +
+               Twine(E.Peer) + " has no send");
+        else if (E.EndS + 1e-12 < It->second)
+          Fail("rank " + Twine(RS.Rank) + ": receive sr_tag " + Twine(E.Tag) +
+               " ends before its send starts");
+      }
+    }
+  }
+
+  // 6. ONNX accepts every graph, with Loom's shapes.
+  for (RoleGraph &R : SP.Roles) {
+    if (Error E = checkModel(*R.M)) {
+      Fail("graph " + R.FileName + ": onnx::checker: " +
+           toString(std::move(E)));
+      continue;
+    }
+    Expected<unsigned> Changed = inferShapes(*R.M);
+    if (!Changed)
+      Fail("graph " + R.FileName + ": shape inference: " +
+           toString(Changed.takeError()));
+  }
+  return Problems;
+}
+
+} // namespace loom

@@ -1,0 +1,48 @@
+//===- InsertCollectives.cpp - One graph per role, with collectives -------===//
+//
+// DESIGN §2 pass 10: lowers the shard pass's specs into one ONNX graph per
+// role (pipeline device x tp rank x ep rank) with local shapes, sliced
+// weights, Hcom* collectives where specs change, and HcomSend/HcomReceive
+// where values cross pipeline devices (lib/Shard/RoleGraphs.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "Passes.h"
+#include "loom/Shard/Sharding.h"
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+class InsertCollectivesPass : public Pass {
+public:
+  StringRef getArgument() const override { return "insert-collectives"; }
+  StringRef getDescription() const override {
+    return "Build one graph per role with Hcom* collectives and pipeline "
+           "send/receive";
+  }
+  Error run(CompilationUnit &CU) override {
+    if (!CU.Sharded)
+      return createStringError(inconvertibleErrorCode(),
+                               "insert-collectives needs the shard pass "
+                               "before it");
+    Expected<std::vector<RoleGraph>> Roles =
+        buildRoleGraphs(CU.Sharded->Sharding);
+    if (!Roles)
+      return Roles.takeError();
+    CU.Sharded->Roles = std::move(*Roles);
+    return Error::success();
+  }
+  void print(const CompilationUnit &CU, raw_ostream &OS) const override {
+    if (CU.Sharded)
+      printRoleGraphs(CU.Sharded->Roles, OS);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createInsertCollectivesPass() {
+  return std::make_unique<InsertCollectivesPass>();
+}
+
+} // namespace loom

@@ -1,0 +1,70 @@
+//===- Schedule.cpp - Per-rank program of one training or inference step -===//
+//
+// DESIGN §2 pass 11: orders every rank's forward and backward micro-batches
+// (1F1B, interleaved with virtual stages), the collectives inside them, the
+// pipeline transfers, DP gradient buckets and the optimizer, with predicted
+// times (lib/Shard/Schedule.cpp). --mode infer: forward only.
+//
+//===----------------------------------------------------------------------===//
+#include "Passes.h"
+#include "loom/Plan/Search.h"
+#include "loom/Shard/Schedule.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+class SchedulePass : public Pass {
+public:
+  StringRef getArgument() const override { return "schedule"; }
+  StringRef getDescription() const override {
+    return "Order each rank's micro-batches, collectives, transfers and "
+           "optimizer for one step, with predicted times";
+  }
+  Error run(CompilationUnit &CU) override {
+    if (!CU.Sharded || CU.Sharded->Roles.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "schedule needs insert-collectives before it");
+    const PlanCost &Best = CU.Search->Top.front();
+    EvaluatorOptions EO;
+    EO.Train = CU.Opts.Mode == RunMode::Train;
+    EO.Batch = CU.Search->Space.Batch;
+    PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *CU.HW, EO);
+    ScheduleContext Ctx;
+    Ctx.HW = CU.HW;
+    Ctx.Eval = &Eval;
+    Ctx.Train = EO.Train;
+    Ctx.GradBytes = EO.GradBytes;
+    Ctx.BucketBytes = EO.CommBufferBytes;
+    return buildSchedule(*CU.Sharded, Best, Ctx);
+  }
+  void print(const CompilationUnit &CU, raw_ostream &OS) const override {
+    if (!CU.Sharded)
+      return;
+    OS << "schedule: predicted step " << format("%.6g", CU.Sharded->ScheduleStepS)
+       << " s\n";
+    for (const RankSchedule &RS : CU.Sharded->Schedule) {
+      OS << "rank " << RS.Rank << ":";
+      for (const ScheduleEvent &E : RS.Events) {
+        OS << " " << E.Kind;
+        if (E.MicroBatch >= 0)
+          OS << "(mb" << E.MicroBatch << ",c" << E.Chunk << ")";
+        if (E.Kind == "send" || E.Kind == "recv")
+          OS << "[peer " << E.Peer << ",tag " << E.Tag << "]";
+        if (E.FusionId >= 0)
+          OS << "[bucket " << E.FusionId << "]";
+      }
+      OS << "\n";
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSchedulePass() {
+  return std::make_unique<SchedulePass>();
+}
+
+} // namespace loom
