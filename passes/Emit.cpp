@@ -123,11 +123,9 @@ public:
     SmallString<256> Parent = sys::path::parent_path(Abs);
     if (Parent.empty())
       Parent = ".";
-    if (!sys::fs::is_directory(Parent))
-      return createStringError(inconvertibleErrorCode(),
-                               "cannot write '%s': directory '%s' does not "
-                               "exist",
-                               Out.str().c_str(), Parent.c_str());
+    if (std::error_code EC = sys::fs::create_directories(Parent))
+      return createStringError(EC, "cannot create '%s': %s", Parent.c_str(),
+                               EC.message().c_str());
     SmallString<256> Tmp;
     if (std::error_code EC = sys::fs::createUniqueDirectory(
             Abs.str() + ".tmp", Tmp))

@@ -159,6 +159,7 @@ private:
     return N;
   }
   Error buildNode(const Node &N);
+  Expected<Value *> widenFill(const Value *V, Value *X);
   Error lowerSpecial(const Node &N, const NodeSharding &NS,
                      ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
@@ -456,14 +457,60 @@ Expected<Value *> RoleBuilder::epGathered(const Value *V, Value *Local) {
   TensorType T = Local->Type;
   if (!T.Dims.empty() && T.Dims[0].isStatic())
     T.Dims[0] = Dim(T.Dims[0].Size * EP);
+  // Named after the original value: identical on every ep rank.
   Expected<Value *> Y =
-      collective("HcomAllGather", "ep", Local,
-                 (Local->getName() + ".epgather").str(), T,
+      collective("HcomAllGather", "ep", Local, (V->getName() + ".epgather").str(),
+                 T,
                  {{"rank_size", EP}, {"axis", 0}});
   if (!Y)
     return Y.takeError();
   Gathered[V] = *Y;
   return *Y;
+}
+
+Expected<Value *> RoleBuilder::widenFill(const Value *V, Value *X) {
+  auto It = Gathered.find(V);
+  if (It != Gathered.end())
+    return It->second;
+  const Node *D = V->getDefiningNode();
+  if (!D)
+    return nullptr;
+  Tensor Fill;
+  if (D->getOpType() == "ConstantOfShape") {
+    const Attribute *A = D->getAttribute("value");
+    if (A && A->K == Attribute::Kind::Tensor && !A->Ts.empty())
+      Fill = A->Ts[0];
+    else
+      Fill = Tensor::makeFromDoubles(DataType::Float, {1}, {0.0});
+  } else if (D->getOpType() == "Constant") {
+    const Attribute *A = D->getAttribute("value");
+    if (!A || A->K != Attribute::Kind::Tensor || A->Ts.empty())
+      return nullptr;
+    Expected<std::vector<double>> F = A->Ts[0].getFloatValues();
+    if (!F) {
+      consumeError(F.takeError());
+      return nullptr;
+    }
+    if (F->empty() || any_of(*F, [&](double Y) { return Y != F->front(); }))
+      return nullptr;
+    Fill = Tensor::makeFromDoubles(X->Type.Elem, {1}, {F->front()});
+  } else {
+    return nullptr;
+  }
+  TensorType T = X->Type;
+  T.Dims[0] = Dim(T.Dims[0].Size * EP);
+  SmallVector<int64_t, 4> S = T.getStaticShape();
+  Value *Shp = constInt64((V->getName() + ".ep_shape").str(),
+                          {(int64_t)S.size()}, S);
+  std::string ON = fresh((V->getName() + ".ep").str());
+  Expected<Node *> C = add("ConstantOfShape", fresh("fill." + ON), {Shp}, {ON});
+  if (!C)
+    return C.takeError();
+  Fill.Name = ON;
+  (*C)->addAttribute(tensorAttr("value", std::move(Fill)));
+  (*C)->getOutput(0)->Type = T;
+  Gathered[V] = (*C)->getOutput(0);
+  return (*C)->getOutput(0);
 }
 
 void RoleBuilder::emitSends(const Node &N) {
@@ -736,7 +783,7 @@ Error RoleBuilder::buildNode(const Node &N) {
       auto It = Converted.find(Key);
       if (It == Converted.end()) {
         Expected<Value *> Y = collective(
-            "HcomReduceScatter", "ep", *X, ((*X)->getName() + ".epscatter").str(),
+            "HcomReduceScatter", "ep", *X, (V->getName() + ".epscatter").str(),
             T,
             {{"reduction", 0, "sum"}, {"rank_size", EP},
              {"axis", 0}});
@@ -760,8 +807,16 @@ Error RoleBuilder::buildNode(const Node &N) {
     } else if (IsBranch && *X && !DD.count(V) && EPTokens > 0 &&
                (*X)->Type.getRank() && (*X)->Type.Dims[0].Size == EPTokens &&
                !V->isParameter()) {
-      return err("node '" + N.getName() + "': constant '" + V->getName() +
-                 "' has one row per token; ep>1 cannot emit it");
+      // A constant with one row per token (torch's zeros_like): widen it
+      // to the gathered tokens when it is a fill.
+      Expected<Value *> W = widenFill(V, *X);
+      if (!W)
+        return W.takeError();
+      if (!*W)
+        return err("node '" + N.getName() + "': constant '" + V->getName() +
+                   "' has one row per token and is not a fill; ep>1 cannot "
+                   "emit it");
+      X = *W;
     }
     In.push_back(*X);
   }
@@ -789,7 +844,8 @@ Error RoleBuilder::buildNode(const Node &N) {
     // Shape-carrying inputs follow the local output shape.
     StringRef Op = N.getOpType();
     const Value *Y = N.getOutput(0);
-    bool YGathered = IsBranch || AnyEPIn;
+    // Token values of the expert region hold the ep group's tokens.
+    bool YGathered = (IsBranch || EPPartial.count(Y)) && DD.count(Y);
     if ((Op == "Reshape" || Op == "Expand") && Y &&
         (!NS.OutputSpecs[0].isReplicated() || YGathered) &&
         !NS.OutputSpecs[0].isPartial()) {
@@ -829,12 +885,13 @@ Error RoleBuilder::buildNode(const Node &N) {
     for (unsigned O = 0; O < N.getNumOutputs(); ++O)
       if (const Value *V = N.getOutput(O)) {
         (*C)->getOutput(O)->Type =
-            localType(V, NS.OutputSpecs[O], YGathered);
+            localType(V, NS.OutputSpecs[O], YGathered && DD.count(V));
         Produced[V] = (*C)->getOutput(O);
       }
   }
   for (const Value *O : N.getOutputs())
-    if (O && (IsBranch || (AnyEPIn && EPPartial.count(N.getOutput(0)))))
+    if (O && DD.count(O) &&
+        (IsBranch || (AnyEPIn && EPPartial.count(N.getOutput(0)))))
       InEPRegion.insert(O);
   Building.erase(&N);
   emitSends(N);
