@@ -29,6 +29,8 @@ PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
   D.TPDivisor = S.TPDiv.Divisor;
   D.TPDivisorWhy = S.TPDiv.Why;
   D.Train = S.Train;
+  D.NumExperts = S.Experts.NumExperts;
+  D.FixedEP = F.EP.getValueOr(0);
   D.FixedTP = F.TP.getValueOr(0);
   D.FixedPP = F.PP.getValueOr(F.StageLayers.size());
   D.FixedDP = F.DP.getValueOr(0);
@@ -42,9 +44,11 @@ PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
   return D;
 }
 
-/// "mb=1,sp=1,vpp=1,recompute=full,zero=3": the choices besides tp and pp.
+/// "mb=1,sp=1,vpp=1,recompute=full,zero=3": the choices besides tp and pp
+/// ("ep=8," first when ep > 1).
 std::string describeChoices(const ParallelPlan &P) {
-  return ("mb=" + Twine(P.MicroBatchSize) + ",sp=" + Twine(P.SP ? 1 : 0) +
+  std::string EP = P.EP > 1 ? "ep=" + std::to_string(P.EP) + "," : "";
+  return (EP + "mb=" + Twine(P.MicroBatchSize) + ",sp=" + Twine(P.SP ? 1 : 0) +
           ",vpp=" + Twine(P.VirtualStages) + ",recompute=" +
           getRecomputeName(P.RC) + ",zero=" + Twine(P.ZeroStage))
       .str();
@@ -63,8 +67,8 @@ class SearchParallelismPass : public Pass {
 public:
   StringRef getArgument() const override { return "search-parallelism"; }
   StringRef getDescription() const override {
-    return "Choose dp/tp/pp, sp, micro-batching, recompute, ZeRO and stage "
-           "boundaries for the least predicted step time";
+    return "Choose dp/tp/pp/ep, sp, micro-batching, recompute, ZeRO and "
+           "stage boundaries for the least predicted step time";
   }
   Error run(CompilationUnit &CU) override {
     if (!CU.HW)

@@ -244,6 +244,7 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
           {"forward_per_microbatch_s", SC.ForwardS},
           {"backward_per_microbatch_s", SC.BackwardS},
           {"tp_comm_per_microbatch_s", SC.TPCommS},
+          {"ep_comm_per_microbatch_s", SC.EPCommS},
           {"p2p_per_microbatch_s", SC.P2PS},
           {"dp_sync_s", SC.DPSyncS},
           {"dp_exposed_s", SC.DPExposedS},
@@ -298,7 +299,10 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatBytes(Bytes(M.CommBuffers)) << " (of the usable HBM)\n";
     OS << "  per micro-batch: forward " << formatDuration(Seconds(SC.ForwardS))
        << ", backward " << formatDuration(Seconds(SC.BackwardS)) << ", tp comm "
-       << formatDuration(Seconds(SC.TPCommS)) << ", p2p "
+       << formatDuration(Seconds(SC.TPCommS))
+       << (P.EP > 1 ? ", ep comm " + formatDuration(Seconds(SC.EPCommS))
+                    : std::string())
+       << ", p2p "
        << formatDuration(Seconds(SC.P2PS)) << "; dp sync "
        << formatDuration(Seconds(SC.DPSyncS)) << " (exposed "
        << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "

@@ -133,9 +133,10 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
     return planError("dp*tp*pp = " + Twine((uint64_t)P.DP * TPPP) +
                      " but the cluster has " + Twine(Devices) + " devices");
   P.EP = Spec.EP.getValueOr(1);
-  if (((uint64_t)P.DP * P.TP) % P.EP)
-    return planError("ep=" + Twine(P.EP) + " does not divide dp*tp = " +
-                     Twine((uint64_t)P.DP * P.TP));
+  if (P.DP % P.EP)
+    return planError("ep=" + Twine(P.EP) + " does not divide dp = " +
+                     Twine(P.DP) + " (expert-parallel ranks are carved out of "
+                     "the data-parallel ones)");
   P.SP = Spec.SP.getValueOr(false);
   if (P.SP && P.TP == 1)
     return planError("sp=on needs tp > 1");

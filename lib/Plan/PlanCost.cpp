@@ -45,11 +45,24 @@ struct NodeFacts {
   /// Attention core (Softmax, activation x activation matmul): what
   /// selective recompute recomputes instead of storing.
   bool AttentionCore = false;
+  /// Expert work (split across the EP group): one expert's branch
+  /// (unrolled) or every expert at once (stacked, NumExperts of them).
+  bool Expert = false;
+  unsigned StackedExperts = 0;
+};
+
+/// One MoE layer's EP traffic at the full batch: tokens in, outputs back.
+struct EPTraffic {
+  bool Stacked = false;
+  double TokenBytes = 0, OutputBytes = 0;
 };
 
 struct LayerFacts {
   std::vector<NodeFacts> Nodes;
   double ParamsSharded = 0, ParamsReplicated = 0;
+  /// Expert parameters (also divided by ep), TP-split or not.
+  double ExpertSharded = 0, ExpertReplicated = 0;
+  std::vector<EPTraffic> EP;
   /// Saved activation bytes at the graph's full batch.
   double SavedSplit = 0, SavedReplicated = 0, SavedAttentionCore = 0;
   /// Bytes of the activations entering the layer (full recompute keeps
@@ -90,13 +103,14 @@ struct PlanEvaluator::Impl {
   std::vector<double> BoundaryBytes;
   double ModelFlops = 0;
   double Peak = 0;
-  mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool>, LayerTimes>
+  std::vector<ExpertGroup> Experts;
+  mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool, unsigned>,
+                   LayerTimes>
       Cache;
 
   Impl(const Graph &G, ArrayRef<LayerInfo> Ls, const NodeCostMap &Costs,
        const HardwareModel &HW, const EvaluatorOptions &Opts)
-      : G(G), Layers(Ls.begin(), Ls.end()), Costs(Costs), HW(HW),
-        Opts(Opts) {
+      : G(G), Layers(Ls.begin(), Ls.end()), Costs(Costs), HW(HW), Opts(Opts) {
     if (Layers.empty()) {
       LayerInfo L;
       Layers.push_back(L);
@@ -105,9 +119,10 @@ struct PlanEvaluator::Impl {
   }
 
   void analyze();
-  LayerTimes layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP) const;
+  LayerTimes layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
+                        unsigned EP) const;
   double nodeTime(const NodeFacts &F, double ActScale, unsigned TP, bool SP,
-                  bool Backward) const;
+                  bool Backward, unsigned EP) const;
 };
 
 /// Weight-like: a parameter, or a layout change of one (torch's Linear on
@@ -128,6 +143,18 @@ static bool isWeightLike(const Value *V) {
 
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());
+  Experts = findExperts(G, Layers);
+  DenseMap<const Node *, const ExpertGroup *> ExpertOf;
+  DenseSet<const Value *> ExpertParams;
+  for (const ExpertGroup &EG : Experts) {
+    for (const auto &KV : EG.BranchOf)
+      ExpertOf[KV.first] = &EG;
+    for (const Node *N : EG.StackedNodes)
+      ExpertOf[N] = &EG;
+    for (const auto &Ps : EG.BranchParams)
+      ExpertParams.insert(Ps.begin(), Ps.end());
+    ExpertParams.insert(EG.StackedParams.begin(), EG.StackedParams.end());
+  }
   DenseMap<const Value *, TPState> State;
   DenseSet<const Value *> ShardedParams, CountedParams, ColumnInputs;
   auto StateOf = [&](const Value *V) {
@@ -146,6 +173,10 @@ void PlanEvaluator::Impl::analyze() {
     auto CI = Costs.find(&N);
     F.C = CI == Costs.end() ? nullptr : &CI->second;
     StringRef Op = N.getOpType();
+    if (const ExpertGroup *EG = ExpertOf.lookup(&N)) {
+      F.Expert = true;
+      F.StackedExperts = EG->isStacked() ? EG->NumExperts : 0;
+    }
     bool Cube = F.C && F.C->Cost.Unit == ComputeUnit::Cube;
     const Value *Weight = nullptr, *Act = nullptr;
     for (const Value *V : N.getInputs()) {
@@ -231,7 +262,8 @@ void PlanEvaluator::Impl::analyze() {
     for (const Value *V : N->getInputs()) {
       const Node *D = V ? V->getDefiningNode() : nullptr;
       if (!D || !isElementwiseOp(*D) || D->Layer != N->Layer ||
-          any_of(Users[V], [](const Node *U) { return !isElementwiseOp(*U); }) ||
+          any_of(Users[V],
+                 [](const Node *U) { return !isElementwiseOp(*U); }) ||
           is_contained(G.getOutputs(), V))
         continue;
       Parent.try_emplace(D, D);
@@ -278,8 +310,12 @@ void PlanEvaluator::Impl::analyze() {
         if (V->isParameter()) {
           if (CountedParams.insert(V).second) {
             double Count = V->Type.getNumElements().getValueOr(0);
-            (ShardedParams.count(V) ? L.ParamsSharded : L.ParamsReplicated) +=
-                Count;
+            if (ExpertParams.count(V))
+              (ShardedParams.count(V) ? L.ExpertSharded : L.ExpertReplicated) +=
+                  Count;
+            else
+              (ShardedParams.count(V) ? L.ParamsSharded : L.ParamsReplicated) +=
+                  Count;
           }
           continue;
         }
@@ -306,6 +342,17 @@ void PlanEvaluator::Impl::analyze() {
           L.SavedAttentionCore += B;
       }
     }
+  }
+
+  // EP traffic per MoE layer.
+  for (const ExpertGroup &EG : Experts) {
+    if (EG.Layer >= LF.size() || !EG.Tokens || !EG.Output)
+      continue;
+    EPTraffic T;
+    T.Stacked = EG.isStacked();
+    T.TokenBytes = valueBytes(EG.Tokens);
+    T.OutputBytes = valueBytes(EG.Output);
+    LF[EG.Layer].EP.push_back(T);
   }
 
   // Activations crossing layer boundaries (pipeline Send/Recv).
@@ -348,10 +395,17 @@ void PlanEvaluator::Impl::analyze() {
 }
 
 double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
-                                     unsigned TP, bool SP,
-                                     bool Backward) const {
+                                     unsigned TP, bool SP, bool Backward,
+                                     unsigned EP) const {
   if (!F.C || F.C->Class.empty() || !F.C->Cost.HasRule)
     return 0;
+  // An unrolled expert's branch runs on 1/ep of the devices, on ep times
+  // the tokens: its time at ep x the activations, divided by ep.
+  double Share = 1;
+  if (F.Expert && !F.StackedExperts && EP > 1) {
+    ActScale *= EP;
+    Share = 1.0 / EP;
+  }
   OpCost C = F.C->Cost;
   bool Split = F.Sharded || (SP && C.Unit != ComputeUnit::Cube);
   double ActF = ActScale / (Split ? TP : 1);
@@ -361,7 +415,20 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
   C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
   C.ParamBytes *= ParamF;
-  if (C.Unit == ComputeUnit::Cube) {
+  if (F.StackedExperts) {
+    // All experts at once: each device keeps NumExperts / ep of them (the
+    // weight reads shrink) and gets ep times the tokens per expert (the
+    // FLOPs do not change).
+    C.BytesRead -= C.ParamBytes * (1 - 1.0 / EP);
+    C.ParamBytes /= EP;
+  }
+  if (C.Unit == ComputeUnit::Cube && F.StackedExperts &&
+      C.MM.Batch == (int64_t)F.StackedExperts) {
+    C.MM.Batch = std::max<int64_t>(1, C.MM.Batch / EP);
+    C.MM.M = std::max<int64_t>(1, std::llround(C.MM.M * ActScale * EP));
+    if (F.Sharded)
+      C.MM.N = std::max<int64_t>(1, C.MM.N / TP);
+  } else if (C.Unit == ComputeUnit::Cube) {
     if (C.MM.Batch > 1)
       C.MM.Batch = std::max<int64_t>(1, std::llround(C.MM.Batch * ActScale));
     else
@@ -370,11 +437,11 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
       C.MM.N = std::max<int64_t>(1, C.MM.N / TP);
   }
   ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
-  return Backward ? T.BackwardSeconds : T.Seconds;
+  return (Backward ? T.BackwardSeconds : T.Seconds) * Share;
 }
 
-LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
-                                           unsigned MB, bool SP) const {
+LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
+                                           bool SP, unsigned EP) const {
   // Identical blocks cost the same: key by the first layer of the same
   // signature.
   unsigned Key = L;
@@ -384,17 +451,19 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
       Key = J;
       break;
     }
-  auto K = std::make_tuple(Key, TP, MB, SP);
+  if (LF[L].EP.empty())
+    EP = 1; // no experts: the same times at every ep
+  auto K = std::make_tuple(Key, TP, MB, SP, EP);
   auto It = Cache.find(K);
   if (It != Cache.end())
     return It->second;
   double ActScale = (double)MB / Opts.Batch;
   LayerTimes T;
   for (const NodeFacts &F : LF[L].Nodes) {
-    double Fwd = nodeTime(F, ActScale, TP, SP, false);
+    double Fwd = nodeTime(F, ActScale, TP, SP, false, EP);
     T.Fwd += Fwd;
     if (Opts.Train)
-      T.Bwd += nodeTime(F, ActScale, TP, SP, true);
+      T.Bwd += nodeTime(F, ActScale, TP, SP, true, EP);
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
   }
@@ -403,8 +472,7 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
 }
 
 PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
-                             const NodeCostMap &Costs,
-                             const HardwareModel &HW,
+                             const NodeCostMap &Costs, const HardwareModel &HW,
                              const EvaluatorOptions &Opts)
     : I(std::make_unique<Impl>(G, Layers, Costs, HW, Opts)) {}
 
@@ -465,10 +533,15 @@ PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
 
 PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
                                                      unsigned TP, unsigned MB,
-                                                     bool SP) const {
-  LayerTimes T =
-      I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP);
+                                                     bool SP,
+                                                     unsigned EP) const {
+  LayerTimes T = I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP,
+                               MB, SP, EP);
   return {T.Fwd, T.Bwd, T.AttnFwd};
+}
+
+ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {
+  return I->Experts;
 }
 
 unsigned PlanEvaluator::getNumLayers() const { return I->LF.size(); }
@@ -487,6 +560,23 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   Expected<std::vector<unsigned>> SL = getStageLayers(P);
   if (!SL)
     return SL.takeError();
+  if (P.EP > 1) {
+    if (Im.Experts.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "ep=%u: the model has no experts (no stacked "
+                               "[E, d, f] expert weights and no unrolled "
+                               "expert branches)",
+                               P.EP);
+    for (const ExpertGroup &EG : Im.Experts)
+      if (EG.NumExperts % P.EP)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "ep=%u does not divide the %u experts of layer %u", P.EP,
+            EG.NumExperts, EG.Layer);
+    if (P.DP % P.EP)
+      return createStringError(inconvertibleErrorCode(),
+                               "ep=%u does not divide dp=%u", P.EP, P.DP);
+  }
   PlanCost R;
   R.Plan = P;
   const MemoryLevel *HBM = Im.HW.getMemory("hbm");
@@ -495,6 +585,10 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   unsigned TP = P.TP;
   GroupShape TPG = getGroupShape(1, TP);
   GroupShape DPG = getGroupShape(TP, P.DP);
+  // Rank order (ParallelPlan.h): ep is the inner part of dp.
+  unsigned EP = P.EP;
+  GroupShape EPG = getGroupShape(TP, EP);
+  GroupShape DPEPG = getGroupShape(TP * EP, P.DP / EP);
   GroupShape PPPair = getGroupShape(TP * P.DP, 2);
   double SeqDiv = P.SP ? TP : 1;
 
@@ -507,14 +601,13 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     StageCost SC;
     SC.FirstLayer = First;
     SC.NumLayers = (*SL)[S];
-    double Params = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
-           MaxLayerAct = 0;
+    double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
+           EPFwd = 0, EPBwd = 0, MaxLayerAct = 0;
     auto AllReduceTime = [&](double Bytes) {
       if (TP == 1)
         return 0.0;
       if (P.SP) // Reduce-scatter + all-gather instead of all-reduce.
-        return collectiveTime(CollectiveKind::ReduceScatter, Bytes, TPG,
-                              Im.HW)
+        return collectiveTime(CollectiveKind::ReduceScatter, Bytes, TPG, Im.HW)
                    .Seconds +
                collectiveTime(CollectiveKind::AllGather, Bytes, TPG, Im.HW)
                    .Seconds;
@@ -523,24 +616,49 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     };
     for (unsigned L = First; L < First + SC.NumLayers; ++L) {
       const LayerFacts &F = Im.LF[L];
-      LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP);
+      LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
       SC.ForwardS += T.Fwd;
       double Recompute = P.RC == Recompute::Full        ? T.Fwd
                          : P.RC == Recompute::Selective ? T.AttnFwd
                                                         : 0;
       SC.BackwardS += T.Bwd + (Im.Opts.Train ? Recompute : 0);
       Params += F.ParamsSharded / TP + F.ParamsReplicated;
+      ExpertParams += (F.ExpertSharded / TP + F.ExpertReplicated) / EP;
+      // EP: per micro-batch, the tokens (split over TP only with SP) go
+      // out and the expert outputs come back, in forward and in backward.
+      if (EP > 1)
+        for (const EPTraffic &X : F.EP) {
+          double In = X.TokenBytes * ActScale / SeqDiv,
+                 Out = X.OutputBytes * ActScale / SeqDiv;
+          double C =
+              X.Stacked
+                  ? collectiveTime(CollectiveKind::AllToAll, In, EPG, Im.HW)
+                            .Seconds +
+                        collectiveTime(CollectiveKind::AllToAll, Out, EPG,
+                                       Im.HW)
+                            .Seconds
+                  // Every expert sees every token: gather the ep ranks'
+                  // tokens, reduce-scatter the summed output back.
+                  : collectiveTime(CollectiveKind::AllGather, In * EP, EPG,
+                                   Im.HW)
+                            .Seconds +
+                        collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
+                                       EPG, Im.HW)
+                            .Seconds;
+          EPFwd += C;
+          if (Im.Opts.Train)
+            EPBwd += C;
+        }
       double LayerAct;
-      MaxLayerAct = std::max(MaxLayerAct, (F.SavedSplit / TP +
-                                           F.SavedReplicated / SeqDiv) *
-                                              ActScale);
+      MaxLayerAct =
+          std::max(MaxLayerAct,
+                   (F.SavedSplit / TP + F.SavedReplicated / SeqDiv) * ActScale);
       if (P.RC == Recompute::Full)
         LayerAct = F.InputBytes / SeqDiv;
       else
-        LayerAct = F.SavedSplit / TP + F.SavedReplicated / SeqDiv -
-                   (P.RC == Recompute::Selective
-                        ? F.SavedAttentionCore / TP
-                        : 0.0);
+        LayerAct =
+            F.SavedSplit / TP + F.SavedReplicated / SeqDiv -
+            (P.RC == Recompute::Selective ? F.SavedAttentionCore / TP : 0.0);
       Act += std::max(0.0, LayerAct) * ActScale;
       KV += F.KVBytes / TP * ActScale;
       for (double B : F.FwdAllReduce)
@@ -554,31 +672,35 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     // (Rajbhandari et al. 2020, §5.3: 1.5x the DP volume per step at M=1).
     // Counted as exposed communication; prefetching hides part of it.
     if (P.ZeroStage >= 3 && P.DP > 1) {
-      double Gather = collectiveTime(CollectiveKind::AllGather,
-                                     Params * 2.0, DPG, Im.HW)
-                          .Seconds;
+      double Gather =
+          collectiveTime(CollectiveKind::AllGather, Params * 2.0, DPG, Im.HW)
+              .Seconds;
+      if (ExpertParams > 0 && P.DP / EP > 1)
+        Gather += collectiveTime(CollectiveKind::AllGather, ExpertParams * 2.0,
+                                 DPEPG, Im.HW)
+                      .Seconds;
       TPFwd += Gather;
       if (Im.Opts.Train)
         TPBwd += Gather;
     }
     SC.TPCommS = TPFwd + TPBwd;
+    SC.EPCommS = EPFwd + EPBwd;
+    SC.ParamCount = Params + ExpertParams;
+    SC.ExpertParamCount = ExpertParams;
     // Pipeline transfers: the boundary activations, split across TP ranks
     // (Megatron's scatter/gather optimization).
-    double SendBytes = S + 1 < P.PP
-                           ? Im.BoundaryBytes[First + SC.NumLayers] *
-                                 ActScale / TP
-                           : 0;
-    double SendTime =
-        SendBytes > 0
-            ? collectiveTime(CollectiveKind::SendRecv, SendBytes, PPPair,
-                             Im.HW)
-                  .Seconds
-            : 0;
+    double SendBytes =
+        S + 1 < P.PP ? Im.BoundaryBytes[First + SC.NumLayers] * ActScale / TP
+                     : 0;
+    double SendTime = SendBytes > 0 ? collectiveTime(CollectiveKind::SendRecv,
+                                                     SendBytes, PPPair, Im.HW)
+                                          .Seconds
+                                    : 0;
     if (S + 1 < P.PP)
       PT.Transfer.push_back(SendTime);
     SC.P2PS = SendTime * (Im.Opts.Train ? 2 : 1);
-    PT.Forward.push_back(SC.ForwardS + TPFwd);
-    PT.Backward.push_back(SC.BackwardS + TPBwd);
+    PT.Forward.push_back(SC.ForwardS + TPFwd + EPFwd);
+    PT.Backward.push_back(SC.BackwardS + TPBwd + EPBwd);
 
     // Memory.
     StageMemoryInputs MI;
@@ -589,9 +711,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
         inFlightMicroBatches(S, P.PP, P.NumMicroBatches, P.VirtualStages);
     // Full recompute rebuilds one layer's activations at a time during
     // backward: the largest layer's, alive once.
-    MI.ActivationWorkspaceBytes = Im.Opts.Train && P.RC == Recompute::Full
-                                      ? MaxLayerAct
-                                      : 0;
+    MI.ActivationWorkspaceBytes =
+        Im.Opts.Train && P.RC == Recompute::Full ? MaxLayerAct : 0;
     MI.DP = P.DP;
     MI.ZeroStage = P.ZeroStage;
     MI.GradBytesPerParam = Im.Opts.GradBytes;
@@ -603,6 +724,21 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     if (!Im.Opts.Train)
       MI.KVCacheBytes = KV * P.NumMicroBatches;
     SC.Memory = estimateStageMemory(MI);
+    if (ExpertParams > 0) {
+      // Expert weights, gradients and optimizer states: 1/ep of the
+      // experts, ZeRO-partitioned over the dp/ep ranks holding the same.
+      StageMemoryInputs XI;
+      XI.Train = Im.Opts.Train;
+      XI.ParamCount = ExpertParams;
+      XI.DP = P.DP / EP;
+      XI.ZeroStage = P.ZeroStage;
+      XI.GradBytesPerParam = Im.Opts.GradBytes;
+      XI.InFlightMicroBatches = 0;
+      MemoryBreakdown XM = estimateStageMemory(XI);
+      SC.Memory.Weights += XM.Weights;
+      SC.Memory.Gradients += XM.Gradients;
+      SC.Memory.OptimizerStates += XM.OptimizerStates;
+    }
     SC.MemoryBytes = SC.Memory.total();
 
     // DP gradient sync, overlapped with the last micro-batch's backward;
@@ -617,19 +753,30 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
         for (double B : Im.LF[L].BwdAllReduce)
           TPBytes += B * ActScale;
       auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {DPG, TPG},
-                                   {GradBytes, TP > 1 ? TPBytes : 0.0},
-                                   Im.HW);
+                                   {GradBytes, TP > 1 ? TPBytes : 0.0}, Im.HW);
       SC.DPSyncS = collectiveTime(K, GradBytes, DPG, Im.HW, Shares[0]).Seconds;
       if (P.ZeroStage >= 1) // Updated parameters gathered back.
         SC.DPSyncS +=
             collectiveTime(CollectiveKind::AllGather, GradBytes, DPG, Im.HW)
                 .Seconds;
+      // Expert gradients over dp_ep (the ranks holding the same experts),
+      // after the rest.
+      double ExpertGrad = ExpertParams * Im.Opts.GradBytes;
+      if (ExpertGrad > 0 && P.DP / EP > 1) {
+        SC.DPSyncS += collectiveTime(K, ExpertGrad, DPEPG, Im.HW).Seconds;
+        if (P.ZeroStage >= 1)
+          SC.DPSyncS += collectiveTime(CollectiveKind::AllGather, ExpertGrad,
+                                       DPEPG, Im.HW)
+                            .Seconds;
+      }
       SC.DPExposedS = std::max(0.0, SC.DPSyncS - SC.BackwardS);
     }
     if (Im.Opts.Train && HBM) {
       // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
       // read and written, bf16 gradient in, bf16 weight out).
-      double Local = P.ZeroStage >= 1 ? Params / P.DP : Params;
+      double Local = P.ZeroStage >= 1
+                         ? Params / P.DP + ExpertParams / (P.DP / EP)
+                         : Params + ExpertParams;
       SC.OptimizerS = Local * 28 / HBM->Bandwidth.value();
     }
     R.Stages.push_back(SC);
@@ -653,7 +800,7 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     StageCost &SC = R.Stages[S];
     SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
-    SC.CommExposedS = M * (SC.TPCommS + SC.P2PS) + SC.DPExposedS;
+    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS) + SC.DPExposedS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
     R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
   }

@@ -269,18 +269,18 @@ TPDivisibility computeTPDivisibility(const Graph &G) {
   return R;
 }
 
-ExpertInfo findExperts(const Graph &G) {
+ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
   ExpertInfo E;
-  for (const auto &NP : G.getNodes()) {
-    if (NP->getOpType() != "MatMul")
-      continue;
-    for (const Value *V : NP->getInputs())
-      if (V && V->isParameter() && V->Type.getRank() == 3 &&
-          V->Type.Dims[0].isStatic() &&
-          (uint64_t)V->Type.Dims[0].Size > E.NumExperts) {
-        E.NumExperts = V->Type.Dims[0].Size;
-        E.Parameter = V->getName().str();
-      }
+  for (const ExpertGroup &EG : Groups) {
+    E.NumExperts = std::gcd(E.NumExperts, EG.NumExperts);
+    ++E.NumGroups;
+    E.NumStacked += EG.isStacked();
+    if (E.Parameter.empty()) {
+      if (EG.isStacked())
+        E.Parameter = EG.StackedParams.front()->getName().str();
+      else if (!EG.BranchParams.empty() && !EG.BranchParams[0].empty())
+        E.Parameter = EG.BranchParams[0].front()->getName().str();
+    }
   }
   return E;
 }
@@ -389,6 +389,8 @@ StringRef getCostTermName(CostTerm T) {
     return "compute";
   case CostTerm::TPComm:
     return "tp comm";
+  case CostTerm::EPComm:
+    return "ep comm";
   case CostTerm::Bubble:
     return "bubble";
   case CostTerm::DPComm:
@@ -405,6 +407,8 @@ double StepBreakdown::get(CostTerm T) const {
     return ComputeS;
   case CostTerm::TPComm:
     return TPCommS;
+  case CostTerm::EPComm:
+    return EPCommS;
   case CostTerm::Bubble:
     return BubbleS;
   case CostTerm::DPComm:
@@ -417,8 +421,8 @@ double StepBreakdown::get(CostTerm T) const {
 
 CostTerm StepBreakdown::getDominant() const {
   CostTerm Best = CostTerm::Compute;
-  for (CostTerm T : {CostTerm::TPComm, CostTerm::Bubble, CostTerm::DPComm,
-                     CostTerm::Optimizer})
+  for (CostTerm T : {CostTerm::TPComm, CostTerm::EPComm, CostTerm::Bubble,
+                     CostTerm::DPComm, CostTerm::Optimizer})
     if (get(T) > get(Best))
       Best = T;
   return Best;
@@ -439,6 +443,7 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
   const StageCost &S = PC.Stages[Busiest];
   B.ComputeS = S.ComputeS;
   B.TPCommS = PC.Plan.NumMicroBatches * S.TPCommS;
+  B.EPCommS = PC.Plan.NumMicroBatches * S.EPCommS;
   B.BubbleS = S.BubbleS;
   B.DPCommS = PC.Stages[Tail].DPExposedS;
   B.OptimizerS = PC.Stages[Tail].OptimizerS;
@@ -501,7 +506,7 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
   if (S.TPLimitWhy.empty())
     S.TPLimitWhy = "no topology level allows TP";
   S.TPDiv = computeTPDivisibility(G);
-  S.Experts = findExperts(G);
+  S.Experts = summarizeExperts(findExperts(G, Layers));
   return S;
 }
 
@@ -531,19 +536,26 @@ public:
       HBMUsable = HBM->getUsableCapacity().value();
       Reserved = HBM->Reserved.value();
     }
-    // Parameters as the evaluator counts them: distinct, read by a node.
-    DenseSet<const Value *> Seen;
+    // Parameters as the evaluator counts them: distinct, read by a node;
+    // expert parameters apart (divided by ep).
+    DenseSet<const Value *> Seen, Expert;
+    for (const ExpertGroup &EG : Eval.getExpertGroups()) {
+      Expert.insert(EG.StackedParams.begin(), EG.StackedParams.end());
+      for (const auto &Ps : EG.BranchParams)
+        Expert.insert(Ps.begin(), Ps.end());
+    }
     for (const auto &NP : G.getNodes())
       for (const Value *V : NP->getInputs())
         if (V && V->isParameter() && Seen.insert(V).second)
-          TotalParams += V->Type.getNumElements().getValueOr(0);
+          (Expert.count(V) ? ExpertParams : TotalParams) +=
+              V->Type.getNumElements().getValueOr(0);
   }
 
   void enumerate(std::vector<Candidate> &Out);
   Expected<SearchResult> run();
 
 private:
-  const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP);
+  const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP, unsigned EP);
   const std::vector<unsigned> &getEvenCounts(unsigned PP);
   const std::vector<unsigned> *getBalancedCounts(const LayerPrefix &LP,
                                                  unsigned PP, Recompute RC);
@@ -555,8 +567,10 @@ private:
   const SearchSpace &Space;
   const EvaluatorOptions &EO;
   const SearchOptions &Opts;
-  double HBMUsable = 0, Reserved = 0, TotalParams = 0;
-  std::map<std::tuple<unsigned, unsigned, bool>, LayerPrefix> Prefixes;
+  /// Non-expert and expert parameters.
+  double HBMUsable = 0, Reserved = 0, TotalParams = 0, ExpertParams = 0;
+  std::map<std::tuple<unsigned, unsigned, bool, unsigned>, LayerPrefix>
+      Prefixes;
   std::map<unsigned, std::vector<unsigned>> Even;
   std::map<std::tuple<const LayerPrefix *, unsigned, int>,
            std::unique_ptr<std::vector<unsigned>>>
@@ -566,8 +580,9 @@ public:
   uint64_t Partitions = 0;
 };
 
-const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP) {
-  auto Key = std::make_tuple(TP, MB, SP);
+const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
+                                       unsigned EP) {
+  auto Key = std::make_tuple(TP, MB, SP, EP);
   auto It = Prefixes.find(Key);
   if (It != Prefixes.end())
     return It->second;
@@ -576,7 +591,7 @@ const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP) {
   LP.F.assign(NL + 1, 0.0);
   LP.B = LP.A = LP.F;
   for (unsigned L = 0; L < NL; ++L) {
-    PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP);
+    PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP, EP);
     LP.Layers.push_back(T);
     LP.F[L + 1] = LP.F[L] + T.ForwardS;
     LP.B[L + 1] = LP.B[L] + T.BackwardS;
@@ -647,15 +662,19 @@ double Searcher::timeBound(const Candidate &C) const {
 }
 
 double Searcher::memoryBound(const ParallelPlan &P) const {
-  double Params = TotalParams / ((double)P.TP * P.PP);
-  double DP = P.DP;
-  double PerParam = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0);
-  if (EO.Train)
-    PerParam += EO.GradBytes / (P.ZeroStage >= 2 ? DP : 1.0) +
-                12.0 / (P.ZeroStage >= 1 ? DP : 1.0);
+  // Expert parameters: 1/ep of them, ZeRO over the dp/ep ranks.
+  auto PerParam = [&](double DP) {
+    double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0);
+    if (EO.Train)
+      B += EO.GradBytes / (P.ZeroStage >= 2 ? DP : 1.0) +
+           12.0 / (P.ZeroStage >= 1 ? DP : 1.0);
+    return B;
+  };
+  double TPPP = (double)P.TP * P.PP;
+  double Bytes = TotalParams / TPPP * PerParam(P.DP) +
+                 ExpertParams / (TPPP * P.EP) * PerParam(P.DP / P.EP);
   bool AnyComm = P.TP > 1 || P.DP > 1 || P.PP > 1;
-  return (Params * PerParam + (AnyComm ? EO.CommBufferBytes : 0.0) + Reserved) *
-         (1 - 1e-9);
+  return (Bytes + (AnyComm ? EO.CommBufferBytes : 0.0) + Reserved) * (1 - 1e-9);
 }
 
 double Searcher::stageBound(const PlanCost &PC) const {
@@ -664,7 +683,7 @@ double Searcher::stageBound(const PlanCost &PC) const {
   double PreF = 0, PreB = 0, Bound = 0, Tail = 0;
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
-    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS);
+    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS);
     Bound = std::max(Bound, PreF + Busy + (EO.Train ? PreB : 0.0));
     double Transfer = SC.P2PS / (EO.Train ? 2 : 1);
     PreF += SC.ForwardS / V + Transfer;
@@ -700,64 +719,71 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
       const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
       if (EvenCounts.empty())
         continue;
-      for (uint64_t MB : getDivisors(Batch / DP)) {
-        if (F.MicroBatchSize && *F.MicroBatchSize != MB)
+      // ep: the inner part of dp, dividing every MoE layer's experts.
+      for (uint64_t EP : getDivisors(DP)) {
+        if ((EP > 1 &&
+             (!Space.Experts.NumExperts || Space.Experts.NumExperts % EP)) ||
+            (F.EP && *F.EP != EP))
           continue;
-        uint64_t NMB = Batch / (DP * MB);
-        if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
-          continue;
-        for (bool SP : {false, true}) {
-          if ((SP && TP == 1) || (F.SP && *F.SP != SP))
+        for (uint64_t MB : getDivisors(Batch / DP)) {
+          if (F.MicroBatchSize && *F.MicroBatchSize != MB)
             continue;
-          const LayerPrefix &LP = getPrefix(TP, MB, SP);
-          for (Recompute RC : RCs) {
-            if (F.RC && *F.RC != RC)
+          uint64_t NMB = Batch / (DP * MB);
+          if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+            continue;
+          for (bool SP : {false, true}) {
+            if ((SP && TP == 1) || (F.SP && *F.SP != SP))
               continue;
-            // Stage layouts: vpp values and their counts.
-            struct Layout {
-              unsigned VPP;
-              const std::vector<unsigned> *Counts;
-              bool Balanced;
-            };
-            SmallVector<Layout, 8> Layouts;
-            if (!F.StageLayers.empty()) {
-              Layouts.push_back({1, &F.StageLayers, false});
-            } else {
-              Layouts.push_back({1, &EvenCounts, false});
-              if (Opts.BalanceStages && PP > 1)
-                if (const std::vector<unsigned> *B =
-                        getBalancedCounts(LP, PP, RC))
-                  Layouts.push_back({1, B, true});
-              unsigned Mid = Space.NumBlocks;
-              if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
-                for (uint64_t V : getDivisors(Mid / PP))
-                  if (V > 1)
-                    Layouts.push_back({(unsigned)V, &EvenCounts, false});
-            }
-            for (const Layout &Lay : Layouts) {
-              if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
+            const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
+            for (Recompute RC : RCs) {
+              if (F.RC && *F.RC != RC)
                 continue;
-              for (unsigned Z : Zeros) {
-                // ZeRO partitions over dp: with dp = 1 it is plain data.
-                if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+              // Stage layouts: vpp values and their counts.
+              struct Layout {
+                unsigned VPP;
+                const std::vector<unsigned> *Counts;
+                bool Balanced;
+              };
+              SmallVector<Layout, 8> Layouts;
+              if (!F.StageLayers.empty()) {
+                Layouts.push_back({1, &F.StageLayers, false});
+              } else {
+                Layouts.push_back({1, &EvenCounts, false});
+                if (Opts.BalanceStages && PP > 1)
+                  if (const std::vector<unsigned> *B =
+                          getBalancedCounts(LP, PP, RC))
+                    Layouts.push_back({1, B, true});
+                unsigned Mid = Space.NumBlocks;
+                if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
+                  for (uint64_t V : getDivisors(Mid / PP))
+                    if (V > 1)
+                      Layouts.push_back({(unsigned)V, &EvenCounts, false});
+              }
+              for (const Layout &Lay : Layouts) {
+                if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
                   continue;
-                Candidate C;
-                ParallelPlan &P = C.Plan;
-                P.TP = TP;
-                P.PP = PP;
-                P.DP = DP;
-                P.EP = 1;
-                P.SP = SP;
-                P.MicroBatchSize = MB;
-                P.NumMicroBatches = NMB;
-                P.VirtualStages = Lay.VPP;
-                P.RC = RC;
-                P.ZeroStage = Z;
-                if (Lay.Balanced || !F.StageLayers.empty())
-                  P.StageLayers = *Lay.Counts;
-                C.Counts = Lay.Counts;
-                C.Prefix = &LP;
-                Out.push_back(std::move(C));
+                for (unsigned Z : Zeros) {
+                  // ZeRO partitions over dp: with dp = 1 it is plain data.
+                  if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+                    continue;
+                  Candidate C;
+                  ParallelPlan &P = C.Plan;
+                  P.TP = TP;
+                  P.PP = PP;
+                  P.DP = DP;
+                  P.EP = EP;
+                  P.SP = SP;
+                  P.MicroBatchSize = MB;
+                  P.NumMicroBatches = NMB;
+                  P.VirtualStages = Lay.VPP;
+                  P.RC = RC;
+                  P.ZeroStage = Z;
+                  if (Lay.Balanced || !F.StageLayers.empty())
+                    P.StageLayers = *Lay.Counts;
+                  C.Counts = Lay.Counts;
+                  C.Prefix = &LP;
+                  Out.push_back(std::move(C));
+                }
               }
             }
           }
@@ -788,10 +814,15 @@ Expected<SearchResult> Searcher::run() {
 
   unsigned K = std::max(1u, Opts.TopK);
   std::vector<PlanCost> &Top = R.Top;
-  std::map<std::pair<unsigned, unsigned>, PlanCost> PairBest;
-  std::set<std::pair<unsigned, unsigned>> Pairs;
+  // The degrees explanations compare: (tp, pp, ep).
+  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
+  auto DegreesOf = [](const ParallelPlan &P) {
+    return Degrees(P.TP, P.PP, P.EP);
+  };
+  std::map<Degrees, PlanCost> PairBest;
+  std::set<Degrees> Pairs;
   for (const Candidate &C : Cands)
-    Pairs.insert({C.Plan.TP, C.Plan.PP});
+    Pairs.insert(DegreesOf(C.Plan));
   auto Threshold = [&]() {
     double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
     if (Pairs.size() < 2) // no best plan with other degrees to find
@@ -841,7 +872,7 @@ Expected<SearchResult> Searcher::run() {
       ++R.Stats.OverMemory;
       continue;
     }
-    auto Pair = std::make_pair(C.Plan.TP, C.Plan.PP);
+    Degrees Pair = DegreesOf(C.Plan);
     auto It = PairBest.find(Pair);
     if (It == PairBest.end())
       PairBest.emplace(Pair, *PC);
@@ -857,7 +888,7 @@ Expected<SearchResult> Searcher::run() {
   }
 
   if (!Top.empty()) {
-    auto Win = std::make_pair(Top[0].Plan.TP, Top[0].Plan.PP);
+    Degrees Win = DegreesOf(Top[0].Plan);
     for (const auto &KV : PairBest)
       if (KV.first != Win &&
           (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
@@ -908,12 +939,17 @@ Expected<SearchResult> Searcher::run() {
 }
 
 Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
-  if (F.EP && *F.EP != 1)
-    return createStringError(
-        inconvertibleErrorCode(),
-        "--plan ep=%u: expert parallelism is not searched or costed yet; "
-        "use ep=1",
-        *F.EP);
+  if (F.EP && *F.EP != 1 && !S.Experts.NumExperts)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan ep=%u: the model has no experts (no "
+                             "stacked [E, d, f] expert weights and no "
+                             "unrolled expert branches); use ep=1",
+                             *F.EP);
+  if (F.EP && S.Experts.NumExperts && S.Experts.NumExperts % *F.EP)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan ep=%u does not divide the %u experts "
+                             "per MoE layer",
+                             *F.EP, S.Experts.NumExperts);
   if (!F.StageLayers.empty()) {
     unsigned Sum = 0;
     for (unsigned C : F.StageLayers)
@@ -970,9 +1006,12 @@ static std::string fmtPercent(double Fraction) {
 }
 
 static std::string getDegrees(const ParallelPlan &P) {
-  return (Twine("tp=") + Twine(P.TP) + ",pp=" + Twine(P.PP) +
-          ",dp=" + Twine(P.DP))
-      .str();
+  std::string S =
+      (Twine("tp=") + Twine(P.TP) + ",pp=" + Twine(P.PP) + ",dp=" + Twine(P.DP))
+          .str();
+  if (P.EP > 1)
+    S += ",ep=" + std::to_string(P.EP);
+  return S;
 }
 
 static std::string getStageList(const PlanCost &PC) {
@@ -988,6 +1027,9 @@ static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
     OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why << ")";
   OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp = " << Sp.Devices
      << ", global batch " << Sp.Batch << " divisible by dp*mb";
+  if (Sp.Experts.NumExperts)
+    OS << ", ep divides dp and " << Sp.Experts.NumExperts
+       << " (experts per MoE layer)";
 }
 
 void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
@@ -1013,9 +1055,10 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
   StepBreakdown B = getStepBreakdown(PC);
   OS << "breakdown: compute " << fmtSeconds(B.ComputeS) << ", tp comm "
-     << fmtSeconds(B.TPCommS) << ", bubble " << fmtSeconds(B.BubbleS)
-     << ", dp comm " << fmtSeconds(B.DPCommS) << ", optimizer "
-     << fmtSeconds(B.OptimizerS)
+     << fmtSeconds(B.TPCommS)
+     << (B.EPCommS > 0 ? ", ep comm " + fmtSeconds(B.EPCommS) : std::string())
+     << ", bubble " << fmtSeconds(B.BubbleS) << ", dp comm "
+     << fmtSeconds(B.DPCommS) << ", optimizer " << fmtSeconds(B.OptimizerS)
      << " (dominant: " << getCostTermName(B.getDominant()) << ")\n";
   const SearchStats &St = R.Stats;
   OS << "search: " << St.Candidates << " candidates; " << St.Simulated
@@ -1026,10 +1069,15 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   OS << "space: ";
   printSpaceLine(R.Space, OS);
   OS << "\n";
-  if (R.Space.Experts.NumExperts)
-    OS << "note: ep=1: expert parallelism is not searched yet (the model has "
-       << R.Space.Experts.NumExperts << " experts in '"
-       << R.Space.Experts.Parameter << "')\n";
+  const ExpertInfo &X = R.Space.Experts;
+  if (X.NumExperts)
+    OS << "experts: " << X.NumGroups << " MoE layer(s), "
+       << (X.NumStacked == X.NumGroups ? "stacked"
+           : X.NumStacked == 0         ? "unrolled"
+                                       : "stacked and unrolled")
+       << ", " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
+       << "'); ep=" << PC.Plan.EP << ": " << X.NumExperts / PC.Plan.EP
+       << " per device\n";
 }
 
 void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
@@ -1052,8 +1100,8 @@ void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
 static std::string compareTerms(const PlanCost &A, const PlanCost &B) {
   StepBreakdown BA = getStepBreakdown(A), BB = getStepBreakdown(B);
   std::vector<CostTerm> Terms = {CostTerm::Compute, CostTerm::TPComm,
-                                 CostTerm::Bubble, CostTerm::DPComm,
-                                 CostTerm::Optimizer};
+                                 CostTerm::EPComm,  CostTerm::Bubble,
+                                 CostTerm::DPComm,  CostTerm::Optimizer};
   std::stable_sort(Terms.begin(), Terms.end(), [&](CostTerm X, CostTerm Y) {
     return std::fabs(BA.get(X) - BB.get(X)) > std::fabs(BA.get(Y) - BB.get(Y));
   });

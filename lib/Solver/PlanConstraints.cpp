@@ -1,14 +1,18 @@
 //===- PlanConstraints.cpp - The search's decision space in Z3 ------------===//
 //
-// Encoding. Every variable is one-hot over a finite domain: tp, pp and dp
-// over the divisors of the device count, the micro-batch size and count
+// Encoding. Every variable is one-hot over a finite domain: tp, pp, dp and
+// ep over the divisors of the device count, the micro-batch size and count
 // over the divisors of the global batch, vpp over 1..blocks, ZeRO over
 // 0..3, recompute over none/selective/full; sp and the stage-boundary kind
 // are booleans. The non-linear relations of DESIGN §6 (dp*tp*pp =
 // devices, batch divisible by dp*mb, nmb = batch / (dp*mb), nmb a multiple
-// of pp) become one implication per pair of values, and the whole model is
-// propositional. Every constraint is one tracked assertion whose name says
-// it in plain words; an unsat core is therefore a list of sentences.
+// of pp, ep dividing dp) become one implication per pair of values, and the
+// whole model is propositional. Expert parallelism is Megatron's
+// expert-data-parallel (ParallelPlan.h): ep ranks are carved out of dp, so
+// ep divides dp, and each holds experts / ep experts, so ep divides the
+// experts of every MoE layer (ep = 1 without experts). Every constraint is one
+// tracked assertion whose name says it in plain words; an unsat core is
+// therefore a list of sentences.
 //
 // Certificates. Each row of the table is a selector implying its values;
 // exactly one row is chosen; a row over HBM is excluded (memory is
@@ -87,7 +91,7 @@ public:
   /// Domains: divisors of the devices (tp, pp, dp) and of the batch (mb,
   /// nmb), 1..max(blocks, 1) (vpp), 0..3 (zero), 0..2 (recompute).
   std::vector<uint64_t> DevDivs, BatchDivs, VPPs, Zeros, RCs;
-  z3::expr_vector TP, PP, DP, MB, NMB, VPP, Zero, RC;
+  z3::expr_vector TP, PP, DP, EP, MB, NMB, VPP, Zero, RC;
   z3::expr SP, Balanced;
   /// Exactly-one constraints: never part of an explanation.
   std::vector<z3::expr> Domains;
@@ -134,11 +138,13 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
     : C(C), S(S), DevDivs(getDivisors(std::max<uint64_t>(1, S.Devices))),
       BatchDivs(getDivisors(std::max<uint64_t>(1, S.Batch))),
       VPPs(range(1, std::max(1u, S.NumBlocks))), Zeros(range(0, 3)),
-      RCs(range(0, 2)), TP(C), PP(C), DP(C), MB(C), NMB(C), VPP(C), Zero(C),
-      RC(C), SP(C.bool_const("sp")), Balanced(C.bool_const("balanced")) {
+      RCs(range(0, 2)), TP(C), PP(C), DP(C), EP(C), MB(C), NMB(C), VPP(C),
+      Zero(C), RC(C), SP(C.bool_const("sp")),
+      Balanced(C.bool_const("balanced")) {
   TP = oneHot("tp", DevDivs);
   PP = oneHot("pp", DevDivs);
   DP = oneHot("dp", DevDivs);
+  EP = oneHot("ep", DevDivs);
   MB = oneHot("mb", BatchDivs);
   NMB = oneHot("nmb", BatchDivs);
   VPP = oneHot("vpp", VPPs);
@@ -182,6 +188,28 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
   if (!Layers.empty())
     add(conj(Layers), "pp <= " + Twine(S.NumLayers) + " (layers)", Topic::PP,
         "pp <= " + Twine(S.NumLayers) + " (layers)");
+
+  // Expert parallelism: ep divides dp and the experts.
+  std::vector<z3::expr> EPInDP, EPExperts;
+  for (unsigned I = 0; I < DevDivs.size(); ++I) {
+    uint64_t E = DevDivs[I];
+    for (unsigned J = 0; J < DevDivs.size(); ++J)
+      if (DevDivs[J] % E)
+        EPInDP.push_back(!(EP[I] && DP[J]));
+    if (E > 1 && (!S.NumExperts || S.NumExperts % E))
+      EPExperts.push_back(!EP[I]);
+  }
+  if (!EPInDP.empty())
+    add(conj(EPInDP),
+        "ep divides dp (expert-parallel ranks are carved out of the "
+        "data-parallel ones)",
+        Topic::Structural);
+  if (!EPExperts.empty())
+    add(conj(EPExperts),
+        S.NumExperts
+            ? "ep divides the " + Twine(S.NumExperts) + " experts per MoE layer"
+            : Twine("ep = 1 (the model has no experts)"),
+        Topic::Other);
 
   // Global batch = dp * mb * nmb.
   std::vector<z3::expr> Divisible, Count;
@@ -252,6 +280,8 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
     Fix("pp", S.FixedPP, PP, DevDivs, NotDevices, Topic::PP);
   if (S.FixedDP)
     Fix("dp", S.FixedDP, DP, DevDivs, NotDevices, Topic::Other);
+  if (S.FixedEP)
+    Fix("ep", S.FixedEP, EP, DevDivs, NotDevices, Topic::Other);
   if (S.FixedMB)
     Fix("mb", S.FixedMB, MB, BatchDivs, NotBatch, Topic::Other);
   if (S.FixedNMB)
@@ -415,10 +445,11 @@ Expected<OptimumCertificate> certifyMinimumStepTime(const PlanSpaceDesc &Space,
       Sel.push_back(B);
       z3::expr Is =
           M.lit(M.TP, M.DevDivs, R.TP) && M.lit(M.PP, M.DevDivs, R.PP) &&
-          M.lit(M.DP, M.DevDivs, R.DP) && M.lit(M.MB, M.BatchDivs, R.MB) &&
-          M.lit(M.NMB, M.BatchDivs, R.NMB) && M.lit(M.VPP, M.VPPs, R.VPP) &&
-          M.lit(M.Zero, M.Zeros, R.Zero) && M.lit(M.RC, M.RCs, R.Recompute) &&
-          (R.SP ? M.SP : !M.SP) && (R.Balanced ? M.Balanced : !M.Balanced);
+          M.lit(M.DP, M.DevDivs, R.DP) && M.lit(M.EP, M.DevDivs, R.EP) &&
+          M.lit(M.MB, M.BatchDivs, R.MB) && M.lit(M.NMB, M.BatchDivs, R.NMB) &&
+          M.lit(M.VPP, M.VPPs, R.VPP) && M.lit(M.Zero, M.Zeros, R.Zero) &&
+          M.lit(M.RC, M.RCs, R.Recompute) && (R.SP ? M.SP : !M.SP) &&
+          (R.Balanced ? M.Balanced : !M.Balanced);
       O.add(z3::implies(B, Is));
       if (R.MemoryBytes > HBMBytes)
         O.add(!B);

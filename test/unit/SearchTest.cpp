@@ -409,7 +409,7 @@ TEST(SearchTest, TPDivisibilityFollowsTheHeads) {
   EXPECT_EQ(D.Why, "6 = dim 2 of 'qr0'");
   // 48, 96, 192 and 6.
   EXPECT_EQ(D.NumSplitDims, 4u);
-  EXPECT_EQ(findExperts(F.CU.M->getGraph()).NumExperts, 0u);
+  EXPECT_TRUE(findExperts(F.CU.M->getGraph(), F.CU.Layers).empty());
 }
 
 TEST(SearchTest, NoFeasiblePlanGivesFloors) {
@@ -435,7 +435,7 @@ TEST(SearchTest, NoFeasiblePlanGivesFloors) {
   EXPECT_EQ(Pairs, Want);
 }
 
-TEST(SearchTest, RejectsExpertParallelism) {
+TEST(SearchTest, RejectsExpertParallelismWithoutExperts) {
   RandomCase C;
   Fixture F(C);
   SearchOptions O;
@@ -443,8 +443,8 @@ TEST(SearchTest, RejectsExpertParallelism) {
   Expected<SearchResult> R = F.search(O);
   ASSERT_FALSE(!!R);
   EXPECT_EQ(toString(R.takeError()),
-            "--plan ep=2: expert parallelism is not searched or costed yet; "
-            "use ep=1");
+            "--plan ep=2: the model has no experts (no stacked [E, d, f] "
+            "expert weights and no unrolled expert branches); use ep=1");
 }
 
 //===-- Stage partition ---------------------------------------------------===//

@@ -25,6 +25,24 @@ enum class Recompute { None, Selective, Full };
 llvm::StringRef getRecomputeName(Recompute R);
 
 /// A complete plan.
+///
+/// Mesh and rank order (the emitter and the manifest must match it). The
+/// global rank of the device at pipeline stage pp_idx, data-parallel index
+/// dp_idx and tensor-parallel index tp_idx is
+///
+///   rank = (pp_idx * dp + dp_idx) * tp + tp_idx,
+///   dp_idx = dp_outer * ep + ep_idx   (ep_idx < ep, dp_outer < dp / ep),
+///
+/// so TP is innermost (consecutive ranks, the fast domain), then EP as the
+/// inner part of the DP axis, then the rest of DP, then PP outermost. The
+/// groups of rank r: tp = the tp ranks with the same (pp_idx, dp_idx); ep =
+/// stride tp, size ep; dp = stride tp, size dp (non-expert gradients);
+/// dp_ep = stride tp * ep, size dp / ep (expert gradients: the ranks that
+/// hold the same experts); pp = stride dp * tp, size pp.
+///
+/// Expert parallelism is Megatron's expert-data-parallel: ep ranks are
+/// carved out of dp (ep divides dp), each holds NumExperts / ep experts of
+/// every MoE layer, non-expert parameters are replicated over dp as usual.
 struct ParallelPlan {
   unsigned DP = 1, TP = 1, PP = 1, EP = 1;
   /// Sequence parallelism alongside TP (Korthikanti et al. 2022).
@@ -61,7 +79,9 @@ llvm::Expected<PlanSpec> parsePlanSpec(llvm::StringRef Text);
 /// Completes \p Spec for \p Devices devices and global batch \p Batch:
 /// dp defaults to Devices / (tp * pp), mb to 1, nmb to Batch / (dp * mb),
 /// and the rest to their plain values. Checks dp*tp*pp == Devices, ep
-/// divides dp*tp, and Batch divisible by dp*mb; errors say which.
+/// divides dp (EP ranks are carved out of DP), and Batch divisible by
+/// dp*mb; errors say which. Whether ep divides the model's experts is the
+/// evaluator's check (it knows the model).
 llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
                                           uint64_t Devices, int64_t Batch);
 

@@ -14,6 +14,18 @@
 // (partial, all-reduced). The analysis runs once per graph; evaluate() is
 // cheap per plan, as the search needs.
 //
+// Expert parallelism (ParallelPlan.h has the semantics and the rank order):
+// expert parameters are divided by ep (and by tp where Megatron splits
+// them); per MoE layer and micro-batch, stacked experts pay an AllToAll
+// dispatch of the dispatched tokens and an AllToAll combine of the expert
+// outputs over the ep group, unrolled dense experts (every expert sees
+// every token) an AllGather of the tokens and a ReduceScatter of the
+// experts' summed output, in forward and again in backward. Each device
+// runs 1/ep of the experts on ep times the tokens: the expert FLOPs per
+// device do not change, the weight reads shrink by ep and the matmuls get
+// ep times more rows (better cube efficiency). Expert gradients sync over
+// dp/ep (dp_ep), the rest over dp; ZeRO partitions each over its group.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLAN_PLANCOST_H
 #define LOOM_PLAN_PLANCOST_H
@@ -23,6 +35,7 @@
 #include "loom/Cost/Memory.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/Graph.h"
+#include "loom/Plan/Experts.h"
 #include "loom/Plan/ParallelPlan.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>
@@ -47,12 +60,19 @@ struct StageCost {
   double ForwardS = 0, BackwardS = 0;
   /// Per micro-batch: TP collectives (forward + backward), not overlapped.
   double TPCommS = 0;
+  /// Per micro-batch: EP dispatch and combine (forward + backward), not
+  /// overlapped.
+  double EPCommS = 0;
   /// Per micro-batch: receive from the previous stage and send to the next.
   double P2PS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
   double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
-  /// DP gradient synchronization and its part not hidden by backward.
+  /// DP gradient synchronization (non-expert gradients over dp, expert
+  /// gradients over dp/ep) and its part not hidden by backward.
   double DPSyncS = 0, DPExposedS = 0;
+  /// Parameters one device of the stage holds after TP/EP sharding (before
+  /// ZeRO), expert parameters among them.
+  double ParamCount = 0, ExpertParamCount = 0;
   double OptimizerS = 0;
   MemoryBreakdown Memory;
   double MemoryBytes = 0;
@@ -113,13 +133,16 @@ public:
   struct LayerTime {
     double ForwardS = 0, BackwardS = 0, AttentionForwardS = 0;
   };
-  LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB,
-                         bool SP) const;
+  LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB, bool SP,
+                         unsigned EP = 1) const;
+  /// The model's expert groups (findExperts).
+  llvm::ArrayRef<ExpertGroup> getExpertGroups() const;
   /// Layers as evaluate() numbers them (at least 1).
   unsigned getNumLayers() const;
 
-  /// Mesh axis -> topology: TP innermost, then DP, then PP (DESIGN §6: TP
-  /// inside the fast domain, DP and PP across the slow network).
+  /// Mesh axis -> topology: TP innermost, then DP (EP its inner part), then
+  /// PP (DESIGN §6: TP inside the fast domain, DP and PP across the slow
+  /// network); ParallelPlan.h gives the rank order.
   GroupShape getGroupShape(unsigned Stride, unsigned Size) const;
 
 private:

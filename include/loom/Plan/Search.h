@@ -10,13 +10,15 @@
 // pipeline, and only the survivors are simulated. Pruning never changes the
 // answer (tests compare with brute force and with Z3).
 //
-// Expert parallelism is not searched: ep = 1 (a model with experts keeps
-// all of them on every TP group; the summary says so).
+// Expert parallelism (ep > 1) is searched where the model has experts
+// (findExperts): ep over the divisors of dp that divide every MoE layer's
+// expert count.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLAN_SEARCH_H
 #define LOOM_PLAN_SEARCH_H
 
+#include "loom/Plan/Experts.h"
 #include "loom/Plan/PlanCost.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/Support/Error.h"
@@ -44,12 +46,17 @@ struct TPDivisibility {
 };
 TPDivisibility computeTPDivisibility(const Graph &G);
 
-/// Experts of a MoE model: stacked expert weights [E, d, f] read by MatMul.
+/// What the search needs of the model's experts (findExperts, Experts.h).
 struct ExpertInfo {
-  unsigned NumExperts = 0; ///< 0 when the model has none.
+  /// The gcd of the MoE layers' expert counts (ep must divide it); 0 when
+  /// the model has no experts.
+  unsigned NumExperts = 0;
+  /// MoE layers, and how many of them have stacked expert weights.
+  unsigned NumGroups = 0, NumStacked = 0;
+  /// A parameter of the first group, for messages.
   std::string Parameter;
 };
-ExpertInfo findExperts(const Graph &G);
+ExpertInfo summarizeExperts(llvm::ArrayRef<ExpertGroup> Groups);
 
 //===-- Stage boundaries --------------------------------------------------===//
 
@@ -76,16 +83,17 @@ double getBottleneck(llvm::ArrayRef<double> LayerCost,
 
 //===-- Cost terms --------------------------------------------------------===//
 
-enum class CostTerm { Compute, TPComm, Bubble, DPComm, Optimizer };
+enum class CostTerm { Compute, TPComm, EPComm, Bubble, DPComm, Optimizer };
 llvm::StringRef getCostTermName(CostTerm T);
 
 /// The step time split into what one device spends it on: for the busiest
-/// stage (least idle) its compute, TP communication and idle time (bubble,
-/// including waits for pipeline transfers), plus the exposed DP gradient
-/// sync and the optimizer of the stage that finishes last. Sums to
+/// stage (least idle) its compute, TP and EP communication and idle time
+/// (bubble, including waits for pipeline transfers), plus the exposed DP
+/// gradient sync and the optimizer of the stage that finishes last. Sums to
 /// StepTimeS.
 struct StepBreakdown {
-  double ComputeS = 0, TPCommS = 0, BubbleS = 0, DPCommS = 0, OptimizerS = 0;
+  double ComputeS = 0, TPCommS = 0, EPCommS = 0, BubbleS = 0, DPCommS = 0,
+         OptimizerS = 0;
   double get(CostTerm T) const;
   CostTerm getDominant() const;
 };
@@ -151,7 +159,7 @@ struct SearchResult {
   SearchSpace Space;
   /// Best first; empty when nothing fits.
   std::vector<PlanCost> Top;
-  /// The best plan whose (tp, pp) differs from Top[0]'s (explanations).
+  /// The best plan whose (tp, pp, ep) differs from Top[0]'s (explanations).
   llvm::Optional<PlanCost> OtherDegrees;
   /// --plan fixed the stage boundaries.
   bool StagesGiven = false;
@@ -168,8 +176,9 @@ SearchSpace describeSearchSpace(const Graph &G,
                                 const EvaluatorOptions &EO,
                                 uint64_t Devices = 0);
 
-/// Runs the search. Errors: a --plan the search cannot honour (ep > 1,
-/// stages that do not sum to the layers). No feasible plan is not an
+/// Runs the search. Errors: a --plan the search cannot honour (ep > 1 on a
+/// model without experts or not dividing their number, stages that do not
+/// sum to the layers). No feasible plan is not an
 /// error here: Top is empty and Floors says why.
 llvm::Expected<SearchResult>
 searchPlans(const PlanEvaluator &Eval, const Graph &G,

@@ -1,7 +1,7 @@
 //===- PlanConstraints.h - The search's decision space in Z3 ----*- C++ -*-===//
 //
 // The constraint model of DESIGN §6 over the decision variables of the
-// parallelism search (tp, pp, dp, micro-batch size and count, virtual
+// parallelism search (tp, pp, dp, ep, micro-batch size and count, virtual
 // stages, sp, recompute, ZeRO, stage-boundary kind), as plain data in and
 // plain data out, in the style of XLA's auto-sharding solver. The search
 // itself (lib/Plan/Search.cpp) enumerates with bounds, which is far faster
@@ -50,9 +50,11 @@ struct PlanSpaceDesc {
   uint64_t TPDivisor = 0;
   std::string TPDivisorWhy;
   bool Train = true;
+  /// Experts per MoE layer (the gcd over layers); 0: no experts, ep = 1.
+  uint64_t NumExperts = 0;
   /// What --plan fixed; 0 (or -1 for the last three) means free.
   unsigned FixedTP = 0, FixedPP = 0, FixedDP = 0, FixedMB = 0, FixedNMB = 0,
-           FixedVPP = 0;
+           FixedVPP = 0, FixedEP = 0;
   int FixedZero = -1, FixedRecompute = -1, FixedSP = -1;
   /// --plan fixed the stage boundaries (layer counts per stage).
   bool FixedStages = false;
@@ -90,7 +92,7 @@ explainInfeasibility(const PlanSpaceDesc &Space,
 
 /// One fully decided candidate with its predicted cost.
 struct CandidateRow {
-  unsigned TP = 1, PP = 1, DP = 1, MB = 1, NMB = 1, VPP = 1;
+  unsigned TP = 1, PP = 1, DP = 1, EP = 1, MB = 1, NMB = 1, VPP = 1;
   unsigned Zero = 0, Recompute = 0; ///< Recompute: 0 none, 1 selective, 2 full.
   bool SP = false;
   /// Stage boundaries from the min-max partition rather than the even split.

@@ -1,0 +1,76 @@
+//===- Experts.h - Find the experts of mixture-of-experts layers -*- C++
+//-*-===//
+//
+// Expert parallelism (DESIGN §6) needs to know, per MoE layer, how many
+// experts there are, which parameters and nodes belong to which expert, and
+// where the tokens enter and the expert outputs are merged. Exporters write
+// experts in two forms:
+//
+//  - stacked: one weight per projection holding every expert, [E, d, f],
+//    read by a batched MatMul on dispatched tokens [E, C, d] (GShard/Switch
+//    capacity-based dispatch; the zoo's MoE models, make_zoo.py);
+//  - unrolled: torch.onnx unrolls a Python loop over an nn.ModuleList of
+//    experts into one branch per expert, each with its own weights
+//    (`experts.N.*`), all reading the same token tensor and summed by a
+//    chain of Adds (examples/models/moe-tiny.onnx).
+//
+// Detection is structural; parameter names only order the experts of an
+// unrolled group when they spell a consistent numbering.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLAN_EXPERTS_H
+#define LOOM_PLAN_EXPERTS_H
+
+#include "loom/IR/Graph.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include <vector>
+
+namespace loom {
+
+struct ExpertGroup {
+  /// The detect-layers layer of the group's nodes.
+  unsigned Layer = 0;
+  unsigned NumExperts = 0;
+  /// Unrolled experts: every node that belongs to exactly one expert's
+  /// branch (its projections, activation, and the routing weight it is
+  /// scaled by) -> expert index (0-based; the `experts.N` numbering when the
+  /// parameter names give one, else the order of the Add chain).
+  llvm::DenseMap<const Node *, unsigned> BranchOf;
+  /// Stacked experts: the weights [E, d, f] whose dim 0 is the expert dim,
+  /// in topological order of their first reader.
+  std::vector<const Value *> StackedParams;
+  /// Unrolled: the first node after the branches that merges them (the
+  /// start of the Add chain), if identifiable.
+  const Node *Combine = nullptr;
+
+  //--- Added for the cost model and the emitter -------------------------===//
+  /// Unrolled: the token tensor every expert reads ([T, d]); stacked: the
+  /// dispatched tokens entering the first expert MatMul ([E, C, d]).
+  const Value *Tokens = nullptr;
+  /// Unrolled: the end of the Add chain (the experts' weighted sum, [T, d]);
+  /// stacked: the last expert MatMul's output ([E, C, d]).
+  const Value *Output = nullptr;
+  /// Stacked: the nodes between Tokens and Output whose leading dim is the
+  /// expert dim (the batched MatMuls and the element-wise work between
+  /// them), in topological order. Empty for unrolled groups.
+  std::vector<const Node *> StackedNodes;
+  /// Unrolled: the parameters of each expert's branch, per expert.
+  std::vector<std::vector<const Value *>> BranchParams;
+
+  bool isStacked() const { return !StackedParams.empty(); }
+  /// Whether \p N is expert work (split across the EP group).
+  bool contains(const Node *N) const;
+};
+
+/// The expert groups of \p G, one per MoE layer (a layer with both forms,
+/// or with stacked weights of different expert counts, yields one group
+/// per form/count), in layer order. \p Layers is detect-layers' numbering;
+/// nodes carry it in Node::Layer (an empty list treats the graph as one
+/// layer). Deterministic.
+std::vector<ExpertGroup> findExperts(const Graph &G,
+                                     llvm::ArrayRef<LayerInfo> Layers);
+
+} // namespace loom
+
+#endif // LOOM_PLAN_EXPERTS_H

@@ -1,0 +1,291 @@
+//===- ExpertsTest.cpp - MoE experts found, and expert parallelism costed -===//
+//
+// findExperts on the torch export with unrolled experts (moe-tiny), on a
+// stacked-expert graph, and on graphs that look like experts but are not;
+// then the evaluator's EP semantics (ParallelPlan.h) on both forms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Plan/Experts.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Plan/PlanCost.h"
+
+#include "gtest/gtest.h"
+#include <set>
+
+using namespace loom;
+using namespace llvm;
+
+namespace {
+
+void runPipeline(CompilationUnit &CU, StringRef Pipeline) {
+  PassManager PM(getRegisteredPasses());
+  ASSERT_FALSE(!!PM.parsePipeline(Pipeline));
+  std::string Sink;
+  raw_string_ostream OS(Sink);
+  Error E = PM.run(CU, PassInstrumentation(), OS, OS);
+  ASSERT_FALSE(!!E) << toString(std::move(E));
+}
+
+CompilationUnit loadExample(const char *Name) {
+  CompilationUnit CU;
+  auto M = importModelFile(std::string(LOOM_SOURCE_DIR) + "/examples/models/" +
+                           Name);
+  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
+  CU.M = std::move(*M);
+  CU.Opts.Batch = 2;
+  CU.Opts.Seq = 16;
+  runPipeline(CU, "bind-symbols,infer-shapes,fold-shape-arith,detect-layers");
+  return CU;
+}
+
+CompilationUnit loadText(const std::string &Text,
+                         StringRef Pipeline = "infer-shapes,detect-layers") {
+  CompilationUnit CU;
+  auto M = importModelFromText(Text, "model.onnxtxt");
+  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
+  CU.M = std::move(*M);
+  runPipeline(CU, Pipeline);
+  return CU;
+}
+
+/// The expert number in a torch node name ".../experts.3/...", or -1.
+int expertInName(StringRef Name) {
+  size_t P = Name.find("experts.");
+  if (P == StringRef::npos)
+    return -1;
+  unsigned N;
+  StringRef Rest = Name.drop_front(P + 8);
+  if (Rest.take_while([](char C) { return isDigit(C); }).getAsInteger(10, N))
+    return -1;
+  return N;
+}
+
+TEST(ExpertsTest, UnrolledTorchExperts) {
+  // moe-tiny: 2 decoder layers, each a MoE of 4 SwiGLU experts written as a
+  // Python loop (tiny_models.py, MoEMLP): out = out + expert_e(x) * w_e.
+  CompilationUnit CU = loadExample("moe-tiny.onnx");
+  std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);
+  ASSERT_EQ(Groups.size(), 2u);
+  EXPECT_LT(Groups[0].Layer, Groups[1].Layer);
+  for (const ExpertGroup &EG : Groups) {
+    EXPECT_EQ(EG.NumExperts, 4u);
+    EXPECT_FALSE(EG.isStacked());
+    EXPECT_TRUE(EG.StackedNodes.empty());
+    ASSERT_NE(EG.Combine, nullptr);
+    EXPECT_EQ(EG.Combine->getOpType(), "Add");
+    ASSERT_NE(EG.Tokens, nullptr);
+    ASSERT_NE(EG.Output, nullptr);
+    // The token tensor [b*t, h] = [32, 64]; the sum has the same shape.
+    EXPECT_EQ(EG.Tokens->Type.str(), "f32[32,64]");
+    EXPECT_EQ(EG.Output->Type.str(), "f32[32,64]");
+    // Every node of a branch is the expert its torch scope names (the
+    // routing-weight nodes Equal/Where/ReduceSum are outside any expert's
+    // scope but belong to its branch); each branch has the same size.
+    std::vector<unsigned> Size(4, 0);
+    unsigned Named = 0;
+    for (const auto &NP : CU.M->getGraph().getNodes()) {
+      auto It = EG.BranchOf.find(NP.get());
+      int InName = expertInName(NP->getName());
+      if (It == EG.BranchOf.end()) {
+        EXPECT_TRUE(InName < 0 || NP->Layer != (int)EG.Layer)
+            << NP->getName().str();
+        continue;
+      }
+      EXPECT_EQ(NP->Layer, (int)EG.Layer);
+      ++Size[It->second];
+      if (InName >= 0) {
+        ++Named;
+        EXPECT_EQ(InName, (int)It->second) << NP->getName().str();
+      }
+    }
+    EXPECT_GT(Named, 0u);
+    for (unsigned E = 1; E < 4; ++E)
+      EXPECT_EQ(Size[E], Size[0]);
+    // gate, up and down projections, each expert its own.
+    ASSERT_EQ(EG.BranchParams.size(), 4u);
+    for (unsigned E = 0; E < 4; ++E) {
+      ASSERT_EQ(EG.BranchParams[E].size(), 3u);
+      for (const Value *P : EG.BranchParams[E])
+        EXPECT_NE(P->getName().find("experts." + std::to_string(E) + "."),
+                  StringRef::npos)
+            << P->getName().str();
+    }
+  }
+  // The router, attention and norms are no expert's.
+  for (const auto &NP : CU.M->getGraph().getNodes())
+    if (NP->getName().contains("/gate/") || NP->getName().contains("attn"))
+      for (const ExpertGroup &EG : Groups)
+        EXPECT_FALSE(EG.contains(NP.get())) << NP->getName().str();
+}
+
+/// Dispatched tokens [E, C, h] through stacked experts, in a layer with a
+/// dense projection before: E = 8, C = 4, h = 16, f = 32.
+const char *StackedModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[8,4,16] xe, float[32,16] x) => (float[8,4,16] y, float[32,16] z)
+<float[16,16] wd, float[8,16,32] w1, float[8,32,16] w2> {
+  z = MatMul (x, wd)
+  h = MatMul (xe, w1)
+  r = Relu (h)
+  y = MatMul (r, w2)
+}
+)";
+
+TEST(ExpertsTest, StackedExperts) {
+  CompilationUnit CU = loadText(StackedModel);
+  std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);
+  ASSERT_EQ(Groups.size(), 1u);
+  const ExpertGroup &EG = Groups[0];
+  EXPECT_TRUE(EG.isStacked());
+  EXPECT_EQ(EG.NumExperts, 8u);
+  ASSERT_EQ(EG.StackedParams.size(), 2u);
+  EXPECT_EQ(EG.StackedParams[0]->getName(), "w1");
+  EXPECT_EQ(EG.StackedParams[1]->getName(), "w2");
+  EXPECT_EQ(EG.Tokens->getName(), "xe");
+  EXPECT_EQ(EG.Output->getName(), "y");
+  ASSERT_EQ(EG.StackedNodes.size(), 3u);
+  EXPECT_EQ(EG.StackedNodes[0]->getOpType(), "MatMul");
+  EXPECT_EQ(EG.StackedNodes[1]->getOpType(), "Relu");
+  EXPECT_EQ(EG.StackedNodes[2]->getOpType(), "MatMul");
+  EXPECT_TRUE(EG.BranchOf.empty());
+  EXPECT_EQ(EG.Combine, nullptr);
+}
+
+/// Two branches on the same tokens summed by an Add chain; \p Second is
+/// the second branch's body (its projections w3, w4).
+std::string makeBranches(const std::string &Second) {
+  return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+         "g (float[32,16] x) => (float[32,16] y)\n"
+         "<float[16,32] w1, float[32,16] w2, float[16,32] w3, "
+         "float[32,16] w4, float[16,16] w5> {\n"
+         "  a1 = MatMul (x, w1)\n  a2 = Relu (a1)\n  a3 = MatMul (a2, w2)\n" +
+         Second + "  s = Add (a3, b3)\n  y = Add (s, x)\n}\n";
+}
+
+TEST(ExpertsTest, IsomorphicBranchesOnly) {
+  // Without detect-layers (which would take two identical branches for two
+  // layers of a model this small) the graph is one layer.
+  auto Load = [](const std::string &Second) {
+    return loadText(makeBranches(Second), "infer-shapes");
+  };
+  // Isomorphic: two experts, numbered by chain order (no names).
+  {
+    CompilationUnit CU = Load(
+        "  b1 = MatMul (x, w3)\n  b2 = Relu (b1)\n  b3 = MatMul (b2, w4)\n");
+    std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);
+    ASSERT_EQ(Groups.size(), 1u);
+    EXPECT_EQ(Groups[0].NumExperts, 2u);
+    EXPECT_EQ(Groups[0].BranchOf.size(), 6u);
+    EXPECT_EQ(Groups[0].Tokens->getName(), "x");
+    EXPECT_EQ(Groups[0].Combine->getOutput(0)->getName(), "s");
+    // The experts' sum, not the residual add after it.
+    EXPECT_EQ(Groups[0].Output->getName(), "s");
+    EXPECT_EQ(Groups[0].BranchParams[1][0]->getName(), "w3");
+  }
+  // Not isomorphic (Sigmoid for Relu): a residual sum of two different
+  // blocks, not experts.
+  {
+    CompilationUnit CU =
+        Load("  b1 = MatMul (x, w3)\n  b2 = Sigmoid (b1)\n  b3 = MatMul (b2, "
+             "w4)\n");
+    EXPECT_TRUE(findExperts(CU.M->getGraph(), CU.Layers).empty());
+  }
+  // Shared weights: the same projection twice is not two experts.
+  {
+    CompilationUnit CU = Load(
+        "  b1 = MatMul (x, w1)\n  b2 = Relu (b1)\n  b3 = MatMul (b2, w2)\n");
+    EXPECT_TRUE(findExperts(CU.M->getGraph(), CU.Layers).empty());
+  }
+  // Different token tensors (x and a projection of it): not experts of one
+  // MoE layer.
+  {
+    CompilationUnit CU =
+        Load("  xx = MatMul (x, w5)\n  b1 = MatMul (xx, w3)\n  b2 = Relu (b1)\n"
+             "  b3 = MatMul (b2, w4)\n");
+    EXPECT_TRUE(findExperts(CU.M->getGraph(), CU.Layers).empty());
+  }
+}
+
+TEST(ExpertsTest, ExpertParallelCost) {
+  CompilationUnit CU = loadText(StackedModel);
+  // One Atlas 800T A2 server: 8 NPUs over HCCS.
+  Expected<HardwareModel> HW = loadHardwareModel(
+      std::string(LOOM_SOURCE_DIR) + "/examples/hw/atlas800t-a2.yaml");
+  ASSERT_TRUE(!!HW) << toString(HW.takeError());
+  CU.HW = &*HW;
+  runPipeline(CU, "annotate-costs");
+  EvaluatorOptions EO;
+  EO.Batch = 8;
+  EO.Seq = 4;
+  PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *HW, EO);
+  ASSERT_EQ(Eval.getExpertGroups().size(), 1u);
+  auto Cost = [&](unsigned DP, unsigned EP, unsigned Zero) {
+    ParallelPlan P;
+    P.DP = DP;
+    P.TP = 8 / DP;
+    P.EP = EP;
+    P.ZeroStage = Zero;
+    P.NumMicroBatches = 8 / DP;
+    Expected<PlanCost> PC = Eval.evaluate(P);
+    EXPECT_TRUE(!!PC) << (PC ? "" : toString(PC.takeError()));
+    return PC ? *PC : PlanCost();
+  };
+  // Expert parameters 2 * 8*16*32 = 8192, dense 256. At tp=1, dp=8:
+  // ep=1 holds all, ep=8 one expert (1024), ep=2 four (4096).
+  PlanCost E1 = Cost(8, 1, 0), E2 = Cost(8, 2, 0), E8 = Cost(8, 8, 0);
+  EXPECT_EQ(E1.Stages[0].ParamCount, 8192 + 256);
+  EXPECT_EQ(E2.Stages[0].ExpertParamCount, 4096);
+  EXPECT_EQ(E8.Stages[0].ExpertParamCount, 1024);
+  EXPECT_EQ(E8.Stages[0].ParamCount, 1024 + 256);
+  // Weights (2 bytes), gradients (2) and Adam (12): 16 bytes each.
+  EXPECT_DOUBLE_EQ(E1.Stages[0].Memory.Weights + E1.Stages[0].Memory.Gradients +
+                       E1.Stages[0].Memory.OptimizerStates -
+                       (E8.Stages[0].Memory.Weights +
+                        E8.Stages[0].Memory.Gradients +
+                        E8.Stages[0].Memory.OptimizerStates),
+                   (8192 - 1024) * 16.0);
+  // ZeRO-1 at ep=2: Adam states of the dense part over dp=8, of the
+  // experts over dp/ep=4: 12 * (256/8 + 4096/4).
+  PlanCost Z = Cost(8, 2, 1);
+  EXPECT_DOUBLE_EQ(Z.Stages[0].Memory.OptimizerStates,
+                   12.0 * (256.0 / 8 + 4096.0 / 4));
+  // AllToAll traffic only with ep > 1; same FLOPs, fewer weight bytes.
+  EXPECT_EQ(E1.Stages[0].EPCommS, 0);
+  EXPECT_GT(E2.Stages[0].EPCommS, 0);
+  EXPECT_GT(E8.Stages[0].EPCommS, E2.Stages[0].EPCommS);
+  EXPECT_LE(E8.Stages[0].ForwardS, E1.Stages[0].ForwardS);
+  // ep must divide dp and the experts; a model without experts refuses it.
+  ParallelPlan Bad;
+  Bad.DP = 4;
+  Bad.TP = 2;
+  Bad.EP = 8;
+  Expected<PlanCost> R = Eval.evaluate(Bad);
+  ASSERT_FALSE(!!R);
+  EXPECT_EQ(toString(R.takeError()), "ep=8 does not divide dp=4");
+  Bad.EP = 3;
+  Bad.DP = 6;
+  R = Eval.evaluate(Bad);
+  ASSERT_FALSE(!!R);
+  EXPECT_EQ(toString(R.takeError()), "ep=3 does not divide the 8 experts of "
+                                     "layer 0");
+}
+
+TEST(ExpertsTest, CompletePlanCarvesEPOutOfDP) {
+  PlanSpec S;
+  S.TP = 2;
+  S.EP = 4;
+  Expected<ParallelPlan> P = completePlan(S, 16, 64);
+  ASSERT_TRUE(!!P) << toString(P.takeError());
+  EXPECT_EQ(P->DP, 8u);
+  EXPECT_EQ(P->EP, 4u);
+  S.EP = 16; // divides dp*tp = 16 but not dp = 8
+  P = completePlan(S, 16, 64);
+  ASSERT_FALSE(!!P);
+  EXPECT_EQ(toString(P.takeError()),
+            "--plan: ep=16 does not divide dp = 8 (expert-parallel ranks are "
+            "carved out of the data-parallel ones)");
+}
+
+} // namespace
