@@ -2,13 +2,14 @@
 """Test models for the e2e numerical checks, written with onnx.helper.
 
 fp32, random weights (seeded numpy), symbolic dims named `batch` and (for
-sequence models) `seq`, opset 17. Every model has >= 4 repeated blocks so that
-pipeline plans with 2 and 3 uneven stages make sense.
+sequence models) `seq`, opset 17. Every model has >= 4 repeated blocks (6 for
+mlp, attn and llama) so that pipeline plans with 2 and 3 uneven stages make
+sense.
 
-  mlp.onnx        x[batch,32] -> 4 x (Linear-Gelu(erf)-Linear + residual) -> Linear -> y[batch,8]
-  attn.onnx       x[batch,seq,32] -> 4 x pre-LN attention block (separate Q/K/V
+  mlp.onnx        x[batch,32] -> 6 x (Linear-Gelu(erf)-Linear + residual) -> Linear -> y[batch,8]
+  attn.onnx       x[batch,seq,32] -> 6 x pre-LN attention block (separate Q/K/V
                   MatMuls, heads reshape, causal mask, softmax, out proj, residual)
-  llama.onnx      x[batch,seq,32] -> 4 x LLaMA block (RMSNorm as Pow/ReduceMean/
+  llama.onnx      x[batch,seq,32] -> 6 x LLaMA block (RMSNorm as Pow/ReduceMean/
                   Add/Sqrt/Div/Mul, rotary with Slice/Neg/Concat, GQA 4 heads / 2
                   kv heads repeated by Unsqueeze/Expand/Reshape, SwiGLU)
   moe_stacked.onnx  x[batch,seq,32] -> 4 x (router + dense dispatch over experts
@@ -115,7 +116,7 @@ def mlp():
     b = Builder("mlp", 1)
     d, f = 32, 64
     h = "x"
-    for i in range(4):
+    for i in range(6):
         t = b.gelu(b.linear(h, d, f, f"blocks.{i}.fc1"))
         h = b.op("Add", [h, b.linear(t, f, d, f"blocks.{i}.fc2")])
     y = b.linear(h, d, 8, "head")
@@ -137,7 +138,7 @@ def attn():
     hd = d // H
     mask_table = causal_mask(b)
     h = "x"
-    for i in range(4):
+    for i in range(6):
         p = f"layers.{i}"
         n = b.layernorm(h, d, p + ".ln")
         heads = []
@@ -183,7 +184,7 @@ def llama():
         return b.op("Add", [b.op("Mul", [t, cos]), b.op("Mul", [rot, sin])])
 
     h = "x"
-    for i in range(4):
+    for i in range(6):
         p = f"layers.{i}"
         cos = seq_slice(b, "rope_cos", h)  # [seq, hd], broadcasts against [b, h, seq, hd]
         sin = seq_slice(b, "rope_sin", h)
