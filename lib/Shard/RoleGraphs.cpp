@@ -260,10 +260,9 @@ Expected<Value *> RoleBuilder::produced(const Value *V) {
       D = std::make_shared<SlicedTensorData>(
           V->Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem),
           PI->second.Dim, PI->second.Blocks, TP, TPR);
-    Expected<Value *> P = G->addParameter(V->getName(), T, std::move(D));
+    Expected<Value *> P = G->addParameter(fresh(V->getName()), T, std::move(D));
     if (!P)
       return P.takeError();
-    UsedNames.insert(V->getName());
     Produced[V] = *P;
     return *P;
   }
@@ -321,7 +320,8 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
     Data = std::make_shared<SlicedTensorData>(
         Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem), Req.Dim,
         Req.Blocks, TP, TPR);
-  std::string Name = fresh((V->getName() + ".tp" + Twine(TPR)).str());
+  // The original name when the whole tensor is not in this graph.
+  std::string Name = fresh(V->getName());
   return G->addParameter(Name, T, std::move(Data));
 }
 
@@ -370,10 +370,24 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
                                            const AxisSpec &Req) {
   if (!V)
     return nullptr;
+  AxisSpec Cur = producedSpec(V);
+  if (V->isParameter() && !Produced.count(V) && Cur.isReplicated() &&
+      Req.isSplit() && TP > 1) {
+    // Only this rank's slice of a replicated parameter is needed (a bias
+    // beside a column-parallel matmul): never add the whole tensor.
+    auto Key = std::make_pair(V, Req.str());
+    auto It = Converted.find(Key);
+    if (It != Converted.end())
+      return It->second;
+    Expected<Value *> Y = sliceConstant(V, nullptr, Req);
+    if (!Y)
+      return Y.takeError();
+    Converted[Key] = *Y;
+    return *Y;
+  }
   Expected<Value *> X = produced(V);
   if (!X || !*X)
     return X;
-  AxisSpec Cur = producedSpec(V);
   if (Cur == Req || TP == 1)
     return *X;
   auto Key = std::make_pair(V, Req.str());
