@@ -79,6 +79,7 @@ CASES = [
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
     ("embed_lm-tp2pp2",    "gen:embed_lm", "tp=2,pp=2,dp=1,mb=1",              "infer", 4, 8),
+    ("embed_lm-pp2-vpp2",  "gen:embed_lm", "tp=1,pp=2,dp=1,mb=1,vpp=2",        "infer", 8, 8),
     # --- CNN
     ("cnn-tp2",            "gen:cnn",   "tp=2,pp=1,dp=1,mb=4",                 "infer", 8, None),
     ("cnn-pp2-dp2",        "gen:cnn",   "tp=1,pp=2,dp=2,mb=2",                 "infer", 8, None),
