@@ -320,7 +320,15 @@ Error writeModelFile(const Model &M, StringRef Path,
 Error checkModel(const Model &M) {
   registerHcclSchemas();
   onnx::ModelProto P;
-  if (Error E = exportToProto(M, ExportOptions(), P))
+  // Shape-only parameters have no data to check: the checker sees them as
+  // typed inputs.
+  ExportOptions Opts;
+  if (any_of(M.getGraph().getParameters(),
+             [](const Value *V) { return V->isShapeOnly(); })) {
+    Opts.IncludeParameterData = false;
+    Opts.SmallParameterBytes = 0;
+  }
+  if (Error E = exportToProto(M, Opts, P))
     return E;
   try {
     onnx::checker::CheckerContext Ctx;

@@ -15,6 +15,7 @@
 #include "SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/ADT/DenseSet.h"
@@ -722,6 +723,16 @@ Error RoleBuilder::buildNode(const Node &N) {
     return Error::success();
   if (!Building.insert(&N).second)
     return err("node '" + N.getName() + "' depends on itself across devices");
+  // Every node made for N (its reshards, receives and sends included) runs
+  // in N's pipeline chunk; nodes of recursively built producers keep their
+  // own.
+  unsigned FirstNew = G->getNumNodes();
+  auto TagChunk = make_scope_exit([&, FirstNew] {
+    unsigned Chunk = R.Nodes.lookup(&N).Chunk;
+    for (unsigned I = FirstNew; I < G->getNumNodes(); ++I)
+      if (G->getNodes()[I]->Stage < 0)
+        G->getNodes()[I]->Stage = Chunk;
+  });
   auto NI = R.Nodes.find(&N);
   if (NI == R.Nodes.end())
     return err("node '" + N.getName() + "' has no sharding");
@@ -965,6 +976,9 @@ Expected<RoleGraph> RoleBuilder::build() {
     }
     G->addOutput(Y);
     Out.Outputs.push_back(V->getName().str());
+    for (const auto &NP : G->getNodes())
+      if (NP->Stage < 0)
+        NP->Stage = R.Nodes.lookup(D).Chunk;
   }
   Out.M = std::move(M);
   return std::move(Out);

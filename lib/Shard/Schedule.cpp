@@ -131,7 +131,8 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       Comm C;
       C.Op = N.getName().str();
       C.Group = N.getAttrString("group", "").str();
-      C.Chunk = Cur;
+      // The role builder tags every node with its pipeline chunk.
+      C.Chunk = N.Stage >= 0 ? (unsigned)N.Stage : Cur;
       const Value *X = N.getNumInputs() ? N.getInput(0) : N.getOutput(0);
       C.Bytes = X ? (double)X->Type.getSizeInBytes().getValueOr(0) : 0;
       if (N.getOpType() == "HcomSend") {
@@ -142,22 +143,12 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
         C.Kind = "recv";
         C.Peer = N.getAttrInt("src_rank", 0);
         C.Tag = N.getAttrInt("sr_tag", 0);
-        // A receive feeds the chunk of the node after it.
-        C.Chunk = ~0u;
       } else {
         C.Kind = eventKind(N.getOpType());
         if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
           C.Bytes = (double)N.getOutput(0)->Type.getSizeInBytes().getValueOr(0);
       }
       Cs.push_back(C);
-    }
-    // Receives belong to the chunk of the first node that follows them.
-    unsigned Next = RG.PP;
-    for (auto It = Cs.rbegin(); It != Cs.rend(); ++It) {
-      if (It->Chunk == ~0u)
-        It->Chunk = Next;
-      else
-        Next = It->Chunk;
     }
   }
 
