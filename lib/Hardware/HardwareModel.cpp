@@ -109,8 +109,10 @@ const TransferLink *HardwareModel::getTransfer(StringRef From,
 
 namespace {
 
-/// More devices than this is a typo (an extra zero), not a cluster.
-constexpr uint64_t MaxDevices = 1000000;
+/// More devices than this is a typo (an extra zero) or a hostile file, not a
+/// cluster: 2^18 is above the largest clusters built (~200k accelerators),
+/// and a plan for a million ranks would be a million-entry rank map.
+constexpr uint64_t MaxDevices = 262144;
 
 const char *const KnownClasses[] = {"aicore", "aicpu", "hbm_pim", "ssd"};
 const char *const KnownMemories[] = {"hbm", "host", "ssd"};

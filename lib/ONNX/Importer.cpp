@@ -9,11 +9,13 @@
 #include "ProtoTensorData.h"
 #include "loom/ONNX/ONNX.h"
 #include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
@@ -190,6 +192,8 @@ private:
                              Buffer + ": error: " + Msg);
   }
   Error importGraph(const onnx::GraphProto &GP, Graph &G);
+  Error checkLimits(const onnx::GraphProto &GP, unsigned Depth,
+                    uint64_t &Nodes, uint64_t &Values);
   Expected<TensorType> convertType(const onnx::TypeProto &T,
                                    StringRef ValueName);
   Expected<TensorType> convertValueInfo(const onnx::ValueInfoProto &VI);
@@ -254,6 +258,19 @@ Expected<TensorType> Importer::convertType(const onnx::TypeProto &T,
       TT.Dims.push_back(Dim());
     }
   }
+  // A size that overflows int64 cannot be planned (and would wrap around in
+  // every size computation downstream): refuse it here, naming the value.
+  // Symbolic dims are at least 1, so the static ones alone must fit.
+  int64_t Elements = 1;
+  for (const Dim &D : TT.Dims)
+    if (D.isStatic() && MulOverflow(Elements, D.Size, Elements))
+      return fail("value '" + ValueName + "' of type " + TT.str() +
+                  " has a size that overflows int64");
+  int64_t Bytes;
+  if (MulOverflow(Elements, (int64_t)std::max(1u, getDataTypeSize(TT.Elem)),
+                  Bytes))
+    return fail("value '" + ValueName + "' of type " + TT.str() +
+                " has a size in bytes that overflows int64");
   return TT;
 }
 
@@ -767,6 +784,26 @@ Error Importer::upgradeOpset(const Model &Old, int64_t From) {
   if (IRVersion < 4)
     Upgraded->set_ir_version(4);
   try {
+    // The converter's adapters also crash on nodes their schema rejects (an
+    // Add without inputs): check every default-domain node against its
+    // schema at the old opset first, as onnx::checker would.
+    std::string Bad;
+    forEachGraph(*Source, [&](onnx::GraphProto &GP) {
+      for (const onnx::NodeProto &N : GP.node()) {
+        if (!Bad.empty() || (!N.domain().empty() && N.domain() != "ai.onnx"))
+          continue;
+        const onnx::OpSchema *S =
+            onnx::OpSchemaRegistry::Schema(N.op_type(), From, "");
+        if (!S) {
+          Bad = nodeDesc(N) + ": no such operator at opset " +
+                std::to_string(From);
+          continue;
+        }
+        S->Verify(N); // Throws onnx::ValidationError.
+      }
+    });
+    if (!Bad.empty())
+      return Fail(Bad);
     // Some adapters (legacy broadcast) need the shapes of intermediate
     // values; ONNX's Python convert_version infers them first too.
     onnx::shape_inference::InferShapes(*Upgraded);
@@ -794,12 +831,51 @@ Error Importer::upgradeOpset(const Model &Old, int64_t From) {
   return Error::success();
 }
 
+/// Counts the nodes and values of \p GP and its subgraphs into \p Nodes and
+/// \p Values, refusing nesting deeper than ImportLimits::MaxSubgraphDepth on
+/// the way down (so this walk, and every later recursive one, stays
+/// shallow).
+Error Importer::checkLimits(const onnx::GraphProto &GP, unsigned Depth,
+                            uint64_t &Nodes, uint64_t &Values) {
+  Nodes += GP.node_size();
+  Values += (uint64_t)GP.input_size() + GP.output_size() +
+            GP.initializer_size() + GP.value_info_size();
+  if (Nodes > ImportLimits::MaxNodes)
+    return fail("model has more than " + Twine(ImportLimits::MaxNodes) +
+                " nodes (graph '" + GP.name() + "' alone has " +
+                Twine(GP.node_size()) + "); refused as too large to plan "
+                "within memory");
+  if (Values > ImportLimits::MaxValues)
+    return fail("model declares more than " + Twine(ImportLimits::MaxValues) +
+                " values (inputs, outputs, initializers, value_info); "
+                "refused as too large to plan within memory");
+  for (const onnx::NodeProto &N : GP.node())
+    for (const onnx::AttributeProto &A : N.attribute()) {
+      if (!A.has_g() && A.graphs_size() == 0)
+        continue;
+      if (Depth == ImportLimits::MaxSubgraphDepth)
+        return fail("graph '" + GP.name() + "': " + nodeDesc(N) +
+                    " nests subgraphs deeper than " +
+                    Twine(ImportLimits::MaxSubgraphDepth) + " levels");
+      if (A.has_g())
+        if (Error E = checkLimits(A.g(), Depth + 1, Nodes, Values))
+          return E;
+      for (const onnx::GraphProto &Sub : A.graphs())
+        if (Error E = checkLimits(Sub, Depth + 1, Nodes, Values))
+          return E;
+    }
+  return Error::success();
+}
+
 Expected<std::unique_ptr<Model>> Importer::run() {
   if (MP->functions_size())
     return fail("model-local function '" + MP->functions(0).name() +
                 "' is not supported; inline functions before planning");
   if (!MP->has_graph())
     return fail("model has no graph");
+  uint64_t Nodes = 0, Values = 0;
+  if (Error E = checkLimits(MP->graph(), 0, Nodes, Values))
+    return std::move(E);
   if (MP->opset_import_size() == 0)
     return fail("model imports no opset");
   StringSet<> Domains;
@@ -888,9 +964,54 @@ runImporter(std::shared_ptr<const onnx::ModelProto> MP, StringRef BufferName,
   }
 }
 
+/// ONNX's text parser recurses once per bracket level and would overflow
+/// the stack on a small file of nested `seq(seq(...))` types or subgraphs:
+/// refuse nesting deeper than ImportLimits::MaxTextNesting before parsing.
+/// Brackets inside '#' comments and string literals do not count.
+static Error checkTextNesting(StringRef Text, StringRef BufferName) {
+  unsigned Depth = 0, Line = 1, Col = 0;
+  bool InString = false, InComment = false;
+  for (size_t I = 0; I < Text.size(); ++I) {
+    char C = Text[I];
+    ++Col;
+    if (C == '\n') {
+      ++Line;
+      Col = 0;
+      InComment = false;
+      continue;
+    }
+    if (InComment)
+      continue;
+    if (InString) {
+      if (C == '\\')
+        ++I, ++Col;
+      else if (C == '"')
+        InString = false;
+      continue;
+    }
+    if (C == '#') {
+      InComment = true;
+    } else if (C == '"') {
+      InString = true;
+    } else if (C == '(' || C == '[' || C == '{') {
+      if (++Depth > ImportLimits::MaxTextNesting)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "%s:%u:%u: error: brackets nested deeper than %u levels",
+            BufferName.str().c_str(), Line, Col,
+            ImportLimits::MaxTextNesting);
+    } else if ((C == ')' || C == ']' || C == '}') && Depth) {
+      --Depth;
+    }
+  }
+  return Error::success();
+}
+
 Expected<std::unique_ptr<Model>>
 importModelFromText(StringRef Text, StringRef BufferName, StringRef BaseDir,
                     ImportStats *Stats) {
+  if (Error E = checkTextNesting(Text, BufferName))
+    return std::move(E);
   auto MP = std::make_shared<onnx::ModelProto>();
   std::string Copy = Text.str(); // The parser needs a NUL-terminated string.
   try {

@@ -118,6 +118,15 @@ std::string listUnits(const QuantityKind &Kind) {
 /// ignoring case ("GIb" -> "GiB"), or null.
 const UnitSpelling *findCaseInsensitive(const QuantityKind &Kind,
                                         StringRef Unit) {
+  // "GBps" is GB/s written the way "Gbps" is: matching it without case
+  // would suggest bits, off by 8, so an upper-case B before "ps" suggests
+  // bytes per second.
+  if (Unit.endswith("ps") && Unit.drop_back(2).endswith("B")) {
+    std::string Bytes = (Unit.drop_back(2) + "/s").str();
+    for (const UnitSpelling &U : Kind.Units)
+      if (Bytes == U.Name)
+        return &U;
+  }
   const UnitSpelling *Found = nullptr;
   for (const UnitSpelling &U : Kind.Units) {
     if (!Unit.equals_insensitive(U.Name))

@@ -22,3 +22,6 @@ config.substitutions.append(
 config.substitutions.append(
     ("%atlas900", os.path.join(config.loom_src_root, "examples", "hw",
                                "atlas900.yaml")))
+# ASan builds (.ci/sanitize): tests that cap memory cannot run there.
+if "address" in getattr(config, "loom_sanitize", ""):
+    config.available_features.add("asan")

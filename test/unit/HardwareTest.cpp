@@ -470,16 +470,16 @@ TEST(HardwareErrorTest, DeviceCount) {
             "hw.yaml:17:10: error: devices: 64 does not match the topology, "
             "whose level sizes multiply to 16 (hccs 8 x roce 2)");
   EXPECT_EQ(loadError(edit(Tiny, "devices: 16", "devices: 0")),
-            "hw.yaml:17:10: error: devices: must be between 1 and 1000000, "
+            "hw.yaml:17:10: error: devices: must be between 1 and 262144, "
             "got 0");
   EXPECT_EQ(loadError(edit(Tiny, "devices: 16", "devices: 2000000")),
-            "hw.yaml:17:10: error: devices: must be between 1 and 1000000, "
+            "hw.yaml:17:10: error: devices: must be between 1 and 262144, "
             "got 2000000");
   // 8 x 200000 = 1.6 million devices.
   EXPECT_EQ(loadError(edit(edit(Tiny, "size: 2", "size: 200000"),
                            "devices: 16\n", "")),
             "hw.yaml:14:11: error: topology[1].size: the level sizes multiply "
-            "to more than 1000000 devices; more is rejected as a likely typo");
+            "to more than 262144 devices; more is rejected as a likely typo");
   EXPECT_EQ(loadError(edit(Tiny, "size: 8", "size: 0")),
             "hw.yaml:10:11: error: topology[0].size: must be at least 1");
   // Without `devices`, the product is the count.

@@ -12,6 +12,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
 #include "loom/Plan/Search.h"
+#include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
 #include "Passes.h" // printPlacement
 #include "llvm/ADT/StringExtras.h"
@@ -53,6 +54,11 @@ static cl::opt<int64_t> Seq(LOOM_OPT("seq"), cl::value_desc("S"),
 static cl::list<std::string> DimBindings(LOOM_OPT("dim"), cl::value_desc("NAME=V"),
                                          cl::desc("Bind symbolic dim NAME"),
                                          cl::cat(LoomCategory));
+static cl::opt<std::string> MaxMemory(
+    LOOM_OPT("max-memory"), cl::value_desc("SIZE"),
+    cl::desc("Fail with a message, not an OOM kill, past this much memory "
+             "(default: 3/4 of physical memory; 0B: no bound)"),
+    cl::cat(LoomCategory));
 static cl::opt<bool> PrintGraph(LOOM_OPT("print-graph"),
                                 cl::desc("Print the IR after the pipeline"),
                                 cl::cat(LoomCategory));
@@ -277,6 +283,14 @@ int main(int argc, char **argv) {
       argc, argv,
       "Loom: plan tensor/pipeline/data/expert parallelism for an ONNX model "
       "on an accelerator cluster\n");
+  uint64_t MemoryBound = getPhysicalMemoryBytes() / 4 * 3;
+  if (MaxMemory.getNumOccurrences()) {
+    Expected<Bytes> B = parseBytes(MaxMemory);
+    if (!B)
+      return reportError(B.takeError());
+    MemoryBound = (uint64_t)B->value();
+  }
+  installMemoryLimit(MemoryBound, "plan-parallel");
 
   Expected<HardwareModel> HW = loadHardwareModel(HWPath);
   if (!HW)
