@@ -550,6 +550,8 @@ async function main() {
       throw new Error(`schedule.json: rank ${mr.rank} runs forward micro-batches [${order}], expected each of 0..${nmb - 1} once`);
     for (const n of prog.inputs)
       if (!inSpec[n]) throw new Error(`rank ${mr.rank} (${mr.graph}): graph input '${n}' is not a model input of the manifest`);
+    if (role.inputs && [...role.inputs].sort().join() !== [...prog.inputs].sort().join())
+      throw new Error(`manifest role ${mr.graph} declares inputs [${role.inputs}] but the graph takes [${prog.inputs}]`);
     const outputs = (role.outputs || []).filter(o => prog.outputs.includes(o));
     for (const o of role.outputs || [])
       if (!prog.outputs.includes(o)) throw new Error(`rank ${mr.rank}: manifest says ${mr.graph} outputs '${o}' but the graph has no such output`);
