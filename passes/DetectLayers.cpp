@@ -9,7 +9,11 @@
 // for every period with rolling hashes in O(n^2) over n anchors. The parts
 // before and after a run are searched again; what repeats nowhere is one
 // layer (the prologue before the first run, the epilogue after the last).
-// A node belongs to the layer of the most recent anchor before it.
+// Among runs covering as many anchors, the one whose boundaries are the
+// thinnest cuts (fewest live activations) wins: residual joins, not
+// Conv -> BatchNorm. A node belongs to the layer of the most recent anchor
+// before it, except between two layers' anchors, where the layers part at
+// the thinnest cut (so block 0's leading norm is block 0's).
 //
 // Names play no part, so anonymous weights ("onnx::MatMul_123") work.
 //
@@ -47,12 +51,19 @@ struct Run {
 };
 
 /// The best run of >= 2 identical consecutive windows in Sig[Lo, Hi): most
-/// anchors covered, then the shortest period, then the earliest start. A
+/// anchors covered; then the cleanest cuts, i.e. the least maximum of
+/// Cut[b] over the run's boundaries b (Cut[b]: the fewest activations live
+/// across any cut between anchors b-1 and b), so a ResNet stage splits at
+/// its residual joins (one value crosses) rather than at Conv -> BatchNorm
+/// (the branch and the skip cross), and a transformer at its residual
+/// stream rather than after its norm; then the shortest period; then the
+/// earliest start. A
 /// repeated unit must hold at least two anchors, one of them a matmul-like
 /// op: a layer has weights to multiply, while a pair of equal-shaped table
 /// reads (rotary cos/sin) or q/k/v projections side by side are not layers.
 static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
-                                 ArrayRef<bool> IsMatmul, unsigned Lo,
+                                 ArrayRef<bool> IsMatmul,
+                                 ArrayRef<unsigned> Cut, unsigned Lo,
                                  unsigned Hi) {
   unsigned N = Hi - Lo;
   if (N < 2)
@@ -66,7 +77,9 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
   }
   Optional<Run> Best;
   uint64_t BestCover = 0;
+  unsigned BestCut = 0;
   std::vector<uint64_t> H;
+  std::vector<unsigned> CutMax;
   std::vector<unsigned> Len;
   // Matmul-like anchors before each position, to test a window in O(1).
   std::vector<unsigned> MM(N + 1, 0);
@@ -81,12 +94,27 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
     for (int I = (int)W - 1 - (int)Pd; I >= 0; --I)
       if (H[I] == H[I + Pd])
         Len[I] = Len[I + Pd] + 1;
+    // CutMax[i]: the worst cut among the boundaries i, i + Pd, ...,
+    // i + Len[i] * Pd of the run starting at i (relative to Lo).
+    CutMax.assign(W, 0);
+    for (int I = (int)W - 1; I >= 0; --I)
+      CutMax[I] = std::max(Cut[Lo + I],
+                           Len[I] >= 2 ? CutMax[I + Pd] : Cut[Lo + I + Pd]);
     for (unsigned I = 0; I < W; ++I) {
       if (Len[I] < 2 || MM[I + Pd] == MM[I])
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
-      if (Cover > BestCover) {
+      if (!(Cover > BestCover || (Cover == BestCover && CutMax[I] < BestCut)))
+        continue;
+      // A unit is cut where it is thinnest: a cut inside the first window
+      // thinner than the run's boundaries means the boundaries split
+      // blocks (a ResNet's [BatchNorm, Conv] pairs across a residual join).
+      bool Thinner = false;
+      for (unsigned K = I + 1; K < I + Pd && !Thinner; ++K)
+        Thinner = Cut[Lo + K] < CutMax[I];
+      if (!Thinner) {
         BestCover = Cover;
+        BestCut = CutMax[I];
         Best = Run{Lo + I, Pd, Len[I]};
       }
     }
@@ -96,21 +124,22 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
 
 /// Splits anchors [Lo, Hi) into layers: appends (first anchor, kind, run).
 static void splitSegment(ArrayRef<uint64_t> Sig, ArrayRef<bool> IsMatmul,
-                         unsigned Lo, unsigned Hi, int &NextRun,
+                         ArrayRef<unsigned> Cut, unsigned Lo, unsigned Hi,
+                         int &NextRun,
                          std::vector<std::tuple<unsigned, int>> &Starts) {
   if (Lo >= Hi)
     return;
-  Optional<Run> R = findBestRun(Sig, IsMatmul, Lo, Hi);
+  Optional<Run> R = findBestRun(Sig, IsMatmul, Cut, Lo, Hi);
   if (!R) {
     Starts.emplace_back(Lo, -1);
     return;
   }
-  splitSegment(Sig, IsMatmul, Lo, R->Start, NextRun, Starts);
+  splitSegment(Sig, IsMatmul, Cut, Lo, R->Start, NextRun, Starts);
   int RunId = NextRun++;
   for (unsigned K = 0; K < R->Repeats; ++K)
     Starts.emplace_back(R->Start + K * R->Period, RunId);
-  splitSegment(Sig, IsMatmul, R->Start + R->Repeats * R->Period, Hi, NextRun,
-               Starts);
+  splitSegment(Sig, IsMatmul, Cut, R->Start + R->Repeats * R->Period, Hi,
+               NextRun, Starts);
 }
 
 static bool isMatmulLike(const Node &N) {
@@ -173,10 +202,52 @@ public:
         IsMatmul.push_back(MM);
       }
     }
+    // Live[c]: activations defined before node c and read at or after it
+    // (constants, parameters and graph inputs do not count: they cross
+    // every cut alike).
+    unsigned NumNodes = G.getNumNodes();
+    std::vector<unsigned> Live(NumNodes + 1, 0);
+    // Activations as (defining node, last reader), for the gaps below.
+    std::vector<std::pair<unsigned, unsigned>> Spans;
+    {
+      DenseMap<const Node *, unsigned> Index;
+      for (unsigned I = 0; I < NumNodes; ++I)
+        Index[G.getNodes()[I].get()] = I;
+      std::vector<int> Delta(NumNodes + 2, 0);
+      for (unsigned I = 0; I < NumNodes; ++I)
+        for (const Value *V : G.getNodes()[I]->getOutputs()) {
+          if (!V || G.getNodes()[I]->getOpType() == "Constant")
+            continue;
+          unsigned Last = I;
+          for (const Node *U : Users.lookup(V))
+            Last = std::max(Last, Index.lookup(U));
+          if (is_contained(G.getOutputs(), V))
+            Last = NumNodes;
+          if (Last > I) {
+            Spans.emplace_back(I, Last);
+            ++Delta[I + 1];
+            --Delta[Last + 1];
+          }
+        }
+      int Acc = 0;
+      for (unsigned C = 0; C <= NumNodes; ++C)
+        Live[C] = Acc += Delta[C];
+    }
+    // Cut[b]: the fewest live values at a cut between anchor b-1 and
+    // anchor b (node positions after the one, up to the other).
+    std::vector<unsigned> Cut(AnchorNode.size() + 1, 0);
+    for (unsigned B = 0; B <= AnchorNode.size(); ++B) {
+      unsigned From = B ? AnchorNode[B - 1] + 1 : 0;
+      unsigned To = B < AnchorNode.size() ? AnchorNode[B] : NumNodes;
+      unsigned Min = ~0u;
+      for (unsigned C = From; C <= To; ++C)
+        Min = std::min(Min, Live[C]);
+      Cut[B] = Min;
+    }
     CU.Layers.clear();
     std::vector<std::tuple<unsigned, int>> Starts;
     int NextRun = 0;
-    splitSegment(Sig, IsMatmul, 0, Sig.size(), NextRun, Starts);
+    splitSegment(Sig, IsMatmul, Cut, 0, Sig.size(), NextRun, Starts);
     if (Starts.empty())
       Starts.emplace_back(0, -1);
 
@@ -209,46 +280,87 @@ public:
     }
 
     // Nodes: the layer of the most recent anchor (the first layer for the
-    // nodes before any anchor). In the gap between a layer's last anchor and
-    // the next layer's first, a node that reads none of the layer's own
-    // results (only the gap's, like the pieces of the next layer's RMSNorm
-    // before its weight multiply) starts the next layer; one that does (the
-    // residual add) ends this one.
-    std::vector<int> Layer(G.getNumNodes(), 0);
-    std::vector<bool> InGap(G.getNumNodes(), false);
+    // nodes before any anchor), except in the gap between a layer's last
+    // anchor and the next layer's first: there the layers part where the
+    // fewest activations are live (the residual stream after the residual
+    // add and, in a ResNet, its ReLU; before the first block, the
+    // embedding's output, so block 0's leading norm is block 0's), the
+    // latest such place on a tie.
+    std::vector<int> Layer(NumNodes, 0);
     {
-      unsigned NextAnchor = 0, NextLayer = 0;
-      int Current = 0;
-      for (unsigned I = 0; I < G.getNumNodes(); ++I) {
-        if (NextAnchor < AnchorNode.size() && AnchorNode[NextAnchor] == I) {
-          while (NextLayer < Starts.size() &&
-                 std::get<0>(Starts[NextLayer]) <= NextAnchor)
-            Current = NextLayer++;
-          ++NextAnchor;
-        }
-        Layer[I] = Current;
-        // In a gap: some anchor seen, the next anchor starts a new layer,
-        // and this node is not itself an anchor.
-        InGap[I] = NextAnchor > 0 && NextLayer < Starts.size() &&
-                   NextAnchor == std::get<0>(Starts[NextLayer]) &&
-                   AnchorNode[NextAnchor - 1] != I;
+      // Gap L (before layer L >= 1): cut positions [From, To]. Only
+      // activations read no later than layer L count there: what every
+      // later layer reads too (rotary tables, masks) crosses every block
+      // boundary alike and belongs with whoever made it.
+      unsigned NL = Starts.size();
+      std::vector<unsigned> From(NL, 0), To(NL, 0), Next(NL, NumNodes + 1);
+      for (unsigned L = 1; L < NL; ++L) {
+        unsigned A = std::get<0>(Starts[L]);
+        From[L] = AnchorNode[A - 1] + 1;
+        To[L] = AnchorNode[A];
+        if (L + 1 < NL)
+          Next[L] = AnchorNode[std::get<0>(Starts[L + 1])];
       }
-      DenseMap<const Node *, unsigned> Index;
-      for (unsigned I = 0; I < G.getNumNodes(); ++I)
-        Index[G.getNodes()[I].get()] = I;
-      for (unsigned I = 0; I < G.getNumNodes(); ++I) {
-        if (!InGap[I])
+      std::vector<int> Delta(NumNodes + 2, 0);
+      for (const auto &S : Spans) {
+        // The gap whose region [From, Next) holds the last reader.
+        auto It = std::upper_bound(From.begin() + 1, From.end(), S.second);
+        unsigned L = It - From.begin() - 1;
+        if (L < 1 || S.second >= Next[L] || S.first >= To[L])
           continue;
-        const Node &N = *G.getNodes()[I];
-        bool ReadsBody = any_of(N.getInputs(), [&](const Value *V) {
-          const Node *D = V ? V->getDefiningNode() : nullptr;
-          if (!D || D->getOpType() == "Constant")
-            return false;
-          unsigned J = Index.lookup(D);
-          return !InGap[J] && Layer[J] == Layer[I];
-        });
-        if (!ReadsBody)
-          Layer[I] += 1;
+        unsigned Lo = std::max(From[L], S.first + 1),
+                 Hi = std::min(To[L], S.second);
+        if (Lo > Hi)
+          continue;
+        ++Delta[Lo];
+        --Delta[Hi + 1];
+      }
+      std::vector<int> Local(NumNodes + 1, 0);
+      int Acc = 0;
+      for (unsigned C = 0; C <= NumNodes; ++C)
+        Local[C] = Acc += Delta[C];
+      // Reads, by the nodes in [C, Next[L]), of activations made before C:
+      // among equally thin cuts the one whose values are read most is
+      // the residual stream (read by the next norm and the next residual
+      // add; in a ResNet by the next Conv and the skip add), not the
+      // residual add's output before its ReLU or a norm's inner value.
+      DenseMap<const Node *, unsigned> Index;
+      for (unsigned I = 0; I < NumNodes; ++I)
+        Index[G.getNodes()[I].get()] = I;
+      auto Reads = [&](unsigned L, unsigned C) {
+        unsigned N = 0;
+        for (unsigned I = C; I < std::min(Next[L], NumNodes); ++I)
+          for (const Value *V : G.getNodes()[I]->getInputs()) {
+            const Node *D = V ? V->getDefiningNode() : nullptr;
+            N += D && D->getOpType() != "Constant" && Index.lookup(D) < C;
+          }
+        return N;
+      };
+      // CutPos[L]: the first node of layer L >= 1.
+      std::vector<unsigned> CutPos(NL, 0);
+      for (unsigned L = 1; L < NL; ++L) {
+        unsigned Min = ~0u;
+        for (unsigned C = From[L]; C <= To[L]; ++C)
+          Min = std::min<unsigned>(Min, Local[C]);
+        unsigned Best = To[L], BestReads = 0;
+        bool Found = false;
+        for (unsigned C = To[L] + 1; C-- > From[L];) {
+          if ((unsigned)Local[C] != Min)
+            continue;
+          unsigned R = Reads(L, C);
+          if (!Found || R > BestReads) {
+            Best = C;
+            BestReads = R;
+            Found = true;
+          }
+        }
+        CutPos[L] = Best;
+      }
+      unsigned L = 0;
+      for (unsigned I = 0; I < NumNodes; ++I) {
+        while (L + 1 < Starts.size() && CutPos[L + 1] <= I)
+          ++L;
+        Layer[I] = L;
       }
     }
     DenseSet<const Value *> SeenParams;
