@@ -1160,6 +1160,31 @@ Error propagateSharding(ShardingResult &R) {
                                "ep=%u does not divide the %u experts", P.EP,
                                NE);
     R.NumExperts = NE;
+    // An expert region (branches, the Add chain merging them, and the ops
+    // that consume the merged sum) runs in one pipeline chunk: its values
+    // hold the ep group's tokens, which only it may see.
+    DenseSet<const Node *> Region;
+    DenseMap<const Value *, unsigned> RegionChunk;
+    for (const auto &NP : G.getNodes()) {
+      NodeSharding &NS = R.Nodes[NP.get()];
+      bool FromRegion = false;
+      unsigned C = NS.Chunk;
+      for (const Value *V : NP->getInputs()) {
+        auto It = V ? RegionChunk.find(V) : RegionChunk.end();
+        if (It != RegionChunk.end()) {
+          FromRegion = true;
+          C = std::min(C, It->second);
+        }
+      }
+      bool InRegion = NS.Expert >= 0 ||
+                      (FromRegion && NP->getOpType() == "Add");
+      if (FromRegion)
+        NS.Chunk = C;
+      if (InRegion)
+        for (const Value *O : NP->getOutputs())
+          if (O)
+            RegionChunk[O] = NS.Chunk;
+    }
   }
   Propagator Prop(R);
   return Prop.run();
