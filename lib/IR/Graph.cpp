@@ -89,6 +89,22 @@ std::string TensorType::str() const {
 
 TensorData::~TensorData() = default;
 
+Error TensorData::readStrided(uint64_t First, uint64_t Stride,
+                              uint64_t Length, uint64_t Count,
+                              char *Out) const {
+  Expected<ArrayRef<char>> B = getBytes();
+  if (!B)
+    return B.takeError();
+  if (Count && First + (Count - 1) * Stride + Length > B->size())
+    return createStringError(inconvertibleErrorCode(),
+                             "strided read past the end of %zu bytes of "
+                             "tensor data",
+                             B->size());
+  for (uint64_t I = 0; I < Count; ++I)
+    std::memcpy(Out + I * Length, B->data() + First + I * Stride, Length);
+  return Error::success();
+}
+
 Expected<std::vector<char>> TensorData::readRange(uint64_t Offset,
                                                   uint64_t Length) const {
   Expected<ArrayRef<char>> B = getBytes();

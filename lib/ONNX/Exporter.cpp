@@ -4,6 +4,8 @@
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -187,14 +189,10 @@ Error Exporter::exportGraph(const Graph &G, onnx::GraphProto &GP) {
     T.Name = P->getName().str();
     T.Type = P->Type;
     T.Data = P->Data;
-    if (Opts.ExternalData && P->Data && G.getParent() == nullptr &&
-        P->Type.Elem != DataType::String) {
-      // Stream the bytes out: one tensor in memory at a time.
-      Expected<std::vector<char>> B = P->Data->readRange(0, P->Data->getSize());
-      if (!B)
-        return createStringError(inconvertibleErrorCode(), "parameter '%s': %s",
-                                 T.Name.c_str(),
-                                 toString(B.takeError()).c_str());
+    if (!Opts.ExternalDataLocation.empty() && P->Data &&
+        G.getParent() == nullptr && P->Type.Elem != DataType::String) {
+      uint64_t Size = P->Data->getSize();
+      ExternalOffset = alignTo(ExternalOffset, 4096);
       onnx::TensorProto &TP = *GP.add_initializer();
       TP.set_name(T.Name);
       TP.set_data_type(static_cast<int32_t>(T.Type.Elem));
@@ -208,9 +206,10 @@ Error Exporter::exportGraph(const Graph &G, onnx::GraphProto &GP) {
       };
       Add("location", Opts.ExternalDataLocation);
       Add("offset", std::to_string(ExternalOffset));
-      Add("length", std::to_string(B->size()));
-      Opts.ExternalData->write(B->data(), B->size());
-      ExternalOffset += B->size();
+      Add("length", std::to_string(Size));
+      if (Opts.ExternalLayout)
+        Opts.ExternalLayout->push_back({P->Data, ExternalOffset, Size});
+      ExternalOffset += Size;
       continue;
     }
     if (Error E = exportTensor(T, *GP.add_initializer()))
@@ -314,6 +313,36 @@ Error writeModelFile(const Model &M, StringRef Path,
   if (OS.has_error())
     return createStringError(OS.error(), "cannot write '%s'",
                              Path.str().c_str());
+  return Error::success();
+}
+
+Error writeExternalData(ArrayRef<ExportOptions::ExternalEntry> Layout,
+                        StringRef Path) {
+  uint64_t Total = 0;
+  for (const ExportOptions::ExternalEntry &E : Layout)
+    Total = std::max(Total, E.Offset + E.Size);
+  int FD;
+  if (std::error_code EC = sys::fs::openFileForReadWrite(
+          Path, FD, sys::fs::CD_CreateAlways, sys::fs::OF_None))
+    return createStringError(EC, "cannot write '%s': %s", Path.str().c_str(),
+                             EC.message().c_str());
+  auto Close = make_scope_exit([&] { sys::fs::closeFile(FD); });
+  if (std::error_code EC = sys::fs::resize_file(FD, Total))
+    return createStringError(EC, "cannot write '%s': %s", Path.str().c_str(),
+                             EC.message().c_str());
+  for (const ExportOptions::ExternalEntry &E : Layout) {
+    if (!E.Size)
+      continue;
+    std::error_code EC;
+    sys::fs::mapped_file_region Map(sys::fs::convertFDToNativeFile(FD),
+                                    sys::fs::mapped_file_region::readwrite,
+                                    E.Size, E.Offset, EC);
+    if (EC)
+      return createStringError(EC, "cannot map '%s': %s", Path.str().c_str(),
+                               EC.message().c_str());
+    if (Error Err = E.Data->readAll(Map.data()))
+      return Err;
+  }
   return Error::success();
 }
 

@@ -61,6 +61,8 @@ public:
   llvm::Expected<llvm::ArrayRef<char>> getBytes() const override;
   llvm::Expected<std::vector<char>> readRange(uint64_t Off,
                                               uint64_t Len) const override;
+  llvm::Error readStrided(uint64_t First, uint64_t Stride, uint64_t Length,
+                          uint64_t Count, char *Out) const override;
   uint64_t getSize() const override { return Length; }
   llvm::StringRef getLocation() const override { return Location; }
   uint64_t getOffset() const override { return Offset; }

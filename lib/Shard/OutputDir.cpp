@@ -58,18 +58,16 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
     SmallString<256> Bin(GDir), Onnx(GDir);
     sys::path::append(Bin, Stem + ".bin");
     sys::path::append(Onnx, R.FileName);
-    std::unique_ptr<raw_fd_ostream> Data;
-    if (Error E = openFile(Bin, Data))
-      return E;
+    std::vector<ExportOptions::ExternalEntry> Layout;
     ExportOptions EO;
-    EO.ExternalData = Data.get();
     EO.ExternalDataLocation = Stem + ".bin";
+    EO.ExternalLayout = &Layout;
     // Local types are re-derived by any consumer's shape inference; only
     // inputs and outputs are typed.
     EO.IncludeValueInfo = false;
     if (Error E = writeModelFile(*R.M, Onnx, EO))
       return E;
-    if (Error E = closeFile(Bin, *Data))
+    if (Error E = writeExternalData(Layout, Bin))
       return E;
   }
   if (!PerRank)
@@ -81,9 +79,8 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
     std::string Stem = StringRef(R->FileName).drop_back(5).str();
     SmallString<256> Onnx(GDir);
     sys::path::append(Onnx, "rank" + std::to_string(Rank) + ".onnx");
-    raw_null_ostream Null;
+    // Same layout as the role's graph: the data file is shared.
     ExportOptions EO;
-    EO.ExternalData = &Null; // Same offsets; the role's data file is shared.
     EO.ExternalDataLocation = Stem + ".bin";
     EO.IncludeValueInfo = false;
     if (Error E = writeModelFile(*R->M, Onnx, EO))

@@ -1,5 +1,6 @@
 //===- SlicedTensorData.cpp - A rank's slice of a weight ------------------===//
 #include "SlicedTensorData.h"
+#include <cstring>
 
 using namespace llvm;
 
@@ -20,45 +21,41 @@ SlicedTensorData::SlicedTensorData(std::shared_ptr<const TensorData> Source,
   Size = N;
 }
 
-Expected<std::vector<char>> SlicedTensorData::materialize() const {
+Error SlicedTensorData::readAll(char *Out) const {
   uint64_t Outer = 1, Inner = ElemSize;
   for (int I = 0; I < Dim; ++I)
     Outer *= Shape[I];
   for (unsigned I = Dim + 1; I < Shape.size(); ++I)
     Inner *= Shape[I];
   uint64_t Row = Shape[Dim] * Inner; // Bytes of one outer index.
-  std::vector<char> Out;
-  Out.reserve(Size);
-  // Inline sources are read in place; external ones run by run.
-  ArrayRef<char> All;
-  bool InPlace = Source->getKind() == Kind::Inline;
-  if (InPlace) {
-    Expected<ArrayRef<char>> B = Source->getBytes();
-    if (!B)
-      return B.takeError();
-    All = *B;
-    if (All.size() < Outer * Row)
-      return createStringError(inconvertibleErrorCode(),
-                               "tensor data holds %zu bytes, %llu expected",
-                               All.size(), (unsigned long long)(Outer * Row));
+  if (Blocks.size() == 1) {
+    // One strided read: this rank's run of every outer index.
+    uint64_t Piece = Blocks[0] / Parts;
+    return Source->readStrided(Index * Piece * Inner, Row, Piece * Inner,
+                               Outer, Out);
   }
-  for (uint64_t O = 0; O < Outer; ++O) {
-    uint64_t BlockStart = 0;
-    for (int64_t B : Blocks) {
-      uint64_t Piece = B / Parts;
-      uint64_t Off = O * Row + (BlockStart + Index * Piece) * Inner;
-      uint64_t Len = Piece * Inner;
-      if (InPlace) {
-        Out.insert(Out.end(), All.begin() + Off, All.begin() + Off + Len);
-      } else {
-        Expected<std::vector<char>> R = Source->readRange(Off, Len);
-        if (!R)
-          return R.takeError();
-        Out.insert(Out.end(), R->begin(), R->end());
-      }
-      BlockStart += B;
-    }
+  // Blocks (a fused QKV weight): each block's piece, interleaved per outer
+  // index.
+  uint64_t PerOuter = Size / std::max<uint64_t>(Outer, 1);
+  uint64_t Piece0 = 0, Written = 0;
+  for (int64_t B : Blocks) {
+    uint64_t Piece = B / Parts, Len = Piece * Inner;
+    std::vector<char> Runs(Len * Outer);
+    if (Error E = Source->readStrided((Piece0 + Index * Piece) * Inner, Row,
+                                      Len, Outer, Runs.data()))
+      return E;
+    for (uint64_t O = 0; O < Outer; ++O)
+      std::memcpy(Out + O * PerOuter + Written, Runs.data() + O * Len, Len);
+    Written += Len;
+    Piece0 += B;
   }
+  return Error::success();
+}
+
+Expected<std::vector<char>> SlicedTensorData::materialize() const {
+  std::vector<char> Out(Size);
+  if (Error E = readAll(Out.data()))
+    return std::move(E);
   return Out;
 }
 

@@ -29,6 +29,7 @@ public:
   llvm::Expected<std::vector<char>> readRange(uint64_t Offset,
                                               uint64_t Length) const override;
   uint64_t getSize() const override { return Size; }
+  llvm::Error readAll(char *Out) const override;
 
 private:
   llvm::Expected<std::vector<char>> materialize() const;

@@ -91,6 +91,18 @@ public:
   /// Reads [Offset, Offset+Length) without necessarily mapping the rest.
   virtual llvm::Expected<std::vector<char>> readRange(uint64_t Offset,
                                                        uint64_t Length) const;
+  /// Copies \p Count runs of \p Length bytes, the i-th at offset
+  /// First + i * Stride, to \p Out one after another (a slice of a weight).
+  /// External data overrides this to map the span once instead of reading
+  /// run by run.
+  virtual llvm::Error readStrided(uint64_t First, uint64_t Stride,
+                                  uint64_t Length, uint64_t Count,
+                                  char *Out) const;
+  /// Copies all getSize() bytes to \p Out (writers stream tensors through
+  /// one reused buffer with it).
+  virtual llvm::Error readAll(char *Out) const {
+    return readStrided(0, getSize(), getSize(), 1, Out);
+  }
   /// Declared size in bytes.
   virtual uint64_t getSize() const = 0;
   /// External data: location relative to the model directory.

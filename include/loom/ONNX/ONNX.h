@@ -72,14 +72,25 @@ struct ExportOptions {
   uint64_t SmallParameterBytes = 1024;
   /// Write value_info for every typed intermediate value.
   bool IncludeValueInfo = true;
-  /// When set, the data of every parameter is appended to this stream, one
-  /// tensor at a time (never the whole model in memory), and referenced as
-  /// external data at ExternalDataLocation (relative to the model file).
-  /// Shape-only parameters stay shape-only. A raw_null_ostream reproduces
-  /// the same offsets without writing (graphs that share a data file).
-  llvm::raw_ostream *ExternalData = nullptr;
+  /// When ExternalDataLocation is set, every parameter with data is
+  /// referenced as external data at that location (relative to the model
+  /// file), at 4 KiB-aligned offsets, and listed in *ExternalLayout for the
+  /// caller to write (writeExternalData): the model itself never holds the
+  /// bytes. Shape-only parameters stay shape-only.
   std::string ExternalDataLocation;
+  struct ExternalEntry {
+    std::shared_ptr<const TensorData> Data;
+    uint64_t Offset = 0, Size = 0;
+  };
+  std::vector<ExternalEntry> *ExternalLayout = nullptr;
 };
+
+/// Writes the data file of \p Layout (what exportModel listed) to \p Path,
+/// one tensor at a time through a mapping of just that tensor's pages: the
+/// bytes go from the source straight into the file's pages, and resident
+/// memory stays within about one tensor.
+llvm::Error writeExternalData(
+    llvm::ArrayRef<ExportOptions::ExternalEntry> Layout, llvm::StringRef Path);
 
 /// Serializes the model as a binary ModelProto.
 llvm::Expected<std::string> exportModel(const Model &M,
