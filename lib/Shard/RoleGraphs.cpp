@@ -12,7 +12,7 @@
 // reduce-scattered after.
 //
 //===----------------------------------------------------------------------===//
-#include "SlicedTensorData.h"
+#include "loom/Shard/SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"

@@ -1,5 +1,5 @@
 //===- SlicedTensorData.cpp - A rank's slice of a weight ------------------===//
-#include "SlicedTensorData.h"
+#include "loom/Shard/SlicedTensorData.h"
 #include <cstring>
 
 using namespace llvm;

@@ -7,8 +7,8 @@
 // more than one slice.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LOOM_LIB_SHARD_SLICEDTENSORDATA_H
-#define LOOM_LIB_SHARD_SLICEDTENSORDATA_H
+#ifndef LOOM_SHARD_SLICEDTENSORDATA_H
+#define LOOM_SHARD_SLICEDTENSORDATA_H
 
 #include "loom/IR/Graph.h"
 #include <mutex>

@@ -1,0 +1,134 @@
+//===- ShardTest.cpp - Slicing, mesh coordinates, the emitted program ----===//
+#include "Passes.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Plan/Search.h"
+#include "loom/Shard/OutputDir.h"
+#include "loom/Shard/SlicedTensorData.h"
+#include "gtest/gtest.h"
+#include <cstring>
+
+using namespace loom;
+using namespace llvm;
+
+namespace {
+
+std::shared_ptr<const TensorData> iota(unsigned N) {
+  std::vector<char> B(N * 4);
+  for (int32_t I = 0; I < (int32_t)N; ++I)
+    std::memcpy(B.data() + 4 * I, &I, 4);
+  return std::make_shared<BufferTensorData>(std::move(B));
+}
+
+std::vector<int32_t> ints(const TensorData &D) {
+  std::vector<int32_t> Out(D.getSize() / 4);
+  cantFail(D.readAll(reinterpret_cast<char *>(Out.data())));
+  return Out;
+}
+
+TEST(SlicedTensorData, ColumnsRowsAndBlocks) {
+  // A 4 x 6 matrix holding 0..23 row by row.
+  auto Src = iota(24);
+  // Columns split in 2: rank 1 holds columns 3..5 of every row.
+  SlicedTensorData Cols(Src, {4, 6}, 4, 1, {}, 2, 1);
+  EXPECT_EQ(Cols.getSize(), 4u * 3 * 4);
+  EXPECT_EQ(ints(Cols), (std::vector<int32_t>{3, 4, 5, 9, 10, 11, 15, 16, 17,
+                                              21, 22, 23}));
+  // Rows split in 4: rank 2 holds row 2.
+  SlicedTensorData Rows(Src, {4, 6}, 4, 0, {}, 4, 2);
+  EXPECT_EQ(ints(Rows), (std::vector<int32_t>{12, 13, 14, 15, 16, 17}));
+  // Fused blocks of 2 and 4 columns (Q | KV), each split in 2: rank 1
+  // holds column 1 of the first block and columns 4, 5 of the second.
+  SlicedTensorData Blocks(Src, {4, 6}, 4, 1, {2, 4}, 2, 1);
+  EXPECT_EQ(ints(Blocks), (std::vector<int32_t>{1, 4, 5, 7, 10, 11, 13, 16,
+                                                17, 19, 22, 23}));
+  // getBytes() agrees with readAll().
+  Expected<ArrayRef<char>> B = Blocks.getBytes();
+  ASSERT_TRUE(!!B);
+  int32_t First;
+  std::memcpy(&First, B->data(), 4);
+  EXPECT_EQ(First, 1);
+}
+
+TEST(Mesh, RankCoordinatesAndGroups) {
+  ParallelPlan P;
+  P.DP = 4;
+  P.TP = 2;
+  P.PP = 2;
+  P.EP = 2;
+  // rank = (pp * dp + dp_idx) * tp + tp_idx: 13 = (1 * 4 + 2) * 2 + 1.
+  RankCoords C = getRankCoords(P, 13);
+  EXPECT_EQ(C.PP, 1u);
+  EXPECT_EQ(C.DP, 2u);
+  EXPECT_EQ(C.TP, 1u);
+  EXPECT_EQ(C.EP, 0u);      // dp_idx % ep
+  EXPECT_EQ(C.DPOuter, 1u); // dp_idx / ep
+  EXPECT_EQ(getGroupRanks(P, "tp", 13), (std::vector<unsigned>{12, 13}));
+  EXPECT_EQ(getGroupRanks(P, "pp", 13), (std::vector<unsigned>{5, 13}));
+  EXPECT_EQ(getGroupRanks(P, "dp", 13), (std::vector<unsigned>{9, 11, 13, 15}));
+  // ep: dp_idx 2 and 3 (dp_outer 1); dp_ep: dp_idx 0 and 2 (ep_idx 0).
+  EXPECT_EQ(getGroupRanks(P, "ep", 13), (std::vector<unsigned>{13, 15}));
+  EXPECT_EQ(getGroupRanks(P, "dp_ep", 13), (std::vector<unsigned>{9, 13}));
+}
+
+/// mlp-tiny at tp=2, pp=1 through the transform passes.
+std::unique_ptr<CompilationUnit> shardMLP(const HardwareModel &HW) {
+  auto CU = std::make_unique<CompilationUnit>();
+  Expected<std::unique_ptr<Model>> M =
+      importModelFile(LOOM_SOURCE_DIR "/examples/models/mlp-tiny.onnx");
+  EXPECT_TRUE(!!M);
+  if (!M)
+    return nullptr;
+  CU->M = std::move(*M);
+  CU->HW = &HW;
+  CU->Opts.Batch = 8;
+  CU->Opts.Mode = RunMode::Infer;
+  CU->PlanRequest = cantFail(parsePlanSpec("tp=2,pp=1,mb=2,sp=0"));
+  PassManager PM(getRegisteredPasses());
+  EXPECT_FALSE(!!PM.parsePipeline(
+      "bind-symbols,infer-shapes,fold-shape-arith,detect-layers,annotate-"
+      "costs,assign-device-classes,search-parallelism,shard,insert-"
+      "collectives,schedule"));
+  std::string S;
+  raw_string_ostream OS(S);
+  if (Error E = PM.run(*CU, PassInstrumentation(), OS, OS)) {
+    ADD_FAILURE() << toString(std::move(E));
+    return nullptr;
+  }
+  return CU;
+}
+
+TEST(VerifyOutput, CatchesBrokenPrograms) {
+  Expected<HardwareModel> HW =
+      loadHardwareModel(LOOM_SOURCE_DIR "/examples/hw/atlas800t-a2.yaml");
+  ASSERT_TRUE(!!HW);
+  std::unique_ptr<CompilationUnit> CU = shardMLP(*HW);
+  ASSERT_TRUE(CU);
+  ShardedProgram &SP = *CU->Sharded;
+  ASSERT_EQ(SP.Roles.size(), 2u);
+  const PlanCost &Best = CU->Search->Top.front();
+  EXPECT_TRUE(verifyShardedProgram(SP, Best, 64e9).empty());
+
+  // The second tp rank skips its collective: the group's order differs.
+  Graph &G1 = SP.Roles[1].M->getGraph();
+  Node *Coll = nullptr;
+  for (const auto &NP : G1.getNodes())
+    if (NP->getDomain() == "hccl")
+      Coll = NP.get();
+  ASSERT_NE(Coll, nullptr);
+  Coll->setName("hcom.tp.renamed");
+  std::vector<std::string> P = verifyShardedProgram(SP, Best, 64e9);
+  ASSERT_FALSE(P.empty());
+  EXPECT_NE(P.front().find("issue different collectives"), std::string::npos)
+      << P.front();
+
+  // Memory over HBM is named.
+  Coll->setName(SP.Roles[0].M->getGraph().getNodes().back()->getName());
+  std::vector<std::string> Q = verifyShardedProgram(SP, Best, 1.0);
+  bool Memory = false;
+  for (const std::string &S : Q)
+    Memory |= S.find("exceeds usable HBM") != std::string::npos;
+  EXPECT_TRUE(Memory);
+}
+
+} // namespace
