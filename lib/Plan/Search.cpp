@@ -39,6 +39,8 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <chrono>
@@ -1158,6 +1160,92 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
      << "space: ";
   printSpaceLine(R.Space, OS);
   OS << "\n";
+}
+
+static json::Object planJSON(const PlanCost &PC) {
+  const ParallelPlan &P = PC.Plan;
+  json::Array Stages;
+  for (const StageCost &SC : PC.Stages)
+    Stages.push_back((int64_t)SC.NumLayers);
+  StepBreakdown B = getStepBreakdown(PC);
+  return json::Object{
+      {"plan", json::Object{{"tp", (int64_t)P.TP},
+                            {"pp", (int64_t)P.PP},
+                            {"dp", (int64_t)P.DP},
+                            {"ep", (int64_t)P.EP},
+                            {"sp", P.SP},
+                            {"micro_batch_size", (int64_t)P.MicroBatchSize},
+                            {"num_micro_batches", (int64_t)P.NumMicroBatches},
+                            {"virtual_stages", (int64_t)P.VirtualStages},
+                            {"recompute", getRecomputeName(P.RC)},
+                            {"zero_stage", (int64_t)P.ZeroStage},
+                            {"stage_layers", std::move(Stages)}}},
+      {"plan_string", P.str()},
+      {"step_time_s", PC.StepTimeS},
+      {"tokens_per_s", PC.TokensPerS},
+      {"mfu", PC.MFU},
+      {"max_memory_bytes", PC.MaxMemoryBytes},
+      {"hbm_bytes", PC.HBMBytes},
+      {"breakdown",
+       json::Object{{"compute_s", B.ComputeS},
+                    {"tp_comm_s", B.TPCommS},
+                    {"ep_comm_s", B.EPCommS},
+                    {"bubble_s", B.BubbleS},
+                    {"dp_comm_s", B.DPCommS},
+                    {"optimizer_s", B.OptimizerS},
+                    {"dominant", getCostTermName(B.getDominant())}}}};
+}
+
+void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
+                     raw_ostream &OS) {
+  json::Object Root;
+  if (!R.Top.empty())
+    Root = planJSON(R.Top.front());
+  Root["fits"] = !R.Top.empty();
+  Root["stages_from"] = R.StagesGiven                            ? "--plan"
+                        : R.Top.empty()                          ? ""
+                        : R.Top.front().Plan.StageLayers.empty() ? "even split"
+                                                                 : "balanced";
+  const SearchStats &St = R.Stats;
+  Root["search"] =
+      json::Object{{"candidates", (int64_t)St.Candidates},
+                   {"simulated", (int64_t)St.Simulated},
+                   {"costed_without_simulation", (int64_t)St.StagesEvaluated},
+                   {"over_hbm", (int64_t)St.OverMemory},
+                   {"memory_bound_pruned", (int64_t)St.MemoryBoundPruned},
+                   {"time_bound_pruned", (int64_t)St.TimeBoundPruned},
+                   {"partitions", (int64_t)St.Partitions}};
+  std::string Space;
+  raw_string_ostream SOS(Space);
+  printSpaceLine(R.Space, SOS);
+  Root["space"] = SOS.str();
+  const ExpertInfo &X = R.Space.Experts;
+  Root["experts"] = json::Object{{"moe_layers", (int64_t)X.NumGroups},
+                                 {"stacked_layers", (int64_t)X.NumStacked},
+                                 {"experts_per_layer", (int64_t)X.NumExperts},
+                                 {"example_parameter", X.Parameter}};
+  json::Array Top;
+  for (unsigned I = 0; I < std::min<size_t>(K, R.Top.size()); ++I) {
+    json::Object O = planJSON(R.Top[I]);
+    O["rank"] = (int64_t)I + 1;
+    O["memory_bytes"] = R.Top[I].MaxMemoryBytes;
+    Top.push_back(std::move(O));
+  }
+  Root["top"] = std::move(Top);
+  if (Explain) {
+    std::string Text;
+    raw_string_ostream EOS(Text);
+    printExplanation(R, EOS);
+    SmallVector<StringRef, 4> Lines;
+    StringRef(EOS.str()).split(Lines, '\n', -1, false);
+    json::Array Sentences;
+    for (StringRef L : Lines) {
+      L.consume_front("explain: ");
+      Sentences.push_back(L.str());
+    }
+    Root["explain"] = std::move(Sentences);
+  }
+  OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
 }
 
 } // namespace loom

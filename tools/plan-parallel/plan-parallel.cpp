@@ -464,6 +464,16 @@ int main(int argc, char **argv) {
       return reportError(std::move(E));
     return 0;
   }
+  // --format json with a search: the search result as one JSON object
+  // (plan, predicted numbers, --top table, explanation) replaces the
+  // summary.
+  if (Searched && Format == ReportFormat::JSON && !PrintGraph &&
+      PI.PrintAfter.empty() && !PrintHW && PrintCosts == CostLevel::None) {
+    printSearchJSON(*Searched,
+                    TopPlans.getNumOccurrences() ? (unsigned)TopPlans : 1,
+                    ExplainPlan, outs());
+    return 0;
+  }
   if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
       PrintCosts == CostLevel::None)
     printSummary(CU, NodesBefore, PM, Costed ? &*Costed : nullptr, outs());

@@ -205,6 +205,18 @@ void printTopPlans(const SearchResult &R, unsigned K, llvm::raw_ostream &OS);
 /// the space.
 void printExplanation(const SearchResult &R, llvm::raw_ostream &OS);
 
+/// --format json: the chosen plan (degrees, stages, predicted numbers,
+/// breakdown), how the search went, the experts, the best \p K plans
+/// ("top"), and with \p Explain the explanation's sentences. Keys:
+/// plan{tp,pp,dp,ep,sp,micro_batch_size,num_micro_batches,virtual_stages,
+/// recompute,zero_stage,stage_layers}, plan_string, step_time_s,
+/// tokens_per_s, mfu, max_memory_bytes, hbm_bytes, breakdown{compute_s,
+/// tp_comm_s, ep_comm_s,bubble_s,dp_comm_s,optimizer_s,dominant},
+/// search{candidates,simulated,...}, experts{...}, top[], explain[].
+/// Deterministic (no wall time).
+void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
+                     llvm::raw_ostream &OS);
+
 /// The search found nothing that fits (plan-parallel exits 2).
 class NoFeasiblePlanError : public llvm::ErrorInfo<NoFeasiblePlanError> {
 public:
