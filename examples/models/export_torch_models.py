@@ -6,8 +6,8 @@ Usage (from the repository root):
     /usr/bin/python3 examples/models/export_torch_models.py [--out-dir DIR]
                                                             [--check-only]
 
-Writes gpt2-tiny.onnx, llama-tiny.onnx, mlp-tiny.onnx, moe-tiny.onnx and
-cnn-tiny.onnx next to this script
+Writes gpt2-tiny.onnx, llama-tiny.onnx, mlp-tiny.onnx, moe-tiny.onnx,
+cnn-tiny.onnx, vit-tiny.onnx and swin-tiny.onnx next to this script
 (or into --out-dir), then verifies each one: onnx.checker full check, onnx
 shape inference, symbolic input dims, and the presence of the exporter's
 runtime shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape).
@@ -34,8 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from tiny_models import (GPT2LMHead, LlamaForCausalLM,  # noqa: E402
-                         MoEForCausalLM, TinyMLP, TinyResNet,
-                         randomize_batchnorm, randomize_norms)
+                         MoEForCausalLM, TinyMLP, TinyResNet, TinySwin,
+                         TinyViT, randomize_batchnorm, randomize_norms)
 
 OPSET = 17
 
@@ -121,6 +121,24 @@ def build_cnn():
         training=torch.onnx.TrainingMode.PRESERVE)
 
 
+def build_vit():
+    torch.manual_seed(0)
+    model = TinyViT()
+    randomize_norms(model)
+    x = torch.randn(2, 3, 32, 32)
+    return export_bytes(model, (x,), ["pixel_values"], ["logits"],
+                        {"pixel_values": {0: "batch"}, "logits": {0: "batch"}})
+
+
+def build_swin():
+    torch.manual_seed(0)
+    model = TinySwin()
+    randomize_norms(model)
+    x = torch.randn(2, 3, 32, 32)
+    return export_bytes(model, (x,), ["pixel_values"], ["logits"],
+                        {"pixel_values": {0: "batch"}, "logits": {0: "batch"}})
+
+
 MODELS = [
     # file name, builder, whether it must contain the reshape chain
     ("gpt2-tiny.onnx", build_gpt2, True),
@@ -128,6 +146,8 @@ MODELS = [
     ("mlp-tiny.onnx", build_mlp, False),
     ("moe-tiny.onnx", build_moe, True),
     ("cnn-tiny.onnx", build_cnn, False),
+    ("vit-tiny.onnx", build_vit, True),
+    ("swin-tiny.onnx", build_swin, True),
 ]
 
 

@@ -406,3 +406,212 @@ def randomize_batchnorm(model, std=0.1):
                 mod.running_mean.copy_(std * torch.randn_like(mod.running_mean))
                 mod.running_var.copy_(1.0 + std * torch.rand_like(mod.running_var))
     return model
+
+
+# --------------------------------------------------------------------------
+# Vision transformers: ViT (timm's VisionTransformer layout) and Swin
+# (Liu et al. 2021; timm's SwinTransformer layout), small
+# --------------------------------------------------------------------------
+
+
+class ViTAttention(nn.Module):
+    def __init__(self, dim, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.head_dim = dim // n_head
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.n_head, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        att = (q @ k.transpose(-2, -1)) * self.head_dim ** -0.5
+        att = att.softmax(dim=-1)
+        x = (att @ v).transpose(1, 2).reshape(b, n, c)
+        return self.proj(x)
+
+
+class ViTMLP(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, dim, n_head, mlp):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = ViTAttention(dim, n_head)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = ViTMLP(dim, mlp)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyViT(nn.Module):
+    """Patch embedding (Conv), class token, learned positions, pre-norm
+    blocks, final norm, head on the class token."""
+
+    def __init__(self, image=32, patch=8, dim=32, depth=4, n_head=2, mlp=64,
+                 n_classes=10):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, patch)
+        n = (image // patch) ** 2
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.blocks = nn.ModuleList([ViTBlock(dim, n_head, mlp)
+                                     for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, n_classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)  # [b, n, dim]
+        cls = self.cls_token.expand(x.shape[0], -1, -1)
+        x = torch.cat([cls, x], dim=1) + self.pos_embed
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+def window_partition(x, w):
+    b, h, wd, c = x.shape
+    x = x.view(b, h // w, w, wd // w, w, c)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, w * w, c)
+
+
+def window_reverse(x, w, h, wd):
+    c = x.shape[-1]
+    x = x.view(-1, h // w, wd // w, w, w, c)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, h, wd, c)
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, dim, window, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.head_dim = dim // n_head
+        self.window = window
+        self.relative_position_bias_table = nn.Parameter(
+            torch.randn((2 * window - 1) ** 2, n_head) * 0.02)
+        coords = torch.stack(torch.meshgrid(torch.arange(window),
+                                            torch.arange(window),
+                                            indexing="ij")).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0)
+        rel = rel + (window - 1)
+        index = rel[:, :, 0] * (2 * window - 1) + rel[:, :, 1]
+        self.register_buffer("relative_position_index", index,
+                             persistent=False)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, mask):
+        bw, n, c = x.shape
+        qkv = self.qkv(x).reshape(bw, n, 3, self.n_head, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        att = (q @ k.transpose(-2, -1)) * self.head_dim ** -0.5
+        bias = self.relative_position_bias_table[
+            self.relative_position_index.view(-1)].view(n, n, -1)
+        att = att + bias.permute(2, 0, 1).unsqueeze(0)
+        if mask is not None:
+            nw = mask.shape[0]
+            att = att.view(-1, nw, self.n_head, n, n) + mask.unsqueeze(
+                1).unsqueeze(0)
+            att = att.view(-1, self.n_head, n, n)
+        att = att.softmax(dim=-1)
+        x = (att @ v).transpose(1, 2).reshape(bw, n, c)
+        return self.proj(x)
+
+
+class SwinBlock(nn.Module):
+    def __init__(self, dim, res, n_head, window, shift, mlp_ratio=2):
+        super().__init__()
+        self.res = res
+        self.window = min(window, res)
+        self.shift = 0 if res <= window else shift
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = WindowAttention(dim, self.window, n_head)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = ViTMLP(dim, dim * mlp_ratio)
+        mask = None
+        if self.shift:
+            img = torch.zeros(1, res, res, 1)
+            cnt = 0
+            for hs in (slice(0, -self.window), slice(-self.window, -self.shift),
+                       slice(-self.shift, None)):
+                for ws in (slice(0, -self.window),
+                           slice(-self.window, -self.shift),
+                           slice(-self.shift, None)):
+                    img[:, hs, ws, :] = cnt
+                    cnt += 1
+            mw = window_partition(img, self.window).squeeze(-1)
+            mask = mw.unsqueeze(1) - mw.unsqueeze(2)
+            mask = mask.masked_fill(mask != 0, -100.0).masked_fill(
+                mask == 0, 0.0)
+        self.register_buffer("attn_mask", mask, persistent=False)
+
+    def forward(self, x):
+        b, L, c = x.shape
+        h = w = self.res
+        shortcut = x
+        x = self.norm1(x).view(b, h, w, c)
+        if self.shift:
+            x = torch.roll(x, shifts=(-self.shift, -self.shift), dims=(1, 2))
+        xw = window_partition(x, self.window)
+        xw = self.attn(xw, self.attn_mask)
+        x = window_reverse(xw, self.window, h, w)
+        if self.shift:
+            x = torch.roll(x, shifts=(self.shift, self.shift), dims=(1, 2))
+        x = shortcut + x.reshape(b, h * w, c)
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchMerging(nn.Module):
+    def __init__(self, dim, res):
+        super().__init__()
+        self.res = res
+        self.norm = nn.LayerNorm(4 * dim)
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+
+    def forward(self, x):
+        b, L, c = x.shape
+        x = x.view(b, self.res, self.res, c)
+        x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2],
+                       x[:, 1::2, 1::2]], -1).view(b, -1, 4 * c)
+        return self.reduction(self.norm(x))
+
+
+class TinySwin(nn.Module):
+    """Patch embedding, stages of (regular, shifted) window-attention block
+    pairs with patch merging between them, final norm, mean pool, head."""
+
+    def __init__(self, image=32, patch=2, dim=16, depths=(4, 2),
+                 heads=(1, 2), window=4, n_classes=10):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, patch)
+        self.patch_norm = nn.LayerNorm(dim)
+        res = image // patch
+        layers = []
+        for i, (d, nh) in enumerate(zip(depths, heads)):
+            for j in range(d):
+                layers.append(SwinBlock(dim, res, nh, window,
+                                        0 if j % 2 == 0 else window // 2))
+            if i + 1 < len(depths):
+                layers.append(PatchMerging(dim, res))
+                dim *= 2
+                res //= 2
+        self.layers = nn.ModuleList(layers)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, n_classes)
+
+    def forward(self, x):
+        x = self.patch_norm(self.patch_embed(x).flatten(2).transpose(1, 2))
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x).mean(1))
