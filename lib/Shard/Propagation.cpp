@@ -186,7 +186,7 @@ public:
 
 private:
   AxisSpec cur(const Value *V) const {
-    if (!V)
+    if (!V || SeenReplicated.count(V))
       return AxisSpec();
     auto It = R.Values.find(V);
     return It == R.Values.end() ? AxisSpec() : It->second;
@@ -202,6 +202,11 @@ private:
   }
   /// The spec a Partial input takes for a non-linear consumer.
   AxisSpec resolvePartial(const Value *V) const {
+    // Stacked expert work reshapes its leading dims over ep; a tp split
+    // there would not survive the all-to-all.
+    const Node *D = V ? V->getDefiningNode() : nullptr;
+    if (D && R.Nodes.lookup(D).Stacked)
+      return AxisSpec::replicated();
     if (R.Plan.SP) {
       int T = tokenDim(V);
       if (T >= 0)
@@ -258,6 +263,9 @@ private:
   unsigned TP;
   int64_t Opset;
   DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+  /// Inputs the current node's rule must see replicated (tokens entering
+  /// expert work, which ep gathers along a dim tp must not split).
+  DenseSet<const Value *> SeenReplicated;
 };
 
 const Value *Propagator::traceWeight(const Value *V, int &Dim) const {
@@ -958,9 +966,11 @@ void Propagator::record(const Node &N, NodeSharding NS) {
   NodeSharding &Slot = R.Nodes[&N];
   unsigned Chunk = Slot.Chunk;
   int Expert = Slot.Expert;
+  bool Stacked = Slot.Stacked;
   Slot = std::move(NS);
   Slot.Chunk = Chunk;
   Slot.Expert = Expert;
+  Slot.Stacked = Stacked;
 }
 
 static bool isElementwise(StringRef Op) {
@@ -988,6 +998,14 @@ Error Propagator::run() {
     const Node &N = *NP;
     NodeSharding NS;
     StringRef Op = N.getOpType();
+    SeenReplicated.clear();
+    const NodeSharding &Marks = R.Nodes[&N];
+    if (Marks.Expert >= 0 || Marks.Stacked)
+      for (const Value *V : N.getInputs()) {
+        AxisSpec C = cur(V);
+        if (C.isSplit() && C.Dim <= (Marks.Stacked ? 1 : 0))
+          SeenReplicated.insert(V);
+      }
     if (!N.getDomain().empty() && N.getDomain() != "ai.onnx") {
       replicateAll(N, NS);
     } else if (TP == 1) {
@@ -1150,11 +1168,26 @@ Error propagateSharding(ShardingResult &R) {
           R.Nodes[KV.first].Expert = KV.second;
       }
     if (!NE)
+      for (const ExpertGroup &EG : Groups)
+        if (EG.isStacked() && !EG.StackedNodes.empty()) {
+          NE = NE ? NE : EG.NumExperts;
+          if (EG.NumExperts != NE)
+            return createStringError(inconvertibleErrorCode(),
+                                     "ep=%u: MoE layers have different "
+                                     "expert counts (%u and %u)",
+                                     P.EP, NE, EG.NumExperts);
+          for (const Node *N : EG.StackedNodes) {
+            R.Nodes[N].Stacked = true;
+            for (const Value *V : N->getInputs())
+              if (V && V->isParameter() && V->Type.getRank() &&
+                  V->Type.Dims[0].Size == (int64_t)NE)
+                R.ExpertParams.insert(V);
+          }
+        }
+    if (!NE)
       return createStringError(
           inconvertibleErrorCode(),
-          "ep=%u: the model has no unrolled expert branches to split (stacked "
-          "expert weights are split with tp)",
-          P.EP);
+          "ep=%u: the model has no experts to split", P.EP);
     if (NE % P.EP)
       return createStringError(inconvertibleErrorCode(),
                                "ep=%u does not divide the %u experts", P.EP,
@@ -1176,8 +1209,12 @@ Error propagateSharding(ShardingResult &R) {
           C = std::min(C, It->second);
         }
       }
-      bool InRegion = NS.Expert >= 0 ||
-                      (FromRegion && NP->getOpType() == "Add");
+      bool InRegion = NS.Expert >= 0 || NS.Stacked ||
+                      (FromRegion && NP->getOpType() == "Add" &&
+                       !any_of(NP->getInputs(), [&](const Value *V) {
+                         return V && V->getDefiningNode() &&
+                                R.Nodes.lookup(V->getDefiningNode()).Stacked;
+                       }));
       if (FromRegion)
         NS.Chunk = C;
       if (InRegion)

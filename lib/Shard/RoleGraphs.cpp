@@ -161,6 +161,11 @@ private:
   }
   Error buildNode(const Node &N);
   Expected<Value *> widenFill(const Value *V, Value *X);
+  Expected<Value *> allToAll(const Value *V, Value *X, int SplitAxis,
+                             int ConcatAxis, StringRef Suffix);
+  Expected<Value *> gatherTokens(const Value *V, Value *X);
+  /// Values of stacked expert work (this rank's experts, the group's tokens).
+  DenseSet<const Value *> StackedRegion;
   Error lowerSpecial(const Node &N, const NodeSharding &NS,
                      ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
@@ -261,6 +266,14 @@ Expected<Value *> RoleBuilder::produced(const Value *V) {
       D = std::make_shared<SlicedTensorData>(
           V->Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem),
           PI->second.Dim, PI->second.Blocks, TP, TPR);
+    if (EP > 1 && R.ExpertParams.count(V)) {
+      // This rank's experts: a slice of dim 0 (of the tp slice, if any).
+      if (D)
+        D = std::make_shared<SlicedTensorData>(
+            D, T.getStaticShape(), getDataTypeSize(V->Type.Elem), 0,
+            ArrayRef<int64_t>(), EP, EPR);
+      T.Dims[0] = Dim(T.Dims[0].Size / EP);
+    }
     Expected<Value *> P = G->addParameter(fresh(V->getName()), T, std::move(D));
     if (!P)
       return P.takeError();
@@ -321,6 +334,13 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
     Data = std::make_shared<SlicedTensorData>(
         Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem), Req.Dim,
         Req.Blocks, TP, TPR);
+  if (EP > 1 && R.ExpertParams.count(V)) {
+    if (Data)
+      Data = std::make_shared<SlicedTensorData>(
+          Data, T.getStaticShape(), getDataTypeSize(V->Type.Elem), 0,
+          ArrayRef<int64_t>(), EP, EPR);
+    T.Dims[0] = Dim(T.Dims[0].Size / EP);
+  }
   // The original name when the whole tensor is not in this graph.
   std::string Name = fresh(V->getName());
   return G->addParameter(Name, T, std::move(Data));
@@ -396,7 +416,16 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
   if (It != Converted.end())
     return It->second;
   bool Gath = InEPRegion.count(V);
-  TensorType GT = localType(V, AxisSpec(), Gath);
+  // Types follow the value as this rank holds it (expert work may have
+  // changed its leading dims): GT is it replicated over tp, ReqT as needed.
+  TensorType GT = (*X)->Type;
+  if (Cur.isSplit() && (unsigned)Cur.Dim < GT.getRank() &&
+      GT.Dims[Cur.Dim].isStatic())
+    GT.Dims[Cur.Dim] = Dim(GT.Dims[Cur.Dim].Size * TP);
+  TensorType ReqT = GT;
+  if (Req.isSplit() && (unsigned)Req.Dim < ReqT.getRank() &&
+      ReqT.Dims[Req.Dim].isStatic())
+    ReqT.Dims[Req.Dim] = Dim(ReqT.Dims[Req.Dim].Size / TP);
   std::string Base = V->getName().str();
   Value *Result = nullptr;
   bool ConstLike = V->isParameter() ||
@@ -412,8 +441,7 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       Result = *Y;
     } else if (Req.isSplit() && Req.Blocks.empty()) {
       Expected<Value *> Y = collective(
-          "HcomReduceScatter", "tp", *X, Base + ".reducescatter",
-          localType(V, Req, Gath),
+          "HcomReduceScatter", "tp", *X, Base + ".reducescatter", ReqT,
           {{"reduction", 0, "sum"}, {"rank_size", TP},
            {"axis", Req.Dim}});
       if (!Y)
@@ -526,6 +554,60 @@ Expected<Value *> RoleBuilder::widenFill(const Value *V, Value *X) {
   (*C)->getOutput(0)->Type = T;
   Gathered[V] = (*C)->getOutput(0);
   return (*C)->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::allToAll(const Value *V, Value *X,
+                                        int SplitAxis, int ConcatAxis,
+                                        StringRef Suffix) {
+  auto Key = std::make_pair(V, ("a2a" + Suffix).str());
+  auto It = Converted.find(Key);
+  if (It != Converted.end())
+    return It->second;
+  TensorType T = X->Type;
+  if ((unsigned)std::max(SplitAxis, ConcatAxis) >= T.getRank() ||
+      T.Dims[SplitAxis].Size % EP)
+    return err("value '" + V->getName() + "': dim " + Twine(SplitAxis) +
+               " does not split over ep=" + Twine(EP));
+  T.Dims[SplitAxis] = Dim(T.Dims[SplitAxis].Size / EP);
+  T.Dims[ConcatAxis] = Dim(T.Dims[ConcatAxis].Size * EP);
+  // HCCL's AllToAllV counts: elements per peer, equal here.
+  int64_t Per = X->Type.getNumElements().getValueOr(0) / EP;
+  std::vector<int64_t> Counts(EP, Per), Displ;
+  for (unsigned I = 0; I < EP; ++I)
+    Displ.push_back(I * Per);
+  std::string Base = (V->getName() + Suffix).str();
+  Value *SC = constInt64(Base + ".send_counts", {(int64_t)EP}, Counts);
+  Value *SD = constInt64(Base + ".send_displacements", {(int64_t)EP}, Displ);
+  Value *RC = constInt64(Base + ".recv_counts", {(int64_t)EP}, Counts);
+  Value *RD = constInt64(Base + ".recv_displacements", {(int64_t)EP}, Displ);
+  std::string ON = fresh(Base);
+  Expected<Node *> N = G->addNode("HcomAllToAllV", "hccl", fresh("hcom.ep." + Base),
+                                  {X, SC, SD, RC, RD}, {ON});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(strAttr("group", "ep"));
+  (*N)->addAttribute(intAttr("rank_size", EP));
+  (*N)->addAttribute(intAttr("split_axis", SplitAxis));
+  (*N)->addAttribute(intAttr("concat_axis", ConcatAxis));
+  (*N)->getOutput(0)->Type = T;
+  Converted[Key] = (*N)->getOutput(0);
+  return (*N)->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::gatherTokens(const Value *V, Value *X) {
+  auto Key = std::make_pair(V, std::string("ep-tokens"));
+  auto It = Converted.find(Key);
+  if (It != Converted.end())
+    return It->second;
+  TensorType T = X->Type;
+  T.Dims[1] = Dim(T.Dims[1].Size * EP);
+  Expected<Value *> Y =
+      collective("HcomAllGather", "ep", X, (V->getName() + ".epgather").str(),
+                 T, {{"rank_size", EP}, {"axis", 1}});
+  if (!Y)
+    return Y.takeError();
+  Converted[Key] = *Y;
+  return *Y;
 }
 
 void RoleBuilder::emitSends(const Node &N) {
@@ -822,6 +904,31 @@ Error RoleBuilder::buildNode(const Node &N) {
     Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
     if (!X)
       return X.takeError();
+    if (EP > 1 && *X && StackedRegion.count(V) && !NS.Stacked) {
+      // Leaving stacked expert work: the all-to-all combine returns every
+      // expert's output for this rank's tokens.
+      Expected<Value *> Y = allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0,
+                                     ".combine");
+      if (!Y)
+        return Y.takeError();
+      X = *Y;
+    } else if (EP > 1 && *X && NS.Stacked && DD.count(V) &&
+               !StackedRegion.count(V)) {
+      // Entering: tokens of the ep group for this rank's experts. A
+      // broadcast expert dim ([1, N, d]) is gathered; [E, N, d] dispatched.
+      const TensorType &T = (*X)->Type;
+      if (T.getRank() < 2)
+        return err("node '" + N.getName() + "': expert input '" +
+                   V->getName() + "' has rank < 2");
+      Expected<Value *> Y =
+          T.Dims[0].Size == 1
+              ? gatherTokens(V, *X)
+              : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1,
+                         ".dispatch");
+      if (!Y)
+        return Y.takeError();
+      X = *Y;
+    }
     if (IsBranch && *X && DD.count(V) && !InEPRegion.count(V)) {
       // Tokens entering an expert branch: every expert sees every token of
       // the ep group.
@@ -909,8 +1016,15 @@ Error RoleBuilder::buildNode(const Node &N) {
     (*C)->setAttributes(std::move(Attrs));
     for (unsigned O = 0; O < N.getNumOutputs(); ++O)
       if (const Value *V = N.getOutput(O)) {
-        (*C)->getOutput(O)->Type =
-            localType(V, NS.OutputSpecs[O], YGathered && DD.count(V));
+        TensorType LT = localType(V, NS.OutputSpecs[O], YGathered && DD.count(V));
+        if (NS.Stacked && EP > 1 && DD.count(V) && LT.getRank() >= 2) {
+          // This rank's experts, the group's tokens.
+          if (LT.Dims[0].Size == (int64_t)R.NumExperts)
+            LT.Dims[0] = Dim(LT.Dims[0].Size / EP);
+          LT.Dims[1] = Dim(LT.Dims[1].Size * EP);
+          StackedRegion.insert(V);
+        }
+        (*C)->getOutput(O)->Type = LT;
         Produced[V] = (*C)->getOutput(O);
       }
   }

@@ -70,6 +70,10 @@ CASES = [
     ("moe_stacked-tp4-sp", "gen:moe_stacked",  "tp=4,pp=1,dp=1,mb=2,sp=1",     "infer", 4, 8),
     ("moe_stacked-tp2pp2dp2", "gen:moe_stacked", "tp=2,pp=2,dp=2,mb=1",        "infer", 4, 8),
     ("moe_stacked-ep2",    "gen:moe_stacked",  "tp=1,pp=1,dp=2,ep=2,mb=2",     "infer", 4, 8),
+    ("moe_stacked-ep4",    "gen:moe_stacked",  "tp=1,pp=1,dp=4,ep=4,mb=1",     "infer", 4, 8),
+    ("moe_stacked-tp2ep2pp2", "gen:moe_stacked", "tp=2,pp=2,dp=2,ep=2,mb=1",   "infer", 4, 8),
+    ("moe_stacked-tp2ep2-sp", "gen:moe_stacked", "tp=2,pp=1,dp=2,ep=2,mb=1,sp=1", "infer", 4, 8),
+    ("moe_unrolled-tp2ep2-sp", "gen:moe_unrolled", "tp=2,pp=1,dp=2,ep=2,mb=1,sp=1", "infer", 4, 8),
     ("moe_unrolled-ep2",   "gen:moe_unrolled", "tp=1,pp=1,dp=2,ep=2,mb=2",     "infer", 4, 8),
     ("moe_unrolled-ep4",   "gen:moe_unrolled", "tp=1,pp=1,dp=4,ep=4,mb=1",     "infer", 4, 8),
     ("moe_unrolled-tp2ep2pp2", "gen:moe_unrolled", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
@@ -103,8 +107,6 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
 # Cases that fail because of the emitter (not the harness): name -> the error
 # seen. Kept running; see the module docstring.
 EMITTER_XFAIL = {
-    "moe_stacked-ep2": "plan-parallel: error: ep=2: the model has no unrolled expert branches to split "
-                       "(stacked expert weights are split with tp)",
 }
 
 # The negative test corrupts one weight slice in this case's output.

@@ -28,6 +28,7 @@
 #include "loom/IR/Graph.h"
 #include "loom/Plan/PlanCost.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include <map>
 #include <memory>
 #include <string>
@@ -107,9 +108,11 @@ struct NodeSharding {
   unsigned Chunk = 0;
   /// EP: the expert whose branch the node belongs to, or -1.
   int Expert = -1;
-  /// EP: the node's inputs are gathered over the ep group first (axis 0)
-  /// and its partial output is reduce-scattered back (expert region).
-  bool EPRegion = false;
+  /// EP: the node is expert work on stacked weights [E, ...]: it runs on
+  /// this rank's E/ep experts and the ep group's tokens (dim 1), between an
+  /// all-to-all dispatch and an all-to-all combine (GShard, Lepikhin et al.
+  /// 2020).
+  bool Stacked = false;
 };
 
 /// Result of the shard pass.
@@ -135,6 +138,8 @@ struct ShardingResult {
   /// EP: number of experts per MoE group (unrolled branches) and which
   /// expert indices each ep rank owns follow from NumExperts / ep.
   unsigned NumExperts = 0;
+  /// EP on stacked experts: parameters whose dim 0 is the expert dim.
+  llvm::DenseSet<const Value *> ExpertParams;
   /// Notes for the report (ops run replicated for want of a rule, ...).
   std::vector<std::string> Notes;
 };
