@@ -116,6 +116,49 @@ TEST(PlanConstraintsTest, ExplainsImpossibleFixedChoices) {
             "stage; vpp = 2 (--plan)");
 }
 
+TEST(PlanConstraintsTest, ExpertParallelism) {
+  // 8 devices, 4 experts per MoE layer: ep = 8 divides dp = 8 but not the
+  // experts.
+  PlanSpaceDesc D = makeSpace(8, 8, 4, 8);
+  D.NumExperts = 4;
+  D.FixedEP = 8;
+  Expected<InfeasibilityExplanation> X = explainInfeasibility(D, {}, GiB);
+  ASSERT_TRUE(!!X) << toString(X.takeError());
+  EXPECT_EQ(X->Summary, "no plan satisfies the constraints: ep divides the 4 "
+                        "experts per MoE layer; ep = 8 (--plan)");
+  // ep = 4 with tp = 4: dp = 2 (pp = 1 and 2 leave dp <= 2), ep does not
+  // divide it.
+  D.FixedEP = 4;
+  D.FixedTP = 4;
+  X = explainInfeasibility(D, {}, GiB);
+  ASSERT_TRUE(!!X) << toString(X.takeError());
+  EXPECT_EQ(X->Summary,
+            "no plan satisfies the constraints: dp*tp*pp = 8 devices; ep "
+            "divides dp (expert-parallel ranks are carved out of the "
+            "data-parallel ones); tp = 4 (--plan); ep = 4 (--plan)");
+  // Without experts ep stays 1.
+  D = makeSpace(8, 8, 4, 8);
+  D.FixedEP = 2;
+  X = explainInfeasibility(D, {}, GiB);
+  ASSERT_TRUE(!!X) << toString(X.takeError());
+  EXPECT_EQ(X->Summary, "no plan satisfies the constraints: ep = 1 (the "
+                        "model has no experts); ep = 2 (--plan)");
+  // Certificate: the row with ep = 3 is outside the model, ep = 2 is in.
+  D = makeSpace(4, 4, 4, 4);
+  D.NumExperts = 6;
+  CandidateRow R;
+  R.DP = 4;
+  R.EP = 2;
+  R.StepTimeS = 2;
+  CandidateRow Bad = R;
+  Bad.EP = 4; // divides dp = 4 but not the 6 experts
+  Bad.StepTimeS = 1;
+  Expected<OptimumCertificate> C = certifyMinimumStepTime(D, {Bad, R}, 10);
+  ASSERT_TRUE(!!C) << toString(C.takeError());
+  ASSERT_TRUE(C->Feasible);
+  EXPECT_EQ(C->Row, 1u);
+}
+
 TEST(PlanConstraintsTest, SatisfiableModelIsAnInternalError) {
   PlanSpaceDesc D = makeSpace(8, 8, 4, 8);
   D.FixedTP = 8;
