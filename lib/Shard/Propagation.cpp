@@ -491,19 +491,9 @@ void Propagator::ruleMatMul(const Node &N, NodeSharding &NS) {
       NS.OutputSpecs = {AxisSpec::partial()};
       return;
     }
-    if (divisible(SB[NDim]) && RB == 2) {
-      std::vector<int64_t> Blocks = findBlocks(Y);
-      if (splitWeight(B, NDim, Blocks)) {
-        // Column parallel: the activation is gathered first.
-        AxisSpec Out = AxisSpec::split(RY - 1);
-        Out.Blocks = Blocks;
-        NS.InputSpecs = {AxisSpec(), R.Values[B]};
-        NS.OutputSpecs = {Out};
-        return;
-      }
-    }
-    if (RB == 3 && divisible(SB[NDim])) {
-      // Stacked expert weights [E, d, f]: column split of f.
+    // Column parallel (weights [d, f], or stacked experts [E, d, f]: f is
+    // split): the activation is gathered first.
+    if ((RB == 2 || RB == 3) && divisible(SB[NDim])) {
       std::vector<int64_t> Blocks = findBlocks(Y);
       if (splitWeight(B, NDim, Blocks)) {
         AxisSpec Out = AxisSpec::split(RY - 1);

@@ -242,22 +242,26 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
         else
           Coll.push_back(&C);
       }
-      for (const Comm *C : In) {
+      // A transfer event of comm C on the p2p stream.
+      auto P2PEvent = [&](const Comm &C, StringRef Kind, double Start,
+                          double End) {
         ScheduleEvent E;
-        E.Kind = "recv";
+        E.Kind = Kind.str();
         E.MicroBatch = I.MB;
         E.Chunk = I.Chunk;
-        E.EndS = I.Start;
-        E.StartS = std::max(0.0, I.Start - P2P[I.Chunk]);
+        E.StartS = Start;
+        E.EndS = End;
         E.Stream = "p2p";
         E.Group = "pp";
         E.Level = LevelName(PPG);
-        E.Bytes = C->Bytes;
-        E.Peer = getRank(P, C->Peer, RC.DP, RC.TP);
-        E.Tag = C->Tag;
-        E.Op = C->Op;
+        E.Bytes = C.Bytes;
+        E.Peer = getRank(P, C.Peer, RC.DP, RC.TP);
+        E.Tag = C.Tag;
+        E.Op = C.Op;
         RS.Events.push_back(E);
-      }
+      };
+      for (const Comm *C : In)
+        P2PEvent(*C, "recv", std::max(0.0, I.Start - P2P[I.Chunk]), I.Start);
       ScheduleEvent E;
       E.Kind = I.Forward ? "forward" : "backward";
       E.MicroBatch = I.MB;
@@ -288,22 +292,8 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
         CE.EndS = CE.StartS + T;
         RS.Events.push_back(CE);
       }
-      for (const Comm *C : OutS) {
-        ScheduleEvent SE;
-        SE.Kind = "send";
-        SE.MicroBatch = I.MB;
-        SE.Chunk = I.Chunk;
-        SE.StartS = I.End;
-        SE.EndS = I.End + P2P[I.Chunk];
-        SE.Stream = "p2p";
-        SE.Group = "pp";
-        SE.Level = LevelName(PPG);
-        SE.Bytes = C->Bytes;
-        SE.Peer = getRank(P, C->Peer, RC.DP, RC.TP);
-        SE.Tag = C->Tag;
-        SE.Op = C->Op;
-        RS.Events.push_back(SE);
-      }
+      for (const Comm *C : OutS)
+        P2PEvent(*C, "send", I.End, I.End + P2P[I.Chunk]);
       if (!I.Forward && I.End >= LastBwdEnd) {
         LastBwdEnd = I.End;
         LastBwdStart = I.Start;
