@@ -85,18 +85,6 @@ public:
     Sub.HW = CU.HW;
     Sub.Opts = CU.Opts;
     Sub.Opts.OutputDir.clear();
-    int64_t GlobalBatch = 0;
-    for (const Value *V : CU.M->getGraph().getInputs())
-      if (V->Type.getRank() && !BatchSym.empty()) {
-        auto It = OrigIn.find(V->getName().str());
-        if (It != OrigIn.end())
-          for (unsigned I = 0; I < It->second.Dims.size(); ++I)
-            if (It->second.Dims[I].Symbol == BatchSym &&
-                V->Type.Dims[I].isStatic())
-              GlobalBatch = V->Type.Dims[I].Size;
-      }
-    if (CU.Opts.Batch)
-      GlobalBatch = *CU.Opts.Batch;
     if (BatchSym.empty()) {
       if (R.Plan.DP * R.Plan.NumMicroBatches != 1)
         return createStringError(
@@ -127,7 +115,6 @@ public:
           R.Plan.MicroBatchSize, Sub.Layers.size(), CU.Layers.size());
     R.M = std::move(Sub.M);
     R.Layers = std::move(Sub.Layers);
-    (void)GlobalBatch;
     for (const Value *V : CU.M->getGraph().getInputs())
       R.GlobalInputTypes[V->getName().str()] = V->Type;
     for (const Value *V : CU.M->getGraph().getOutputs())

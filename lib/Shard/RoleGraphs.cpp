@@ -800,8 +800,8 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
 }
 
 Error RoleBuilder::buildNode(const Node &N) {
-  if (Produced.count(N.getOutput(0)) ||
-      (N.getNumOutputs() && !N.getOutput(0) && false))
+  // Built already (a producer recomputed for an earlier consumer).
+  if (N.getNumOutputs() && Produced.count(N.getOutput(0)))
     return Error::success();
   if (!Building.insert(&N).second)
     return err("node '" + N.getName() + "' depends on itself across devices");
