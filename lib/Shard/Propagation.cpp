@@ -141,36 +141,25 @@ bool isConstantNode(const Node *D) {
            constInts(D->getInput(0))));
 }
 
-/// A constant whose every element is zero (torch's zeros_like accumulator).
+/// A constant whose every element is zero (torch's zeros_like accumulator):
+/// a ConstantOfShape (default fill 0) or a Constant, both of the default
+/// domain.
 bool isZeroConstant(const Value *V) {
-  if (!V)
+  const Node *D = V ? V->getDefiningNode() : nullptr;
+  if (!D || !D->getDomain().empty() ||
+      (D->getOpType() != "ConstantOfShape" && D->getOpType() != "Constant"))
     return false;
-  const Node *D = V->getDefiningNode();
-  if (D && D->getOpType() == "ConstantOfShape" && D->getDomain().empty()) {
-    const Attribute *A = D->getAttribute("value");
-    if (!A)
-      return true;
-    if (A->K != Attribute::Kind::Tensor || A->Ts.empty())
-      return false;
-    Expected<std::vector<double>> F = A->Ts[0].getFloatValues();
-    if (!F) {
-      consumeError(F.takeError());
-      return false;
-    }
-    return all_of(*F, [](double X) { return X == 0; });
+  const Attribute *A = D->getAttribute("value");
+  if (!A)
+    return D->getOpType() == "ConstantOfShape";
+  if (A->K != Attribute::Kind::Tensor || A->Ts.empty())
+    return false;
+  Expected<std::vector<double>> F = A->Ts[0].getFloatValues();
+  if (!F) {
+    consumeError(F.takeError());
+    return false;
   }
-  if (D && D->getOpType() == "Constant" && D->getDomain().empty()) {
-    const Attribute *A = D->getAttribute("value");
-    if (!A || A->K != Attribute::Kind::Tensor || A->Ts.empty())
-      return false;
-    Expected<std::vector<double>> F = A->Ts[0].getFloatValues();
-    if (!F) {
-      consumeError(F.takeError());
-      return false;
-    }
-    return all_of(*F, [](double X) { return X == 0; });
-  }
-  return false;
+  return all_of(*F, [](double X) { return X == 0; });
 }
 
 int normAxis(int64_t A, unsigned Rank) {
