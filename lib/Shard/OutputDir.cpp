@@ -1,6 +1,6 @@
 //===- OutputDir.cpp - manifest.json, graphs/, schedule.json, trace.json -===//
 //
-// The files of DESIGN §8 / docs/OutputFormat.md. JSON is streamed with
+// The files of DESIGN §8 / include/loom/Shard/OutputFormat.md. JSON is streamed with
 // llvm::json::OStream in a fixed key order, so the same program gives the
 // same bytes. Graph weights are streamed to one external-data file per role
 // (graphs/ROLE.bin), one tensor at a time.

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Loom e2e harness: executes every rank of an emitted output directory
-// (docs/OutputFormat.md) in ONNX Runtime, performing the hccl operations
+// (include/loom/Shard/OutputFormat.md) in ONNX Runtime, performing the hccl operations
 // between ranks, and compares the last pipeline stage's outputs with the
 // original model run at the global batch on the same random inputs.
 //

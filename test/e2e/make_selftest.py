@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hand-made output directories (docs/OutputFormat.md) for the harness's own test.
+"""Hand-made output directories (include/loom/Shard/OutputFormat.md) for the harness's own test.
 
 They do not come from plan-parallel: they are what a correct emitter would
 write for a two-layer MLP, built here with numpy + onnx.helper, so the

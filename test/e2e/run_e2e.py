@@ -12,9 +12,7 @@ line per case with the max abs error. Also:
                must pass, the broken ones must fail naming rank and tensor.
   negative     one emitted graph with one weight slice corrupted must fail.
 
-Cases the emitter is known to get wrong are listed in EMITTER_XFAIL with the
-reason: they still run, a failure there is reported as XFAIL, and a pass as
-XPASS (which fails the run, so that the list is kept honest).
+Every case must pass: there is no list of expected failures.
 
 Hardware: examples/hw/atlas800t-a2.yaml (8 devices) rewritten to the
 plan's device count (dp*tp*pp) so that small plans get small meshes; the
@@ -28,6 +26,7 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
+import tempfile
 import re
 import shutil
 import subprocess
@@ -64,8 +63,7 @@ CASES = [
     ("llama-tp2pp2dp2",    "gen:llama", "tp=2,pp=2,dp=2,mb=1",                 "infer", 4, 8),
     ("llama-tp2-train",    "gen:llama", "tp=2,pp=1,dp=1,mb=2,sp=1",            "train", 4, 8),
     # --- MoE
-    # stacked experts ([E,d,f]) are split over tp (the expert dim), ep splits
-    # unrolled expert branches (the emitter's design; ep on stacked: XFAIL)
+    # stacked experts ([E,d,f]) and unrolled expert branches, over tp and ep
     ("moe_stacked-tp2",    "gen:moe_stacked",  "tp=2,pp=1,dp=1,mb=2",          "infer", 4, 8),
     ("moe_stacked-tp4-sp", "gen:moe_stacked",  "tp=4,pp=1,dp=1,mb=2,sp=1",     "infer", 4, 8),
     ("moe_stacked-tp2pp2dp2", "gen:moe_stacked", "tp=2,pp=2,dp=2,mb=1",        "infer", 4, 8),
@@ -103,11 +101,6 @@ CASES = [
 # vocab-parallel embedding is hit (harness default: [0,16)).
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
              "ex:moe-tiny.onnx": "0:256"}
-
-# Cases that fail because of the emitter (not the harness): name -> the error
-# seen. Kept running; see the module docstring.
-EMITTER_XFAIL = {
-}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
@@ -366,7 +359,7 @@ def check_node():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plan-parallel", default=os.path.join(ROOT, "build", "tools", "plan-parallel", "plan-parallel"))
-    ap.add_argument("--work", default="/tmp/loom-e2e")
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "loom-e2e"))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("-k", dest="filter", default=None, help="only cases whose name contains this")
     ap.add_argument("--selftest", action="store_true", help="only the harness self-test")
@@ -376,7 +369,7 @@ def main():
     args = ap.parse_args()
     if args.list:
         for c in CASES:
-            print(f"{c[0]:26s} {c[1]:22s} {c[2]:40s} {c[3]}" + ("  [EMITTER_XFAIL]" if c[0] in EMITTER_XFAIL else ""))
+            print(f"{c[0]:26s} {c[1]:22s} {c[2]:40s} {c[3]}")
         return 0
     check_node()
     t0 = time.time()
@@ -394,29 +387,24 @@ def main():
         print(out)
         return 1
     cases = [c for c in CASES if not args.filter or args.filter in c[0]]
-    counts = {"PASS": 0, "FAIL": 0, "XFAIL": 0, "XPASS": 0}
+    counts = {"PASS": 0, "FAIL": 0}
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as ex:
         for res in ex.map(lambda c: run_case(args, c), cases):
-            xf = res["name"] in EMITTER_XFAIL
-            verdict = ("XPASS" if xf else "PASS") if res["ok"] else ("XFAIL" if xf else "FAIL")
+            verdict = "PASS" if res["ok"] else "FAIL"
             counts[verdict] += 1
             print(f"{verdict:5s} {res['name']:26s} {res['mode']:5s} {res['plan']:40s} "
                   f"{fmt_err(res)} ({res['time_s']:.1f}s)", flush=True)
-            if verdict in ("FAIL", "XFAIL"):
+            if verdict == "FAIL":
                 lines = [l for l in res["detail"].splitlines() if l.strip() and not l.startswith("{")]
                 for l in lines[-6:]:
                     print(f"      {l[:400]}")
-                if verdict == "FAIL":
-                    print(f"      reproduce: {res['cmd']}")
-            if verdict == "XPASS":
-                print(f"      {res['name']} passes now: remove it from EMITTER_XFAIL in {__file__}")
-    good &= counts["FAIL"] == 0 and counts["XPASS"] == 0
+                print(f"      reproduce: {res['cmd']}")
+    good &= counts["FAIL"] == 0
     if not args.no_negative and (not args.filter or args.filter in NEGATIVE_CASE):
         ok, msg = negative_test(args)
         print(("PASS  " if ok else "FAIL  ") + msg)
         good &= ok
-    print(f"e2e: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['XFAIL']} expected failures "
-          f"(emitter), {counts['XPASS']} unexpected passes; {time.time() - t0:.0f}s")
+    print(f"e2e: {counts['PASS']} passed, {counts['FAIL']} failed; {time.time() - t0:.0f}s")
     return 0 if good else 1
 
 

@@ -2,7 +2,7 @@
 """Cut Loom's emitted role graphs at `hccl`-domain nodes into plain ONNX.
 
 ONNX Runtime cannot run the `hccl` domain, so every role graph of
-OUTDIR/manifest.json (docs/OutputFormat.md) becomes an alternating program
+OUTDIR/manifest.json (include/loom/Shard/OutputFormat.md) becomes an alternating program
 of plain-ONNX segments and hccl steps, which harness.js executes and
 between which it performs the collectives:
 

@@ -1,6 +1,6 @@
 //===- OutputDir.h - Writing and checking the output directory -*- C++ -*-===//
 //
-// The files of DESIGN §8 (format: docs/OutputFormat.md) and the invariant
+// The files of DESIGN §8 (format: include/loom/Shard/OutputFormat.md) and the invariant
 // checker behind --verify-output.
 //
 //===----------------------------------------------------------------------===//

@@ -19,7 +19,7 @@
 //    slice), rewritten shape constants, Hcom* nodes for the reshards, and
 //    HcomSend/HcomReceive where a value crosses pipeline devices.
 //  * schedule: the per-rank program of one step.
-//  * emit: the output directory (docs/OutputFormat.md).
+//  * emit: the output directory (include/loom/Shard/OutputFormat.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SHARD_SHARDING_H
@@ -175,7 +175,7 @@ struct ShardedProgram {
   double ScheduleStepS = 0;
 };
 
-/// Mesh coordinates of a global rank (docs/OutputFormat.md).
+/// Mesh coordinates of a global rank (include/loom/Shard/OutputFormat.md).
 struct RankCoords {
   unsigned DP = 0, PP = 0, TP = 0, EP = 0, DPOuter = 0;
 };
