@@ -592,4 +592,25 @@ uint64_t getTotalParameterCount(const Graph &G) {
   return Total;
 }
 
+bool isConstantLike(const Value *V) {
+  if (V->isParameter())
+    return true;
+  const Node *D = V->getDefiningNode();
+  return D && D->getOpType() == "Constant" && D->getDomain().empty();
+}
+
+const Value *getWeightParameter(const Value *V) {
+  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
+    if (V->isParameter())
+      return V;
+    const Node *D = V->getDefiningNode();
+    if (!D || D->getNumInputs() != 1 ||
+        !(D->getOpType() == "Transpose" || D->getOpType() == "Cast" ||
+          D->getOpType() == "Identity"))
+      return nullptr;
+    V = D->getInput(0);
+  }
+  return nullptr;
+}
+
 } // namespace loom

@@ -37,28 +37,7 @@ bool ExpertGroup::contains(const Node *N) const {
 
 namespace {
 
-/// The parameter behind a layout change (torch's Linear exports
-/// Transpose(weight) -> MatMul), or null.
-const Value *getWeightParam(const Value *V) {
-  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
-    if (V->isParameter())
-      return V;
-    const Node *D = V->getDefiningNode();
-    if (!D || D->getNumInputs() != 1 ||
-        !(D->getOpType() == "Transpose" || D->getOpType() == "Cast" ||
-          D->getOpType() == "Identity"))
-      return nullptr;
-    V = D->getInput(0);
-  }
-  return nullptr;
-}
 
-bool isConstantLike(const Value *V) {
-  if (V->isParameter())
-    return true;
-  const Node *D = V->getDefiningNode();
-  return D && D->getOpType() == "Constant" && D->getDomain().empty();
-}
 
 bool isMatmulLike(const Node &N) {
   StringRef Op = N.getOpType();
@@ -148,7 +127,7 @@ void ExpertFinder::findStacked(std::vector<ExpertGroup> &Out) {
     const Node &N = *NP;
     if (N.getOpType() != "MatMul" || N.getNumInputs() != 2)
       continue;
-    const Value *W = N.getInput(1) ? getWeightParam(N.getInput(1)) : nullptr;
+    const Value *W = N.getInput(1) ? getWeightParameter(N.getInput(1)) : nullptr;
     const Value *A = N.getInput(0);
     if (!W || !A || isConstantLike(A) || N.getInput(1)->Type.getRank() != 3 ||
         !N.getInput(1)->Type.Dims[0].isStatic() ||
@@ -305,7 +284,7 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
       for (const Value *V : N->getInputs()) {
         if (!V)
           continue;
-        if (getWeightParam(V))
+        if (getWeightParameter(V))
           Weight = true;
         else if (!isConstantLike(V) &&
                  !(V->getDefiningNode() && In.count(V->getDefiningNode())))

@@ -83,12 +83,6 @@ static double valueBytes(const Value *V) {
   return (double)V->Type.getSizeInBytes().getValueOr(0);
 }
 
-static bool isConstantLike(const Value *V) {
-  if (V->isParameter())
-    return true;
-  const Node *D = V->getDefiningNode();
-  return D && D->getOpType() == "Constant" && D->getDomain().empty();
-}
 
 } // namespace
 
@@ -125,21 +119,6 @@ struct PlanEvaluator::Impl {
                   bool Backward, unsigned EP) const;
 };
 
-/// Weight-like: a parameter, or a layout change of one (torch's Linear on
-/// 3-D inputs exports Transpose(weight) -> MatMul).
-static bool isWeightLike(const Value *V) {
-  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
-    if (V->isParameter())
-      return true;
-    const Node *D = V->getDefiningNode();
-    if (!D || D->getNumInputs() != 1 ||
-        !(D->getOpType() == "Transpose" || D->getOpType() == "Cast" ||
-          D->getOpType() == "Identity"))
-      return false;
-    V = D->getInput(0);
-  }
-  return false;
-}
 
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());

@@ -33,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Plan/Search.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -71,27 +72,7 @@ namespace {
 /// Split along an axis we could not follow.
 constexpr int UnknownAxis = -1;
 
-/// As lib/Plan/PlanCost.cpp: a parameter, or a layout change of one.
-bool isWeightLike(const Value *V) {
-  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
-    if (V->isParameter())
-      return true;
-    const Node *D = V->getDefiningNode();
-    if (!D || D->getNumInputs() != 1 ||
-        !(D->getOpType() == "Transpose" || D->getOpType() == "Cast" ||
-          D->getOpType() == "Identity"))
-      return false;
-    V = D->getInput(0);
-  }
-  return false;
-}
 
-bool isConstantLike(const Value *V) {
-  if (V->isParameter())
-    return true;
-  const Node *D = V->getDefiningNode();
-  return D && D->getOpType() == "Constant" && D->getDomain().empty();
-}
 
 SmallVector<int64_t, 4> getShape(const Value *V) {
   if (!V || !V->Type.isStatic())
@@ -466,17 +447,6 @@ bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
 // The space
 //===----------------------------------------------------------------------===//
 
-static std::vector<uint64_t> getDivisors(uint64_t N) {
-  std::vector<uint64_t> Small, Large;
-  for (uint64_t D = 1; D * D <= N; ++D)
-    if (N % D == 0) {
-      Small.push_back(D);
-      if (D != N / D)
-        Large.push_back(N / D);
-    }
-  Small.insert(Small.end(), Large.rbegin(), Large.rend());
-  return Small;
-}
 
 /// Layers between the leading prologue and trailing epilogue layers: what
 /// PlanEvaluator::getStageLayers splits evenly.

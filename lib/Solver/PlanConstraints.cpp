@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Solver/PlanConstraints.h"
+#include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -54,17 +55,6 @@ std::string InfeasibilityExplanation::str() const {
 
 namespace {
 
-std::vector<uint64_t> getDivisors(uint64_t N) {
-  std::vector<uint64_t> Small, Large;
-  for (uint64_t D = 1; D * D <= N; ++D)
-    if (N % D == 0) {
-      Small.push_back(D);
-      if (D != N / D)
-        Large.push_back(N / D);
-    }
-  Small.insert(Small.end(), Large.rbegin(), Large.rend());
-  return Small;
-}
 
 /// What a constraint is about, for the one-line summary.
 enum class Topic { TP, PP, Other, Structural, Memory };

@@ -383,6 +383,16 @@ llvm::Error verifyModel(const Model &M);
 void printModel(const Model &M, llvm::raw_ostream &OS);
 void printGraph(const Graph &G, llvm::raw_ostream &OS, unsigned Indent = 0);
 
+/// A parameter, or the output of a default-domain Constant node.
+bool isConstantLike(const Value *V);
+/// The parameter behind a weight-like value: the parameter itself or a
+/// layout change of it (Transpose/Cast/Identity, up to 4 deep; torch's
+/// Linear exports Transpose(weight) -> MatMul); null otherwise.
+const Value *getWeightParameter(const Value *V);
+inline bool isWeightLike(const Value *V) {
+  return getWeightParameter(V) != nullptr;
+}
+
 /// Sums the bytes of parameters with a static size.
 uint64_t getTotalParameterBytes(const Graph &G);
 /// Sums the element counts of parameters with a static size.
