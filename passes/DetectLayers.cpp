@@ -7,19 +7,28 @@
 // signature (op type and its parameters' types); the longest run of
 // consecutive identical windows of signatures is the repeated block, found
 // for every period with rolling hashes in O(n^2) over n anchors. The parts
-// before and after a run are searched again; what repeats nowhere is one
-// layer (the prologue before the first run, the epilogue after the last).
-// Among runs covering as many anchors, the one whose boundaries are the
-// thinnest cuts (fewest live activations) wins: residual joins, not
-// Conv -> BatchNorm. A node belongs to the layer of the most recent anchor
-// before it, except between two layers' anchors, where the layers part at
-// the thinnest cut (so block 0's leading norm is block 0's).
+// before and after a run are searched again. Among runs covering as many
+// anchors, the one whose boundaries are the thinnest cuts (fewest live
+// activations) wins: residual joins, not Conv -> BatchNorm; and a run
+// whose repeats share a data-dependent input read differently by each
+// (the two [Conv, BatchNorm] halves of one ResNet block) is no run at all.
+// What repeats nowhere is cut into residual blocks after each residual
+// join (a downsampling block, a stage of one block); the rest of it is one
+// layer (the prologue before the first block, the epilogue after the
+// last). A node belongs to the layer of the most recent anchor before it,
+// except between two layers' anchors, where the layers part at the
+// thinnest cut (so block 0's leading norm is block 0's, and a view that
+// starts the next layer, like Swin's patch merging, is the next layer's);
+// and except data-independent work feeding several layers (rotary tables,
+// masks), which goes to the first layer.
 //
 // Names play no part, so anonymous weights ("onnx::MatMul_123") work.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Pass/Pass.h"
 #include "llvm/ADT/DenseSet.h"
+#include <climits>
+#include <functional>
 
 using namespace llvm;
 
@@ -61,10 +70,12 @@ struct Run {
 /// repeated unit must hold at least two anchors, one of them a matmul-like
 /// op: a layer has weights to multiply, while a pair of equal-shaped table
 /// reads (rotary cos/sin) or q/k/v projections side by side are not layers.
+/// \p IsLayered has the last word (see RepeatChecker).
+template <typename LayeredFn>
 static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
                                  ArrayRef<bool> IsMatmul,
                                  ArrayRef<unsigned> Cut, unsigned Lo,
-                                 unsigned Hi) {
+                                 unsigned Hi, LayeredFn IsLayered) {
   unsigned N = Hi - Lo;
   if (N < 2)
     return None;
@@ -112,7 +123,7 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
       bool Thinner = false;
       for (unsigned K = I + 1; K < I + Pd && !Thinner; ++K)
         Thinner = Cut[Lo + K] < CutMax[I];
-      if (!Thinner) {
+      if (!Thinner && IsLayered(Lo + I, Pd, Len[I])) {
         BestCover = Cover;
         BestCut = CutMax[I];
         Best = Run{Lo + I, Pd, Len[I]};
@@ -122,25 +133,140 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
   return Best;
 }
 
-/// Splits anchors [Lo, Hi) into layers: appends (first anchor, kind, run).
-static void splitSegment(ArrayRef<uint64_t> Sig, ArrayRef<bool> IsMatmul,
-                         ArrayRef<unsigned> Cut, unsigned Lo, unsigned Hi,
-                         int &NextRun,
-                         std::vector<std::tuple<unsigned, int>> &Starts) {
-  if (Lo >= Hi)
-    return;
-  Optional<Run> R = findBestRun(Sig, IsMatmul, Cut, Lo, Hi);
-  if (!R) {
-    Starts.emplace_back(Lo, -1);
-    return;
+/// Where a layer starts: its first anchor, its run (-1 if none), and
+/// whether it is a residual block cut out of a segment that repeats nowhere.
+struct LayerStart {
+  unsigned Anchor;
+  int Run;
+  bool Residual;
+};
+
+/// Whether the repeats of a candidate run are layers of their own: a
+/// data-dependent activation that reaches past the next repeat (the
+/// attention mask of a BERT, the skip input of a ResNet block) must be read
+/// by every later repeat, and the same way (by the same op and operand, at
+/// the same anchor offset). Two [Conv, BatchNorm] pairs of one residual
+/// block repeat in their anchors, but the block's input is read by the
+/// first pair's Conv and by the second pair's residual Add: they are halves
+/// of one layer, not two layers.
+class RepeatChecker {
+public:
+  struct Read {
+    int Slot;     ///< Anchor at or before the reader.
+    uint64_t Key; ///< Reader's op type and operand index.
+  };
+  struct Far {
+    int DefSlot; ///< Anchor at or before the definition; -1: before all.
+    int MaxSlot;
+    std::vector<Read> Reads; ///< By slot.
+  };
+  std::vector<Far> Values;
+
+  bool operator()(unsigned Start, unsigned Period, unsigned Repeats) const {
+    int S = Start, P = Period, End = Start + Period * Repeats;
+    std::vector<std::vector<std::pair<int, uint64_t>>> Per(Repeats);
+    for (const Far &F : Values) {
+      if (F.MaxSlot < S || F.DefSlot >= End)
+        continue;
+      int Own = F.DefSlot < S ? -1 : (F.DefSlot - S) / P;
+      for (auto &V : Per)
+        V.clear();
+      int Last = -1;
+      for (const Read &R : F.Reads)
+        if (R.Slot >= S && R.Slot < End) {
+          int Rep = (R.Slot - S) / P;
+          if (Rep > Own) {
+            Per[Rep].emplace_back((R.Slot - S) % P, R.Key);
+            Last = Rep;
+          }
+        }
+      if (Last < Own + 2)
+        continue; // Read by its own repeat and the next one at most.
+      for (auto &V : Per)
+        llvm::sort(V);
+      for (int Rep = Own + 2; Rep < (int)Repeats; ++Rep)
+        if (Per[Rep] != Per[Own + 1])
+          return false;
+    }
+    return true;
   }
-  splitSegment(Sig, IsMatmul, Cut, Lo, R->Start, NextRun, Starts);
-  int RunId = NextRun++;
-  for (unsigned K = 0; K < R->Repeats; ++K)
-    Starts.emplace_back(R->Start + K * R->Period, RunId);
-  splitSegment(Sig, IsMatmul, Cut, R->Start + R->Repeats * R->Period, Hi,
-               NextRun, Starts);
-}
+};
+
+/// Splits anchors into layers: runs of repeated blocks, and between them
+/// segments that repeat nowhere, which are cut at residual joins.
+struct Segmenter {
+  ArrayRef<uint64_t> Sig;
+  ArrayRef<bool> IsMatmul;
+  ArrayRef<unsigned> Cut;
+  /// JoinCut[b]: between anchors b-1 and b there is a cut where the only
+  /// live data-dependent activation is the output of a residual join.
+  ArrayRef<bool> JoinCut;
+  const RepeatChecker &Checker;
+  int NextRun = 0;
+  std::vector<LayerStart> Starts = {};
+  /// Residual joins per repeated block (1 in a ResNet, 2 in a transformer:
+  /// attention and MLP), the fewest over the runs.
+  unsigned JoinsPerBlock = ~0u;
+
+  void run() {
+    split(0, Sig.size());
+    if (JoinsPerBlock == ~0u || JoinsPerBlock == 0)
+      JoinsPerBlock = 1;
+    std::vector<LayerStart> Found;
+    std::swap(Found, Starts);
+    for (unsigned L = 0; L < Found.size(); ++L) {
+      if (Found[L].Run >= 0) {
+        Starts.push_back(Found[L]);
+        continue;
+      }
+      unsigned Hi = L + 1 < Found.size() ? Found[L + 1].Anchor : Sig.size();
+      splitAtJoins(Found[L].Anchor, Hi);
+    }
+  }
+
+private:
+  void split(unsigned Lo, unsigned Hi) {
+    if (Lo >= Hi)
+      return;
+    Optional<Run> R = findBestRun(Sig, IsMatmul, Cut, Lo, Hi, Checker);
+    if (!R) {
+      Starts.push_back({Lo, -1, false});
+      return;
+    }
+    split(Lo, R->Start);
+    int RunId = NextRun++;
+    for (unsigned K = 0; K < R->Repeats; ++K)
+      Starts.push_back({R->Start + K * R->Period, RunId, false});
+    unsigned Joins = 0;
+    for (unsigned B = R->Start + 1; B <= R->Start + R->Period; ++B)
+      Joins += JoinCut[B];
+    JoinsPerBlock = std::min(JoinsPerBlock, Joins);
+    split(R->Start + R->Repeats * R->Period, Hi);
+  }
+
+  /// What repeats nowhere (a ResNet stage's downsampling block, a stage of
+  /// one block) is still made of residual blocks as deep as the repeated
+  /// ones: cut after every JoinsPerBlock-th residual join where nothing
+  /// else data-dependent is live, as long as both sides multiply weights.
+  /// A segment without such joins (embedding, norm and head, patch
+  /// merging), or with fewer than a block's (an embedding with a dense
+  /// first transformer layer), stays one layer.
+  void splitAtJoins(unsigned Lo, unsigned Hi) {
+    auto HasMatmul = [&](unsigned A, unsigned B) {
+      return std::any_of(IsMatmul.begin() + A, IsMatmul.begin() + B,
+                         [](bool M) { return M; });
+    };
+    unsigned Prev = Lo, Joins = 0;
+    for (unsigned B = Lo + 1; B < Hi; ++B)
+      if (JoinCut[B] && ++Joins >= JoinsPerBlock && HasMatmul(Prev, B) &&
+          HasMatmul(B, Hi)) {
+        Starts.push_back({Prev, -1, true});
+        Prev = B;
+        Joins = 0;
+      }
+    Starts.push_back({Prev, -1, false});
+  }
+};
 
 static bool isMatmulLike(const Node &N) {
   StringRef Op = N.getOpType();
@@ -170,6 +296,62 @@ static void setLayerRecursively(Graph &G, int Layer) {
   }
 }
 
+/// Values that depend on the model's inputs (the rule of
+/// lib/Shard/RoleGraphs.cpp, which recomputes the others on every device
+/// instead of sending them: masks and rotary tables once shapes are static).
+static DenseSet<const Value *> findDataDependent(const Graph &G) {
+  DenseSet<const Value *> DD;
+  for (const Value *V : G.getInputs())
+    DD.insert(V);
+  for (const auto &NP : G.getNodes()) {
+    bool Dep = any_of(NP->getInputs(),
+                      [&](const Value *V) { return V && DD.count(V); });
+    for (const Attribute &A : NP->getAttributes())
+      Dep |= !A.Gs.empty();
+    if (Dep)
+      for (const Value *O : NP->getOutputs())
+        if (O)
+          DD.insert(O);
+  }
+  return DD;
+}
+
+/// Ops that only re-index their input's elements (a torch view).
+static bool isView(const Node &N) {
+  StringRef Op = N.getOpType();
+  return Op == "Reshape" || Op == "Flatten" || Op == "Squeeze" ||
+         Op == "Unsqueeze" || Op == "Identity";
+}
+
+/// Whether \p V is the output of a residual join (an Add or Sum of two
+/// data-dependent activations: a block's branch and its skip or
+/// downsample), possibly through element-wise unary ops and views (a
+/// ResNet block's final ReLU).
+static bool isJoinOutput(const Value *V, const DenseSet<const Value *> &DD) {
+  for (unsigned Depth = 0; Depth < 4 && V; ++Depth) {
+    const Node *D = V->getDefiningNode();
+    if (!D)
+      return false;
+    StringRef Op = D->getOpType();
+    unsigned DataIn = 0;
+    const Value *In = nullptr;
+    for (const Value *I : D->getInputs())
+      if (I && DD.count(I) && I->getDefiningNode()) {
+        ++DataIn;
+        In = I;
+      }
+    if ((Op == "Add" || Op == "Sum") && DataIn >= 2)
+      return true;
+    bool Unary = isView(*D) || Op == "Relu" || Op == "Gelu" ||
+                 Op == "Sigmoid" || Op == "Tanh" || Op == "LeakyRelu" ||
+                 Op == "Clip";
+    if (!Unary || DataIn != 1)
+      return false;
+    V = In;
+  }
+  return false;
+}
+
 class DetectLayersPass : public Pass {
 public:
   StringRef getArgument() const override { return "detect-layers"; }
@@ -183,6 +365,11 @@ public:
       for (const Value *V : NP->getInputs())
         if (V)
           Users[V].push_back(NP.get());
+    unsigned NumNodes = G.getNumNodes();
+    DenseMap<const Node *, unsigned> Index;
+    for (unsigned I = 0; I < NumNodes; ++I)
+      Index[G.getNodes()[I].get()] = I;
+    DenseSet<const Value *> DataDep = findDataDependent(G);
     std::vector<unsigned> AnchorNode;
     std::vector<uint64_t> Sig;
     SmallVector<bool, 64> IsMatmul;
@@ -202,18 +389,28 @@ public:
         IsMatmul.push_back(MM);
       }
     }
+    // Slot[i]: the most recent anchor at or before node i (-1: none).
+    std::vector<int> Slot(NumNodes, -1);
+    for (unsigned I = 0, A = 0; I < NumNodes; ++I) {
+      while (A < AnchorNode.size() && AnchorNode[A] <= I)
+        ++A;
+      Slot[I] = (int)A - 1;
+    }
     // Live[c]: activations defined before node c and read at or after it
     // (constants, parameters and graph inputs do not count: they cross
     // every cut alike).
-    unsigned NumNodes = G.getNumNodes();
     std::vector<unsigned> Live(NumNodes + 1, 0);
     // Activations as (defining node, last reader), for the gaps below.
     std::vector<std::pair<unsigned, unsigned>> Spans;
+    // The same for data-dependent activations only: how many are live
+    // before node c, and the sum of their span numbers (which names the
+    // value where only one is live).
+    std::vector<unsigned> DLive(NumNodes + 1, 0);
+    std::vector<uint64_t> DSum(NumNodes + 1, 0);
+    std::vector<const Value *> SpanValue;
     {
-      DenseMap<const Node *, unsigned> Index;
-      for (unsigned I = 0; I < NumNodes; ++I)
-        Index[G.getNodes()[I].get()] = I;
-      std::vector<int> Delta(NumNodes + 2, 0);
+      std::vector<int> Delta(NumNodes + 2, 0), DDelta(NumNodes + 2, 0);
+      std::vector<int64_t> SDelta(NumNodes + 2, 0);
       for (unsigned I = 0; I < NumNodes; ++I)
         for (const Value *V : G.getNodes()[I]->getOutputs()) {
           if (!V || G.getNodes()[I]->getOpType() == "Constant")
@@ -225,13 +422,24 @@ public:
             Last = NumNodes;
           if (Last > I) {
             Spans.emplace_back(I, Last);
+            SpanValue.push_back(V);
             ++Delta[I + 1];
             --Delta[Last + 1];
+            if (DataDep.count(V)) {
+              ++DDelta[I + 1];
+              --DDelta[Last + 1];
+              SDelta[I + 1] += Spans.size();
+              SDelta[Last + 1] -= Spans.size();
+            }
           }
         }
-      int Acc = 0;
-      for (unsigned C = 0; C <= NumNodes; ++C)
+      int Acc = 0, DAcc = 0;
+      int64_t SAcc = 0;
+      for (unsigned C = 0; C <= NumNodes; ++C) {
         Live[C] = Acc += Delta[C];
+        DLive[C] = DAcc += DDelta[C];
+        DSum[C] = SAcc += SDelta[C];
+      }
     }
     // Cut[b]: the fewest live values at a cut between anchor b-1 and
     // anchor b (node positions after the one, up to the other).
@@ -244,34 +452,69 @@ public:
         Min = std::min(Min, Live[C]);
       Cut[B] = Min;
     }
+    // JoinCut[b]: a cut between anchors b-1 and b where the one live
+    // data-dependent activation is a residual join's output.
+    SmallVector<bool, 64> JoinCut(AnchorNode.size() + 1, false);
+    for (unsigned B = 1; B < AnchorNode.size(); ++B)
+      for (unsigned C = AnchorNode[B - 1] + 1; C <= AnchorNode[B] && !JoinCut[B];
+           ++C)
+        JoinCut[B] =
+            DLive[C] == 1 && isJoinOutput(SpanValue[DSum[C] - 1], DataDep);
+    // Data-dependent activations read more than one anchor after they are
+    // made, with their readers, for RepeatChecker.
+    RepeatChecker Checker;
+    for (unsigned S = 0; S < Spans.size(); ++S) {
+      const Value *V = SpanValue[S];
+      int Def = Slot[Spans[S].first];
+      if (!DataDep.count(V) || Spans[S].second >= NumNodes ||
+          Slot[Spans[S].second] < Def + 2)
+        continue;
+      RepeatChecker::Far F{Def, Slot[Spans[S].second], {}};
+      for (const Node *U : Users.lookup(V)) {
+        unsigned UI = Index.lookup(U);
+        for (unsigned K = 0; K < U->getNumInputs(); ++K)
+          if (U->getInput(K) == V) {
+            Hasher H;
+            H.add(U->getQualifiedOpType());
+            H.add(K);
+            F.Reads.push_back({Slot[UI], H.H});
+          }
+      }
+      llvm::sort(F.Reads, [](const RepeatChecker::Read &A,
+                             const RepeatChecker::Read &B) {
+        return A.Slot < B.Slot || (A.Slot == B.Slot && A.Key < B.Key);
+      });
+      Checker.Values.push_back(std::move(F));
+    }
     CU.Layers.clear();
-    std::vector<std::tuple<unsigned, int>> Starts;
-    int NextRun = 0;
-    splitSegment(Sig, IsMatmul, Cut, 0, Sig.size(), NextRun, Starts);
+    Segmenter Seg{Sig, IsMatmul, Cut, JoinCut, Checker};
+    Seg.run();
+    std::vector<LayerStart> &Starts = Seg.Starts;
     if (Starts.empty())
-      Starts.emplace_back(0, -1);
+      Starts.push_back({0, -1, false});
 
-    // Layer l covers anchors [Starts[l], Starts[l+1]).
-    int FirstRunLayer = -1, LastRunLayer = -1;
+    // Layer l covers anchors [Starts[l], Starts[l+1]). Before the first
+    // block (repeated or residual) is the prologue, after the last the
+    // epilogue.
+    int FirstBlock = -1, LastBlock = -1;
     for (unsigned L = 0; L < Starts.size(); ++L)
-      if (std::get<1>(Starts[L]) >= 0) {
-        if (FirstRunLayer < 0)
-          FirstRunLayer = L;
-        LastRunLayer = L;
+      if (Starts[L].Run >= 0 || Starts[L].Residual) {
+        if (FirstBlock < 0)
+          FirstBlock = L;
+        LastBlock = L;
       }
     for (unsigned L = 0; L < Starts.size(); ++L) {
       LayerInfo Info;
       Info.Id = L;
-      Info.Run = std::get<1>(Starts[L]);
+      Info.Run = Starts[L].Run;
       if (Info.Run >= 0)
         Info.K = LayerInfo::Kind::Block;
-      else if (FirstRunLayer >= 0 && (int)L < FirstRunLayer)
+      else if (FirstBlock >= 0 && (int)L < FirstBlock)
         Info.K = LayerInfo::Kind::Prologue;
-      else if (FirstRunLayer >= 0 && (int)L > LastRunLayer)
+      else if (FirstBlock >= 0 && (int)L > LastBlock)
         Info.K = LayerInfo::Kind::Epilogue;
-      unsigned Begin = std::get<0>(Starts[L]);
-      unsigned End =
-          L + 1 < Starts.size() ? std::get<0>(Starts[L + 1]) : Sig.size();
+      unsigned Begin = Starts[L].Anchor;
+      unsigned End = L + 1 < Starts.size() ? Starts[L + 1].Anchor : Sig.size();
       Hasher H;
       for (unsigned A = Begin; A < End; ++A)
         H.add(Sig[A]);
@@ -285,7 +528,10 @@ public:
     // fewest activations are live (the residual stream after the residual
     // add and, in a ResNet, its ReLU; before the first block, the
     // embedding's output, so block 0's leading norm is block 0's), the
-    // latest such place on a tie.
+    // latest such place on a tie (a residual join's ReLU stays with its
+    // block), but never right after a view: a layer hands on values as it
+    // made them, and a view of the handed value (the reshape that starts
+    // Swin's patch merging) is its reader's.
     std::vector<int> Layer(NumNodes, 0);
     {
       // Gap L (before layer L >= 1): cut positions [From, To]. Only
@@ -295,11 +541,11 @@ public:
       unsigned NL = Starts.size();
       std::vector<unsigned> From(NL, 0), To(NL, 0), Next(NL, NumNodes + 1);
       for (unsigned L = 1; L < NL; ++L) {
-        unsigned A = std::get<0>(Starts[L]);
+        unsigned A = Starts[L].Anchor;
         From[L] = AnchorNode[A - 1] + 1;
         To[L] = AnchorNode[A];
         if (L + 1 < NL)
-          Next[L] = AnchorNode[std::get<0>(Starts[L + 1])];
+          Next[L] = AnchorNode[Starts[L + 1].Anchor];
       }
       std::vector<int> Delta(NumNodes + 2, 0);
       for (const auto &S : Spans) {
@@ -324,17 +570,41 @@ public:
       // the residual stream (read by the next norm and the next residual
       // add; in a ResNet by the next Conv and the skip add), not the
       // residual add's output before its ReLU or a norm's inner value.
-      DenseMap<const Node *, unsigned> Index;
-      for (unsigned I = 0; I < NumNodes; ++I)
-        Index[G.getNodes()[I].get()] = I;
+      // A read by a view counts as the view's own readers: a layer hands
+      // on values as it made them, and a view of the handed value (Swin's
+      // patch merging starts with one) belongs to the layer that reads it.
+      std::function<unsigned(const Value *)> ViewReaders =
+          [&](const Value *V) {
+            unsigned N = 0;
+            for (const Node *U : Users.lookup(V))
+              N += isView(*U) && U->getNumOutputs() == 1
+                       ? std::max(1u, ViewReaders(U->getOutput(0)))
+                       : 1;
+            return N;
+          };
       auto Reads = [&](unsigned L, unsigned C) {
         unsigned N = 0;
-        for (unsigned I = C; I < std::min(Next[L], NumNodes); ++I)
-          for (const Value *V : G.getNodes()[I]->getInputs()) {
+        for (unsigned I = C; I < std::min(Next[L], NumNodes); ++I) {
+          const Node &U = *G.getNodes()[I];
+          unsigned Weight = isView(U) && U.getNumOutputs() == 1
+                                ? std::max(1u, ViewReaders(U.getOutput(0)))
+                                : 1;
+          for (const Value *V : U.getInputs()) {
             const Node *D = V ? V->getDefiningNode() : nullptr;
-            N += D && D->getOpType() != "Constant" && Index.lookup(D) < C;
+            if (D && D->getOpType() != "Constant" && Index.lookup(D) < C)
+              N += Weight;
           }
+        }
         return N;
+      };
+      // Whether the last non-Constant node before C is a view with an
+      // equally thin cut before it (the cut to take instead).
+      auto AfterView = [&](unsigned L, unsigned C, unsigned Min) {
+        unsigned I = C;
+        while (I > From[L] && G.getNodes()[I - 1]->getOpType() == "Constant")
+          --I;
+        return I > From[L] && isView(*G.getNodes()[I - 1]) &&
+               (unsigned)Local[I - 1] == Min;
       };
       // CutPos[L]: the first node of layer L >= 1.
       std::vector<unsigned> CutPos(NL, 0);
@@ -345,7 +615,7 @@ public:
         unsigned Best = To[L], BestReads = 0;
         bool Found = false;
         for (unsigned C = To[L] + 1; C-- > From[L];) {
-          if ((unsigned)Local[C] != Min)
+          if ((unsigned)Local[C] != Min || AfterView(L, C, Min))
             continue;
           unsigned R = Reads(L, C);
           if (!Found || R > BestReads) {
@@ -362,6 +632,30 @@ public:
           ++L;
         Layer[I] = L;
       }
+    }
+    // Work that does not depend on the data (rotary tables, masks) and
+    // feeds several layers is nobody's block: it goes to the first layer,
+    // so that repeated blocks stay alike (each pipeline device recomputes
+    // such values rather than receiving them). What feeds one layer only
+    // goes with it.
+    for (unsigned I = NumNodes; I-- > 0;) {
+      const Node &N = *G.getNodes()[I];
+      bool Independent = true, Output = false;
+      int Lo = INT_MAX, Hi = -1;
+      for (const Value *O : N.getOutputs()) {
+        if (!O)
+          continue;
+        Independent &= !DataDep.count(O);
+        Output |= is_contained(G.getOutputs(), O);
+        for (const Node *U : Users.lookup(O)) {
+          int UL = Layer[Index.lookup(U)];
+          Lo = std::min(Lo, UL);
+          Hi = std::max(Hi, UL);
+        }
+      }
+      if (!Independent || Output || Hi < 0)
+        continue;
+      Layer[I] = Lo == Hi ? Lo : 0;
     }
     DenseSet<const Value *> SeenParams;
     for (unsigned I = 0; I < G.getNumNodes(); ++I) {

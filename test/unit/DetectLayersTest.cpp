@@ -107,7 +107,61 @@ TEST(DetectLayersTest, ExportedModelsHaveTheirLayers) {
     ASSERT_EQ(CU.Layers.size(), 4u) << Name;
     EXPECT_EQ(CU.Layers[1].Signature, CU.Layers[2].Signature) << Name;
     EXPECT_EQ(CU.Layers[1].ParamCount, CU.Layers[2].ParamCount) << Name;
+    // Shared work that does not depend on the data (LLaMA's rotary
+    // tables, GPT-2's causal mask) is the embedding layer's, so both
+    // blocks hold the same nodes.
+    EXPECT_EQ(CU.Layers[1].NumNodes, CU.Layers[2].NumNodes) << Name;
   }
+}
+
+TEST(DetectLayersTest, ResidualBlocksThatRepeatNowhere) {
+  // cnn-tiny in small: a stem Conv; two 8-channel residual blocks (Conv ->
+  // Relu -> Conv -> Add(skip) -> Relu), the repeated run; a block to 16
+  // channels with a 1x1 projection on its skip; a 16-channel block; pool
+  // and head. The last two repeat nowhere and are cut at their residual
+  // joins. Inside the last block the two 16-channel Convs repeat in their
+  // anchors, but the block's input is read by the first Conv and by the
+  // residual Add: one layer, not two.
+  std::string Text = "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                     "g (float[1,3,8,8] x) => (float[1,4] y)\n"
+                     "<float[8,3,3,3] ws, float[8,8,3,3] a1, float[8,8,3,3] a2,"
+                     " float[8,8,3,3] a3, float[8,8,3,3] a4,"
+                     " float[16,8,3,3] b1, float[16,16,3,3] b2,"
+                     " float[16,8,1,1] bp, float[16,16,3,3] c1,"
+                     " float[16,16,3,3] c2, float[4,16] wf> {\n"
+                     "  s = Conv <pads = [1, 1, 1, 1]> (x, ws)\n"
+                     "  s1 = Relu (s)\n";
+  auto Block = [&](const std::string &In, const std::string &P,
+                   const std::string &W1, const std::string &W2,
+                   const std::string &Skip) {
+    Text += "  " + P + "c = Conv <pads = [1, 1, 1, 1]> (" + In + ", " + W1 +
+            ")\n  " + P + "r = Relu (" + P + "c)\n  " + P +
+            "d = Conv <pads = [1, 1, 1, 1]> (" + P + "r, " + W2 + ")\n  " +
+            P + "j = Add (" + P + "d, " + Skip + ")\n  " + P + "o = Relu (" +
+            P + "j)\n";
+  };
+  Block("s1", "a", "a1", "a2", "s1");
+  Block("ao", "e", "a3", "a4", "ao");
+  Text += "  q = Conv (eo, bp)\n";
+  Block("eo", "b", "b1", "b2", "q");
+  Block("bo", "c", "c1", "c2", "bo");
+  Text += "  p = GlobalAveragePool (co)\n  f = Flatten (p)\n"
+          "  y = Gemm <transB = 1> (f, wf)\n}\n";
+  CompilationUnit CU = runDetect(Text);
+  ASSERT_EQ(CU.Layers.size(), 6u);
+  using K = LayerInfo::Kind;
+  std::vector<K> Kinds = {K::Prologue, K::Block, K::Block,
+                          K::Other,    K::Other, K::Epilogue};
+  for (unsigned L = 0; L < 6; ++L)
+    EXPECT_EQ(CU.Layers[L].K, Kinds[L]) << "layer " << L;
+  const auto &Nodes = CU.M->getGraph().getNodes();
+  // stem 2 nodes, 5 per block (6 with the projection), then the pool (it
+  // shrinks what crosses, so it ends the block), Flatten and Gemm.
+  std::vector<int> Want = {0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3,
+                           3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5};
+  ASSERT_EQ(Nodes.size(), Want.size());
+  for (unsigned I = 0; I < Want.size(); ++I)
+    EXPECT_EQ(Nodes[I]->Layer, Want[I]) << Nodes[I]->getName().str();
 }
 
 TEST(DetectLayersTest, EqualTablesAreNotLayers) {
