@@ -36,7 +36,6 @@ public:
     Ctx.HW = CU.HW;
     Ctx.Eval = &Eval;
     Ctx.Train = EO.Train;
-    Ctx.GradBytes = EO.GradBytes;
     Ctx.BucketBytes = EO.CommBufferBytes;
     return buildSchedule(*CU.Sharded, Best, Ctx);
   }

@@ -41,16 +41,21 @@ PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
   D.FixedRecompute = F.RC ? (int)*F.RC : -1;
   D.FixedSP = F.SP ? (int)*F.SP : -1;
   D.FixedStages = !F.StageLayers.empty();
+  D.FixedGrad = F.Grad ? (int)*F.Grad : -1;
+  D.FixedOrder = F.Order ? (int)getAxisOrderIndex(*F.Order) : -1;
   return D;
 }
 
 /// "mb=1,sp=1,vpp=1,recompute=full,zero=3": the choices besides tp and pp
-/// ("ep=8," first when ep > 1).
+/// ("ep=8," first when ep > 1, ",grad=bf16" last when so).
 std::string describeChoices(const ParallelPlan &P) {
   std::string EP = P.EP > 1 ? "ep=" + std::to_string(P.EP) + "," : "";
+  std::string Grad = P.Grad == GradPrecision::FP32
+                         ? ""
+                         : ",grad=" + getGradPrecisionName(P.Grad).str();
   return (EP + "mb=" + Twine(P.MicroBatchSize) + ",sp=" + Twine(P.SP ? 1 : 0) +
           ",vpp=" + Twine(P.VirtualStages) + ",recompute=" +
-          getRecomputeName(P.RC) + ",zero=" + Twine(P.ZeroStage))
+          getRecomputeName(P.RC) + ",zero=" + Twine(P.ZeroStage) + Grad)
       .str();
 }
 

@@ -1,9 +1,11 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 
 using namespace llvm;
 
@@ -18,6 +20,89 @@ StringRef getRecomputeName(Recompute R) {
   return "none";
 }
 
+StringRef getMeshAxisName(MeshAxis A) {
+  switch (A) {
+  case MeshAxis::EP: return "ep";
+  case MeshAxis::DP: return "dp";
+  case MeshAxis::PP: return "pp";
+  }
+  return "dp";
+}
+
+ArrayRef<AxisOrder> getAllAxisOrders() {
+  using A = MeshAxis;
+  static const AxisOrder Orders[] = {
+      {A::EP, A::DP, A::PP}, {A::EP, A::PP, A::DP}, {A::DP, A::EP, A::PP},
+      {A::DP, A::PP, A::EP}, {A::PP, A::EP, A::DP}, {A::PP, A::DP, A::EP}};
+  return Orders;
+}
+
+unsigned getAxisOrderIndex(const AxisOrder &O) {
+  ArrayRef<AxisOrder> All = getAllAxisOrders();
+  return std::find(All.begin(), All.end(), O) - All.begin();
+}
+
+std::string getAxisOrderName(const AxisOrder &O) {
+  std::string S = "tp";
+  for (MeshAxis A : O)
+    S += "-" + getMeshAxisName(A).str();
+  return S;
+}
+
+StringRef getGradPrecisionName(GradPrecision G) {
+  return G == GradPrecision::BF16 ? "bf16" : "fp32";
+}
+
+SmallVector<MeshAxis, 3> getNonTrivialAxes(const AxisOrder &O, unsigned EP,
+                                           unsigned DPOuter, unsigned PP) {
+  SmallVector<MeshAxis, 3> R;
+  for (MeshAxis A : O)
+    if ((A == MeshAxis::EP ? EP : A == MeshAxis::DP ? DPOuter : PP) > 1)
+      R.push_back(A);
+  return R;
+}
+
+AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP,
+                             unsigned DPOuter, unsigned PP) {
+  SmallVector<MeshAxis, 3> Key = getNonTrivialAxes(O, EP, DPOuter, PP);
+  if (getNonTrivialAxes(DefaultAxisOrder, EP, DPOuter, PP) == Key)
+    return DefaultAxisOrder;
+  // The axes of size > 1 innermost, as O has them; the others outside, in
+  // the default order (the order --plan completes a partial one with).
+  for (MeshAxis A : DefaultAxisOrder)
+    if (!is_contained(Key, A))
+      Key.push_back(A);
+  return {Key[0], Key[1], Key[2]};
+}
+
+SmallVector<AxisOrder, 6> getDistinctAxisOrders(unsigned EP, unsigned DPOuter,
+                                                unsigned PP) {
+  SmallVector<AxisOrder, 6> R;
+  for (const AxisOrder &O : getAllAxisOrders())
+    if (canonicalAxisOrder(O, EP, DPOuter, PP) == O)
+      R.push_back(O);
+  return R;
+}
+
+unsigned ParallelPlan::getAxisSize(MeshAxis A) const {
+  switch (A) {
+  case MeshAxis::EP: return EP;
+  case MeshAxis::DP: return DP / std::max(1u, EP);
+  case MeshAxis::PP: return PP;
+  }
+  return 1;
+}
+
+unsigned ParallelPlan::getAxisStride(MeshAxis A) const {
+  unsigned Stride = TP;
+  for (MeshAxis B : Order) {
+    if (B == A)
+      break;
+    Stride *= getAxisSize(B);
+  }
+  return Stride;
+}
+
 std::string ParallelPlan::str() const {
   std::string S;
   raw_string_ostream OS(S);
@@ -25,6 +110,10 @@ std::string ParallelPlan::str() const {
      << ",sp=" << (SP ? 1 : 0) << ",mb=" << MicroBatchSize
      << ",nmb=" << NumMicroBatches << ",vpp=" << VirtualStages
      << ",recompute=" << getRecomputeName(RC) << ",zero=" << ZeroStage;
+  if (Grad != GradPrecision::FP32)
+    OS << ",grad=" << getGradPrecisionName(Grad);
+  if (Order != DefaultAxisOrder)
+    OS << ",order=" << getAxisOrderName(Order);
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -88,6 +177,41 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
         return planError("recompute=" + Val +
                          ": expected none, selective or full");
       Spec.RC = *R;
+    } else if (Key == "grad") {
+      Optional<GradPrecision> G = StringSwitch<Optional<GradPrecision>>(Val)
+                                      .Case("fp32", GradPrecision::FP32)
+                                      .Case("bf16", GradPrecision::BF16)
+                                      .Default(None);
+      if (!G)
+        return planError("grad=" + Val + ": expected fp32 or bf16");
+      Spec.Grad = *G;
+    } else if (Key == "order") {
+      SmallVector<StringRef, 4> Parts;
+      Val.split(Parts, '-');
+      if (!Parts.empty() && Parts.front() == "tp")
+        Parts.erase(Parts.begin());
+      SmallVector<MeshAxis, 3> Listed;
+      bool Ok = !Parts.empty() && Parts.size() <= 3;
+      for (unsigned I = 0; Ok && I < Parts.size(); ++I) {
+        Optional<MeshAxis> A = StringSwitch<Optional<MeshAxis>>(Parts[I])
+                                   .Case("ep", MeshAxis::EP)
+                                   .Case("dp", MeshAxis::DP)
+                                   .Case("pp", MeshAxis::PP)
+                                   .Default(None);
+        Ok = A && !is_contained(Listed, *A);
+        if (Ok)
+          Listed.push_back(*A);
+      }
+      if (!Ok)
+        return planError("order=" + Val +
+                         ": expected tp then ep, dp and pp in some order, "
+                         "innermost first, joined by '-' (e.g. "
+                         "tp-ep-dp-pp; tp is always innermost)");
+      // Axes left out go outside the listed ones, in the default order.
+      for (MeshAxis A : DefaultAxisOrder)
+        if (!is_contained(Listed, A))
+          Listed.push_back(A);
+      Spec.Order = AxisOrder{Listed[0], Listed[1], Listed[2]};
     } else if (Key == "stages") {
       SmallVector<StringRef, 16> Parts;
       Val.split(Parts, ':');
@@ -101,7 +225,7 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero or stages");
+                       "recompute, zero, grad, order or stages");
     }
     if (E)
       return std::move(E);
@@ -156,6 +280,9 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.RC = Spec.RC.getValueOr(Recompute::None);
   P.ZeroStage = Spec.ZeroStage.getValueOr(0);
   P.StageLayers = Spec.StageLayers;
+  P.Grad = Spec.Grad.getValueOr(GradPrecision::FP32);
+  P.Order = canonicalAxisOrder(Spec.Order.getValueOr(DefaultAxisOrder), P.EP,
+                               P.DP / P.EP, P.PP);
   return P;
 }
 

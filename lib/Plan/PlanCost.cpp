@@ -3,6 +3,8 @@
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
 #include "llvm/ADT/DenseSet.h"
+#include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -101,6 +103,9 @@ struct PlanEvaluator::Impl {
   mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool, unsigned>,
                    LayerTimes>
       Cache;
+  /// Group shapes by their non-trivial (stride, size) axes.
+  mutable std::map<std::vector<std::pair<unsigned, unsigned>>, GroupShape>
+      Shapes;
 
   Impl(const Graph &G, ArrayRef<LayerInfo> Ls, const NodeCostMap &Costs,
        const HardwareModel &HW, const EvaluatorOptions &Opts)
@@ -457,17 +462,52 @@ PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
 
 PlanEvaluator::~PlanEvaluator() = default;
 
-GroupShape PlanEvaluator::getGroupShape(unsigned Stride, unsigned Size) const {
+GroupShape PlanEvaluator::getGroupShape(
+    ArrayRef<std::pair<unsigned, unsigned>> Axes) const {
+  std::vector<std::pair<unsigned, unsigned>> Key;
+  for (const auto &A : Axes)
+    if (A.second > 1)
+      Key.push_back(A);
+  auto It = I->Shapes.find(Key);
+  if (It != I->Shapes.end())
+    return It->second;
+  // The members, then per level the distinct indices they take there.
+  std::vector<uint64_t> Members = {0};
+  for (const auto &A : Key) {
+    size_t N = Members.size();
+    for (unsigned K = 1; K < A.second; ++K)
+      for (size_t J = 0; J < N; ++J)
+        Members.push_back(Members[J] + (uint64_t)K * A.first);
+  }
   GroupShape S;
   uint64_t Inner = 1;
+  std::vector<uint64_t> Idx;
   for (const TopologyLevel &L : I->HW.Topology) {
-    std::set<uint64_t> Seen;
-    for (uint64_t K = 0; K < Size; ++K)
-      Seen.insert((K * Stride / Inner) % L.Size);
-    S.PerLevel.push_back(Seen.size());
-    Inner *= L.Size;
+    Idx.clear();
+    for (uint64_t M : Members)
+      Idx.push_back((M / Inner) % std::max<uint64_t>(1, L.Size));
+    std::sort(Idx.begin(), Idx.end());
+    S.PerLevel.push_back(std::unique(Idx.begin(), Idx.end()) - Idx.begin());
+    Inner *= std::max<uint64_t>(1, L.Size);
   }
-  return S;
+  return I->Shapes[Key] = S;
+}
+
+GroupShape PlanEvaluator::getGroupShape(const ParallelPlan &P,
+                                        StringRef Group) const {
+  auto Axis = [&](MeshAxis A) {
+    return std::make_pair(P.getAxisStride(A), P.getAxisSize(A));
+  };
+  if (Group == "tp")
+    return getGroupShape({{1u, P.TP}});
+  if (Group == "ep")
+    return getGroupShape({Axis(MeshAxis::EP)});
+  if (Group == "dp")
+    return getGroupShape({Axis(MeshAxis::EP), Axis(MeshAxis::DP)});
+  if (Group == "dp_ep")
+    return getGroupShape({Axis(MeshAxis::DP)});
+  assert(Group == "pp" && "unknown group");
+  return getGroupShape({{P.getAxisStride(MeshAxis::PP), 2u}});
 }
 
 Expected<std::vector<unsigned>>
@@ -562,13 +602,16 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   R.HBMBytes = HBM ? HBM->getUsableCapacity().value() : 0;
   double ActScale = (double)P.MicroBatchSize / Im.Opts.Batch;
   unsigned TP = P.TP;
-  GroupShape TPG = getGroupShape(1, TP);
-  GroupShape DPG = getGroupShape(TP, P.DP);
-  // Rank order (ParallelPlan.h): ep is the inner part of dp.
+  // Where each group lands follows the plan's axis order (ParallelPlan.h).
   unsigned EP = P.EP;
-  GroupShape EPG = getGroupShape(TP, EP);
-  GroupShape DPEPG = getGroupShape(TP * EP, P.DP / EP);
-  GroupShape PPPair = getGroupShape(TP * P.DP, 2);
+  GroupShape TPG = getGroupShape(P, "tp");
+  GroupShape DPG = getGroupShape(P, "dp");
+  GroupShape EPG = getGroupShape(P, "ep");
+  GroupShape DPEPG = getGroupShape(P, "dp_ep");
+  GroupShape PPPair = getGroupShape(P, "pp");
+  // Gradient buffer and DP sync width (Megatron: fp32 main gradients unless
+  // --grad-reduce-in-bf16).
+  double GradWidth = P.getGradBytes();
   double SeqDiv = P.SP ? TP : 1;
 
   PipelineTimes PT;
@@ -694,7 +737,7 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
         Im.Opts.Train && P.RC == Recompute::Full ? MaxLayerAct : 0;
     MI.DP = P.DP;
     MI.ZeroStage = P.ZeroStage;
-    MI.GradBytesPerParam = Im.Opts.GradBytes;
+    MI.GradBytesPerParam = GradWidth;
     bool AnyComm = TP > 1 || P.DP > 1 || P.PP > 1;
     MI.CommBufferBytes = AnyComm ? Im.Opts.CommBufferBytes : 0;
     // Reserved HBM is already outside HBMBytes (capacity - reserved), the
@@ -711,7 +754,7 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       XI.ParamCount = ExpertParams;
       XI.DP = P.DP / EP;
       XI.ZeroStage = P.ZeroStage;
-      XI.GradBytesPerParam = Im.Opts.GradBytes;
+      XI.GradBytesPerParam = GradWidth;
       XI.InFlightMicroBatches = 0;
       MemoryBreakdown XM = estimateStageMemory(XI);
       SC.Memory.Weights += XM.Weights;
@@ -723,7 +766,7 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     // DP gradient sync, overlapped with the last micro-batch's backward;
     // it shares links with that backward's TP traffic.
     if (Im.Opts.Train && P.DP > 1) {
-      double GradBytes = Params * Im.Opts.GradBytes;
+      double GradBytes = Params * GradWidth;
       CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
                                           : CollectiveKind::AllReduce;
       // The last micro-batch's backward TP traffic runs alongside.
@@ -734,25 +777,29 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {DPG, TPG},
                                    {GradBytes, TP > 1 ? TPBytes : 0.0}, Im.HW);
       SC.DPSyncS = collectiveTime(K, GradBytes, DPG, Im.HW, Shares[0]).Seconds;
-      if (P.ZeroStage >= 1) // Updated parameters gathered back.
+      if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
         SC.DPSyncS +=
-            collectiveTime(CollectiveKind::AllGather, GradBytes, DPG, Im.HW)
+            collectiveTime(CollectiveKind::AllGather, Params * 2.0, DPG, Im.HW)
                 .Seconds;
       // Expert gradients over dp_ep (the ranks holding the same experts),
       // after the rest.
-      double ExpertGrad = ExpertParams * Im.Opts.GradBytes;
+      double ExpertGrad = ExpertParams * GradWidth;
       if (ExpertGrad > 0 && P.DP / EP > 1) {
         SC.DPSyncS += collectiveTime(K, ExpertGrad, DPEPG, Im.HW).Seconds;
         if (P.ZeroStage >= 1)
-          SC.DPSyncS += collectiveTime(CollectiveKind::AllGather, ExpertGrad,
-                                       DPEPG, Im.HW)
+          SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
+                                       ExpertParams * 2.0, DPEPG, Im.HW)
                             .Seconds;
       }
       SC.DPExposedS = std::max(0.0, SC.DPSyncS - SC.BackwardS);
     }
     if (Im.Opts.Train && HBM) {
       // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
-      // read and written, bf16 gradient in, bf16 weight out).
+      // read and written, the gradient in, bf16 weight out). The same for
+      // either gradient precision: a bf16-reduced gradient is widened into
+      // the fp32 update anyway, and the 2 bytes it saves are noise next to
+      // the 24 of the states; plans that differ only in gradient precision
+      // tie when the DP sync is hidden, and the tie goes to fp32.
       double Local = P.ZeroStage >= 1
                          ? Params / P.DP + ExpertParams / (P.DP / EP)
                          : Params + ExpertParams;

@@ -10,7 +10,12 @@
 // Megatron-LM allows them (pp > 1, nmb % pp == 0, the blocks split evenly over
 // the stages and vpp divides each stage's blocks); stage boundaries even (the
 // evaluator's split) or balanced by partitionStages() on the per-layer
-// compute times (vpp = 1). ep = 1.
+// compute times (vpp = 1). ep over the divisors of dp that divide every
+// MoE layer's experts. The mesh's axis order (ParallelPlan.h): every
+// distinct placement of ep, dp and pp above tp (getDistinctAxisOrders:
+// orders that differ only where axes of size 1 sit are one mesh). The DP
+// gradient precision: fp32 or bf16 when training with dp > 1, fp32
+// otherwise.
 //
 // The order. Each candidate gets two cheap bounds before anything is
 // evaluated:
@@ -28,7 +33,10 @@
 // answer. A candidate that survives is evaluated without the pipeline
 // simulation (exact memory, per-micro-batch stage times with TP
 // communication, DP sync and optimizer), bounded again the same way with
-// those times and the exact tail, and only then simulated.
+// those times and the exact tail, and only then simulated. The axis order
+// and the gradient precision change only communication (and the gradient
+// buffer), not compute: their candidates share the step bound and are told
+// apart by the exact evaluation.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Plan/Search.h"
@@ -436,6 +444,10 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
 bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
   if (A.StepTimeS != B.StepTimeS)
     return A.StepTimeS < B.StepTimeS;
+  if (A.Plan.Grad != B.Plan.Grad)
+    return A.Plan.Grad == GradPrecision::FP32;
+  if (A.Plan.Order != B.Plan.Order)
+    return getAxisOrderIndex(A.Plan.Order) < getAxisOrderIndex(B.Plan.Order);
   if (A.Plan.ZeroStage != B.Plan.ZeroStage)
     return A.Plan.ZeroStage < B.Plan.ZeroStage;
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
@@ -503,7 +515,7 @@ public:
   Searcher(const PlanEvaluator &Eval, const Graph &G, const SearchSpace &Space,
            const HardwareModel &HW, const EvaluatorOptions &EO,
            const SearchOptions &Opts)
-      : Eval(Eval), Space(Space), EO(EO), Opts(Opts) {
+      : Eval(Eval), Space(Space), HW(HW), EO(EO), Opts(Opts) {
     if (const MemoryLevel *HBM = HW.getMemory("hbm")) {
       HBMUsable = HBM->getUsableCapacity().value();
       Reserved = HBM->Reserved.value();
@@ -534,9 +546,11 @@ private:
   double timeBound(const Candidate &C) const;
   double memoryBound(const ParallelPlan &P) const;
   double stageBound(const PlanCost &PC) const;
+  std::string describeGroups(const ParallelPlan &P) const;
 
   const PlanEvaluator &Eval;
   const SearchSpace &Space;
+  const HardwareModel &HW;
   const EvaluatorOptions &EO;
   const SearchOptions &Opts;
   /// Non-expert and expert parameters.
@@ -638,7 +652,7 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
   auto PerParam = [&](double DP) {
     double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0);
     if (EO.Train)
-      B += EO.GradBytes / (P.ZeroStage >= 2 ? DP : 1.0) +
+      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) +
            12.0 / (P.ZeroStage >= 1 ? DP : 1.0);
     return B;
   };
@@ -665,15 +679,38 @@ double Searcher::stageBound(const PlanCost &PC) const {
   return (Bound + Tail) * (1 - 1e-9);
 }
 
+std::string Searcher::describeGroups(const ParallelPlan &P) const {
+  std::vector<std::string> Parts;
+  for (StringRef G : {"tp", "ep", "dp", "dp_ep", "pp"}) {
+    // dp_ep: the expert gradients' sync, apart from dp's only with ep > 1.
+    unsigned Size = G == "tp"      ? P.TP
+                    : G == "ep"    ? P.EP
+                    : G == "dp"    ? P.DP
+                    : G == "dp_ep" ? (P.EP > 1 ? P.DP / P.EP : 1)
+                                   : P.PP;
+    if (Size <= 1)
+      continue;
+    int L = Eval.getGroupShape(P, G).outermostLevel();
+    if (L < 0 || (unsigned)L >= HW.Topology.size())
+      continue;
+    Parts.push_back((G + (L == 0 ? " inside " : " across ") +
+                     HW.Topology[L].Name)
+                        .str());
+  }
+  return join(Parts, ", ");
+}
+
 void Searcher::enumerate(std::vector<Candidate> &Out) {
   const PlanSpec &F = Opts.Fixed;
   uint64_t N = Space.Devices;
   uint64_t Batch = Space.Batch;
   std::vector<Recompute> RCs = {Recompute::None};
   std::vector<unsigned> Zeros = {0};
+  std::vector<GradPrecision> Grads = {GradPrecision::FP32};
   if (EO.Train) {
     RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
     Zeros = {0, 1, 2, 3};
+    Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
   for (uint64_t TP : getDivisors(N)) {
     if (TP > Space.TPLimit || (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP))
@@ -697,6 +734,14 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
              (!Space.Experts.NumExperts || Space.Experts.NumExperts % EP)) ||
             (F.EP && *F.EP != EP))
           continue;
+        // The distinct meshes (a fixed order matches the one it is the
+        // same mesh as).
+        SmallVector<AxisOrder, 6> Orders =
+            getDistinctAxisOrders(EP, DP / EP, PP);
+        if (F.Order) {
+          AxisOrder Want = canonicalAxisOrder(*F.Order, EP, DP / EP, PP);
+          Orders.assign(1, Want);
+        }
         for (uint64_t MB : getDivisors(Batch / DP)) {
           if (F.MicroBatchSize && *F.MicroBatchSize != MB)
             continue;
@@ -738,23 +783,33 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                   // ZeRO partitions over dp: with dp = 1 it is plain data.
                   if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
                     continue;
-                  Candidate C;
-                  ParallelPlan &P = C.Plan;
-                  P.TP = TP;
-                  P.PP = PP;
-                  P.DP = DP;
-                  P.EP = EP;
-                  P.SP = SP;
-                  P.MicroBatchSize = MB;
-                  P.NumMicroBatches = NMB;
-                  P.VirtualStages = Lay.VPP;
-                  P.RC = RC;
-                  P.ZeroStage = Z;
-                  if (Lay.Balanced || !F.StageLayers.empty())
-                    P.StageLayers = *Lay.Counts;
-                  C.Counts = Lay.Counts;
-                  C.Prefix = &LP;
-                  Out.push_back(std::move(C));
+                  for (GradPrecision GP : Grads) {
+                    // Without a DP sync there is no reduction to narrow.
+                    if ((F.Grad && *F.Grad != GP) ||
+                        (GP == GradPrecision::BF16 && DP == 1))
+                      continue;
+                    for (const AxisOrder &Order : Orders) {
+                      Candidate C;
+                      ParallelPlan &P = C.Plan;
+                      P.TP = TP;
+                      P.PP = PP;
+                      P.DP = DP;
+                      P.EP = EP;
+                      P.SP = SP;
+                      P.MicroBatchSize = MB;
+                      P.NumMicroBatches = NMB;
+                      P.VirtualStages = Lay.VPP;
+                      P.RC = RC;
+                      P.ZeroStage = Z;
+                      P.Grad = GP;
+                      P.Order = Order;
+                      if (Lay.Balanced || !F.StageLayers.empty())
+                        P.StageLayers = *Lay.Counts;
+                      C.Counts = Lay.Counts;
+                      C.Prefix = &LP;
+                      Out.push_back(std::move(C));
+                    }
+                  }
                 }
               }
             }
@@ -865,6 +920,27 @@ Expected<SearchResult> Searcher::run() {
       if (KV.first != Win &&
           (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
         R.OtherDegrees = KV.second;
+    // What the winner's mesh and gradient precision buy: the same plan with
+    // the defaults, costed.
+    const ParallelPlan &W = Top[0].Plan;
+    if (W.Order != DefaultAxisOrder) {
+      ParallelPlan Q = W;
+      Q.Order = DefaultAxisOrder;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.DefaultOrder = std::move(*PC);
+      R.WinnerGroups = describeGroups(W);
+      R.DefaultOrderGroups = describeGroups(Q);
+    }
+    if (W.Grad != GradPrecision::FP32) {
+      ParallelPlan Q = W;
+      Q.Grad = GradPrecision::FP32;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.FP32Grad = std::move(*PC);
+    }
   } else {
     // Nothing fits: the least memory at every (tp, pp), exactly. Within a
     // pair, candidates in increasing memory bound until the bound passes
@@ -911,6 +987,10 @@ Expected<SearchResult> Searcher::run() {
 }
 
 Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+  if (F.Grad && *F.Grad != GradPrecision::FP32 && !S.Train)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan grad=%s: inference has no gradients",
+                             getGradPrecisionName(*F.Grad).str().c_str());
   if (F.EP && *F.EP != 1 && !S.Experts.NumExperts)
     return createStringError(inconvertibleErrorCode(),
                              "--plan ep=%u: the model has no experts (no "
@@ -1095,6 +1175,15 @@ static std::string compareTo(const PlanCost &A, const PlanCost &B) {
             ": step " + fmtSeconds(A.StepTimeS) + " vs " +
             fmtSeconds(B.StepTimeS) + "; " + compareTerms(A, B))
         .str();
+  if (A.Plan.Grad != B.Plan.Grad)
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): fp32 gradients, the numerically safer")
+        .str();
+  if (A.Plan.Order != B.Plan.Order)
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): the axis order " + getAxisOrderName(A.Plan.Order) +
+            ", nearer the default, vs " + getAxisOrderName(B.Plan.Order))
+        .str();
   if (A.Plan.ZeroStage != B.Plan.ZeroStage)
     return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
             "): the lower ZeRO stage, " + Twine(A.Plan.ZeroStage) + " vs " +
@@ -1120,11 +1209,30 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   else
     OS << "explain: " << getDegrees(W.Plan)
        << " is the only (tp, pp) with a plan that fits\n";
-  bool SameAsOther = R.OtherDegrees && R.Top.size() > 1 &&
-                     R.Top[1].Plan.str() == R.OtherDegrees->Plan.str();
+  // The next plan overall, unless a line below already compares with it.
+  auto IsNext = [&](const Optional<PlanCost> &PC) {
+    return PC && R.Top.size() > 1 && R.Top[1].Plan.str() == PC->Plan.str();
+  };
+  bool SameAsOther =
+      IsNext(R.OtherDegrees) || IsNext(R.DefaultOrder) || IsNext(R.FP32Grad);
   if (R.Top.size() > 1 && !SameAsOther)
     OS << "explain: next overall, " << R.Top[1].Plan.str() << ", loses "
        << compareTo(W, R.Top[1]) << "\n";
+  if (R.DefaultOrder)
+    OS << "explain: axis order " << getAxisOrderName(W.Plan.Order) << " ("
+       << R.WinnerGroups << ") beats the default "
+       << getAxisOrderName(R.DefaultOrder->Plan.Order) << " ("
+       << R.DefaultOrderGroups << ") on the same plan "
+       << compareTo(W, *R.DefaultOrder) << "\n";
+  if (R.FP32Grad) {
+    OS << "explain: grad=bf16 halves the DP gradient traffic and buffer; "
+       << "the same plan with fp32 gradients ";
+    if (!R.FP32Grad->FitsMemory)
+      OS << "needs " << formatBytes(Bytes(R.FP32Grad->MaxMemoryBytes))
+         << " > " << formatBytes(Bytes(R.FP32Grad->HBMBytes)) << " HBM\n";
+    else
+      OS << "loses " << compareTo(W, *R.FP32Grad) << "\n";
+  }
   OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
      << "space: ";
@@ -1137,6 +1245,9 @@ static json::Object planJSON(const PlanCost &PC) {
   json::Array Stages;
   for (const StageCost &SC : PC.Stages)
     Stages.push_back((int64_t)SC.NumLayers);
+  json::Array Order{"tp"};
+  for (MeshAxis A : P.Order)
+    Order.push_back(getMeshAxisName(A));
   StepBreakdown B = getStepBreakdown(PC);
   return json::Object{
       {"plan", json::Object{{"tp", (int64_t)P.TP},
@@ -1149,6 +1260,8 @@ static json::Object planJSON(const PlanCost &PC) {
                             {"virtual_stages", (int64_t)P.VirtualStages},
                             {"recompute", getRecomputeName(P.RC)},
                             {"zero_stage", (int64_t)P.ZeroStage},
+                            {"grad_dtype", getGradPrecisionName(P.Grad)},
+                            {"axis_order", std::move(Order)},
                             {"stage_layers", std::move(Stages)}}},
       {"plan_string", P.str()},
       {"step_time_s", PC.StepTimeS},

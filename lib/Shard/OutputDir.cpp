@@ -136,6 +136,14 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
         J.attribute("virtual_stages", P.VirtualStages);
         J.attribute("recompute", getRecomputeName(P.RC));
         J.attribute("zero_stage", P.ZeroStage);
+        J.attribute("grad_dtype", getGradPrecisionName(P.Grad));
+        // The mesh, innermost first (tp always): ranks' coords and groups
+        // follow it.
+        J.attributeArray("axis_order", [&] {
+          J.value("tp");
+          for (MeshAxis A : P.Order)
+            J.value(getMeshAxisName(A));
+        });
         J.attributeArray("stage_layers", [&] {
           for (unsigned L : P.StageLayers)
             J.value(L);

@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/DenseSet.h"
+#include <algorithm>
 #include <numeric>
 
 using namespace llvm;
@@ -43,19 +44,28 @@ std::string AxisSpec::str() const {
   return "?";
 }
 
+// The mesh follows P.Order above tp (ParallelPlan.h): rank = tp_idx +
+// sum over the axes of idx * stride.
 RankCoords getRankCoords(const ParallelPlan &P, unsigned Rank) {
   RankCoords C;
   C.TP = Rank % P.TP;
-  C.DP = (Rank / P.TP) % P.DP;
-  C.PP = Rank / (P.TP * P.DP);
-  C.EP = C.DP % P.EP;
-  C.DPOuter = C.DP / P.EP;
+  unsigned Rest = Rank / P.TP;
+  for (MeshAxis A : P.Order) {
+    unsigned Size = std::max(1u, P.getAxisSize(A));
+    unsigned Idx = Rest % Size;
+    Rest /= Size;
+    (A == MeshAxis::EP ? C.EP : A == MeshAxis::DP ? C.DPOuter : C.PP) = Idx;
+  }
+  C.DP = C.DPOuter * P.EP + C.EP;
   return C;
 }
 
 unsigned getRank(const ParallelPlan &P, unsigned PPIdx, unsigned DPIdx,
                  unsigned TPIdx) {
-  return (PPIdx * P.DP + DPIdx) * P.TP + TPIdx;
+  unsigned EP = std::max(1u, P.EP);
+  return TPIdx + (DPIdx % EP) * P.getAxisStride(MeshAxis::EP) +
+         (DPIdx / EP) * P.getAxisStride(MeshAxis::DP) +
+         PPIdx * P.getAxisStride(MeshAxis::PP);
 }
 
 std::vector<unsigned> getGroupRanks(const ParallelPlan &P, StringRef Name,

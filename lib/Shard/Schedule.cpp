@@ -217,10 +217,10 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
 
   // Events per rank.
   unsigned NumRanks = P.getNumDevices();
-  GroupShape TPG = Ctx.Eval->getGroupShape(1, P.TP);
-  GroupShape EPG = Ctx.Eval->getGroupShape(P.TP, P.EP);
-  GroupShape DPG = Ctx.Eval->getGroupShape(P.TP, P.DP);
-  GroupShape PPG = Ctx.Eval->getGroupShape(P.TP * P.DP, 2);
+  GroupShape TPG = Ctx.Eval->getGroupShape(P, "tp");
+  GroupShape EPG = Ctx.Eval->getGroupShape(P, "ep");
+  GroupShape DPG = Ctx.Eval->getGroupShape(P, "dp");
+  GroupShape PPG = Ctx.Eval->getGroupShape(P, "pp");
   double Step = 0;
   SP.Schedule.clear();
   for (unsigned Rank = 0; Rank < NumRanks; ++Rank) {
@@ -303,7 +303,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       const StageCost &S = Cost.Stages[std::min<size_t>(RC.PP,
                                                         Cost.Stages.size() - 1)];
       double Grad = ParamBytes[{RC.PP, RC.TP, RC.EP}] /
-                    getDataTypeSize(DataType::Float) * Ctx.GradBytes;
+                    getDataTypeSize(DataType::Float) * P.getGradBytes();
       double Buf = std::max(1.0, Ctx.BucketBytes);
       unsigned Buckets = std::max(1u, (unsigned)std::ceil(Grad / Buf));
       double Hidden = std::max(0.0, S.DPSyncS - S.DPExposedS);

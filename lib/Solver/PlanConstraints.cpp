@@ -10,8 +10,12 @@
 // whole model is propositional. Expert parallelism is Megatron's
 // expert-data-parallel (ParallelPlan.h): ep ranks are carved out of dp, so
 // ep divides dp, and each holds experts / ep experts, so ep divides the
-// experts of every MoE layer (ep = 1 without experts). Every constraint is one
-// tracked assertion whose name says it in plain words; an unsat core is
+// experts of every MoE layer (ep = 1 without experts). The axis order is
+// one-hot over the six permutations of (ep, dp / ep, pp) above tp; orders
+// that differ only in where axes of size 1 sit are one mesh, and only its
+// representative (the default where it is among them) is admitted -- one
+// implication per (order, ep, dp, pp). Gradients in bf16 need a DP sync
+// (training, dp > 1). Every constraint is one tracked assertion whose name says it in plain words; an unsat core is
 // therefore a list of sentences.
 //
 // Certificates. Each row of the table is a selector implying its values;
@@ -32,6 +36,7 @@
 #include "loom/Solver/PlanConstraints.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
@@ -55,6 +60,50 @@ std::string InfeasibilityExplanation::str() const {
 
 namespace {
 
+/// The permutations of CandidateRow::Order: axis 0 ep, 1 dp (outside ep),
+/// 2 pp, innermost first.
+const unsigned OrderAxes[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                  {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+std::string getOrderName(unsigned O) {
+  static const char *Names[] = {"ep", "dp", "pp"};
+  std::string S = "tp";
+  for (unsigned A : OrderAxes[O])
+    S += std::string("-") + Names[A];
+  return S;
+}
+
+/// Orders \p A and \p B put the axes of size > 1 (\p Sizes: ep, dp / ep,
+/// pp) in the same sequence: the same mesh.
+bool sameMesh(unsigned A, unsigned B, const uint64_t Sizes[3]) {
+  SmallVector<unsigned, 3> KA, KB;
+  for (unsigned I = 0; I < 3; ++I) {
+    if (Sizes[OrderAxes[A][I]] > 1)
+      KA.push_back(OrderAxes[A][I]);
+    if (Sizes[OrderAxes[B][I]] > 1)
+      KB.push_back(OrderAxes[B][I]);
+  }
+  return KA == KB;
+}
+
+/// The representative of order \p O's mesh at \p Sizes: the default (0)
+/// when the axes of size > 1 come in its sequence, else those axes in O's
+/// sequence followed by the others in the default order.
+unsigned canonicalOrder(unsigned O, const uint64_t Sizes[3]) {
+  if (sameMesh(O, 0, Sizes))
+    return 0;
+  SmallVector<unsigned, 3> Seq;
+  for (unsigned A : OrderAxes[O])
+    if (Sizes[A] > 1)
+      Seq.push_back(A);
+  for (unsigned A = 0; A < 3; ++A)
+    if (Sizes[A] <= 1)
+      Seq.push_back(A);
+  for (unsigned Q = 0; Q < 6; ++Q)
+    if (std::equal(Seq.begin(), Seq.end(), OrderAxes[Q]))
+      return Q;
+  return O;
+}
 
 /// What a constraint is about, for the one-line summary.
 enum class Topic { TP, PP, Other, Structural, Memory };
@@ -80,9 +129,9 @@ public:
   const PlanSpaceDesc &S;
   /// Domains: divisors of the devices (tp, pp, dp) and of the batch (mb,
   /// nmb), 1..max(blocks, 1) (vpp), 0..3 (zero), 0..2 (recompute).
-  std::vector<uint64_t> DevDivs, BatchDivs, VPPs, Zeros, RCs;
-  z3::expr_vector TP, PP, DP, EP, MB, NMB, VPP, Zero, RC;
-  z3::expr SP, Balanced;
+  std::vector<uint64_t> DevDivs, BatchDivs, VPPs, Zeros, RCs, Orders;
+  z3::expr_vector TP, PP, DP, EP, MB, NMB, VPP, Zero, RC, Order;
+  z3::expr SP, Balanced, BF16;
   /// Exactly-one constraints: never part of an explanation.
   std::vector<z3::expr> Domains;
   std::vector<Tracked> Constraints;
@@ -128,9 +177,9 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
     : C(C), S(S), DevDivs(getDivisors(std::max<uint64_t>(1, S.Devices))),
       BatchDivs(getDivisors(std::max<uint64_t>(1, S.Batch))),
       VPPs(range(1, std::max(1u, S.NumBlocks))), Zeros(range(0, 3)),
-      RCs(range(0, 2)), TP(C), PP(C), DP(C), EP(C), MB(C), NMB(C), VPP(C),
-      Zero(C), RC(C), SP(C.bool_const("sp")),
-      Balanced(C.bool_const("balanced")) {
+      RCs(range(0, 2)), Orders(range(0, 5)), TP(C), PP(C), DP(C), EP(C),
+      MB(C), NMB(C), VPP(C), Zero(C), RC(C), Order(C), SP(C.bool_const("sp")),
+      Balanced(C.bool_const("balanced")), BF16(C.bool_const("grad_bf16")) {
   TP = oneHot("tp", DevDivs);
   PP = oneHot("pp", DevDivs);
   DP = oneHot("dp", DevDivs);
@@ -140,6 +189,7 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
   VPP = oneHot("vpp", VPPs);
   Zero = oneHot("zero", Zeros);
   RC = oneHot("recompute", RCs);
+  Order = oneHot("order", Orders);
   uint64_t N = std::max<uint64_t>(1, S.Devices),
            B = std::max<uint64_t>(1, S.Batch);
 
@@ -246,9 +296,37 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
       "zero > 0 needs dp > 1", Topic::Other);
   add(z3::implies(Balanced, !lit(PP, DevDivs, 1)),
       "balanced stage boundaries need pp > 1", Topic::Other);
+  add(z3::implies(BF16, !lit(DP, DevDivs, 1)),
+      "grad = bf16 needs dp > 1 (a DP gradient sync)", Topic::Other);
   if (!S.Train)
-    add(lit(RC, RCs, 0) && lit(Zero, Zeros, 0),
-        "inference: no recompute and no ZeRO", Topic::Other);
+    add(lit(RC, RCs, 0) && lit(Zero, Zeros, 0) && !BF16,
+        "inference: no recompute, no ZeRO, no gradients", Topic::Other);
+
+  // One order per mesh: of the orders that put the axes of size > 1 in the
+  // same sequence, the representative (canonicalOrder).
+  std::vector<z3::expr> Canonical, FixedOrder;
+  for (unsigned I = 0; I < DevDivs.size(); ++I)
+    for (unsigned J = 0; J < DevDivs.size(); ++J) {
+      uint64_t E = DevDivs[I], D = DevDivs[J];
+      if (D % E)
+        continue; // excluded by "ep divides dp"
+      for (unsigned K = 0; K < DevDivs.size(); ++K) {
+        uint64_t Sizes[3] = {E, D / E, DevDivs[K]};
+        z3::expr At = EP[I] && DP[J] && PP[K];
+        for (unsigned O = 0; O < Orders.size(); ++O) {
+          if (canonicalOrder(O, Sizes) != O)
+            Canonical.push_back(!(Order[O] && At));
+          if (S.FixedOrder >= 0 &&
+              !sameMesh(O, (unsigned)S.FixedOrder % 6, Sizes))
+            FixedOrder.push_back(!(Order[O] && At));
+        }
+      }
+    }
+  if (!Canonical.empty())
+    add(conj(Canonical),
+        "one axis order per mesh (orders that differ only where axes of "
+        "size 1 sit are the same mesh)",
+        Topic::Other);
 
   // What --plan fixed.
   auto Fix = [&](const char *Key, unsigned V, const z3::expr_vector &Vs,
@@ -294,6 +372,14 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
         Topic::Other);
   if (S.FixedStages)
     add(!Balanced, "stage boundaries fixed by --plan", Topic::Other);
+  if (S.FixedGrad >= 0)
+    add(S.FixedGrad ? BF16 : !BF16,
+        Twine("grad = ") + (S.FixedGrad ? "bf16" : "fp32") + " (--plan)",
+        Topic::Other);
+  if (S.FixedOrder >= 0)
+    add(FixedOrder.empty() ? C.bool_val(true) : conj(FixedOrder),
+        "order = " + getOrderName((unsigned)S.FixedOrder % 6) + " (--plan)",
+        Topic::Other);
 }
 
 } // namespace
@@ -439,7 +525,9 @@ Expected<OptimumCertificate> certifyMinimumStepTime(const PlanSpaceDesc &Space,
           M.lit(M.MB, M.BatchDivs, R.MB) && M.lit(M.NMB, M.BatchDivs, R.NMB) &&
           M.lit(M.VPP, M.VPPs, R.VPP) && M.lit(M.Zero, M.Zeros, R.Zero) &&
           M.lit(M.RC, M.RCs, R.Recompute) && (R.SP ? M.SP : !M.SP) &&
-          (R.Balanced ? M.Balanced : !M.Balanced);
+          (R.Balanced ? M.Balanced : !M.Balanced) &&
+          (R.BF16Grad ? M.BF16 : !M.BF16) &&
+          M.lit(M.Order, M.Orders, R.Order);
       O.add(z3::implies(B, Is));
       if (R.MemoryBytes > HBMBytes)
         O.add(!B);

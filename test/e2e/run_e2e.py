@@ -50,6 +50,10 @@ CASES = [
     ("mlp-pp3-uneven",     "gen:mlp",   "tp=1,pp=3,dp=1,mb=2,stages=uneven",   "infer", 8, None),
     ("mlp-tp2pp2dp2",      "gen:mlp",   "tp=2,pp=2,dp=2,mb=1",                 "infer", 8, None),
     ("mlp-tp2pp2dp2-train", "gen:mlp",  "tp=2,pp=2,dp=2,mb=1",                 "train", 8, None),
+    # Non-default mesh orders (ParallelPlan.h): pp inside dp moves every
+    # group; the harness takes the groups from manifest.json.
+    ("mlp-tp2pp2dp2-order", "gen:mlp", "tp=2,pp=2,dp=2,mb=1,order=tp-pp-dp",  "infer", 8, None),
+    ("mlp-tp2pp2dp2-order-train", "gen:mlp", "tp=2,pp=2,dp=2,mb=1,order=tp-pp-dp,grad=bf16", "train", 8, None),
     # --- attention block
     ("attn-tp2",           "gen:attn",  "tp=2,pp=1,dp=1,mb=2,sp=0",            "infer", 4, 8),
     ("attn-tp2-sp",        "gen:attn",  "tp=2,pp=1,dp=1,mb=2,sp=1",            "infer", 4, 8),
@@ -70,11 +74,13 @@ CASES = [
     ("moe_stacked-ep2",    "gen:moe_stacked",  "tp=1,pp=1,dp=2,ep=2,mb=2",     "infer", 4, 8),
     ("moe_stacked-ep4",    "gen:moe_stacked",  "tp=1,pp=1,dp=4,ep=4,mb=1",     "infer", 4, 8),
     ("moe_stacked-tp2ep2pp2", "gen:moe_stacked", "tp=2,pp=2,dp=2,ep=2,mb=1",   "infer", 4, 8),
+    ("moe_stacked-tp2ep2pp2-order", "gen:moe_stacked", "tp=2,pp=2,dp=2,ep=2,mb=1,order=tp-pp-ep-dp", "infer", 4, 8),
     ("moe_stacked-tp2ep2-sp", "gen:moe_stacked", "tp=2,pp=1,dp=2,ep=2,mb=1,sp=1", "infer", 4, 8),
     ("moe_unrolled-tp2ep2-sp", "gen:moe_unrolled", "tp=2,pp=1,dp=2,ep=2,mb=1,sp=1", "infer", 4, 8),
     ("moe_unrolled-ep2",   "gen:moe_unrolled", "tp=1,pp=1,dp=2,ep=2,mb=2",     "infer", 4, 8),
     ("moe_unrolled-ep4",   "gen:moe_unrolled", "tp=1,pp=1,dp=4,ep=4,mb=1",     "infer", 4, 8),
     ("moe_unrolled-tp2ep2pp2", "gen:moe_unrolled", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_unrolled-tp2ep2pp2-order", "gen:moe_unrolled", "tp=2,pp=2,dp=4,ep=2,mb=1,order=tp-ep-pp-dp", "infer", 4, 8),
     ("moe_unrolled-ep2-train", "gen:moe_unrolled", "tp=1,pp=1,dp=2,ep=2,mb=2", "train", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
@@ -132,7 +138,7 @@ def plan_devices(plan):
 # Keys a case does not give are fixed here rather than searched, so that a
 # case tests the same plan whatever the cost model prefers.
 PLAN_DEFAULTS = {"tp": "1", "pp": "1", "dp": "1", "ep": "1", "sp": "0", "vpp": "1",
-                 "recompute": "none", "zero": "0"}
+                 "recompute": "none", "zero": "0", "grad": "fp32", "order": "tp-ep-dp-pp"}
 
 
 def uneven_stages(n, pp):

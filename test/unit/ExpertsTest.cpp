@@ -239,13 +239,14 @@ TEST(ExpertsTest, ExpertParallelCost) {
   EXPECT_EQ(E2.Stages[0].ExpertParamCount, 4096);
   EXPECT_EQ(E8.Stages[0].ExpertParamCount, 1024);
   EXPECT_EQ(E8.Stages[0].ParamCount, 1024 + 256);
-  // Weights (2 bytes), gradients (2) and Adam (12): 16 bytes each.
+  // Weights (2 bytes), fp32 gradients (4, the default grad=fp32) and Adam
+  // (12): 18 bytes each.
   EXPECT_DOUBLE_EQ(E1.Stages[0].Memory.Weights + E1.Stages[0].Memory.Gradients +
                        E1.Stages[0].Memory.OptimizerStates -
                        (E8.Stages[0].Memory.Weights +
                         E8.Stages[0].Memory.Gradients +
                         E8.Stages[0].Memory.OptimizerStates),
-                   (8192 - 1024) * 16.0);
+                   (8192 - 1024) * 18.0);
   // ZeRO-1 at ep=2: Adam states of the dense part over dp=8, of the
   // experts over dp/ep=4: 12 * (256/8 + 4096/4).
   PlanCost Z = Cost(8, 2, 1);

@@ -159,6 +159,57 @@ TEST(PlanConstraintsTest, ExpertParallelism) {
   EXPECT_EQ(C->Row, 1u);
 }
 
+TEST(PlanConstraintsTest, OrderAndGradByHand) {
+  // 8 devices, batch 8, TP inside 2, 4 layers, no experts (ep = 1).
+  PlanSpaceDesc D = makeSpace(8, 8, 4, 2);
+  auto Row = [](unsigned TP, unsigned PP, unsigned DP, unsigned Order,
+                bool BF16, double T) {
+    CandidateRow R;
+    R.TP = TP;
+    R.PP = PP;
+    R.DP = DP;
+    R.NMB = 8 / DP;
+    R.Order = Order;
+    R.BF16Grad = BF16;
+    R.StepTimeS = T;
+    R.MemoryBytes = 1;
+    return R;
+  };
+  std::vector<CandidateRow> Rows = {
+      Row(1, 4, 2, 0, false, 1.0), // ep-dp-pp: dp inside pp, admitted
+      Row(1, 4, 2, 5, true, 0.9),  // pp-dp-ep: pp inside dp, bf16, the optimum
+      Row(1, 4, 2, 1, false, 0.5), // ep-pp-dp: the same mesh, not its
+                                   // representative (ep = 1 goes outside)
+      Row(2, 4, 1, 0, true, 0.4),  // bf16 without a DP sync
+      Row(2, 4, 1, 5, false, 0.45), // only pp > 1: the same mesh as the default
+  };
+  Expected<OptimumCertificate> C = certifyMinimumStepTime(D, Rows, 10);
+  ASSERT_TRUE(!!C) << toString(C.takeError());
+  ASSERT_TRUE(C->Feasible);
+  EXPECT_EQ(C->Row, 1u);
+  // order=tp-pp-ep-dp (4) is that mesh too; the default order and fp32 each
+  // leave row 0.
+  D.FixedOrder = 4;
+  C = certifyMinimumStepTime(D, Rows, 10);
+  ASSERT_TRUE(!!C);
+  EXPECT_EQ(C->Row, 1u);
+  D.FixedOrder = 0;
+  C = certifyMinimumStepTime(D, Rows, 10);
+  ASSERT_TRUE(!!C);
+  EXPECT_EQ(C->Row, 0u);
+  D.FixedOrder = -1;
+  D.FixedGrad = 0;
+  C = certifyMinimumStepTime(D, Rows, 10);
+  ASSERT_TRUE(!!C);
+  EXPECT_EQ(C->Row, 0u);
+  // Inference: no gradients to narrow.
+  D.FixedGrad = -1;
+  D.Train = false;
+  C = certifyMinimumStepTime(D, Rows, 10);
+  ASSERT_TRUE(!!C);
+  EXPECT_EQ(C->Row, 0u);
+}
+
 TEST(PlanConstraintsTest, SatisfiableModelIsAnInternalError) {
   PlanSpaceDesc D = makeSpace(8, 8, 4, 8);
   D.FixedTP = 8;
@@ -243,9 +294,22 @@ TEST(PlanConstraintsTest, CertifiesTheSearchOnRandomCases) {
       R.Recompute = (unsigned)P.RC;
       R.SP = P.SP;
       R.Balanced = Balanced;
+      R.BF16Grad = P.Grad == GradPrecision::BF16;
+      R.Order = getAxisOrderIndex(P.Order);
       R.StepTimeS = PC->StepTimeS;
       R.MemoryBytes = PC->MaxMemoryBytes;
       Rows.push_back(R);
+    };
+    // Every gradient precision and all six orders, admissible or not (bf16
+    // without a DP sync, or an order that is the same mesh as an earlier
+    // one): the model must exclude the rest.
+    auto AddAll = [&](ParallelPlan P, bool Balanced) {
+      for (GradPrecision G : {GradPrecision::FP32, GradPrecision::BF16})
+        for (const AxisOrder &O : getAllAxisOrders()) {
+          P.Grad = G;
+          P.Order = O;
+          Add(P, Balanced);
+        }
     };
     for (uint64_t TP : divisorsOf(N))
       for (uint64_t PP : divisorsOf(N / TP)) {
@@ -292,7 +356,7 @@ TEST(PlanConstraintsTest, CertifiesTheSearchOnRandomCases) {
                   P.StageLayers = Lay.second;
                   P.RC = (Recompute)RC;
                   P.ZeroStage = Z;
-                  Add(P, !Lay.second.empty());
+                  AddAll(P, !Lay.second.empty());
                 }
             }
         }

@@ -180,7 +180,35 @@ std::vector<uint64_t> divisorsOf(uint64_t N) {
 /// recompute and ZeRO when training (ZeRO only with dp > 1), balanced
 /// boundaries when pp > 1 and strictly better balanced than the even split,
 /// vpp > 1 when pp > 1, nmb % pp == 0 and vpp | blocks/pp with the blocks
-/// split evenly.
+/// split evenly; gradients fp32, or bf16 when training with dp > 1; every
+/// order of the mesh axes above tp that puts the axes of size > 1 in a
+/// sequence no earlier order (getAllAxisOrders) has.
+/// The distinct meshes at these sizes, by hand: the default order, and
+/// every other sequence of the axes of size > 1, those innermost and the
+/// axes of size 1 outside in the default order.
+std::vector<AxisOrder> meshesOf(unsigned EP, unsigned DP, unsigned PP) {
+  auto Size = [&](MeshAxis A) {
+    return A == MeshAxis::EP ? EP : A == MeshAxis::DP ? DP / EP : PP;
+  };
+  std::vector<MeshAxis> Big, Small;
+  for (MeshAxis A : DefaultAxisOrder)
+    (Size(A) > 1 ? Big : Small).push_back(A);
+  std::vector<AxisOrder> Out = {DefaultAxisOrder};
+  std::sort(Big.begin(), Big.end());
+  do {
+    std::vector<MeshAxis> Seq = Big;
+    Seq.insert(Seq.end(), Small.begin(), Small.end());
+    AxisOrder O = {Seq[0], Seq[1], Seq[2]};
+    std::vector<MeshAxis> DefaultBig;
+    for (MeshAxis A : DefaultAxisOrder)
+      if (Size(A) > 1)
+        DefaultBig.push_back(A);
+    if (Big != DefaultBig)
+      Out.push_back(O);
+  } while (std::next_permutation(Big.begin(), Big.end()));
+  return Out;
+}
+
 std::vector<ParallelPlan> enumerateByHand(const Fixture &F) {
   const RandomCase &C = F.C;
   uint64_t N = F.getDevices();
@@ -227,7 +255,9 @@ std::vector<ParallelPlan> enumerateByHand(const Fixture &F) {
                     Layouts.push_back({(unsigned)V, {}});
             }
             for (auto &Lay : Layouts)
-              for (unsigned Z = 0; Z < (C.Train && DP > 1 ? 4u : 1u); ++Z) {
+              for (unsigned Z = 0; Z < (C.Train && DP > 1 ? 4u : 1u); ++Z)
+              for (unsigned G = 0; G < (C.Train && DP > 1 ? 2u : 1u); ++G)
+              for (const AxisOrder &O : meshesOf(1, DP, PP)) {
                 ParallelPlan P;
                 P.TP = TP;
                 P.PP = PP;
@@ -239,6 +269,8 @@ std::vector<ParallelPlan> enumerateByHand(const Fixture &F) {
                 P.StageLayers = Lay.second;
                 P.RC = (Recompute)RC;
                 P.ZeroStage = Z;
+                P.Grad = G ? GradPrecision::BF16 : GradPrecision::FP32;
+                P.Order = O;
                 Out.push_back(P);
               }
           }

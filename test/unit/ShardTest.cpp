@@ -6,6 +6,7 @@
 #include "loom/Shard/OutputDir.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "gtest/gtest.h"
+#include <algorithm>
 #include <cstring>
 
 using namespace loom;
@@ -69,6 +70,78 @@ TEST(Mesh, RankCoordinatesAndGroups) {
   // ep: dp_idx 2 and 3 (dp_outer 1); dp_ep: dp_idx 0 and 2 (ep_idx 0).
   EXPECT_EQ(getGroupRanks(P, "ep", 13), (std::vector<unsigned>{13, 15}));
   EXPECT_EQ(getGroupRanks(P, "dp_ep", 13), (std::vector<unsigned>{9, 13}));
+}
+
+TEST(Mesh, AxisOrderMovesTheGroups) {
+  // order=tp-pp-ep-dp at tp 2, pp 2, ep 2, dp 4 (dp_outer 2): strides tp 1,
+  // pp 2, ep 4, dp 8. Rank 13 = 1 + 0 * 2 + 1 * 4 + 1 * 8: tp 1, pp 0,
+  // ep 1, dp_outer 1, so dp_idx = 1 * 2 + 1 = 3.
+  ParallelPlan P;
+  P.DP = 4;
+  P.TP = 2;
+  P.PP = 2;
+  P.EP = 2;
+  P.Order = {MeshAxis::PP, MeshAxis::EP, MeshAxis::DP};
+  EXPECT_EQ(P.getAxisStride(MeshAxis::PP), 2u);
+  EXPECT_EQ(P.getAxisStride(MeshAxis::EP), 4u);
+  EXPECT_EQ(P.getAxisStride(MeshAxis::DP), 8u);
+  RankCoords C = getRankCoords(P, 13);
+  EXPECT_EQ(C.TP, 1u);
+  EXPECT_EQ(C.PP, 0u);
+  EXPECT_EQ(C.EP, 1u);
+  EXPECT_EQ(C.DPOuter, 1u);
+  EXPECT_EQ(C.DP, 3u);
+  EXPECT_EQ(getGroupRanks(P, "tp", 13), (std::vector<unsigned>{12, 13}));
+  // pp: the neighbour stage is 2 ranks away.
+  EXPECT_EQ(getGroupRanks(P, "pp", 13), (std::vector<unsigned>{13, 15}));
+  // dp_idx 0..3 at tp 1, pp 0: 1 + (d % 2) * 4 + (d / 2) * 8.
+  EXPECT_EQ(getGroupRanks(P, "dp", 13), (std::vector<unsigned>{1, 5, 9, 13}));
+  // ep: dp_outer 1, ep 0 and 1; dp_ep: ep 1, dp_outer 0 and 1.
+  EXPECT_EQ(getGroupRanks(P, "ep", 13), (std::vector<unsigned>{9, 13}));
+  EXPECT_EQ(getGroupRanks(P, "dp_ep", 13), (std::vector<unsigned>{5, 13}));
+  // A bijection for every order.
+  for (const AxisOrder &O : getAllAxisOrders()) {
+    P.Order = O;
+    std::vector<bool> Seen(16, false);
+    for (unsigned R = 0; R < 16; ++R) {
+      RankCoords RC = getRankCoords(P, R);
+      EXPECT_EQ(getRank(P, RC.PP, RC.DP, RC.TP), R) << getAxisOrderName(O);
+      Seen[getRank(P, RC.PP, RC.DP, RC.TP)] = true;
+    }
+    EXPECT_EQ(std::count(Seen.begin(), Seen.end(), true), 16);
+  }
+}
+
+TEST(Mesh, OrderAndGradInPlanStrings) {
+  PlanSpec S = cantFail(parsePlanSpec("tp=2,pp=2,ep=2,order=tp-pp-ep-dp,"
+                                      "grad=bf16"));
+  ParallelPlan P = cantFail(completePlan(S, 16, 8));
+  EXPECT_EQ(P.str(), "tp=2,pp=2,dp=4,ep=2,sp=0,mb=1,nmb=2,vpp=1,"
+                     "recompute=none,zero=0,grad=bf16,order=tp-pp-ep-dp");
+  // Without tp, the same order; the defaults print nothing.
+  S = cantFail(parsePlanSpec("pp=2,order=ep-dp-pp,grad=fp32"));
+  EXPECT_EQ(cantFail(completePlan(S, 8, 8)).str(),
+            "tp=1,pp=2,dp=4,ep=1,sp=0,mb=1,nmb=2,vpp=1,recompute=none,zero=0");
+  // ep = 1: tp-ep-pp-dp is the same mesh as tp-pp-ep-dp and tp-pp-dp-ep
+  // (pp inside dp); plans keep the last, the axis of size 1 outside.
+  S = cantFail(parsePlanSpec("pp=2,order=tp-ep-pp-dp"));
+  EXPECT_EQ(getAxisOrderName(cantFail(completePlan(S, 8, 8)).Order),
+            "tp-pp-dp-ep");
+  // Errors name the key.
+  // Axes left out go outside, in the default order.
+  S = cantFail(parsePlanSpec("order=tp-pp-dp"));
+  EXPECT_EQ(getAxisOrderName(*S.Order), "tp-pp-dp-ep");
+  for (const char *Bad : {"order=tp", "order=ep-tp-dp-pp", "order=tp-ep-ep-pp",
+                          "order=tp-ep-dp-pp-xx", "order=tp-ep-dp-tp"}) {
+    Expected<PlanSpec> E = parsePlanSpec(Bad);
+    ASSERT_FALSE(!!E) << Bad;
+    EXPECT_NE(toString(E.takeError()).find("--plan: order="),
+              std::string::npos);
+  }
+  Expected<PlanSpec> E = parsePlanSpec("grad=fp16");
+  ASSERT_FALSE(!!E);
+  EXPECT_EQ(toString(E.takeError()),
+            "--plan: grad=fp16: expected fp32 or bf16");
 }
 
 /// mlp-tiny at tp=2, pp=1 through the transform passes.

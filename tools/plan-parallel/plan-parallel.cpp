@@ -104,7 +104,9 @@ static cl::opt<std::string>
     PlanText(LOOM_OPT("plan"), cl::value_desc("tp=..,pp=..,dp=..,..."),
              cl::desc("Fix plan choices: tp, pp, dp, ep, sp, mb (micro-batch "
                       "size), nmb, vpp, recompute=none|selective|full, "
-                      "zero=0..3, stages=L0:L1:..."),
+                      "zero=0..3, grad=fp32|bf16 (DP gradient precision), "
+                      "order=tp-ep-dp-pp (mesh axes, innermost first), "
+                      "stages=L0:L1:..."),
              cl::cat(LoomCategory));
 static cl::opt<RunMode> Mode(
     LOOM_OPT("mode"), cl::init(RunMode::Train),

@@ -9,9 +9,12 @@
 #ifndef LOOM_PLAN_PARALLELPLAN_H
 #define LOOM_PLAN_PARALLELPLAN_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Optional.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <array>
 #include <string>
 #include <vector>
 
@@ -24,21 +27,53 @@ namespace loom {
 enum class Recompute { None, Selective, Full };
 llvm::StringRef getRecomputeName(Recompute R);
 
+/// The mesh axes above tp: ep, the part of dp outside ep ("dp"), and pp.
+enum class MeshAxis : uint8_t { EP, DP, PP };
+llvm::StringRef getMeshAxisName(MeshAxis A);
+/// The axes above tp, innermost first.
+using AxisOrder = std::array<MeshAxis, 3>;
+/// Megatron-LM's order and the default: ep, then dp, then pp.
+constexpr AxisOrder DefaultAxisOrder = {MeshAxis::EP, MeshAxis::DP,
+                                        MeshAxis::PP};
+/// The six orders, the default first, then in lexicographic order of
+/// (ep, dp, pp) = (0, 1, 2); PlanConstraints numbers them the same way.
+llvm::ArrayRef<AxisOrder> getAllAxisOrders();
+unsigned getAxisOrderIndex(const AxisOrder &O);
+/// "tp-ep-dp-pp".
+std::string getAxisOrderName(const AxisOrder &O);
+
+/// Precision of the DP gradient reduction and of the gradient buffer.
+/// Megatron-LM keeps fp32 main gradients and all-reduces them in fp32 by
+/// default with bf16 training (arguments.py turns on
+/// accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16): the
+/// numerically safer choice, and the default here.
+enum class GradPrecision : uint8_t { FP32, BF16 };
+llvm::StringRef getGradPrecisionName(GradPrecision G);
+
 /// A complete plan.
 ///
 /// Mesh and rank order (the emitter and the manifest must match it). The
-/// global rank of the device at pipeline stage pp_idx, data-parallel index
-/// dp_idx and tensor-parallel index tp_idx is
+/// mesh has four axes: tp (size tp), ep (size ep), dp (the part of the
+/// data-parallel axis outside ep, size dp / ep) and pp (size pp), with
 ///
-///   rank = (pp_idx * dp + dp_idx) * tp + tp_idx,
-///   dp_idx = dp_outer * ep + ep_idx   (ep_idx < ep, dp_outer < dp / ep),
+///   dp_idx = dp_outer * ep + ep_idx   (ep_idx < ep, dp_outer < dp / ep).
 ///
-/// so TP is innermost (consecutive ranks, the fast domain), then EP as the
-/// inner part of the DP axis, then the rest of DP, then PP outermost. The
-/// groups of rank r: tp = the tp ranks with the same (pp_idx, dp_idx); ep =
-/// stride tp, size ep; dp = stride tp, size dp (non-expert gradients);
-/// dp_ep = stride tp * ep, size dp / ep (expert gradients: the ranks that
-/// hold the same experts); pp = stride dp * tp, size pp.
+/// TP is always innermost (consecutive ranks, the fast domain: the TP limit
+/// of the search is the topology levels that allow TP, so a YAML that
+/// allows TP across servers widens tp without reordering it); the other
+/// three follow in Order, innermost first. The stride of an axis is tp
+/// times the sizes of the axes before it (getAxisStride), and
+///
+///   rank = tp_idx + ep_idx * stride(ep) + dp_outer * stride(dp)
+///          + pp_idx * stride(pp).
+///
+/// With the default order (ep, dp, pp) that is rank = (pp_idx * dp +
+/// dp_idx) * tp + tp_idx: EP the inner part of DP, PP outermost. The groups
+/// of rank r: tp = the tp ranks with the same (pp_idx, dp_idx); ep = axis
+/// ep; dp = axes ep and dp (non-expert gradients); dp_ep = axis dp (expert
+/// gradients: the ranks that hold the same experts); pp = axis pp.
+/// Orders that differ only in where axes of size 1 sit are the same mesh;
+/// plans keep one of them (canonicalAxisOrder).
 ///
 /// Expert parallelism is Megatron's expert-data-parallel: ep ranks are
 /// carved out of dp (ep divides dp), each holds NumExperts / ep experts of
@@ -56,11 +91,41 @@ struct ParallelPlan {
   /// Number of layers (as detect-layers numbers them, embedding and head
   /// included) in each pipeline stage; empty means "split evenly".
   std::vector<unsigned> StageLayers;
+  /// Mesh axes above tp, innermost first.
+  AxisOrder Order = DefaultAxisOrder;
+  /// DP gradient reduction and buffer precision (training only).
+  GradPrecision Grad = GradPrecision::FP32;
 
   unsigned getNumDevices() const { return DP * TP * PP; }
-  /// "tp=8,pp=4,dp=4,ep=1,sp=0,mb=1,nmb=64,vpp=1,recompute=none,zero=1".
+  /// Size of axis \p A: ep, dp / ep, pp.
+  unsigned getAxisSize(MeshAxis A) const;
+  /// Rank distance between neighbours along axis \p A: tp times the sizes
+  /// of the axes inside it.
+  unsigned getAxisStride(MeshAxis A) const;
+  /// Bytes per gradient element, in the DP sync and in the buffer.
+  double getGradBytes() const { return Grad == GradPrecision::BF16 ? 2 : 4; }
+  /// "tp=8,pp=4,dp=4,ep=1,sp=0,mb=1,nmb=64,vpp=1,recompute=none,zero=1",
+  /// then ",grad=bf16" and ",order=tp-pp-ep-dp" when they are not the
+  /// defaults, then the stages.
   std::string str() const;
 };
+
+/// The axes of size > 1 of \p O, innermost first: what makes two orders
+/// different meshes.
+llvm::SmallVector<MeshAxis, 3> getNonTrivialAxes(const AxisOrder &O,
+                                                 unsigned EP, unsigned DPOuter,
+                                                 unsigned PP);
+/// The representative of \p O's mesh: the default order when its axes of
+/// size > 1 come in the default's sequence, else those axes innermost in
+/// \p O's sequence and the axes of size 1 outside them in the default
+/// order (tp-pp-dp-ep for pp inside dp at ep = 1).
+AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP, unsigned DPOuter,
+                             unsigned PP);
+/// The distinct meshes for these sizes: the canonical orders, default
+/// first.
+llvm::SmallVector<AxisOrder, 6> getDistinctAxisOrders(unsigned EP,
+                                                      unsigned DPOuter,
+                                                      unsigned PP);
 
 /// What `--plan` fixed; unset fields are free.
 struct PlanSpec {
@@ -68,17 +133,24 @@ struct PlanSpec {
       VirtualStages, ZeroStage;
   llvm::Optional<bool> SP;
   llvm::Optional<Recompute> RC;
+  llvm::Optional<AxisOrder> Order;
+  llvm::Optional<GradPrecision> Grad;
   std::vector<unsigned> StageLayers;
 };
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
-/// zero=1,stages=13:13:14". Unknown keys, duplicate keys, non-positive
-/// degrees and bad values are errors naming the key.
+/// zero=1,grad=bf16,order=tp-pp-ep-dp,stages=13:13:14". order lists the
+/// mesh axes innermost first: tp (always innermost; may be left out), then
+/// ep, dp and pp; axes left out go outside the listed ones in the default
+/// order (order=tp-pp-dp is tp-pp-dp-ep).
+/// Unknown keys, duplicate keys, non-positive degrees and bad values are
+/// errors naming the key.
 llvm::Expected<PlanSpec> parsePlanSpec(llvm::StringRef Text);
 
 /// Completes \p Spec for \p Devices devices and global batch \p Batch:
 /// dp defaults to Devices / (tp * pp), mb to 1, nmb to Batch / (dp * mb),
-/// and the rest to their plain values. Checks dp*tp*pp == Devices, ep
+/// and the rest to their plain values (the order canonical for the
+/// degrees). Checks dp*tp*pp == Devices, ep
 /// divides dp (EP ranks are carved out of DP), and Batch divisible by
 /// dp*mb; errors say which. Whether ep divides the model's experts is the
 /// evaluator's check (it knows the model).

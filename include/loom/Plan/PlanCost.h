@@ -94,8 +94,6 @@ struct EvaluatorOptions {
   bool Train = true;
   /// Global batch and sequence length the graph was bound with.
   int64_t Batch = 1, Seq = 1;
-  /// Bytes per gradient element in the DP sync (2 = bf16).
-  double GradBytes = 2;
   /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
   double CommBufferBytes = 256.0 * (1 << 20);
 };
@@ -140,10 +138,17 @@ public:
   /// Layers as evaluate() numbers them (at least 1).
   unsigned getNumLayers() const;
 
-  /// Mesh axis -> topology: TP innermost, then DP (EP its inner part), then
-  /// PP (DESIGN §6: TP inside the fast domain, DP and PP across the slow
-  /// network); ParallelPlan.h gives the rank order.
-  GroupShape getGroupShape(unsigned Stride, unsigned Size) const;
+  /// Mesh axis -> topology: how group \p Group of \p P's mesh spreads over
+  /// the topology levels. Groups as getGroupRanks names them: "tp", "ep",
+  /// "dp" (axes ep and dp), "dp_ep" (axis dp), and "pp" for two
+  /// neighbouring stages (a pipeline transfer). TP is innermost; the rest
+  /// follow P.Order (ParallelPlan.h gives the rank order).
+  GroupShape getGroupShape(const ParallelPlan &P, llvm::StringRef Group) const;
+  /// The group of ranks sum_i k_i * Stride_i (k_i < Size_i) for \p Axes =
+  /// {(Stride_i, Size_i)}: per topology level, how many distinct indices
+  /// its members take there.
+  GroupShape
+  getGroupShape(llvm::ArrayRef<std::pair<unsigned, unsigned>> Axes) const;
 
 private:
   llvm::Expected<PlanCost> evaluatePlan(const ParallelPlan &P,

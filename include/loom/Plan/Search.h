@@ -1,8 +1,10 @@
 //===- Search.h - The parallelism search of DESIGN §6 -----------*- C++ -*-===//
 //
 // Finds the plan with the least predicted step time (PlanEvaluator) over
-// dp, tp, pp, sp, micro-batch size and count, virtual stages, recompute,
-// ZeRO stage and stage boundaries, subject to DESIGN §6's constraints.
+// dp, tp, pp, ep, sp, micro-batch size and count, virtual stages,
+// recompute, ZeRO stage, DP gradient precision, the order of the mesh axes
+// over the topology, and stage boundaries, subject to DESIGN §6's
+// constraints.
 // Exact enumeration with bounds: candidates are ordered by a cheap lower
 // bound on their step time and evaluated in that order until the bound
 // exceeds the incumbents; per-device memory is bounded (parameters alone)
@@ -99,10 +101,11 @@ struct StepBreakdown {
 };
 StepBreakdown getStepBreakdown(const PlanCost &PC);
 
-/// The search's order: less step time; then the lower ZeRO stage (stages
-/// 1-3 predict the same time, since ZeRO-3's parameter gathers are not
-/// modelled, and fewer partitions are the safer runtime choice); then less
-/// memory; then the plan string. A strict total order: deterministic.
+/// The search's order: less step time; then fp32 gradients (numerically
+/// safer; bf16 wins only by time); then the axis order earlier in
+/// getAllAxisOrders() (the default first); then the lower ZeRO stage
+/// (fewer partitions are the safer runtime choice); then less memory; then
+/// the plan string. A strict total order: deterministic.
 bool isBetterPlan(const PlanCost &A, const PlanCost &B);
 
 //===-- The search --------------------------------------------------------===//
@@ -161,6 +164,13 @@ struct SearchResult {
   std::vector<PlanCost> Top;
   /// The best plan whose (tp, pp, ep) differs from Top[0]'s (explanations).
   llvm::Optional<PlanCost> OtherDegrees;
+  /// When Top[0]'s axis order is not the default: Top[0] with the default
+  /// order, and where the groups of each land ("tp inside hccs, ep inside
+  /// hccs, dp across spine").
+  llvm::Optional<PlanCost> DefaultOrder;
+  std::string WinnerGroups, DefaultOrderGroups;
+  /// When Top[0] reduces gradients in bf16: Top[0] with fp32 gradients.
+  llvm::Optional<PlanCost> FP32Grad;
   /// --plan fixed the stage boundaries.
   bool StagesGiven = false;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
@@ -209,7 +219,7 @@ void printExplanation(const SearchResult &R, llvm::raw_ostream &OS);
 /// breakdown), how the search went, the experts, the best \p K plans
 /// ("top"), and with \p Explain the explanation's sentences. Keys:
 /// plan{tp,pp,dp,ep,sp,micro_batch_size,num_micro_batches,virtual_stages,
-/// recompute,zero_stage,stage_layers}, plan_string, step_time_s,
+/// recompute,zero_stage,grad_dtype,axis_order,stage_layers}, plan_string, step_time_s,
 /// tokens_per_s, mfu, max_memory_bytes, hbm_bytes, breakdown{compute_s,
 /// tp_comm_s, ep_comm_s,bubble_s,dp_comm_s,optimizer_s,dominant},
 /// search{candidates,simulated,...}, experts{...}, top[], explain[].

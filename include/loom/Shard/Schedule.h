@@ -13,8 +13,7 @@ struct ScheduleContext {
   /// For the mapping of groups onto topology levels.
   const PlanEvaluator *Eval = nullptr;
   bool Train = true;
-  /// Bytes per gradient element in the DP sync, and the bucket size.
-  double GradBytes = 2;
+  /// The DP gradient bucket size (the gradient width is the plan's).
   double BucketBytes = 256.0 * (1 << 20);
 };
 

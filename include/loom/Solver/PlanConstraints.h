@@ -2,7 +2,8 @@
 //
 // The constraint model of DESIGN §6 over the decision variables of the
 // parallelism search (tp, pp, dp, ep, micro-batch size and count, virtual
-// stages, sp, recompute, ZeRO, stage-boundary kind), as plain data in and
+// stages, sp, recompute, ZeRO, DP gradient precision, the order of the mesh
+// axes, stage-boundary kind), as plain data in and
 // plain data out, in the style of XLA's auto-sharding solver. The search
 // itself (lib/Plan/Search.cpp) enumerates with bounds, which is far faster
 // than one Z3 call per candidate (DESIGN §6 measured ~9 ms each); Z3 is
@@ -52,10 +53,12 @@ struct PlanSpaceDesc {
   bool Train = true;
   /// Experts per MoE layer (the gcd over layers); 0: no experts, ep = 1.
   uint64_t NumExperts = 0;
-  /// What --plan fixed; 0 (or -1 for the last three) means free.
+  /// What --plan fixed; 0 (or -1 for the ints) means free. FixedOrder is
+  /// an index as CandidateRow::Order; FixedGrad 0 fp32, 1 bf16.
   unsigned FixedTP = 0, FixedPP = 0, FixedDP = 0, FixedMB = 0, FixedNMB = 0,
            FixedVPP = 0, FixedEP = 0;
-  int FixedZero = -1, FixedRecompute = -1, FixedSP = -1;
+  int FixedZero = -1, FixedRecompute = -1, FixedSP = -1, FixedOrder = -1,
+      FixedGrad = -1;
   /// --plan fixed the stage boundaries (layer counts per stage).
   bool FixedStages = false;
 };
@@ -97,6 +100,14 @@ struct CandidateRow {
   bool SP = false;
   /// Stage boundaries from the min-max partition rather than the even split.
   bool Balanced = false;
+  /// DP gradients reduced (and buffered) in bf16 rather than fp32.
+  bool BF16Grad = false;
+  /// The mesh axes above tp, innermost first, as an index into the
+  /// permutations of (ep, dp, pp) in lexicographic order: 0 ep-dp-pp (the
+  /// default), 1 ep-pp-dp, 2 dp-ep-pp, 3 dp-pp-ep, 4 pp-ep-dp, 5 pp-dp-ep
+  /// (ParallelPlan's getAllAxisOrders numbers them the same way). "dp" is
+  /// the part of dp outside ep (size dp / ep).
+  unsigned Order = 0;
   double StepTimeS = 0, MemoryBytes = 0;
 };
 
