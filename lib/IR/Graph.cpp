@@ -1,5 +1,6 @@
 //===- Graph.cpp - Loom's dataflow graph IR -------------------------------===//
 #include "loom/IR/Graph.h"
+#include "loom/Support/RunWriter.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -103,6 +104,34 @@ Error TensorData::readStrided(uint64_t First, uint64_t Stride,
   for (uint64_t I = 0; I < Count; ++I)
     std::memcpy(Out + I * Length, B->data() + First + I * Stride, Length);
   return Error::success();
+}
+
+Error TensorData::withBytes(
+    function_ref<Error(ArrayRef<char>)> Fn) const {
+  Expected<ArrayRef<char>> B = getBytes();
+  if (!B)
+    return B.takeError();
+  return Fn(*B);
+}
+
+Error TensorData::writeStrided(uint64_t First, uint64_t Stride,
+                               uint64_t Length, uint64_t Count,
+                               sys::fs::file_t FD, uint64_t Offset,
+                               uint64_t DestStride) const {
+  return withBytes([&](ArrayRef<char> B) -> Error {
+    if (Count && (First > B.size() || (Count - 1) * Stride + Length >
+                                          B.size() - First))
+      return createStringError(inconvertibleErrorCode(),
+                               "strided write past the end of %zu bytes of "
+                               "tensor data",
+                               B.size());
+    RunWriter W(FD, Offset);
+    for (uint64_t I = 0; I < Count; ++I)
+      if (Error E = W.addAt(Offset + I * DestStride,
+                            B.slice(First + I * Stride, Length)))
+        return E;
+    return W.flush();
+  });
 }
 
 Expected<std::vector<char>> TensorData::readRange(uint64_t Offset,

@@ -8,6 +8,9 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
+#ifdef __linux__
+#include <fcntl.h>
+#endif
 
 using namespace llvm;
 
@@ -321,28 +324,34 @@ Error writeExternalData(ArrayRef<ExportOptions::ExternalEntry> Layout,
   uint64_t Total = 0;
   for (const ExportOptions::ExternalEntry &E : Layout)
     Total = std::max(Total, E.Offset + E.Size);
-  int FD;
-  if (std::error_code EC = sys::fs::openFileForReadWrite(
-          Path, FD, sys::fs::CD_CreateAlways, sys::fs::OF_None))
+  auto CannotWrite = [&](std::error_code EC) {
     return createStringError(EC, "cannot write '%s': %s", Path.str().c_str(),
                              EC.message().c_str());
-  auto Close = make_scope_exit([&] { sys::fs::closeFile(FD); });
-  if (std::error_code EC = sys::fs::resize_file(FD, Total))
-    return createStringError(EC, "cannot write '%s': %s", Path.str().c_str(),
-                             EC.message().c_str());
+  };
+  Expected<sys::fs::file_t> FD =
+      sys::fs::openNativeFileForWrite(Path, sys::fs::CD_CreateAlways,
+                                      sys::fs::OF_None);
+  if (!FD)
+    return CannotWrite(errorToErrorCode(FD.takeError()));
+  auto Close = make_scope_exit([&] { sys::fs::closeFile(*FD); });
+  // Tensor by tensor, each written at its offset with positioned writes;
+  // the gaps (alignment padding) stay holes that read as zeros.
   for (const ExportOptions::ExternalEntry &E : Layout) {
     if (!E.Size)
       continue;
-    std::error_code EC;
-    sys::fs::mapped_file_region Map(sys::fs::convertFDToNativeFile(FD),
-                                    sys::fs::mapped_file_region::readwrite,
-                                    E.Size, E.Offset, EC);
-    if (EC)
-      return createStringError(EC, "cannot map '%s': %s", Path.str().c_str(),
-                               EC.message().c_str());
-    if (Error Err = E.Data->readAll(Map.data()))
-      return Err;
+    if (Error Err = E.Data->writeTo(*FD, E.Offset))
+      return createStringError(inconvertibleErrorCode(), "cannot write '%s': %s",
+                               Path.str().c_str(),
+                               toString(std::move(Err)).c_str());
+#ifdef __linux__
+    // Start writing this tensor back now (without waiting for it), so that
+    // the disk works while the next tensors are copied instead of all at
+    // the end.
+    ::sync_file_range(*FD, E.Offset, E.Size, SYNC_FILE_RANGE_WRITE);
+#endif
   }
+  if (std::error_code EC = sys::fs::resize_file(*FD, Total))
+    return CannotWrite(EC);
   return Error::success();
 }
 

@@ -76,6 +76,7 @@ uint64_t getEncodedStringsSize(const onnx::TensorProto &TP) {
 Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
   if (TP->has_raw_data())
     return ArrayRef<char>(TP->raw_data().data(), TP->raw_data().size());
+  std::lock_guard<std::mutex> Lock(ConvertedLock);
   if (HaveConverted)
     return ArrayRef<char>(Converted);
   std::vector<char> &B = Converted;
@@ -141,6 +142,7 @@ Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
 }
 
 Expected<ArrayRef<char>> ExternalTensorData::getBytes() const {
+  std::lock_guard<std::mutex> Lock(MappedLock);
   if (!Mapped) {
     ErrorOr<std::unique_ptr<MemoryBuffer>> MB = MemoryBuffer::getFileSlice(
         Path, Length, Offset, /*IsVolatile=*/false);

@@ -12,6 +12,7 @@
 #include "onnx/onnx_pb.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <memory>
+#include <mutex>
 
 namespace loom {
 
@@ -46,6 +47,7 @@ private:
   uint64_t Size;
   /// Typed fields (float_data, int64_data, ...) converted to raw bytes on
   /// first use.
+  mutable std::mutex ConvertedLock; ///< Emission writes from several threads.
   mutable std::vector<char> Converted;
   mutable bool HaveConverted = false;
 };
@@ -63,6 +65,11 @@ public:
                                               uint64_t Len) const override;
   llvm::Error readStrided(uint64_t First, uint64_t Stride, uint64_t Length,
                           uint64_t Count, char *Out) const override;
+  llvm::Error withBytes(
+      llvm::function_ref<llvm::Error(llvm::ArrayRef<char>)> Fn) const override;
+  llvm::Error writeStrided(uint64_t First, uint64_t Stride, uint64_t Length,
+                           uint64_t Count, llvm::sys::fs::file_t FD,
+                           uint64_t Offset, uint64_t DestStride) const override;
   uint64_t getSize() const override { return Length; }
   llvm::StringRef getLocation() const override { return Location; }
   uint64_t getOffset() const override { return Offset; }
@@ -71,6 +78,7 @@ public:
 private:
   std::string Path, Location;
   uint64_t Offset, Length;
+  mutable std::mutex MappedLock;
   mutable std::unique_ptr<llvm::MemoryBuffer> Mapped;
 };
 

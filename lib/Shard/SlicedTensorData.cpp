@@ -21,13 +21,19 @@ SlicedTensorData::SlicedTensorData(std::shared_ptr<const TensorData> Source,
   Size = N;
 }
 
-Error SlicedTensorData::readAll(char *Out) const {
-  uint64_t Outer = 1, Inner = ElemSize;
+SlicedTensorData::Geometry SlicedTensorData::getGeometry() const {
+  Geometry G;
+  G.Inner = ElemSize;
   for (int I = 0; I < Dim; ++I)
-    Outer *= Shape[I];
+    G.Outer *= Shape[I];
   for (unsigned I = Dim + 1; I < Shape.size(); ++I)
-    Inner *= Shape[I];
-  uint64_t Row = Shape[Dim] * Inner; // Bytes of one outer index.
+    G.Inner *= Shape[I];
+  G.Row = Shape[Dim] * G.Inner;
+  return G;
+}
+
+Error SlicedTensorData::readAll(char *Out) const {
+  auto [Outer, Inner, Row] = getGeometry();
   if (Blocks.size() == 1) {
     // One strided read: this rank's run of every outer index.
     uint64_t Piece = Blocks[0] / Parts;
@@ -46,6 +52,32 @@ Error SlicedTensorData::readAll(char *Out) const {
       return E;
     for (uint64_t O = 0; O < Outer; ++O)
       std::memcpy(Out + O * PerOuter + Written, Runs.data() + O * Len, Len);
+    Written += Len;
+    Piece0 += B;
+  }
+  return Error::success();
+}
+
+Error SlicedTensorData::withBytes(
+    function_ref<Error(ArrayRef<char>)> Fn) const {
+  Expected<std::vector<char>> B = materialize();
+  if (!B)
+    return B.takeError();
+  return Fn(*B);
+}
+
+Error SlicedTensorData::writeTo(sys::fs::file_t FD, uint64_t Offset) const {
+  auto [Outer, Inner, Row] = getGeometry();
+  // Each block's pieces go to their column of the slice's rows (one block:
+  // the rows are the whole slice, one after another).
+  uint64_t PerOuter = Size / std::max<uint64_t>(Outer, 1);
+  uint64_t Piece0 = 0, Written = 0;
+  for (int64_t B : Blocks) {
+    uint64_t Piece = B / Parts, Len = Piece * Inner;
+    if (Error E = Source->writeStrided((Piece0 + Index * Piece) * Inner, Row,
+                                       Len, Outer, FD, Offset + Written,
+                                       PerOuter))
+      return E;
     Written += Len;
     Piece0 += B;
   }

@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,24 @@ public:
   /// one reused buffer with it).
   virtual llvm::Error readAll(char *Out) const {
     return readStrided(0, getSize(), getSize(), 1, Out);
+  }
+  /// Calls \p Fn with all getSize() bytes in place, for the duration of the
+  /// call only: external data is mapped just for it and computed data
+  /// (a slice) is produced just for it, so a writer going tensor by tensor
+  /// holds one tensor at a time.
+  virtual llvm::Error
+  withBytes(llvm::function_ref<llvm::Error(llvm::ArrayRef<char>)> Fn) const;
+  /// Writes \p Count runs of \p Length bytes, the i-th read at
+  /// First + i * Stride, to \p FD at Offset + i * DestStride (positioned
+  /// writes; the descriptor's file position is not used). External data
+  /// overrides this to copy file to file inside the kernel.
+  virtual llvm::Error writeStrided(uint64_t First, uint64_t Stride,
+                                   uint64_t Length, uint64_t Count,
+                                   llvm::sys::fs::file_t FD, uint64_t Offset,
+                                   uint64_t DestStride) const;
+  /// Writes all getSize() bytes to \p FD at byte \p Offset.
+  virtual llvm::Error writeTo(llvm::sys::fs::file_t FD, uint64_t Offset) const {
+    return writeStrided(0, getSize(), getSize(), 1, FD, Offset, getSize());
   }
   /// Declared size in bytes.
   virtual uint64_t getSize() const = 0;

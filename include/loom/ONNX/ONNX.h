@@ -86,9 +86,9 @@ struct ExportOptions {
 };
 
 /// Writes the data file of \p Layout (what exportModel listed) to \p Path,
-/// one tensor at a time through a mapping of just that tensor's pages: the
-/// bytes go from the source straight into the file's pages, and resident
-/// memory stays within about one tensor.
+/// one tensor at a time (TensorData::writeTo): a slice's runs go from the
+/// mapped source straight into the file with gathered writes, and resident
+/// memory stays within about one source tensor.
 llvm::Error writeExternalData(
     llvm::ArrayRef<ExportOptions::ExternalEntry> Layout, llvm::StringRef Path);
 

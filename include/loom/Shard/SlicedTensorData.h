@@ -30,9 +30,22 @@ public:
                                               uint64_t Length) const override;
   uint64_t getSize() const override { return Size; }
   llvm::Error readAll(char *Out) const override;
+  /// Produces the slice for the call only (no cache kept).
+  llvm::Error withBytes(
+      llvm::function_ref<llvm::Error(llvm::ArrayRef<char>)> Fn) const override;
+  /// Copies the slice's runs from the source straight into the file
+  /// (TensorData::writeStrided: in the kernel for external data).
+  llvm::Error writeTo(llvm::sys::fs::file_t FD, uint64_t Offset) const override;
 
 private:
+  /// The source seen as [Outer][Row bytes]: Outer is the product of the dims
+  /// before Dim, Inner the bytes of one index of Dim.
+  struct Geometry {
+    uint64_t Outer = 1, Inner = 1, Row = 0;
+  };
+  Geometry getGeometry() const;
   llvm::Expected<std::vector<char>> materialize() const;
+
   std::shared_ptr<const TensorData> Source;
   std::vector<int64_t> Shape, Blocks;
   unsigned ElemSize;
