@@ -296,26 +296,6 @@ static void setLayerRecursively(Graph &G, int Layer) {
   }
 }
 
-/// Values that depend on the model's inputs (the rule of
-/// lib/Shard/RoleGraphs.cpp, which recomputes the others on every device
-/// instead of sending them: masks and rotary tables once shapes are static).
-static DenseSet<const Value *> findDataDependent(const Graph &G) {
-  DenseSet<const Value *> DD;
-  for (const Value *V : G.getInputs())
-    DD.insert(V);
-  for (const auto &NP : G.getNodes()) {
-    bool Dep = any_of(NP->getInputs(),
-                      [&](const Value *V) { return V && DD.count(V); });
-    for (const Attribute &A : NP->getAttributes())
-      Dep |= !A.Gs.empty();
-    if (Dep)
-      for (const Value *O : NP->getOutputs())
-        if (O)
-          DD.insert(O);
-  }
-  return DD;
-}
-
 /// Ops that only re-index their input's elements (a torch view).
 static bool isView(const Node &N) {
   StringRef Op = N.getOpType();

@@ -621,6 +621,24 @@ uint64_t getTotalParameterCount(const Graph &G) {
   return Total;
 }
 
+DenseSet<const Value *> findDataDependent(const Graph &G) {
+  DenseSet<const Value *> DD;
+  for (const Value *V : G.getInputs())
+    DD.insert(V);
+  for (const auto &NP : G.getNodes()) {
+    bool Dep = any_of(NP->getInputs(),
+                      [&](const Value *V) { return V && DD.count(V); });
+    for (const Attribute &A : NP->getAttributes())
+      if (A.K == Attribute::Kind::Graph || A.K == Attribute::Kind::Graphs)
+        Dep = true;
+    if (Dep)
+      for (const Value *O : NP->getOutputs())
+        if (O)
+          DD.insert(O);
+  }
+  return DD;
+}
+
 bool isConstantLike(const Value *V) {
   if (V->isParameter())
     return true;

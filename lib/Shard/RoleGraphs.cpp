@@ -77,27 +77,6 @@ Attribute tensorAttr(StringRef Name, Tensor T) {
   return A;
 }
 
-/// Which values depend on the model's inputs (the rest each device can
-/// recompute instead of receiving).
-DenseSet<const Value *> findDataDependent(const Graph &G) {
-  DenseSet<const Value *> DD;
-  for (const Value *V : G.getInputs())
-    DD.insert(V);
-  for (const auto &NP : G.getNodes()) {
-    bool Dep = any_of(NP->getInputs(),
-                      [&](const Value *V) { return V && DD.count(V); });
-    // Subgraphs may read outer values by name: be conservative.
-    for (const Attribute &A : NP->getAttributes())
-      if (A.K == Attribute::Kind::Graph || A.K == Attribute::Kind::Graphs)
-        Dep = true;
-    if (Dep)
-      for (const Value *O : NP->getOutputs())
-        if (O)
-          DD.insert(O);
-  }
-  return DD;
-}
-
 /// Cross-device edges: (value, destination device) -> sr_tag.
 struct Edges {
   std::map<std::pair<std::string, unsigned>, int> Tag;

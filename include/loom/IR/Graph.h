@@ -13,6 +13,7 @@
 #include "loom/IR/DataType.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/SmallVector.h"
@@ -408,6 +409,12 @@ bool isConstantLike(const Value *V);
 /// layout change of it (Transpose/Cast/Identity, up to 4 deep; torch's
 /// Linear exports Transpose(weight) -> MatMul); null otherwise.
 const Value *getWeightParameter(const Value *V);
+/// The values that depend on the graph's inputs: the rest (masks, rotary
+/// tables once shapes are static) each pipeline device can compute itself,
+/// and layer detection gives them to the first layer that needs them. Nodes
+/// with subgraphs count as dependent (a subgraph may read outer values by
+/// name).
+llvm::DenseSet<const Value *> findDataDependent(const Graph &G);
 inline bool isWeightLike(const Value *V) {
   return getWeightParameter(V) != nullptr;
 }
