@@ -7,6 +7,8 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 
+#include <limits>
+
 using namespace llvm;
 
 namespace loom {
@@ -271,7 +273,12 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   if (Batch % PerStep)
     return planError("global batch " + Twine(Batch) +
                      " is not divisible by dp*mb = " + Twine(PerStep));
-  unsigned NMB = Batch / PerStep;
+  uint64_t NMB = Batch / PerStep;
+  if (NMB > std::numeric_limits<unsigned>::max())
+    return planError("batch / (dp*mb) = " + Twine(NMB) +
+                     " micro-batches per step; at most " +
+                     Twine(std::numeric_limits<unsigned>::max()) +
+                     " are supported");
   if (Spec.NumMicroBatches && *Spec.NumMicroBatches != NMB)
     return planError("nmb=" + Twine(*Spec.NumMicroBatches) +
                      " but batch / (dp*mb) = " + Twine(NMB));

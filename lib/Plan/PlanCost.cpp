@@ -618,6 +618,9 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   PT.NumMicroBatches = P.NumMicroBatches;
   PT.VirtualStages = P.VirtualStages;
   PT.ForwardOnly = !Im.Opts.Train;
+  // Enough for the warm-up of any pipeline Loom plans (P * V well below
+  // this); a bigger global batch adds whole groups at the steady-state rate.
+  PT.MaxSimulatedMicroBatches = 1024;
   unsigned First = 0;
   for (unsigned S = 0; S < P.PP; ++S) {
     StageCost SC;

@@ -59,6 +59,8 @@
 #include <set>
 #include <tuple>
 
+#include <limits>
+
 using namespace llvm;
 
 namespace loom {
@@ -747,6 +749,11 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
             continue;
           uint64_t NMB = Batch / (DP * MB);
           if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+            continue;
+          // Plans count micro-batches and their size in 32 bits (what
+          // completePlan accepts); a bigger count is a larger micro-batch.
+          if (NMB > std::numeric_limits<unsigned>::max() ||
+              MB > std::numeric_limits<unsigned>::max())
             continue;
           for (bool SP : {false, true}) {
             if ((SP && TP == 1) || (F.SP && *F.SP != SP))

@@ -44,6 +44,8 @@
 #include <cmath>
 #include <z3++.h>
 
+#include <limits>
+
 using namespace llvm;
 
 namespace loom {
@@ -173,9 +175,19 @@ private:
   }
 };
 
+/// Divisors of the global batch that a plan can hold as mb or nmb (32 bits,
+/// as completePlan and the search require).
+static std::vector<uint64_t> getBatchDivisors(uint64_t Batch) {
+  std::vector<uint64_t> D = getDivisors(std::max<uint64_t>(1, Batch));
+  llvm::erase_if(D, [](uint64_t V) {
+    return V > std::numeric_limits<unsigned>::max();
+  });
+  return D;
+}
+
 ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
     : C(C), S(S), DevDivs(getDivisors(std::max<uint64_t>(1, S.Devices))),
-      BatchDivs(getDivisors(std::max<uint64_t>(1, S.Batch))),
+      BatchDivs(getBatchDivisors(S.Batch)),
       VPPs(range(1, std::max(1u, S.NumBlocks))), Zeros(range(0, 3)),
       RCs(range(0, 2)), Orders(range(0, 5)), TP(C), PP(C), DP(C), EP(C),
       MB(C), NMB(C), VPP(C), Zero(C), RC(C), Order(C), SP(C.bool_const("sp")),
@@ -265,7 +277,8 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
   if (!Divisible.empty())
     add(conj(Divisible), "global batch " + Twine(B) + " divisible by dp*mb",
         Topic::Structural);
-  add(conj(Count), "nmb = global batch / (dp*mb)", Topic::Structural);
+  add(conj(Count), "nmb = global batch / (dp*mb), at most 2^32 - 1",
+      Topic::Structural);
 
   add(z3::implies(SP, !lit(TP, DevDivs, 1)), "sp needs tp > 1", Topic::Other);
 

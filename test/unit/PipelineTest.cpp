@@ -312,6 +312,46 @@ TEST(PipelineTest, MatchesLongestPathOnRandomCases) {
   EXPECT_EQ(40u, Checked);
 }
 
+// A long step (many micro-batches) is simulated up to a bound and
+// extrapolated at the steady state's rate: close to the full simulation
+// (the steady state of uneven stages may oscillate, so not exact), and
+// exact below the bound.
+TEST(PipelineTest, BoundedSimulationMatchesFullSimulation) {
+  std::mt19937 Rng(20261129);
+  std::uniform_real_distribution<double> Time(0.5, 4.0), Xfer(0.0, 1.0);
+  for (unsigned Case = 0; Case < 60; ++Case) {
+    unsigned P = 1 + Rng() % 8;
+    unsigned V = 1 + Rng() % 3;
+    PipelineTimes T;
+    for (unsigned D = 0; D < P; ++D) {
+      T.Forward.push_back(Time(Rng));
+      T.Backward.push_back(Time(Rng));
+      T.Transfer.push_back(Xfer(Rng));
+    }
+    T.VirtualStages = V;
+    T.ForwardOnly = Case % 5 == 0;
+    T.NumMicroBatches = 600 + Rng() % 400;
+    if (V > 1 && Case % 2)
+      T.NumMicroBatches -= T.NumMicroBatches % P; // Whole groups.
+    PipelineResult Full = simulatePipeline(T);
+    T.MaxSimulatedMicroBatches = 128;
+    PipelineResult Bounded = simulatePipeline(T);
+    EXPECT_NEAR(Full.StepTime, Bounded.StepTime, 2e-3 * Full.StepTime)
+        << "P=" << P << " V=" << V << " M=" << T.NumMicroBatches;
+    EXPECT_NEAR(Full.BubbleFraction, Bounded.BubbleFraction, 2e-3);
+    T.MaxSimulatedMicroBatches = T.NumMicroBatches;
+    EXPECT_EQ(Full.StepTime, simulatePipeline(T).StepTime);
+  }
+  // A billion micro-batches: bounded work, the closed form of 1F1B.
+  PipelineTimes T;
+  T.Forward.assign(4, 1.0);
+  T.Backward.assign(4, 2.0);
+  T.NumMicroBatches = 1000000000;
+  T.MaxSimulatedMicroBatches = 128;
+  PipelineResult R = simulatePipeline(T);
+  EXPECT_DOUBLE_EQ((1000000000.0 + 3) * 3, R.StepTime);
+}
+
 TEST(PipelineTest, InterleavedWithoutWholeGroupsFallsBack) {
   // P = 4, V = 3, M = 5: the last group of micro-batches has 1, and
   // Megatron's order then waits on itself (device 3's backward of chunk 1

@@ -27,6 +27,11 @@ struct PipelineTimes {
   unsigned VirtualStages = 1;
   /// Forward only (inference): no backward passes.
   bool ForwardOnly = false;
+  /// Micro-batches simulated one by one at most (0: no bound). A longer
+  /// step is extrapolated at the steady state's measured time per
+  /// micro-batch (an estimate, see simulatePipeline), so the cost of
+  /// simulating stays bounded for any global batch.
+  unsigned MaxSimulatedMicroBatches = 0;
 };
 
 struct PipelineResult {
