@@ -165,6 +165,13 @@ Error ExternalTensorData::withBytes(
   if (Kept)
     return Fn(ArrayRef<char>(Kept->getBufferStart(), Kept->getBufferSize()));
   // A mapping for this call only: its pages leave the process with it.
+  Expected<std::unique_ptr<MemoryBuffer>> MB = map();
+  if (!MB)
+    return MB.takeError();
+  return Fn(ArrayRef<char>((*MB)->getBufferStart(), (*MB)->getBufferSize()));
+}
+
+Expected<std::unique_ptr<MemoryBuffer>> ExternalTensorData::map() const {
   ErrorOr<std::unique_ptr<MemoryBuffer>> MB = MemoryBuffer::getFileSlice(
       Path, Length, Offset, /*IsVolatile=*/false);
   if (!MB)
@@ -175,7 +182,7 @@ Error ExternalTensorData::withBytes(
     return createStringError(inconvertibleErrorCode(),
                              "external data '%s' is shorter than declared",
                              Path.c_str());
-  return Fn(ArrayRef<char>((*MB)->getBufferStart(), (*MB)->getBufferSize()));
+  return std::move(*MB);
 }
 
 } // namespace loom

@@ -144,12 +144,9 @@ Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
 Expected<ArrayRef<char>> ExternalTensorData::getBytes() const {
   std::lock_guard<std::mutex> Lock(MappedLock);
   if (!Mapped) {
-    ErrorOr<std::unique_ptr<MemoryBuffer>> MB = MemoryBuffer::getFileSlice(
-        Path, Length, Offset, /*IsVolatile=*/false);
+    Expected<std::unique_ptr<MemoryBuffer>> MB = map();
     if (!MB)
-      return createStringError(MB.getError(),
-                               "cannot read external data '%s': %s",
-                               Path.c_str(), MB.getError().message().c_str());
+      return MB.takeError();
     Mapped = std::move(*MB);
   }
   return ArrayRef<char>(Mapped->getBufferStart(), Mapped->getBufferSize());

@@ -76,6 +76,8 @@ public:
   llvm::StringRef getPath() const { return Path; }
 
 private:
+  /// Maps [Offset, Offset + Length) of the file.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> map() const;
   std::string Path, Location;
   uint64_t Offset, Length;
   mutable std::mutex MappedLock;
