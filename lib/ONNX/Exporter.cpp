@@ -496,6 +496,7 @@ static Error mergeGraph(Graph &G, const onnx::GraphProto &GP,
 
 Expected<unsigned> inferShapes(Model &M) {
   registerHcclSchemas();
+  guardConvPoolShapeInference();
   onnx::ModelProto P;
   ExportOptions Opts;
   Opts.IncludeParameterData = false;

@@ -805,6 +805,7 @@ Error Importer::upgradeOpset(const Model &Old, int64_t From) {
       return Fail(Bad);
     // Some adapters (legacy broadcast) need the shapes of intermediate
     // values; ONNX's Python convert_version infers them first too.
+    guardConvPoolShapeInference();
     onnx::shape_inference::InferShapes(*Upgraded);
     *Upgraded = onnx::version_conversion::ConvertVersion(*Upgraded, MinOpset);
   } catch (const std::exception &E) {

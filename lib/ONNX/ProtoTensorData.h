@@ -16,6 +16,12 @@
 
 namespace loom {
 
+/// Puts rank and attribute-length checks ahead of ONNX's convolution and
+/// pooling shape inference, whose legacy versions read out of bounds on
+/// inconsistent nodes (SchemaGuards.cpp). Idempotent; called before any
+/// ONNX shape inference runs.
+void guardConvPoolShapeInference();
+
 /// The exporter's ModelProto, before serialization (Exporter.cpp); the
 /// importer hands it to ONNX's version converter.
 llvm::Error exportModelToProto(const Model &M, onnx::ModelProto &P);
