@@ -448,6 +448,73 @@ yaml::Node *findDuplicateKey(yaml::Node *N, yaml::Node *&First) {
   return nullptr;
 }
 
+/// Hardware descriptions are a few levels deep; YamlIO builds its node tree
+/// recursively (yaml::Input::createHNodes), so text nested thousands deep
+/// ("[[[[...", "- - - - ...") would overflow the stack before any check.
+constexpr unsigned MaxYAMLNesting = 64;
+
+/// The first node of \p N's subtree, \p N at \p Depth, that lies deeper
+/// than MaxYAMLNesting; null if none. The walk stops at the limit, so its
+/// own recursion is bounded, and it consumes each collection in order as
+/// the lazy parser requires.
+yaml::Node *findTooDeep(yaml::Node *N, unsigned Depth) {
+  if (!N)
+    return nullptr;
+  if (Depth > MaxYAMLNesting)
+    return N;
+  if (auto *Map = dyn_cast<yaml::MappingNode>(N)) {
+    for (yaml::KeyValueNode &KV : *Map) {
+      if (yaml::Node *Deep = findTooDeep(KV.getKey(), Depth + 1))
+        return Deep;
+      if (yaml::Node *Deep = findTooDeep(KV.getValue(), Depth + 1))
+        return Deep;
+    }
+  } else if (auto *Seq = dyn_cast<yaml::SequenceNode>(N)) {
+    for (yaml::Node &Element : *Seq)
+      if (yaml::Node *Deep = findTooDeep(&Element, Depth + 1))
+        return Deep;
+  }
+  return nullptr;
+}
+
+/// LLVM 14's parser also recurses once per consecutive document end
+/// marker (yaml::Document::skip); about 100,000 of them exhaust an 8 MiB
+/// stack. A hardware description has one document.
+constexpr unsigned MaxDocumentEndMarkers = 1024;
+
+/// Refuses \p Buffer if any of its documents nests deeper than
+/// MaxYAMLNesting or it holds more than MaxDocumentEndMarkers "..." lines,
+/// before anything recursive reads it. Syntax errors are left to YamlIO,
+/// which reports them.
+Error checkDepth(MemoryBufferRef Buffer) {
+  SourceMgr SM;
+  SM.setDiagHandler([](const SMDiagnostic &, void *) {}, nullptr);
+  StringRef Text = Buffer.getBuffer();
+  unsigned Markers = 0;
+  for (size_t Line = 0; Line < Text.size();) {
+    StringRef Rest = Text.drop_front(Line);
+    if (Rest.startswith("...") &&
+        (Rest.size() == 3 || StringRef(" \t\r\n").contains(Rest[3])) &&
+        ++Markers > MaxDocumentEndMarkers) {
+      SM.AddNewSourceBuffer(MemoryBuffer::getMemBuffer(Buffer), SMLoc());
+      return makeDiagnosticError(SM.GetMessage(
+          SMLoc::getFromPointer(Rest.data()), SourceMgr::DK_Error,
+          "more than " + Twine(MaxDocumentEndMarkers) +
+              " document end markers ('...')"));
+    }
+    size_t End = Text.find('\n', Line);
+    Line = End == StringRef::npos ? Text.size() : End + 1;
+  }
+  yaml::Stream Stream(Buffer, SM);
+  for (yaml::document_iterator Doc = Stream.begin(); Doc != Stream.end();
+       ++Doc)
+    if (yaml::Node *Deep = findTooDeep(Doc->getRoot(), 1))
+      return makeDiagnosticError(SM.GetMessage(
+          Deep->getSourceRange().Start, SourceMgr::DK_Error,
+          "nested deeper than " + Twine(MaxYAMLNesting) + " levels"));
+  return Error::success();
+}
+
 /// An error at the position \p Locate finds in a fresh parse of \p Buffer,
 /// or at the file if it finds none.
 Error makeErrorAt(MemoryBufferRef Buffer,
@@ -493,6 +560,9 @@ Expected<HardwareModel> loom::parseHardwareModel(StringRef Text,
   MemoryBufferRef Buffer(Text, BufferName);
   if (Text.trim().empty())
     return makeFileError(BufferName, "empty hardware description");
+
+  if (Error E = checkDepth(Buffer))
+    return E;
 
   HardwareModel Model;
   LoadContext Context;

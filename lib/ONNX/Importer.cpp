@@ -807,7 +807,13 @@ Error Importer::upgradeOpset(const Model &Old, int64_t From) {
     // values; ONNX's Python convert_version infers them first too.
     guardConvPoolShapeInference();
     onnx::shape_inference::InferShapes(*Upgraded);
-    *Upgraded = onnx::version_conversion::ConvertVersion(*Upgraded, MinOpset);
+    // ConvertVersion would build a converter per call, copying every
+    // schema of every opset twice (tens of milliseconds); convert_version
+    // is const, so one converter serves every import.
+    static const onnx::version_conversion::DefaultVersionConverter Converter;
+    *Upgraded = Converter.convert_version(
+        *Upgraded, onnx::OpSetID(getDefaultOpset(*Upgraded)),
+        onnx::OpSetID(MinOpset));
   } catch (const std::exception &E) {
     return Fail(E.what());
   }

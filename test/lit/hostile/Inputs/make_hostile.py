@@ -121,6 +121,19 @@ def main():
         data = ('<ir_version: 8, opset_import: ["" : 17]>\n'
                 'g (' + "seq(" * n + "float[4]" + ")" * n + " x) => "
                 "(float[4] y) { y = Identity(x) }\n").encode()
+    elif kind == "yaml-flow":
+        # `arg` nested flow sequences, closed: [[[...]]].
+        n = int(arg)
+        data = ("[" * n + "]" * n + "\n").encode()
+    elif kind == "yaml-block":
+        # `arg` nested block sequences on one line: - - - ... x.
+        data = ("- " * int(arg) + "x\n").encode()
+    elif kind == "yaml-indent":
+        # `arg` nested block mappings, one more space per line.
+        data = "".join(" " * i + "a:\n" for i in range(int(arg))).encode()
+    elif kind == "yaml-doc-ends":
+        # A mapping followed by `arg` document end markers.
+        data = ("name: x\n" + "...\n" * int(arg)).encode()
     elif kind == "large-external":
         # A 6 GiB parameter (f32[1536, 1048576]) in a sparse file next to a
         # small model: the model with its data is larger than 2 GiB.
