@@ -477,33 +477,60 @@ yaml::Node *findTooDeep(yaml::Node *N, unsigned Depth) {
   return nullptr;
 }
 
-/// LLVM 14's parser also recurses once per consecutive document end
-/// marker (yaml::Document::skip); about 100,000 of them exhaust an 8 MiB
-/// stack. A hardware description has one document.
-constexpr unsigned MaxDocumentEndMarkers = 1024;
+/// LLVM 14's parser also recurses once per token of a run: per "..."
+/// document end marker in a row (yaml::Document::skip) and per "," in a row
+/// inside a flow collection (MappingNode/SequenceNode::increment). About
+/// 100,000 of either exhaust an 8 MiB stack, 20,000 under ASan. A hardware
+/// description has one document and no empty flow entries.
+constexpr unsigned MaxTokensInARow = 1024;
+
+/// The first "..." marker or "," that may be the (MaxTokensInARow + 1)-th
+/// of a run, or npos; \p What names it. Markers are counted over the whole
+/// text. A run of commas is broken by any character other than a blank, a
+/// line break or a comment; everything from a "#" to the end of its line is
+/// taken for a comment, commas in it counted. Both overcount what the parser
+/// sees as a run, never undercount.
+size_t findLongRun(StringRef Text, StringRef &What) {
+  unsigned Markers = 0, Commas = 0;
+  bool InComment = false;
+  for (size_t I = 0; I < Text.size(); ++I) {
+    if ((I == 0 || Text[I - 1] == '\n') && Text.substr(I).startswith("...") &&
+        (I + 3 == Text.size() || StringRef(" \t\r\n").contains(Text[I + 3])) &&
+        ++Markers > MaxTokensInARow) {
+      What = "document end markers ('...')";
+      return I;
+    }
+    char C = Text[I];
+    if (C == '\n') {
+      InComment = false;
+    } else if (C == ',') {
+      if (++Commas > MaxTokensInARow) {
+        What = "',' in a row";
+        return I;
+      }
+    } else if (C == '#') {
+      InComment = true;
+    } else if (!InComment && C != ' ' && C != '\t' && C != '\r') {
+      Commas = 0;
+    }
+  }
+  return StringRef::npos;
+}
 
 /// Refuses \p Buffer if any of its documents nests deeper than
-/// MaxYAMLNesting or it holds more than MaxDocumentEndMarkers "..." lines,
-/// before anything recursive reads it. Syntax errors are left to YamlIO,
-/// which reports them.
-Error checkDepth(MemoryBufferRef Buffer) {
+/// MaxYAMLNesting or it holds a run longer than MaxTokensInARow, before
+/// anything recursive reads it. Syntax errors are left to YamlIO, which
+/// reports them.
+Error checkRecursionBounds(MemoryBufferRef Buffer) {
   SourceMgr SM;
   SM.setDiagHandler([](const SMDiagnostic &, void *) {}, nullptr);
-  StringRef Text = Buffer.getBuffer();
-  unsigned Markers = 0;
-  for (size_t Line = 0; Line < Text.size();) {
-    StringRef Rest = Text.drop_front(Line);
-    if (Rest.startswith("...") &&
-        (Rest.size() == 3 || StringRef(" \t\r\n").contains(Rest[3])) &&
-        ++Markers > MaxDocumentEndMarkers) {
-      SM.AddNewSourceBuffer(MemoryBuffer::getMemBuffer(Buffer), SMLoc());
-      return makeDiagnosticError(SM.GetMessage(
-          SMLoc::getFromPointer(Rest.data()), SourceMgr::DK_Error,
-          "more than " + Twine(MaxDocumentEndMarkers) +
-              " document end markers ('...')"));
-    }
-    size_t End = Text.find('\n', Line);
-    Line = End == StringRef::npos ? Text.size() : End + 1;
+  StringRef Text = Buffer.getBuffer(), What;
+  size_t At = findLongRun(Text, What);
+  if (At != StringRef::npos) {
+    SM.AddNewSourceBuffer(MemoryBuffer::getMemBuffer(Buffer), SMLoc());
+    return makeDiagnosticError(SM.GetMessage(
+        SMLoc::getFromPointer(Text.data() + At), SourceMgr::DK_Error,
+        "more than " + Twine(MaxTokensInARow) + " " + What));
   }
   yaml::Stream Stream(Buffer, SM);
   for (yaml::document_iterator Doc = Stream.begin(); Doc != Stream.end();
@@ -561,7 +588,7 @@ Expected<HardwareModel> loom::parseHardwareModel(StringRef Text,
   if (Text.trim().empty())
     return makeFileError(BufferName, "empty hardware description");
 
-  if (Error E = checkDepth(Buffer))
+  if (Error E = checkRecursionBounds(Buffer))
     return E;
 
   HardwareModel Model;

@@ -134,6 +134,13 @@ def main():
     elif kind == "yaml-doc-ends":
         # A mapping followed by `arg` document end markers.
         data = ("name: x\n" + "...\n" * int(arg)).encode()
+    elif kind in ("yaml-commas-map", "yaml-commas-seq", "yaml-commas-comments"):
+        # `arg` empty entries in a row in a flow mapping or sequence, or in
+        # a flow mapping with a comment after each.
+        n = int(arg)
+        sep = ", # empty\n" if kind == "yaml-commas-comments" else ","
+        body = "{a" + sep * n + "}" if kind != "yaml-commas-seq" else "[a" + sep * n + "]"
+        data = ("name: x\ndevice: " + body + "\n").encode()
     elif kind == "large-external":
         # A 6 GiB parameter (f32[1536, 1048576]) in a sparse file next to a
         # small model: the model with its data is larger than 2 GiB.
