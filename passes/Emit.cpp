@@ -90,6 +90,8 @@ public:
     return "Write manifest.json, graphs/, schedule.json, trace.json and "
            "report.txt to the output directory";
   }
+  // Its errors are about the output directory, which they name.
+  bool errorsNameModel() const override { return false; }
   Error run(CompilationUnit &CU) override {
     if (!CU.Sharded || CU.Sharded->Schedule.empty())
       return createStringError(inconvertibleErrorCode(),

@@ -3,10 +3,12 @@
 // DESIGN §2 pass 9. The planning graph is bound at the global batch and its
 // shape arithmetic folded, so the constants that carry shapes encode that
 // batch; the graphs a runtime executes hold one micro-batch. The pass
-// therefore re-imports the model, binds it at the micro-batch size (the
-// sequence and other dims as planned), infers and folds shapes and detects
-// layers again -- the layer count must match the plan's -- and then
-// propagates sharding specs (lib/Shard/Propagation.cpp).
+// therefore clones the model as imported (CompilationUnit::Imported, kept
+// by the pass manager; never a second import from disk), binds the clone at
+// the micro-batch size (the sequence and other dims as planned), replays
+// the front-end passes that ran on the planning graph (infer and fold
+// shapes, detect layers -- the layer count must match the plan's), and
+// then propagates sharding specs (lib/Shard/Propagation.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
@@ -48,6 +50,38 @@ int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
   return -1;
 }
 
+/// The passes that rewrite the graph before planning; shard replays those
+/// of them that ran on the planning graph, in the same order.
+bool isFrontEndPass(StringRef Name) {
+  return Name == "bind-symbols" || Name == "infer-shapes" ||
+         Name == "fold-shape-arith" || Name == "detect-layers";
+}
+
+/// The message of an error of the replayed passes without the "MODEL:
+/// error: " the pass manager put in front (the outer one names the model).
+std::string stripModelFile(const Model &M, Error E) {
+  std::string Msg = toString(std::move(E));
+  std::string Prefix = M.SourcePath + ": error: ";
+  if (!M.SourcePath.empty() && StringRef(Msg).startswith(Prefix))
+    Msg.erase(0, Prefix.size());
+  return Msg;
+}
+
+/// Carries assign-device-classes' placement over to the micro-batch graph:
+/// nodes match by their first result's name (node names may be empty).
+void copyDeviceClasses(const Graph &From, Graph &To) {
+  StringMap<StringRef> ClassOf;
+  for (const auto &N : From.getNodes())
+    if (!N->DeviceClass.empty() && N->getNumOutputs() && N->getOutput(0))
+      ClassOf[N->getOutput(0)->getName()] = N->DeviceClass;
+  for (const auto &N : To.getNodes())
+    if (N->getNumOutputs() && N->getOutput(0)) {
+      auto It = ClassOf.find(N->getOutput(0)->getName());
+      if (It != ClassOf.end())
+        N->DeviceClass = It->second.str();
+    }
+}
+
 class ShardPass : public Pass {
 public:
   StringRef getArgument() const override { return "shard"; }
@@ -55,6 +89,7 @@ public:
     return "Re-bind the model at micro-batch shapes and propagate sharding "
            "specs for the chosen plan";
   }
+  bool needsImportedModel() const override { return true; }
   Error run(CompilationUnit &CU) override {
     if (!CU.Search || CU.Search->Top.empty())
       return createStringError(inconvertibleErrorCode(),
@@ -68,20 +103,23 @@ public:
     for (const StageCost &S : Best.Stages)
       R.Plan.StageLayers.push_back(S.NumLayers);
 
-    // The model again, at micro-batch shapes.
-    StringRef Path = CU.M->SourcePath;
-    Expected<std::unique_ptr<Model>> M = importModelFile(Path);
-    if (!M)
-      return M.takeError();
-    std::string BatchSym = findBatchSymbol((*M)->getGraph());
+    // The model as imported, at micro-batch shapes: a clone of the graph
+    // before bind-symbols (folded shape constants encode the batch), put
+    // through the front-end passes that ran on the planning graph.
+    if (!CU.Imported)
+      return createStringError(inconvertibleErrorCode(),
+                               "shard needs the model as imported (run it "
+                               "through a PassManager)");
+    std::unique_ptr<Model> Clone = cloneModel(*CU.Imported);
+    std::string BatchSym = findBatchSymbol(Clone->getGraph());
     std::map<std::string, TensorType> OrigIn, OrigOut;
-    for (const Value *V : (*M)->getGraph().getInputs())
+    for (const Value *V : Clone->getGraph().getInputs())
       OrigIn[V->getName().str()] = V->Type;
-    for (const Value *V : (*M)->getGraph().getOutputs())
+    for (const Value *V : Clone->getGraph().getOutputs())
       OrigOut[V->getName().str()] = V->Type;
 
     CompilationUnit Sub;
-    Sub.M = std::move(*M);
+    Sub.M = std::move(Clone);
     Sub.HW = CU.HW;
     Sub.Opts = CU.Opts;
     Sub.Opts.OutputDir.clear();
@@ -93,12 +131,18 @@ public:
             "micro-batches need a symbolic batch dim",
             R.Plan.DP, R.Plan.NumMicroBatches);
     } else {
+      // The batch symbol takes the micro-batch size however the user bound
+      // it (--batch, or --dim of its name, as scripts for exporters whose
+      // batch symbol is not called "batch" do).
       Sub.Opts.Batch = (int64_t)R.Plan.MicroBatchSize;
+      llvm::erase_if(Sub.Opts.Dims, [&](const auto &KV) {
+        return KV.first == BatchSym;
+      });
     }
     PassManager PM(getRegisteredPasses());
-    for (const char *Name :
-         {"bind-symbols", "infer-shapes", "fold-shape-arith", "detect-layers"})
-      PM.addPass(PM.lookupPass(Name)->Create());
+    for (const std::string &Name : CU.PassesRun)
+      if (isFrontEndPass(Name))
+        PM.addPass(PM.lookupPass(Name)->Create());
     PassInstrumentation PI;
     std::string Ignored;
     raw_string_ostream Null(Ignored);
@@ -106,7 +150,8 @@ public:
       return createStringError(inconvertibleErrorCode(),
                                "at micro-batch size %u: %s",
                                R.Plan.MicroBatchSize,
-                               toString(std::move(E)).c_str());
+                               stripModelFile(*Sub.M, std::move(E)).c_str());
+    copyDeviceClasses(CU.M->getGraph(), Sub.M->getGraph());
     if (Sub.Layers.size() != CU.Layers.size())
       return createStringError(
           inconvertibleErrorCode(),

@@ -660,4 +660,90 @@ const Value *getWeightParameter(const Value *V) {
   return nullptr;
 }
 
+//===----------------------------------------------------------------------===//
+// Cloning
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Copies graphs into fresh ones; Map takes every source value to its copy
+/// (outer values first, so subgraphs reading them by name find them).
+class GraphCloner {
+public:
+  void cloneInto(const Graph &From, Graph &To) {
+    To.DocString = From.DocString;
+    for (const Value *V : From.getInputs())
+      Map[V] = cantFail(To.addInput(V->getName(), V->Type));
+    for (const Value *V : From.getParameters()) {
+      Value *C = cantFail(To.addParameter(V->getName(), V->Type, V->Data));
+      C->AlsoGraphInput = V->AlsoGraphInput;
+      Map[V] = C;
+    }
+    for (const auto &NP : From.getNodes()) {
+      const Node &N = *NP;
+      SmallVector<Value *, 4> Ins;
+      for (const Value *V : N.getInputs())
+        Ins.push_back(V ? Map.lookup(V) : nullptr);
+      SmallVector<std::string, 2> Outs;
+      for (const Value *V : N.getOutputs())
+        Outs.push_back(V ? V->getName().str() : std::string());
+      Node *C = cantFail(To.addNode(N.getOpType(), N.getDomain(), N.getName(),
+                                    Ins, Outs));
+      for (unsigned I = 0; I < N.getNumOutputs(); ++I)
+        if (const Value *V = N.getOutput(I)) {
+          C->getOutput(I)->Type = V->Type;
+          Map[V] = C->getOutput(I);
+        }
+      C->Layer = N.Layer;
+      C->Stage = N.Stage;
+      C->DeviceClass = N.DeviceClass;
+      C->DocString = N.DocString;
+      for (const Attribute &A : N.getAttributes())
+        C->addAttribute(cloneAttribute(A, To));
+    }
+    SmallVector<Value *, 4> Outs;
+    for (const Value *V : From.getOutputs())
+      Outs.push_back(Map.lookup(V));
+    To.setOutputs(Outs);
+  }
+
+private:
+  Attribute cloneAttribute(const Attribute &A, Graph &Owner) {
+    Attribute C;
+    C.Name = A.Name;
+    C.K = A.K;
+    C.F = A.F;
+    C.I = A.I;
+    C.S = A.S;
+    C.Fs = A.Fs;
+    C.Is = A.Is;
+    C.Ss = A.Ss;
+    C.Ts = A.Ts;
+    for (const auto &G : A.Gs) {
+      auto Sub = std::make_unique<Graph>(G->getName(), &Owner);
+      cloneInto(*G, *Sub);
+      C.Gs.push_back(std::move(Sub));
+    }
+    return C;
+  }
+  DenseMap<const Value *, Value *> Map;
+};
+} // namespace
+
+std::unique_ptr<Model> cloneModel(const Model &M) {
+  auto C = std::make_unique<Model>();
+  C->IRVersion = M.IRVersion;
+  C->Opsets = M.Opsets;
+  C->ProducerName = M.ProducerName;
+  C->ProducerVersion = M.ProducerVersion;
+  C->Domain = M.Domain;
+  C->DocString = M.DocString;
+  C->ModelVersion = M.ModelVersion;
+  C->MetadataProps = M.MetadataProps;
+  C->BaseDir = M.BaseDir;
+  C->SourcePath = M.SourcePath;
+  C->getGraph().setName(M.getGraph().getName());
+  GraphCloner().cloneInto(M.getGraph(), C->getGraph());
+  return C;
+}
+
 } // namespace loom

@@ -89,10 +89,30 @@ void Pass::print(const CompilationUnit &CU, raw_ostream &OS) const {
   printModel(*CU.M, OS);
 }
 
+/// "MODEL: error: MESSAGE", as import errors read. Messages that already
+/// name a file ("FILE: error: ...", "FILE:L:C: error: ...") and errors of
+/// other types (no feasible plan, which has its own exit status) pass
+/// through unchanged.
+static Error nameModelFile(const CompilationUnit &CU, Error E) {
+  if (!CU.M || CU.M->SourcePath.empty())
+    return E;
+  return handleErrors(std::move(E), [&](const StringError &SE) -> Error {
+    std::string Msg = SE.getMessage();
+    if (!StringRef(Msg).contains(": error: "))
+      Msg = CU.M->SourcePath + ": error: " + Msg;
+    return make_error<StringError>(Msg, SE.convertToErrorCode());
+  });
+}
+
 Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
                        raw_ostream &Out, raw_ostream &Report) {
   if (Error E = validate(PI))
     return E;
+  if (!CU.Imported && CU.M &&
+      any_of(Passes, [](const std::unique_ptr<Pass> &P) {
+        return P->needsImportedModel();
+      }))
+    CU.Imported = cloneModel(*CU.M);
   std::vector<std::pair<std::string, double>> Times;
   for (const auto &P : Passes) {
     auto Start = std::chrono::steady_clock::now();
@@ -102,7 +122,9 @@ Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
                       .count();
     Times.emplace_back(P->getArgument().str(), Secs);
     if (E)
-      return E;
+      return P->errorsNameModel() ? nameModelFile(CU, std::move(E))
+                                  : std::move(E);
+    CU.PassesRun.push_back(P->getArgument().str());
     if (PI.VerifyEach)
       if (Error VE = verifyModel(*CU.M))
         return createStringError(inconvertibleErrorCode(),

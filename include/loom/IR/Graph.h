@@ -375,6 +375,12 @@ private:
   std::unique_ptr<Graph> MainGraph;
 };
 
+/// A structural copy of \p M: graphs, nodes, values, attributes (subgraphs
+/// included) and annotations are copied; parameter and constant data are
+/// shared (TensorData is immutable), so the copy costs the graph's structure,
+/// never its weights.
+std::unique_ptr<Model> cloneModel(const Model &M);
+
 /// A layer found by detect-layers: a contiguous run of nodes. Repeated
 /// blocks share a signature; the parts before the first and after the last
 /// repeated block (embedding, head) are layers of their own.

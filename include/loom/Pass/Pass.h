@@ -70,6 +70,14 @@ public:
   std::shared_ptr<ShardedProgram> Sharded;
   const HardwareModel *HW = nullptr;
   CompileOptions Opts;
+  /// The model as imported, before any pass: shard binds a clone of it at
+  /// the micro-batch size (the folded shape constants of M encode the
+  /// planned batch). PassManager::run keeps it when a pass of the pipeline
+  /// needs it; parameters share their data with M.
+  std::shared_ptr<const Model> Imported;
+  /// The passes that have run on M, in order (shard replays the front end
+  /// among them on its clone).
+  std::vector<std::string> PassesRun;
   /// Shape-only parameters seen at import (absent external data or
   /// declared-only weights): planning proceeds without weight data.
   unsigned ShapeOnlyParameters = 0;
@@ -92,6 +100,12 @@ public:
   /// What --print-after=PASS shows: the model, unless the pass's result
   /// lives elsewhere (the transform passes print the sharded program).
   virtual void print(const CompilationUnit &CU, llvm::raw_ostream &OS) const;
+  /// The pass works on CompilationUnit::Imported.
+  virtual bool needsImportedModel() const { return false; }
+  /// The pass's errors are about the model, and the pass manager names the
+  /// model file in front of them (false for passes whose errors name their
+  /// own files, such as emit's output directory).
+  virtual bool errorsNameModel() const { return true; }
 };
 
 struct PassInfo {
