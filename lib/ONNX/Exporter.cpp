@@ -6,6 +6,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 #ifdef __linux__
@@ -392,11 +393,16 @@ Error checkModel(const Model &M) {
 static Expected<bool> mergeType(Value &V, const TensorType &Inf) {
   TensorType &Cur = V.Type;
   auto Conflict = [&]() {
+    std::string Where;
+    if (const Node *D = V.getDefiningNode())
+      Where = "node '" + (D->getName().empty() ? "%" + V.getName().str()
+                                                : D->getName().str()) +
+              "' (" + D->getQualifiedOpType() + "): ";
     return createStringError(inconvertibleErrorCode(),
-                             "shape inference: value '%s' has type %s but "
+                             "%sshape inference: value '%s' has type %s but "
                              "ONNX infers %s",
-                             V.getName().str().c_str(), Cur.str().c_str(),
-                             Inf.str().c_str());
+                             Where.c_str(), V.getName().str().c_str(),
+                             Cur.str().c_str(), Inf.str().c_str());
   };
   bool Changed = false;
   if (Cur.Elem == DataType::Undefined && Inf.Elem != DataType::Undefined) {
@@ -494,6 +500,49 @@ static Error mergeGraph(Graph &G, const onnx::GraphProto &GP,
   return Error::success();
 }
 
+/// Names the unnamed nodes of \p GP (and its subgraphs) "%FIRST_OUTPUT",
+/// as Loom's messages do, so that ONNX's errors say which node failed.
+static void nameUnnamedNodes(onnx::GraphProto &GP) {
+  for (onnx::NodeProto &N : *GP.mutable_node()) {
+    if (N.name().empty())
+      for (const std::string &O : N.output())
+        if (!O.empty()) {
+          N.set_name("%" + O);
+          break;
+        }
+    for (onnx::AttributeProto &A : *N.mutable_attribute()) {
+      if (A.has_g())
+        nameUnnamedNodes(*A.mutable_g());
+      for (onnx::GraphProto &Sub : *A.mutable_graphs())
+        nameUnnamedNodes(Sub);
+    }
+  }
+}
+
+/// ONNX's "[ShapeInferenceError] Shape inference error(s): (op_type:Add,
+/// node name: %y): [ShapeInferenceError] Incompatible dimensions" as
+/// "node '%y' (Add): shape inference: Incompatible dimensions".
+static std::string describeShapeInferenceError(StringRef Msg) {
+  Msg = Msg.trim();
+  Regex Where("\\(op_type:([^,)]*), node name: ([^)]*)\\): *(.*)$");
+  SmallVector<StringRef, 4> M;
+  std::string Rest;
+  std::string Prefix;
+  if (Where.match(Msg, &M)) {
+    Prefix = "node '" + M[2].str() + "' (" + M[1].str() + "): ";
+    Rest = M[3].str();
+  } else {
+    Rest = Msg.str();
+  }
+  // Drop ONNX's repeated "[ShapeInferenceError] " tags.
+  StringRef R = Rest;
+  while (R.consume_front("[ShapeInferenceError]") ||
+         R.consume_front("[TypeInferenceError]"))
+    R = R.ltrim();
+  R.consume_front("Shape inference error(s):");
+  return Prefix + "shape inference failed: " + R.trim().str();
+}
+
 Expected<unsigned> inferShapes(Model &M) {
   registerHcclSchemas();
   guardConvPoolShapeInference();
@@ -502,15 +551,15 @@ Expected<unsigned> inferShapes(Model &M) {
   Opts.IncludeParameterData = false;
   if (Error E = exportToProto(M, Opts, P))
     return std::move(E);
+  nameUnnamedNodes(*P.mutable_graph());
   try {
     onnx::ShapeInferenceOptions SIO(/*check_type=*/true, /*strict_mode=*/1,
                                     /*data_prop=*/true);
     onnx::shape_inference::InferShapes(P, onnx::OpSchemaRegistry::Instance(),
                                        SIO);
   } catch (const std::exception &E) {
-    std::string Msg = E.what();
-    return createStringError(inconvertibleErrorCode(),
-                             "shape inference failed: %s", Msg.c_str());
+    return make_error<StringError>(describeShapeInferenceError(E.what()),
+                                   inconvertibleErrorCode());
   }
   unsigned Changed = 0;
   if (Error E = mergeGraph(M.getGraph(), P.graph(), Changed))
