@@ -113,6 +113,9 @@ private:
   Expected<Value *> epGathered(const Value *V, Value *Local);
   Expected<Value *> sliceConstant(const Value *V, Value *X,
                                   const AxisSpec &Req);
+  /// A weight-like value (getWeightParameter) whole in this rank's graph,
+  /// built from the source parameter (no communication).
+  Expected<Value *> wholeWeight(const Value *V);
   Expected<Value *> sliceActivation(Value *X, const TensorType &GT,
                                     const AxisSpec &Req, StringRef Name);
   /// A copyable attribute for collective(): a string when S is set.
@@ -325,6 +328,39 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
   return G->addParameter(Name, T, std::move(Data));
 }
 
+Expected<Value *> RoleBuilder::wholeWeight(const Value *V) {
+  auto Key = std::make_pair(V, std::string("whole"));
+  auto It = Converted.find(Key);
+  if (It != Converted.end())
+    return It->second;
+  Value *Result = nullptr;
+  if (V->isParameter()) {
+    Expected<Value *> P =
+        G->addParameter(fresh((V->getName() + ".whole").str()), V->Type, V->Data);
+    if (!P)
+      return P.takeError();
+    Result = *P;
+  } else {
+    // A layout change (Transpose/Cast/Identity) of a weight: the same op on
+    // the whole weight.
+    const Node *D = V->getDefiningNode();
+    Expected<Value *> In = wholeWeight(D->getInput(0));
+    if (!In)
+      return In.takeError();
+    std::string Name = fresh((V->getName() + ".whole").str());
+    Expected<Node *> N = G->addNode(D->getOpType(), D->getDomain(), Name,
+                                    {*In}, {Name});
+    if (!N)
+      return N.takeError();
+    for (const Attribute &A : D->getAttributes())
+      (*N)->addAttribute(copyAttribute(A));
+    (*N)->getOutput(0)->Type = V->Type;
+    Result = (*N)->getOutput(0);
+  }
+  Converted[Key] = Result;
+  return Result;
+}
+
 Expected<Value *> RoleBuilder::sliceActivation(Value *X, const TensorType &GT,
                                                const AxisSpec &Req,
                                                StringRef Name) {
@@ -384,6 +420,31 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       return Y.takeError();
     Converted[Key] = *Y;
     return *Y;
+  }
+  if (TP > 1 && Cur.isSplit() && Cur != Req && !Req.isPartial() &&
+      !InEPRegion.count(V)) {
+    // A weight stored sliced for one consumer and needed whole, or sliced
+    // otherwise, by another (torch ties equal initializers: one zero bias
+    // feeds a column-parallel Gemm and, through an Identity, a LayerNorm):
+    // the rank's graph holds that view too, taken from the source data,
+    // instead of gathering the slice back at every micro-batch.
+    const Value *P = getWeightParameter(V);
+    if (P && !R.ExpertParams.count(P)) {
+      auto Key = std::make_pair(V, Req.str());
+      auto It = Converted.find(Key);
+      if (It != Converted.end())
+        return It->second;
+      Expected<Value *> Y =
+          V->isParameter() && Req.isSplit()
+              ? sliceConstant(V, nullptr, Req)
+              : wholeWeight(V);
+      if (Y && *Y && Req.isSplit() && !V->isParameter())
+        Y = sliceActivation(*Y, V->Type, Req, V->getName());
+      if (!Y)
+        return Y.takeError();
+      Converted[Key] = *Y;
+      return *Y;
+    }
   }
   Expected<Value *> X = produced(V);
   if (!X || !*X)
