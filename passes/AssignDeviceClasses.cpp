@@ -138,11 +138,20 @@ struct DeviceClassPlacer::Impl {
   explicit Impl(const CompilationUnit &CU) : CU(CU) {}
 
   double transfer(double Bytes, unsigned A, unsigned B) const {
+    Route R = bestRoute(Bytes, A, B);
+    return A == B ? 0 : Bytes * R.InvBW + R.Latency;
+  }
+  /// The cheapest route for \p Bytes from class A to B.
+  Route bestRoute(double Bytes, unsigned A, unsigned B) const {
+    Route Best{0, 0};
+    double BestS = Inf;
     if (A == B)
-      return 0;
-    double Best = Inf;
+      return Best;
     for (const Route &R : Routes[A * Classes.size() + B])
-      Best = std::min(Best, Bytes * R.InvBW + R.Latency);
+      if (Bytes * R.InvBW + R.Latency < BestS) {
+        BestS = Bytes * R.InvBW + R.Latency;
+        Best = R;
+      }
     return Best;
   }
   std::vector<double> transferMatrix(double Bytes, double Factor) const {
@@ -552,12 +561,23 @@ Expected<GraphPlacement> DeviceClassPlacer::place(double HBMFreeBytes,
     GP.ClassSeconds[C] += M.Seconds[N][C];
     GP.ComputeSeconds += M.Seconds[N][C];
   }
+  GP.NodeTransfers.assign(M.Nodes.size(), {});
   for (const Impl::NodeEdge &E : M.Edges) {
     unsigned A = GP.NodeClass[E.From], B = GP.NodeClass[E.To];
     if (A == B)
       continue;
     ++GP.CrossingEdges;
     GP.TransferSeconds += E.Factor * M.transfer(E.Bytes, A, B);
+    // Charged to the consumer, once forward and (Factor 2: a gradient)
+    // once backward.
+    Route R = M.bestRoute(E.Bytes, A, B);
+    GraphPlacement::InTransfer &T = GP.NodeTransfers[E.To];
+    T.BytesS += E.Bytes * R.InvBW;
+    T.LatencyS += R.Latency;
+    if (E.Factor > 1) {
+      T.BackwardBytesS += E.Bytes * R.InvBW;
+      T.BackwardLatencyS += R.Latency;
+    }
   }
   if (!Explain)
     return GP;
@@ -751,9 +771,23 @@ public:
     Expected<GraphPlacement> P = placeForPipeline(CU, /*Explain=*/false, &CU);
     if (!P)
       return P.takeError();
+    // The placement is what the evaluator costs (DESIGN §3): each node at
+    // its class's time plus its inputs' transfers between classes.
     const Graph &G = CU.M->getGraph();
-    for (unsigned N = 0; N < G.getNumNodes(); ++N)
-      G.getNodes()[N]->DeviceClass = P->Classes[P->NodeClass[N]];
+    for (unsigned N = 0; N < G.getNumNodes(); ++N) {
+      Node &Nd = *G.getNodes()[N];
+      Nd.DeviceClass = P->Classes[P->NodeClass[N]];
+      auto It = CU.NodeCosts.find(&Nd);
+      if (It == CU.NodeCosts.end())
+        continue;
+      NodeCostInfo &Info = It->second;
+      Info.Class = Nd.DeviceClass;
+      const GraphPlacement::InTransfer &T = P->NodeTransfers[N];
+      Info.TransferS = T.BytesS;
+      Info.TransferLatencyS = T.LatencyS;
+      Info.BackwardTransferS = T.BackwardBytesS;
+      Info.BackwardTransferLatencyS = T.BackwardLatencyS;
+    }
     return Error::success();
   }
 };

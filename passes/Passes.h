@@ -36,6 +36,13 @@ struct GraphPlacement {
   std::vector<std::string> Classes;
   /// Per main-graph node, in graph order.
   std::vector<unsigned> NodeClass;
+  /// Per main-graph node: its inputs' transfers from other classes, one
+  /// forward pass (bytes-proportional seconds, latencies), and their share
+  /// that moves gradients back in training (floating-point values).
+  struct InTransfer {
+    double BytesS = 0, LatencyS = 0, BackwardBytesS = 0, BackwardLatencyS = 0;
+  };
+  std::vector<InTransfer> NodeTransfers;
   /// With reasons; only when asked to explain.
   std::vector<NodePlacement> Nodes;
   /// One step, whole graph: node times and cross-class transfers.

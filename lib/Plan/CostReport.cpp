@@ -207,7 +207,7 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
     printTotalsJSON(OS, T, Costs, "layers", std::move(A));
     return;
   }
-  OS << "# layer costs at the bound batch, on each node's fastest class\n";
+  OS << "# layer costs at the bound batch, on each node's class (placed; before placement, the fastest)\n";
   for (unsigned L = 0; L < Sums.size(); ++L) {
     const LayerSum &S = Sums[L];
     OS << "layer " << L;

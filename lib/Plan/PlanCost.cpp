@@ -383,6 +383,10 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
                                      unsigned EP) const {
   if (!F.C || F.C->Class.empty() || !F.C->Cost.HasRule)
     return 0;
+  // Placed where it has no time (a Constant: data at rest, placed anywhere).
+  auto Placed = F.C->Times.find(F.C->Class);
+  if (Placed == F.C->Times.end() || !Placed->second.Supported)
+    return 0;
   // An unrolled expert's branch runs on 1/ep of the devices, on ep times
   // the tokens: its time at ep x the activations, divided by ep.
   double Share = 1;
@@ -421,7 +425,12 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
       C.MM.N = std::max<int64_t>(1, C.MM.N / TP);
   }
   ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
-  return (Backward ? T.BackwardSeconds : T.Seconds) * Share;
+  // Inputs arriving from another class (placement): the bytes scale with
+  // the node's activations, the latencies do not.
+  double Transfer = Backward ? F.C->BackwardTransferS * ActF +
+                                   F.C->BackwardTransferLatencyS
+                             : F.C->TransferS * ActF + F.C->TransferLatencyS;
+  return ((Backward ? T.BackwardSeconds : T.Seconds) + Transfer) * Share;
 }
 
 LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,

@@ -47,9 +47,16 @@ struct NodeCostInfo {
   OpCost Cost;
   /// Time on every class of the hardware, by class name.
   std::map<std::string, ClassTime> Times;
-  /// The class used for predictions until placement exists: the fastest
+  /// The class the node runs on, which predictions cost: the one
+  /// assign-device-classes placed it on; before that pass, the fastest
   /// supported one.
   std::string Class;
+  /// Moving the node's inputs to Class from the classes of their producers
+  /// (the placement's edge model), at the full batch: seconds that scale
+  /// with the bytes, and fixed latencies. Backward moves the gradients of
+  /// floating-point inputs back the same way. Zero until placement runs.
+  double TransferS = 0, TransferLatencyS = 0;
+  double BackwardTransferS = 0, BackwardTransferLatencyS = 0;
 };
 using NodeCostMap = llvm::DenseMap<const Node *, NodeCostInfo>;
 
