@@ -476,4 +476,59 @@ TEST(IRTest, OpsetLookup) {
   EXPECT_EQ(M.getOpsetVersion("hccl"), 0);
 }
 
+//===----------------------------------------------------------------------===//
+// cloneModel
+//===----------------------------------------------------------------------===//
+
+TEST(IRTest, CloneCopiesStructureAndSharesData) {
+  Model M;
+  M.SourcePath = "m.onnx";
+  M.Opsets.push_back({"", 17});
+  Graph &G = M.getGraph();
+  Value *X = cantFail(G.addInput("x", typeOf(DataType::Float,
+                                             {Dim::symbol("batch"), 2})));
+  auto Data = std::make_shared<BufferTensorData>(std::vector<char>(16, 0));
+  Value *W = cantFail(G.addParameter("w", TensorType(DataType::Float, {2, 2}),
+                                     Data));
+  Node *MM = cantFail(G.addNode("MatMul", "", "mm", {X, W}, {"h"}));
+  MM->getOutput(0)->Type = typeOf(DataType::Float, {Dim::symbol("batch"), 2});
+  MM->DeviceClass = "aicore";
+  MM->Layer = 3;
+  // A subgraph that reads the outer 'h' by name.
+  Node *If = cantFail(G.addNode("If", "", "if", {X}, {"y"}));
+  Attribute A;
+  A.Name = "then_branch";
+  A.K = Attribute::Kind::Graph;
+  A.Gs.push_back(std::make_unique<Graph>("then", &G));
+  Graph &Sub = *A.Gs[0];
+  Node *Neg = cantFail(Sub.addNode("Neg", "", "neg", {MM->getOutput(0)},
+                                   {"t"}));
+  Sub.addOutput(Neg->getOutput(0));
+  If->addAttribute(std::move(A));
+  G.addOutput(If->getOutput(0));
+
+  std::unique_ptr<Model> C = cloneModel(M);
+  std::string Before, After;
+  raw_string_ostream OB(Before), OA(After);
+  printModel(M, OB);
+  printModel(*C, OA);
+  EXPECT_EQ(OA.str(), OB.str());
+  EXPECT_EQ(C->SourcePath, "m.onnx");
+  const Graph &CG = C->getGraph();
+  // Data is shared, never copied; values and nodes are new.
+  EXPECT_EQ(CG.getParameters()[0]->Data.get(), Data.get());
+  EXPECT_NE(CG.getParameters()[0], W);
+  const Node &CMM = *CG.getNodes()[0];
+  EXPECT_EQ(CMM.DeviceClass, "aicore");
+  EXPECT_EQ(CMM.Layer, 3);
+  // The subgraph reads the clone's 'h', not the original's.
+  const Graph &CSub = *CG.getNodes()[1]->getAttributes()[0].Gs[0];
+  EXPECT_EQ(CSub.getParent(), &CG);
+  EXPECT_EQ(CSub.getNodes()[0]->getInput(0), CMM.getOutput(0));
+  // Binding the clone leaves the original symbolic.
+  C->getGraph().getInputs()[0]->Type.Dims[0] = Dim(8);
+  EXPECT_EQ(X->Type.str(), "f32[batch,2]");
+  EXPECT_EQ(errorOf(verifyModel(*C)), "<ok>");
+}
+
 } // namespace
