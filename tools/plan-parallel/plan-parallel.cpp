@@ -12,6 +12,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
 #include "loom/Plan/Search.h"
+#include "loom/Shard/OutputDir.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
 #include "Passes.h" // printPlacement
@@ -293,6 +294,10 @@ int main(int argc, char **argv) {
     MemoryBound = (uint64_t)B->value();
   }
   installMemoryLimit(MemoryBound, "plan-parallel");
+  // Before any work, so that a refusal costs nothing.
+  if (!OutputDir.empty())
+    if (Error E = checkOutputDir(OutputDir, Force))
+      return reportError(std::move(E));
 
   Expected<HardwareModel> HW = loadHardwareModel(HWPath);
   if (!HW)
@@ -308,11 +313,6 @@ int main(int argc, char **argv) {
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
   CU.Opts.VerifyOutput = VerifyOutput;
-  if (!OutputDir.empty() && sys::fs::exists(OutputDir) && !Force)
-    return reportError(createStringError(
-        inconvertibleErrorCode(),
-        "output directory '%s' exists; pass --force to replace it",
-        OutputDir.c_str()));
   CU.HW = &*HW;
   // What --plan fixes; search-parallelism searches the rest.
   Optional<PlanSpec> Spec;

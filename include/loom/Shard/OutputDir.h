@@ -19,6 +19,35 @@ struct ManifestInfo {
   bool PerRank = false;
 };
 
+/// The manifest's format_version (include/loom/Shard/OutputFormat.md).
+constexpr int OutputFormatVersion = 1;
+
+/// Every top-level entry emit writes into an output directory. --force
+/// replaces only a directory holding nothing else (with Loom's manifest);
+/// a writer of a new top-level file adds it here.
+llvm::ArrayRef<llvm::StringRef> getOutputDirEntries();
+
+/// Whether \p Dir may become the output directory, checked before any work
+/// so that a refusal costs nothing: a path that does not exist may;
+/// an existing one only with \p Force, and then only an empty directory or
+/// one Loom wrote (a manifest.json with Loom's format_version and nothing
+/// at the top level but getOutputDirEntries()). Anything else (a file, a
+/// directory with other entries, the current directory or one above it,
+/// the home directory or one above it, a mount point, /) is an error
+/// naming the path and why.
+llvm::Error checkOutputDir(llvm::StringRef Dir, bool Force);
+
+/// Makes the complete directory \p NewDir (a sibling of \p Dir) the output
+/// directory \p Dir. An existing \p Dir (already accepted by
+/// checkOutputDir) is exchanged with the new one in one atomic rename and
+/// removed only afterwards, so a crash leaves the old or the new output,
+/// never neither.
+llvm::Error installOutputDir(llvm::StringRef NewDir, llvm::StringRef Dir);
+
+/// What an output directory holds, for the closing line:
+/// "N graphs (SIZE of weights), manifest, schedule, trace, report".
+std::string describeOutputDir(llvm::StringRef Dir);
+
 std::string getRoleGraphPath(const RoleGraph &R);
 const RoleGraph *findRole(llvm::ArrayRef<RoleGraph> Roles,
                           const RankCoords &C);
