@@ -153,7 +153,8 @@ private:
       return std::string(P);
     };
     StringRef Mode = CU.Opts.Mode == RunMode::Train ? "train" : "infer";
-    if (Error E = writeGraphs(SP, Dir, CU.Opts.EmitPerRank))
+    if (Error E =
+            writeGraphs(SP, Dir, CU.Opts.EmitPerRank, CU.Opts.Progress))
       return E;
     ManifestInfo MI;
     MI.Model = sys::path::filename(CU.M->SourcePath).str();
@@ -162,12 +163,20 @@ private:
     MI.Batch = CU.Search->Space.Batch;
     MI.Predicted = CU.Search->Top.front();
     MI.PerRank = CU.Opts.EmitPerRank;
+    auto Tell = [&](const char *File) {
+      if (CU.Opts.Progress)
+        CU.Opts.Progress(std::string("emit: ") + File);
+    };
+    Tell("manifest.json");
     if (Error E = writeManifest(SP, MI, PathOf("manifest.json")))
       return E;
+    Tell("schedule.json");
     if (Error E = writeSchedule(SP, Mode, PathOf("schedule.json")))
       return E;
+    Tell("trace.json");
     if (Error E = writeTrace(SP, PathOf("trace.json")))
       return E;
+    Tell("report.txt");
     return writeReport(CU, PathOf("report.txt"));
   }
 };

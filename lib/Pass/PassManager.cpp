@@ -95,6 +95,10 @@ Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
     return E;
   std::vector<std::pair<std::string, double>> Times;
   for (const auto &P : Passes) {
+    if (CU.Opts.Progress)
+      CU.Opts.Progress(P->getArgument().str() + " (" +
+                       std::to_string(Times.size() + 1) + "/" +
+                       std::to_string(Passes.size()) + ")");
     auto Start = std::chrono::steady_clock::now();
     Error E = P->run(CU);
     double Secs = std::chrono::duration<double>(

@@ -229,23 +229,21 @@ Error installOutputDir(StringRef NewDir, StringRef Dir) {
   return Error::success();
 }
 
-std::string describeOutputDir(StringRef Dir) {
+std::string describeOutputDir(const ShardedProgram &SP, StringRef Dir) {
   unsigned Graphs = 0;
-  uint64_t Weights = 0;
   SmallString<256> GDir(Dir);
   sys::path::append(GDir, "graphs");
   std::error_code EC;
   for (sys::fs::directory_iterator It(GDir, EC), End; It != End && !EC;
-       It.increment(EC)) {
-    StringRef Ext = sys::path::extension(It->path());
-    uint64_t Size = 0;
-    if (Ext == ".onnx")
-      ++Graphs;
-    else if (Ext == ".bin" && !sys::fs::file_size(It->path(), Size))
-      Weights += Size;
-  }
+       It.increment(EC))
+    Graphs += sys::path::extension(It->path()) == ".onnx";
+  double Weights = 0;
+  for (const RoleGraph &R : SP.Roles)
+    for (const Value *V : R.M->getGraph().getParameters())
+      if (!V->isShapeOnly())
+        Weights += (double)V->Type.getSizeInBytes().getValueOr(0);
   std::string S = std::to_string(Graphs) + " graph" + (Graphs == 1 ? "" : "s") +
-                  " (" + formatBytes(Bytes((double)Weights)) + " of weights)";
+                  " (" + formatBytes(Bytes(Weights)) + " of weights)";
   for (StringRef E : getOutputDirEntries()) {
     SmallString<256> P(Dir);
     sys::path::append(P, E);
@@ -269,7 +267,13 @@ const RoleGraph *findRole(ArrayRef<RoleGraph> Roles, const RankCoords &C) {
   return nullptr;
 }
 
-Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
+Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank,
+                  const std::function<void(const std::string &)> &Progress) {
+  auto Tell = [&](const char *What, size_t N, size_t Of) {
+    if (Progress)
+      Progress("emit: " + std::string(What) + " " + std::to_string(N) + "/" +
+               std::to_string(Of));
+  };
   SmallString<256> GDir(Dir);
   sys::path::append(GDir, "graphs");
   if (std::error_code EC = sys::fs::create_directories(GDir))
@@ -278,6 +282,7 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
       SP.Roles.size());
   std::vector<std::string> Bins;
   for (const RoleGraph &R : SP.Roles) {
+    Tell("graphs", Bins.size() + 1, SP.Roles.size());
     std::string Stem = StringRef(R.FileName).drop_back(5).str();
     SmallString<256> Bin(GDir), Onnx(GDir);
     sys::path::append(Bin, Stem + ".bin");
@@ -297,11 +302,13 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
   // one core. Each file has one writer, so the bytes do not depend on the
   // threads; the first failure in role order is reported.
   std::vector<std::string> Failures(Bins.size());
-  std::atomic<size_t> Next{0};
+  std::atomic<size_t> Next{0}, Done{0};
   auto Work = [&] {
-    for (size_t I; (I = Next++) < Bins.size();)
+    for (size_t I; (I = Next++) < Bins.size();) {
       if (Error E = writeExternalData(Layouts[I], Bins[I]))
         Failures[I] = toString(std::move(E));
+      Tell("weights", ++Done, Bins.size());
+    }
   };
   unsigned NumThreads = std::min<size_t>(
       Bins.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
@@ -317,6 +324,7 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
   if (!PerRank)
     return Error::success();
   for (unsigned Rank = 0; Rank < SP.Sharding.Plan.getNumDevices(); ++Rank) {
+    Tell("per-rank graphs", Rank + 1, SP.Sharding.Plan.getNumDevices());
     const RoleGraph *R = findRole(SP.Roles, getRankCoords(SP.Sharding.Plan, Rank));
     if (!R)
       continue;

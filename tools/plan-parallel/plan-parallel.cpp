@@ -24,6 +24,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 using namespace llvm;
 using namespace loom;
@@ -162,15 +166,89 @@ static cl::opt<bool> VerifyOutput(
 
 static StringRef ToolName = "plan-parallel";
 
+static void stopProgress();
+
 /// Prints one error, once. Messages that already carry "file...: error:"
 /// print as they are; others get the tool name in front.
 static int reportError(Error E, int Code = 1) {
+  stopProgress();
   std::string Msg = toString(std::move(E));
   if (StringRef(Msg).contains(": error: "))
     errs() << Msg << '\n';
   else
     WithColor::error(errs(), ToolName) << Msg << '\n';
   return Code;
+}
+
+namespace {
+/// One line on stderr saying what a long run is doing ("[12.3 s]
+/// search-parallelism (7/11)"), redrawn in place, shown only when stderr is
+/// a terminal and the run has taken more than a second; erased before
+/// anything else is printed. Tests and pipes never see it.
+class ProgressLine {
+public:
+  ProgressLine() : Enabled(errs().is_displayed()) {
+    if (Enabled)
+      Ticker = std::thread([this] { tick(); });
+    Active = this;
+  }
+  ~ProgressLine() {
+    stop();
+    Active = nullptr;
+  }
+  /// The one of this run, for reportError.
+  static ProgressLine *Active;
+  /// The callback for CompileOptions::Progress.
+  void set(const std::string &What) {
+    std::lock_guard<std::mutex> L(Mu);
+    Now = What;
+  }
+  /// Erases the line and stops redrawing it.
+  void stop() {
+    if (!Enabled)
+      return;
+    {
+      std::lock_guard<std::mutex> L(Mu);
+      Stopping = true;
+    }
+    CV.notify_all();
+    if (Ticker.joinable())
+      Ticker.join();
+    if (Shown)
+      errs() << "\r\x1b[K";
+    Enabled = false;
+  }
+
+private:
+  void tick() {
+    auto Start = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> L(Mu);
+    while (!CV.wait_for(L, std::chrono::milliseconds(250),
+                        [this] { return Stopping; })) {
+      double Secs = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - Start)
+                        .count();
+      if (Secs < 1 || Now.empty())
+        continue;
+      errs() << "\r\x1b[K" << format("[%.1f s] ", Secs) << Now;
+      errs().flush();
+      Shown = true;
+    }
+  }
+  bool Enabled;
+  bool Stopping = false;
+  bool Shown = false;
+  std::string Now;
+  std::mutex Mu;
+  std::condition_variable CV;
+  std::thread Ticker;
+};
+ProgressLine *ProgressLine::Active = nullptr;
+} // namespace
+
+static void stopProgress() {
+  if (ProgressLine::Active)
+    ProgressLine::Active->stop();
 }
 
 static Expected<CompileOptions> buildOptions() {
@@ -259,6 +337,18 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
   }
 }
 
+/// The closing line of a run that wrote the output directory: what it
+/// holds. On stdout after the rest, or on stderr when stdout carries JSON.
+static int finish(const CompilationUnit &CU, bool Wrote) {
+  if (Wrote && !Quiet && CU.Sharded) {
+    bool JSON = Format == ReportFormat::JSON && !PrintGraph;
+    (JSON ? errs() : outs())
+        << "wrote " << OutputDir << ": " << describeOutputDir(*CU.Sharded, OutputDir)
+        << "\n";
+  }
+  return 0;
+}
+
 /// Gives every option of LoomCategory its public name (see LOOM_OPT).
 static void claimOptionNames() {
   StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
@@ -313,6 +403,8 @@ int main(int argc, char **argv) {
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
   CU.Opts.VerifyOutput = VerifyOutput;
+  ProgressLine Progress;
+  CU.Opts.Progress = [&](const std::string &S) { Progress.set(S); };
   CU.HW = &*HW;
   // What --plan fixes; search-parallelism searches the rest.
   Optional<PlanSpec> Spec;
@@ -324,6 +416,7 @@ int main(int argc, char **argv) {
     CU.PlanRequest = *S;
   }
 
+  Progress.set("import " + sys::path::filename(ModelPath).str());
   ImportStats Stats;
   Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, &Stats);
   if (!M)
@@ -366,10 +459,20 @@ int main(int argc, char **argv) {
   // Dumps are buffered so that a failing pipeline prints only its error.
   std::string Dumps;
   raw_string_ostream DumpOS(Dumps);
-  Error E = PM.run(CU, PI, DumpOS, errs());
+  // The timing report waits for the progress line to go.
+  std::string Timing;
+  raw_string_ostream TimingOS(Timing);
+  Error E = PM.run(CU, PI, DumpOS, TimingOS);
+  Progress.stop();
+  errs() << TimingOS.str();
   if (!Quiet)
     for (const std::string &W : CU.getWarnings())
       WithColor::warning(errs(), ToolName) << W << '\n';
+  // Whether emit wrote the output directory.
+  std::vector<std::string> Ran = PM.getPipelineNames();
+  bool Wrote = !E && !OutputDir.empty() && is_contained(Ran, "emit") &&
+               (StopAfter.empty() ||
+                find(Ran, StopAfter.getValue()) >= find(Ran, "emit"));
   if (E) {
     // No plan fits: when the plan is what was asked for, the explanation
     // and exit status 2; reports that do not need it (--print-hw,
@@ -464,7 +567,7 @@ int main(int argc, char **argv) {
   if (PrintPlacement) {
     if (Error E = printPlacement(CU, Format, outs()))
       return reportError(std::move(E));
-    return 0;
+    return finish(CU, Wrote);
   }
   // --format json with a search: the search result as one JSON object
   // (plan, predicted numbers, --top table, explanation) replaces the
@@ -474,7 +577,7 @@ int main(int argc, char **argv) {
     printSearchJSON(*Searched,
                     TopPlans.getNumOccurrences() ? (unsigned)TopPlans : 1,
                     ExplainPlan, outs());
-    return 0;
+    return finish(CU, Wrote);
   }
   if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
       PrintCosts == CostLevel::None)
@@ -483,5 +586,5 @@ int main(int argc, char **argv) {
     printTopPlans(*Searched, TopPlans, outs());
   if (Searched && ExplainPlan)
     printExplanation(*Searched, outs());
-  return 0;
+  return finish(CU, Wrote);
 }

@@ -9,6 +9,7 @@
 
 #include "loom/Plan/PlanCost.h"
 #include "loom/Shard/Sharding.h"
+#include <functional>
 
 namespace loom {
 
@@ -44,18 +45,23 @@ llvm::Error checkOutputDir(llvm::StringRef Dir, bool Force);
 /// never neither.
 llvm::Error installOutputDir(llvm::StringRef NewDir, llvm::StringRef Dir);
 
-/// What an output directory holds, for the closing line:
-/// "N graphs (SIZE of weights), manifest, schedule, trace, report".
-std::string describeOutputDir(llvm::StringRef Dir);
+/// What the output directory \p Dir written for \p SP holds, for the
+/// closing line: "N graphs (SIZE of weights), manifest, schedule, trace,
+/// report" (the graph files and entries found in \p Dir; SIZE the weight
+/// data of the role graphs, without the data files' alignment padding, 0 B
+/// for shape-only weights).
+std::string describeOutputDir(const ShardedProgram &SP, llvm::StringRef Dir);
 
 std::string getRoleGraphPath(const RoleGraph &R);
 const RoleGraph *findRole(llvm::ArrayRef<RoleGraph> Roles,
                           const RankCoords &C);
 
 /// graphs/ROLE.onnx + graphs/ROLE.bin per role; with \p PerRank also
-/// graphs/rankN.onnx sharing the role's data file.
-llvm::Error writeGraphs(const ShardedProgram &SP, llvm::StringRef Dir,
-                        bool PerRank);
+/// graphs/rankN.onnx sharing the role's data file. \p Progress, when set,
+/// hears "graphs N/M" and "weights N/M files" (from any thread).
+llvm::Error
+writeGraphs(const ShardedProgram &SP, llvm::StringRef Dir, bool PerRank,
+            const std::function<void(const std::string &)> &Progress = {});
 llvm::Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                           llvm::StringRef Path);
 llvm::Error writeSchedule(const ShardedProgram &SP, llvm::StringRef Mode,
