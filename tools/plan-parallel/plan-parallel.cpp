@@ -349,6 +349,14 @@ static int finish(const CompilationUnit &CU, bool Wrote) {
   return 0;
 }
 
+/// --version: Loom's version (CMake's project()) and the libraries it was
+/// built with.
+static void printVersion(raw_ostream &OS) {
+  OS << "Loom " LOOM_VERSION " (plan-parallel)\n"
+     << "  built with LLVM " LOOM_LLVM_VERSION ", ONNX " LOOM_ONNX_VERSION
+        ", Z3 " LOOM_Z3_VERSION ", protobuf " LOOM_PROTOBUF_VERSION "\n";
+}
+
 /// Gives every option of LoomCategory its public name (see LOOM_OPT).
 static void claimOptionNames() {
   StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
@@ -368,14 +376,56 @@ static void claimOptionNames() {
   }
 }
 
+/// Spells every long option with two dashes ("-hw" becomes "--hw"), so that
+/// LLVM's parser, told that long options take two dashes, never reads an
+/// unknown flag as a group of one-letter options: LLVM makes every
+/// one-letter option (its own "-h" alias of --help, Loom's "-o") a grouping
+/// one, so "--hardware=x" and "--history" ran "-h" and printed the help with
+/// exit status 0. Values of options (the argument after "--plan") and
+/// everything after "--" are left alone.
+static std::vector<const char *> spellLongOptions(int Argc, char **Argv,
+                                                  std::vector<std::string> &Store) {
+  StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
+  std::vector<const char *> Out(Argv, Argv + Argc);
+  Store.reserve(Argc);
+  bool ValueNext = false;
+  for (int I = 1; I < Argc; ++I) {
+    StringRef A = Argv[I];
+    if (A == "--")
+      break;
+    if (ValueNext || !A.startswith("-") || A.startswith("--") || A.size() < 3 ||
+        !isAlpha(A[1])) {
+      ValueNext = false;
+      if (A.startswith("--")) {
+        StringRef Name = A.drop_front(2).split('=').first;
+        cl::Option *O = Opts.lookup(Name);
+        ValueNext = O && !A.contains('=') &&
+                    O->getValueExpectedFlag() == cl::ValueRequired;
+      }
+      continue;
+    }
+    StringRef Name = A.drop_front(1).split('=').first;
+    cl::Option *O = Opts.lookup(Name);
+    ValueNext = O && !A.contains('=') &&
+                O->getValueExpectedFlag() == cl::ValueRequired;
+    Store.push_back(("-" + A).str());
+    Out[I] = Store.back().c_str();
+  }
+  return Out;
+}
+
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   claimOptionNames();
   cl::HideUnrelatedOptions(LoomCategory);
+  cl::SetVersionPrinter(printVersion);
+  std::vector<std::string> Spelled;
+  std::vector<const char *> Args = spellLongOptions(argc, argv, Spelled);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      (int)Args.size(), Args.data(),
       "Loom: plan tensor/pipeline/data/expert parallelism for an ONNX model "
-      "on an accelerator cluster\n");
+      "on an accelerator cluster\n",
+      /*Errs=*/nullptr, /*EnvVar=*/nullptr, /*LongOptionsUseDoubleDash=*/true);
   uint64_t MemoryBound = getPhysicalMemoryBytes() / 4 * 3;
   if (MaxMemory.getNumOccurrences()) {
     Expected<Bytes> B = parseBytes(MaxMemory);
