@@ -153,8 +153,7 @@ private:
       return std::string(P);
     };
     StringRef Mode = CU.Opts.Mode == RunMode::Train ? "train" : "infer";
-    if (Error E =
-            writeGraphs(SP, Dir, CU.Opts.EmitPerRank, CU.Opts.Progress))
+    if (Error E = writeGraphs(SP, Dir, CU.Opts.EmitPerRank, CU.Opts.Progress))
       return E;
     ManifestInfo MI;
     MI.Model = sys::path::filename(CU.M->SourcePath).str();

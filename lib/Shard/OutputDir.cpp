@@ -15,9 +15,9 @@
 #include "loom/ONNX/ONNX.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
@@ -53,9 +53,8 @@ static Error closeFile(StringRef Path, raw_fd_ostream &OS) {
 }
 
 ArrayRef<StringRef> getOutputDirEntries() {
-  static const StringRef Entries[] = {"manifest.json", "graphs",
-                                      "schedule.json", "trace.json",
-                                      "report.txt"};
+  static const StringRef Entries[] = {
+      "manifest.json", "graphs", "schedule.json", "trace.json", "report.txt"};
   return Entries;
 }
 
@@ -207,8 +206,8 @@ Error installOutputDir(StringRef NewDir, StringRef Dir) {
     return Error::success();
   }
   if (errno != EINVAL && errno != ENOSYS)
-    return RenameError(std::error_code(errno, std::generic_category()),
-                       NewDir, Dir);
+    return RenameError(std::error_code(errno, std::generic_category()), NewDir,
+                       Dir);
 #endif
   // No exchange on this file system: the old output is moved aside, the new
   // one moved in (the old one moved back if that fails), then the old one

@@ -44,9 +44,8 @@ public:
   std::string list(StringRef Rel = "") const {
     std::vector<std::string> Names;
     std::error_code EC;
-    for (sys::fs::directory_iterator It(Rel.empty() ? std::string(Root)
-                                                    : path(Rel),
-                                        EC),
+    for (sys::fs::directory_iterator
+             It(Rel.empty() ? std::string(Root) : path(Rel), EC),
          End;
          It != End && !EC; It.increment(EC))
       Names.push_back(sys::path::filename(It->path()).str());

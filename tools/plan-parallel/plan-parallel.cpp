@@ -343,8 +343,8 @@ static int finish(const CompilationUnit &CU, bool Wrote) {
   if (Wrote && !Quiet && CU.Sharded) {
     bool JSON = Format == ReportFormat::JSON && !PrintGraph;
     (JSON ? errs() : outs())
-        << "wrote " << OutputDir << ": " << describeOutputDir(*CU.Sharded, OutputDir)
-        << "\n";
+        << "wrote " << OutputDir << ": "
+        << describeOutputDir(*CU.Sharded, OutputDir) << "\n";
   }
   return 0;
 }
@@ -383,8 +383,8 @@ static void claimOptionNames() {
 /// one, so "--hardware=x" and "--history" ran "-h" and printed the help with
 /// exit status 0. Values of options (the argument after "--plan") and
 /// everything after "--" are left alone.
-static std::vector<const char *> spellLongOptions(int Argc, char **Argv,
-                                                  std::vector<std::string> &Store) {
+static std::vector<const char *>
+spellLongOptions(int Argc, char **Argv, std::vector<std::string> &Store) {
   StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
   std::vector<const char *> Out(Argv, Argv + Argc);
   Store.reserve(Argc);
@@ -406,8 +406,8 @@ static std::vector<const char *> spellLongOptions(int Argc, char **Argv,
     }
     StringRef Name = A.drop_front(1).split('=').first;
     cl::Option *O = Opts.lookup(Name);
-    ValueNext = O && !A.contains('=') &&
-                O->getValueExpectedFlag() == cl::ValueRequired;
+    ValueNext =
+        O && !A.contains('=') && O->getValueExpectedFlag() == cl::ValueRequired;
     Store.push_back(("-" + A).str());
     Out[I] = Store.back().c_str();
   }
