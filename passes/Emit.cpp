@@ -3,8 +3,10 @@
 // DESIGN §2 pass 12. Everything is written into a fresh sibling directory
 // (OUTDIR.tmp-XXXXXX) and renamed to OUTDIR only when every file is
 // complete, so a failure leaves no partial output; an existing OUTDIR is
-// replaced only with --force. With --verify-output the program's invariants
-// (lib/Shard/Verify.cpp) are checked before anything is written.
+// replaced only with --force, and only when Loom wrote it (checkOutputDir),
+// by an atomic exchange (installOutputDir). With --verify-output the
+// program's invariants (lib/Shard/Verify.cpp) are checked before anything
+// is written.
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
@@ -100,11 +102,10 @@ public:
     if (Out.empty())
       return createStringError(inconvertibleErrorCode(),
                                "emit needs an output directory (-o DIR)");
-    if (sys::fs::exists(Out) && !CU.Opts.Force)
-      return createStringError(inconvertibleErrorCode(),
-                               "output directory '%s' exists; pass --force "
-                               "to replace it",
-                               Out.str().c_str());
+    // The tool checked before any work; the directory may have changed
+    // since.
+    if (Error E = checkOutputDir(Out, CU.Opts.Force))
+      return E;
     const PlanCost &Best = CU.Search->Top.front();
     if (CU.Opts.VerifyOutput) {
       const MemoryLevel *HBM = CU.HW->getMemory("hbm");
@@ -134,16 +135,10 @@ public:
       return createStringError(EC, "cannot create a directory next to '%s': %s",
                                Out.str().c_str(), EC.message().c_str());
     Error E = writeAll(CU, Tmp);
-    if (!E) {
-      if (sys::fs::exists(Abs))
-        if (std::error_code EC = sys::fs::remove_directories(Abs))
-          E = createStringError(EC, "cannot replace '%s': %s",
-                                Out.str().c_str(), EC.message().c_str());
-    }
     if (!E)
-      if (std::error_code EC = sys::fs::rename(Tmp, Abs))
-        E = createStringError(EC, "cannot rename '%s' to '%s': %s",
-                              Tmp.c_str(), Abs.c_str(), EC.message().c_str());
+      E = checkOutputDir(Out, CU.Opts.Force);
+    if (!E)
+      E = installOutputDir(Tmp, Abs);
     if (E) {
       sys::fs::remove_directories(Tmp);
       return E;
@@ -160,7 +155,7 @@ private:
       return std::string(P);
     };
     StringRef Mode = CU.Opts.Mode == RunMode::Train ? "train" : "infer";
-    if (Error E = writeGraphs(SP, Dir, CU.Opts.EmitPerRank))
+    if (Error E = writeGraphs(SP, Dir, CU.Opts.EmitPerRank, CU.Opts.Progress))
       return E;
     ManifestInfo MI;
     MI.Model = sys::path::filename(CU.M->SourcePath).str();
@@ -169,12 +164,20 @@ private:
     MI.Batch = CU.Search->Space.Batch;
     MI.Predicted = CU.Search->Top.front();
     MI.PerRank = CU.Opts.EmitPerRank;
+    auto Tell = [&](const char *File) {
+      if (CU.Opts.Progress)
+        CU.Opts.Progress(std::string("emit: ") + File);
+    };
+    Tell("manifest.json");
     if (Error E = writeManifest(SP, MI, PathOf("manifest.json")))
       return E;
+    Tell("schedule.json");
     if (Error E = writeSchedule(SP, Mode, PathOf("schedule.json")))
       return E;
+    Tell("trace.json");
     if (Error E = writeTrace(SP, PathOf("trace.json")))
       return E;
+    Tell("report.txt");
     return writeReport(CU, PathOf("report.txt"));
   }
 };

@@ -115,6 +115,10 @@ Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
     CU.Imported = cloneModel(*CU.M);
   std::vector<std::pair<std::string, double>> Times;
   for (const auto &P : Passes) {
+    if (CU.Opts.Progress)
+      CU.Opts.Progress(P->getArgument().str() + " (" +
+                       std::to_string(Times.size() + 1) + "/" +
+                       std::to_string(Passes.size()) + ")");
     auto Start = std::chrono::steady_clock::now();
     Error E = P->run(CU);
     double Secs = std::chrono::duration<double>(

@@ -5,15 +5,27 @@
 // same bytes. Graph weights are streamed to one external-data file per role
 // (graphs/ROLE.bin), one tensor at a time, several files at once.
 //
+// --force never destroys what Loom did not write: checkOutputDir accepts
+// only an empty directory or one holding Loom's manifest and Loom's entries
+// alone, and installOutputDir swaps the new directory in before the old one
+// is removed.
+//
 //===----------------------------------------------------------------------===//
 #include "loom/Shard/OutputDir.h"
 #include "loom/ONNX/ONNX.h"
+#include "loom/Support/Units.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
 #include <thread>
 
 using namespace llvm;
@@ -40,6 +52,209 @@ static Error closeFile(StringRef Path, raw_fd_ostream &OS) {
   return Error::success();
 }
 
+ArrayRef<StringRef> getOutputDirEntries() {
+  static const StringRef Entries[] = {
+      "manifest.json", "graphs", "schedule.json", "trace.json", "report.txt"};
+  return Entries;
+}
+
+static Error refuse(StringRef Dir, const Twine &Why) {
+  return createStringError(
+      inconvertibleErrorCode(),
+      "refusing to replace '%s': %s (--force replaces only an empty "
+      "directory or an output directory Loom wrote); nothing was changed",
+      Dir.str().c_str(), Why.str().c_str());
+}
+
+/// The canonical absolute path of \p P, or "" when it cannot be resolved.
+static std::string realPath(const Twine &P) {
+  SmallString<256> R;
+  if (sys::fs::real_path(P, R))
+    return "";
+  return std::string(R);
+}
+
+/// Whether \p Inner is \p Outer or lies below it (both canonical).
+static bool isWithin(StringRef Inner, StringRef Outer) {
+  if (Outer.empty() || Inner.empty())
+    return false;
+  if (Inner == Outer || Outer == "/")
+    return true;
+  return Inner.startswith(Outer) && Inner[Outer.size()] == '/';
+}
+
+/// Why \p Dir (an existing directory, canonical \p Real) is not an output
+/// directory Loom wrote; "" when it is one, or empty.
+static std::string whyNotLoomOutput(StringRef Dir, StringRef Real) {
+  std::error_code EC;
+  std::vector<std::string> Names;
+  for (sys::fs::directory_iterator It(Real, EC), End; It != End && !EC;
+       It.increment(EC))
+    Names.push_back(sys::path::filename(It->path()).str());
+  if (EC)
+    return "cannot list it: " + EC.message();
+  if (Names.empty())
+    return "";
+  llvm::sort(Names);
+  std::vector<std::string> Foreign;
+  for (const std::string &N : Names)
+    if (!is_contained(getOutputDirEntries(), StringRef(N)))
+      Foreign.push_back("'" + N + "'");
+  if (!Foreign.empty()) {
+    if (Foreign.size() > 3)
+      Foreign.resize(3), Foreign.push_back("...");
+    return "it holds " + join(Foreign, ", ") + ", which Loom does not write";
+  }
+  SmallString<256> Manifest(Real);
+  sys::path::append(Manifest, "manifest.json");
+  ErrorOr<std::unique_ptr<MemoryBuffer>> Buf =
+      MemoryBuffer::getFile(Manifest, /*IsText=*/true);
+  if (!Buf)
+    return "it has no manifest.json from Loom";
+  Expected<json::Value> V = json::parse((*Buf)->getBuffer());
+  if (!V) {
+    consumeError(V.takeError());
+    return "its manifest.json is not Loom's (not JSON)";
+  }
+  const json::Object *O = V->getAsObject();
+  Optional<int64_t> Version = O ? O->getInteger("format_version") : None;
+  if (!Version || *Version != OutputFormatVersion)
+    return "its manifest.json is not Loom's (no \"format_version\": " +
+           std::to_string(OutputFormatVersion) + ")";
+  return "";
+}
+
+Error checkOutputDir(StringRef Dir, bool Force) {
+  sys::fs::file_status St;
+  if (std::error_code EC = sys::fs::status(Dir, St, /*Follow=*/false)) {
+    // Absent, or under a non-directory (creating it fails later, by name).
+    if (EC == std::errc::no_such_file_or_directory ||
+        EC == std::errc::not_a_directory)
+      return Error::success();
+    return createStringError(EC, "cannot check the output directory '%s': %s",
+                             Dir.str().c_str(), EC.message().c_str());
+  }
+  bool IsDir = St.type() == sys::fs::file_type::directory_file;
+  if (!Force) {
+    if (!IsDir)
+      return createStringError(inconvertibleErrorCode(),
+                               "output directory '%s' exists and is not a "
+                               "directory",
+                               Dir.str().c_str());
+    return createStringError(inconvertibleErrorCode(),
+                             "output directory '%s' exists; pass --force to "
+                             "replace it",
+                             Dir.str().c_str());
+  }
+  switch (St.type()) {
+  case sys::fs::file_type::directory_file:
+    break;
+  case sys::fs::file_type::symlink_file:
+    return refuse(Dir, "it is a symbolic link");
+  case sys::fs::file_type::regular_file:
+    return refuse(Dir, "it is a regular file");
+  default:
+    return refuse(Dir, "it is not a directory");
+  }
+  std::string Real = realPath(Dir);
+  if (Real.empty())
+    return refuse(Dir, "its real path cannot be resolved");
+  if (Real == "/")
+    return refuse(Dir, "it is the root directory");
+  SmallString<256> CwdBuf;
+  std::string Cwd =
+      sys::fs::current_path(CwdBuf) ? std::string() : realPath(CwdBuf);
+  if (isWithin(Cwd, Real))
+    return refuse(Dir, Cwd == Real ? "it is the current directory"
+                                   : "it contains the current directory");
+  if (const char *Home = std::getenv("HOME")) {
+    std::string H = realPath(Home);
+    if (isWithin(H, Real))
+      return refuse(Dir, H == Real ? "it is the home directory"
+                                   : "it contains the home directory");
+  }
+  // A mount point's parent is on another device.
+  sys::fs::file_status Self, Parent;
+  if (!sys::fs::status(Real, Self) &&
+      !sys::fs::status(sys::path::parent_path(Real), Parent) &&
+      Self.getUniqueID().getDevice() != Parent.getUniqueID().getDevice())
+    return refuse(Dir, "it is a mount point");
+  std::string Why = whyNotLoomOutput(Dir, Real);
+  if (!Why.empty())
+    return refuse(Dir, Why);
+  return Error::success();
+}
+
+Error installOutputDir(StringRef NewDir, StringRef Dir) {
+  auto RenameError = [&](std::error_code EC, StringRef From, StringRef To) {
+    return createStringError(EC, "cannot rename '%s' to '%s': %s",
+                             From.str().c_str(), To.str().c_str(),
+                             EC.message().c_str());
+  };
+  if (!sys::fs::exists(Dir)) {
+    if (std::error_code EC = sys::fs::rename(NewDir, Dir))
+      return RenameError(EC, NewDir, Dir);
+    return Error::success();
+  }
+#ifdef __linux__
+  // One atomic exchange: Dir is the old or the new output at every instant.
+  // The old one, now at NewDir, is removed afterwards.
+  SmallString<256> From(NewDir), To(Dir);
+  if (::renameat2(AT_FDCWD, From.c_str(), AT_FDCWD, To.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    sys::fs::remove_directories(NewDir);
+    return Error::success();
+  }
+  if (errno != EINVAL && errno != ENOSYS)
+    return RenameError(std::error_code(errno, std::generic_category()), NewDir,
+                       Dir);
+#endif
+  // No exchange on this file system: the old output is moved aside, the new
+  // one moved in (the old one moved back if that fails), then the old one
+  // removed.
+  SmallString<256> Old;
+  if (std::error_code EC = sys::fs::createUniqueDirectory(Dir + ".old", Old))
+    return createStringError(EC, "cannot create a directory next to '%s': %s",
+                             Dir.str().c_str(), EC.message().c_str());
+  if (std::error_code EC = sys::fs::rename(Dir, Old)) {
+    sys::fs::remove(Old);
+    return RenameError(EC, Dir, Old);
+  }
+  if (std::error_code EC = sys::fs::rename(NewDir, Dir)) {
+    sys::fs::rename(Old, Dir);
+    return RenameError(EC, NewDir, Dir);
+  }
+  sys::fs::remove_directories(Old);
+  return Error::success();
+}
+
+std::string describeOutputDir(const ShardedProgram &SP, StringRef Dir) {
+  unsigned Graphs = 0;
+  SmallString<256> GDir(Dir);
+  sys::path::append(GDir, "graphs");
+  std::error_code EC;
+  for (sys::fs::directory_iterator It(GDir, EC), End; It != End && !EC;
+       It.increment(EC))
+    Graphs += sys::path::extension(It->path()) == ".onnx";
+  double Weights = 0;
+  for (const RoleGraph &R : SP.Roles)
+    for (const Value *V : R.M->getGraph().getParameters())
+      if (!V->isShapeOnly())
+        Weights += (double)V->Type.getSizeInBytes().getValueOr(0);
+  std::string S = std::to_string(Graphs) + " graph" + (Graphs == 1 ? "" : "s") +
+                  " (" + formatBytes(Bytes(Weights)) + " of weights)";
+  for (StringRef E : getOutputDirEntries()) {
+    SmallString<256> P(Dir);
+    sys::path::append(P, E);
+    if (E == "graphs" || !sys::fs::exists(P))
+      continue;
+    S += ", ";
+    S += E.endswith(".json") || E.endswith(".txt") ? sys::path::stem(E).str()
+                                                   : E.str();
+  }
+  return S;
+}
+
 std::string getRoleGraphPath(const RoleGraph &R) {
   return "graphs/" + R.FileName;
 }
@@ -51,7 +266,13 @@ const RoleGraph *findRole(ArrayRef<RoleGraph> Roles, const RankCoords &C) {
   return nullptr;
 }
 
-Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
+Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank,
+                  const std::function<void(const std::string &)> &Progress) {
+  auto Tell = [&](const char *What, size_t N, size_t Of) {
+    if (Progress)
+      Progress("emit: " + std::string(What) + " " + std::to_string(N) + "/" +
+               std::to_string(Of));
+  };
   SmallString<256> GDir(Dir);
   sys::path::append(GDir, "graphs");
   if (std::error_code EC = sys::fs::create_directories(GDir))
@@ -60,6 +281,7 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
       SP.Roles.size());
   std::vector<std::string> Bins;
   for (const RoleGraph &R : SP.Roles) {
+    Tell("graphs", Bins.size() + 1, SP.Roles.size());
     std::string Stem = StringRef(R.FileName).drop_back(5).str();
     SmallString<256> Bin(GDir), Onnx(GDir);
     sys::path::append(Bin, Stem + ".bin");
@@ -79,11 +301,13 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
   // one core. Each file has one writer, so the bytes do not depend on the
   // threads; the first failure in role order is reported.
   std::vector<std::string> Failures(Bins.size());
-  std::atomic<size_t> Next{0};
+  std::atomic<size_t> Next{0}, Done{0};
   auto Work = [&] {
-    for (size_t I; (I = Next++) < Bins.size();)
+    for (size_t I; (I = Next++) < Bins.size();) {
       if (Error E = writeExternalData(Layouts[I], Bins[I]))
         Failures[I] = toString(std::move(E));
+      Tell("weights", ++Done, Bins.size());
+    }
   };
   unsigned NumThreads = std::min<size_t>(
       Bins.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
@@ -99,6 +323,7 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank) {
   if (!PerRank)
     return Error::success();
   for (unsigned Rank = 0; Rank < SP.Sharding.Plan.getNumDevices(); ++Rank) {
+    Tell("per-rank graphs", Rank + 1, SP.Sharding.Plan.getNumDevices());
     const RoleGraph *R = findRole(SP.Roles, getRankCoords(SP.Sharding.Plan, Rank));
     if (!R)
       continue;

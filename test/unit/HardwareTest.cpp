@@ -293,10 +293,19 @@ TEST(HardwareTest, LoadsShippedExamples) {
   EXPECT_EQ(CPU->Cores, 6u);
   EXPECT_TRUE(CPU->supportsOp("Loop"));
   EXPECT_TRUE(CPU->supportsDataType("i64"));
-  const DeviceClass *PIM = M.getClass("hbm_pim");
+  // No shipped 910B2 computes next to HBM: only the hypothetical example
+  // has the class.
+  EXPECT_EQ(M.getClass("hbm_pim"), nullptr);
+  EXPECT_EQ(Server->getClass("hbm_pim"), nullptr);
+  SmallString<256> PimPath(Root);
+  sys::path::append(PimPath, "examples", "hw", "atlas800t-a2-pim.yaml");
+  Expected<HardwareModel> Pim = loadHardwareModel(PimPath);
+  ASSERT_TRUE(bool(Pim)) << toString(Pim.takeError());
+  const DeviceClass *PIM = Pim->getClass("hbm_pim");
   ASSERT_NE(PIM, nullptr);
   EXPECT_TRUE(PIM->supportsOp("Add"));
   EXPECT_FALSE(PIM->supportsOp("MatMul"));
+  EXPECT_NE(Pim->getTransfer("aicore", "hbm_pim"), nullptr);
   const DeviceClass *SSD = M.getClass("ssd");
   ASSERT_NE(SSD, nullptr);
   EXPECT_TRUE(SSD->supportsOp("Gather"));

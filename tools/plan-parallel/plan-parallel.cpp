@@ -12,6 +12,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
 #include "loom/Plan/Search.h"
+#include "loom/Shard/OutputDir.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
 #include "Passes.h" // printPlacement
@@ -23,6 +24,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 using namespace llvm;
 using namespace loom;
@@ -161,15 +166,89 @@ static cl::opt<bool> VerifyOutput(
 
 static StringRef ToolName = "plan-parallel";
 
+static void stopProgress();
+
 /// Prints one error, once. Messages that already carry "file...: error:"
 /// print as they are; others get the tool name in front.
 static int reportError(Error E, int Code = 1) {
+  stopProgress();
   std::string Msg = toString(std::move(E));
   if (StringRef(Msg).contains(": error: "))
     errs() << Msg << '\n';
   else
     WithColor::error(errs(), ToolName) << Msg << '\n';
   return Code;
+}
+
+namespace {
+/// One line on stderr saying what a long run is doing ("[12.3 s]
+/// search-parallelism (7/11)"), redrawn in place, shown only when stderr is
+/// a terminal and the run has taken more than a second; erased before
+/// anything else is printed. Tests and pipes never see it.
+class ProgressLine {
+public:
+  ProgressLine() : Enabled(errs().is_displayed()) {
+    if (Enabled)
+      Ticker = std::thread([this] { tick(); });
+    Active = this;
+  }
+  ~ProgressLine() {
+    stop();
+    Active = nullptr;
+  }
+  /// The one of this run, for reportError.
+  static ProgressLine *Active;
+  /// The callback for CompileOptions::Progress.
+  void set(const std::string &What) {
+    std::lock_guard<std::mutex> L(Mu);
+    Now = What;
+  }
+  /// Erases the line and stops redrawing it.
+  void stop() {
+    if (!Enabled)
+      return;
+    {
+      std::lock_guard<std::mutex> L(Mu);
+      Stopping = true;
+    }
+    CV.notify_all();
+    if (Ticker.joinable())
+      Ticker.join();
+    if (Shown)
+      errs() << "\r\x1b[K";
+    Enabled = false;
+  }
+
+private:
+  void tick() {
+    auto Start = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> L(Mu);
+    while (!CV.wait_for(L, std::chrono::milliseconds(250),
+                        [this] { return Stopping; })) {
+      double Secs = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - Start)
+                        .count();
+      if (Secs < 1 || Now.empty())
+        continue;
+      errs() << "\r\x1b[K" << format("[%.1f s] ", Secs) << Now;
+      errs().flush();
+      Shown = true;
+    }
+  }
+  bool Enabled;
+  bool Stopping = false;
+  bool Shown = false;
+  std::string Now;
+  std::mutex Mu;
+  std::condition_variable CV;
+  std::thread Ticker;
+};
+ProgressLine *ProgressLine::Active = nullptr;
+} // namespace
+
+static void stopProgress() {
+  if (ProgressLine::Active)
+    ProgressLine::Active->stop();
 }
 
 static Expected<CompileOptions> buildOptions() {
@@ -258,6 +337,26 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
   }
 }
 
+/// The closing line of a run that wrote the output directory: what it
+/// holds. On stdout after the rest, or on stderr when stdout carries JSON.
+static int finish(const CompilationUnit &CU, bool Wrote) {
+  if (Wrote && !Quiet && CU.Sharded) {
+    bool JSON = Format == ReportFormat::JSON && !PrintGraph;
+    (JSON ? errs() : outs())
+        << "wrote " << OutputDir << ": "
+        << describeOutputDir(*CU.Sharded, OutputDir) << "\n";
+  }
+  return 0;
+}
+
+/// --version: Loom's version (CMake's project()) and the libraries it was
+/// built with.
+static void printVersion(raw_ostream &OS) {
+  OS << "Loom " LOOM_VERSION " (plan-parallel)\n"
+     << "  built with LLVM " LOOM_LLVM_VERSION ", ONNX " LOOM_ONNX_VERSION
+        ", Z3 " LOOM_Z3_VERSION ", protobuf " LOOM_PROTOBUF_VERSION "\n";
+}
+
 /// Gives every option of LoomCategory its public name (see LOOM_OPT).
 static void claimOptionNames() {
   StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
@@ -277,14 +376,56 @@ static void claimOptionNames() {
   }
 }
 
+/// Spells every long option with two dashes ("-hw" becomes "--hw"), so that
+/// LLVM's parser, told that long options take two dashes, never reads an
+/// unknown flag as a group of one-letter options: LLVM makes every
+/// one-letter option (its own "-h" alias of --help, Loom's "-o") a grouping
+/// one, so "--hardware=x" and "--history" ran "-h" and printed the help with
+/// exit status 0. Values of options (the argument after "--plan") and
+/// everything after "--" are left alone.
+static std::vector<const char *>
+spellLongOptions(int Argc, char **Argv, std::vector<std::string> &Store) {
+  StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
+  std::vector<const char *> Out(Argv, Argv + Argc);
+  Store.reserve(Argc);
+  bool ValueNext = false;
+  for (int I = 1; I < Argc; ++I) {
+    StringRef A = Argv[I];
+    if (A == "--")
+      break;
+    if (ValueNext || !A.startswith("-") || A.startswith("--") || A.size() < 3 ||
+        !isAlpha(A[1])) {
+      ValueNext = false;
+      if (A.startswith("--")) {
+        StringRef Name = A.drop_front(2).split('=').first;
+        cl::Option *O = Opts.lookup(Name);
+        ValueNext = O && !A.contains('=') &&
+                    O->getValueExpectedFlag() == cl::ValueRequired;
+      }
+      continue;
+    }
+    StringRef Name = A.drop_front(1).split('=').first;
+    cl::Option *O = Opts.lookup(Name);
+    ValueNext =
+        O && !A.contains('=') && O->getValueExpectedFlag() == cl::ValueRequired;
+    Store.push_back(("-" + A).str());
+    Out[I] = Store.back().c_str();
+  }
+  return Out;
+}
+
 int main(int argc, char **argv) {
   InitLLVM X(argc, argv);
   claimOptionNames();
   cl::HideUnrelatedOptions(LoomCategory);
+  cl::SetVersionPrinter(printVersion);
+  std::vector<std::string> Spelled;
+  std::vector<const char *> Args = spellLongOptions(argc, argv, Spelled);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      (int)Args.size(), Args.data(),
       "Loom: plan tensor/pipeline/data/expert parallelism for an ONNX model "
-      "on an accelerator cluster\n");
+      "on an accelerator cluster\n",
+      /*Errs=*/nullptr, /*EnvVar=*/nullptr, /*LongOptionsUseDoubleDash=*/true);
   uint64_t MemoryBound = getPhysicalMemoryBytes() / 4 * 3;
   if (MaxMemory.getNumOccurrences()) {
     Expected<Bytes> B = parseBytes(MaxMemory);
@@ -293,6 +434,10 @@ int main(int argc, char **argv) {
     MemoryBound = (uint64_t)B->value();
   }
   installMemoryLimit(MemoryBound, "plan-parallel");
+  // Before any work, so that a refusal costs nothing.
+  if (!OutputDir.empty())
+    if (Error E = checkOutputDir(OutputDir, Force))
+      return reportError(std::move(E));
 
   Expected<HardwareModel> HW = loadHardwareModel(HWPath);
   if (!HW)
@@ -308,11 +453,8 @@ int main(int argc, char **argv) {
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
   CU.Opts.VerifyOutput = VerifyOutput;
-  if (!OutputDir.empty() && sys::fs::exists(OutputDir) && !Force)
-    return reportError(createStringError(
-        inconvertibleErrorCode(),
-        "output directory '%s' exists; pass --force to replace it",
-        OutputDir.c_str()));
+  ProgressLine Progress;
+  CU.Opts.Progress = [&](const std::string &S) { Progress.set(S); };
   CU.HW = &*HW;
   // What --plan fixes; search-parallelism searches the rest.
   Optional<PlanSpec> Spec;
@@ -324,6 +466,7 @@ int main(int argc, char **argv) {
     CU.PlanRequest = *S;
   }
 
+  Progress.set("import " + sys::path::filename(ModelPath).str());
   ImportStats Stats;
   Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, &Stats);
   if (!M)
@@ -366,10 +509,20 @@ int main(int argc, char **argv) {
   // Dumps are buffered so that a failing pipeline prints only its error.
   std::string Dumps;
   raw_string_ostream DumpOS(Dumps);
-  Error E = PM.run(CU, PI, DumpOS, errs());
+  // The timing report waits for the progress line to go.
+  std::string Timing;
+  raw_string_ostream TimingOS(Timing);
+  Error E = PM.run(CU, PI, DumpOS, TimingOS);
+  Progress.stop();
+  errs() << TimingOS.str();
   if (!Quiet)
     for (const std::string &W : CU.getWarnings())
       WithColor::warning(errs(), ToolName) << W << '\n';
+  // Whether emit wrote the output directory.
+  std::vector<std::string> Ran = PM.getPipelineNames();
+  bool Wrote = !E && !OutputDir.empty() && is_contained(Ran, "emit") &&
+               (StopAfter.empty() ||
+                find(Ran, StopAfter.getValue()) >= find(Ran, "emit"));
   if (E) {
     // No plan fits: when the plan is what was asked for, the explanation
     // and exit status 2; reports that do not need it (--print-hw,
@@ -464,7 +617,7 @@ int main(int argc, char **argv) {
   if (PrintPlacement) {
     if (Error E = printPlacement(CU, Format, outs()))
       return reportError(std::move(E));
-    return 0;
+    return finish(CU, Wrote);
   }
   // --format json with a search: the search result as one JSON object
   // (plan, predicted numbers, --top table, explanation) replaces the
@@ -474,7 +627,7 @@ int main(int argc, char **argv) {
     printSearchJSON(*Searched,
                     TopPlans.getNumOccurrences() ? (unsigned)TopPlans : 1,
                     ExplainPlan, outs());
-    return 0;
+    return finish(CU, Wrote);
   }
   if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
       PrintCosts == CostLevel::None)
@@ -483,5 +636,5 @@ int main(int argc, char **argv) {
     printTopPlans(*Searched, TopPlans, outs());
   if (Searched && ExplainPlan)
     printExplanation(*Searched, outs());
-  return 0;
+  return finish(CU, Wrote);
 }

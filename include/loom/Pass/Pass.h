@@ -16,6 +16,7 @@
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ struct CompileOptions {
   bool EmitPerRank = false;
   /// Check the emitted program's invariants (--verify-output).
   bool VerifyOutput = false;
+  /// What the run is doing now ("search-parallelism (7/11)", "emit: ..."),
+  /// for a progress line; called from any thread; may be empty.
+  std::function<void(const std::string &)> Progress;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the

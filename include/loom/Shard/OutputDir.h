@@ -9,6 +9,7 @@
 
 #include "loom/Plan/PlanCost.h"
 #include "loom/Shard/Sharding.h"
+#include <functional>
 
 namespace loom {
 
@@ -19,14 +20,48 @@ struct ManifestInfo {
   bool PerRank = false;
 };
 
+/// The manifest's format_version (include/loom/Shard/OutputFormat.md).
+constexpr int OutputFormatVersion = 1;
+
+/// Every top-level entry emit writes into an output directory. --force
+/// replaces only a directory holding nothing else (with Loom's manifest);
+/// a writer of a new top-level file adds it here.
+llvm::ArrayRef<llvm::StringRef> getOutputDirEntries();
+
+/// Whether \p Dir may become the output directory, checked before any work
+/// so that a refusal costs nothing: a path that does not exist may;
+/// an existing one only with \p Force, and then only an empty directory or
+/// one Loom wrote (a manifest.json with Loom's format_version and nothing
+/// at the top level but getOutputDirEntries()). Anything else (a file, a
+/// directory with other entries, the current directory or one above it,
+/// the home directory or one above it, a mount point, /) is an error
+/// naming the path and why.
+llvm::Error checkOutputDir(llvm::StringRef Dir, bool Force);
+
+/// Makes the complete directory \p NewDir (a sibling of \p Dir) the output
+/// directory \p Dir. An existing \p Dir (already accepted by
+/// checkOutputDir) is exchanged with the new one in one atomic rename and
+/// removed only afterwards, so a crash leaves the old or the new output,
+/// never neither.
+llvm::Error installOutputDir(llvm::StringRef NewDir, llvm::StringRef Dir);
+
+/// What the output directory \p Dir written for \p SP holds, for the
+/// closing line: "N graphs (SIZE of weights), manifest, schedule, trace,
+/// report" (the graph files and entries found in \p Dir; SIZE the weight
+/// data of the role graphs, without the data files' alignment padding, 0 B
+/// for shape-only weights).
+std::string describeOutputDir(const ShardedProgram &SP, llvm::StringRef Dir);
+
 std::string getRoleGraphPath(const RoleGraph &R);
 const RoleGraph *findRole(llvm::ArrayRef<RoleGraph> Roles,
                           const RankCoords &C);
 
 /// graphs/ROLE.onnx + graphs/ROLE.bin per role; with \p PerRank also
-/// graphs/rankN.onnx sharing the role's data file.
-llvm::Error writeGraphs(const ShardedProgram &SP, llvm::StringRef Dir,
-                        bool PerRank);
+/// graphs/rankN.onnx sharing the role's data file. \p Progress, when set,
+/// hears "graphs N/M" and "weights N/M files" (from any thread).
+llvm::Error
+writeGraphs(const ShardedProgram &SP, llvm::StringRef Dir, bool PerRank,
+            const std::function<void(const std::string &)> &Progress = {});
 llvm::Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                           llvm::StringRef Path);
 llvm::Error writeSchedule(const ShardedProgram &SP, llvm::StringRef Mode,
