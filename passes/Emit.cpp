@@ -91,7 +91,7 @@ public:
            "report.txt to the output directory";
   }
   Error run(CompilationUnit &CU) override {
-    if (!CU.Sharded || CU.Sharded->Schedule.empty())
+    if (!CU.Sharded || CU.Sharded->Programs.empty())
       return createStringError(inconvertibleErrorCode(),
                                "emit needs the schedule pass before it");
     StringRef Out = CU.Opts.OutputDir;
@@ -171,7 +171,9 @@ private:
       return E;
     if (Error E = writeSchedule(SP, Mode, PathOf("schedule.json")))
       return E;
-    if (Error E = writeTrace(SP, PathOf("trace.json")))
+    TraceOptions TO;
+    TO.Full = CU.Opts.TraceFull;
+    if (Error E = writeTrace(SP, TO, PathOf("trace.json")))
       return E;
     return writeReport(CU, PathOf("report.txt"));
   }

@@ -511,13 +511,20 @@ async function main() {
   };
 
   // micro-batch order per rank from the schedule's forward events
+  // (schedule.json: one program per role; `ranks` maps each rank to its role)
   const orderOf = new Map();
   if (schedule) {
-    for (const r of schedule.ranks) {
-      const seen = [];
-      for (const e of r.events) if (e.kind === 'forward' && !seen.includes(e.micro_batch)) seen.push(e.micro_batch);
-      orderOf.set(r.rank, seen);
-    }
+    if (!Array.isArray(schedule.programs) || !Array.isArray(schedule.roles) || !Array.isArray(schedule.ranks))
+      throw new Error('schedule.json: expected format_version 2 (roles, ranks, programs)');
+    schedule.ranks.forEach((role, rank) => {
+      const r = schedule.roles[role];
+      const prog = r && schedule.programs[r.program];
+      if (!prog) throw new Error(`schedule.json: rank ${rank} has role ${role} without a program`);
+      const seen = [], have = new Set();
+      for (const e of prog.events)
+        if (e.kind === 'forward' && !have.has(e.micro_batch)) { have.add(e.micro_batch); seen.push(e.micro_batch); }
+      orderOf.set(rank, seen);
+    });
   }
   const defaultOrder = Array.from({ length: nmb }, (_, i) => i);
 

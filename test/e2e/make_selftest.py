@@ -117,11 +117,17 @@ def write_outdir(path, tp, pp, dp, mb, roles, schedule=None):
 
 
 def forward_schedule(nranks, orders):
-    """orders: rank -> micro-batch order of its forward events."""
-    return {"format_version": 1, "step_time_s": 0.0, "mode": "infer",
-            "ranks": [{"rank": r, "events": [{"kind": "forward", "micro_batch": m, "chunk": 0,
-                                              "start_s": 0.0, "end_s": 0.0, "stream": "compute"}
-                                             for m in orders(r)]} for r in range(nranks)]}
+    """orders: rank -> micro-batch order of its forward events. Format 2
+    (include/loom/Shard/OutputFormat.md): one program per role; here each
+    rank gets a role and program of its own."""
+    return {"format_version": 2, "step_time_s": 0.0, "mode": "infer",
+            "micro_batches": len(orders(0)),
+            "roles": [{"graph": "", "program": r} for r in range(nranks)],
+            "ranks": list(range(nranks)),
+            "programs": [{"pp": 0, "comms": [],
+                          "events": [{"kind": "forward", "micro_batch": m, "chunk": 0,
+                                      "start_s": 0.0, "end_s": 0.0, "stream": "compute"}
+                                     for m in orders(r)]} for r in range(nranks)]}
 
 
 def tp_role(t, tp, mb, corrupt=False, swap=False):

@@ -159,6 +159,17 @@ static cl::opt<bool> VerifyOutput(
              "shape inference) before writing"),
     cl::cat(LoomCategory));
 
+enum class TraceKind { Window, Full };
+static cl::opt<TraceKind> TraceMode(
+    LOOM_OPT("trace"), cl::init(TraceKind::Window),
+    cl::desc("What trace.json shows"),
+    cl::values(clEnumValN(TraceKind::Window, "window",
+                          "DP replica 0, the first and last 4 micro-batches "
+                          "(default)"),
+               clEnumValN(TraceKind::Full, "full",
+                          "every rank and micro-batch")),
+    cl::cat(LoomCategory));
+
 static StringRef ToolName = "plan-parallel";
 
 /// Prints one error, once. Messages that already carry "file...: error:"
@@ -308,6 +319,7 @@ int main(int argc, char **argv) {
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
   CU.Opts.VerifyOutput = VerifyOutput;
+  CU.Opts.TraceFull = TraceMode == TraceKind::Full;
   if (!OutputDir.empty() && sys::fs::exists(OutputDir) && !Force)
     return reportError(createStringError(
         inconvertibleErrorCode(),

@@ -50,6 +50,8 @@ struct CompileOptions {
   bool EmitPerRank = false;
   /// Check the emitted program's invariants (--verify-output).
   bool VerifyOutput = false;
+  /// trace.json shows every rank and micro-batch (--trace=full).
+  bool TraceFull = false;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the

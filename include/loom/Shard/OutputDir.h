@@ -19,6 +19,14 @@ struct ManifestInfo {
   bool PerRank = false;
 };
 
+/// What trace.json shows.
+struct TraceOptions {
+  /// Every rank and micro-batch (--trace=full); otherwise DP replica 0 and
+  /// the first and last EdgeMicroBatches micro-batches.
+  bool Full = false;
+  unsigned EdgeMicroBatches = 4;
+};
+
 std::string getRoleGraphPath(const RoleGraph &R);
 const RoleGraph *findRole(llvm::ArrayRef<RoleGraph> Roles,
                           const RankCoords &C);
@@ -31,7 +39,8 @@ llvm::Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                           llvm::StringRef Path);
 llvm::Error writeSchedule(const ShardedProgram &SP, llvm::StringRef Mode,
                           llvm::StringRef Path);
-llvm::Error writeTrace(const ShardedProgram &SP, llvm::StringRef Path);
+llvm::Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
+                       llvm::StringRef Path);
 
 /// The invariants of an emitted program (issue: --verify-output): every
 /// HcomSend has one matching HcomReceive (tag, shape, dtype, peer); every

@@ -17,10 +17,15 @@ struct ScheduleContext {
   double BucketBytes = 256.0 * (1 << 20);
 };
 
-/// Fills SP.Schedule (one RankSchedule per global rank) and ScheduleStepS
-/// from the role graphs and the plan's predicted per-stage costs.
+/// Fills SP.Programs (one per distinct role program), SP.RoleProgram and
+/// ScheduleStepS from the role graphs and the plan's predicted per-stage
+/// costs.
 llvm::Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                           const ScheduleContext &Ctx);
+
+/// The program global rank \p Rank runs (null if it has no role).
+const ScheduleProgram *getRankProgram(const ShardedProgram &SP,
+                                      unsigned Rank);
 
 } // namespace loom
 
