@@ -48,8 +48,12 @@ struct CompileOptions {
   bool Force = false;
   /// Also write one graph file per global rank (--emit per-rank).
   bool EmitPerRank = false;
-  /// Check the emitted program's invariants (--verify-output).
-  bool VerifyOutput = false;
+  /// Check the emitted program's invariants before writing (on unless
+  /// --no-verify-output).
+  bool VerifyOutput = true;
+  /// Tests only: damage the program before verification
+  /// (--test-corrupt-output).
+  bool TestCorruptOutput = false;
   /// trace.json shows every rank and micro-batch (--trace=full).
   bool TraceFull = false;
 };

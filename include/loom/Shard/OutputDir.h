@@ -1,7 +1,7 @@
 //===- OutputDir.h - Writing and checking the output directory -*- C++ -*-===//
 //
 // The files of DESIGN §8 (format: include/loom/Shard/OutputFormat.md) and the invariant
-// checker behind --verify-output.
+// checker -o runs before writing (unless --no-verify-output).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SHARD_OUTPUTDIR_H
@@ -42,8 +42,8 @@ llvm::Error writeSchedule(const ShardedProgram &SP, llvm::StringRef Mode,
 llvm::Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
                        llvm::StringRef Path);
 
-/// The invariants of an emitted program (issue: --verify-output): every
-/// HcomSend has one matching HcomReceive (tag, shape, dtype, peer); every
+/// The invariants of an emitted program (emit checks them unless
+/// --no-verify-output): every HcomSend has one matching HcomReceive (tag, shape, dtype, peer); every
 /// collective appears on every member of its group in the same order; the
 /// groups are consistent (each rank in its own groups, members agree);
 /// predicted memory per rank fits \p HBMBytes; schedule events respect
