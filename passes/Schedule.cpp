@@ -46,8 +46,8 @@ public:
        << " s\n";
     const ShardedProgram &SP = *CU.Sharded;
     for (size_t R = 0; R < SP.Roles.size() && R < SP.RoleProgram.size(); ++R)
-      OS << "role " << SP.Roles[R].FileName << ": program "
-         << SP.RoleProgram[R] << "\n";
+      OS << "role " << SP.Roles[R].FileName << ": program " << SP.RoleProgram[R]
+         << "\n";
     for (size_t I = 0; I < SP.Programs.size(); ++I) {
       OS << "program " << I << " (pipeline device " << SP.Programs[I].PP
          << "):";

@@ -328,8 +328,8 @@ Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
   if (Error E = openFile(Path, OS))
     return E;
   raw_ostream &O = *OS;
-  O << "{\"format_version\": 2, \"mode\": \"" << Mode << "\", \"step_time_s\": "
-    << format("%.12g", SP.ScheduleStepS)
+  O << "{\"format_version\": 2, \"mode\": \"" << Mode
+    << "\", \"step_time_s\": " << format("%.12g", SP.ScheduleStepS)
     << ", \"micro_batches\": " << SP.NumMicroBatches << ",\n\"roles\": [";
   for (size_t I = 0; I < SP.Roles.size(); ++I) {
     const RoleGraph &RG = SP.Roles[I];
@@ -419,11 +419,11 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
       J.attribute("displayTimeUnit", "ms");
       J.attributeObject("otherData", [&] {
         std::string What =
-            Windowed ? "DP replica 0; micro-batches 0-" +
-                           std::to_string(Edge - 1) + " and " +
-                           std::to_string(M - Edge) + "-" +
-                           std::to_string(M - 1) + " of " + std::to_string(M) +
-                           " (plan-parallel --trace=full shows all)"
+            Windowed
+                ? "DP replica 0; micro-batches 0-" + std::to_string(Edge - 1) +
+                      " and " + std::to_string(M - Edge) + "-" +
+                      std::to_string(M - 1) + " of " + std::to_string(M) +
+                      " (plan-parallel --trace=full shows all)"
             : TO.Full ? "every rank, every micro-batch"
                       : "DP replica 0, every micro-batch";
         J.attribute("loom_trace", What);
@@ -490,10 +490,9 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
               if (!Marked && E.Stream == "compute") {
                 Marked = true;
                 J.object([&] {
-                  J.attribute("name",
-                              "micro-batches " + std::to_string(Edge) + "-" +
-                                  std::to_string(M - Edge - 1) +
-                                  " not shown (--trace=full)");
+                  J.attribute("name", "micro-batches " + std::to_string(Edge) +
+                                          "-" + std::to_string(M - Edge - 1) +
+                                          " not shown (--trace=full)");
                   J.attribute("ph", "i");
                   J.attribute("s", "p");
                   J.attribute("pid", Rank);

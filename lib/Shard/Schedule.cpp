@@ -12,8 +12,8 @@
 // micro-batch step stays a few MB.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Shard/Sharding.h"
 #include "loom/Shard/Schedule.h"
+#include "loom/Shard/Sharding.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include <algorithm>
@@ -156,16 +156,6 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   }
 }
 
-const ScheduleProgram *getRankProgram(const ShardedProgram &SP,
-                                      unsigned Rank) {
-  RankCoords C = getRankCoords(SP.Sharding.Plan, Rank);
-  for (size_t I = 0; I < SP.Roles.size(); ++I)
-    if (SP.Roles[I].PP == C.PP && SP.Roles[I].TP == C.TP &&
-        SP.Roles[I].EP == C.EP && I < SP.RoleProgram.size())
-      return &SP.Programs[SP.RoleProgram[I]];
-  return nullptr;
-}
-
 Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                     const ScheduleContext &Ctx) {
   const ShardingResult &R = SP.Sharding;
@@ -303,11 +293,11 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   for (const RoleGraph &RG : SP.Roles) {
     const std::vector<Comm> &Cs = Comms[{RG.PP, RG.TP, RG.EP}];
     double PB = ParamBytes[{RG.PP, RG.TP, RG.EP}];
-    auto Same = [&](const std::tuple<unsigned, const std::vector<Comm> *,
-                                     double> &K) {
-      return std::get<0>(K) == RG.PP && *std::get<1>(K) == Cs &&
-             std::get<2>(K) == PB;
-    };
+    auto Same =
+        [&](const std::tuple<unsigned, const std::vector<Comm> *, double> &K) {
+          return std::get<0>(K) == RG.PP && *std::get<1>(K) == Cs &&
+                 std::get<2>(K) == PB;
+        };
     auto Found = std::find_if(Keys.begin(), Keys.end(), Same);
     if (Found != Keys.end()) {
       SP.RoleProgram.push_back(Found - Keys.begin());
@@ -331,8 +321,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       } else {
         const GroupShape &GS = C.Group == "ep" ? EPG : TPG;
         SC.Level = LevelName(GS);
-        SC.TimeS =
-            collectiveTime(kindOf(C.Kind), C.Bytes, GS, *Ctx.HW).Seconds;
+        SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, *Ctx.HW).Seconds;
       }
       SC.Bytes = C.Bytes;
       Prog.Comms.push_back(SC);

@@ -153,8 +153,8 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
           RecvEvents[I].push_back(E);
         if (E.Kind != "send")
           return;
-        auto Ins = SendStart[I].emplace(std::make_pair(E.Tag, E.MicroBatch),
-                                        E.StartS);
+        auto Ins =
+            SendStart[I].emplace(std::make_pair(E.Tag, E.MicroBatch), E.StartS);
         Ins.first->second = std::min(Ins.first->second, E.StartS);
       });
   for (size_t I = 0; I < SP.Programs.size(); ++I) {

@@ -1,7 +1,7 @@
 //===- OutputDir.h - Writing and checking the output directory -*- C++ -*-===//
 //
-// The files of DESIGN §8 (format: include/loom/Shard/OutputFormat.md) and the invariant
-// checker -o runs before writing (unless --no-verify-output).
+// The files of DESIGN §8 (format: include/loom/Shard/OutputFormat.md) and the
+// invariant checker -o runs before writing (unless --no-verify-output).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SHARD_OUTPUTDIR_H
@@ -43,11 +43,11 @@ llvm::Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
                        llvm::StringRef Path);
 
 /// The invariants of an emitted program (emit checks them unless
-/// --no-verify-output): every HcomSend has one matching HcomReceive (tag, shape, dtype, peer); every
-/// collective appears on every member of its group in the same order; the
-/// groups are consistent (each rank in its own groups, members agree);
-/// predicted memory per rank fits \p HBMBytes; schedule events respect
-/// their dependencies; every graph passes onnx::checker and ONNX shape
+/// --no-verify-output): every HcomSend has one matching HcomReceive (tag,
+/// shape, dtype, peer); every collective appears on every member of its group
+/// in the same order; the groups are consistent (each rank in its own groups,
+/// members agree); predicted memory per rank fits \p HBMBytes; schedule events
+/// respect their dependencies; every graph passes onnx::checker and ONNX shape
 /// inference agrees with Loom's local shapes. Returns the problems found,
 /// one line each (empty: all hold).
 std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,

@@ -23,10 +23,6 @@ struct ScheduleContext {
 llvm::Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                           const ScheduleContext &Ctx);
 
-/// The program global rank \p Rank runs (null if it has no role).
-const ScheduleProgram *getRankProgram(const ShardedProgram &SP,
-                                      unsigned Rank);
-
 } // namespace loom
 
 #endif
