@@ -4,9 +4,9 @@
 // (OUTDIR.tmp-XXXXXX) and renamed to OUTDIR only when every file is
 // complete, so a failure leaves no partial output; an existing OUTDIR is
 // replaced only with --force, and only when Loom wrote it (checkOutputDir),
-// by an atomic exchange (installOutputDir). With --verify-output the
-// program's invariants (lib/Shard/Verify.cpp) are checked before anything
-// is written.
+// by an atomic exchange (installOutputDir). The program's invariants
+// (lib/Shard/Verify.cpp) are checked before anything is written, unless
+// --no-verify-output: Loom does not write graphs it knows to be invalid.
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
@@ -85,6 +85,32 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
   return Error::success();
 }
 
+/// --test-corrupt-output: renames the last collective of the last role
+/// graph that has one (its group's members then disagree), else retags its
+/// last HcomReceive (the send then has no match).
+void corruptForTest(ShardedProgram &SP) {
+  for (auto R = SP.Roles.rbegin(); R != SP.Roles.rend(); ++R)
+    for (bool P2P : {false, true}) {
+      Node *Last = nullptr;
+      for (const auto &NP : R->M->getGraph().getNodes())
+        if (NP->getDomain() == "hccl" &&
+            (NP->getOpType() == "HcomReceive") == P2P &&
+            NP->getOpType() != "HcomSend")
+          Last = NP.get();
+      if (!Last)
+        continue;
+      if (P2P) {
+        std::vector<Attribute> A = Last->takeAttributes();
+        for (Attribute &X : A)
+          if (X.Name == "sr_tag")
+            X.I += 1000;
+        Last->setAttributes(std::move(A));
+      } else
+        Last->setName((Last->getName() + ".corrupt").str());
+      return;
+    }
+}
+
 class EmitPass : public Pass {
 public:
   StringRef getArgument() const override { return "emit"; }
@@ -95,7 +121,7 @@ public:
   // Its errors are about the output directory, which they name.
   bool errorsNameModel() const override { return false; }
   Error run(CompilationUnit &CU) override {
-    if (!CU.Sharded || CU.Sharded->Schedule.empty())
+    if (!CU.Sharded || CU.Sharded->Programs.empty())
       return createStringError(inconvertibleErrorCode(),
                                "emit needs the schedule pass before it");
     StringRef Out = CU.Opts.OutputDir;
@@ -107,13 +133,18 @@ public:
     if (Error E = checkOutputDir(Out, CU.Opts.Force))
       return E;
     const PlanCost &Best = CU.Search->Top.front();
+    if (CU.Opts.TestCorruptOutput)
+      corruptForTest(*CU.Sharded);
     if (CU.Opts.VerifyOutput) {
       const MemoryLevel *HBM = CU.HW->getMemory("hbm");
       std::vector<std::string> Problems = verifyShardedProgram(
           *CU.Sharded, Best, HBM ? HBM->getUsableCapacity().value() : 0);
       if (!Problems.empty()) {
-        std::string Msg = "--verify-output found " +
-                          std::to_string(Problems.size()) + " problem(s):";
+        std::string Msg =
+            "the emitted program fails verification (" +
+            std::to_string(Problems.size()) +
+            " problem(s); nothing was written; --no-verify-output skips "
+            "the check):";
         for (const std::string &P : Problems)
           Msg += "\n  " + P;
         return createStringError(inconvertibleErrorCode(), Msg.c_str());
@@ -175,7 +206,9 @@ private:
     if (Error E = writeSchedule(SP, Mode, PathOf("schedule.json")))
       return E;
     Tell("trace.json");
-    if (Error E = writeTrace(SP, PathOf("trace.json")))
+    TraceOptions TO;
+    TO.Full = CU.Opts.TraceFull;
+    if (Error E = writeTrace(SP, TO, PathOf("trace.json")))
       return E;
     Tell("report.txt");
     return writeReport(CU, PathOf("report.txt"));

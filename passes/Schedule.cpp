@@ -1,6 +1,6 @@
 //===- Schedule.cpp - Per-rank program of one training or inference step -===//
 //
-// DESIGN §2 pass 11: orders every rank's forward and backward micro-batches
+// DESIGN §2 pass 11: orders every role's forward and backward micro-batches
 // (1F1B, interleaved with virtual stages), the collectives inside them, the
 // pipeline transfers, DP gradient buckets and the optimizer, with predicted
 // times (lib/Shard/Schedule.cpp). --mode infer: forward only.
@@ -44,9 +44,14 @@ public:
       return;
     OS << "schedule: predicted step " << format("%.6g", CU.Sharded->ScheduleStepS)
        << " s\n";
-    for (const RankSchedule &RS : CU.Sharded->Schedule) {
-      OS << "rank " << RS.Rank << ":";
-      for (const ScheduleEvent &E : RS.Events) {
+    const ShardedProgram &SP = *CU.Sharded;
+    for (size_t R = 0; R < SP.Roles.size() && R < SP.RoleProgram.size(); ++R)
+      OS << "role " << SP.Roles[R].FileName << ": program " << SP.RoleProgram[R]
+         << "\n";
+    for (size_t I = 0; I < SP.Programs.size(); ++I) {
+      OS << "program " << I << " (pipeline device " << SP.Programs[I].PP
+         << "):";
+      for (const ScheduleEvent &E : SP.Programs[I].Events) {
         OS << " " << E.Kind;
         if (E.MicroBatch >= 0)
           OS << "(mb" << E.MicroBatch << ",c" << E.Chunk << ")";

@@ -15,7 +15,9 @@
 #include "loom/ONNX/ONNX.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
+#include "loom/Shard/Schedule.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -491,6 +493,12 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
   return closeFile(Path, *OS);
 }
 
+/// Times with 12 significant digits (ns up to 1,000 s): the cost model's
+/// predictions carry no more, and the files stay small.
+static void number(json::OStream &J, double V) {
+  J.rawValue([&](raw_ostream &OS) { OS << format("%.12g", V); });
+}
+
 static void eventJSON(json::OStream &J, const ScheduleEvent &E) {
   J.object([&] {
     J.attribute("kind", E.Kind);
@@ -500,8 +508,12 @@ static void eventJSON(json::OStream &J, const ScheduleEvent &E) {
       J.attribute("micro_batch", E.MicroBatch);
     if (E.Chunk >= 0)
       J.attribute("chunk", E.Chunk);
-    J.attribute("start_s", E.StartS);
-    J.attribute("end_s", E.EndS);
+    J.attributeBegin("start_s");
+    number(J, E.StartS);
+    J.attributeEnd();
+    J.attributeBegin("end_s");
+    number(J, E.EndS);
+    J.attributeEnd();
     J.attribute("stream", E.Stream);
     if (!E.Group.empty())
       J.attribute("group", E.Group);
@@ -518,33 +530,90 @@ static void eventJSON(json::OStream &J, const ScheduleEvent &E) {
   });
 }
 
+/// Index into SP.Roles of the role rank \p Rank runs, or -1.
+static int roleIndexOf(const ShardedProgram &SP, unsigned Rank) {
+  RankCoords C = getRankCoords(SP.Sharding.Plan, Rank);
+  for (size_t I = 0; I < SP.Roles.size(); ++I)
+    if (SP.Roles[I].PP == C.PP && SP.Roles[I].TP == C.TP &&
+        SP.Roles[I].EP == C.EP)
+      return (int)I;
+  return -1;
+}
+
+/// Writes one JSON value on a line of its own (the files stay greppable and
+/// diffable without the bytes of full indentation).
+template <typename Fn> static void line(raw_ostream &OS, Fn F) {
+  OS << "\n";
+  json::OStream J(OS);
+  F(J);
+}
+
 Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
   std::unique_ptr<raw_fd_ostream> OS;
   if (Error E = openFile(Path, OS))
     return E;
-  {
-    json::OStream J(*OS, 1);
-    J.object([&] {
-      J.attribute("format_version", 1);
-      J.attribute("mode", Mode);
-      J.attribute("step_time_s", SP.ScheduleStepS);
-      J.attributeArray("ranks", [&] {
-        for (const RankSchedule &RS : SP.Schedule)
-          J.object([&] {
-            J.attribute("rank", RS.Rank);
-            J.attributeArray("events", [&] {
-              for (const ScheduleEvent &E : RS.Events)
-                eventJSON(J, E);
-            });
-          });
+  raw_ostream &O = *OS;
+  O << "{\"format_version\": 2, \"mode\": \"" << Mode
+    << "\", \"step_time_s\": " << format("%.12g", SP.ScheduleStepS)
+    << ", \"micro_batches\": " << SP.NumMicroBatches << ",\n\"roles\": [";
+  for (size_t I = 0; I < SP.Roles.size(); ++I) {
+    const RoleGraph &RG = SP.Roles[I];
+    line(O, [&](json::OStream &J) {
+      J.object([&] {
+        J.attribute("graph", getRoleGraphPath(RG));
+        J.attribute("pp", RG.PP);
+        J.attribute("tp", RG.TP);
+        J.attribute("ep", RG.EP);
+        J.attribute("program",
+                    I < SP.RoleProgram.size() ? SP.RoleProgram[I] : 0u);
       });
     });
+    if (I + 1 < SP.Roles.size())
+      O << ",";
   }
-  *OS << "\n";
+  O << "],\n\"ranks\": [";
+  for (unsigned Rank = 0; Rank < SP.Sharding.Plan.getNumDevices(); ++Rank)
+    O << (Rank ? "," : "") << roleIndexOf(SP, Rank);
+  O << "],\n\"programs\": [";
+  for (size_t I = 0; I < SP.Programs.size(); ++I) {
+    const ScheduleProgram &P = SP.Programs[I];
+    O << (I ? ",\n" : "\n") << "{\"pp\": " << P.PP << ", \"comms\": [";
+    for (size_t K = 0; K < P.Comms.size(); ++K) {
+      const ScheduleComm &C = P.Comms[K];
+      line(O, [&](json::OStream &J) {
+        J.object([&] {
+          J.attribute("chunk", C.Chunk);
+          J.attribute("kind", C.Kind);
+          J.attribute("op", C.Op);
+          J.attribute("group", C.Group);
+          J.attribute("level", C.Level);
+          J.attribute("bytes", (int64_t)C.Bytes);
+          if (C.Peer >= 0)
+            J.attribute("peer", C.Peer);
+          if (C.Tag >= 0)
+            J.attribute("sr_tag", C.Tag);
+          J.attributeBegin("time_s");
+          number(J, C.TimeS);
+          J.attributeEnd();
+        });
+      });
+      if (K + 1 < P.Comms.size())
+        O << ",";
+    }
+    O << "],\n\"events\": [";
+    for (size_t K = 0; K < P.Events.size(); ++K) {
+      line(O, [&](json::OStream &J) { eventJSON(J, P.Events[K]); });
+      if (K + 1 < P.Events.size())
+        O << ",";
+    }
+    O << "]}";
+  }
+  O << "]}\n";
   return closeFile(Path, *OS);
 }
 
-Error writeTrace(const ShardedProgram &SP, StringRef Path) {
+Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
+                 StringRef Path) {
   std::unique_ptr<raw_fd_ostream> OS;
   if (Error E = openFile(Path, OS))
     return E;
@@ -555,30 +624,60 @@ Error writeTrace(const ShardedProgram &SP, StringRef Path) {
         return I + 1;
     return 6u;
   };
+  const ParallelPlan &P = SP.Sharding.Plan;
+  unsigned M = SP.NumMicroBatches;
+  // The window: micro-batches [0, Edge) and [M - Edge, M) of DP replica 0
+  // (the others run the same programs at the same times).
+  unsigned Edge = TO.EdgeMicroBatches;
+  bool Windowed = !TO.Full && 2 * (uint64_t)Edge < M;
+  auto Shown = [&](int MB) {
+    return !Windowed || MB < 0 || (unsigned)MB < Edge ||
+           (unsigned)MB >= M - Edge;
+  };
+  std::vector<unsigned> Ranks;
+  for (unsigned Rank = 0; Rank < P.getNumDevices(); ++Rank)
+    if (TO.Full || getRankCoords(P, Rank).DP == 0)
+      Ranks.push_back(Rank);
   {
     json::OStream J(*OS);
     J.object([&] {
       J.attribute("displayTimeUnit", "ms");
+      J.attributeObject("otherData", [&] {
+        std::string What =
+            Windowed
+                ? "DP replica 0; micro-batches 0-" + std::to_string(Edge - 1) +
+                      " and " + std::to_string(M - Edge) + "-" +
+                      std::to_string(M - 1) + " of " + std::to_string(M) +
+                      " (plan-parallel --trace=full shows all)"
+            : TO.Full ? "every rank, every micro-batch"
+                      : "DP replica 0, every micro-batch";
+        J.attribute("loom_trace", What);
+      });
       J.attributeArray("traceEvents", [&] {
-        for (const RankSchedule &RS : SP.Schedule) {
+        for (unsigned Rank : Ranks) {
+          int Role = roleIndexOf(SP, Rank);
+          if (Role < 0 || (size_t)Role >= SP.RoleProgram.size())
+            continue;
+          const ScheduleProgram &Prog = SP.Programs[SP.RoleProgram[Role]];
           J.object([&] {
             J.attribute("name", "process_name");
             J.attribute("ph", "M");
-            J.attribute("pid", RS.Rank);
+            J.attribute("pid", Rank);
             J.attributeObject("args", [&] {
-              J.attribute("name", "rank " + std::to_string(RS.Rank));
+              J.attribute("name", "rank " + std::to_string(Rank) + " (" +
+                                      SP.Roles[Role].FileName + ")");
             });
           });
           for (unsigned I = 0; I < 5; ++I)
             J.object([&] {
               J.attribute("name", "thread_name");
               J.attribute("ph", "M");
-              J.attribute("pid", RS.Rank);
+              J.attribute("pid", Rank);
               J.attribute("tid", I + 1);
               J.attributeObject("args",
                                 [&] { J.attribute("name", Streams[I]); });
             });
-          for (const ScheduleEvent &E : RS.Events)
+          auto Emit = [&](const ScheduleEvent &E) {
             J.object([&] {
               std::string Name = E.Kind;
               if (E.MicroBatch >= 0)
@@ -586,11 +685,15 @@ Error writeTrace(const ShardedProgram &SP, StringRef Path) {
               J.attribute("name", Name);
               J.attribute("cat", E.Stream);
               J.attribute("ph", "X");
-              J.attribute("pid", RS.Rank);
+              J.attribute("pid", Rank);
               J.attribute("tid", Tid(E.Stream));
               // Microseconds, as the format wants.
-              J.attribute("ts", E.StartS * 1e6);
-              J.attribute("dur", (E.EndS - E.StartS) * 1e6);
+              J.attributeBegin("ts");
+              number(J, E.StartS * 1e6);
+              J.attributeEnd();
+              J.attributeBegin("dur");
+              number(J, (E.EndS - E.StartS) * 1e6);
+              J.attributeEnd();
               J.attributeObject("args", [&] {
                 if (!E.Op.empty())
                   J.attribute("op", E.Op);
@@ -604,6 +707,32 @@ Error writeTrace(const ShardedProgram &SP, StringRef Path) {
                   J.attribute("level", E.Level);
               });
             });
+          };
+          bool Marked = false;
+          for (const ScheduleEvent &E : Prog.Events) {
+            if (!Shown(E.MicroBatch)) {
+              // One marker where the hidden steady state begins.
+              if (!Marked && E.Stream == "compute") {
+                Marked = true;
+                J.object([&] {
+                  J.attribute("name", "micro-batches " + std::to_string(Edge) +
+                                          "-" + std::to_string(M - Edge - 1) +
+                                          " not shown (--trace=full)");
+                  J.attribute("ph", "i");
+                  J.attribute("s", "p");
+                  J.attribute("pid", Rank);
+                  J.attribute("tid", 1);
+                  J.attributeBegin("ts");
+                  number(J, E.StartS * 1e6);
+                  J.attributeEnd();
+                });
+              }
+              continue;
+            }
+            Emit(E);
+            if (E.Stream == "compute")
+              expandComms(Prog, E, Emit);
+          }
         }
       });
     });

@@ -6,11 +6,15 @@
 // (PlanCost), and puts inside each the collectives of the device's role
 // graph, the pipeline sends and receives around it, the DP gradient buckets
 // overlapped with the last backward, and the optimizer. Times are the cost
-// model's predictions; the order is what a runtime must follow.
+// model's predictions; the order is what a runtime must follow. One program
+// per role, not per rank: DP replicas run the same one, and roles that
+// communicate alike share it, so the schedule of a 128-rank, 1,024
+// micro-batch step stays a few MB.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Shard/Sharding.h"
 #include "loom/Shard/Schedule.h"
+#include "loom/Shard/Sharding.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include <algorithm>
 
@@ -89,9 +93,68 @@ struct Comm {
   double Bytes = 0;
   int Peer = -1, Tag = -1;
   unsigned Chunk = 0;
+  bool operator==(const Comm &O) const {
+    return Op == O.Op && Kind == O.Kind && Group == O.Group &&
+           Bytes == O.Bytes && Peer == O.Peer && Tag == O.Tag &&
+           Chunk == O.Chunk;
+  }
 };
 
 } // namespace
+
+void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
+                 function_ref<void(const ScheduleEvent &)> Fn) {
+  if (E.Kind != "forward" && E.Kind != "backward")
+    return;
+  bool Forward = E.Kind == "forward";
+  SmallVector<const ScheduleComm *, 16> Coll, In, Out;
+  for (const ScheduleComm &C : P.Comms) {
+    if ((int)C.Chunk != E.Chunk)
+      continue;
+    if (C.Kind == "recv")
+      (Forward ? In : Out).push_back(&C);
+    else if (C.Kind == "send")
+      (Forward ? Out : In).push_back(&C);
+    else
+      Coll.push_back(&C);
+  }
+  auto Event = [&](const ScheduleComm &C, double Start, double End) {
+    ScheduleEvent CE;
+    CE.Kind = C.Kind;
+    CE.Op = C.Op;
+    CE.MicroBatch = E.MicroBatch;
+    CE.Chunk = E.Chunk;
+    CE.Group = C.Group;
+    CE.Level = C.Level;
+    CE.Bytes = C.Bytes;
+    CE.Peer = C.Peer;
+    CE.Tag = C.Tag;
+    CE.StartS = Start;
+    CE.EndS = End;
+    return CE;
+  };
+  // Backward turns each transfer around: a send's gradient is received.
+  for (const ScheduleComm *C : In) {
+    ScheduleEvent CE = Event(*C, std::max(0.0, E.StartS - C->TimeS), E.StartS);
+    CE.Kind = "recv";
+    CE.Stream = "p2p";
+    Fn(CE);
+  }
+  double Dur = E.EndS - E.StartS;
+  for (size_t K = 0; K < Coll.size(); ++K) {
+    const ScheduleComm &C = *Coll[Forward ? K : Coll.size() - 1 - K];
+    double Start = E.StartS + Dur * (K + 1) / (Coll.size() + 1);
+    ScheduleEvent CE = Event(C, Start, Start + C.TimeS);
+    CE.Stream = C.Group;
+    Fn(CE);
+  }
+  for (const ScheduleComm *C : Out) {
+    ScheduleEvent CE = Event(*C, E.EndS, E.EndS + C->TimeS);
+    CE.Kind = "send";
+    CE.Stream = "p2p";
+    Fn(CE);
+  }
+}
 
 Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                     const ScheduleContext &Ctx) {
@@ -215,53 +278,57 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                                PP, VPP, M);
   }
 
-  // Events per rank.
-  unsigned NumRanks = P.getNumDevices();
+  // One program per role; DP replicas run their role's, and roles whose
+  // communication is alike share one (a program follows from its pipeline
+  // device, its collectives and transfers, and its gradient bytes).
   GroupShape TPG = Ctx.Eval->getGroupShape(P, "tp");
   GroupShape EPG = Ctx.Eval->getGroupShape(P, "ep");
   GroupShape DPG = Ctx.Eval->getGroupShape(P, "dp");
   GroupShape PPG = Ctx.Eval->getGroupShape(P, "pp");
   double Step = 0;
-  SP.Schedule.clear();
-  for (unsigned Rank = 0; Rank < NumRanks; ++Rank) {
-    RankCoords RC = getRankCoords(P, Rank);
-    RankSchedule RS;
-    RS.Rank = Rank;
-    const std::vector<Comm> &Cs = Comms[{RC.PP, RC.TP, RC.EP}];
-    double LastBwdEnd = 0, LastBwdStart = 0;
-    for (const Item &I : Order[RC.PP]) {
-      // Receives before, the compute, its collectives, sends after.
-      std::vector<const Comm *> In, Coll, OutS;
-      for (const Comm &C : Cs) {
-        if (C.Chunk != I.Chunk)
-          continue;
-        if (C.Kind == "recv")
-          (I.Forward ? In : OutS).push_back(&C);
-        else if (C.Kind == "send")
-          (I.Forward ? OutS : In).push_back(&C);
-        else
-          Coll.push_back(&C);
+  SP.Programs.clear();
+  SP.RoleProgram.clear();
+  SP.NumMicroBatches = M;
+  std::vector<std::tuple<unsigned, const std::vector<Comm> *, double>> Keys;
+  for (const RoleGraph &RG : SP.Roles) {
+    const std::vector<Comm> &Cs = Comms[{RG.PP, RG.TP, RG.EP}];
+    double PB = ParamBytes[{RG.PP, RG.TP, RG.EP}];
+    auto Same =
+        [&](const std::tuple<unsigned, const std::vector<Comm> *, double> &K) {
+          return std::get<0>(K) == RG.PP && *std::get<1>(K) == Cs &&
+                 std::get<2>(K) == PB;
+        };
+    auto Found = std::find_if(Keys.begin(), Keys.end(), Same);
+    if (Found != Keys.end()) {
+      SP.RoleProgram.push_back(Found - Keys.begin());
+      continue;
+    }
+    SP.RoleProgram.push_back(Keys.size());
+    Keys.emplace_back(RG.PP, &Cs, PB);
+    ScheduleProgram Prog;
+    Prog.PP = RG.PP;
+    for (const Comm &C : Cs) {
+      ScheduleComm SC;
+      SC.Kind = C.Kind;
+      SC.Op = C.Op;
+      SC.Group = C.Group;
+      SC.Chunk = C.Chunk;
+      if (C.Kind == "send" || C.Kind == "recv") {
+        SC.Level = LevelName(PPG);
+        SC.Peer = C.Peer;
+        SC.Tag = C.Tag;
+        SC.TimeS = C.Chunk < R.NumChunks ? P2P[C.Chunk] : 0;
+      } else {
+        const GroupShape &GS = C.Group == "ep" ? EPG : TPG;
+        SC.Level = LevelName(GS);
+        SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, *Ctx.HW).Seconds;
       }
-      // A transfer event of comm C on the p2p stream.
-      auto P2PEvent = [&](const Comm &C, StringRef Kind, double Start,
-                          double End) {
-        ScheduleEvent E;
-        E.Kind = Kind.str();
-        E.MicroBatch = I.MB;
-        E.Chunk = I.Chunk;
-        E.StartS = Start;
-        E.EndS = End;
-        E.Stream = "p2p";
-        E.Group = "pp";
-        E.Level = LevelName(PPG);
-        E.Bytes = C.Bytes;
-        E.Peer = getRank(P, C.Peer, RC.DP, RC.TP);
-        E.Tag = C.Tag;
-        E.Op = C.Op;
-        RS.Events.push_back(E);
-      };
-      for (const Comm *C : In)
-        P2PEvent(*C, "recv", std::max(0.0, I.Start - P2P[I.Chunk]), I.Start);
+      SC.Bytes = C.Bytes;
+      Prog.Comms.push_back(SC);
+    }
+    std::vector<ScheduleEvent> &Events = Prog.Events;
+    double LastBwdEnd = 0, LastBwdStart = 0;
+    for (const Item &I : Order[RG.PP]) {
       ScheduleEvent E;
       E.Kind = I.Forward ? "forward" : "backward";
       E.MicroBatch = I.MB;
@@ -269,41 +336,16 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       E.StartS = I.Start;
       E.EndS = I.End;
       E.Stream = "compute";
-      RS.Events.push_back(E);
-      double Dur = I.End - I.Start;
-      for (size_t K = 0; K < Coll.size(); ++K) {
-        const Comm &C = *Coll[K];
-        ScheduleEvent CE;
-        CE.Kind = C.Kind;
-        CE.Op = C.Op;
-        CE.MicroBatch = I.MB;
-        CE.Chunk = I.Chunk;
-        CE.Group = C.Group;
-        const GroupShape &GS = C.Group == "ep" ? EPG : TPG;
-        CE.Level = LevelName(GS);
-        CE.Bytes = C.Bytes;
-        CE.Stream = C.Group;
-        double T = collectiveTime(kindOf(C.Kind), C.Bytes,
-                                  GS, *Ctx.HW)
-                       .Seconds;
-        // Collective K of the chunk, in graph order (backward: reversed).
-        size_t Pos = I.Forward ? K : Coll.size() - 1 - K;
-        CE.StartS = I.Start + Dur * (Pos + 1) / (Coll.size() + 1);
-        CE.EndS = CE.StartS + T;
-        RS.Events.push_back(CE);
-      }
-      for (const Comm *C : OutS)
-        P2PEvent(*C, "send", I.End, I.End + P2P[I.Chunk]);
+      Events.push_back(E);
       if (!I.Forward && I.End >= LastBwdEnd) {
         LastBwdEnd = I.End;
         LastBwdStart = I.Start;
       }
     }
     if (Ctx.Train) {
-      const StageCost &S = Cost.Stages[std::min<size_t>(RC.PP,
-                                                        Cost.Stages.size() - 1)];
-      double Grad = ParamBytes[{RC.PP, RC.TP, RC.EP}] /
-                    getDataTypeSize(DataType::Float) * P.getGradBytes();
+      const StageCost &S =
+          Cost.Stages[std::min<size_t>(RG.PP, Cost.Stages.size() - 1)];
+      double Grad = PB / getDataTypeSize(DataType::Float) * P.getGradBytes();
       double Buf = std::max(1.0, Ctx.BucketBytes);
       unsigned Buckets = std::max(1u, (unsigned)std::ceil(Grad / Buf));
       double Hidden = std::max(0.0, S.DPSyncS - S.DPExposedS);
@@ -323,22 +365,27 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
           G.EndS = T + S.DPSyncS * G.Bytes / std::max(1.0, Grad);
           T = G.EndS;
           End = std::max(End, T);
-          RS.Events.push_back(G);
+          Events.push_back(G);
         }
       ScheduleEvent O;
       O.Kind = "optimizer";
       O.Stream = "compute";
       O.StartS = End;
       O.EndS = End + S.OptimizerS;
-      RS.Events.push_back(O);
+      Events.push_back(O);
     }
-    std::stable_sort(RS.Events.begin(), RS.Events.end(),
+    std::stable_sort(Events.begin(), Events.end(),
                      [](const ScheduleEvent &A, const ScheduleEvent &B) {
                        return A.StartS < B.StartS;
                      });
-    for (const ScheduleEvent &E : RS.Events)
+    for (const ScheduleEvent &E : Events) {
       Step = std::max(Step, E.EndS);
-    SP.Schedule.push_back(std::move(RS));
+      if (E.Stream == "compute")
+        expandComms(Prog, E, [&](const ScheduleEvent &CE) {
+          Step = std::max(Step, CE.EndS);
+        });
+    }
+    SP.Programs.push_back(std::move(Prog));
   }
   SP.ScheduleStepS = Step;
   return Error::success();

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/ONNX/ONNX.h"
 #include "loom/Shard/OutputDir.h"
+#include "loom/Shard/Schedule.h"
 #include "llvm/Support/Format.h"
 #include <map>
 #include <set>
@@ -135,39 +136,64 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
            " bytes of weights, more than HBM");
   }
 
-  // 5. Schedule: every receive after its send; compute never overlaps.
-  std::map<std::tuple<unsigned, int, int>, double> SendStart;
-  for (const RankSchedule &RS : SP.Schedule)
-    for (const ScheduleEvent &E : RS.Events)
-      if (E.Kind == "send")
-        SendStart[{RS.Rank, E.Tag, E.MicroBatch}] =
-            std::min(SendStart.count({RS.Rank, E.Tag, E.MicroBatch})
-                         ? SendStart[{RS.Rank, E.Tag, E.MicroBatch}]
-                         : E.StartS,
-                     E.StartS);
-  for (const RankSchedule &RS : SP.Schedule) {
+  // 5. Schedule (per role program): every receive after its send (on the
+  // program of the peer's role: same tp and ep rank, the peer's pipeline
+  // device); compute never overlaps.
+  if (SP.RoleProgram.size() != SP.Roles.size())
+    Fail("schedule: " + Twine(SP.RoleProgram.size()) + " role programs for " +
+         Twine(SP.Roles.size()) + " roles");
+  std::vector<std::map<std::pair<int, int>, double>> SendStart(
+      SP.Programs.size());
+  // Transfers are implied by the compute events (expandComms).
+  std::vector<std::vector<ScheduleEvent>> RecvEvents(SP.Programs.size());
+  for (size_t I = 0; I < SP.Programs.size(); ++I)
+    for (const ScheduleEvent &C : SP.Programs[I].Events)
+      expandComms(SP.Programs[I], C, [&](const ScheduleEvent &E) {
+        if (E.Kind == "recv")
+          RecvEvents[I].push_back(E);
+        if (E.Kind != "send")
+          return;
+        auto Ins =
+            SendStart[I].emplace(std::make_pair(E.Tag, E.MicroBatch), E.StartS);
+        Ins.first->second = std::min(Ins.first->second, E.StartS);
+      });
+  for (size_t I = 0; I < SP.Programs.size(); ++I) {
     double ComputeEnd = 0;
-    for (const ScheduleEvent &E : RS.Events) {
+    for (const ScheduleEvent &E : SP.Programs[I].Events) {
       if (E.Stream == "compute") {
         if (E.StartS + 1e-12 < ComputeEnd)
-          Fail("rank " + Twine(RS.Rank) + ": " + E.Kind + " of micro-batch " +
-               Twine(E.MicroBatch) + " starts before the previous compute "
-               "ends");
+          Fail("schedule program " + Twine(I) + ": " + E.Kind +
+               " of micro-batch " + Twine(E.MicroBatch) +
+               " starts before the previous compute ends");
         ComputeEnd = std::max(ComputeEnd, E.EndS);
       }
       if (E.EndS < E.StartS)
-        Fail("rank " + Twine(RS.Rank) + ": event " + E.Kind + " ends before "
-             "it starts");
-      if (E.Kind == "recv") {
-        auto It = SendStart.find({(unsigned)E.Peer, E.Tag, E.MicroBatch});
-        if (It == SendStart.end())
-          Fail("rank " + Twine(RS.Rank) + ": receive sr_tag " + Twine(E.Tag) +
-               " micro-batch " + Twine(E.MicroBatch) + " from rank " +
-               Twine(E.Peer) + " has no send");
-        else if (E.EndS + 1e-12 < It->second)
-          Fail("rank " + Twine(RS.Rank) + ": receive sr_tag " + Twine(E.Tag) +
-               " ends before its send starts");
+        Fail("schedule program " + Twine(I) + ": event " + E.Kind +
+             " ends before it starts");
+    }
+  }
+  std::map<std::tuple<unsigned, unsigned, unsigned>, unsigned> ProgramOf;
+  for (size_t R = 0; R < SP.Roles.size() && R < SP.RoleProgram.size(); ++R)
+    ProgramOf[{SP.Roles[R].PP, SP.Roles[R].TP, SP.Roles[R].EP}] =
+        SP.RoleProgram[R];
+  for (size_t R = 0; R < SP.Roles.size() && R < SP.RoleProgram.size(); ++R) {
+    const RoleGraph &RG = SP.Roles[R];
+    for (const ScheduleEvent &E : RecvEvents[SP.RoleProgram[R]]) {
+      const double *Start = nullptr;
+      auto Peer = ProgramOf.find({(unsigned)E.Peer, RG.TP, RG.EP});
+      if (Peer != ProgramOf.end()) {
+        auto &Sends = SendStart[Peer->second];
+        auto It = Sends.find({E.Tag, E.MicroBatch});
+        if (It != Sends.end())
+          Start = &It->second;
       }
+      if (!Start)
+        Fail("role " + RG.FileName + ": receive sr_tag " + Twine(E.Tag) +
+             " micro-batch " + Twine(E.MicroBatch) + " from pipeline device " +
+             Twine(E.Peer) + " has no send");
+      else if (E.EndS + 1e-12 < *Start)
+        Fail("role " + RG.FileName + ": receive sr_tag " + Twine(E.Tag) +
+             " ends before its send starts");
     }
   }
 

@@ -3,7 +3,7 @@
 
 They do not come from plan-parallel: they are what a correct emitter would
 write for a two-layer MLP, built here with numpy + onnx.helper, so the
-harness (split_graphs.py + harness.js) is tested independently of the
+runner (loom-run: split_graphs.py + harness.js) is tested independently of the
 emitter, including that it fails when it should.
 
 Usage: make_selftest.py DIR   -> DIR/mlp2.onnx and DIR/<case>/ for each case:
@@ -11,6 +11,7 @@ Usage: make_selftest.py DIR   -> DIR/mlp2.onnx and DIR/<case>/ for each case:
   pp2           two stages, HcomSend/HcomReceive, 1F1B-order schedule (must pass)
   tp2_sp_a2a    ReduceScatter + AllToAllV round trip + AllGather       (must pass)
   tp2pp2dp2     tp inside pipeline stages, 8 ranks, 4 micro-batches    (must pass)
+  tp2_weight_gather  the first step all-gathers a weight slice           (must pass)
   bad_slice     tp2dp2 with one weight slice of tp rank 1 corrupted    (must fail: rank 1, y)
   deadlock      two AllReduces reached in opposite orders              (must fail: deadlock)
   bad_recv      pp2 whose Receive declares the wrong shape             (must fail: rank 1, HcomReceive)
@@ -117,14 +118,20 @@ def write_outdir(path, tp, pp, dp, mb, roles, schedule=None):
 
 
 def forward_schedule(nranks, orders):
-    """orders: rank -> micro-batch order of its forward events."""
-    return {"format_version": 1, "step_time_s": 0.0, "mode": "infer",
-            "ranks": [{"rank": r, "events": [{"kind": "forward", "micro_batch": m, "chunk": 0,
-                                              "start_s": 0.0, "end_s": 0.0, "stream": "compute"}
-                                             for m in orders(r)]} for r in range(nranks)]}
+    """orders: rank -> micro-batch order of its forward events. Format 2
+    (include/loom/Shard/OutputFormat.md): one program per role; here each
+    rank gets a role and program of its own."""
+    return {"format_version": 2, "step_time_s": 0.0, "mode": "infer",
+            "micro_batches": len(orders(0)),
+            "roles": [{"graph": "", "program": r} for r in range(nranks)],
+            "ranks": list(range(nranks)),
+            "programs": [{"pp": 0, "comms": [],
+                          "events": [{"kind": "forward", "micro_batch": m, "chunk": 0,
+                                      "start_s": 0.0, "end_s": 0.0, "stream": "compute"}
+                                     for m in orders(r)]} for r in range(nranks)]}
 
 
-def tp_role(t, tp, mb, corrupt=False, swap=False):
+def tp_role(t, tp, mb, corrupt=False, swap=False, weight_gather=False):
     c = D_H // tp
     w2 = W2[t * c:(t + 1) * c].copy()
     if corrupt:
@@ -145,6 +152,12 @@ def tp_role(t, tp, mb, corrupt=False, swap=False):
                        fusion=1, fusion_id=-1),
                   helper.make_node("Add", ["s", "b2"], ["y"])]
     inits = [init("w1", W1[:, t * c:(t + 1) * c]), init("b1", B1[t * c:(t + 1) * c]), init("w2", w2), init("b2", B2)]
+    if weight_gather:
+        # The graph's first step all-gathers a slice of a weight: a
+        # collective on an initializer, before any computation.
+        o = D_OUT // tp
+        nodes.insert(0, hccl("HcomAllGather", ["b2s"], ["b2"], "hcom_allgather_b2", group="tp", rank_size=tp, axis=0))
+        inits[-1] = init("b2s", B2[t * o:(t + 1) * o])
     if swap:
         inits.append(init("half", np.array(0.5, np.float32)))
     return model(nodes, [x_in(mb)], [y_out(mb)], inits), ["x"], ["y"]
@@ -213,6 +226,8 @@ def main():
                  forward_schedule(2, lambda r: [0, 1, 2, 3]))
     write_outdir(os.path.join(out, "bad_recv"), 1, 2, 1, 2, pp_roles(1, 2, bad_shape=True))
     write_outdir(os.path.join(out, "tp2_sp_a2a"), 2, 1, 1, 4, {(0, t): sp_a2a_role(t, 2, 4) for t in range(2)})
+    write_outdir(os.path.join(out, "tp2_weight_gather"), 2, 1, 1, 4,
+                 {(0, t): tp_role(t, 2, 4, weight_gather=True) for t in range(2)})
     write_outdir(os.path.join(out, "tp2pp2dp2"), 2, 2, 2, 1, pp_roles(2, 1),
                  forward_schedule(8, lambda r: [0, 1, 2, 3]))
     print(out)

@@ -15,6 +15,9 @@ config.environment["PATH"] = os.pathsep.join(
      config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%loom_src", config.loom_src_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(
+    ("%loom_run", os.path.join(config.loom_obj_root, "tools", "loom-run",
+                               "loom-run")))
 # A small shipped cluster for tests that do not care about hardware.
 config.substitutions.append(
     ("%hw", os.path.join(config.loom_src_root, "examples", "hw",

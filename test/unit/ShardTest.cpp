@@ -4,6 +4,7 @@
 #include "loom/ONNX/ONNX.h"
 #include "loom/Plan/Search.h"
 #include "loom/Shard/OutputDir.h"
+#include "loom/Shard/Schedule.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "gtest/gtest.h"
 #include <algorithm>
@@ -202,6 +203,65 @@ TEST(VerifyOutput, CatchesBrokenPrograms) {
   for (const std::string &S : Q)
     Memory |= S.find("exceeds usable HBM") != std::string::npos;
   EXPECT_TRUE(Memory);
+}
+
+TEST(Schedule, ExpandCommsAroundComputeEvents) {
+  // Chunk 0 of a program: receive (forward direction), two collectives,
+  // send; chunk 1 has one collective that chunk 0's events must not show.
+  ScheduleProgram P;
+  auto Comm = [&](StringRef Kind, StringRef Op, unsigned Chunk, double T) {
+    ScheduleComm C;
+    C.Kind = Kind.str();
+    C.Op = Op.str();
+    C.Group = Kind == "send" || Kind == "recv" ? "pp" : "tp";
+    C.Chunk = Chunk;
+    C.TimeS = T;
+    P.Comms.push_back(C);
+  };
+  Comm("recv", "r", 0, 0.25);
+  Comm("allreduce", "a1", 0, 0.1);
+  Comm("allreduce", "a2", 0, 0.1);
+  Comm("send", "s", 0, 0.5);
+  Comm("allreduce", "other", 1, 0.1);
+  ScheduleEvent F;
+  F.Kind = "forward";
+  F.MicroBatch = 3;
+  F.Chunk = 0;
+  F.StartS = 1.0;
+  F.EndS = 4.0;
+  std::vector<ScheduleEvent> Out;
+  expandComms(P, F, [&](const ScheduleEvent &E) { Out.push_back(E); });
+  ASSERT_EQ(Out.size(), 4u);
+  // Receive over [1 - 0.25, 1]; collective k of 2 at 1 + 3 * k / 3 (k = 1,
+  // 2); send over [4, 4 + 0.5].
+  EXPECT_EQ(Out[0].Op, "r");
+  EXPECT_EQ(Out[0].Kind, "recv");
+  EXPECT_DOUBLE_EQ(Out[0].StartS, 0.75);
+  EXPECT_DOUBLE_EQ(Out[0].EndS, 1.0);
+  EXPECT_EQ(Out[1].Op, "a1");
+  EXPECT_DOUBLE_EQ(Out[1].StartS, 2.0);
+  EXPECT_DOUBLE_EQ(Out[1].EndS, 2.1);
+  EXPECT_EQ(Out[2].Op, "a2");
+  EXPECT_DOUBLE_EQ(Out[2].StartS, 3.0);
+  EXPECT_EQ(Out[3].Op, "s");
+  EXPECT_EQ(Out[3].Kind, "send");
+  EXPECT_DOUBLE_EQ(Out[3].EndS, 4.5);
+  for (const ScheduleEvent &E : Out)
+    EXPECT_EQ(E.MicroBatch, 3);
+  // Backward: the send's gradient arrives first, collectives reversed, the
+  // receive's gradient is sent back last.
+  F.Kind = "backward";
+  Out.clear();
+  expandComms(P, F, [&](const ScheduleEvent &E) { Out.push_back(E); });
+  ASSERT_EQ(Out.size(), 4u);
+  EXPECT_EQ(Out[0].Op, "s");
+  EXPECT_EQ(Out[0].Kind, "recv");
+  EXPECT_DOUBLE_EQ(Out[0].StartS, 0.5);
+  EXPECT_EQ(Out[1].Op, "a2");
+  EXPECT_EQ(Out[2].Op, "a1");
+  EXPECT_EQ(Out[3].Op, "r");
+  EXPECT_EQ(Out[3].Kind, "send");
+  EXPECT_DOUBLE_EQ(Out[3].EndS, 4.25);
 }
 
 } // namespace

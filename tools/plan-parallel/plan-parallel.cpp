@@ -157,11 +157,35 @@ static cl::opt<EmitKind> EmitMode(
                clEnumValN(EmitKind::PerRank, "per-rank",
                           "also one graph file per global rank")),
     cl::cat(LoomCategory));
+// Verification is on by default; --verify-output stays accepted so that
+// scripts written for the opt-in flag keep working.
 static cl::opt<bool> VerifyOutput(
     LOOM_OPT("verify-output"),
-    cl::desc("Check the emitted program's invariants (matched send/receive, "
-             "collective order, groups, memory, schedule, ONNX checker and "
-             "shape inference) before writing"),
+    cl::desc("Check the emitted program's invariants before writing (the "
+             "default; kept for scripts)"),
+    cl::cat(LoomCategory));
+static cl::opt<bool> NoVerifyOutput(
+    LOOM_OPT("no-verify-output"),
+    cl::desc("Skip the check of the emitted program's invariants (matched "
+             "send/receive, collective order, groups, memory, schedule, ONNX "
+             "checker and shape inference)"),
+    cl::cat(LoomCategory));
+// Tests only: damage the program before verification, so that the path of
+// a failed check (exit 1, the problems listed, no OUTDIR) is exercised.
+static cl::opt<bool> TestCorruptOutput(
+    LOOM_OPT("test-corrupt-output"), cl::Hidden,
+    cl::desc("(testing) rename one collective of the last role graph"),
+    cl::cat(LoomCategory));
+
+enum class TraceKind { Window, Full };
+static cl::opt<TraceKind> TraceMode(
+    LOOM_OPT("trace"), cl::init(TraceKind::Window),
+    cl::desc("What trace.json shows"),
+    cl::values(clEnumValN(TraceKind::Window, "window",
+                          "DP replica 0, the first and last 4 micro-batches "
+                          "(default)"),
+               clEnumValN(TraceKind::Full, "full",
+                          "every rank and micro-batch")),
     cl::cat(LoomCategory));
 
 static StringRef ToolName = "plan-parallel";
@@ -452,7 +476,9 @@ int main(int argc, char **argv) {
   CU.Opts.OutputDir = OutputDir;
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
-  CU.Opts.VerifyOutput = VerifyOutput;
+  CU.Opts.VerifyOutput = !NoVerifyOutput;
+  CU.Opts.TestCorruptOutput = TestCorruptOutput;
+  CU.Opts.TraceFull = TraceMode == TraceKind::Full;
   ProgressLine Progress;
   CU.Opts.Progress = [&](const std::string &S) { Progress.set(S); };
   CU.HW = &*HW;

@@ -49,11 +49,17 @@ struct CompileOptions {
   bool Force = false;
   /// Also write one graph file per global rank (--emit per-rank).
   bool EmitPerRank = false;
-  /// Check the emitted program's invariants (--verify-output).
-  bool VerifyOutput = false;
   /// What the run is doing now ("search-parallelism (7/11)", "emit: ..."),
   /// for a progress line; called from any thread; may be empty.
   std::function<void(const std::string &)> Progress;
+  /// Check the emitted program's invariants before writing (on unless
+  /// --no-verify-output).
+  bool VerifyOutput = true;
+  /// Tests only: damage the program before verification
+  /// (--test-corrupt-output).
+  bool TestCorruptOutput = false;
+  /// trace.json shows every rank and micro-batch (--trace=full).
+  bool TraceFull = false;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the

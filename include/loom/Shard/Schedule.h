@@ -17,8 +17,9 @@ struct ScheduleContext {
   double BucketBytes = 256.0 * (1 << 20);
 };
 
-/// Fills SP.Schedule (one RankSchedule per global rank) and ScheduleStepS
-/// from the role graphs and the plan's predicted per-stage costs.
+/// Fills SP.Programs (one per distinct role program), SP.RoleProgram and
+/// ScheduleStepS from the role graphs and the plan's predicted per-stage
+/// costs.
 llvm::Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                           const ScheduleContext &Ctx);
 

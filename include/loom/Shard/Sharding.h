@@ -29,6 +29,7 @@
 #include "loom/Plan/PlanCost.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include <map>
 #include <memory>
 #include <string>
@@ -152,18 +153,38 @@ struct RoleGraph {
   std::vector<std::string> Inputs, Outputs; ///< Model inputs/outputs used.
 };
 
-/// One event of a rank's step (schedule.json).
+/// One event of a role's step (schedule.json).
 struct ScheduleEvent {
   std::string Kind; ///< forward, backward, send, recv, allreduce, ...
   int MicroBatch = -1, Chunk = -1;
   double StartS = 0, EndS = 0;
   std::string Stream, Group, Level, Op;
   double Bytes = 0;
+  /// send/recv: the peer's pipeline device (its rank in the pp group).
   int Peer = -1, Tag = -1, FusionId = -1;
 };
 
-struct RankSchedule {
-  unsigned Rank = 0;
+/// One hccl node of a role graph, implied by every compute event of its
+/// chunk (expandComms): a collective runs inside every forward and (in
+/// reverse graph order) backward; a transfer ("send"/"recv": the graph
+/// node's forward direction) around them.
+struct ScheduleComm {
+  std::string Kind, Op, Group, Level;
+  unsigned Chunk = 0;
+  double Bytes = 0, TimeS = 0;
+  /// Transfers: the peer's pipeline device and the tag.
+  int Peer = -1, Tag = -1;
+};
+
+/// The program of one step that every rank of some roles runs: DP replicas
+/// run their role's program, and roles whose graphs communicate alike
+/// (the tp ranks of a pipeline device, usually) share one.
+struct ScheduleProgram {
+  unsigned PP = 0;
+  /// In graph order.
+  std::vector<ScheduleComm> Comms;
+  /// Compute, gradient buckets and optimizer, in start order; the
+  /// collectives and transfers follow from the compute events.
   std::vector<ScheduleEvent> Events;
 };
 
@@ -171,9 +192,23 @@ struct RankSchedule {
 struct ShardedProgram {
   ShardingResult Sharding;
   std::vector<RoleGraph> Roles;
-  std::vector<RankSchedule> Schedule;
+  std::vector<ScheduleProgram> Programs;
+  /// Per role (index into Roles): its program (index into Programs).
+  std::vector<unsigned> RoleProgram;
+  /// Micro-batches per replica; the schedule's step time.
+  unsigned NumMicroBatches = 0;
   double ScheduleStepS = 0;
 };
+
+/// The communication events compute event \p E of \p P implies, in
+/// order: the transfers before it (forward: the chunk's receives, over
+/// [StartS - TimeS, StartS]; backward: the gradients of its sends), the
+/// chunk's collectives in graph order (backward: reversed), the k-th of n
+/// over StartS + (EndS - StartS) * (k + 1) / (n + 1) plus its TimeS, then
+/// the transfers after it (forward: the sends; backward: the gradients of
+/// its receives, sent back), over [EndS, EndS + TimeS].
+void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
+                 llvm::function_ref<void(const ScheduleEvent &)> Fn);
 
 /// Mesh coordinates of a global rank (include/loom/Shard/OutputFormat.md).
 struct RankCoords {

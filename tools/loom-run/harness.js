@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-// Loom e2e harness: executes every rank of an emitted output directory
+// loom-run's runner (tools/loom-run/loom-run calls it; the e2e tests run
+// loom-run): executes every rank of an emitted output directory
 // (include/loom/Shard/OutputFormat.md) in ONNX Runtime, performing the hccl operations
 // between ranks, and compares the last pipeline stage's outputs with the
 // original model run at the global batch on the same random inputs.
 //
 //   node harness.js --outdir OUT --work WORK --model MODEL.onnx
 //        [--seed N] [--int-range LO:HI] [--json] [--diagnose]
+// (onnxruntime-node must be resolvable: loom-run sets NODE_PATH.)
 //
 // --diagnose: when outputs differ, name per failing rank the first value (in
 // program order) that differs from the original model's value of the same
@@ -511,13 +513,20 @@ async function main() {
   };
 
   // micro-batch order per rank from the schedule's forward events
+  // (schedule.json: one program per role; `ranks` maps each rank to its role)
   const orderOf = new Map();
   if (schedule) {
-    for (const r of schedule.ranks) {
-      const seen = [];
-      for (const e of r.events) if (e.kind === 'forward' && !seen.includes(e.micro_batch)) seen.push(e.micro_batch);
-      orderOf.set(r.rank, seen);
-    }
+    if (!Array.isArray(schedule.programs) || !Array.isArray(schedule.roles) || !Array.isArray(schedule.ranks))
+      throw new Error('schedule.json: expected format_version 2 (roles, ranks, programs)');
+    schedule.ranks.forEach((role, rank) => {
+      const r = schedule.roles[role];
+      const prog = r && schedule.programs[r.program];
+      if (!prog) throw new Error(`schedule.json: rank ${rank} has role ${role} without a program`);
+      const seen = [], have = new Set();
+      for (const e of prog.events)
+        if (e.kind === 'forward' && !have.has(e.micro_batch)) { have.add(e.micro_batch); seen.push(e.micro_batch); }
+      orderOf.set(rank, seen);
+    });
   }
   const defaultOrder = Array.from({ length: nmb }, (_, i) => i);
 
@@ -538,7 +547,7 @@ async function main() {
   }
   const roleOf = Object.fromEntries(manifest.roles.map(r => [r.graph, r]));
   const consts = new Map();
-  const tasks = [];
+  const tasks = [], starts = [];
   const ctxs = [];
   for (const mr of manifest.ranks) {
     const role = roleOf[mr.graph];
@@ -588,11 +597,16 @@ async function main() {
         else covered.get(name).add(-1);
       }
     };
-    world.running++;
-    tasks.push(runRank(world, ctx, prog, feedsFor, onOutputs).then(
+    starts.push(() => runRank(world, ctx, prog, feedsFor, onOutputs).then(
       () => world.finish(),
       (e) => { world.fail(e); world.running--; throw e; }));
   }
+  // Every rank counts as running before any starts: a rank whose first
+  // step is a collective on a weight (a const step, no segment before it)
+  // blocks without yielding, and must not be taken for a deadlock while
+  // the other members have not started yet.
+  world.running = starts.length;
+  for (const start of starts) tasks.push(start());
   const settled = await Promise.allSettled(tasks);
   const errs = settled.filter(s => s.status === 'rejected').map(s => s.reason);
   if (world.failed || errs.length) {
