@@ -50,6 +50,9 @@ struct CompileOptions {
   bool EmitPerRank = false;
   /// Check the emitted program's invariants (--verify-output).
   bool VerifyOutput = false;
+  /// Launch-argument files emit writes (--export): framework names as
+  /// loom/Report/Export.h parses them, already checked by the tool.
+  std::vector<std::string> Export;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
