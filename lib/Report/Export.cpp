@@ -341,12 +341,16 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
         List += (List.empty() ? "" : ",") + std::to_string(countBlocks(C));
       Add("--num-layer-list " + List);
     } else {
-      Warn("Loom's uneven stages (" + getStageCounts(In.Cost) +
-           " layers) have no MindSpeed-LLM flag " +
-           (P.VirtualStages > 1
-                ? "with virtual stages (--num-layer-list excludes them)"
-                : "that moves the embedding or the head") +
-           "; it splits the " + Twine(F.Blocks) + " layers evenly");
+      if (P.VirtualStages > 1)
+        Warn("Loom's virtual stages (" + getLayoutString(F.Chunks) +
+             ") are uneven and MindSpeed-LLM has no flag for that "
+             "(--num-layer-list excludes virtual stages); it splits the " +
+             Twine(F.Blocks) + " layers evenly");
+      else
+        Warn("Loom's stages (" + getLayoutString(F.Chunks) +
+             ") move the embedding or the head, which MindSpeed-LLM has "
+             "no flag for; it splits the " + Twine(F.Blocks) +
+             " layers evenly");
     }
   }
   // Interleaving: with a layout Megatron reads it from there; otherwise an
