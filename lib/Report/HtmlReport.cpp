@@ -133,11 +133,14 @@ void writeBreakdown(const PlanCost &PC, raw_ostream &OS) {
                  "fill=\"%s\"><title>",
                  X, Wd, H, P.Color.str().c_str())
        << P.Name << " " << secs(P.S) << "</title></rect>";
-    if (Wd > 70)
+    std::string Label = std::string(P.Name) + " " + num(100 * P.S / Total) +
+                        "%";
+    if (Wd > 7.0 * Label.size() + 10) // About 7 px per character at 12 px.
       OS << format("<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" "
-                   "fill=\"#fff\">",
-                   X + 5, H / 2 + 8)
-         << P.Name << " " << num(100 * P.S / Total) << "%</text>";
+                   "fill=\"%s\">",
+                   X + 5, H / 2 + 8,
+                   StringRef(P.Name) == "bubble" ? (const char *)"#333" : "#fff")
+         << Label << "</text>";
     X += Wd;
   }
   OS << "</svg>\n<table><tr><th class=\"l\">term</th><th>time</th><th>share"
@@ -493,7 +496,7 @@ void writeHtmlReport(const HtmlReportInput &In, raw_ostream &OS) {
        std::to_string(P.getNumDevices()) + " = tp " + std::to_string(P.TP) +
            " x pp " + std::to_string(P.PP) + " x dp " + std::to_string(P.DP),
        "devices");
-  card(OS, "micro-batches",
+  card(OS, "micro-batches (count x size)",
        std::to_string(P.NumMicroBatches) + " x " +
            std::to_string(P.MicroBatchSize),
        "microbatches");
