@@ -103,20 +103,21 @@ def read_png(path):
             cur = np.cumsum(line.reshape(-1, bpp), axis=0).reshape(-1) % 256
         elif f == 2:  # Up
             cur = (line + prev) % 256
-        else:  # Average, Paeth: left-to-right.
-            cur = np.zeros(stride, dtype=np.int32)
+        else:  # Average, Paeth: left-to-right, on plain lists (fast).
+            ln, pr, cu = line.tolist(), prev.tolist(), [0] * stride
             for x in range(stride):
-                a = cur[x - bpp] if x >= bpp else 0
-                b = prev[x]
+                a = cu[x - bpp] if x >= bpp else 0
+                b = pr[x]
                 if f == 3:
-                    cur[x] = (line[x] + (a + b) // 2) % 256
+                    cu[x] = (ln[x] + (a + b) // 2) & 255
                 else:
-                    c = prev[x - bpp] if x >= bpp else 0
+                    c = pr[x - bpp] if x >= bpp else 0
                     p = a + b - c
                     pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
                     pred = a if pa <= pb and pa <= pc else (b if pb <= pc
                                                             else c)
-                    cur[x] = (line[x] + pred) % 256
+                    cu[x] = (ln[x] + pred) & 255
+            cur = np.array(cu, dtype=np.int32)
         out[y] = cur
         prev = cur
     return out.reshape(height, width, bpp)
