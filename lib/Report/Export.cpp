@@ -200,8 +200,8 @@ std::string compressChunk(StringRef Chunk) {
 }
 
 /// Megatron's layout string: chunks joined by '|', runs of equal chunks as
-/// "(S|)*n" (the last chunk of a run at the end written out, so that no
-/// empty stage trails).
+/// "(S|)*n," (the last chunk of a run at the end written out, so that no
+/// empty stage trails; commas are cosmetic to Megatron's parser).
 std::string getLayoutString(ArrayRef<std::string> Chunks) {
   std::string Out;
   for (size_t I = 0; I < Chunks.size();) {
@@ -211,8 +211,8 @@ std::string getLayoutString(ArrayRef<std::string> Chunks) {
     std::string C = compressChunk(Chunks[I]);
     size_t N = J - I;
     bool Last = J == Chunks.size();
-    if (N >= 3)
-      Out += "(" + C + "|)*" + std::to_string(Last ? N - 1 : N) +
+    if (N >= 3) // A comma after the group: cosmetic, for the reader.
+      Out += "(" + C + "|)*" + std::to_string(Last ? N - 1 : N) + "," +
              (Last ? C : "");
     else
       for (size_t K = 0; K < N; ++K)
@@ -404,10 +404,13 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
          ": --use-distributed-optimizer shards only the optimizer states "
          "(ZeRO-1); the " +
          (P.ZeroStage == 2 ? "gradient" : "gradient and parameter") +
-         " sharding Loom costed is lost (Megatron-FSDP's "
-         "--data-parallel-sharding-strategy " +
-         (P.ZeroStage == 2 ? "optim_grads" : "optim_grads_params") +
-         " has it), so each device needs more memory than predicted");
+         " sharding Loom costed is lost" +
+         (Mind ? std::string()
+               : std::string(" (Megatron-FSDP's "
+                             "--data-parallel-sharding-strategy ") +
+                     (P.ZeroStage == 2 ? "optim_grads" : "optim_grads_params") +
+                     " has it)") +
+         ", so each device needs more memory than predicted");
   Add("--num-layers " + Twine(F.Blocks));
   Add("--seq-length " + Twine(In.Seq));
   if (In.ParamType == DataType::BFloat16)

@@ -96,12 +96,12 @@ TEST(ExportTest, InterleavedChunks) {
   P.VirtualStages = 3;
   // 16 blocks + E + L = 18 layers in 6 chunks of 3: E t t | t t t | ... |
   // t t L: 2, 3, 3, 3, 3, 2 blocks, not 16 / 6 -> the layout, in the
-  // "(S|)*n" shorthand for the run of 4 equal chunks.
+  // "(S|)*n," shorthand for the run of 4 equal chunks.
   ExportInput In = makeInput(16, P);
   ExportResult R = exportLaunchArgs(ExportTarget::Megatron, In);
   EXPECT_NE(std::string::npos,
             flags(R).find("--pipeline-model-parallel-layout "
-                          "\"Et*2|(t*3|)*4t*2L\""));
+                          "\"Et*2|(t*3|)*4,t*2L\""));
   // Loom's chunks count the embedding and the head as layers, so under
   // interleaving they rarely are Megatron's even split. MindSpeed has no
   // flag for uneven virtual stages: a warning, and the per-chunk count when
