@@ -15,6 +15,7 @@
 //    (megatron/training/config/training_config.py). Written out in
 //    megatron/training/arguments.py: --seq-length, --use-distributed-optimizer
 //    (sharded optimizer states, i.e. ZeRO-1), --grad-reduce-in-bf16,
+//    --accumulate-allreduce-grads-in-fp32,
 //    --num-layers-per-virtual-pipeline-stage, and
 //    --pipeline-model-parallel-layout (stages split by '|', E embedding,
 //    t transformer layer, L loss, "t*3" repeats; parsed by
@@ -421,8 +422,19 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
     Warn("the model's weights are " + getDataTypeName(In.ParamType) +
          ": no --bf16/--fp16, but Loom costed mixed-precision training "
          "(2-byte weights and gradients); add --bf16 for that memory");
-  if (P.Grad == GradPrecision::BF16)
+  // Gradient width: with --bf16 Megatron accumulates and reduces in fp32
+  // unless --grad-reduce-in-bf16; with --fp16 it reduces fp16 gradients
+  // unless --accumulate-allreduce-grads-in-fp32 (arguments.py,
+  // validate_args).
+  if (In.ParamType == DataType::BFloat16 && P.Grad == GradPrecision::BF16)
     Add("--grad-reduce-in-bf16");
+  if (In.ParamType == DataType::Float16) {
+    if (P.Grad == GradPrecision::FP32)
+      Add("--accumulate-allreduce-grads-in-fp32");
+    else
+      Warn("grad=bf16 with fp16 weights: " + Name +
+           " reduces fp16 gradients (the same width, another format)");
+  }
   if (F.OtherLayers > 2 ||
       (F.OtherLayers && !F.Chunks.empty() &&
        !StringRef(F.Chunks.front()).contains('E') &&

@@ -83,7 +83,7 @@ TEST(ExportTest, MegatronEvenSplitNeedsNoLayout) {
   // Global batch 2 x 1 x 64 = 128.
   EXPECT_EQ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
             "--micro-batch-size 1 --global-batch-size 128 --num-layers 24 "
-            "--seq-length 2048 --fp16",
+            "--seq-length 2048 --fp16 --accumulate-allreduce-grads-in-fp32",
             flags(R));
   EXPECT_EQ("megatron-args.txt", R.FileName);
 }
