@@ -30,7 +30,7 @@ std::map<std::string, unsigned> getPlacementCounts(const CompilationUnit &CU) {
   std::map<std::string, unsigned> PerClass;
   for (const auto &NP : CU.M->getGraph().getNodes())
     ++PerClass[NP->DeviceClass.empty() ? std::string("(unplaced)")
-                                        : NP->DeviceClass];
+                                       : NP->DeviceClass];
   return PerClass;
 }
 

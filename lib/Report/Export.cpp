@@ -334,8 +334,8 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   // framework's flag for uneven stages.
   if (!F.DefaultSplit) {
     if (!Mind) {
-      Add("--pipeline-model-parallel-layout \"" +
-          getLayoutString(F.Chunks) + "\"");
+      Add("--pipeline-model-parallel-layout \"" + getLayoutString(F.Chunks) +
+          "\"");
     } else if (P.VirtualStages == 1 && F.EndsInPlace && P.PP > 1) {
       std::string List;
       for (const std::string &C : F.Chunks)
@@ -350,8 +350,8 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
       else
         Warn("Loom's stages (" + getLayoutString(F.Chunks) +
              ") move the embedding or the head, which MindSpeed-LLM has "
-             "no flag for; it splits the " + Twine(F.Blocks) +
-             " layers evenly");
+             "no flag for; it splits the " +
+             Twine(F.Blocks) + " layers evenly");
     }
   }
   // Interleaving: with a layout Megatron reads it from there; otherwise an
@@ -372,8 +372,10 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
     Add("--expert-model-parallel-size " + Twine(P.EP));
     Add("--num-experts " + Twine(In.NumExperts));
     if (!In.StackedExperts)
-      Warn("ep=" + Twine(P.EP) + ": the model's experts are unrolled "
-           "branches that every token visits; " + Name +
+      Warn("ep=" + Twine(P.EP) +
+           ": the model's experts are unrolled "
+           "branches that every token visits; " +
+           Name +
            "'s MoE routes each token to its top-k experts, so the flags "
            "shard the experts but the computation differs from what Loom "
            "costed");
@@ -435,10 +437,14 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
       Warn("grad=bf16 with fp16 weights: " + Name +
            " reduces fp16 gradients (the same width, another format)");
   }
-  if (F.OtherLayers > 2 ||
-      (F.OtherLayers && !F.Chunks.empty() &&
-       !StringRef(F.Chunks.front()).contains('E') &&
-       !StringRef(F.Chunks.back()).contains('L')))
+  if (F.Blocks == 0)
+    Warn("the model has no repeated transformer blocks (--num-layers 0); " +
+         Name +
+         " builds transformer models, so only the parallelism and "
+         "batch flags carry over");
+  else if (F.OtherLayers > 2 || (F.OtherLayers && !F.Chunks.empty() &&
+                                 !StringRef(F.Chunks.front()).contains('E') &&
+                                 !StringRef(F.Chunks.back()).contains('L')))
     Warn(Twine(F.OtherLayers) +
          " of the model's layers are not repeated blocks; " + Name +
          " builds an embedding, --num-layers transformer layers and a head");
@@ -448,8 +454,8 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   OS << "# Flag names: " << (Mind ? "Ascend/MindSpeed-LLM on " : "")
      << "NVIDIA/Megatron-LM's megatron/training/arguments.py; add the "
         "model's shape, data and optimizer flags.\n";
-  OS << "# Use: torchrun ... pretrain_gpt.py $(grep -v '^#' "
-     << R.FileName << ") ...\n";
+  OS << "# Use: torchrun ... pretrain_gpt.py $(grep -v '^#' " << R.FileName
+     << ") ...\n";
   for (const std::string &W : R.Warnings)
     OS << "# warning: " << W << "\n";
   OS << join(Flags, " ") << "\n";
@@ -473,7 +479,8 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
          ": DeepSpeed's pipeline topology orders ranks tp-dp-pp; this mesh "
          "is lost, so groups land on other links than Loom costed");
   if (P.PP > 1) {
-    Warn("pp=" + Twine(P.PP) + ": deepspeed.json cannot hold the stage "
+    Warn("pp=" + Twine(P.PP) +
+         ": deepspeed.json cannot hold the stage "
          "count; pass it in the model code, PipelineModule(num_stages=" +
          Twine(P.PP) + ")");
     if (!F.DefaultSplit)
@@ -496,9 +503,10 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
          "(DeepSpeed-Ulysses splits attention heads, another scheme); the "
          "activation memory saving Loom costed is lost");
   if (P.EP > 1)
-    Warn("ep=" + Twine(P.EP) + ": the expert-parallel degree is an argument "
-         "of the model code, deepspeed.moe.layer.MoE(ep_size=" + Twine(P.EP) +
-         ")");
+    Warn("ep=" + Twine(P.EP) +
+         ": the expert-parallel degree is an argument "
+         "of the model code, deepspeed.moe.layer.MoE(ep_size=" +
+         Twine(P.EP) + ")");
   if (P.RC == Recompute::Selective)
     Warn("recompute=selective: DeepSpeed recomputes the modules the model "
          "code wraps in deepspeed.checkpointing.checkpoint(); wrap only the "
@@ -524,15 +532,13 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
         J.attributeObject("bf16", [&] { J.attribute("enabled", true); });
       else if (In.ParamType == DataType::Float16)
         J.attributeObject("fp16", [&] { J.attribute("enabled", true); });
-      J.attributeObject("zero_optimization", [&] {
-        J.attribute("stage", (int64_t)P.ZeroStage);
-      });
+      J.attributeObject("zero_optimization",
+                        [&] { J.attribute("stage", (int64_t)P.ZeroStage); });
       J.attribute("communication_data_type",
                   P.Grad == GradPrecision::BF16 ? "bf16" : "fp32");
       if (P.TP > 1)
-        J.attributeObject("tensor_parallel", [&] {
-          J.attribute("autotp_size", (int64_t)P.TP);
-        });
+        J.attributeObject("tensor_parallel",
+                          [&] { J.attribute("autotp_size", (int64_t)P.TP); });
       if (P.PP > 1 && P.RC == Recompute::Full)
         J.attributeObject("pipeline", [&] {
           J.attribute("activation_checkpoint_interval", (int64_t)1);

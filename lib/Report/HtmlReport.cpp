@@ -133,13 +133,14 @@ void writeBreakdown(const PlanCost &PC, raw_ostream &OS) {
                  "fill=\"%s\"><title>",
                  X, Wd, H, P.Color.str().c_str())
        << P.Name << " " << secs(P.S) << "</title></rect>";
-    std::string Label = std::string(P.Name) + " " + num(100 * P.S / Total) +
-                        "%";
+    std::string Label =
+        std::string(P.Name) + " " + num(100 * P.S / Total) + "%";
     if (Wd > 7.0 * Label.size() + 10) // About 7 px per character at 12 px.
       OS << format("<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" "
                    "fill=\"%s\">",
                    X + 5, H / 2 + 8,
-                   StringRef(P.Name) == "bubble" ? (const char *)"#333" : "#fff")
+                   StringRef(P.Name) == "bubble" ? (const char *)"#333"
+                                                 : "#fff")
          << Label << "</text>";
     X += Wd;
   }
@@ -188,7 +189,10 @@ void writeLanes(const ShardedProgram &SP, ArrayRef<unsigned> LaneRanks,
                  X, Top - 4, X, H - 6)
        << format("<text x=\"%.1f\" y=\"12\" font-size=\"11\" fill=\"#666\" "
                  "text-anchor=\"%s\">",
-                 X, I == 0 ? "start" : I == 5 ? "end" : "middle")
+                 X,
+                 I == 0   ? "start"
+                 : I == 5 ? "end"
+                          : "middle")
        << secs(T) << "</text>\n";
   }
   for (unsigned L = 0; L < LaneRanks.size(); ++L) {
@@ -342,7 +346,8 @@ void writeTimeline(const HtmlReportInput &In, const PlanCost &PC,
                " micro-batches";
   TailW.T0 = TailStart;
   TailW.T1 = End;
-  TailW.Title = "Last " + std::to_string(W) + " micro-batches, gradient sync "
+  TailW.Title = "Last " + std::to_string(W) +
+                " micro-batches, gradient sync "
                 "and optimizer";
   writeLanes(*SP, Lanes, Head, "timeline-head", OS);
   writeLanes(*SP, Lanes, TailW, "timeline-tail", OS);
@@ -397,8 +402,7 @@ void writeMemory(const PlanCost &PC, raw_ostream &OS) {
          << "</title></rect>";
       X += Wd;
     }
-    OS << format("<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\">", X + 6,
-                 Y + 14)
+    OS << format("<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\">", X + 6, Y + 14)
        << bytes(SC.MemoryBytes) << "</text>\n";
   }
   double HX = Left + Width * PC.HBMBytes / Max;
@@ -440,11 +444,9 @@ void writeTopPlans(const SearchResult &S, unsigned K, raw_ostream &OS) {
     OS << "<tr" << (I == 0 ? " class=\"chosen\"" : "") << "><td>" << I + 1
        << "</td><td class=\"l\"><code>" << esc(PC.Plan.str())
        << "</code></td><td>" << secs(PC.StepTimeS) << "</td><td>"
-       << format("%.0f", PC.TokensPerS) << "</td><td>"
-       << format("%.3f", PC.MFU) << "</td><td>" << bytes(PC.MaxMemoryBytes)
-       << "</td><td class=\"l\">"
-       << getCostTermName(getStepBreakdown(PC).getDominant())
-       << "</td></tr>\n";
+       << format("%.0f", PC.TokensPerS) << "</td><td>" << format("%.3f", PC.MFU)
+       << "</td><td>" << bytes(PC.MaxMemoryBytes) << "</td><td class=\"l\">"
+       << getCostTermName(getStepBreakdown(PC).getDominant()) << "</td></tr>\n";
   }
   OS << "</table>\n";
 }
@@ -472,8 +474,8 @@ std::string stageList(const PlanCost &PC) {
 void writeHtmlReport(const HtmlReportInput &In, raw_ostream &OS) {
   assert(In.Search && !In.Search->Top.empty() && "needs a chosen plan");
   const PlanCost &PC = In.Search->Top.front();
-  std::string Title = "Loom plan for " + In.ModelName + " on " +
-                      In.HardwareName;
+  std::string Title =
+      "Loom plan for " + In.ModelName + " on " + In.HardwareName;
   OS << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<title>"
      << esc(Title) << "</title>\n<style>" << Style

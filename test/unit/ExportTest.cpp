@@ -99,9 +99,8 @@ TEST(ExportTest, InterleavedChunks) {
   // "(S|)*n," shorthand for the run of 4 equal chunks.
   ExportInput In = makeInput(16, P);
   ExportResult R = exportLaunchArgs(ExportTarget::Megatron, In);
-  EXPECT_NE(std::string::npos,
-            flags(R).find("--pipeline-model-parallel-layout "
-                          "\"Et*2|(t*3|)*4,t*2L\""));
+  EXPECT_NE(std::string::npos, flags(R).find("--pipeline-model-parallel-layout "
+                                             "\"Et*2|(t*3|)*4,t*2L\""));
   // Loom's chunks count the embedding and the head as layers, so under
   // interleaving they rarely are Megatron's even split. MindSpeed has no
   // flag for uneven virtual stages: a warning, and the per-chunk count when
