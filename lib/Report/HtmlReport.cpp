@@ -292,17 +292,23 @@ void writeTimeline(const HtmlReportInput &In, const PlanCost &PC,
   for (unsigned S = 0; S < P.PP; ++S)
     Lanes.push_back(getRank(P, S, 0, 0));
   OS << "<p class=\"note\">One lane per pipeline stage (its first data- and "
-        "tensor-parallel rank): forward (F) and backward (B) micro-batch "
-        "boxes, the communication under them. Predicted step "
+        "tensor-parallel rank): "
+     << (In.Mode == "infer" ? "forward (F)" : "forward (F) and backward (B)")
+     << " micro-batch boxes, the communication under them. Predicted step "
      << secs(SP->ScheduleStepS) << " (schedule), " << secs(PC.StepTimeS)
      << " (cost model).</p>\n";
-  legend(OS, {{"forward", colorOf("forward")},
-              {"backward", colorOf("backward")},
-              {"optimizer", colorOf("optimizer")},
-              {"tp collectives", colorOf("tp")},
-              {"ep all-to-all", colorOf("ep")},
-              {"pipeline send/recv", colorOf("p2p")},
-              {"dp gradient sync", colorOf("dp")}});
+  // Inference has no backward, DP gradient sync or optimizer.
+  std::vector<std::pair<const char *, StringRef>> Items = {
+      {"forward", colorOf("forward")}};
+  if (In.Mode != "infer")
+    Items.insert(Items.end(), {{"backward", colorOf("backward")},
+                               {"optimizer", colorOf("optimizer")}});
+  Items.insert(Items.end(), {{"tp collectives", colorOf("tp")},
+                             {"ep all-to-all", colorOf("ep")},
+                             {"pipeline send/recv", colorOf("p2p")}});
+  if (In.Mode != "infer")
+    Items.push_back({"dp gradient sync", colorOf("dp")});
+  legend(OS, Items);
   int NMB = (int)P.NumMicroBatches;
   int W = (int)std::max(1u, In.WindowMicroBatches);
   double Start = 0, End = SP->ScheduleStepS;
