@@ -13,6 +13,8 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/CostReport.h"
 #include "loom/Plan/Search.h"
+#include "loom/Report/Export.h"
+#include "loom/Report/HtmlReport.h"
 #include "loom/Shard/OutputDir.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -24,6 +26,30 @@ using namespace llvm;
 
 namespace loom {
 namespace {
+
+/// Nodes of the planning graph per device class.
+std::map<std::string, unsigned> getPlacementCounts(const CompilationUnit &CU) {
+  std::map<std::string, unsigned> PerClass;
+  for (const auto &NP : CU.M->getGraph().getNodes())
+    ++PerClass[NP->DeviceClass.empty() ? std::string("(unplaced)")
+                                       : NP->DeviceClass];
+  return PerClass;
+}
+
+Error writeTextFile(StringRef Path, function_ref<void(raw_ostream &)> Write) {
+  std::error_code EC;
+  raw_fd_ostream OS(Path, EC, sys::fs::OF_None);
+  if (EC)
+    return createStringError(EC, "cannot write '%s'", Path.str().c_str());
+  Write(OS);
+  OS.close();
+  if (OS.has_error()) {
+    std::error_code E = OS.error();
+    OS.clear_error();
+    return createStringError(E, "cannot write '%s'", Path.str().c_str());
+  }
+  return Error::success();
+}
 
 Error writeReport(const CompilationUnit &CU, StringRef Path) {
   std::error_code EC;
@@ -61,10 +87,7 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
                  R.FileName.c_str(), Nodes, Coll, P2P, Bytes);
   }
   // Device-class placement of the planning graph.
-  std::map<std::string, unsigned> PerClass;
-  for (const auto &NP : CU.M->getGraph().getNodes())
-    ++PerClass[NP->DeviceClass.empty() ? std::string("(unplaced)")
-                                        : NP->DeviceClass];
+  std::map<std::string, unsigned> PerClass = getPlacementCounts(CU);
   OS << "\nDevice-class placement (nodes):";
   for (const auto &KV : PerClass)
     OS << " " << KV.first << "=" << KV.second;
@@ -115,8 +138,9 @@ class EmitPass : public Pass {
 public:
   StringRef getArgument() const override { return "emit"; }
   StringRef getDescription() const override {
-    return "Write manifest.json, graphs/, schedule.json, trace.json and "
-           "report.txt to the output directory";
+    return "Write manifest.json, graphs/, schedule.json, trace.json, "
+           "report.txt, report.html and the --export files to the output "
+           "directory";
   }
   // Its errors are about the output directory, which they name.
   bool errorsNameModel() const override { return false; }
@@ -166,6 +190,8 @@ public:
       return createStringError(EC, "cannot create a directory next to '%s': %s",
                                Out.str().c_str(), EC.message().c_str());
     Error E = writeAll(CU, Tmp);
+    for (const std::string &W : ExportWarnings)
+      CU.warn(W);
     if (!E)
       E = checkOutputDir(Out, CU.Opts.Force);
     if (!E)
@@ -211,11 +237,64 @@ private:
     if (Error E = writeTrace(SP, TO, PathOf("trace.json")))
       return E;
     Tell("report.txt");
-    return writeReport(CU, PathOf("report.txt"));
+    if (Error E = writeReport(CU, PathOf("report.txt")))
+      return E;
+    Tell("report.html");
+    HtmlReportInput HI;
+    HI.ModelName = MI.Model;
+    HI.HardwareName = CU.HW->Name;
+    HI.Mode = Mode.str();
+    HI.Search = CU.Search.get();
+    HI.Program = &SP;
+    HI.Placement = getPlacementCounts(CU);
+    HI.TopK = std::max(5u, CU.Opts.TopPlans);
+    if (Error E = writeTextFile(PathOf("report.html"), [&](raw_ostream &OS) {
+          writeHtmlReport(HI, OS);
+        }))
+      return E;
+    // --export: the launch arguments of the chosen plan.
+    Expected<std::vector<ExportTarget>> Targets =
+        parseExportTargets(CU.Opts.Export);
+    if (!Targets)
+      return Targets.takeError();
+    for (ExportTarget T : *Targets) {
+      ExportResult R = exportLaunchArgs(
+          T, makeExportInput(CU, CU.Search->Top.front()));
+      if (Error E = writeTextFile(PathOf(R.FileName),
+                                  [&](raw_ostream &OS) { OS << R.Text; }))
+        return E;
+      ExportWarnings.insert(ExportWarnings.end(), R.Warnings.begin(),
+                            R.Warnings.end());
+    }
+    return Error::success();
   }
+  std::vector<std::string> ExportWarnings;
 };
 
 } // namespace
+
+ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
+  ExportInput In = makeExportInput(CU.M->getGraph(), CU.Layers, Chosen);
+  In.ModelName = sys::path::filename(CU.M->SourcePath).str();
+  In.HardwareName = CU.HW->Name;
+  In.ClusterDevices = CU.HW->getNumDevices();
+  // The plan's batch by construction (dp x mb x nmb = --batch).
+  const ParallelPlan &P = Chosen.Plan;
+  In.GlobalBatch = (int64_t)P.DP * P.MicroBatchSize * P.NumMicroBatches;
+  // --seq, else (static shapes) dim 1 of the first input of rank >= 2, as
+  // search-parallelism reads it.
+  In.Seq = CU.Opts.Seq.getValueOr(0);
+  for (const Value *V : CU.M->getGraph().getInputs()) {
+    if (In.Seq || !V->Type.HasShape || V->Type.getRank() < 2)
+      continue;
+    In.Seq = V->Type.Dims[1].isStatic() && V->Type.Dims[1].Size > 0
+                 ? V->Type.Dims[1].Size
+                 : 1;
+  }
+  if (!In.Seq)
+    In.Seq = 1;
+  return In;
+}
 
 std::unique_ptr<Pass> createEmitPass() { return std::make_unique<EmitPass>(); }
 

@@ -41,8 +41,8 @@ static const PassInfo Registry[] = {
      "for one step, with predicted times",
      createSchedulePass},
     {"emit",
-     "Write manifest.json, graphs/, schedule.json, trace.json and report.txt "
-     "to the output directory",
+     "Write manifest.json, graphs/, schedule.json, trace.json, report.txt, "
+     "report.html and the --export files to the output directory",
      createEmitPass},
 };
 

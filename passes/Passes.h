@@ -4,6 +4,7 @@
 
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
+#include "loom/Report/Export.h"
 #include "loom/Solver/Placement.h"
 
 namespace loom {
@@ -111,6 +112,10 @@ placeForPipeline(const CompilationUnit &CU, bool Explain,
 /// reason, then totals per class. Fails if the pass has not run.
 llvm::Error printPlacement(const CompilationUnit &CU, ReportFormat F,
                            llvm::raw_ostream &OS);
+/// What --export needs to know of \p CU for the plan \p Chosen (emit and
+/// the tool without -o share it).
+ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen);
+
 } // namespace loom
 
 #endif

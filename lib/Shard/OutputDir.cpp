@@ -56,7 +56,9 @@ static Error closeFile(StringRef Path, raw_fd_ostream &OS) {
 
 ArrayRef<StringRef> getOutputDirEntries() {
   static const StringRef Entries[] = {
-      "manifest.json", "graphs", "schedule.json", "trace.json", "report.txt"};
+      "manifest.json",     "graphs",           "schedule.json",
+      "trace.json",        "report.txt",       "report.html",
+      "megatron-args.txt", "mindspeed-args.txt", "deepspeed.json"};
   return Entries;
 }
 

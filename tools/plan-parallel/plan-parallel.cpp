@@ -143,7 +143,8 @@ static cl::opt<bool> PrintPlacement(
 static cl::opt<std::string>
     OutputDir("o", cl::value_desc("DIR"),
               cl::desc("Write the sharded graphs, manifest.json, "
-                       "schedule.json, trace.json and report.txt to DIR"),
+                       "schedule.json, trace.json, report.txt and "
+                       "report.html to DIR"),
               cl::cat(LoomCategory));
 static cl::opt<bool> Force(LOOM_OPT("force"),
                            cl::desc("Replace the output directory if it exists"),
@@ -186,6 +187,16 @@ static cl::opt<TraceKind> TraceMode(
                           "(default)"),
                clEnumValN(TraceKind::Full, "full",
                           "every rank and micro-batch")),
+    cl::cat(LoomCategory));
+
+// The hand-off to a training framework (lib/Report/Export.cpp).
+static cl::list<std::string> ExportTo(
+    LOOM_OPT("export"), cl::value_desc("megatron|mindspeed|deepspeed"),
+    cl::CommaSeparated,
+    cl::desc("Write the chosen plan as a training framework's launch "
+             "arguments (repeatable or a comma list): megatron-args.txt, "
+             "mindspeed-args.txt, deepspeed.json in the -o directory; "
+             "without -o, on stdout"),
     cl::cat(LoomCategory));
 
 static StringRef ToolName = "plan-parallel";
@@ -481,6 +492,14 @@ int main(int argc, char **argv) {
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
   ProgressLine Progress;
   CU.Opts.Progress = [&](const std::string &S) { Progress.set(S); };
+  Expected<std::vector<ExportTarget>> Exports = parseExportTargets(ExportTo);
+  if (!Exports)
+    return reportError(Exports.takeError());
+  if (!Exports->empty() && CU.Opts.Mode != RunMode::Train)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "--export writes training launch arguments; it needs --mode train"));
+  CU.Opts.Export.assign(ExportTo.begin(), ExportTo.end());
   CU.HW = &*HW;
   // What --plan fixes; search-parallelism searches the rest.
   Optional<PlanSpec> Spec;
@@ -638,6 +657,24 @@ int main(int argc, char **argv) {
   case CostLevel::Stage:
     printStageCosts(G, CU.NodeCosts, *Costed, Format, outs());
     break;
+  }
+  // --export without -o: the launch arguments replace the summary (with
+  // -o, emit wrote them into the directory).
+  if (!Exports->empty() && OutputDir.empty()) {
+    if (!Costed)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--export needs a plan: the search-parallelism pass or --plan"));
+    for (ExportTarget T : *Exports) {
+      ExportResult R = exportLaunchArgs(T, makeExportInput(CU, *Costed));
+      if (Exports->size() > 1)
+        outs() << "==> " << R.FileName << " <==\n";
+      outs() << R.Text;
+      if (!Quiet)
+        for (const std::string &W : R.Warnings)
+          WithColor::warning(errs(), ToolName) << W << '\n';
+    }
+    return 0;
   }
   // --print-placement: the placement report replaces the summary.
   if (PrintPlacement) {

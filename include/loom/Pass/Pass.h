@@ -60,6 +60,9 @@ struct CompileOptions {
   bool TestCorruptOutput = false;
   /// trace.json shows every rank and micro-batch (--trace=full).
   bool TraceFull = false;
+  /// Launch-argument files emit writes (--export): framework names as
+  /// loom/Report/Export.h parses them, already checked by the tool.
+  std::vector<std::string> Export;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the

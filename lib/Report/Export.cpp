@@ -1,0 +1,561 @@
+//===- Export.cpp - A plan as a training framework's launch flags ---------===//
+//
+// Flag names, checked against each framework's own source (read, not
+// copied):
+//  * Megatron-LM (NVIDIA/Megatron-LM, main of 2026-08): the parallelism,
+//    recompute and precision flags are the fields of ModelParallelConfig
+//    (megatron/core/model_parallel_config.py: tensor_model_parallel_size,
+//    pipeline_model_parallel_size, sequence_parallel,
+//    expert_model_parallel_size, fp16, bf16) and TransformerConfig
+//    (megatron/core/transformer/transformer_config.py: num_layers,
+//    recompute_granularity full|selective, recompute_method uniform|block,
+//    recompute_num_layers), turned into "--" + name with '_' -> '-' by
+//    ArgumentGroupFactory (megatron/training/argument_utils.py);
+//    micro_batch_size and global_batch_size are TrainingConfig fields
+//    (megatron/training/config/training_config.py). Written out in
+//    megatron/training/arguments.py: --seq-length, --use-distributed-optimizer
+//    (sharded optimizer states, i.e. ZeRO-1), --grad-reduce-in-bf16,
+//    --accumulate-allreduce-grads-in-fp32,
+//    --num-layers-per-virtual-pipeline-stage, and
+//    --pipeline-model-parallel-layout (stages split by '|', E embedding,
+//    t transformer layer, L loss, "t*3" repeats; parsed by
+//    PipelineParallelLayerLayout.parse_str_to_list in
+//    megatron/core/transformer/pipeline_parallel_layer_layout.py; segment i
+//    runs on pipeline rank i % pp, as Loom's chunks do). Gradient and
+//    parameter sharding (ZeRO-2/3) is Megatron-FSDP there
+//    (--use-megatron-fsdp, --data-parallel-sharding-strategy). Ranks are
+//    ordered tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping
+//    (megatron/training/initialize.py; DistributedInitConfig in
+//    megatron/training/config/common_config.py).
+//  * MindSpeed-LLM (Ascend/MindSpeed-LLM, master of 2026-08, on Megatron
+//    core_v0.12.1 per its README): Megatron's flags plus --use-mcore-models
+//    (every mcore example script), --num-layer-list for uneven stages
+//    (mindspeed_llm/features_manager/pipeline_parallel/num_layer_list.py:
+//    transformer layers per stage, one per pp rank, not with virtual
+//    stages), recompute as docs/en/pytorch/features/mcore/
+//    recompute_relative.md names it.
+//  * DeepSpeed (microsoft/DeepSpeed, master of 2025-02): the JSON keys of
+//    docs/_pages/config-json.md (train_batch_size,
+//    train_micro_batch_size_per_gpu, gradient_accumulation_steps,
+//    bf16.enabled, fp16.enabled, zero_optimization.stage,
+//    communication_data_type fp16|bf16|fp32), tensor_parallel.autotp_size
+//    (deepspeed/runtime/tensor_parallel/config.py, AutoTP training) and
+//    pipeline.activation_checkpoint_interval (get_pipeline_config in
+//    deepspeed/runtime/config.py). The pipeline degree and MoE's ep_size are
+//    constructor arguments in the model code (PipelineModule(num_stages=),
+//    deepspeed.moe.layer.MoE(ep_size=)), and the pipeline engine refuses
+//    ZeRO-2/3 (deepspeed/runtime/pipe/engine.py). Its pipeline topology
+//    (PipeModelDataParallelTopology in deepspeed/runtime/pipe/topology.py)
+//    orders ranks model (tp) innermost, then data, then pipe.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Report/Export.h"
+#include "loom/Plan/Experts.h"
+#include "loom/Support/Units.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <map>
+
+using namespace llvm;
+
+namespace loom {
+
+StringRef getExportTargetName(ExportTarget T) {
+  switch (T) {
+  case ExportTarget::Megatron:
+    return "megatron";
+  case ExportTarget::MindSpeed:
+    return "mindspeed";
+  case ExportTarget::DeepSpeed:
+    return "deepspeed";
+  }
+  llvm_unreachable("bad export target");
+}
+
+StringRef getExportFileName(ExportTarget T) {
+  switch (T) {
+  case ExportTarget::Megatron:
+    return "megatron-args.txt";
+  case ExportTarget::MindSpeed:
+    return "mindspeed-args.txt";
+  case ExportTarget::DeepSpeed:
+    return "deepspeed.json";
+  }
+  llvm_unreachable("bad export target");
+}
+
+Expected<std::vector<ExportTarget>>
+parseExportTargets(ArrayRef<std::string> Values) {
+  std::vector<ExportTarget> Out;
+  for (StringRef V : Values) {
+    SmallVector<StringRef, 4> Parts;
+    V.split(Parts, ',', -1, /*KeepEmpty=*/false);
+    if (Parts.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "--export: expected megatron, mindspeed or "
+                               "deepspeed");
+    for (StringRef P : Parts) {
+      P = P.trim();
+      Optional<ExportTarget> T;
+      for (ExportTarget C : {ExportTarget::Megatron, ExportTarget::MindSpeed,
+                             ExportTarget::DeepSpeed})
+        if (P.equals_insensitive(getExportTargetName(C)))
+          T = C;
+      if (!T)
+        return createStringError(inconvertibleErrorCode(),
+                                 "--export: unknown framework '%s' (known: "
+                                 "megatron, mindspeed, deepspeed)",
+                                 P.str().c_str());
+      if (!is_contained(Out, *T))
+        Out.push_back(*T);
+    }
+  }
+  return Out;
+}
+
+ExportInput makeExportInput(const Graph &G, ArrayRef<LayerInfo> Layers,
+                            const PlanCost &Chosen) {
+  ExportInput In;
+  In.Cost = Chosen;
+  for (const LayerInfo &L : Layers)
+    In.LayerKinds.push_back(L.K);
+  std::map<DataType, double> BytesOf;
+  for (const Value *V : G.getParameters()) {
+    DataType T = V->Type.Elem;
+    if (T == DataType::Float || T == DataType::Float16 ||
+        T == DataType::BFloat16 || T == DataType::Double)
+      BytesOf[T] += (double)V->Type.getSizeInBytes().getValueOr(0);
+  }
+  double Best = -1;
+  for (const auto &KV : BytesOf)
+    if (KV.second > Best) {
+      Best = KV.second;
+      In.ParamType = KV.first;
+    }
+  for (const ExpertGroup &EG : findExperts(G, Layers)) {
+    In.NumExperts = std::max(In.NumExperts, EG.NumExperts);
+    In.StackedExperts &= EG.isStacked();
+  }
+  return In;
+}
+
+std::vector<std::string> getChunkLayouts(const ExportInput &In) {
+  const ParallelPlan &P = In.Cost.Plan;
+  unsigned NL = In.LayerKinds.size();
+  unsigned NumChunks = P.PP * P.VirtualStages;
+  std::vector<unsigned> Counts;
+  if (P.VirtualStages == 1 && In.Cost.Stages.size() == P.PP) {
+    for (const StageCost &S : In.Cost.Stages)
+      Counts.push_back(S.NumLayers);
+  } else {
+    // The shard pass's split (lib/Shard/Propagation.cpp): even, the
+    // remainder on the last chunks.
+    Counts.assign(NumChunks, NumChunks ? NL / NumChunks : 0);
+    for (unsigned C = 0; NumChunks && C < NL % NumChunks; ++C)
+      ++Counts[NumChunks - 1 - C];
+  }
+  int FirstPro = -1, LastEpi = -1;
+  for (unsigned L = 0; L < NL; ++L) {
+    if (In.LayerKinds[L] == LayerInfo::Kind::Prologue && FirstPro < 0)
+      FirstPro = L;
+    if (In.LayerKinds[L] == LayerInfo::Kind::Epilogue)
+      LastEpi = L;
+  }
+  std::vector<std::string> Out;
+  unsigned L = 0;
+  for (unsigned C : Counts) {
+    std::string S;
+    for (unsigned I = 0; I < C && L < NL; ++I, ++L) {
+      if ((int)L == FirstPro)
+        S += 'E';
+      else if ((int)L == LastEpi)
+        S += 'L';
+      else if (In.LayerKinds[L] == LayerInfo::Kind::Block)
+        S += 't';
+    }
+    Out.push_back(std::move(S));
+  }
+  return Out;
+}
+
+namespace {
+
+unsigned countBlocks(StringRef Chunk) { return Chunk.count('t'); }
+
+/// "Et*12" for "Etttttttttttt".
+std::string compressChunk(StringRef Chunk) {
+  std::string Out;
+  for (size_t I = 0; I < Chunk.size();) {
+    size_t J = I;
+    while (J < Chunk.size() && Chunk[J] == Chunk[I])
+      ++J;
+    Out += Chunk[I];
+    if (J - I > 1)
+      Out += "*" + std::to_string(J - I);
+    I = J;
+  }
+  return Out;
+}
+
+/// Megatron's layout string: chunks joined by '|', runs of equal chunks as
+/// "(S|)*n," (the last chunk of a run at the end written out, so that no
+/// empty stage trails; commas are cosmetic to Megatron's parser).
+std::string getLayoutString(ArrayRef<std::string> Chunks) {
+  std::string Out;
+  for (size_t I = 0; I < Chunks.size();) {
+    size_t J = I;
+    while (J < Chunks.size() && Chunks[J] == Chunks[I])
+      ++J;
+    std::string C = compressChunk(Chunks[I]);
+    size_t N = J - I;
+    bool Last = J == Chunks.size();
+    if (N >= 3) // A comma after the group: cosmetic, for the reader.
+      Out += "(" + C + "|)*" + std::to_string(Last ? N - 1 : N) + "," +
+             (Last ? C : "");
+    else
+      for (size_t K = 0; K < N; ++K)
+        Out += C + (Last && K + 1 == N ? "" : "|");
+    I = J;
+  }
+  return Out;
+}
+
+struct Facts {
+  unsigned Blocks = 0;
+  std::vector<std::string> Chunks;
+  /// The chunks are Megatron's default split: T / chunks blocks each, the
+  /// embedding on the first chunk, the head on the last.
+  bool DefaultSplit = true;
+  /// The embedding on the first device and the head on the last (what
+  /// MindSpeed's --num-layer-list assumes).
+  bool EndsInPlace = true;
+  unsigned OtherLayers = 0;
+};
+
+Facts getFacts(const ExportInput &In) {
+  Facts F;
+  F.Chunks = getChunkLayouts(In);
+  bool HasE = false, HasL = false;
+  for (const std::string &C : F.Chunks) {
+    F.Blocks += countBlocks(C);
+    HasE |= StringRef(C).contains('E');
+    HasL |= StringRef(C).contains('L');
+  }
+  unsigned NC = F.Chunks.size();
+  for (unsigned C = 0; C < NC; ++C) {
+    StringRef S = F.Chunks[C];
+    bool WantE = HasE && C == 0, WantL = HasL && C == NC - 1;
+    if (S.contains('E') != WantE || S.contains('L') != WantL)
+      F.EndsInPlace = false;
+    if (!NC || F.Blocks % NC || countBlocks(S) != F.Blocks / NC)
+      F.DefaultSplit = false;
+  }
+  F.DefaultSplit &= F.EndsInPlace;
+  for (LayerInfo::Kind K : In.LayerKinds)
+    F.OtherLayers += K != LayerInfo::Kind::Block;
+  return F;
+}
+
+/// Whether the plan's mesh (its axes of size > 1, innermost first) is
+/// \p Order's with the axes of size 1 dropped.
+bool meshIs(const ParallelPlan &P, const AxisOrder &Order) {
+  auto Mine = getNonTrivialAxes(P.Order, P.EP, P.DP / P.EP, P.PP);
+  auto Theirs = getNonTrivialAxes(Order, P.EP, P.DP / P.EP, P.PP);
+  return Mine == Theirs;
+}
+
+std::string getStageCounts(const PlanCost &PC) {
+  std::string S;
+  for (const StageCost &SC : PC.Stages)
+    S += (S.empty() ? "" : ":") + std::to_string(SC.NumLayers);
+  return S;
+}
+
+/// The comment header of the args files (and of stdout).
+void printHeader(StringRef Framework, const ExportInput &In, const Facts &F,
+                 raw_ostream &OS) {
+  const PlanCost &PC = In.Cost;
+  const ParallelPlan &P = PC.Plan;
+  OS << "# " << Framework << " launch arguments written by Loom (plan-parallel "
+     << "--export)\n";
+  OS << "# plan: " << P.str() << "\n";
+  OS << "# model: " << In.ModelName << " (" << F.Blocks
+     << " transformer layers, " << getDataTypeName(In.ParamType)
+     << " weights); hardware: " << In.HardwareName << "; global batch "
+     << In.GlobalBatch << " x seq " << In.Seq << "\n";
+  OS << "# world size: " << P.getNumDevices() << " ranks (tp " << P.TP
+     << " x pp " << P.PP << " x dp " << P.DP << ")";
+  if (In.ClusterDevices && In.ClusterDevices != P.getNumDevices())
+    OS << " of the cluster's " << In.ClusterDevices;
+  OS << "\n";
+  OS << "# predicted: step " << formatDuration(Seconds(PC.StepTimeS)) << ", "
+     << format("%.0f", PC.TokensPerS) << " tokens/s, MFU "
+     << format("%.3f", PC.MFU) << ", memory "
+     << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
+     << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
+  OS << "# Loom's layers per pipeline stage (embedding and head included): "
+     << getStageCounts(PC) << "\n";
+}
+
+/// Megatron-LM and MindSpeed-LLM share most flags (MindSpeed-LLM patches
+/// Megatron's argument parser).
+ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
+  ExportResult R;
+  R.Target = T;
+  R.FileName = getExportFileName(T).str();
+  bool Mind = T == ExportTarget::MindSpeed;
+  StringRef Name = Mind ? "MindSpeed-LLM" : "Megatron-LM";
+  const ParallelPlan &P = In.Cost.Plan;
+  Facts F = getFacts(In);
+  std::vector<std::string> Flags;
+  auto Add = [&](const Twine &Flag) { Flags.push_back(Flag.str()); };
+  auto Warn = [&](const Twine &W) {
+    R.Warnings.push_back((getExportTargetName(T) + ": " + W).str());
+  };
+  if (Mind)
+    Add("--use-mcore-models");
+  Add("--tensor-model-parallel-size " + Twine(P.TP));
+  Add("--pipeline-model-parallel-size " + Twine(P.PP));
+  // Rank order: Megatron's default is tp-cp-ep-dp-pp, --use-tp-pp-dp-mapping
+  // makes it tp-cp-ep-pp-dp (megatron/training/initialize.py).
+  if (!meshIs(P, DefaultAxisOrder)) {
+    if (meshIs(P, {MeshAxis::EP, MeshAxis::PP, MeshAxis::DP}))
+      Add("--use-tp-pp-dp-mapping");
+    else
+      Warn("order=" + getAxisOrderName(P.Order) + ": " + Name +
+           " orders ranks tp-ep-dp-pp, or tp-ep-pp-dp with "
+           "--use-tp-pp-dp-mapping; this mesh is lost, so groups land on "
+           "other links than Loom costed");
+  }
+  // Stages: Megatron's default when Loom's split is it; otherwise the
+  // framework's flag for uneven stages.
+  if (!F.DefaultSplit) {
+    if (!Mind) {
+      Add("--pipeline-model-parallel-layout \"" + getLayoutString(F.Chunks) +
+          "\"");
+    } else if (P.VirtualStages == 1 && F.EndsInPlace && P.PP > 1) {
+      std::string List;
+      for (const std::string &C : F.Chunks)
+        List += (List.empty() ? "" : ",") + std::to_string(countBlocks(C));
+      Add("--num-layer-list " + List);
+    } else {
+      if (P.VirtualStages > 1)
+        Warn("Loom's virtual stages (" + getLayoutString(F.Chunks) +
+             ") are uneven and MindSpeed-LLM has no flag for that "
+             "(--num-layer-list excludes virtual stages); it splits the " +
+             Twine(F.Blocks) + " layers evenly");
+      else
+        Warn("Loom's stages (" + getLayoutString(F.Chunks) +
+             ") move the embedding or the head, which MindSpeed-LLM has "
+             "no flag for; it splits the " +
+             Twine(F.Blocks) + " layers evenly");
+    }
+  }
+  // Interleaving: with a layout Megatron reads it from there; otherwise an
+  // even number of layers per virtual stage.
+  if (P.VirtualStages > 1 && (Mind || F.DefaultSplit)) {
+    unsigned Chunks = P.PP * P.VirtualStages;
+    if (F.Blocks % Chunks == 0)
+      Add("--num-layers-per-virtual-pipeline-stage " +
+          Twine(F.Blocks / Chunks));
+    else
+      Warn("vpp=" + Twine(P.VirtualStages) + ": " + Twine(F.Blocks) +
+           " layers do not split evenly into " + Twine(Chunks) +
+           " virtual stages, as " + Name +
+           " needs; no interleaving flag, so the bubble will be larger "
+           "than predicted");
+  }
+  if (P.EP > 1) {
+    Add("--expert-model-parallel-size " + Twine(P.EP));
+    Add("--num-experts " + Twine(In.NumExperts));
+    if (!In.StackedExperts)
+      Warn("ep=" + Twine(P.EP) +
+           ": the model's experts are unrolled "
+           "branches that every token visits; " +
+           Name +
+           "'s MoE routes each token to its top-k experts, so the flags "
+           "shard the experts but the computation differs from what Loom "
+           "costed");
+  }
+  if (P.SP && P.TP > 1)
+    Add("--sequence-parallel");
+  switch (P.RC) {
+  case Recompute::None:
+    break;
+  case Recompute::Selective:
+    // Megatron's selective recompute repeats the attention core
+    // (core_attn), as Loom's does.
+    Add("--recompute-granularity selective");
+    break;
+  case Recompute::Full:
+    // Loom's full recompute keeps each layer's input and recomputes the
+    // layer: uniform units of one layer.
+    Add("--recompute-granularity full");
+    Add("--recompute-method uniform");
+    Add("--recompute-num-layers 1");
+    break;
+  }
+  Add("--micro-batch-size " + Twine(P.MicroBatchSize));
+  Add("--global-batch-size " + Twine(In.GlobalBatch));
+  if (P.ZeroStage >= 1)
+    Add("--use-distributed-optimizer");
+  if (P.ZeroStage >= 2)
+    Warn("zero=" + Twine(P.ZeroStage) +
+         ": --use-distributed-optimizer shards only the optimizer states "
+         "(ZeRO-1); the " +
+         (P.ZeroStage == 2 ? "gradient" : "gradient and parameter") +
+         " sharding Loom costed is lost" +
+         (Mind ? std::string()
+               : std::string(" (Megatron-FSDP's "
+                             "--data-parallel-sharding-strategy ") +
+                     (P.ZeroStage == 2 ? "optim_grads" : "optim_grads_params") +
+                     " has it)") +
+         ", so each device needs more memory than predicted");
+  Add("--num-layers " + Twine(F.Blocks));
+  Add("--seq-length " + Twine(In.Seq));
+  if (In.ParamType == DataType::BFloat16)
+    Add("--bf16");
+  else if (In.ParamType == DataType::Float16)
+    Add("--fp16");
+  else
+    Warn("the model's weights are " + getDataTypeName(In.ParamType) +
+         ": no --bf16/--fp16, but Loom costed mixed-precision training "
+         "(2-byte weights and gradients); add --bf16 for that memory");
+  // Gradient width: with --bf16 Megatron accumulates and reduces in fp32
+  // unless --grad-reduce-in-bf16; with --fp16 it reduces fp16 gradients
+  // unless --accumulate-allreduce-grads-in-fp32 (arguments.py,
+  // validate_args).
+  if (In.ParamType == DataType::BFloat16 && P.Grad == GradPrecision::BF16)
+    Add("--grad-reduce-in-bf16");
+  if (In.ParamType == DataType::Float16) {
+    if (P.Grad == GradPrecision::FP32)
+      Add("--accumulate-allreduce-grads-in-fp32");
+    else
+      Warn("grad=bf16 with fp16 weights: " + Name +
+           " reduces fp16 gradients (the same width, another format)");
+  }
+  if (F.Blocks == 0)
+    Warn("the model has no repeated transformer blocks (--num-layers 0); " +
+         Name +
+         " builds transformer models, so only the parallelism and "
+         "batch flags carry over");
+  else if (F.OtherLayers > 2 || (F.OtherLayers && !F.Chunks.empty() &&
+                                 !StringRef(F.Chunks.front()).contains('E') &&
+                                 !StringRef(F.Chunks.back()).contains('L')))
+    Warn(Twine(F.OtherLayers) +
+         " of the model's layers are not repeated blocks; " + Name +
+         " builds an embedding, --num-layers transformer layers and a head");
+
+  raw_string_ostream OS(R.Text);
+  printHeader(Name, In, F, OS);
+  OS << "# Flag names: " << (Mind ? "Ascend/MindSpeed-LLM on " : "")
+     << "NVIDIA/Megatron-LM's megatron/training/arguments.py; add the "
+        "model's shape, data and optimizer flags.\n";
+  OS << "# Use: torchrun ... pretrain_gpt.py $(grep -v '^#' " << R.FileName
+     << ") ...\n";
+  for (const std::string &W : R.Warnings)
+    OS << "# warning: " << W << "\n";
+  OS << join(Flags, " ") << "\n";
+  OS.flush();
+  return R;
+}
+
+ExportResult exportDeepSpeed(const ExportInput &In) {
+  ExportResult R;
+  R.Target = ExportTarget::DeepSpeed;
+  R.FileName = getExportFileName(R.Target).str();
+  const ParallelPlan &P = In.Cost.Plan;
+  Facts F = getFacts(In);
+  auto Warn = [&](const Twine &W) {
+    R.Warnings.push_back(("deepspeed: " + W).str());
+  };
+  // DeepSpeed's PipeModelDataParallelTopology puts the model (tp) axis
+  // innermost, then data, then pipe: Loom's default order.
+  if (!meshIs(P, DefaultAxisOrder))
+    Warn("order=" + getAxisOrderName(P.Order) +
+         ": DeepSpeed's pipeline topology orders ranks tp-dp-pp; this mesh "
+         "is lost, so groups land on other links than Loom costed");
+  if (P.PP > 1) {
+    Warn("pp=" + Twine(P.PP) +
+         ": deepspeed.json cannot hold the stage "
+         "count; pass it in the model code, PipelineModule(num_stages=" +
+         Twine(P.PP) + ")");
+    if (!F.DefaultSplit)
+      Warn("Loom's stages (" + getStageCounts(In.Cost) +
+           " layers, embedding and head included) are not an even split "
+           "of the transformer layers; set PipelineModule's "
+           "partition_method in the model code, the JSON has no key for "
+           "them");
+    if (P.ZeroStage >= 2)
+      Warn("zero=" + Twine(P.ZeroStage) + " with pp=" + Twine(P.PP) +
+           ": DeepSpeed's pipeline engine refuses ZeRO-2/3; the stage is "
+           "written as planned but will not start");
+  }
+  if (P.VirtualStages > 1)
+    Warn("vpp=" + Twine(P.VirtualStages) +
+         ": DeepSpeed's pipeline engine has no interleaved schedule; the "
+         "bubble will be larger than predicted");
+  if (P.SP && P.TP > 1)
+    Warn("sp=1: DeepSpeed has no Megatron-style sequence parallelism "
+         "(DeepSpeed-Ulysses splits attention heads, another scheme); the "
+         "activation memory saving Loom costed is lost");
+  if (P.EP > 1)
+    Warn("ep=" + Twine(P.EP) +
+         ": the expert-parallel degree is an argument "
+         "of the model code, deepspeed.moe.layer.MoE(ep_size=" +
+         Twine(P.EP) + ")");
+  if (P.RC == Recompute::Selective)
+    Warn("recompute=selective: DeepSpeed recomputes the modules the model "
+         "code wraps in deepspeed.checkpointing.checkpoint(); wrap only the "
+         "attention core");
+  if (P.RC == Recompute::Full && P.PP == 1)
+    Warn("recompute=full: wrap every transformer layer in "
+         "deepspeed.checkpointing.checkpoint() in the model code");
+  if (In.ParamType != DataType::BFloat16 && In.ParamType != DataType::Float16)
+    Warn("the model's weights are " + getDataTypeName(In.ParamType) +
+         ": no bf16/fp16 section, but Loom costed mixed-precision training "
+         "(2-byte weights and gradients)");
+
+  raw_string_ostream OS(R.Text);
+  {
+    json::OStream J(OS, 2);
+    J.object([&] {
+      // train_batch_size = micro-batch x accumulation steps x data-parallel
+      // ranks (config-json.md).
+      J.attribute("train_batch_size", In.GlobalBatch);
+      J.attribute("train_micro_batch_size_per_gpu", (int64_t)P.MicroBatchSize);
+      J.attribute("gradient_accumulation_steps", (int64_t)P.NumMicroBatches);
+      if (In.ParamType == DataType::BFloat16)
+        J.attributeObject("bf16", [&] { J.attribute("enabled", true); });
+      else if (In.ParamType == DataType::Float16)
+        J.attributeObject("fp16", [&] { J.attribute("enabled", true); });
+      J.attributeObject("zero_optimization",
+                        [&] { J.attribute("stage", (int64_t)P.ZeroStage); });
+      J.attribute("communication_data_type",
+                  P.Grad == GradPrecision::BF16 ? "bf16" : "fp32");
+      if (P.TP > 1)
+        J.attributeObject("tensor_parallel",
+                          [&] { J.attribute("autotp_size", (int64_t)P.TP); });
+      if (P.PP > 1 && P.RC == Recompute::Full)
+        J.attributeObject("pipeline", [&] {
+          J.attribute("activation_checkpoint_interval", (int64_t)1);
+        });
+    });
+  }
+  OS << "\n";
+  OS.flush();
+  return R;
+}
+
+} // namespace
+
+ExportResult exportLaunchArgs(ExportTarget T, const ExportInput &In) {
+  if (T == ExportTarget::DeepSpeed)
+    return exportDeepSpeed(In);
+  return exportMegatronLike(T, In);
+}
+
+} // namespace loom
