@@ -8,9 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/Hardware/HardwareOverlay.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
+#include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Search.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
@@ -23,6 +25,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 
 using namespace llvm;
 using namespace loom;
@@ -38,10 +41,23 @@ static cl::OptionCategory LoomCategory("plan-parallel options");
 static cl::opt<std::string> ModelPath(cl::Positional, cl::Required,
                                       cl::desc("<model.onnx|model.onnxtxt>"),
                                       cl::cat(LoomCategory));
-static cl::opt<std::string>
-    HWPath(LOOM_OPT("hw"), cl::Required, cl::value_desc("HW.yaml"),
-           cl::desc("Hardware description of the cluster (YAML)"),
-           cl::cat(LoomCategory));
+static cl::list<std::string>
+    HWPaths(LOOM_OPT("hw"), cl::OneOrMore, cl::value_desc("HW.yaml"),
+            cl::desc("Hardware description of the cluster (YAML); repeat to "
+                     "layer files (later keys win)"),
+            cl::cat(LoomCategory));
+// What-if studies (lib/Hardware/HardwareOverlay.cpp).
+static cl::list<std::string> Sets(
+    LOOM_OPT("set"), cl::value_desc("PATH=VALUE"),
+    cl::desc("Override a hardware YAML field (topology.roce.bandwidth=400Gbps"
+             ", device.memory.hbm.capacity=96GiB) or a model knob "
+             "(moe.capacity_factor=1.25); applied in order"),
+    cl::cat(LoomCategory));
+static cl::opt<unsigned> DevicesOpt(
+    LOOM_OPT("devices"), cl::value_desc("N"),
+    cl::desc("Plan on the first N devices of the topology (innermost levels "
+             "filled first)"),
+    cl::cat(LoomCategory));
 static cl::opt<int64_t> Batch(LOOM_OPT("batch"), cl::value_desc("B"),
                               cl::desc("Bind the batch dim (symbol 'batch', "
                                        "else dim 0 of the first dynamic "
@@ -172,9 +188,36 @@ static int reportError(Error E, int Code = 1) {
   return Code;
 }
 
+/// --set moe.KEY=V: the model-level knobs; the rest are hardware paths.
+static Error applyModelKnob(StringRef Set, CompileOptions &O) {
+  auto KV = Set.split('=');
+  StringRef Key = KV.first.trim().drop_front(strlen("moe."));
+  if (Key != "capacity_factor")
+    return createStringError(inconvertibleErrorCode(),
+                             "--set %s: '%s' matches nothing at 'moe'; valid "
+                             "keys: capacity_factor",
+                             Set.str().c_str(), Key.str().c_str());
+  double F;
+  if (KV.second.trim().getAsDouble(F) || !(F > 0) || !std::isfinite(F))
+    return createStringError(inconvertibleErrorCode(),
+                             "--set %s: expected a positive number",
+                             Set.str().c_str());
+  O.MoECapacityFactor = F;
+  O.HardwareOverrides.push_back(
+      ("moe.capacity_factor: (unset) -> " + KV.second.trim() + " (--set)")
+          .str());
+  return Error::success();
+}
+
+static bool isModelKnob(StringRef Set) { return Set.startswith("moe."); }
+
 static Expected<CompileOptions> buildOptions() {
   CompileOptions O;
   O.Mode = Mode;
+  for (StringRef S : Sets)
+    if (isModelKnob(S))
+      if (Error E = applyModelKnob(S, O))
+        return std::move(E);
   if (Batch.getNumOccurrences())
     O.Batch = Batch;
   if (Seq.getNumOccurrences())
@@ -226,7 +269,12 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
     OS << (First ? "" : " x ") << L.Name << ' ' << L.Size;
     First = false;
   }
-  OS << ")\n";
+  OS << ")";
+  if (CU.Opts.Devices && *CU.Opts.Devices != HW.getNumDevices())
+    OS << ", planning on the first " << *CU.Opts.Devices;
+  OS << "\n";
+  for (const std::string &O : CU.Opts.HardwareOverrides)
+    OS << "what-if: " << O << "\n";
   OS << "pipeline: " << join(PM.getPipelineNames(), ", ") << "\n";
   if (!CU.NodeCosts.empty()) {
     double Flops = 0;
@@ -246,6 +294,11 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
     printChosenPlan(*Searched, OS);
   } else if (Costed) {
     OS << "plan (given): " << Costed->Plan.str() << "\n";
+    std::string Idle = describeIdleDevices(
+        Costed->Plan, CU.Opts.Devices.getValueOr(HW.getNumDevices()),
+        CU.Opts.Batch.getValueOr(1), nullptr);
+    if (!Idle.empty())
+      OS << "idle: " << Idle << "\n";
     OS << "predicted: step " << formatDuration(Seconds(Costed->StepTimeS))
        << ", " << format("%.0f", Costed->TokensPerS) << " tokens/s, MFU "
        << format("%.3f", Costed->MFU) << ", memory "
@@ -294,7 +347,14 @@ int main(int argc, char **argv) {
   }
   installMemoryLimit(MemoryBound, "plan-parallel");
 
-  Expected<HardwareModel> HW = loadHardwareModel(HWPath);
+  std::vector<std::string> HWSets;
+  for (const std::string &S : Sets)
+    if (!isModelKnob(S))
+      HWSets.push_back(S);
+  std::vector<HardwareOverride> Overrides;
+  Expected<HardwareModel> HW = loadLayeredHardware(
+      std::vector<std::string>(HWPaths.begin(), HWPaths.end()), HWSets,
+      Overrides);
   if (!HW)
     return reportError(HW.takeError());
 
@@ -303,6 +363,23 @@ int main(int argc, char **argv) {
   if (!Opts)
     return reportError(Opts.takeError());
   CU.Opts = std::move(*Opts);
+  {
+    std::vector<std::string> Described;
+    for (const HardwareOverride &O : Overrides)
+      Described.push_back(describeOverride(O));
+    CU.Opts.HardwareOverrides.insert(CU.Opts.HardwareOverrides.begin(),
+                                     Described.begin(), Described.end());
+  }
+  if (DevicesOpt.getNumOccurrences()) {
+    if (DevicesOpt == 0 || DevicesOpt > HW->getNumDevices())
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--devices %u: the cluster '%s' has %llu devices; give 1 to %llu",
+          (unsigned)DevicesOpt, HW->Name.c_str(),
+          (unsigned long long)HW->getNumDevices(),
+          (unsigned long long)HW->getNumDevices()));
+    CU.Opts.Devices = DevicesOpt;
+  }
   CU.Opts.TopPlans = std::max(1u, (unsigned)TopPlans);
   CU.Opts.OutputDir = OutputDir;
   CU.Opts.Force = Force;
@@ -423,7 +500,8 @@ int main(int argc, char **argv) {
           "--print-costs=stage needs --plan with the degrees to cost, or "
           "the search-parallelism pass"));
     Expected<ParallelPlan> Plan =
-        completePlan(*Spec, HW->getNumDevices(), CU.Opts.Batch.getValueOr(1));
+        completePlan(*Spec, CU.Opts.Devices.getValueOr(HW->getNumDevices()),
+                     CU.Opts.Batch.getValueOr(1));
     if (!Plan)
       return reportError(Plan.takeError());
     EvaluatorOptions EO;
