@@ -122,6 +122,8 @@ struct SearchOptions {
   bool BalanceStages = true;
   /// 0: the hardware's device count.
   uint64_t Devices = 0;
+  /// Also try plans that leave devices idle (IdleDevices.h).
+  bool AllowIdle = true;
 };
 
 /// The structural part of the space, for reports and the Z3 model.
@@ -171,6 +173,11 @@ struct SearchResult {
   std::string WinnerGroups, DefaultOrderGroups;
   /// When Top[0] reduces gradients in bf16: Top[0] with fp32 gradients.
   llvm::Optional<PlanCost> FP32Grad;
+  /// When Top[0] leaves devices idle: the best plan on all of them (None
+  /// when none fits).
+  llvm::Optional<PlanCost> BestAllDevices;
+  /// The space had candidates on every device (whether or not one fits).
+  bool TriedAllDevices = false;
   /// --plan fixed the stage boundaries.
   bool StagesGiven = false;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
