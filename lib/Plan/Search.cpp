@@ -1252,9 +1252,20 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
        << getDegrees(R.OtherDegrees->Plan)
        << " (the best with other degrees: " << R.OtherDegrees->Plan.str()
        << ") " << compareTo(W, *R.OtherDegrees) << "\n";
-  else
+  else if (!(R.Constrained && R.Unconstrained))
     OS << "explain: " << getDegrees(W.Plan)
        << " is the only (tp, pp) with a plan that fits\n";
+  // A --plan is measured against the best plan without its constraints.
+  if (R.Constrained && R.Unconstrained) {
+    const PlanCost &U = *R.Unconstrained;
+    if (U.Plan.str() == W.Plan.str())
+      OS << "explain: the --plan request's best, " << W.Plan.str()
+         << ", is also the best plan without the --plan constraints\n";
+    else
+      OS << "explain: the best plan without the --plan constraints, "
+         << U.Plan.str() << ", beats the --plan request's best, "
+         << W.Plan.str() << ", " << compareTo(U, W) << "\n";
+  }
   // The next plan overall, unless a line below already compares with it.
   auto IsNext = [&](const Optional<PlanCost> &PC) {
     return PC && R.Top.size() > 1 && R.Top[1].Plan.str() == PC->Plan.str();

@@ -13,6 +13,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
 #include "loom/Plan/IdleDevices.h"
+#include "loom/Plan/PlanComparison.h"
 #include "loom/Plan/Search.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
@@ -52,6 +53,16 @@ static cl::list<std::string> Sets(
     cl::desc("Override a hardware YAML field (topology.roce.bandwidth=400Gbps"
              ", device.memory.hbm.capacity=96GiB) or a model knob "
              "(moe.capacity_factor=1.25); applied in order"),
+    cl::cat(LoomCategory));
+static cl::list<std::string> ComparePlans(
+    LOOM_OPT("compare"), cl::value_desc("PLAN"),
+    cl::desc("Also cost this plan (fixed choices as --plan, the rest "
+             "searched) beside the unconstrained best, term by term"),
+    cl::cat(LoomCategory));
+static cl::list<std::string> CompareHW(
+    LOOM_OPT("compare-hw"), cl::value_desc("OTHER.yaml"),
+    cl::desc("Also plan on this cluster and show the best plans side by "
+             "side"),
     cl::cat(LoomCategory));
 static cl::opt<unsigned> DevicesOpt(
     LOOM_OPT("devices"), cl::value_desc("N"),
@@ -214,6 +225,14 @@ static bool isModelKnob(StringRef Set) { return Set.startswith("moe."); }
 static Expected<CompileOptions> buildOptions() {
   CompileOptions O;
   O.Mode = Mode;
+  for (const std::string &C : ComparePlans) {
+    Expected<PlanSpec> S = parsePlanSpec(C);
+    if (!S)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare " + C + ": " +
+                                   toString(S.takeError()));
+    O.Compare.emplace_back(C, *S);
+  }
   for (StringRef S : Sets)
     if (isModelKnob(S))
       if (Error E = applyModelKnob(S, O))
@@ -311,6 +330,38 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
   }
 }
 
+/// --compare-hw: the planning pipeline again on \p HW, from a fresh import
+/// of the model, with \p CU's options and --plan.
+static Expected<std::shared_ptr<const SearchResult>>
+planOnOtherHardware(const HardwareModel &HW, const CompilationUnit &CU) {
+  CompilationUnit Other;
+  Other.Opts = CU.Opts;
+  Other.Opts.Devices = None;
+  Other.Opts.Compare.clear();
+  Other.Opts.SearchUnconstrained = false;
+  Other.Opts.OutputDir.clear();
+  Other.PlanRequest = CU.PlanRequest;
+  Other.HW = &HW;
+  Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, nullptr);
+  if (!M)
+    return M.takeError();
+  Other.M = std::move(*M);
+  PassManager PM(getRegisteredPasses());
+  for (const PassInfo &Info : getRegisteredPasses()) {
+    PM.addPass(Info.Create());
+    if (StringRef(Info.Argument) == "search-parallelism")
+      break;
+  }
+  std::string Sink;
+  raw_string_ostream SinkOS(Sink);
+  if (Error E = PM.run(Other, PassInstrumentation(), SinkOS, SinkOS))
+    return std::move(E);
+  if (!Other.Search)
+    return createStringError(inconvertibleErrorCode(),
+                             "--compare-hw: no search result");
+  return Other.Search;
+}
+
 /// Gives every option of LoomCategory its public name (see LOOM_OPT).
 static void claimOptionNames() {
   StringMap<cl::Option *> &Opts = cl::getRegisteredOptions();
@@ -385,6 +436,8 @@ int main(int argc, char **argv) {
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
   CU.Opts.VerifyOutput = VerifyOutput;
+  CU.Opts.SearchUnconstrained =
+      (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
   if (!OutputDir.empty() && sys::fs::exists(OutputDir) && !Force)
     return reportError(createStringError(
         inconvertibleErrorCode(),
@@ -561,5 +614,46 @@ int main(int argc, char **argv) {
     printTopPlans(*Searched, TopPlans, outs());
   if (Searched && ExplainPlan)
     printExplanation(*Searched, outs());
+  if (Searched && !Searched->Compared.empty()) {
+    std::vector<ComparisonColumn> Cols;
+    Cols.push_back({"best", "the search without constraints",
+                    Searched->Unconstrained ? &*Searched->Unconstrained
+                                            : nullptr});
+    for (unsigned I = 0; I < Searched->Compared.size(); ++I) {
+      const auto &C = Searched->Compared[I];
+      Cols.push_back({"[" + std::to_string(I + 1) + "]",
+                      "--compare " + C.first, C.second ? &*C.second : nullptr});
+    }
+    printComparison(Cols, outs());
+  }
+  if (Searched && !CompareHW.empty()) {
+    std::vector<std::shared_ptr<const SearchResult>> Others;
+    std::vector<HardwareModel> OtherHW;
+    OtherHW.reserve(CompareHW.size());
+    for (const std::string &Path : CompareHW) {
+      Expected<HardwareModel> H = loadHardwareModel(Path);
+      if (!H)
+        return reportError(H.takeError());
+      OtherHW.push_back(std::move(*H));
+      Expected<std::shared_ptr<const SearchResult>> R =
+          planOnOtherHardware(OtherHW.back(), CU);
+      if (!R) {
+        bool NoPlan = R.errorIsA<NoFeasiblePlanError>();
+        return reportError(createStringError(inconvertibleErrorCode(),
+                                             "--compare-hw " + Path + ": " +
+                                                 toString(R.takeError())),
+                           NoPlan ? 2 : 1);
+      }
+      Others.push_back(std::move(*R));
+    }
+    std::vector<ComparisonColumn> Cols;
+    Cols.push_back({HW->Name, "--hw, best plan", &Searched->Top.front()});
+    for (unsigned I = 0; I < Others.size(); ++I)
+      Cols.push_back({OtherHW[I].Name, "--compare-hw " + CompareHW[I] +
+                                           ", best plan",
+                      Others[I]->Top.empty() ? nullptr
+                                             : &Others[I]->Top.front()});
+    printComparison(Cols, outs());
+  }
   return 0;
 }

@@ -48,6 +48,12 @@ struct CompileOptions {
   /// --set moe.capacity_factor=F: the tokens an expert accepts relative to
   /// an even share (GShard/Switch's capacity factor), for the MoE costing.
   llvm::Optional<double> MoECapacityFactor;
+  /// --compare PLAN (as given, and parsed): plans search-parallelism also
+  /// completes and costs beside the unconstrained best.
+  std::vector<std::pair<std::string, PlanSpec>> Compare;
+  /// Also search without --plan's constraints (--explain with --plan, and
+  /// --compare), so reports compare with the true best.
+  bool SearchUnconstrained = false;
   /// Plans search-parallelism ranks (--top).
   unsigned TopPlans = 1;
   /// The output directory emit writes (-o); empty: plan only.

@@ -180,6 +180,14 @@ struct SearchResult {
   bool TriedAllDevices = false;
   /// --plan fixed the stage boundaries.
   bool StagesGiven = false;
+  /// --plan fixed something: Top is the best plan under its constraints.
+  bool Constrained = false;
+  /// The best plan without --plan's constraints (when asked for; None when
+  /// none fits).
+  llvm::Optional<PlanCost> Unconstrained;
+  /// --compare: each request as given and its best completion (None when
+  /// none fits).
+  std::vector<std::pair<std::string, llvm::Optional<PlanCost>>> Compared;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
   std::vector<MemoryFloor> Floors;
   SearchStats Stats;
