@@ -88,6 +88,18 @@ Error searchComparisons(const PlanEvaluator &Eval, const Graph &G,
         R.Unconstrained = UR->Top.front();
     }
   }
+  if (CU.Opts.FailedDevices) {
+    SearchOptions B = SO;
+    B.Devices = CU.HW->getNumDevices();
+    B.TopK = 1;
+    Expected<SearchResult> BR = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, B);
+    if (!BR)
+      return BR.takeError();
+    R.FailedDevices = CU.Opts.FailedDevices;
+    R.FailureWhat = CU.Opts.FailureWhat;
+    if (!BR->Top.empty())
+      R.BeforeFailure = BR->Top.front();
+  }
   for (const auto &Req : CU.Opts.Compare) {
     SearchOptions C = SO;
     C.Fixed = Req.second;

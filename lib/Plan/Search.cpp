@@ -1137,6 +1137,19 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
                           R.TriedAllDevices);
   if (!Idle.empty())
     OS << "idle: " << Idle << "\n";
+  if (R.FailedDevices) {
+    uint64_t Total = R.Space.Devices + R.FailedDevices;
+    OS << "failure: " << R.FailureWhat << " lost; re-planned on "
+       << R.Space.Devices << " of " << Total << " devices: ";
+    if (R.BeforeFailure)
+      OS << format("%.0f", PC.TokensPerS) << " tokens/s vs "
+         << format("%.0f", R.BeforeFailure->TokensPerS) << " on all " << Total
+         << " (" << R.BeforeFailure->Plan.str() << "): "
+         << fmtPercent(PC.TokensPerS / R.BeforeFailure->TokensPerS)
+         << " of the throughput kept\n";
+    else
+      OS << "no plan fits the intact cluster to compare with\n";
+  }
   OS << "stages: " << getStageList(PC) << " layers ("
      << (R.StagesGiven                 ? "as --plan gave them"
          : PC.Plan.StageLayers.empty() ? "even split"

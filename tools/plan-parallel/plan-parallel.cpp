@@ -64,6 +64,12 @@ static cl::list<std::string> CompareHW(
     cl::desc("Also plan on this cluster and show the best plans side by "
              "side"),
     cl::cat(LoomCategory));
+static cl::opt<std::string> FailOpt(
+    LOOM_OPT("fail"), cl::value_desc("N|devices=K"),
+    cl::desc("Re-plan on the cluster minus N servers (units of the "
+             "innermost topology level) or K devices, and report the "
+             "throughput kept"),
+    cl::cat(LoomCategory));
 static cl::opt<unsigned> DevicesOpt(
     LOOM_OPT("devices"), cl::value_desc("N"),
     cl::desc("Plan on the first N devices of the topology (innermost levels "
@@ -339,6 +345,7 @@ planOnOtherHardware(const HardwareModel &HW, const CompilationUnit &CU) {
   Other.Opts.Devices = None;
   Other.Opts.Compare.clear();
   Other.Opts.SearchUnconstrained = false;
+  Other.Opts.FailedDevices = 0;
   Other.Opts.OutputDir.clear();
   Other.PlanRequest = CU.PlanRequest;
   Other.HW = &HW;
@@ -420,6 +427,38 @@ int main(int argc, char **argv) {
       Described.push_back(describeOverride(O));
     CU.Opts.HardwareOverrides.insert(CU.Opts.HardwareOverrides.begin(),
                                      Described.begin(), Described.end());
+  }
+  if (FailOpt.getNumOccurrences()) {
+    if (DevicesOpt.getNumOccurrences())
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fail and --devices: give one (--fail re-plans on the cluster "
+          "minus the failed part)"));
+    StringRef F = StringRef(FailOpt).trim();
+    bool ByDevice = F.consume_front("devices=");
+    uint64_t N = 0, Total = HW->getNumDevices();
+    uint64_t Unit = ByDevice ? 1 : HW->Topology.front().Size;
+    if (F.getAsInteger(10, N) || N == 0)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fail %s: expected a number of servers (N) or devices=K",
+          FailOpt.c_str()));
+    if (N >= Total || N * Unit >= Total)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fail %s: the cluster '%s' has %llu devices (%llu %s); at least "
+          "one must remain",
+          FailOpt.c_str(), HW->Name.c_str(), (unsigned long long)Total,
+          (unsigned long long)(Total / HW->Topology.front().Size),
+          ("units of " + HW->Topology.front().Name).c_str()));
+    CU.Opts.FailedDevices = N * Unit;
+    CU.Opts.Devices = Total - N * Unit;
+    CU.Opts.FailureWhat =
+        ByDevice ? (Twine(N) + (N == 1 ? " device" : " devices")).str()
+                 : (Twine(N) + (N == 1 ? " server" : " servers") + " (" +
+                    HW->Topology.front().Name + " unit of " + Twine(Unit) +
+                    " devices each)")
+                       .str();
   }
   if (DevicesOpt.getNumOccurrences()) {
     if (DevicesOpt == 0 || DevicesOpt > HW->getNumDevices())

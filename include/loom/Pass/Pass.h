@@ -54,6 +54,11 @@ struct CompileOptions {
   /// Also search without --plan's constraints (--explain with --plan, and
   /// --compare), so reports compare with the true best.
   bool SearchUnconstrained = false;
+  /// --fail: devices lost (Devices is the cluster minus these); the search
+  /// also plans the intact cluster to report the throughput kept.
+  unsigned FailedDevices = 0;
+  /// How --fail was given ("1 server of 8 devices", "3 devices").
+  std::string FailureWhat;
   /// Plans search-parallelism ranks (--top).
   unsigned TopPlans = 1;
   /// The output directory emit writes (-o); empty: plan only.

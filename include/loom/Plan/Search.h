@@ -188,6 +188,11 @@ struct SearchResult {
   /// --compare: each request as given and its best completion (None when
   /// none fits).
   std::vector<std::pair<std::string, llvm::Optional<PlanCost>>> Compared;
+  /// --fail: the devices lost, how they were named, and the best plan on
+  /// the intact cluster (None when none fits there).
+  uint64_t FailedDevices = 0;
+  std::string FailureWhat;
+  llvm::Optional<PlanCost> BeforeFailure;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
   std::vector<MemoryFloor> Floors;
   SearchStats Stats;
