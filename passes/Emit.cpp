@@ -60,7 +60,10 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
   const ShardedProgram &SP = *CU.Sharded;
   OS << "Loom plan for " << sys::path::filename(CU.M->SourcePath) << " on "
      << CU.HW->Name << " (" << (CU.Opts.Mode == RunMode::Train ? "train" : "infer")
-     << ")\n\n";
+     << ")\n";
+  for (const std::string &O : CU.Opts.HardwareOverrides)
+    OS << "what-if: " << O << "\n";
+  OS << "\n";
   printChosenPlan(S, OS);
   OS << "\n";
   printTopPlans(S, std::max(5u, CU.Opts.TopPlans), OS);

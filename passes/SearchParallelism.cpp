@@ -68,6 +68,54 @@ int64_t getStaticInputDim(const Graph &G, unsigned Dim) {
   return 1;
 }
 
+/// The best plan without --plan's constraints and the best completion of
+/// each --compare request, as the main search finds them (same devices,
+/// same evaluator).
+Error searchComparisons(const PlanEvaluator &Eval, const Graph &G,
+                        const CompilationUnit &CU, const EvaluatorOptions &EO,
+                        const SearchOptions &SO, SearchResult &R) {
+  if (CU.Opts.SearchUnconstrained || !CU.Opts.Compare.empty()) {
+    if (!CU.PlanRequest) {
+      R.Unconstrained = R.Top.front();
+    } else {
+      SearchOptions U = SO;
+      U.Fixed = PlanSpec();
+      U.TopK = 1;
+      Expected<SearchResult> UR = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, U);
+      if (!UR)
+        return UR.takeError();
+      if (!UR->Top.empty())
+        R.Unconstrained = UR->Top.front();
+    }
+  }
+  if (CU.Opts.FailedDevices) {
+    SearchOptions B = SO;
+    B.Devices = CU.HW->getNumDevices();
+    B.TopK = 1;
+    Expected<SearchResult> BR = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, B);
+    if (!BR)
+      return BR.takeError();
+    R.FailedDevices = CU.Opts.FailedDevices;
+    R.FailureWhat = CU.Opts.FailureWhat;
+    if (!BR->Top.empty())
+      R.BeforeFailure = BR->Top.front();
+  }
+  for (const auto &Req : CU.Opts.Compare) {
+    SearchOptions C = SO;
+    C.Fixed = Req.second;
+    C.TopK = 1;
+    Expected<SearchResult> CR = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, C);
+    if (!CR)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare " + Req.first + ": " +
+                                   toString(CR.takeError()));
+    R.Compared.emplace_back(Req.first, CR->Top.empty()
+                                           ? None
+                                           : Optional<PlanCost>(CR->Top.front()));
+  }
+  return Error::success();
+}
+
 class SearchParallelismPass : public Pass {
 public:
   StringRef getArgument() const override { return "search-parallelism"; }
@@ -115,6 +163,10 @@ public:
         return X.takeError();
       return make_error<NoFeasiblePlanError>(X->str());
     }
+
+    R->Constrained = CU.PlanRequest.hasValue();
+    if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
+      return E;
 
     // Stage annotations: nodes follow their layer (nodes outside any layer
     // ride with the first, as in the evaluator).

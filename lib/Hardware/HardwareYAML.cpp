@@ -638,3 +638,7 @@ Expected<HardwareModel> loom::loadHardwareModel(StringRef Path) {
                                    File.getError().message());
   return parseHardwareModel((*File)->getBuffer(), Path);
 }
+
+Error loom::checkHardwareYAMLBounds(MemoryBufferRef Buffer) {
+  return checkRecursionBounds(Buffer);
+}

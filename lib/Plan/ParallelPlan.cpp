@@ -247,15 +247,26 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
                                 ? 1
                                 : (unsigned)Spec.StageLayers.size());
   uint64_t TPPP = (uint64_t)P.TP * P.PP;
+  if (TPPP > Devices)
+    return planError("tp*pp = " + Twine(TPPP) + " needs more than the " +
+                     Twine(Devices) + " devices");
   if (Spec.DP) {
     P.DP = *Spec.DP;
   } else {
-    if (Devices % TPPP)
-      return planError("tp*pp = " + Twine(TPPP) + " does not divide the " +
-                       Twine(Devices) + " devices");
-    P.DP = Devices / TPPP;
+    // As many replicas as fit and divide the batch; the rest stay idle
+    // (DESIGN §6: a plan may leave devices idle when the batch cannot
+    // fill them).
+    uint64_t MB = Spec.MicroBatchSize.getValueOr(1);
+    uint64_t Max = Devices / TPPP;
+    P.DP = 1;
+    if (Batch > 0)
+      for (uint64_t D = Max; D >= 1; --D)
+        if ((uint64_t)Batch % (D * MB) == 0) {
+          P.DP = D;
+          break;
+        }
   }
-  if ((uint64_t)P.DP * TPPP != Devices)
+  if ((uint64_t)P.DP * TPPP > Devices)
     return planError("dp*tp*pp = " + Twine((uint64_t)P.DP * TPPP) +
                      " but the cluster has " + Twine(Devices) + " devices");
   P.EP = Spec.EP.getValueOr(1);

@@ -40,6 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Plan/Search.h"
+#include "loom/Plan/IdleDevices.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
@@ -549,6 +550,9 @@ private:
   double memoryBound(const ParallelPlan &P) const;
   double stageBound(const PlanCost &PC) const;
   std::string describeGroups(const ParallelPlan &P) const;
+  Expected<Optional<PlanCost>>
+  bestOnAllDevices(const std::vector<Candidate> &Cands,
+                   ArrayRef<unsigned> Order) const;
 
   const PlanEvaluator &Eval;
   const SearchSpace &Space;
@@ -714,19 +718,16 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
     Zeros = {0, 1, 2, 3};
     Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
-  for (uint64_t TP : getDivisors(N)) {
-    if (TP > Space.TPLimit || (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP))
-      continue;
-    if (F.TP && *F.TP != TP)
-      continue;
-    for (uint64_t PP : getDivisors(N / TP)) {
-      if (PP > Space.NumLayers || (F.PP && *F.PP != PP))
-        continue;
-      if (!F.StageLayers.empty() && F.StageLayers.size() != PP)
-        continue;
-      uint64_t DP = N / (TP * PP);
-      if ((F.DP && *F.DP != DP) || Batch % DP)
-        continue;
+  DegreeSpace DS;
+  DS.Devices = N;
+  DS.Batch = Space.Batch;
+  DS.NumLayers = Space.NumLayers;
+  DS.NumBlocks = Space.NumBlocks;
+  DS.TPLimit = Space.TPLimit;
+  DS.TPDivisor = Space.TPDiv.Divisor;
+  for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
+    uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
+    {
       const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
       if (EvenCounts.empty())
         continue;
@@ -827,6 +828,29 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   }
 }
 
+/// The best candidate using every device, by the same bounds: what a
+/// winner that leaves devices idle is compared with.
+Expected<Optional<PlanCost>>
+Searcher::bestOnAllDevices(const std::vector<Candidate> &Cands,
+                           ArrayRef<unsigned> Order) const {
+  Optional<PlanCost> Best;
+  for (unsigned Idx : Order) {
+    const Candidate &C = Cands[Idx];
+    if (C.Plan.getNumDevices() != Space.Devices)
+      continue;
+    if (Opts.Prune && Best && C.TimeBound > Best->StepTimeS)
+      break;
+    if (Opts.Prune && C.MemoryBound > HBMUsable)
+      continue;
+    Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+    if (!PC)
+      return PC.takeError();
+    if (PC->FitsMemory && (!Best || isBetterPlan(*PC, *Best)))
+      Best = std::move(*PC);
+  }
+  return Best;
+}
+
 Expected<SearchResult> Searcher::run() {
   auto Start = std::chrono::steady_clock::now();
   SearchResult R;
@@ -835,6 +859,9 @@ Expected<SearchResult> Searcher::run() {
   std::vector<Candidate> Cands;
   enumerate(Cands);
   R.Stats.Candidates = Cands.size();
+  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
+    return C.Plan.getNumDevices() == Space.Devices;
+  });
   for (Candidate &C : Cands) {
     C.TimeBound = timeBound(C);
     C.MemoryBound = memoryBound(C.Plan);
@@ -939,6 +966,12 @@ Expected<SearchResult> Searcher::run() {
       R.DefaultOrder = std::move(*PC);
       R.WinnerGroups = describeGroups(W);
       R.DefaultOrderGroups = describeGroups(Q);
+    }
+    if (W.getNumDevices() < Space.Devices) {
+      Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
+      if (!All)
+        return All.takeError();
+      R.BestAllDevices = std::move(*All);
     }
     if (W.Grad != GradPrecision::FP32) {
       ParallelPlan Q = W;
@@ -1084,7 +1117,7 @@ static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
   OS << "tp <= " << Sp.TPLimit << " (" << Sp.TPLimitWhy << ")";
   if (Sp.TPDiv.Divisor)
     OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why << ")";
-  OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp = " << Sp.Devices
+  OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp <= " << Sp.Devices
      << ", global batch " << Sp.Batch << " divisible by dp*mb";
   if (Sp.Experts.NumExperts)
     OS << ", ep divides dp and " << Sp.Experts.NumExperts
@@ -1098,6 +1131,25 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   }
   const PlanCost &PC = R.Top.front();
   OS << "plan (searched): " << PC.Plan.str() << "\n";
+  std::string Idle =
+      describeIdleDevices(PC.Plan, R.Space.Devices, R.Space.Batch,
+                          R.BestAllDevices ? &*R.BestAllDevices : nullptr,
+                          R.TriedAllDevices);
+  if (!Idle.empty())
+    OS << "idle: " << Idle << "\n";
+  if (R.FailedDevices) {
+    uint64_t Total = R.Space.Devices + R.FailedDevices;
+    OS << "failure: " << R.FailureWhat << " lost; re-planned on "
+       << R.Space.Devices << " of " << Total << " devices: ";
+    if (R.BeforeFailure)
+      OS << format("%.0f", PC.TokensPerS) << " tokens/s vs "
+         << format("%.0f", R.BeforeFailure->TokensPerS) << " on all " << Total
+         << " (" << R.BeforeFailure->Plan.str() << "): "
+         << fmtPercent(PC.TokensPerS / R.BeforeFailure->TokensPerS)
+         << " of the throughput kept\n";
+    else
+      OS << "no plan fits the intact cluster to compare with\n";
+  }
   OS << "stages: " << getStageList(PC) << " layers ("
      << (R.StagesGiven                 ? "as --plan gave them"
          : PC.Plan.StageLayers.empty() ? "even split"
@@ -1213,9 +1265,20 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
        << getDegrees(R.OtherDegrees->Plan)
        << " (the best with other degrees: " << R.OtherDegrees->Plan.str()
        << ") " << compareTo(W, *R.OtherDegrees) << "\n";
-  else
+  else if (!(R.Constrained && R.Unconstrained))
     OS << "explain: " << getDegrees(W.Plan)
        << " is the only (tp, pp) with a plan that fits\n";
+  // A --plan is measured against the best plan without its constraints.
+  if (R.Constrained && R.Unconstrained) {
+    const PlanCost &U = *R.Unconstrained;
+    if (U.Plan.str() == W.Plan.str())
+      OS << "explain: the --plan request's best, " << W.Plan.str()
+         << ", is also the best plan without the --plan constraints\n";
+    else
+      OS << "explain: the best plan without the --plan constraints, "
+         << U.Plan.str() << ", beats the --plan request's best, "
+         << W.Plan.str() << ", " << compareTo(U, W) << "\n";
+  }
   // The next plan overall, unless a line below already compares with it.
   auto IsNext = [&](const Optional<PlanCost> &PC) {
     return PC && R.Top.size() > 1 && R.Top[1].Plan.str() == PC->Plan.str();
@@ -1239,6 +1302,16 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
          << " > " << formatBytes(Bytes(R.FP32Grad->HBMBytes)) << " HBM\n";
     else
       OS << "loses " << compareTo(W, *R.FP32Grad) << "\n";
+  }
+  if (Optional<int64_t> B =
+          suggestGlobalBatch(W.Plan, R.Space.Devices, R.Space.Batch)) {
+    uint64_t TPPP = (uint64_t)W.Plan.TP * W.Plan.PP,
+             Max = R.Space.Devices / TPPP;
+    OS << "explain: a global batch of " << *B << " (a multiple of dp*mb = "
+       << Max * W.Plan.MicroBatchSize << ") would let " << Max
+       << " replicas of tp=" << W.Plan.TP << ",pp=" << W.Plan.PP << " use "
+       << Max * TPPP << " of the " << R.Space.Devices << " devices instead of "
+       << W.Plan.getNumDevices() << " (batch " << R.Space.Batch << ")\n";
   }
   OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
@@ -1292,6 +1365,14 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   if (!R.Top.empty())
     Root = planJSON(R.Top.front());
   Root["fits"] = !R.Top.empty();
+  Root["devices"] = (int64_t)R.Space.Devices;
+  if (!R.Top.empty()) {
+    Root["devices_used"] = (int64_t)R.Top.front().Plan.getNumDevices();
+    Root["idle"] = describeIdleDevices(
+        R.Top.front().Plan, R.Space.Devices, R.Space.Batch,
+        R.BestAllDevices ? &*R.BestAllDevices : nullptr,
+                          R.TriedAllDevices);
+  }
   Root["stages_from"] = R.StagesGiven                            ? "--plan"
                         : R.Top.empty()                          ? ""
                         : R.Top.front().Plan.StageLayers.empty() ? "even split"

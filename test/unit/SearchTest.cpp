@@ -301,13 +301,21 @@ namespace {
 
 constexpr unsigned NumCases = 24;
 
+/// The space as enumerateByHand and the Z3 model state it: every device
+/// used (plans that leave devices idle are tested in IdleDevicesTest.cpp).
+SearchOptions fullCluster() {
+  SearchOptions O;
+  O.AllowIdle = false;
+  return O;
+}
+
 TEST(SearchTest, SpaceMatchesTheRules) {
   for (unsigned Seed = 1; Seed <= NumCases; ++Seed) {
     Fixture F(makeRandomCase(Seed));
     SCOPED_TRACE("seed " + std::to_string(Seed) + ": " + F.C.str());
     std::vector<ParallelPlan> Mine = enumerateByHand(F);
     std::vector<ParallelPlan> Theirs = enumerateCandidates(
-        *F.Eval, F.CU.M->getGraph(), F.CU.Layers, F.HW, F.EO, SearchOptions());
+        *F.Eval, F.CU.M->getGraph(), F.CU.Layers, F.HW, F.EO, fullCluster());
     std::multiset<std::string> A, B;
     for (const ParallelPlan &P : Mine)
       A.insert(P.str());
@@ -330,7 +338,7 @@ TEST(SearchTest, MatchesBruteForce) {
     Fixture F(makeRandomCase(Seed));
     SCOPED_TRACE("seed " + std::to_string(Seed) + ": " + F.C.str());
     Optional<PlanCost> Brute = bruteForceBest(F, enumerateByHand(F));
-    Expected<SearchResult> R = F.search(SearchOptions());
+    Expected<SearchResult> R = F.search(fullCluster());
     ASSERT_TRUE(!!R) << toString(R.takeError());
     if (!Brute) {
       ++Infeasible;
@@ -393,7 +401,7 @@ TEST(SearchTest, FixedChoicesAreHonoured) {
         if (P.TP == TP)
           Sub.push_back(P);
       Optional<PlanCost> Brute = bruteForceBest(F, Sub);
-      SearchOptions O;
+      SearchOptions O = fullCluster();
       O.Fixed.TP = TP;
       Expected<SearchResult> R = F.search(O);
       ASSERT_TRUE(!!R);
@@ -412,7 +420,7 @@ TEST(SearchTest, FixedChoicesAreHonoured) {
         if (P.TP == TPPP.first && P.PP == TPPP.second)
           Sub.push_back(P);
       Optional<PlanCost> Brute = bruteForceBest(F, Sub);
-      SearchOptions O;
+      SearchOptions O = fullCluster();
       O.Fixed.TP = TPPP.first;
       O.Fixed.PP = TPPP.second;
       Expected<SearchResult> R = F.search(O);
@@ -448,7 +456,7 @@ TEST(SearchTest, NoFeasiblePlanGivesFloors) {
   RandomCase C;
   C.HBMKiB = 16; // below any plan's memory
   Fixture F(C);
-  Expected<SearchResult> R = F.search(SearchOptions());
+  Expected<SearchResult> R = F.search(fullCluster());
   ASSERT_TRUE(!!R);
   EXPECT_TRUE(R->Top.empty());
   // 4 x 2 devices, TP inside the 4-device domain, 4 layers (embedding,

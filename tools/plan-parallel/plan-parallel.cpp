@@ -8,9 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/Hardware/HardwareOverlay.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/CostReport.h"
+#include "loom/Plan/IdleDevices.h"
+#include "loom/Plan/PlanComparison.h"
 #include "loom/Plan/Search.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Support/MemoryLimit.h"
@@ -28,6 +31,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <cmath>
 
 using namespace llvm;
 using namespace loom;
@@ -43,10 +47,39 @@ static cl::OptionCategory LoomCategory("plan-parallel options");
 static cl::opt<std::string> ModelPath(cl::Positional, cl::Required,
                                       cl::desc("<model.onnx|model.onnxtxt>"),
                                       cl::cat(LoomCategory));
-static cl::opt<std::string>
-    HWPath(LOOM_OPT("hw"), cl::Required, cl::value_desc("HW.yaml"),
-           cl::desc("Hardware description of the cluster (YAML)"),
-           cl::cat(LoomCategory));
+static cl::list<std::string>
+    HWPaths(LOOM_OPT("hw"), cl::OneOrMore, cl::value_desc("HW.yaml"),
+            cl::desc("Hardware description of the cluster (YAML); repeat to "
+                     "layer files (later keys win)"),
+            cl::cat(LoomCategory));
+// What-if studies (lib/Hardware/HardwareOverlay.cpp).
+static cl::list<std::string> Sets(
+    LOOM_OPT("set"), cl::value_desc("PATH=VALUE"),
+    cl::desc("Override a hardware YAML field (topology.roce.bandwidth=400Gbps"
+             ", device.memory.hbm.capacity=96GiB) or a model knob "
+             "(moe.capacity_factor=1.25); applied in order"),
+    cl::cat(LoomCategory));
+static cl::list<std::string> ComparePlans(
+    LOOM_OPT("compare"), cl::value_desc("PLAN"),
+    cl::desc("Also cost this plan (fixed choices as --plan, the rest "
+             "searched) beside the unconstrained best, term by term"),
+    cl::cat(LoomCategory));
+static cl::list<std::string> CompareHW(
+    LOOM_OPT("compare-hw"), cl::value_desc("OTHER.yaml"),
+    cl::desc("Also plan on this cluster and show the best plans side by "
+             "side"),
+    cl::cat(LoomCategory));
+static cl::opt<std::string> FailOpt(
+    LOOM_OPT("fail"), cl::value_desc("N|devices=K"),
+    cl::desc("Re-plan on the cluster minus N servers (units of the "
+             "innermost topology level) or K devices, and report the "
+             "throughput kept"),
+    cl::cat(LoomCategory));
+static cl::opt<unsigned> DevicesOpt(
+    LOOM_OPT("devices"), cl::value_desc("N"),
+    cl::desc("Plan on the first N devices of the topology (innermost levels "
+             "filled first)"),
+    cl::cat(LoomCategory));
 static cl::opt<int64_t> Batch(LOOM_OPT("batch"), cl::value_desc("B"),
                               cl::desc("Bind the batch dim (symbol 'batch', "
                                        "else dim 0 of the first dynamic "
@@ -286,9 +319,44 @@ static void stopProgress() {
     ProgressLine::Active->stop();
 }
 
+/// --set moe.KEY=V: the model-level knobs; the rest are hardware paths.
+static Error applyModelKnob(StringRef Set, CompileOptions &O) {
+  auto KV = Set.split('=');
+  StringRef Key = KV.first.trim().drop_front(strlen("moe."));
+  if (Key != "capacity_factor")
+    return createStringError(inconvertibleErrorCode(),
+                             "--set %s: '%s' matches nothing at 'moe'; valid "
+                             "keys: capacity_factor",
+                             Set.str().c_str(), Key.str().c_str());
+  double F;
+  if (KV.second.trim().getAsDouble(F) || !(F > 0) || !std::isfinite(F))
+    return createStringError(inconvertibleErrorCode(),
+                             "--set %s: expected a positive number",
+                             Set.str().c_str());
+  O.MoECapacityFactor = F;
+  O.HardwareOverrides.push_back(
+      ("moe.capacity_factor: (unset) -> " + KV.second.trim() + " (--set)")
+          .str());
+  return Error::success();
+}
+
+static bool isModelKnob(StringRef Set) { return Set.startswith("moe."); }
+
 static Expected<CompileOptions> buildOptions() {
   CompileOptions O;
   O.Mode = Mode;
+  for (const std::string &C : ComparePlans) {
+    Expected<PlanSpec> S = parsePlanSpec(C);
+    if (!S)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare " + C + ": " +
+                                   toString(S.takeError()));
+    O.Compare.emplace_back(C, *S);
+  }
+  for (StringRef S : Sets)
+    if (isModelKnob(S))
+      if (Error E = applyModelKnob(S, O))
+        return std::move(E);
   if (Batch.getNumOccurrences())
     O.Batch = Batch;
   if (Seq.getNumOccurrences())
@@ -340,7 +408,12 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
     OS << (First ? "" : " x ") << L.Name << ' ' << L.Size;
     First = false;
   }
-  OS << ")\n";
+  OS << ")";
+  if (CU.Opts.Devices && *CU.Opts.Devices != HW.getNumDevices())
+    OS << ", planning on the first " << *CU.Opts.Devices;
+  OS << "\n";
+  for (const std::string &O : CU.Opts.HardwareOverrides)
+    OS << "what-if: " << O << "\n";
   OS << "pipeline: " << join(PM.getPipelineNames(), ", ") << "\n";
   if (!CU.NodeCosts.empty()) {
     double Flops = 0;
@@ -360,6 +433,11 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
     printChosenPlan(*Searched, OS);
   } else if (Costed) {
     OS << "plan (given): " << Costed->Plan.str() << "\n";
+    std::string Idle = describeIdleDevices(
+        Costed->Plan, CU.Opts.Devices.getValueOr(HW.getNumDevices()),
+        CU.Opts.Batch.getValueOr(1), nullptr);
+    if (!Idle.empty())
+      OS << "idle: " << Idle << "\n";
     OS << "predicted: step " << formatDuration(Seconds(Costed->StepTimeS))
        << ", " << format("%.0f", Costed->TokensPerS) << " tokens/s, MFU "
        << format("%.3f", Costed->MFU) << ", memory "
@@ -390,6 +468,39 @@ static void printVersion(raw_ostream &OS) {
   OS << "Loom " LOOM_VERSION " (plan-parallel)\n"
      << "  built with LLVM " LOOM_LLVM_VERSION ", ONNX " LOOM_ONNX_VERSION
         ", Z3 " LOOM_Z3_VERSION ", protobuf " LOOM_PROTOBUF_VERSION "\n";
+}
+
+/// --compare-hw: the planning pipeline again on \p HW, from a fresh import
+/// of the model, with \p CU's options and --plan.
+static Expected<std::shared_ptr<const SearchResult>>
+planOnOtherHardware(const HardwareModel &HW, const CompilationUnit &CU) {
+  CompilationUnit Other;
+  Other.Opts = CU.Opts;
+  Other.Opts.Devices = None;
+  Other.Opts.Compare.clear();
+  Other.Opts.SearchUnconstrained = false;
+  Other.Opts.FailedDevices = 0;
+  Other.Opts.OutputDir.clear();
+  Other.PlanRequest = CU.PlanRequest;
+  Other.HW = &HW;
+  Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, nullptr);
+  if (!M)
+    return M.takeError();
+  Other.M = std::move(*M);
+  PassManager PM(getRegisteredPasses());
+  for (const PassInfo &Info : getRegisteredPasses()) {
+    PM.addPass(Info.Create());
+    if (StringRef(Info.Argument) == "search-parallelism")
+      break;
+  }
+  std::string Sink;
+  raw_string_ostream SinkOS(Sink);
+  if (Error E = PM.run(Other, PassInstrumentation(), SinkOS, SinkOS))
+    return std::move(E);
+  if (!Other.Search)
+    return createStringError(inconvertibleErrorCode(),
+                             "--compare-hw: no search result");
+  return Other.Search;
 }
 
 /// Gives every option of LoomCategory its public name (see LOOM_OPT).
@@ -474,7 +585,14 @@ int main(int argc, char **argv) {
     if (Error E = checkOutputDir(OutputDir, Force))
       return reportError(std::move(E));
 
-  Expected<HardwareModel> HW = loadHardwareModel(HWPath);
+  std::vector<std::string> HWSets;
+  for (const std::string &S : Sets)
+    if (!isModelKnob(S))
+      HWSets.push_back(S);
+  std::vector<HardwareOverride> Overrides;
+  Expected<HardwareModel> HW = loadLayeredHardware(
+      std::vector<std::string>(HWPaths.begin(), HWPaths.end()), HWSets,
+      Overrides);
   if (!HW)
     return reportError(HW.takeError());
 
@@ -483,10 +601,61 @@ int main(int argc, char **argv) {
   if (!Opts)
     return reportError(Opts.takeError());
   CU.Opts = std::move(*Opts);
+  {
+    std::vector<std::string> Described;
+    for (const HardwareOverride &O : Overrides)
+      Described.push_back(describeOverride(O));
+    CU.Opts.HardwareOverrides.insert(CU.Opts.HardwareOverrides.begin(),
+                                     Described.begin(), Described.end());
+  }
+  if (FailOpt.getNumOccurrences()) {
+    if (DevicesOpt.getNumOccurrences())
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fail and --devices: give one (--fail re-plans on the cluster "
+          "minus the failed part)"));
+    StringRef F = StringRef(FailOpt).trim();
+    bool ByDevice = F.consume_front("devices=");
+    uint64_t N = 0, Total = HW->getNumDevices();
+    uint64_t Unit = ByDevice ? 1 : HW->Topology.front().Size;
+    if (F.getAsInteger(10, N) || N == 0)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fail %s: expected a number of servers (N) or devices=K",
+          FailOpt.c_str()));
+    if (N >= Total || N * Unit >= Total)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fail %s: the cluster '%s' has %llu devices (%llu %s); at least "
+          "one must remain",
+          FailOpt.c_str(), HW->Name.c_str(), (unsigned long long)Total,
+          (unsigned long long)(Total / HW->Topology.front().Size),
+          ("units of " + HW->Topology.front().Name).c_str()));
+    CU.Opts.FailedDevices = N * Unit;
+    CU.Opts.Devices = Total - N * Unit;
+    CU.Opts.FailureWhat =
+        ByDevice ? (Twine(N) + (N == 1 ? " device" : " devices")).str()
+                 : (Twine(N) + (N == 1 ? " server" : " servers") + " (" +
+                    HW->Topology.front().Name + " unit of " + Twine(Unit) +
+                    " devices each)")
+                       .str();
+  }
+  if (DevicesOpt.getNumOccurrences()) {
+    if (DevicesOpt == 0 || DevicesOpt > HW->getNumDevices())
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--devices %u: the cluster '%s' has %llu devices; give 1 to %llu",
+          (unsigned)DevicesOpt, HW->Name.c_str(),
+          (unsigned long long)HW->getNumDevices(),
+          (unsigned long long)HW->getNumDevices()));
+    CU.Opts.Devices = DevicesOpt;
+  }
   CU.Opts.TopPlans = std::max(1u, (unsigned)TopPlans);
   CU.Opts.OutputDir = OutputDir;
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
+  CU.Opts.SearchUnconstrained =
+      (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
@@ -621,7 +790,8 @@ int main(int argc, char **argv) {
           "--print-costs=stage needs --plan with the degrees to cost, or "
           "the search-parallelism pass"));
     Expected<ParallelPlan> Plan =
-        completePlan(*Spec, HW->getNumDevices(), CU.Opts.Batch.getValueOr(1));
+        completePlan(*Spec, CU.Opts.Devices.getValueOr(HW->getNumDevices()),
+                     CU.Opts.Batch.getValueOr(1));
     if (!Plan)
       return reportError(Plan.takeError());
     EvaluatorOptions EO;
@@ -699,5 +869,46 @@ int main(int argc, char **argv) {
     printTopPlans(*Searched, TopPlans, outs());
   if (Searched && ExplainPlan)
     printExplanation(*Searched, outs());
+  if (Searched && !Searched->Compared.empty()) {
+    std::vector<ComparisonColumn> Cols;
+    Cols.push_back({"best", "the search without constraints",
+                    Searched->Unconstrained ? &*Searched->Unconstrained
+                                            : nullptr});
+    for (unsigned I = 0; I < Searched->Compared.size(); ++I) {
+      const auto &C = Searched->Compared[I];
+      Cols.push_back({"[" + std::to_string(I + 1) + "]",
+                      "--compare " + C.first, C.second ? &*C.second : nullptr});
+    }
+    printComparison(Cols, outs());
+  }
+  if (Searched && !CompareHW.empty()) {
+    std::vector<std::shared_ptr<const SearchResult>> Others;
+    std::vector<HardwareModel> OtherHW;
+    OtherHW.reserve(CompareHW.size());
+    for (const std::string &Path : CompareHW) {
+      Expected<HardwareModel> H = loadHardwareModel(Path);
+      if (!H)
+        return reportError(H.takeError());
+      OtherHW.push_back(std::move(*H));
+      Expected<std::shared_ptr<const SearchResult>> R =
+          planOnOtherHardware(OtherHW.back(), CU);
+      if (!R) {
+        bool NoPlan = R.errorIsA<NoFeasiblePlanError>();
+        return reportError(createStringError(inconvertibleErrorCode(),
+                                             "--compare-hw " + Path + ": " +
+                                                 toString(R.takeError())),
+                           NoPlan ? 2 : 1);
+      }
+      Others.push_back(std::move(*R));
+    }
+    std::vector<ComparisonColumn> Cols;
+    Cols.push_back({HW->Name, "--hw, best plan", &Searched->Top.front()});
+    for (unsigned I = 0; I < Others.size(); ++I)
+      Cols.push_back({OtherHW[I].Name, "--compare-hw " + CompareHW[I] +
+                                           ", best plan",
+                      Others[I]->Top.empty() ? nullptr
+                                             : &Others[I]->Top.front()});
+    printComparison(Cols, outs());
+  }
   return finish(CU, Wrote);
 }

@@ -67,6 +67,7 @@
 
 namespace llvm {
 class raw_ostream;
+class MemoryBufferRef;
 } // namespace llvm
 
 namespace loom {
@@ -214,6 +215,11 @@ llvm::Expected<HardwareModel> parseHardwareModel(llvm::StringRef Text,
 
 /// Reads, parses and validates the hardware description in \p Path.
 llvm::Expected<HardwareModel> loadHardwareModel(llvm::StringRef Path);
+
+/// The nesting and run-length bounds parseHardwareModel enforces before
+/// LLVM's recursive YAML parser sees \p Buffer (for readers of partial
+/// files, HardwareOverlay.h).
+llvm::Error checkHardwareYAMLBounds(llvm::MemoryBufferRef Buffer);
 
 } // namespace loom
 

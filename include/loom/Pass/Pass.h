@@ -40,7 +40,26 @@ struct CompileOptions {
   /// --dim NAME=V, in command-line order.
   std::vector<std::pair<std::string, int64_t>> Dims;
   RunMode Mode = RunMode::Train;
+  /// --devices N (or the cluster minus --fail): plan on the first N devices
+  /// of the topology, innermost levels filled first; None: all of them.
   llvm::Optional<unsigned> Devices;
+  /// What-if studies (--set, --hw A --hw B): each hardware override,
+  /// described ("topology.roce.bandwidth: 200Gbps -> 400Gbps (--set)").
+  std::vector<std::string> HardwareOverrides;
+  /// --set moe.capacity_factor=F: the tokens an expert accepts relative to
+  /// an even share (GShard/Switch's capacity factor), for the MoE costing.
+  llvm::Optional<double> MoECapacityFactor;
+  /// --compare PLAN (as given, and parsed): plans search-parallelism also
+  /// completes and costs beside the unconstrained best.
+  std::vector<std::pair<std::string, PlanSpec>> Compare;
+  /// Also search without --plan's constraints (--explain with --plan, and
+  /// --compare), so reports compare with the true best.
+  bool SearchUnconstrained = false;
+  /// --fail: devices lost (Devices is the cluster minus these); the search
+  /// also plans the intact cluster to report the throughput kept.
+  unsigned FailedDevices = 0;
+  /// How --fail was given ("1 server of 8 devices", "3 devices").
+  std::string FailureWhat;
   /// Plans search-parallelism ranks (--top).
   unsigned TopPlans = 1;
   /// The output directory emit writes (-o); empty: plan only.

@@ -148,9 +148,10 @@ struct PlanSpec {
 llvm::Expected<PlanSpec> parsePlanSpec(llvm::StringRef Text);
 
 /// Completes \p Spec for \p Devices devices and global batch \p Batch:
-/// dp defaults to Devices / (tp * pp), mb to 1, nmb to Batch / (dp * mb),
-/// and the rest to their plain values (the order canonical for the
-/// degrees). Checks dp*tp*pp == Devices, ep
+/// dp defaults to the largest dp <= Devices / (tp * pp) with Batch
+/// divisible by dp * mb (devices past dp*tp*pp stay idle), mb to 1, nmb to
+/// Batch / (dp * mb), and the rest to their plain values (the order
+/// canonical for the degrees). Checks dp*tp*pp <= Devices, ep
 /// divides dp (EP ranks are carved out of DP), and Batch divisible by
 /// dp*mb; errors say which. Whether ep divides the model's experts is the
 /// evaluator's check (it knows the model).

@@ -122,6 +122,8 @@ struct SearchOptions {
   bool BalanceStages = true;
   /// 0: the hardware's device count.
   uint64_t Devices = 0;
+  /// Also try plans that leave devices idle (IdleDevices.h).
+  bool AllowIdle = true;
 };
 
 /// The structural part of the space, for reports and the Z3 model.
@@ -171,8 +173,26 @@ struct SearchResult {
   std::string WinnerGroups, DefaultOrderGroups;
   /// When Top[0] reduces gradients in bf16: Top[0] with fp32 gradients.
   llvm::Optional<PlanCost> FP32Grad;
+  /// When Top[0] leaves devices idle: the best plan on all of them (None
+  /// when none fits).
+  llvm::Optional<PlanCost> BestAllDevices;
+  /// The space had candidates on every device (whether or not one fits).
+  bool TriedAllDevices = false;
   /// --plan fixed the stage boundaries.
   bool StagesGiven = false;
+  /// --plan fixed something: Top is the best plan under its constraints.
+  bool Constrained = false;
+  /// The best plan without --plan's constraints (when asked for; None when
+  /// none fits).
+  llvm::Optional<PlanCost> Unconstrained;
+  /// --compare: each request as given and its best completion (None when
+  /// none fits).
+  std::vector<std::pair<std::string, llvm::Optional<PlanCost>>> Compared;
+  /// --fail: the devices lost, how they were named, and the best plan on
+  /// the intact cluster (None when none fits there).
+  uint64_t FailedDevices = 0;
+  std::string FailureWhat;
+  llvm::Optional<PlanCost> BeforeFailure;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
   std::vector<MemoryFloor> Floors;
   SearchStats Stats;
