@@ -817,7 +817,7 @@ Error RoleBuilder::buildNode(const Node &N) {
   for (const Value *V : N.getInputs())
     if (V && (Absent.count(V) || EPPartial.count(V) || InEPRegion.count(V)))
       AnyEPIn = true;
-  if (!IsBranch && AnyEPIn && N.getOpType() == "Add" && N.getNumInputs() == 2) {
+  if (NS.ExpertCombine) {
     // The combine chain: a sum over experts of which this rank holds some.
     const Value *A = N.getInput(0), *B = N.getInput(1);
     auto Skip = [&](const Value *V) {
