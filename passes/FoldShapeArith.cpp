@@ -15,9 +15,11 @@
 //===----------------------------------------------------------------------===//
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/Experts.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
 #include <cmath>
 #include <functional>
@@ -190,6 +192,11 @@ public:
   /// depth, TopK's k, Einsum's labels); returns the number of values whose
   /// type became more static.
   unsigned refineShapes(Graph &G);
+  /// Gives the data-dependent dim of a NonZero over an MoE routing mask
+  /// (getRoutingMaskClasses) its expected size; returns the nodes bound, and
+  /// describes the first in \p First.
+  unsigned bindExpectedCounts(Graph &G, double CapacityFactor,
+                              std::string &First);
   void eliminateDeadNodes(Graph &G);
 
 private:
@@ -1070,6 +1077,39 @@ unsigned Folder::refineShapes(Graph &G) {
   return Refined;
 }
 
+unsigned Folder::bindExpectedCounts(Graph &G, double CapacityFactor,
+                                    std::string &First) {
+  unsigned Bound = 0;
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    if (N.getOpType() != "NonZero" || !N.getDomain().empty() ||
+        !N.getOutput(0) || N.getOutput(0)->Type.isStatic())
+      continue;
+    const Value *X = N.getInput(0);
+    if (!X || !X->Type.isStatic())
+      continue;
+    unsigned Experts = getRoutingMaskClasses(X);
+    if (!Experts)
+      continue;
+    int64_t Elems = X->Type.getNumElements().getValueOr(0);
+    // An expert's even share of the mask's ones (top-k x tokens / E), times
+    // the capacity factor, never more than the mask holds.
+    int64_t Count = std::min<int64_t>(
+        Elems,
+        (int64_t)std::ceil((double)Elems / Experts * CapacityFactor - 1e-9));
+    TensorType &T = N.getOutput(0)->Type;
+    T.HasShape = true;
+    T.Dims.assign({Dim((int64_t)X->Type.getRank()), Dim(Count)});
+    if (!Bound++) {
+      raw_string_ostream OS(First);
+      OS << "NonZero '" << N.getName() << "': " << Elems << " / " << Experts
+         << " experts x capacity factor "
+         << format("%.3g", CapacityFactor) << " = " << Count;
+    }
+  }
+  return Bound;
+}
+
 void Folder::eliminateDeadNodes(Graph &G) {
   DenseMap<const Value *, unsigned> Uses = G.computeUseCounts();
   DenseSet<const Node *> Dead;
@@ -1104,14 +1144,37 @@ public:
     Graph &G = CU.M->getGraph();
     // Each round folds what static shapes allow, then lets shape inference
     // turn the new constants into static shapes further down.
-    for (unsigned Round = 0; Round < 64; ++Round) {
-      unsigned Changed = F.sweep(G);
-      Changed += F.refineShapes(G);
-      if (!Changed)
-        break;
-      Expected<unsigned> Inferred = inferShapes(*CU.M);
-      if (!Inferred)
-        return Inferred.takeError();
+    auto FixedPoint = [&]() -> Error {
+      for (unsigned Round = 0; Round < 64; ++Round) {
+        unsigned Changed = F.sweep(G);
+        Changed += F.refineShapes(G);
+        if (!Changed)
+          break;
+        Expected<unsigned> Inferred = inferShapes(*CU.M);
+        if (!Inferred)
+          return Inferred.takeError();
+      }
+      return Error::success();
+    };
+    if (Error E = FixedPoint())
+      return E;
+    // Index-routed MoE (a NonZero per expert over the routing mask): the
+    // planning graph takes the expected tokens per expert so that the
+    // experts are costed; the graphs shard emits keep the dim dynamic.
+    if (CU.Opts.PlanExpectedCounts) {
+      double CF = CU.Opts.MoECapacityFactor.getValueOr(1.0);
+      std::string First;
+      if (unsigned Bound = F.bindExpectedCounts(G, CF, First)) {
+        CU.warn("fold-shape-arith: " + Twine(Bound) +
+                " data-dependent dim(s) of MoE routing planned at their "
+                "expected size (" + First +
+                "; --set moe.capacity_factor=F to change)");
+        Expected<unsigned> Inferred = inferShapes(*CU.M);
+        if (!Inferred)
+          return Inferred.takeError();
+        if (Error E = FixedPoint())
+          return E;
+      }
     }
     F.eliminateDeadNodes(G);
     // Data-dependent shapes (NonZero, Loop outputs, ...) legitimately stay

@@ -109,12 +109,17 @@ CASES = [
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
     ("moe_dense-tp2ep2pp2", "ex:moe-dense-tiny.onnx", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    # index-routed (NonZero/Gather/index_add per expert): data-dependent
+    # counts, planned at the expected size, emitted dynamic
+    ("moe_indexed-dp2",    "ex:moe-indexed-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 4, 8),
+    ("moe_indexed-tp2pp2dp2", "ex:moe-indexed-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
 ]
 
 # Token ids over the whole vocabulary, so that every shard of a
 # vocab-parallel embedding is hit (harness default: [0,16)).
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
-             "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256"}
+             "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
+             "ex:moe-indexed-tiny.onnx": "0:256"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"

@@ -50,6 +50,12 @@ struct CompileOptions {
   bool EmitPerRank = false;
   /// Check the emitted program's invariants (--verify-output).
   bool VerifyOutput = false;
+  /// fold-shape-arith gives data-dependent dims of MoE routing their
+  /// expected size (planning); shard's micro-batch graph keeps them dynamic.
+  bool PlanExpectedCounts = true;
+  /// --set moe.capacity_factor=F: the tokens an expert accepts relative to
+  /// an even share (GShard/Switch's capacity factor), for the MoE costing.
+  llvm::Optional<double> MoECapacityFactor;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
