@@ -15,9 +15,11 @@
 //===----------------------------------------------------------------------===//
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/Experts.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
 #include <cmath>
 #include <functional>
@@ -185,6 +187,16 @@ public:
   Folder(Model &M) : M(M), Opset(M.getOpsetVersion("")) {}
   /// One sweep over \p G and its subgraphs; returns the number of folds.
   unsigned sweep(Graph &G);
+  /// Loom's own shape rules where ONNX 1.12's inference gives up although
+  /// the operands that decide the shape are constants (MoE routing: OneHot's
+  /// depth, TopK's k, Einsum's labels); returns the number of values whose
+  /// type became more static.
+  unsigned refineShapes(Graph &G);
+  /// Gives the data-dependent dim of a NonZero over an MoE routing mask
+  /// (getRoutingMaskClasses) its expected size; returns the nodes bound, and
+  /// describes the first in \p First.
+  unsigned bindExpectedCounts(Graph &G, double CapacityFactor,
+                              std::string &First);
   void eliminateDeadNodes(Graph &G);
 
 private:
@@ -201,6 +213,7 @@ private:
   Optional<Const> fold(const Node &N);
   Optional<Const> foldSlice(const Node &N, const Const &X);
   Optional<Const> foldReduce(const Node &N, const Const &X);
+  Optional<SmallVector<int64_t, 4>> inferStaticShape(const Node &N);
 
   Model &M;
   int64_t Opset;
@@ -943,6 +956,160 @@ unsigned Folder::sweep(Graph &G) {
   return Folds;
 }
 
+/// The static shape of \p N's first output from its operands, for ops whose
+/// ONNX 1.12 inference leaves dims unknown even when everything that decides
+/// them is known:
+///  - OneHot(indices, depth, values, axis): ONNX never reads depth; the
+///    result is indices' shape with depth inserted at axis (GShard/Switch
+///    routers one-hot the expert index over E, and the position over the
+///    capacity, which exporters compute from the token count).
+///  - TopK(X, K, axis): X's shape with K at axis.
+///  - Einsum(equation): each result label takes its operand's dim.
+Optional<SmallVector<int64_t, 4>> Folder::inferStaticShape(const Node &N) {
+  StringRef Op = N.getOpType();
+  if (!N.getDomain().empty() || N.getNumOutputs() == 0 || !N.getOutput(0))
+    return None;
+  auto StaticIn = [&](unsigned I) -> Optional<SmallVector<int64_t, 4>> {
+    const Value *V = N.getInput(I);
+    if (!V || !V->Type.isStatic())
+      return None;
+    return V->Type.getStaticShape();
+  };
+  if (Op == "OneHot") {
+    auto Ind = StaticIn(0);
+    Optional<Const> Depth = getConst(N.getInput(1));
+    if (!Ind || !Depth || Depth->size() != 1)
+      return None;
+    int64_t D = Depth->isFloat() ? (int64_t)Depth->F[0] : Depth->I[0];
+    int64_t Rank = Ind->size() + 1;
+    Optional<int64_t> Axis = normAxis(N.getAttrInt("axis", -1), Rank);
+    if (D <= 0 || !Axis)
+      return None;
+    SmallVector<int64_t, 4> S(*Ind);
+    S.insert(S.begin() + *Axis, D);
+    return S;
+  }
+  if (Op == "TopK") {
+    auto X = StaticIn(0);
+    Optional<std::vector<int64_t>> K = getInts(N.getInput(1));
+    if (!X || !K || K->size() != 1 || (*K)[0] < 0)
+      return None;
+    Optional<int64_t> Axis = normAxis(N.getAttrInt("axis", -1), X->size());
+    if (!Axis || (*K)[0] > (*X)[*Axis])
+      return None;
+    SmallVector<int64_t, 4> S(*X);
+    S[*Axis] = (*K)[0];
+    return S;
+  }
+  if (Op == "Einsum") {
+    const Attribute *Eq = N.getAttribute("equation");
+    if (!Eq || Eq->K != Attribute::Kind::String)
+      return None;
+    std::string E;
+    for (char Ch : Eq->S)
+      if (Ch != ' ')
+        E += Ch;
+    StringRef Lhs = E, Rhs;
+    std::tie(Lhs, Rhs) = StringRef(E).split("->");
+    if (!StringRef(E).contains("->") || StringRef(E).contains("..."))
+      return None; // implicit output or ellipsis: ONNX's own rule decides
+    SmallVector<StringRef, 4> Terms;
+    Lhs.split(Terms, ',');
+    if (Terms.size() != N.getNumInputs())
+      return None;
+    DenseMap<char, int64_t> Size;
+    for (unsigned I = 0; I < Terms.size(); ++I) {
+      auto S = StaticIn(I);
+      if (!S || S->size() != Terms[I].size())
+        return None;
+      for (unsigned D = 0; D < S->size(); ++D) {
+        auto Ins = Size.insert({Terms[I][D], (*S)[D]});
+        // Broadcast of a 1 against another size keeps the other.
+        if (!Ins.second && Ins.first->second != (*S)[D]) {
+          if (Ins.first->second == 1)
+            Ins.first->second = (*S)[D];
+          else if ((*S)[D] != 1)
+            return None;
+        }
+      }
+    }
+    SmallVector<int64_t, 4> S;
+    for (char L : Rhs) {
+      auto It = Size.find(L);
+      if (It == Size.end())
+        return None;
+      S.push_back(It->second);
+    }
+    return S;
+  }
+  return None;
+}
+
+unsigned Folder::refineShapes(Graph &G) {
+  unsigned Refined = 0;
+  for (const auto &NP : G.getNodes()) {
+    for (const Attribute &A : NP->getAttributes())
+      for (const auto &Sub : A.Gs)
+        Refined += refineShapes(*Sub);
+    Value *Out = NP->getNumOutputs() ? NP->getOutput(0) : nullptr;
+    if (!Out || Out->Type.isStatic())
+      continue;
+    Optional<SmallVector<int64_t, 4>> S = inferStaticShape(*NP);
+    if (!S)
+      continue;
+    TensorType &T = Out->Type;
+    // Only fill what is unknown; a known dim that disagrees is left for
+    // the verifier to report.
+    if (T.HasShape && T.getRank() != S->size())
+      continue;
+    if (!T.HasShape) {
+      T.HasShape = true;
+      T.Dims.assign(S->size(), Dim());
+    }
+    bool Changed = false;
+    for (unsigned D = 0; D < S->size(); ++D)
+      if (!T.Dims[D].isStatic()) {
+        T.Dims[D] = Dim((*S)[D]);
+        Changed = true;
+      }
+    Refined += Changed;
+  }
+  return Refined;
+}
+
+unsigned Folder::bindExpectedCounts(Graph &G, double CapacityFactor,
+                                    std::string &First) {
+  unsigned Bound = 0;
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    if (N.getOpType() != "NonZero" || !N.getDomain().empty() ||
+        !N.getOutput(0) || N.getOutput(0)->Type.isStatic())
+      continue;
+    const Value *X = N.getInput(0);
+    if (!X || !X->Type.isStatic())
+      continue;
+    unsigned Experts = getRoutingMaskClasses(X);
+    if (!Experts)
+      continue;
+    int64_t Elems = X->Type.getNumElements().getValueOr(0);
+    // An expert's even share of the mask's ones (top-k x tokens / E), times
+    // the capacity factor, never more than the mask holds.
+    int64_t Count = std::min<int64_t>(
+        Elems,
+        (int64_t)std::ceil((double)Elems / Experts * CapacityFactor - 1e-9));
+    TensorType &T = N.getOutput(0)->Type;
+    T.HasShape = true;
+    T.Dims.assign({Dim((int64_t)X->Type.getRank()), Dim(Count)});
+    if (!Bound++) {
+      raw_string_ostream OS(First);
+      OS << "NonZero '" << N.getName() << "': " << Elems << " / " << Experts
+         << " experts x capacity factor "
+         << format("%.3g", CapacityFactor) << " = " << Count;
+    }
+  }
+  return Bound;
+}
+
 void Folder::eliminateDeadNodes(Graph &G) {
   DenseMap<const Value *, unsigned> Uses = G.computeUseCounts();
   DenseSet<const Node *> Dead;
@@ -977,12 +1144,37 @@ public:
     Graph &G = CU.M->getGraph();
     // Each round folds what static shapes allow, then lets shape inference
     // turn the new constants into static shapes further down.
-    for (unsigned Round = 0; Round < 64; ++Round) {
-      if (!F.sweep(G))
-        break;
-      Expected<unsigned> Changed = inferShapes(*CU.M);
-      if (!Changed)
-        return Changed.takeError();
+    auto FixedPoint = [&]() -> Error {
+      for (unsigned Round = 0; Round < 64; ++Round) {
+        unsigned Changed = F.sweep(G);
+        Changed += F.refineShapes(G);
+        if (!Changed)
+          break;
+        Expected<unsigned> Inferred = inferShapes(*CU.M);
+        if (!Inferred)
+          return Inferred.takeError();
+      }
+      return Error::success();
+    };
+    if (Error E = FixedPoint())
+      return E;
+    // Index-routed MoE (a NonZero per expert over the routing mask): the
+    // planning graph takes the expected tokens per expert so that the
+    // experts are costed; the graphs shard emits keep the dim dynamic.
+    if (CU.Opts.PlanExpectedCounts) {
+      double CF = CU.Opts.MoECapacityFactor.getValueOr(1.0);
+      std::string First;
+      if (unsigned Bound = F.bindExpectedCounts(G, CF, First)) {
+        CU.warn("fold-shape-arith: " + Twine(Bound) +
+                " data-dependent dim(s) of MoE routing planned at their "
+                "expected size (" + First +
+                "; --set moe.capacity_factor=F to change)");
+        Expected<unsigned> Inferred = inferShapes(*CU.M);
+        if (!Inferred)
+          return Inferred.takeError();
+        if (Error E = FixedPoint())
+          return E;
+      }
     }
     F.eliminateDeadNodes(G);
     // Data-dependent shapes (NonZero, Loop outputs, ...) legitimately stay

@@ -123,6 +123,8 @@ public:
     Sub.HW = CU.HW;
     Sub.Opts = CU.Opts;
     Sub.Opts.OutputDir.clear();
+    // The graphs a runtime executes keep data-dependent dims dynamic.
+    Sub.Opts.PlanExpectedCounts = false;
     if (BatchSym.empty()) {
       if (R.Plan.DP * R.Plan.NumMicroBatches != 1)
         return createStringError(

@@ -63,61 +63,6 @@ void saveValue(OpCost &C, const Value *V) {
     C.SavedValues.push_back(V);
 }
 
-/// The tensor a Constant node holds in one of its value attributes.
-static Optional<Tensor> getConstantTensor(const Value *V) {
-  if (!V)
-    return None;
-  if (V->isParameter()) {
-    if (!V->Data)
-      return None;
-    Tensor T;
-    T.Type = V->Type;
-    T.Data = V->Data;
-    return T;
-  }
-  if (!isConstant(V))
-    return None;
-  const Node *D = V->getDefiningNode();
-  if (const Attribute *A = D->getAttribute("value"))
-    if (A->K == Attribute::Kind::Tensor && A->Ts.size() == 1)
-      return A->Ts.front();
-  if (const Attribute *A = D->getAttribute("value_int"))
-    return Tensor::makeInt64({}, {A->I});
-  if (const Attribute *A = D->getAttribute("value_ints"))
-    return Tensor::makeInt64({(int64_t)A->Is.size()}, A->Is);
-  if (const Attribute *A = D->getAttribute("value_float"))
-    return Tensor::makeFromDoubles(DataType::Float, {}, {(double)A->F});
-  if (const Attribute *A = D->getAttribute("value_floats")) {
-    std::vector<double> Ds(A->Fs.begin(), A->Fs.end());
-    return Tensor::makeFromDoubles(DataType::Float, {(int64_t)Ds.size()}, Ds);
-  }
-  return None;
-}
-
-Optional<std::vector<int64_t>> getConstantInts(const Value *V) {
-  Optional<Tensor> T = getConstantTensor(V);
-  if (!T || !(isInteger(T->Type.Elem) || T->Type.Elem == DataType::Bool))
-    return None;
-  Expected<std::vector<int64_t>> R = T->getIntValues();
-  if (!R) {
-    consumeError(R.takeError());
-    return None;
-  }
-  return std::move(*R);
-}
-
-Optional<std::vector<double>> getConstantFloats(const Value *V) {
-  Optional<Tensor> T = getConstantTensor(V);
-  if (!T || !isFloatingPoint(T->Type.Elem))
-    return None;
-  Expected<std::vector<double>> R = T->getFloatValues();
-  if (!R) {
-    consumeError(R.takeError());
-    return None;
-  }
-  return std::move(*R);
-}
-
 unsigned normalizeAxis(int64_t Axis, unsigned Rank) {
   if (Rank == 0)
     return 0;

@@ -91,11 +91,6 @@ bool needsGradient(const Value *V);
 bool isActivation(const Value *V);
 /// Adds \p V to C.SavedValues if it is an activation and not there yet.
 void saveValue(OpCost &C, const Value *V);
-/// The integer elements of \p V when it is a Constant node's output or a
-/// parameter with data; None otherwise.
-llvm::Optional<std::vector<int64_t>> getConstantInts(const Value *V);
-/// The floating-point elements of \p V, as getConstantInts.
-llvm::Optional<std::vector<double>> getConstantFloats(const Value *V);
 /// \p Axis in [0, Rank) for a possibly negative ONNX axis (clamped).
 unsigned normalizeAxis(int64_t Axis, unsigned Rank);
 /// Marks \p C as having no rule, with \p Reason.

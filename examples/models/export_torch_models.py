@@ -7,6 +7,7 @@ Usage (from the repository root):
                                                             [--check-only]
 
 Writes gpt2-tiny.onnx, llama-tiny.onnx, mlp-tiny.onnx, moe-tiny.onnx,
+moe-dense-tiny.onnx, moe-indexed-tiny.onnx,
 cnn-tiny.onnx, vit-tiny.onnx and swin-tiny.onnx next to this script
 (or into --out-dir), then verifies each one: onnx.checker full check, onnx
 shape inference, symbolic input dims, and the presence of the exporter's
@@ -110,6 +111,21 @@ def build_moe():
          "logits": {0: "batch", 1: "seq"}})
 
 
+def build_moe_routed(routing):
+    def build():
+        torch.manual_seed(0)
+        model = MoEForCausalLM(vocab=256, hidden=64, n_layer=2, n_head=4,
+                               n_kv_head=2, inter=128, n_experts=4, top_k=2,
+                               routing=routing)
+        randomize_norms(model)
+        ids = torch.randint(0, 256, (2, 8), dtype=torch.long)
+        return export_bytes(
+            model, (ids,), ["input_ids"], ["logits"],
+            {"input_ids": {0: "batch", 1: "seq"},
+             "logits": {0: "batch", 1: "seq"}})
+    return build
+
+
 def build_cnn():
     torch.manual_seed(0)
     model = TinyResNet(widths=(16, 32), blocks=2, n_classes=10)
@@ -145,6 +161,8 @@ MODELS = [
     ("llama-tiny.onnx", build_llama, True),
     ("mlp-tiny.onnx", build_mlp, False),
     ("moe-tiny.onnx", build_moe, True),
+    ("moe-dense-tiny.onnx", build_moe_routed("dense"), True),
+    ("moe-indexed-tiny.onnx", build_moe_routed("index"), True),
     ("cnn-tiny.onnx", build_cnn, False),
     ("vit-tiny.onnx", build_vit, True),
     ("swin-tiny.onnx", build_swin, True),

@@ -317,13 +317,75 @@ class MoEMLP(nn.Module):
         return out.view(b, t, h)
 
 
+class DenseGatedMoEMLP(nn.Module):
+    """The same mixture written as many training scripts write it: on the
+    [b, t, h] activations (no flattening), the gate of expert e is
+    `(topw * (topi == e)).sum(-1)` (Equal, Cast, Mul, ReduceSum), and the
+    experts are summed straight into the residual stream (`x + moe(x)`
+    follows the last `out + gate * expert(x)` Add, in the same block)."""
+
+    def __init__(self, hidden, inter, n_experts=4, top_k=2):
+        super().__init__()
+        self.top_k = top_k
+        self.gate = nn.Linear(hidden, n_experts, bias=False)
+        self.experts = nn.ModuleList([LlamaMLP(hidden, inter)
+                                      for _ in range(n_experts)])
+
+    def forward(self, x):
+        probs = F.softmax(self.gate(x), dim=-1)
+        topw, topi = torch.topk(probs, self.top_k, dim=-1)   # [b, t, k]
+        topw = topw / topw.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            g = (topw * (topi == e).to(x.dtype)).sum(dim=-1, keepdim=True)
+            out = out + g * expert(x)
+        return out
+
+
+class IndexRoutedMoEMLP(nn.Module):
+    """HF Mixtral's sparse MoE block, eager path: per expert, the tokens
+    routed to it are found with `torch.where` on the one-hot routing mask
+    (ONNX NonZero: a data-dependent count), gathered, run through the
+    expert, scaled by their routing weight and `index_add_`-ed back
+    (ScatterElements with reduction 'add')."""
+
+    def __init__(self, hidden, inter, n_experts=4, top_k=2):
+        super().__init__()
+        self.n_experts = n_experts
+        self.top_k = top_k
+        self.gate = nn.Linear(hidden, n_experts, bias=False)
+        self.experts = nn.ModuleList([LlamaMLP(hidden, inter)
+                                      for _ in range(n_experts)])
+
+    def forward(self, x):
+        b, t, h = x.size()
+        flat = x.view(-1, h)
+        probs = F.softmax(self.gate(flat), dim=1, dtype=torch.float)
+        topw, topi = torch.topk(probs, self.top_k, dim=-1)
+        topw = (topw / topw.sum(dim=-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros((b * t, h), dtype=x.dtype)
+        mask = F.one_hot(topi, num_classes=self.n_experts).permute(2, 1, 0)
+        for e, expert in enumerate(self.experts):
+            idx, top_x = torch.where(mask[e])
+            cur = flat[None, top_x].reshape(-1, h)
+            cur = expert(cur) * topw[top_x, idx, None]
+            out.index_add_(0, top_x, cur)
+        return out.view(b, t, h)
+
+
+MOE_ROUTING = {"loop": MoEMLP, "dense": DenseGatedMoEMLP,
+               "index": IndexRoutedMoEMLP}
+
+
 class MoEBlock(nn.Module):
-    def __init__(self, hidden, n_head, n_kv_head, inter, n_experts, top_k):
+    def __init__(self, hidden, n_head, n_kv_head, inter, n_experts, top_k,
+                 routing="loop"):
         super().__init__()
         self.input_layernorm = RMSNorm(hidden)
         self.self_attn = LlamaAttention(hidden, n_head, n_kv_head)
         self.post_attention_layernorm = RMSNorm(hidden)
-        self.block_sparse_moe = MoEMLP(hidden, inter, n_experts, top_k)
+        self.block_sparse_moe = MOE_ROUTING[routing](hidden, inter, n_experts,
+                                                     top_k)
 
     def forward(self, x, cos, sin, mask):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
@@ -335,10 +397,11 @@ class MoEForCausalLM(LlamaForCausalLM):
     """LlamaForCausalLM whose blocks use MoEMLP (Mixtral-like naming)."""
 
     def __init__(self, vocab=256, hidden=64, n_layer=2, n_head=4, n_kv_head=2,
-                 inter=128, n_experts=4, top_k=2):
+                 inter=128, n_experts=4, top_k=2, routing="loop"):
         super().__init__(vocab, hidden, n_layer, n_head, n_kv_head, inter)
         self.layers = nn.ModuleList([
-            MoEBlock(hidden, n_head, n_kv_head, inter, n_experts, top_k)
+            MoEBlock(hidden, n_head, n_kv_head, inter, n_experts, top_k,
+                     routing)
             for _ in range(n_layer)])
 
 

@@ -374,6 +374,54 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
 
 } // namespace
 
+unsigned getRoutingMaskClasses(const Value *V) {
+  for (unsigned Hops = 0; V && Hops < 16; ++Hops) {
+    const Node *D = V->getDefiningNode();
+    if (!D || !D->getDomain().empty())
+      return 0;
+    StringRef Op = D->getOpType();
+    if (Op == "Transpose" || Op == "Gather" || Op == "Slice" ||
+        Op == "Squeeze" || Op == "Unsqueeze" || Op == "Reshape" ||
+        Op == "Cast" || Op == "Identity" || Op == "Flatten") {
+      V = D->getInput(0);
+      continue;
+    }
+    if (Op == "OneHot") {
+      Optional<std::vector<int64_t>> Depth = getConstantInts(D->getInput(1));
+      return Depth && Depth->size() == 1 && (*Depth)[0] > 0
+                 ? (unsigned)(*Depth)[0]
+                 : 0;
+    }
+    if (Op != "Equal")
+      return 0;
+    for (unsigned I = 0; I < 2; ++I) {
+      const Value *Idx = D->getInput(I);
+      const Node *T = Idx ? Idx->getDefiningNode() : nullptr;
+      if (!T || T->getOpType() != "TopK" || T->getOutput(1) != Idx ||
+          !getConstantInts(D->getInput(1 - I)) || !T->getInput(0) ||
+          !T->getInput(0)->Type.isStatic())
+        continue;
+      const TensorType &In = T->getInput(0)->Type;
+      int64_t Axis = T->getAttrInt("axis", -1);
+      if (Axis < 0)
+        Axis += In.getRank();
+      if (Axis >= 0 && Axis < (int64_t)In.getRank() && In.Dims[Axis].Size > 0)
+        return (unsigned)In.Dims[Axis].Size;
+    }
+    return 0;
+  }
+  return 0;
+}
+
+std::vector<const Node *> findIndexRoutedExperts(const Graph &G) {
+  std::vector<const Node *> Out;
+  for (const auto &NP : G.getNodes())
+    if (NP->getOpType() == "NonZero" && NP->getDomain().empty() &&
+        getRoutingMaskClasses(NP->getInput(0)))
+      Out.push_back(NP.get());
+  return Out;
+}
+
 std::vector<ExpertGroup> findExperts(const Graph &G,
                                      ArrayRef<LayerInfo> Layers) {
   return ExpertFinder(G, Layers).run();

@@ -494,6 +494,15 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
     S.TPLimitWhy = "no topology level allows TP";
   S.TPDiv = computeTPDivisibility(G);
   S.Experts = summarizeExperts(findExperts(G, Layers));
+  std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
+  if (!Indexed.empty())
+    S.Experts.NotSplit =
+        (Twine(Indexed.size()) +
+         " index-routed expert(s) (NonZero over the routing mask, e.g. '" +
+         Indexed.front()->getName() +
+         "'), planned at the expected tokens per expert; ep does not split "
+         "this pattern yet, so they stay whole on every ep rank")
+            .str();
   return S;
 }
 
@@ -1189,6 +1198,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
        << ", " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
        << "'); ep=" << PC.Plan.EP << ": " << X.NumExperts / PC.Plan.EP
        << " per device\n";
+  if (!X.NotSplit.empty())
+    OS << "experts: " << X.NotSplit << "\n";
 }
 
 void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
@@ -1394,7 +1405,8 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   Root["experts"] = json::Object{{"moe_layers", (int64_t)X.NumGroups},
                                  {"stacked_layers", (int64_t)X.NumStacked},
                                  {"experts_per_layer", (int64_t)X.NumExperts},
-                                 {"example_parameter", X.Parameter}};
+                                 {"example_parameter", X.Parameter},
+                                 {"not_split_by_ep", X.NotSplit}};
   json::Array Top;
   for (unsigned I = 0; I < std::min<size_t>(K, R.Top.size()); ++I) {
     json::Object O = planJSON(R.Top[I]);

@@ -32,6 +32,8 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
        << " chunk=" << NS.Chunk;
     if (NS.Expert >= 0)
       OS << " expert=" << NS.Expert;
+    if (NS.ExpertCombine)
+      OS << " expert-combine";
     OS << " in(";
     for (unsigned I = 0; I < NS.InputSpecs.size(); ++I)
       OS << (I ? "," : "") << (N.getInput(I) ? NS.InputSpecs[I].str() : "-");

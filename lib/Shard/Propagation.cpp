@@ -952,14 +952,13 @@ void Propagator::record(const Node &N, NodeSharding NS) {
   for (unsigned O = 0; O < N.getNumOutputs(); ++O)
     if (const Value *V = N.getOutput(O))
       R.Values[V] = NS.OutputSpecs[O];
+  // Keep what the plan decided before propagation (chunk, EP roles).
   NodeSharding &Slot = R.Nodes[&N];
-  unsigned Chunk = Slot.Chunk;
-  int Expert = Slot.Expert;
-  bool Stacked = Slot.Stacked;
+  NS.Chunk = Slot.Chunk;
+  NS.Expert = Slot.Expert;
+  NS.ExpertCombine = Slot.ExpertCombine;
+  NS.Stacked = Slot.Stacked;
   Slot = std::move(NS);
-  Slot.Chunk = Chunk;
-  Slot.Expert = Expert;
-  Slot.Stacked = Stacked;
 }
 
 static bool isElementwise(StringRef Op) {
@@ -1081,6 +1080,30 @@ Error Propagator::run() {
   return Error::success();
 }
 
+/// Marks the Add chain that sums \p EG's unrolled experts, from its first
+/// expert-adding link to the one producing EG.Output; the links are the
+/// single-use Adds findExperts chained.
+void markCombineChain(const Graph &G, const ExpertGroup &EG,
+                      ShardingResult &R) {
+  if (!EG.Combine || !EG.Output)
+    return;
+  DenseMap<const Value *, const Node *> OnlyUser;
+  DenseSet<const Value *> Shared;
+  for (const auto &NP : G.getNodes())
+    for (const Value *V : NP->getInputs())
+      if (V && !Shared.count(V) && !OnlyUser.insert({V, NP.get()}).second) {
+        OnlyUser.erase(V);
+        Shared.insert(V);
+      }
+  for (const Node *N = EG.Combine; N; N = OnlyUser.lookup(N->getOutput(0))) {
+    if (N->getOpType() != "Add")
+      break;
+    R.Nodes[N].ExpertCombine = true;
+    if (N->getOutput(0) == EG.Output)
+      break;
+  }
+}
+
 } // namespace
 
 Error propagateSharding(ShardingResult &R) {
@@ -1155,6 +1178,7 @@ Error propagateSharding(ShardingResult &R) {
                                    P.EP, NE, EG.NumExperts);
         for (const auto &KV : EG.BranchOf)
           R.Nodes[KV.first].Expert = KV.second;
+        markCombineChain(G, EG, R);
       }
     if (!NE)
       for (const ExpertGroup &EG : Groups)
@@ -1198,12 +1222,7 @@ Error propagateSharding(ShardingResult &R) {
           C = std::min(C, It->second);
         }
       }
-      bool InRegion = NS.Expert >= 0 || NS.Stacked ||
-                      (FromRegion && NP->getOpType() == "Add" &&
-                       !any_of(NP->getInputs(), [&](const Value *V) {
-                         return V && V->getDefiningNode() &&
-                                R.Nodes.lookup(V->getDefiningNode()).Stacked;
-                       }));
+      bool InRegion = NS.Expert >= 0 || NS.Stacked || NS.ExpertCombine;
       if (FromRegion)
         NS.Chunk = C;
       if (InRegion)

@@ -839,6 +839,13 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
   return Error::success();
 }
 
+/// Whether input \p I of \p N is the weight side of a matrix product:
+/// MatMul's and Gemm's B (and Gemm's C).
+static bool isWeightOperand(const Node &N, unsigned I) {
+  StringRef Op = N.getOpType();
+  return N.getDomain().empty() && I >= 1 && (Op == "MatMul" || Op == "Gemm");
+}
+
 Error RoleBuilder::buildNode(const Node &N) {
   // Built already (a producer recomputed for an earlier consumer).
   if (N.getNumOutputs() && Produced.count(N.getOutput(0)))
@@ -878,7 +885,7 @@ Error RoleBuilder::buildNode(const Node &N) {
   for (const Value *V : N.getInputs())
     if (V && (Absent.count(V) || EPPartial.count(V) || InEPRegion.count(V)))
       AnyEPIn = true;
-  if (!IsBranch && AnyEPIn && N.getOpType() == "Add" && N.getNumInputs() == 2) {
+  if (NS.ExpertCombine) {
     // The combine chain: a sum over experts of which this rank holds some.
     const Value *A = N.getInput(0), *B = N.getInput(1);
     auto Skip = [&](const Value *V) {
@@ -978,9 +985,11 @@ Error RoleBuilder::buildNode(const Node &N) {
       X = *Y;
     } else if (IsBranch && *X && !DD.count(V) && EPTokens > 0 &&
                (*X)->Type.getRank() && (*X)->Type.Dims[0].Size == EPTokens &&
-               !V->isParameter()) {
+               !V->isParameter() && !isWeightOperand(N, I)) {
       // A constant with one row per token (torch's zeros_like): widen it
-      // to the gathered tokens when it is a fill.
+      // to the gathered tokens when it is a fill. (A weight folded to a
+      // constant, e.g. a transposed projection, may have as many rows as
+      // there are tokens by chance; it is not per-token.)
       Expected<Value *> W = widenFill(V, *X);
       if (!W)
         return W.takeError();

@@ -15,6 +15,9 @@ sense.
   moe_stacked.onnx  x[batch,seq,32] -> 4 x (router + dense dispatch over experts
                   stacked as [E,d,f] and [E,f,d], combined by routing weights)
   moe_unrolled.onnx same with one MatMul branch per expert, summed
+  moe_gshard.onnx x[batch,seq,32] -> 4 x capacity-based top-1 MoE (OneHot/CumSum
+                  routing, capacity from the token count, Einsum dispatch and
+                  combine, experts stacked as [E,d,f])
   embed_lm.onnx   input_ids[batch,seq] -> Gather on [V,d] -> 4 x MLP block ->
                   LayerNorm -> untied LM head MatMul -> logits[batch,seq,V]
   cnn.onnx        x[batch,3,16,16] -> Conv/BN/Relu stem -> 4 residual blocks ->
@@ -259,6 +262,51 @@ def moe(unrolled):
                    [helper.make_tensor_value_info("y", FLOAT, ["batch", "seq", d])])
 
 
+def moe_gshard():
+    """GShard/Switch capacity-based MoE as DeepSpeed-MoE and fairseq write it:
+    router Softmax -> TopK(k=1) -> OneHot over E (constant depth) -> CumSum
+    positions -> OneHot over the capacity, which is computed from the token
+    count by shape arithmetic (Shape, Gather, Cast, Mul, Div, Ceil, Cast) ->
+    Einsum dispatch 'nec,nh->ech' -> batched expert MatMuls on stacked
+    [E,h,f] weights -> Einsum combine 'nec,ech->nh'. The capacity factor is
+    E, so no token is ever dropped and the result does not depend on how
+    the batch is split into micro-batches (with a smaller factor, each
+    micro-batch drops its own tokens, as in training)."""
+    b = Builder("moe_gshard", 6)
+    d, f, E = 32, 32, 4
+    h = "x"
+    for i in range(4):
+        p = f"layers.{i}"
+        n = b.layernorm(h, d, p + ".norm")
+        shp = b.op("Shape", [n])
+        xs = b.op("Reshape", [n, b.const([-1, d])])                          # [N, d]
+        probs = b.op("Softmax", [b.linear(xs, d, E, p + ".router", bias=False)], axis=-1)
+        gate, idx = b.op("TopK", [probs, b.const([1])], n_out=2, axis=-1)    # [N, 1]
+        idx = b.op("Squeeze", [idx, b.const([1])])                          # [N]
+        mask = b.op("OneHot", [idx, b.const(E), b.const([0.0, 1.0], np.float32)], axis=-1)  # [N, E]
+        ntok = b.op("Cast", [b.op("Gather", [b.op("Shape", [xs]), b.const(0)], axis=0)],
+                    to=TensorProto.FLOAT)
+        capf = b.op("Ceil", [b.op("Div", [b.op("Mul", [ntok, b.const(float(E), np.float32)]),
+                                          b.const(float(E), np.float32)])])
+        cap = b.op("Cast", [capf], to=TensorProto.INT64)
+        pos = b.op("Mul", [b.op("Sub", [b.op("CumSum", [mask, b.const(0)]),
+                                        b.const(1.0, np.float32)]), mask])  # [N, E]
+        keep = b.op("Mul", [mask, b.op("Cast", [b.op("Less", [pos, capf])], to=TensorProto.FLOAT)])
+        posc = b.op("OneHot", [b.op("Cast", [b.op("Mul", [pos, keep])], to=TensorProto.INT64),
+                               cap, b.const([0.0, 1.0], np.float32)], axis=-1)  # [N, E, C]
+        disp = b.op("Mul", [b.op("Unsqueeze", [keep, b.const([-1])]), posc])
+        comb = b.op("Mul", [disp, b.op("Unsqueeze", [gate, b.const([-1])])])
+        xe = b.op("Einsum", [disp, xs], equation="nec,nh->ech")             # [E, C, d]
+        t = b.gelu(b.op("MatMul", [xe, b.weight(p + ".experts.w1", [E, d, f])]))
+        ye = b.op("MatMul", [t, b.weight(p + ".experts.w2", [E, f, d])])   # [E, C, d]
+        out = b.op("Einsum", [comb, ye], equation="nec,ech->nh")            # [N, d]
+        h = b.op("Add", [h, b.op("Reshape", [out, shp])])
+    h = b.layernorm(h, d, "norm_f")
+    b.nodes[-1].output[0] = "y"
+    return b.model([helper.make_tensor_value_info("x", FLOAT, ["batch", "seq", d])],
+                   [helper.make_tensor_value_info("y", FLOAT, ["batch", "seq", d])])
+
+
 def embed_lm():
     b = Builder("embed_lm", 6)
     V, d, f = 128, 32, 64
@@ -303,6 +351,7 @@ def cnn():
 MODELS = {
     "mlp": mlp, "attn": attn, "llama": llama,
     "moe_stacked": lambda: moe(False), "moe_unrolled": lambda: moe(True),
+    "moe_gshard": moe_gshard,
     "embed_lm": embed_lm, "cnn": cnn,
 }
 

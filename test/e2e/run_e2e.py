@@ -84,6 +84,10 @@ CASES = [
     ("moe_unrolled-tp2ep2pp2", "gen:moe_unrolled", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
     ("moe_unrolled-tp2ep2pp2-order", "gen:moe_unrolled", "tp=2,pp=2,dp=4,ep=2,mb=1,order=tp-ep-pp-dp", "infer", 4, 8),
     ("moe_unrolled-ep2-train", "gen:moe_unrolled", "tp=1,pp=1,dp=2,ep=2,mb=2", "train", 4, 8),
+    # capacity-based dispatch (OneHot/CumSum routing, Einsum dispatch/combine)
+    ("moe_gshard-ep2",     "gen:moe_gshard",   "tp=1,pp=1,dp=2,ep=2,mb=2",     "infer", 4, 8),
+    ("moe_gshard-ep4",     "gen:moe_gshard",   "tp=1,pp=1,dp=4,ep=4,mb=1",     "infer", 4, 8),
+    ("moe_gshard-tp2ep2pp2", "gen:moe_gshard", "tp=2,pp=2,dp=2,ep=2,mb=1",     "infer", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
@@ -109,12 +113,21 @@ CASES = [
     # the runner).
     ("encoder-tp2",        "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
     ("encoder-tp2dp2",     "test:encoder-tiny.onnx", "tp=2,pp=1,dp=2,mb=1,sp=0", "infer", 4, 8),
+    # dense gating on [b,t,h], experts summed straight into the residual
+    ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
+    ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("moe_dense-tp2ep2pp2", "ex:moe-dense-tiny.onnx", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    # index-routed (NonZero/Gather/index_add per expert): data-dependent
+    # counts, planned at the expected size, emitted dynamic
+    ("moe_indexed-dp2",    "ex:moe-indexed-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 4, 8),
+    ("moe_indexed-tp2pp2dp2", "ex:moe-indexed-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
 ]
 
 # Token ids over the whole vocabulary, so that every shard of a
 # vocab-parallel embedding is hit (harness default: [0,16)).
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
-             "ex:moe-tiny.onnx": "0:256"}
+             "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
+             "ex:moe-indexed-tiny.onnx": "0:256"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"

@@ -411,6 +411,13 @@ void printGraph(const Graph &G, llvm::raw_ostream &OS, unsigned Indent = 0);
 
 /// A parameter, or the output of a default-domain Constant node.
 bool isConstantLike(const Value *V);
+/// The tensor behind \p V when it is a default-domain Constant node's output
+/// (any of its value attributes) or a parameter with data; None otherwise.
+llvm::Optional<Tensor> getConstantTensor(const Value *V);
+/// The integer (or bool) elements of getConstantTensor, widened to int64.
+llvm::Optional<std::vector<int64_t>> getConstantInts(const Value *V);
+/// The floating-point elements of getConstantTensor.
+llvm::Optional<std::vector<double>> getConstantFloats(const Value *V);
 /// The parameter behind a weight-like value: the parameter itself or a
 /// layout change of it (Transpose/Cast/Identity, up to 4 deep; torch's
 /// Linear exports Transpose(weight) -> MatMul); null otherwise.

@@ -82,6 +82,9 @@ struct CompileOptions {
   /// Launch-argument files emit writes (--export): framework names as
   /// loom/Report/Export.h parses them, already checked by the tool.
   std::vector<std::string> Export;
+  /// fold-shape-arith gives data-dependent dims of MoE routing their
+  /// expected size (planning); shard's micro-batch graph keeps them dynamic.
+  bool PlanExpectedCounts = true;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the

@@ -63,6 +63,21 @@ struct ExpertGroup {
   bool contains(const Node *N) const;
 };
 
+/// The number of experts D of an MoE routing mask \p Mask: a OneHot over D
+/// classes (of the chosen expert ids), or Equal(TopK indices over D
+/// candidates, a constant expert id), seen through the layout ops that
+/// select or move its elements (HF Mixtral's
+/// `one_hot(selected, E).permute(2, 1, 0)[e]`). Each element is 1 with
+/// probability 1/D when every expert gets its even share. 0: not a mask.
+unsigned getRoutingMaskClasses(const Value *Mask);
+
+/// Index-routed experts (HF Mixtral's eager path: per expert, NonZero over
+/// the routing mask, Gather of the routed tokens, the expert, and an
+/// index_add back): the NonZero nodes, in graph order. Their token counts
+/// are data-dependent; Loom plans them at the expected count and does not
+/// split them by ep.
+std::vector<const Node *> findIndexRoutedExperts(const Graph &G);
+
 /// The expert groups of \p G, one per MoE layer (a layer with both forms,
 /// or with stacked weights of different expert counts, yields one group
 /// per form/count), in layer order. \p Layers is detect-layers' numbering;

@@ -57,6 +57,9 @@ struct ExpertInfo {
   unsigned NumGroups = 0, NumStacked = 0;
   /// A parameter of the first group, for messages.
   std::string Parameter;
+  /// MoE routing Loom recognises but does not split by ep (planned at
+  /// ep=1), described for the report; empty when there is none.
+  std::string NotSplit;
 };
 ExpertInfo summarizeExperts(llvm::ArrayRef<ExpertGroup> Groups);
 

@@ -109,6 +109,11 @@ struct NodeSharding {
   unsigned Chunk = 0;
   /// EP: the expert whose branch the node belongs to, or -1.
   int Expert = -1;
+  /// EP: the node is a link of the Add chain that sums an unrolled group's
+  /// experts (ExpertGroup::Combine up to ExpertGroup::Output): each rank
+  /// adds the experts it holds; the sum is reduce-scattered where the chain
+  /// ends. Adds after it (a residual) are ordinary nodes.
+  bool ExpertCombine = false;
   /// EP: the node is expert work on stacked weights [E, ...]: it runs on
   /// this rank's E/ep experts and the ep group's tokens (dim 1), between an
   /// all-to-all dispatch and an all-to-all combine (GShard, Lepikhin et al.

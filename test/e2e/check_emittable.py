@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""Every plan the search ranks can be emitted (issue 15, item 5).
+
+For each model below and each device count in DEVICES, ask plan-parallel for
+its --top K plans (--format json), then emit every one of them with -o and
+the output invariant checker (--verify-output): the search must never rank a
+plan the sharder refuses or emits wrong. For the top plan of each (model,
+device count) the emitted graphs also run in ONNX Runtime with the hccl ops
+simulated between ranks (tools/loom-run) and must match the original
+model.
+
+Models: the committed torch exports (examples/models), the e2e generators'
+models (gen_models.py: capacity-based MoE among them) and the zoo's tiny
+variants with real weights (make_zoo.py --with-weights), so the same check
+covers several exporters' ways of writing each pattern.
+
+Usage: check_emittable.py --plan-parallel PATH [--loom-run PATH] [--work DIR] [--jobs N]
+                          [--top K] [--devices 2,4,8,16] [-k SUBSTR]
+                          [--no-numerics]
+Exit: 0 every plan emitted (and matched), 1 otherwise. The closing line is
+'emittable: N passed, M failed'.
+"""
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run_e2e  # noqa: E402  (hw_file, split_and_check, the generators)
+
+ROOT = run_e2e.ROOT
+PY = run_e2e.PY
+DEVICES = [2, 4, 8, 16]
+# Global batch 32 fills dp up to 16 with micro-batches to spare.
+BATCH = 32
+
+# spec, seq (None: no sequence dim), token-id range for the harness.
+MODELS = [
+    ("ex:gpt2-tiny.onnx", 16, "0:256"),
+    ("ex:llama-tiny.onnx", 16, "0:256"),
+    ("ex:mlp-tiny.onnx", None, "0:16"),
+    ("ex:moe-tiny.onnx", 16, "0:256"),
+    ("ex:moe-dense-tiny.onnx", 16, "0:256"),
+    ("ex:moe-indexed-tiny.onnx", 16, "0:256"),
+    ("ex:cnn-tiny.onnx", None, "0:16"),
+    ("ex:vit-tiny.onnx", None, "0:16"),
+    ("ex:swin-tiny.onnx", None, "0:16"),
+    ("gen:attn", 8, "0:16"),
+    ("gen:moe_stacked", 8, "0:16"),
+    ("gen:moe_unrolled", 8, "0:16"),
+    ("gen:moe_gshard", 8, "0:16"),
+    ("gen:embed_lm", 8, "0:128"),
+    ("zoo:gpt3-tiny", 16, "0:256"),
+    ("zoo:llama2-gqa-tiny", 16, "0:256"),
+    ("zoo:qwen3-tiny", 16, "0:256"),
+    ("zoo:mixtral-tiny", 16, "0:256"),
+    ("zoo:deepseek-moe-tiny", 16, "0:256"),
+    ("zoo:bert-tiny", 16, "0:2"),
+]
+
+
+def model_file(work, spec):
+    kind, name = spec.split(":", 1)
+    if kind == "zoo":
+        return os.path.join(work, "zoo", name + ".onnx")
+    return run_e2e.model_path(work, spec)
+
+
+def make_models(work):
+    gen = sorted({s.split(":", 1)[1] for s, _, _ in MODELS if s.startswith("gen:")})
+    zoo = sorted({s.split(":", 1)[1] for s, _, _ in MODELS if s.startswith("zoo:")})
+    if gen:
+        rc, out = run_e2e.run([PY, os.path.join(HERE, "gen_models.py"),
+                               os.path.join(work, "models")] + gen)
+        if rc:
+            raise SystemExit("emittable: gen_models.py failed:\n" + out)
+    if zoo:
+        rc, out = run_e2e.run([PY, os.path.join(ROOT, "examples", "models", "zoo", "make_zoo.py"),
+                               os.path.join(work, "zoo"), "--only", ",".join(zoo),
+                               "--with-weights", "--quiet"])
+        if rc:
+            raise SystemExit("emittable: make_zoo.py failed:\n" + out)
+
+
+def plan_arg(entry):
+    """The ranked plan as a --plan string that fixes every choice, stage
+    boundaries included, so that emission builds exactly what was ranked."""
+    s = entry["plan_string"]
+    layers = entry["plan"].get("stage_layers")
+    if layers and "stages=" not in s:
+        s += ",stages=" + ":".join(str(x) for x in layers)
+    return s
+
+
+def check_model(args, spec, seq, int_range, n):
+    """Returns a list of (name, ok, detail)."""
+    work = args.work
+    model = model_file(work, spec)
+    hw = run_e2e.hw_file(work, n)
+    base = [args.plan_parallel, model, "--hw", hw, "--batch", str(BATCH)]
+    if seq is not None:
+        base += ["--seq", str(seq)]
+    tag = f"{spec.split(':', 1)[1]}@{n}"
+    rc, out = run_e2e.run(base + ["--top", str(args.top), "--format", "json", "--quiet"])
+    if rc == 2:
+        # No plan fits: nothing is ranked, nothing to emit.
+        return [(tag, True, "no feasible plan")]
+    if rc != 0:
+        return [(tag, False, "search failed: " + out.strip()[-600:])]
+    try:
+        top = json.loads(out[out.index("{"):])["top"]
+    except (ValueError, KeyError) as e:
+        return [(tag, False, f"no --top table in the JSON: {e}: {out[-300:]}")]
+    results = []
+    for entry in top:
+        plan = plan_arg(entry)
+        name = f"{tag} #{entry['rank']} {plan}"
+        outdir = os.path.join(work, "out", f"{tag}-{entry['rank']}")
+        if os.path.exists(outdir):
+            shutil.rmtree(outdir)
+        rc, out = run_e2e.run(base + ["--plan", plan, "-o", outdir, "--verify-output", "--quiet"])
+        if rc != 0:
+            results.append((name, False, "emission failed: " + out.strip()[-800:]))
+            continue
+        if entry["rank"] == 1 and not args.no_numerics:
+            ok, detail, _ = run_e2e.split_and_check(
+                outdir, os.path.join(work, "split", f"{tag}-1"), model, int_range)
+            if not ok:
+                results.append((name, False, "numerics: " + detail[-800:]))
+                continue
+        results.append((name, True, ""))
+        shutil.rmtree(outdir, ignore_errors=True)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plan-parallel", required=True)
+    ap.add_argument("--loom-run", default=run_e2e.LOOM_RUN)
+    ap.add_argument("--work")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--top", type=int, default=5)
+    ap.add_argument("--devices", default=",".join(map(str, DEVICES)))
+    ap.add_argument("-k", dest="filter", default="")
+    ap.add_argument("--no-numerics", action="store_true")
+    args = ap.parse_args()
+    args.plan_parallel = os.path.abspath(args.plan_parallel)
+    run_e2e.LOOM_RUN = os.path.abspath(args.loom_run)
+    tmp = None
+    if not args.work:
+        tmp = tempfile.mkdtemp(prefix="loom-emittable-")
+        args.work = tmp
+    os.makedirs(args.work, exist_ok=True)
+    t0 = time.time()
+    make_models(args.work)
+    jobs = [(s, q, r, int(n)) for s, q, r in MODELS if args.filter in s
+            for n in args.devices.split(",")]
+    passed = failed = 0
+    with cf.ThreadPoolExecutor(max_workers=args.jobs) as ex:
+        for res in ex.map(lambda j: check_model(args, *j), jobs):
+            for name, ok, detail in res:
+                if ok:
+                    passed += 1
+                    print(f"PASS  {name}" + (f" ({detail})" if detail else ""), flush=True)
+                else:
+                    failed += 1
+                    print(f"FAIL  {name}\n      {detail}", flush=True)
+    print(f"emittable: {time.time() - t0:.0f}s")
+    print(f"{passed} passed, {failed} failed")
+    if tmp and not failed:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
