@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Report/HtmlReport.h"
+#include "loom/Shard/OutputDir.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -168,6 +169,24 @@ struct Window {
 };
 
 /// Compute and communication of one lane inside one window.
+/// What rank \p Rank runs in one step: its role's program (DP replicas
+/// share it), with the communication each compute event implies.
+std::vector<ScheduleEvent> getRankEvents(const ShardedProgram &SP,
+                                         unsigned Rank) {
+  std::vector<ScheduleEvent> Out;
+  const RoleGraph *R =
+      findRole(SP.Roles, getRankCoords(SP.Sharding.Plan, Rank));
+  if (!R || SP.RoleProgram.size() != SP.Roles.size())
+    return Out;
+  const ScheduleProgram &P = SP.Programs[SP.RoleProgram[R - SP.Roles.data()]];
+  for (const ScheduleEvent &E : P.Events) {
+    Out.push_back(E);
+    if (E.Stream == "compute")
+      expandComms(P, E, [&](const ScheduleEvent &C) { Out.push_back(C); });
+  }
+  return Out;
+}
+
 void writeLanes(const ShardedProgram &SP, ArrayRef<unsigned> LaneRanks,
                 const Window &Win, StringRef Id, raw_ostream &OS) {
   const double Left = 110, Width = 1080, LaneH = 30, Top = 24;
@@ -202,11 +221,8 @@ void writeLanes(const ShardedProgram &SP, ArrayRef<unsigned> LaneRanks,
        << format("<text x=\"4\" y=\"%.0f\" font-size=\"10\" fill=\"#888\">",
                  Y + 25)
        << "rank " << LaneRanks[L] << "</text>\n";
-    const RankSchedule *RS = nullptr;
-    for (const RankSchedule &R : SP.Schedule)
-      if (R.Rank == LaneRanks[L])
-        RS = &R;
-    if (!RS)
+    std::vector<ScheduleEvent> Events = getRankEvents(SP, LaneRanks[L]);
+    if (Events.empty())
       continue;
     auto InWindow = [&](const ScheduleEvent &E) {
       if (E.EndS < Win.T0 || E.StartS > Win.T1)
@@ -216,7 +232,7 @@ void writeLanes(const ShardedProgram &SP, ArrayRef<unsigned> LaneRanks,
       return E.MicroBatch >= Win.MB0 && E.MicroBatch < Win.MB1;
     };
     // Compute: one box per forward/backward/optimizer.
-    for (const ScheduleEvent &E : RS->Events) {
+    for (const ScheduleEvent &E : Events) {
       if (E.Stream != "compute" || !InWindow(E))
         continue;
       double X0 = Px(E.StartS), X1 = Px(E.EndS);
@@ -242,7 +258,7 @@ void writeLanes(const ShardedProgram &SP, ArrayRef<unsigned> LaneRanks,
     // Communication: a thin strip under the boxes; boxes of one stream
     // that touch within a pixel are merged, which bounds the page.
     std::vector<const ScheduleEvent *> Comm;
-    for (const ScheduleEvent &E : RS->Events)
+    for (const ScheduleEvent &E : Events)
       if (E.Stream != "compute" && InWindow(E))
         Comm.push_back(&E);
     for (StringRef Stream : {"tp", "ep", "p2p", "dp"}) {
@@ -282,7 +298,7 @@ void writeTimeline(const HtmlReportInput &In, const PlanCost &PC,
                    raw_ostream &OS) {
   OS << "<h2 id=\"timeline\">Pipeline timeline of one step</h2>\n";
   const ShardedProgram *SP = In.Program;
-  if (!SP || SP->Schedule.empty()) {
+  if (!SP || SP->Programs.empty()) {
     OS << "<p class=\"note\">No schedule (the schedule pass did not run).</p>"
           "\n";
     return;
@@ -312,8 +328,8 @@ void writeTimeline(const HtmlReportInput &In, const PlanCost &PC,
   int NMB = (int)P.NumMicroBatches;
   int W = (int)std::max(1u, In.WindowMicroBatches);
   double Start = 0, End = SP->ScheduleStepS;
-  for (const RankSchedule &RS : SP->Schedule)
-    for (const ScheduleEvent &E : RS.Events)
+  for (unsigned Rank : Lanes)
+    for (const ScheduleEvent &E : getRankEvents(*SP, Rank))
       End = std::max(End, E.EndS);
   if (NMB <= 2 * W) {
     Window Whole;
@@ -334,17 +350,13 @@ void writeTimeline(const HtmlReportInput &In, const PlanCost &PC,
   TailW.MB1 = NMB;
   double HeadEnd = Start, TailStart = End;
   for (unsigned Rank : Lanes)
-    for (const RankSchedule &RS : SP->Schedule) {
-      if (RS.Rank != Rank)
+    for (const ScheduleEvent &E : getRankEvents(*SP, Rank)) {
+      if (E.Stream != "compute" || E.MicroBatch < 0)
         continue;
-      for (const ScheduleEvent &E : RS.Events) {
-        if (E.Stream != "compute" || E.MicroBatch < 0)
-          continue;
-        if (E.MicroBatch < W)
-          HeadEnd = std::max(HeadEnd, E.EndS);
-        if (E.MicroBatch >= NMB - W)
-          TailStart = std::min(TailStart, E.StartS);
-      }
+      if (E.MicroBatch < W)
+        HeadEnd = std::max(HeadEnd, E.EndS);
+      if (E.MicroBatch >= NMB - W)
+        TailStart = std::min(TailStart, E.StartS);
     }
   Head.T0 = Start;
   Head.T1 = HeadEnd;
