@@ -94,8 +94,10 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
     return Error::success();
   };
 
+  // Sets Matched when the flag bound something.
   auto Bind = [&](StringRef Flag, ArrayRef<StringRef> Names, unsigned Pos,
-                  int64_t Size) -> Error {
+                  int64_t Size, bool &Matched) -> Error {
+    Matched = true;
     if (Size <= 0)
       return createStringError(inconvertibleErrorCode(),
                                "%s must be positive, got %lld",
@@ -110,17 +112,26 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
       Positional.emplace_back(Slot->first, Pos, Size);
       return Error::success();
     }
+    Matched = false;
     CU.warn(Flag + " " + Twine(Size) + " matches no dynamic dim of the model");
     return Error::success();
   };
+  static const StringRef SeqNames[] = {"seq", "seq_len", "sequence",
+                                       "sequence_length"};
+  bool Matched = false;
   if (CU.Opts.Batch)
-    if (Error E = Bind("--batch", {"batch", "batch_size"}, 0, *CU.Opts.Batch))
+    if (Error E = Bind("--batch", {"batch", "batch_size"}, 0, *CU.Opts.Batch,
+                       Matched))
       return E;
-  if (CU.Opts.Seq)
-    if (Error E = Bind("--seq",
-                       {"seq", "seq_len", "sequence", "sequence_length"}, 1,
-                       *CU.Opts.Seq))
+  // The sequence length counts (tokens/s) only where it bound a dim: an
+  // unmatched --seq is warned about and then used nowhere.
+  CU.BoundSeq = None;
+  if (CU.Opts.Seq) {
+    if (Error E = Bind("--seq", SeqNames, 1, *CU.Opts.Seq, Matched))
       return E;
+    if (Matched)
+      CU.BoundSeq = *CU.Opts.Seq;
+  }
   for (const auto &KV : CU.Opts.Dims) {
     if (KV.second <= 0)
       return createStringError(inconvertibleErrorCode(),
@@ -132,6 +143,8 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
     else if (Error E = SetBinding(KV.first, KV.second,
                                   "--dim " + KV.first + "=" + Twine(KV.second)))
       return E;
+    else if (is_contained(SeqNames, StringRef(KV.first)))
+      CU.BoundSeq = KV.second;
   }
 
   for (auto &P : Positional)

@@ -50,6 +50,9 @@ struct CompileOptions {
   bool EmitPerRank = false;
   /// Check the emitted program's invariants (--verify-output).
   bool VerifyOutput = false;
+  /// Plan even when more than 1% of the FLOPs or parameters have no cost
+  /// rule (--allow-uncosted).
+  bool AllowUncosted = false;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
@@ -70,6 +73,9 @@ public:
   std::shared_ptr<ShardedProgram> Sharded;
   const HardwareModel *HW = nullptr;
   CompileOptions Opts;
+  /// The sequence length bind-symbols bound (--seq, or --dim of a
+  /// sequence symbol); None when no sequence dim was bound.
+  llvm::Optional<int64_t> BoundSeq;
   /// Shape-only parameters seen at import (absent external data or
   /// declared-only weights): planning proceeds without weight data.
   unsigned ShapeOnlyParameters = 0;
