@@ -46,6 +46,18 @@ static bool hasSymbol(const Graph &G, StringRef S) {
   return false;
 }
 
+/// A symbol only inside the graph (a value's declared type, e.g. the
+/// tokens an expert receives): --dim can bind it too.
+static bool hasInnerSymbol(const Graph &G, StringRef S) {
+  for (const auto &N : G.getNodes())
+    for (const Value *V : N->getOutputs())
+      if (V)
+        for (const Dim &D : V->Type.Dims)
+          if (D.isSymbolic() && D.Symbol == S)
+            return true;
+  return false;
+}
+
 static void substitute(TensorType &T, const StringMap<int64_t> &Binds) {
   for (Dim &D : T.Dims)
     if (D.isSymbolic()) {
@@ -137,7 +149,7 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
       return createStringError(inconvertibleErrorCode(),
                                "--dim %s=%lld: size must be positive",
                                KV.first.c_str(), (long long)KV.second);
-    if (!hasSymbol(G, KV.first))
+    if (!hasSymbol(G, KV.first) && !hasInnerSymbol(G, KV.first))
       CU.warn("--dim " + KV.first + "=" + Twine(KV.second) +
               " matches no symbolic dim of the model");
     else if (Error E = SetBinding(KV.first, KV.second,

@@ -95,7 +95,9 @@ UncostedWork summarizeUncosted(const Graph &G, const NodeCostMap &Costs) {
         return;
       for (unsigned D = 0; D < V->Type.getRank(); ++D) {
         const Dim &X = V->Type.Dims[D];
-        if (X.isSymbolic()) {
+        // ONNX shape inference names the dims it cannot know "unk__N": no
+        // flag binds those, so a symbol a user named comes first.
+        if (X.isSymbolic() && !StringRef(X.Symbol).startswith("unk__")) {
           U.Symbol = X.Symbol;
           U.SymbolicValue = V;
           U.SymbolicDim = D;
@@ -176,11 +178,42 @@ Error checkUncosted(const UncostedWork &U, double Threshold) {
     OS << "; dim " << U.SymbolicDim << " of '" << U.SymbolicValue->getName()
        << "' (" << U.SymbolicValue->Type.str() << ", at '"
        << nodeLabel(*U.SymbolicNode) << "') ";
-    if (!U.Symbol.empty())
+    // Where the shapes stop being static: the first value on the way back
+    // whose producer had static inputs.
+    const Value *Origin = U.SymbolicValue;
+    for (unsigned Steps = 0; Steps < 10000; ++Steps) {
+      const Node *D = Origin->getDefiningNode();
+      const Value *Next = nullptr;
+      if (D)
+        for (const Value *In : D->getInputs())
+          if (In && !In->Type.isStatic()) {
+            Next = In;
+            break;
+          }
+      if (!Next)
+        break;
+      Origin = Next;
+    }
+    // ONNX shape inference names the dims it cannot know "unk__N": no flag
+    // can bind those.
+    bool Bindable =
+        !U.Symbol.empty() && !StringRef(U.Symbol).startswith("unk__");
+    if (Bindable)
       OS << "stayed symbolic: bind it with --dim " << U.Symbol << "=V";
     else
-      OS << "is unknown (data-dependent): give the value a static shape "
-            "in the model";
+      OS << "is not static";
+    const Node *OD = Origin->getDefiningNode();
+    if (Origin != U.SymbolicValue || !Bindable) {
+      OS << " (it starts at '" << Origin->getName() << "' "
+         << Origin->Type.str();
+      if (OD)
+        OS << ", the output of " << OD->getQualifiedOpType() << " '"
+           << nodeLabel(*OD) << "'";
+      OS << ")";
+    }
+    if (!Bindable)
+      OS << ": a data-dependent size needs a static shape in the model (or "
+            "a named symbol to bind with --dim NAME=V)";
   } else {
     OS << "; their ops have no cost rule";
   }

@@ -465,19 +465,18 @@ void PlanEvaluator::Impl::analyze() {
         BoundaryBytes[B] += valueBytes(V);
     }
 
-  // Model FLOPs and the peak MFU is measured against (the cube's peak for
-  // the matmuls' element type).
-  DataType MMType = DataType::Undefined;
+  // Model FLOPs and the peak MFU is measured against: the cube's fastest
+  // rate among the element types the matmuls run in (a model with one
+  // fp32 matmul among fp16 ones is measured against the fp16 peak, so
+  // that no op can beat the peak and MFU stays <= 1).
   for (const LayerFacts &L : LF) {
     ModelFlops += L.Flops + (Opts.Train ? L.BackwardFlops : 0);
     for (const NodeFacts &F : L.Nodes)
-      if (F.C && F.C->Cost.Unit == ComputeUnit::Cube &&
-          MMType == DataType::Undefined)
-        MMType = F.C->Cost.Elem;
+      if (F.C && F.C->Cost.Unit == ComputeUnit::Cube)
+        if (const DeviceClass *AC = HW.getClass("aicore"))
+          if (auto P = AC->getThroughput(getDataTypeName(F.C->Cost.Elem)))
+            Peak = std::max(Peak, P->value());
   }
-  if (const DeviceClass *AC = HW.getClass("aicore"))
-    if (auto P = AC->getThroughput(getDataTypeName(MMType)))
-      Peak = P->value();
   if (Peak == 0)
     for (const auto &KV : HW.Device.Classes)
       for (const auto &T : KV.second.Throughput)
