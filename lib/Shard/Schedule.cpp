@@ -157,8 +157,10 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   for (unsigned C = 0; C < R.NumChunks; ++C) {
     const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
                                                       Cost.Stages.size() - 1)];
-    Fwd[C] = (S.ForwardS + S.TPCommS / 2) / VPP;
-    Bwd[C] = (S.BackwardS + S.TPCommS / 2) / VPP;
+    // Exposed TP and EP communication, half in forward and half in
+    // backward, as the evaluator counts them.
+    Fwd[C] = (S.ForwardS + (S.TPCommS + S.EPCommS) / 2) / VPP;
+    Bwd[C] = (S.BackwardS + (S.TPCommS + S.EPCommS) / 2) / VPP;
     P2P[C] = S.P2PS / 2 / VPP;
   }
 
