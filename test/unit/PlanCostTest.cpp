@@ -72,4 +72,30 @@ TEST(PlanCostTest, MFUNeverAboveOne) {
   }
 }
 
+// --plan rest=plain: the keys not given take their plain values (the
+// search then costs that one plan); rest=search is the default.
+TEST(PlanCostTest, RestPlainFixesEveryChoice) {
+  PlanSpec S = cantFail(parsePlanSpec("tp=2,rest=plain"));
+  EXPECT_TRUE(S.RestPlain);
+  EXPECT_FALSE(cantFail(parsePlanSpec("tp=2,rest=search")).RestPlain);
+  EXPECT_FALSE(cantFail(parsePlanSpec("tp=2")).RestPlain);
+  Expected<PlanSpec> Bad = parsePlanSpec("tp=2,rest=maybe");
+  ASSERT_FALSE(!!Bad);
+  EXPECT_NE(toString(Bad.takeError()).find("rest=maybe"), std::string::npos);
+  // 8 devices, batch 16: dp = 8 / 2 = 4, mb 1, nmb 16 / 4 = 4.
+  ParallelPlan P = cantFail(completePlan(S, 8, 16));
+  PlanSpec F = getFixedSpec(P);
+  EXPECT_EQ(*F.TP, 2u);
+  EXPECT_EQ(*F.DP, 4u);
+  EXPECT_EQ(*F.PP, 1u);
+  EXPECT_EQ(*F.MicroBatchSize, 1u);
+  EXPECT_EQ(*F.NumMicroBatches, 4u);
+  EXPECT_EQ(*F.VirtualStages, 1u);
+  EXPECT_EQ(*F.ZeroStage, 0u);
+  EXPECT_FALSE(*F.SP);
+  EXPECT_EQ(*F.RC, Recompute::None);
+  EXPECT_EQ(*F.Grad, GradPrecision::FP32);
+  EXPECT_EQ(cantFail(completePlan(F, 8, 16)).str(), P.str());
+}
+
 } // namespace
