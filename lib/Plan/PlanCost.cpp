@@ -817,6 +817,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     }
     SC.TPCommS = TPFwd + TPBwd;
     SC.EPCommS = EPFwd + EPBwd;
+    SC.ForwardCommS = TPFwd + EPFwd;
+    SC.BackwardCommS = TPBwd + EPBwd;
     SC.ParamCount = Params + ExpertParams;
     SC.ExpertParamCount = ExpertParams;
     // Pipeline transfers: the boundary activations, split across TP ranks

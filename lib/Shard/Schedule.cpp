@@ -157,10 +157,10 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   for (unsigned C = 0; C < R.NumChunks; ++C) {
     const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
                                                       Cost.Stages.size() - 1)];
-    // Exposed TP and EP communication, half in forward and half in
-    // backward, as the evaluator counts them.
-    Fwd[C] = (S.ForwardS + (S.TPCommS + S.EPCommS) / 2) / VPP;
-    Bwd[C] = (S.BackwardS + (S.TPCommS + S.EPCommS) / 2) / VPP;
+    // Exposed TP and EP communication where the evaluator's pipeline puts
+    // it: forward's with the forward, backward's with the backward.
+    Fwd[C] = (S.ForwardS + S.ForwardCommS) / VPP;
+    Bwd[C] = (S.BackwardS + S.BackwardCommS) / VPP;
     P2P[C] = S.P2PS / 2 / VPP;
   }
 

@@ -64,6 +64,9 @@ struct StageCost {
   /// Per micro-batch: EP dispatch and combine (forward + backward), not
   /// overlapped.
   double EPCommS = 0;
+  /// Per micro-batch: the TP and EP communication of the forward and of
+  /// the backward (TPCommS + EPCommS split as the pipeline sees it).
+  double ForwardCommS = 0, BackwardCommS = 0;
   /// Per micro-batch: receive from the previous stage and send to the next.
   double P2PS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
