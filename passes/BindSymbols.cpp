@@ -46,6 +46,18 @@ static bool hasSymbol(const Graph &G, StringRef S) {
   return false;
 }
 
+/// A symbol only inside the graph (a value's declared type, e.g. the
+/// tokens an expert receives): --dim can bind it too.
+static bool hasInnerSymbol(const Graph &G, StringRef S) {
+  for (const auto &N : G.getNodes())
+    for (const Value *V : N->getOutputs())
+      if (V)
+        for (const Dim &D : V->Type.Dims)
+          if (D.isSymbolic() && D.Symbol == S)
+            return true;
+  return false;
+}
+
 static void substitute(TensorType &T, const StringMap<int64_t> &Binds) {
   for (Dim &D : T.Dims)
     if (D.isSymbolic()) {
@@ -94,8 +106,10 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
     return Error::success();
   };
 
+  // Sets Matched when the flag bound something.
   auto Bind = [&](StringRef Flag, ArrayRef<StringRef> Names, unsigned Pos,
-                  int64_t Size) -> Error {
+                  int64_t Size, bool &Matched) -> Error {
+    Matched = true;
     if (Size <= 0)
       return createStringError(inconvertibleErrorCode(),
                                "%s must be positive, got %lld",
@@ -110,28 +124,39 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
       Positional.emplace_back(Slot->first, Pos, Size);
       return Error::success();
     }
+    Matched = false;
     CU.warn(Flag + " " + Twine(Size) + " matches no dynamic dim of the model");
     return Error::success();
   };
+  static const StringRef SeqNames[] = {"seq", "seq_len", "sequence",
+                                       "sequence_length"};
+  bool Matched = false;
   if (CU.Opts.Batch)
-    if (Error E = Bind("--batch", {"batch", "batch_size"}, 0, *CU.Opts.Batch))
+    if (Error E = Bind("--batch", {"batch", "batch_size"}, 0, *CU.Opts.Batch,
+                       Matched))
       return E;
-  if (CU.Opts.Seq)
-    if (Error E = Bind("--seq",
-                       {"seq", "seq_len", "sequence", "sequence_length"}, 1,
-                       *CU.Opts.Seq))
+  // The sequence length counts (tokens/s) only where it bound a dim: an
+  // unmatched --seq is warned about and then used nowhere.
+  CU.BoundSeq = None;
+  if (CU.Opts.Seq) {
+    if (Error E = Bind("--seq", SeqNames, 1, *CU.Opts.Seq, Matched))
       return E;
+    if (Matched)
+      CU.BoundSeq = *CU.Opts.Seq;
+  }
   for (const auto &KV : CU.Opts.Dims) {
     if (KV.second <= 0)
       return createStringError(inconvertibleErrorCode(),
                                "--dim %s=%lld: size must be positive",
                                KV.first.c_str(), (long long)KV.second);
-    if (!hasSymbol(G, KV.first))
+    if (!hasSymbol(G, KV.first) && !hasInnerSymbol(G, KV.first))
       CU.warn("--dim " + KV.first + "=" + Twine(KV.second) +
               " matches no symbolic dim of the model");
     else if (Error E = SetBinding(KV.first, KV.second,
                                   "--dim " + KV.first + "=" + Twine(KV.second)))
       return E;
+    else if (is_contained(SeqNames, StringRef(KV.first)))
+      CU.BoundSeq = KV.second;
   }
 
   for (auto &P : Positional)

@@ -20,6 +20,21 @@ std::unique_ptr<Pass> createInsertCollectivesPass();
 std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createEmitPass();
 
+//===-- The one costing path (passes/SearchParallelism.cpp) ---------------===//
+
+/// What every evaluator of \p CU's plans is built with: the mode, the
+/// bound global batch, and the sequence length when one is bound (0
+/// otherwise: throughput in samples/s).
+EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU);
+
+/// search-parallelism's work, for the tool to call when the pass is not in
+/// the pipeline: refuses uncosted work (checkUncosted) unless
+/// CU.Opts.AllowUncosted, completes a rest=plain --plan, searches what
+/// --plan left free, annotates stages and sets CU.Search. When nothing
+/// fits, CU.Search is set with no plans (its Closest costed) and the error
+/// is a NoFeasiblePlanError.
+llvm::Error searchParallelism(CompilationUnit &CU);
+
 //===-- Device-class placement (passes/AssignDeviceClasses.cpp) ----------===//
 
 /// One node's class and why.

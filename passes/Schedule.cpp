@@ -28,9 +28,7 @@ public:
       return createStringError(inconvertibleErrorCode(),
                                "schedule needs insert-collectives before it");
     const PlanCost &Best = CU.Search->Top.front();
-    EvaluatorOptions EO;
-    EO.Train = CU.Opts.Mode == RunMode::Train;
-    EO.Batch = CU.Search->Space.Batch;
+    EvaluatorOptions EO = getEvaluatorOptions(CU);
     PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *CU.HW, EO);
     ScheduleContext Ctx;
     Ctx.HW = CU.HW;

@@ -8,6 +8,7 @@
 // NoFeasiblePlanError, whose message is the unsat core in plain words.
 //
 //===----------------------------------------------------------------------===//
+#include "Passes.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/Search.h"
@@ -123,71 +124,107 @@ public:
     return "Choose dp/tp/pp/ep, sp, micro-batching, recompute, ZeRO and "
            "stage boundaries for the least predicted step time";
   }
-  Error run(CompilationUnit &CU) override {
-    if (!CU.HW)
-      return createStringError(inconvertibleErrorCode(),
-                               "search-parallelism needs a hardware model");
-    if (CU.NodeCosts.empty())
-      return createStringError(
-          inconvertibleErrorCode(),
-          "search-parallelism needs the annotate-costs pass before it");
-    const Graph &G = CU.M->getGraph();
-    EvaluatorOptions EO;
-    EO.Train = CU.Opts.Mode == RunMode::Train;
-    // The global batch and sequence the graph was bound with: --batch and
-    // --seq, else (a model with static shapes) dims 0 and 1 of its first
-    // input with a static rank >= 2.
-    EO.Batch = CU.Opts.Batch.getValueOr(getStaticInputDim(G, 0));
-    EO.Seq = CU.Opts.Seq.getValueOr(getStaticInputDim(G, 1));
-    PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
-    SearchOptions SO;
-    if (CU.PlanRequest)
-      SO.Fixed = *CU.PlanRequest;
-    // Two at least: explanations compare the winner with the next plan.
-    SO.TopK = std::max(2u, CU.Opts.TopPlans);
-    SO.Devices = CU.Opts.Devices.getValueOr(0);
-    Expected<SearchResult> R = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, SO);
-    if (!R)
-      return R.takeError();
-
-    if (R->Top.empty()) {
-      std::vector<MemoryFloorFact> Facts;
-      for (const MemoryFloor &F : R->Floors)
-        Facts.push_back(
-            {F.TP, F.PP, F.Bytes, F.Stage, describeChoices(F.Plan)});
-      const MemoryLevel *HBM = CU.HW->getMemory("hbm");
-      double Usable = HBM ? HBM->getUsableCapacity().value() : 0;
-      Expected<InfeasibilityExplanation> X = explainInfeasibility(
-          describeForSolver(R->Space, SO.Fixed), Facts, Usable);
-      if (!X)
-        return X.takeError();
-      return make_error<NoFeasiblePlanError>(X->str());
-    }
-
-    R->Constrained = CU.PlanRequest.hasValue();
-    if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
-      return E;
-
-    // Stage annotations: nodes follow their layer (nodes outside any layer
-    // ride with the first, as in the evaluator).
-    const PlanCost &Best = R->Top.front();
-    std::vector<int> StageOf(Eval.getNumLayers(), 0);
-    for (unsigned S = 0; S < Best.Stages.size(); ++S)
-      for (unsigned L = Best.Stages[S].FirstLayer;
-           L < Best.Stages[S].FirstLayer + Best.Stages[S].NumLayers &&
-           L < StageOf.size();
-           ++L)
-        StageOf[L] = S;
-    for (const auto &NP : CU.M->getGraph().getNodes()) {
-      unsigned L = std::max(0, NP->Layer);
-      NP->Stage = StageOf[std::min<size_t>(L, StageOf.size() - 1)];
-    }
-    CU.Search = std::make_shared<SearchResult>(std::move(*R));
-    return Error::success();
-  }
+  Error run(CompilationUnit &CU) override { return searchParallelism(CU); }
 };
 
 } // namespace
+
+EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
+  const Graph &G = CU.M->getGraph();
+  EvaluatorOptions EO;
+  EO.Train = CU.Opts.Mode == RunMode::Train;
+  // The global batch the graph was bound with: --batch, else (a model with
+  // static shapes) dim 0 of its first input with a static rank >= 2.
+  EO.Batch = CU.Opts.Batch.getValueOr(getStaticInputDim(G, 0));
+  // Tokens only when a sequence dim exists: one bind-symbols bound (--seq,
+  // or --dim of a sequence symbol), else the static [batch, seq] token ids
+  // of a model exported with fixed shapes. An image's channels or DLRM's
+  // dense features are not a sequence: samples/s.
+  if (CU.BoundSeq) {
+    EO.Seq = *CU.BoundSeq;
+  } else if (!G.getInputs().empty()) {
+    const Value *In = G.getInputs().front();
+    if (In->Type.isStatic() && In->Type.getRank() == 2 &&
+        (In->Type.Elem == DataType::Int64 || In->Type.Elem == DataType::Int32))
+      EO.Seq = In->Type.Dims[1].Size;
+  }
+  return EO;
+}
+
+Error searchParallelism(CompilationUnit &CU) {
+  if (!CU.HW)
+    return createStringError(inconvertibleErrorCode(),
+                             "search-parallelism needs a hardware model");
+  if (CU.NodeCosts.empty())
+    return createStringError(
+        inconvertibleErrorCode(),
+        "search-parallelism needs the annotate-costs pass before it");
+  const Graph &G = CU.M->getGraph();
+  // Work the cost model cannot see would make every plan look faster than
+  // it is: refuse, unless told to plan without it.
+  UncostedWork U = summarizeUncosted(G, CU.NodeCosts);
+  if (!CU.Opts.AllowUncosted)
+    if (Error E = checkUncosted(U))
+      return E;
+  EvaluatorOptions EO = getEvaluatorOptions(CU);
+  PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
+  SearchOptions SO;
+  if (CU.PlanRequest)
+    SO.Fixed = *CU.PlanRequest;
+  // Two at least: explanations compare the winner with the next plan.
+  SO.TopK = std::max(2u, CU.Opts.TopPlans);
+  SO.Devices = CU.Opts.Devices.getValueOr(0);
+  if (SO.Fixed.RestPlain) {
+    // rest=plain: the keys not given take their plain values; the search
+    // then costs that one plan, like any other.
+    Expected<ParallelPlan> P = completePlan(
+        SO.Fixed, SO.Devices ? SO.Devices : CU.HW->getNumDevices(), EO.Batch);
+    if (!P)
+      return P.takeError();
+    SO.Fixed = getFixedSpec(*P);
+    SO.BalanceStages = false;
+  }
+  Expected<SearchResult> R = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, SO);
+  if (!R)
+    return R.takeError();
+  R->Uncosted = U;
+  R->RestPlain = CU.PlanRequest && CU.PlanRequest->RestPlain;
+
+  if (R->Top.empty()) {
+    std::vector<MemoryFloorFact> Facts;
+    for (const MemoryFloor &F : R->Floors)
+      Facts.push_back({F.TP, F.PP, F.Bytes, F.Stage, describeChoices(F.Plan)});
+    const MemoryLevel *HBM = CU.HW->getMemory("hbm");
+    double Usable = HBM ? HBM->getUsableCapacity().value() : 0;
+    Expected<InfeasibilityExplanation> X = explainInfeasibility(
+        describeForSolver(R->Space, SO.Fixed), Facts, Usable);
+    if (!X)
+      return X.takeError();
+    CU.Search = std::make_shared<SearchResult>(std::move(*R));
+    return make_error<NoFeasiblePlanError>(X->str());
+  }
+
+  R->Constrained = CU.PlanRequest.hasValue();
+  if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
+    return E;
+
+  // Stage annotations: nodes follow their layer (nodes outside any layer
+  // ride with the first, as in the evaluator).
+  const PlanCost &Best = R->Top.front();
+  std::vector<int> StageOf(Eval.getNumLayers(), 0);
+  for (unsigned S = 0; S < Best.Stages.size(); ++S)
+    for (unsigned L = Best.Stages[S].FirstLayer;
+         L < Best.Stages[S].FirstLayer + Best.Stages[S].NumLayers &&
+         L < StageOf.size();
+         ++L)
+      StageOf[L] = S;
+  for (const auto &NP : CU.M->getGraph().getNodes()) {
+    unsigned L = std::max(0, NP->Layer);
+    NP->Stage = StageOf[std::min<size_t>(L, StageOf.size() - 1)];
+  }
+  CU.Search = std::make_shared<SearchResult>(std::move(*R));
+  return Error::success();
+}
 
 std::unique_ptr<Pass> createSearchParallelismPass() {
   return std::make_unique<SearchParallelismPass>();

@@ -1,8 +1,10 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Plan/CostReport.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+#include <set>
 
 using namespace llvm;
 
@@ -12,25 +14,133 @@ namespace {
 struct Totals {
   double Flops = 0, BackwardFlops = 0, ParamCount = 0;
   std::vector<const Node *> NoRule;
+  UncostedWork U;
 };
 } // namespace
 
 static Totals computeTotals(const Graph &G, const NodeCostMap &Costs) {
   Totals T;
+  T.U = summarizeUncosted(G, Costs);
   for (const auto &NP : G.getNodes()) {
     auto It = Costs.find(NP.get());
     if (It == Costs.end())
       continue;
     const OpCost &C = It->second.Cost;
-    if (!C.HasRule) {
-      T.NoRule.push_back(NP.get());
+    if (!C.HasRule)
       continue;
-    }
     T.Flops += C.Flops;
     T.BackwardFlops += C.BackwardFlops;
   }
+  T.NoRule = T.U.NoRule;
   T.ParamCount = getTotalParameterCount(G);
   return T;
+}
+
+/// Product of the known dims of \p V (unknown ones count as 1).
+static double knownElements(const Value *V) {
+  if (!V || !V->Type.HasShape)
+    return 1;
+  double E = 1;
+  for (const Dim &D : V->Type.Dims)
+    if (D.isStatic())
+      E *= (double)D.Size;
+  return E;
+}
+
+/// A lower bound on a node's forward FLOPs from the known part of its
+/// shapes: 2 x output x K for matmuls (K, the reduced dim, when known), one
+/// per output element otherwise.
+static double estimateFlops(const Node &N) {
+  const Value *Out = N.getNumOutputs() ? N.getOutput(0) : nullptr;
+  double E = knownElements(Out);
+  StringRef Op = N.getOpType();
+  if ((Op == "MatMul" || Op == "Gemm") && N.getNumInputs() >= 2 &&
+      N.getInput(0) && N.getInput(0)->Type.HasShape &&
+      N.getInput(0)->Type.getRank() >= 1) {
+    const TensorType &A = N.getInput(0)->Type;
+    const Dim &K = Op == "Gemm" && N.getAttrInt("transA", 0)
+                       ? A.Dims.front()
+                       : A.Dims.back();
+    return 2 * E * (K.isStatic() ? (double)K.Size : 1.0);
+  }
+  return E;
+}
+
+UncostedWork summarizeUncosted(const Graph &G, const NodeCostMap &Costs) {
+  UncostedWork U;
+  U.TotalNodes = G.getNumNodes();
+  U.Params = getTotalParameterCount(G);
+  std::set<const Value *> Counted;
+  const Value *Unnamed = nullptr;
+  unsigned UnnamedDim = 0;
+  const Node *UnnamedNode = nullptr;
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    auto It = Costs.find(&N);
+    if (It == Costs.end())
+      continue;
+    const OpCost &C = It->second.Cost;
+    if (C.HasRule) {
+      U.CostedFlops += C.Flops;
+      continue;
+    }
+    ++U.Nodes;
+    U.NoRule.push_back(&N);
+    U.UncostedFlops += estimateFlops(N);
+    for (const Value *V : N.getInputs())
+      if (V && V->isParameter() && Counted.insert(V).second)
+        U.UncostedParams += (double)V->Type.getNumElements().getValueOr(0);
+    auto Scan = [&](const Value *V) {
+      if (!V || !V->Type.HasShape || U.SymbolicValue)
+        return;
+      for (unsigned D = 0; D < V->Type.getRank(); ++D) {
+        const Dim &X = V->Type.Dims[D];
+        // ONNX shape inference names the dims it cannot know "unk__N": no
+        // flag binds those, so a symbol a user named comes first.
+        if (X.isSymbolic() && !StringRef(X.Symbol).startswith("unk__")) {
+          U.Symbol = X.Symbol;
+          U.SymbolicValue = V;
+          U.SymbolicDim = D;
+          U.SymbolicNode = &N;
+          return;
+        }
+        if (!X.isStatic() && !Unnamed) {
+          Unnamed = V;
+          UnnamedDim = D;
+          UnnamedNode = &N;
+        }
+      }
+    };
+    for (const Value *V : N.getInputs())
+      Scan(V);
+    for (const Value *V : N.getOutputs())
+      Scan(V);
+  }
+  if (!U.SymbolicValue && Unnamed) {
+    U.SymbolicValue = Unnamed;
+    U.SymbolicDim = UnnamedDim;
+    U.SymbolicNode = UnnamedNode;
+  }
+  return U;
+}
+
+static std::string fmtShare(double F) {
+  std::string S;
+  raw_string_ostream(S) << format("%.1f%%", F * 100);
+  return S;
+}
+
+std::string describeUncosted(const UncostedWork &U) {
+  return (Twine(U.Nodes) + " of " + Twine(U.TotalNodes) + " nodes, >= " +
+          fmtShare(U.getFlopShare()) + " of forward FLOPs, " +
+          fmtShare(U.getParamShare()) + " of parameters")
+      .str();
+}
+
+char UncostedWorkError::ID = 0;
+void UncostedWorkError::log(raw_ostream &OS) const { OS << Msg; }
+std::error_code UncostedWorkError::convertToErrorCode() const {
+  return inconvertibleErrorCode();
 }
 
 static std::string nodeLabel(const Node &N) {
@@ -52,6 +162,65 @@ static double savedBytes(const OpCost &C) {
   return Saved;
 }
 
+Error checkUncosted(const UncostedWork &U, double Threshold) {
+  if (!U.Nodes || (U.getFlopShare() <= Threshold &&
+                   U.getParamShare() <= Threshold))
+    return Error::success();
+  std::string Msg;
+  raw_string_ostream OS(Msg);
+  OS << "no plan: " << describeUncosted(U)
+     << " have no cost rule (more than " << fmtShare(Threshold)
+     << "), so a predicted step time would leave them out; first:";
+  for (unsigned I = 0; I < std::min<size_t>(3, U.NoRule.size()); ++I)
+    OS << (I ? "," : "") << " '" << nodeLabel(*U.NoRule[I]) << "' ("
+       << U.NoRule[I]->getQualifiedOpType() << ")";
+  if (U.SymbolicValue) {
+    OS << "; dim " << U.SymbolicDim << " of '" << U.SymbolicValue->getName()
+       << "' (" << U.SymbolicValue->Type.str() << ", at '"
+       << nodeLabel(*U.SymbolicNode) << "') ";
+    // Where the shapes stop being static: the first value on the way back
+    // whose producer had static inputs.
+    const Value *Origin = U.SymbolicValue;
+    for (unsigned Steps = 0; Steps < 10000; ++Steps) {
+      const Node *D = Origin->getDefiningNode();
+      const Value *Next = nullptr;
+      if (D)
+        for (const Value *In : D->getInputs())
+          if (In && !In->Type.isStatic()) {
+            Next = In;
+            break;
+          }
+      if (!Next)
+        break;
+      Origin = Next;
+    }
+    // ONNX shape inference names the dims it cannot know "unk__N": no flag
+    // can bind those.
+    bool Bindable =
+        !U.Symbol.empty() && !StringRef(U.Symbol).startswith("unk__");
+    if (Bindable)
+      OS << "stayed symbolic: bind it with --dim " << U.Symbol << "=V";
+    else
+      OS << "is not static";
+    const Node *OD = Origin->getDefiningNode();
+    if (Origin != U.SymbolicValue || !Bindable) {
+      OS << " (it starts at '" << Origin->getName() << "' "
+         << Origin->Type.str();
+      if (OD)
+        OS << ", the output of " << OD->getQualifiedOpType() << " '"
+           << nodeLabel(*OD) << "'";
+      OS << ")";
+    }
+    if (!Bindable)
+      OS << ": a data-dependent size needs a static shape in the model (or "
+            "a named symbol to bind with --dim NAME=V)";
+  } else {
+    OS << "; their ops have no cost rule";
+  }
+  OS << ", or pass --allow-uncosted to plan without them";
+  return make_error<UncostedWorkError>(OS.str());
+}
+
 static void printSummaryLine(raw_ostream &OS, const Graph &G,
                              const Totals &T) {
   OS << "total: " << G.getNumNodes() << " nodes, forward FLOPs "
@@ -59,6 +228,7 @@ static void printSummaryLine(raw_ostream &OS, const Graph &G,
      << ", parameters " << fmtCount(T.ParamCount) << ", "
      << T.NoRule.size() << " node(s) without a cost rule";
   if (!T.NoRule.empty()) {
+    OS << " (" << describeUncosted(T.U) << ")";
     OS << ":";
     for (const Node *N : T.NoRule)
       OS << " '" << nodeLabel(*N) << "'";
@@ -75,6 +245,15 @@ static json::Array noRuleJSON(const Totals &T, const NodeCostMap &Costs) {
   return A;
 }
 
+json::Object uncostedJSON(const UncostedWork &U) {
+  return json::Object{{"nodes", (int64_t)U.Nodes},
+                      {"total_nodes", (int64_t)U.TotalNodes},
+                      {"node_share", U.getNodeShare()},
+                      {"flops_share_at_least", U.getFlopShare()},
+                      {"param_share", U.getParamShare()},
+                      {"params", U.UncostedParams}};
+}
+
 /// The summary keys every JSON report ends with, plus \p Key = \p Items.
 static void printTotalsJSON(raw_ostream &OS, const Totals &T,
                             const NodeCostMap &Costs, StringRef Key,
@@ -83,7 +262,8 @@ static void printTotalsJSON(raw_ostream &OS, const Totals &T,
                     {"forward_flops", T.Flops},
                     {"backward_flops", T.BackwardFlops},
                     {"parameters", T.ParamCount},
-                    {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
+                    {"nodes_without_cost_rule", noRuleJSON(T, Costs)},
+                    {"uncosted", uncostedJSON(T.U)}};
   OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
 }
 
@@ -269,14 +449,16 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                       {"zero_stage", (int64_t)P.ZeroStage}};
     json::Object Root{{"plan", std::move(Plan)},
                       {"step_time_s", PC.StepTimeS},
-                      {"tokens_per_s", PC.TokensPerS},
-                      {"mfu", PC.MFU},
+                      {PC.getThroughputKey(),
+                       PC.FitsMemory ? json::Value(PC.Throughput) : nullptr},
+                      {"mfu", PC.FitsMemory ? json::Value(PC.MFU) : nullptr},
                       {"bubble_fraction", PC.BubbleFraction},
                       {"max_memory_bytes", PC.MaxMemoryBytes},
                       {"hbm_bytes", PC.HBMBytes},
                       {"fits_memory", PC.FitsMemory},
                       {"stages", std::move(Stages)},
-                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)}};
+                      {"nodes_without_cost_rule", noRuleJSON(T, Costs)},
+                      {"uncosted", uncostedJSON(T.U)}};
     OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
     return;
   }
@@ -308,9 +490,15 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "
        << formatDuration(Seconds(SC.OptimizerS)) << "\n";
   }
-  OS << "step: " << formatDuration(Seconds(PC.StepTimeS)) << ", tokens/s "
-     << format("%.0f", PC.TokensPerS) << ", MFU " << format("%.3f", PC.MFU)
-     << ", bubble " << format("%.3f", PC.BubbleFraction) << ", memory "
+  // A plan that does not fit has no throughput or MFU to speak of: the
+  // numbers are printed to show how far off it is, not as a prediction.
+  OS << "step: " << formatDuration(Seconds(PC.StepTimeS)) << ", "
+     << PC.getThroughputUnit() << " ";
+  if (PC.FitsMemory)
+    OS << format("%.0f", PC.Throughput) << ", MFU " << format("%.3f", PC.MFU);
+  else
+    OS << "-, MFU -";
+  OS << ", bubble " << format("%.3f", PC.BubbleFraction) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes))
      << (PC.FitsMemory ? "" : " (DOES NOT FIT)") << "\n";

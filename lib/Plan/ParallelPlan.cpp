@@ -224,10 +224,16 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
                            ": expected positive layer counts joined by ':'");
         Spec.StageLayers.push_back(V);
       }
+    } else if (Key == "rest") {
+      if (Val != "plain" && Val != "search")
+        return planError("rest=" + Val +
+                         ": expected plain (keys not given take their "
+                         "plain values) or search (the default)");
+      Spec.RestPlain = Val == "plain";
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero, grad, order or stages");
+                       "recompute, zero, grad, order, stages or rest");
     }
     if (E)
       return std::move(E);
@@ -302,6 +308,24 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.Order = canonicalAxisOrder(Spec.Order.getValueOr(DefaultAxisOrder), P.EP,
                                P.DP / P.EP, P.PP);
   return P;
+}
+
+PlanSpec getFixedSpec(const ParallelPlan &P) {
+  PlanSpec S;
+  S.DP = P.DP;
+  S.TP = P.TP;
+  S.PP = P.PP;
+  S.EP = P.EP;
+  S.SP = P.SP;
+  S.MicroBatchSize = P.MicroBatchSize;
+  S.NumMicroBatches = P.NumMicroBatches;
+  S.VirtualStages = P.VirtualStages;
+  S.RC = P.RC;
+  S.ZeroStage = P.ZeroStage;
+  S.Order = P.Order;
+  S.Grad = P.Grad;
+  S.StageLayers = P.StageLayers;
+  return S;
 }
 
 } // namespace loom

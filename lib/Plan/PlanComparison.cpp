@@ -43,7 +43,7 @@ void printComparison(ArrayRef<ComparisonColumn> Columns, raw_ostream &OS) {
   };
   std::vector<Row> Rows = {
       {"step", [](const PlanCost &PC) { return PC.StepTimeS; }, Time},
-      {"tokens/s", [](const PlanCost &PC) { return PC.TokensPerS; }, Num},
+      {"throughput", [](const PlanCost &PC) { return PC.Throughput; }, Num},
       {"MFU", [](const PlanCost &PC) { return PC.MFU; }, Frac},
       {"compute", Term(CostTerm::Compute), Time},
       {"tp comm", Term(CostTerm::TPComm), Time},

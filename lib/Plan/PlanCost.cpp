@@ -3,6 +3,7 @@
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -70,8 +71,12 @@ struct LayerFacts {
   /// Bytes of the activations entering the layer (full recompute keeps
   /// only these).
   double InputBytes = 0;
-  /// KV cache: the K and V operands of attention matmuls.
+  /// KV cache: the K and V tensors of the attention matmuls, before any
+  /// GQA expansion (kvCacheSource).
   double KVBytes = 0;
+  /// Inference: the activations alive at once at the peak of the layer's
+  /// forward (full batch), TP-split or not.
+  double LiveSplit = 0, LiveReplicated = 0;
   /// All-reduce sizes (full batch) in forward and in backward.
   std::vector<double> FwdAllReduce, BwdAllReduce;
   double Flops = 0, BackwardFlops = 0;
@@ -83,6 +88,39 @@ struct LayerTimes {
 
 static double valueBytes(const Value *V) {
   return (double)V->Type.getSizeInBytes().getValueOr(0);
+}
+
+/// The tensor a KV cache holds for attention operand \p V (K^T of the
+/// score matmul, V of the context matmul): walks back through what only
+/// moves or repeats it -- Transpose, Reshape, Unsqueeze/Squeeze, and the
+/// Expand, Tile or Concat of the same tensor with which grouped-query
+/// attention repeats each KV head for its query heads (torch's repeat_kv
+/// exports Unsqueeze+Expand+Reshape) -- to the un-expanded tensor, which
+/// is what an inference runtime caches (Ainslie et al. 2023, GQA §2: the
+/// cache shrinks by heads / kv_heads).
+static const Value *kvCacheSource(const Value *V) {
+  for (unsigned Steps = 0; V && Steps < 64; ++Steps) {
+    const Node *D = V->getDefiningNode();
+    if (!D || D->getNumInputs() == 0 || !D->getInput(0))
+      return V;
+    StringRef Op = D->getOpType();
+    if (Op == "Concat") {
+      // Only a repeat: every input the same tensor.
+      const Value *In = D->getInput(0);
+      if (!all_of(D->getInputs(), [&](const Value *X) { return X == In; }))
+        return V;
+      V = In;
+      continue;
+    }
+    if (Op != "Transpose" && Op != "Reshape" && Op != "Unsqueeze" &&
+        Op != "Squeeze" && Op != "Expand" && Op != "Tile" &&
+        Op != "Identity" && Op != "Flatten")
+      return V;
+    if (isConstantLike(D->getInput(0)))
+      return V;
+    V = D->getInput(0);
+  }
+  return V;
 }
 
 
@@ -140,7 +178,8 @@ void PlanEvaluator::Impl::analyze() {
     ExpertParams.insert(EG.StackedParams.begin(), EG.StackedParams.end());
   }
   DenseMap<const Value *, TPState> State;
-  DenseSet<const Value *> ShardedParams, CountedParams, ColumnInputs;
+  DenseSet<const Value *> ShardedParams, CountedParams, ColumnInputs,
+      KVCounted;
   auto StateOf = [&](const Value *V) {
     auto It = State.find(V);
     return It == State.end() ? TPState::Replicated : It->second;
@@ -198,8 +237,13 @@ void PlanEvaluator::Impl::analyze() {
     } else if (Cube && !Weight) {
       F.AttentionCore = true;
       F.Sharded = AnySplit;
-      if (N.getNumInputs() >= 2 && N.getInput(1))
-        L.KVBytes += valueBytes(N.getInput(1)) / 2; // K^T and V: one each.
+      // K^T of the scores and V of the context: each cached once, at its
+      // size before any GQA repeat.
+      if (N.getNumInputs() >= 2 && N.getInput(1)) {
+        const Value *Src = kvCacheSource(N.getInput(1));
+        if (KVCounted.insert(Src).second)
+          L.KVBytes += valueBytes(Src);
+      }
     } else {
       F.Sharded = AnySplit;
       F.AttentionCore = Op == "Softmax" && AnySplit;
@@ -328,6 +372,68 @@ void PlanEvaluator::Impl::analyze() {
     }
   }
 
+  // Inference activations: per layer, the most bytes alive at once during
+  // its forward, walking its nodes in order. Alive: the layer's inputs
+  // until their last use here, each output from its node until its last
+  // use here, or to the layer's end when a later layer or the graph's
+  // outputs read it.
+  DenseSet<const Value *> GraphOutputs(G.getOutputs().begin(),
+                                       G.getOutputs().end());
+  for (unsigned LI = 0; LI < LF.size(); ++LI) {
+    LayerFacts &L = LF[LI];
+    unsigned End = L.Nodes.size();
+    DenseMap<const Value *, unsigned> Last;
+    auto Live = [&](const Value *V) {
+      return V && !isConstantLike(V) && !V->isParameter();
+    };
+    for (unsigned I = 0; I < End; ++I)
+      for (const Value *V : L.Nodes[I].N->getInputs())
+        if (Live(V))
+          Last[V] = I;
+    for (unsigned I = 0; I < End; ++I)
+      for (const Value *V : L.Nodes[I].N->getOutputs()) {
+        if (!Live(V))
+          continue;
+        bool Later = GraphOutputs.count(V) ||
+                     any_of(Users[V], [&](const Node *U) {
+                       return (unsigned)std::max(0, U->Layer) != LI;
+                     });
+        if (Later)
+          Last[V] = End;
+        else if (!Last.count(V))
+          Last[V] = I; // unused: freed at once
+      }
+    double Split = 0, Repl = 0;
+    auto Add = [&](const Value *V, double Sign) {
+      (StateOf(V) == TPState::Split ? Split : Repl) += Sign * valueBytes(V);
+    };
+    DenseSet<const Value *> In;
+    for (unsigned I = 0; I < End; ++I)
+      for (const Value *V : L.Nodes[I].N->getInputs())
+        if (Live(V) && (!V->getDefiningNode() ||
+                        (unsigned)std::max(0, V->getDefiningNode()->Layer) !=
+                            LI) &&
+            In.insert(V).second)
+          Add(V, 1);
+    for (unsigned I = 0; I < End; ++I) {
+      const Node *N = L.Nodes[I].N;
+      for (const Value *V : N->getOutputs())
+        if (Live(V))
+          Add(V, 1);
+      if (Split + Repl > L.LiveSplit + L.LiveReplicated) {
+        L.LiveSplit = Split;
+        L.LiveReplicated = Repl;
+      }
+      SmallPtrSet<const Value *, 4> Freed;
+      for (const Value *V : N->getInputs())
+        if (Live(V) && Last.lookup(V) == I && Freed.insert(V).second)
+          Add(V, -1);
+      for (const Value *V : N->getOutputs())
+        if (Live(V) && Last.lookup(V) == I && Freed.insert(V).second)
+          Add(V, -1);
+    }
+  }
+
   // EP traffic per MoE layer.
   for (const ExpertGroup &EG : Experts) {
     if (EG.Layer >= LF.size() || !EG.Tokens || !EG.Output)
@@ -359,19 +465,18 @@ void PlanEvaluator::Impl::analyze() {
         BoundaryBytes[B] += valueBytes(V);
     }
 
-  // Model FLOPs and the peak MFU is measured against (the cube's peak for
-  // the matmuls' element type).
-  DataType MMType = DataType::Undefined;
+  // Model FLOPs and the peak MFU is measured against: the cube's fastest
+  // rate among the element types the matmuls run in (a model with one
+  // fp32 matmul among fp16 ones is measured against the fp16 peak, so
+  // that no op can beat the peak and MFU stays <= 1).
   for (const LayerFacts &L : LF) {
     ModelFlops += L.Flops + (Opts.Train ? L.BackwardFlops : 0);
     for (const NodeFacts &F : L.Nodes)
-      if (F.C && F.C->Cost.Unit == ComputeUnit::Cube &&
-          MMType == DataType::Undefined)
-        MMType = F.C->Cost.Elem;
+      if (F.C && F.C->Cost.Unit == ComputeUnit::Cube)
+        if (const DeviceClass *AC = HW.getClass("aicore"))
+          if (auto P = AC->getThroughput(getDataTypeName(F.C->Cost.Elem)))
+            Peak = std::max(Peak, P->value());
   }
-  if (const DeviceClass *AC = HW.getClass("aicore"))
-    if (auto P = AC->getThroughput(getDataTypeName(MMType)))
-      Peak = P->value();
   if (Peak == 0)
     for (const auto &KV : HW.Device.Classes)
       for (const auto &T : KV.second.Throughput)
@@ -636,7 +741,7 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     SC.FirstLayer = First;
     SC.NumLayers = (*SL)[S];
     double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
-           EPFwd = 0, EPBwd = 0, MaxLayerAct = 0;
+           EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
     auto AllReduceTime = [&](double Bytes) {
       if (TP == 1)
         return 0.0;
@@ -695,6 +800,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
             (P.RC == Recompute::Selective ? F.SavedAttentionCore / TP : 0.0);
       Act += std::max(0.0, LayerAct) * ActScale;
       KV += F.KVBytes / TP * ActScale;
+      MaxLayerLive = std::max(
+          MaxLayerLive, (F.LiveSplit / TP + F.LiveReplicated / SeqDiv) * ActScale);
       for (double B : F.FwdAllReduce)
         TPFwd += AllReduceTime(B * ActScale);
       if (Im.Opts.Train)
@@ -719,6 +826,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     }
     SC.TPCommS = TPFwd + TPBwd;
     SC.EPCommS = EPFwd + EPBwd;
+    SC.ForwardCommS = TPFwd + EPFwd;
+    SC.BackwardCommS = TPBwd + EPBwd;
     SC.ParamCount = Params + ExpertParams;
     SC.ExpertParamCount = ExpertParams;
     // Pipeline transfers: the boundary activations, split across TP ranks
@@ -747,6 +856,11 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     // backward: the largest layer's, alive once.
     MI.ActivationWorkspaceBytes =
         Im.Opts.Train && P.RC == Recompute::Full ? MaxLayerAct : 0;
+    // Inference keeps nothing between layers but the KV cache: what is
+    // alive at once in the stage's largest layer, for the one micro-batch
+    // the stage runs at a time.
+    if (!Im.Opts.Train)
+      MI.ActivationWorkspaceBytes = MaxLayerLive;
     MI.DP = P.DP;
     MI.ZeroStage = P.ZeroStage;
     MI.GradBytesPerParam = GradWidth;
@@ -844,12 +958,23 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   }
   R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes;
   R.ModelFlops = Im.ModelFlops;
+  R.PerToken = Im.Opts.Seq > 0;
   if (R.StepTimeS > 0) {
-    R.TokensPerS = (double)Im.Opts.Batch * Im.Opts.Seq / R.StepTimeS;
+    R.Throughput = (double)Im.Opts.Batch * (R.PerToken ? Im.Opts.Seq : 1) /
+                   R.StepTimeS;
     double Devices = P.getNumDevices();
     if (Im.Peak > 0)
       R.MFU = Im.ModelFlops / (R.StepTimeS * Devices * Im.Peak);
   }
+  // No device runs faster than its peak: an MFU above 1 means the cost
+  // model lost time somewhere (a node costed below the roofline, work
+  // counted in ModelFlops but not in the step). Never print such a plan.
+  assert(R.MFU <= 1 + 1e-9 && "MFU above 1: the step time misses work");
+  if (R.MFU > 1 + 1e-9)
+    return createStringError(inconvertibleErrorCode(),
+                             "internal error: plan %s has MFU %.3f > 1 (the "
+                             "predicted step time misses work)",
+                             P.str().c_str(), R.MFU);
   return R;
 }
 

@@ -1027,6 +1027,18 @@ Expected<SearchResult> Searcher::run() {
       if (Floor)
         R.Floors.push_back(*Floor);
     }
+    // The nearest miss, costed in full for the stage report (first of the
+    // least memory: deterministic).
+    const MemoryFloor *Least = nullptr;
+    for (const MemoryFloor &F : R.Floors)
+      if (!Least || F.Bytes < Least->Bytes)
+        Least = &F;
+    if (Least) {
+      Expected<PlanCost> PC = Eval.evaluate(Least->Plan);
+      if (!PC)
+        return PC.takeError();
+      R.Closest = std::move(*PC);
+    }
   }
   R.Stats.Partitions = Partitions;
   R.Stats.Seconds =
@@ -1139,7 +1151,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
     return;
   }
   const PlanCost &PC = R.Top.front();
-  OS << "plan (searched): " << PC.Plan.str() << "\n";
+  OS << (R.RestPlain ? "plan (given, rest plain): " : "plan (searched): ")
+     << PC.Plan.str() << "\n";
   std::string Idle =
       describeIdleDevices(PC.Plan, R.Space.Devices, R.Space.Batch,
                           R.BestAllDevices ? &*R.BestAllDevices : nullptr,
@@ -1151,10 +1164,11 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
     OS << "failure: " << R.FailureWhat << " lost; re-planned on "
        << R.Space.Devices << " of " << Total << " devices: ";
     if (R.BeforeFailure)
-      OS << format("%.0f", PC.TokensPerS) << " tokens/s vs "
-         << format("%.0f", R.BeforeFailure->TokensPerS) << " on all " << Total
+      OS << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
+         << " vs " << format("%.0f", R.BeforeFailure->Throughput) << " on all "
+         << Total
          << " (" << R.BeforeFailure->Plan.str() << "): "
-         << fmtPercent(PC.TokensPerS / R.BeforeFailure->TokensPerS)
+         << fmtPercent(PC.Throughput / R.BeforeFailure->Throughput)
          << " of the throughput kept\n";
     else
       OS << "no plan fits the intact cluster to compare with\n";
@@ -1169,10 +1183,14 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
              : std::string())
      << ")\n";
   OS << "predicted: step " << fmtSeconds(PC.StepTimeS) << ", "
-     << format("%.0f", PC.TokensPerS) << " tokens/s, MFU "
+     << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
+     << ", MFU "
      << format("%.3f", PC.MFU) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
+  if (R.Uncosted.Nodes)
+    OS << "uncosted: " << describeUncosted(R.Uncosted)
+       << " have no cost rule and are not in these numbers\n";
   StepBreakdown B = getStepBreakdown(PC);
   OS << "breakdown: compute " << fmtSeconds(B.ComputeS) << ", tp comm "
      << fmtSeconds(B.TPCommS)
@@ -1205,12 +1223,13 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
 void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
   unsigned N = std::min<size_t>(K, R.Top.size());
   OS << "top " << N << " plan" << (N == 1 ? "" : "s") << ":\n";
-  OS << "  rank step        tokens/s     MFU    memory     dominant   plan\n";
+  OS << format("  rank step        %-12s MFU    memory     dominant   plan\n",
+               N ? R.Top[0].getThroughputUnit().str().c_str() : "tokens/s");
   for (unsigned I = 0; I < N; ++I) {
     const PlanCost &PC = R.Top[I];
     OS << format(
         "  %-4u %-11s %-12.0f %-6.3f %-10s %-10s %s\n", I + 1,
-        fmtSeconds(PC.StepTimeS).c_str(), PC.TokensPerS, PC.MFU,
+        fmtSeconds(PC.StepTimeS).c_str(), PC.Throughput, PC.MFU,
         formatBytes(Bytes(PC.MaxMemoryBytes)).c_str(),
         getCostTermName(getStepBreakdown(PC).getDominant()).str().c_str(),
         PC.Plan.str().c_str());
@@ -1356,7 +1375,7 @@ static json::Object planJSON(const PlanCost &PC) {
                             {"stage_layers", std::move(Stages)}}},
       {"plan_string", P.str()},
       {"step_time_s", PC.StepTimeS},
-      {"tokens_per_s", PC.TokensPerS},
+      {PC.getThroughputKey(), PC.Throughput},
       {"mfu", PC.MFU},
       {"max_memory_bytes", PC.MaxMemoryBytes},
       {"hbm_bytes", PC.HBMBytes},
@@ -1401,6 +1420,7 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   raw_string_ostream SOS(Space);
   printSpaceLine(R.Space, SOS);
   Root["space"] = SOS.str();
+  Root["uncosted"] = uncostedJSON(R.Uncosted);
   const ExpertInfo &X = R.Space.Experts;
   Root["experts"] = json::Object{{"moe_layers", (int64_t)X.NumGroups},
                                  {"stacked_layers", (int64_t)X.NumStacked},

@@ -292,7 +292,8 @@ void printHeader(StringRef Framework, const ExportInput &In, const Facts &F,
     OS << " of the cluster's " << In.ClusterDevices;
   OS << "\n";
   OS << "# predicted: step " << formatDuration(Seconds(PC.StepTimeS)) << ", "
-     << format("%.0f", PC.TokensPerS) << " tokens/s, MFU "
+     << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
+     << ", MFU "
      << format("%.3f", PC.MFU) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";

@@ -462,7 +462,7 @@ void writeTopPlans(const SearchResult &S, unsigned K, raw_ostream &OS) {
     OS << "<tr" << (I == 0 ? " class=\"chosen\"" : "") << "><td>" << I + 1
        << "</td><td class=\"l\"><code>" << esc(PC.Plan.str())
        << "</code></td><td>" << secs(PC.StepTimeS) << "</td><td>"
-       << format("%.0f", PC.TokensPerS) << "</td><td>" << format("%.3f", PC.MFU)
+       << format("%.0f", PC.Throughput) << "</td><td>" << format("%.3f", PC.MFU)
        << "</td><td>" << bytes(PC.MaxMemoryBytes) << "</td><td class=\"l\">"
        << getCostTermName(getStepBreakdown(PC).getDominant()) << "</td></tr>\n";
   }
@@ -504,8 +504,8 @@ void writeHtmlReport(const HtmlReportInput &In, raw_ostream &OS) {
   OS << "<div class=\"cards\">";
   card(OS, "predicted step", secs(PC.StepTimeS), "step");
   std::string Tok;
-  raw_string_ostream(Tok) << format("%.0f", PC.TokensPerS);
-  card(OS, "tokens/s", Tok, "tokens");
+  raw_string_ostream(Tok) << format("%.0f", PC.Throughput);
+  card(OS, PC.getThroughputUnit(), Tok, "tokens");
   std::string MFU;
   raw_string_ostream(MFU) << format("%.3f", PC.MFU);
   card(OS, "MFU", MFU, "mfu");

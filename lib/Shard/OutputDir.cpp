@@ -410,7 +410,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
       });
       J.attributeObject("predicted", [&] {
         J.attribute("step_time_s", Info.Predicted.StepTimeS);
-        J.attribute("tokens_per_s", Info.Predicted.TokensPerS);
+        J.attribute(Info.Predicted.getThroughputKey(),
+                    Info.Predicted.Throughput);
         J.attribute("mfu", Info.Predicted.MFU);
         J.attribute("max_memory_bytes", Info.Predicted.MaxMemoryBytes);
         J.attribute("schedule_step_time_s", SP.ScheduleStepS);

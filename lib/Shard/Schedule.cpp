@@ -220,8 +220,10 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   for (unsigned C = 0; C < R.NumChunks; ++C) {
     const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
                                                       Cost.Stages.size() - 1)];
-    Fwd[C] = (S.ForwardS + S.TPCommS / 2) / VPP;
-    Bwd[C] = (S.BackwardS + S.TPCommS / 2) / VPP;
+    // Exposed TP and EP communication where the evaluator's pipeline puts
+    // it: forward's with the forward, backward's with the backward.
+    Fwd[C] = (S.ForwardS + S.ForwardCommS) / VPP;
+    Bwd[C] = (S.BackwardS + S.BackwardCommS) / VPP;
     P2P[C] = S.P2PS / 2 / VPP;
   }
 

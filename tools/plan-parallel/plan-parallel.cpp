@@ -128,9 +128,7 @@ static cl::opt<CostLevel> PrintCosts(
                clEnumValN(CostLevel::Node, "", ""),
                clEnumValN(CostLevel::Layer, "layer", "per layer"),
                clEnumValN(CostLevel::Stage, "stage",
-                          "per pipeline stage of the --plan as given (unset "
-                          "keys at their plain values), else of the "
-                          "searched plan")),
+                          "per pipeline stage of the plan the run chose")),
     cl::cat(LoomCategory));
 static cl::opt<ReportFormat>
     Format(LOOM_OPT("format"), cl::init(ReportFormat::Text),
@@ -144,7 +142,8 @@ static cl::opt<std::string>
                       "size), nmb, vpp, recompute=none|selective|full, "
                       "zero=0..3, grad=fp32|bf16 (DP gradient precision), "
                       "order=tp-ep-dp-pp (mesh axes, innermost first), "
-                      "stages=L0:L1:..."),
+                      "stages=L0:L1:...; the search fills the rest, or "
+                      "rest=plain gives it plain values"),
              cl::cat(LoomCategory));
 static cl::opt<RunMode> Mode(
     LOOM_OPT("mode"), cl::init(RunMode::Train),
@@ -161,6 +160,11 @@ static cl::opt<unsigned>
 static cl::opt<bool> ExplainPlan(
     LOOM_OPT("explain"),
     cl::desc("Say why the chosen plan beats the best one with other degrees"),
+    cl::cat(LoomCategory));
+static cl::opt<bool> AllowUncosted(
+    LOOM_OPT("allow-uncosted"),
+    cl::desc("Plan even when more than 1% of the forward FLOPs or "
+             "parameters have no cost rule (the plan leaves them out)"),
     cl::cat(LoomCategory));
 static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
                            cl::cat(LoomCategory));
@@ -374,8 +378,7 @@ static Expected<CompileOptions> buildOptions() {
 }
 
 static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
-                         const PassManager &PM, const PlanCost *Costed,
-                         raw_ostream &OS) {
+                         const PassManager &PM, raw_ostream &OS) {
   const SearchResult *Searched =
       CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
   const Model &M = *CU.M;
@@ -416,34 +419,21 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
     OS << "what-if: " << O << "\n";
   OS << "pipeline: " << join(PM.getPipelineNames(), ", ") << "\n";
   if (!CU.NodeCosts.empty()) {
-    double Flops = 0;
-    unsigned NoRule = 0;
-    for (const auto &NP : CU.M->getGraph().getNodes()) {
-      const OpCost &C = CU.NodeCosts.find(NP.get())->second.Cost;
-      Flops += C.Flops;
-      NoRule += !C.HasRule;
-    }
-    OS << "costs: forward " << format("%.4g", Flops) << " FLOPs at the bound "
-       << "batch; " << NoRule << " node(s) without a cost rule"
-       << (NoRule ? " (see --print-costs)" : "") << "\n";
+    UncostedWork U = summarizeUncosted(CU.M->getGraph(), CU.NodeCosts);
+    OS << "costs: forward " << format("%.4g", U.CostedFlops)
+       << " FLOPs at the bound batch; " << U.Nodes
+       << " node(s) without a cost rule";
+    if (U.Nodes)
+      OS << " (" << describeUncosted(U) << "; see --print-costs)";
+    OS << "\n";
   }
   if (Searched) {
     if (PlanText.getNumOccurrences())
-      OS << "plan request: " << PlanText << " (the search chose the rest)\n";
+      OS << "plan request: " << PlanText
+         << (Searched->RestPlain ? " (the rest at plain values)"
+                                 : " (the search chose the rest)")
+         << "\n";
     printChosenPlan(*Searched, OS);
-  } else if (Costed) {
-    OS << "plan (given): " << Costed->Plan.str() << "\n";
-    std::string Idle = describeIdleDevices(
-        Costed->Plan, CU.Opts.Devices.getValueOr(HW.getNumDevices()),
-        CU.Opts.Batch.getValueOr(1), nullptr);
-    if (!Idle.empty())
-      OS << "idle: " << Idle << "\n";
-    OS << "predicted: step " << formatDuration(Seconds(Costed->StepTimeS))
-       << ", " << format("%.0f", Costed->TokensPerS) << " tokens/s, MFU "
-       << format("%.3f", Costed->MFU) << ", memory "
-       << formatBytes(Bytes(Costed->MaxMemoryBytes)) << " of "
-       << formatBytes(Bytes(Costed->HBMBytes)) << " per device"
-       << (Costed->FitsMemory ? "" : " (DOES NOT FIT)") << "\n";
   } else {
     OS << "plan: not searched (search-parallelism is not in the pipeline); "
           "--plan costs a given one\n";
@@ -657,6 +647,7 @@ int main(int argc, char **argv) {
   CU.Opts.SearchUnconstrained =
       (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
   CU.Opts.VerifyOutput = !NoVerifyOutput;
+  CU.Opts.AllowUncosted = AllowUncosted;
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
   ProgressLine Progress;
@@ -671,12 +662,10 @@ int main(int argc, char **argv) {
   CU.Opts.Export.assign(ExportTo.begin(), ExportTo.end());
   CU.HW = &*HW;
   // What --plan fixes; search-parallelism searches the rest.
-  Optional<PlanSpec> Spec;
   if (PlanText.getNumOccurrences()) {
     Expected<PlanSpec> S = parsePlanSpec(PlanText);
     if (!S)
       return reportError(S.takeError());
-    Spec = *S;
     CU.PlanRequest = *S;
   }
 
@@ -727,6 +716,13 @@ int main(int argc, char **argv) {
   std::string Timing;
   raw_string_ostream TimingOS(Timing);
   Error E = PM.run(CU, PI, DumpOS, TimingOS);
+  // --plan and --print-costs=stage ask for a plan: when the pipeline
+  // stopped before search-parallelism (or left it out), the same search
+  // runs here, so that a plan is costed one way only.
+  bool HaveCosts = !CU.NodeCosts.empty();
+  if (!E && !CU.Search && HaveCosts && CU.HW &&
+      (PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage))
+    E = searchParallelism(CU);
   Progress.stop();
   errs() << TimingOS.str();
   if (!Quiet)
@@ -737,27 +733,42 @@ int main(int argc, char **argv) {
   bool Wrote = !E && !OutputDir.empty() && is_contained(Ran, "emit") &&
                (StopAfter.empty() ||
                 find(Ran, StopAfter.getValue()) >= find(Ran, "emit"));
+  // Deferred until the reports that need no plan are printed.
+  Optional<std::string> NoPlanMsg;
+  int NoPlanCode = 0;
   if (E) {
-    // No plan fits: when the plan is what was asked for, the explanation
-    // and exit status 2; reports that do not need it (--print-hw,
-    // --print-costs=node|layer, --print-costs=stage of a --plan,
-    // --print-placement, IR dumps) go on, with a warning.
+    // No plan (nothing fits, or too much work without a cost rule): when
+    // the plan is what was asked for, the explanation and exit status 2
+    // (1 for uncosted work), after the stage report of the nearest miss
+    // where one was asked for; reports that do not need a plan
+    // (--print-hw, --print-costs=node|layer, --print-placement, IR dumps)
+    // go on, with a warning.
     bool PlanIsTheProduct =
         TopPlans.getNumOccurrences() || ExplainPlan ||
+        PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage ||
+        !Exports->empty() ||
         (!PrintHW && !PrintGraph && PI.PrintAfter.empty() && !PrintPlacement &&
-         (PrintCosts == CostLevel::None ||
-          (PrintCosts == CostLevel::Stage && !PlanText.getNumOccurrences())));
+         PrintCosts == CostLevel::None);
     bool NoPlan = E.isA<NoFeasiblePlanError>();
-    if (!NoPlan || PlanIsTheProduct)
+    bool Uncosted = E.isA<UncostedWorkError>();
+    if (!NoPlan && !Uncosted)
+      return reportError(std::move(E), 1);
+    const SearchResult *S = CU.Search.get();
+    if (PlanIsTheProduct &&
+        !(NoPlan && PrintCosts == CostLevel::Stage && S && S->Closest))
       return reportError(std::move(E), NoPlan ? 2 : 1);
     std::string Msg = toString(std::move(E));
-    if (!Quiet)
+    if (PlanIsTheProduct) {
+      NoPlanMsg = Msg;
+      NoPlanCode = 2;
+    } else if (!Quiet) {
       WithColor::warning(errs(), ToolName)
           << "search-parallelism: " << StringRef(Msg).split('\n').first << '\n';
+    }
   }
   const SearchResult *Searched =
       CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
-  if ((TopPlans.getNumOccurrences() || ExplainPlan) && !Searched)
+  if ((TopPlans.getNumOccurrences() || ExplainPlan) && !Searched && !NoPlanMsg)
     return reportError(createStringError(
         inconvertibleErrorCode(),
         "--top and --explain need the search-parallelism pass in the "
@@ -772,38 +783,17 @@ int main(int argc, char **argv) {
             : 0.0,
         (unsigned long long)Searched->Stats.Simulated);
 
-  // A plan to cost: the searched one; or --plan completed with the cluster
-  // and the batch (unset keys at their plain values) when there is no
-  // search, and for --print-costs=stage, which costs a --plan as given.
-  Optional<PlanCost> Costed;
-  bool HaveCosts = !CU.NodeCosts.empty();
-  if (Searched && !(PrintCosts == CostLevel::Stage && Spec)) {
-    Costed = Searched->Top.front();
-  } else if (PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage) {
-    if (!HaveCosts)
-      return reportError(createStringError(
-          inconvertibleErrorCode(),
-          "costing a plan needs the annotate-costs pass in the pipeline"));
-    if (!PlanText.getNumOccurrences())
-      return reportError(createStringError(
-          inconvertibleErrorCode(),
-          "--print-costs=stage needs --plan with the degrees to cost, or "
-          "the search-parallelism pass"));
-    Expected<ParallelPlan> Plan =
-        completePlan(*Spec, CU.Opts.Devices.getValueOr(HW->getNumDevices()),
-                     CU.Opts.Batch.getValueOr(1));
-    if (!Plan)
-      return reportError(Plan.takeError());
-    EvaluatorOptions EO;
-    EO.Train = CU.Opts.Mode == RunMode::Train;
-    EO.Batch = CU.Opts.Batch.getValueOr(1);
-    EO.Seq = CU.Opts.Seq.getValueOr(1);
-    PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *HW, EO);
-    Expected<PlanCost> PC = Eval.evaluate(*Plan);
-    if (!PC)
-      return reportError(PC.takeError());
-    Costed = std::move(*PC);
-  }
+  // The plan the run chose (or, when nothing fits, the nearest miss): what
+  // --print-costs=stage reports.
+  const PlanCost *Costed = Searched ? &Searched->Top.front()
+                           : CU.Search && CU.Search->Closest
+                               ? &*CU.Search->Closest
+                               : nullptr;
+  if ((PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage) &&
+      !HaveCosts)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "costing a plan needs the annotate-costs pass in the pipeline"));
   if (PrintCosts != CostLevel::None && !HaveCosts)
     return reportError(createStringError(
         inconvertibleErrorCode(),
@@ -825,8 +815,13 @@ int main(int argc, char **argv) {
     printLayerCosts(G, CU.Layers, CU.NodeCosts, Format, outs());
     break;
   case CostLevel::Stage:
-    printStageCosts(G, CU.NodeCosts, *Costed, Format, outs());
+    if (Costed)
+      printStageCosts(G, CU.NodeCosts, *Costed, Format, outs());
     break;
+  }
+  if (NoPlanMsg) {
+    WithColor::error(errs(), ToolName) << *NoPlanMsg << '\n';
+    return NoPlanCode;
   }
   // --export without -o: the launch arguments replace the summary (with
   // -o, emit wrote them into the directory).
@@ -864,7 +859,7 @@ int main(int argc, char **argv) {
   }
   if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
       PrintCosts == CostLevel::None)
-    printSummary(CU, NodesBefore, PM, Costed ? &*Costed : nullptr, outs());
+    printSummary(CU, NodesBefore, PM, outs());
   if (Searched && TopPlans.getNumOccurrences())
     printTopPlans(*Searched, TopPlans, outs());
   if (Searched && ExplainPlan)

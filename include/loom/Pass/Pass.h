@@ -85,6 +85,9 @@ struct CompileOptions {
   /// fold-shape-arith gives data-dependent dims of MoE routing their
   /// expected size (planning); shard's micro-batch graph keeps them dynamic.
   bool PlanExpectedCounts = true;
+  /// Plan even when more than 1% of the FLOPs or parameters have no cost
+  /// rule (--allow-uncosted).
+  bool AllowUncosted = false;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
@@ -113,6 +116,9 @@ public:
   /// The passes that have run on M, in order (shard replays the front end
   /// among them on its clone).
   std::vector<std::string> PassesRun;
+  /// The sequence length bind-symbols bound (--seq, or --dim of a
+  /// sequence symbol); None when no sequence dim was bound.
+  llvm::Optional<int64_t> BoundSeq;
   /// Shape-only parameters seen at import (absent external data or
   /// declared-only weights): planning proceeds without weight data.
   unsigned ShapeOnlyParameters = 0;

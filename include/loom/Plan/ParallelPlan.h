@@ -136,10 +136,16 @@ struct PlanSpec {
   llvm::Optional<AxisOrder> Order;
   llvm::Optional<GradPrecision> Grad;
   std::vector<unsigned> StageLayers;
+  /// rest=plain: what is not given takes its plain value (completePlan)
+  /// instead of being searched.
+  bool RestPlain = false;
 };
+/// The spec that fixes every choice of \p P (stage boundaries included).
+PlanSpec getFixedSpec(const ParallelPlan &P);
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
-/// zero=1,grad=bf16,order=tp-pp-ep-dp,stages=13:13:14". order lists the
+/// zero=1,grad=bf16,order=tp-pp-ep-dp,stages=13:13:14,rest=plain" (rest:
+/// "search", the default, or "plain"). order lists the
 /// mesh axes innermost first: tp (always innermost; may be left out), then
 /// ep, dp and pp; axes left out go outside the listed ones in the default
 /// order (order=tp-pp-dp is tp-pp-dp-ep).

@@ -2,7 +2,8 @@
 //
 // Composes the cost models into the prediction of DESIGN §6: per pipeline
 // stage the compute and exposed communication of its micro-batches, the
-// pipeline bubble, and memory against HBM; the step time, tokens/s and MFU.
+// pipeline bubble, and memory against HBM; the step time, throughput
+// (tokens/s or samples/s) and MFU.
 // Like XLA auto-sharding's evaluate(), it is plain data in, plain data out,
 // so tests check costs without running the search.
 //
@@ -70,6 +71,9 @@ struct StageCost {
   /// Per micro-batch: EP dispatch and combine (forward + backward), not
   /// overlapped.
   double EPCommS = 0;
+  /// Per micro-batch: the TP and EP communication of the forward and of
+  /// the backward (TPCommS + EPCommS split as the pipeline sees it).
+  double ForwardCommS = 0, BackwardCommS = 0;
   /// Per micro-batch: receive from the previous stage and send to the next.
   double P2PS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
@@ -87,7 +91,19 @@ struct StageCost {
 
 struct PlanCost {
   ParallelPlan Plan;
-  double StepTimeS = 0, TokensPerS = 0, MFU = 0, BubbleFraction = 0;
+  double StepTimeS = 0, MFU = 0, BubbleFraction = 0;
+  /// Throughput in the model's unit: tokens/s when a sequence length is
+  /// bound (EvaluatorOptions::Seq > 0), samples/s otherwise.
+  double Throughput = 0;
+  bool PerToken = false;
+  /// "tokens/s" or "samples/s"; the JSON key "tokens_per_s" or
+  /// "samples_per_s".
+  llvm::StringRef getThroughputUnit() const {
+    return PerToken ? "tokens/s" : "samples/s";
+  }
+  llvm::StringRef getThroughputKey() const {
+    return PerToken ? "tokens_per_s" : "samples_per_s";
+  }
   std::vector<StageCost> Stages;
   double MaxMemoryBytes = 0;
   /// Usable HBM per device (capacity - reserved).
@@ -99,8 +115,10 @@ struct PlanCost {
 
 struct EvaluatorOptions {
   bool Train = true;
-  /// Global batch and sequence length the graph was bound with.
-  int64_t Batch = 1, Seq = 1;
+  /// Global batch the graph was bound with, and its sequence length: 0
+  /// when no sequence dim was bound (throughput in samples/s, not
+  /// tokens/s).
+  int64_t Batch = 1, Seq = 0;
   /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
   double CommBufferBytes = 256.0 * (1 << 20);
 };

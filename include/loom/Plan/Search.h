@@ -20,6 +20,7 @@
 #ifndef LOOM_PLAN_SEARCH_H
 #define LOOM_PLAN_SEARCH_H
 
+#include "loom/Plan/CostReport.h"
 #include "loom/Plan/Experts.h"
 #include "loom/Plan/PlanCost.h"
 #include "llvm/ADT/Optional.h"
@@ -198,6 +199,14 @@ struct SearchResult {
   llvm::Optional<PlanCost> BeforeFailure;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
   std::vector<MemoryFloor> Floors;
+  /// When nothing fits: the candidate with the least memory, costed in
+  /// full (--print-costs=stage shows it, marked as not fitting).
+  llvm::Optional<PlanCost> Closest;
+  /// --plan ... rest=plain: the keys --plan left out were set to their
+  /// plain values, not searched.
+  bool RestPlain = false;
+  /// Work without a cost rule (search-parallelism fills it).
+  UncostedWork Uncosted;
   SearchStats Stats;
 };
 
@@ -230,7 +239,7 @@ enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
 /// The chosen plan, its stages, predicted numbers and cost breakdown, and
 /// how the search went (counts only: deterministic).
 void printChosenPlan(const SearchResult &R, llvm::raw_ostream &OS);
-/// --top K: rank, step time, tokens/s, MFU, memory per device, dominant
+/// --top K: rank, step time, tokens/s (or samples/s), MFU, memory per device, dominant
 /// cost term and plan string of the best K plans.
 void printTopPlans(const SearchResult &R, unsigned K, llvm::raw_ostream &OS);
 /// --explain: why the winner beats the best plan with other degrees (and
@@ -243,9 +252,10 @@ void printExplanation(const SearchResult &R, llvm::raw_ostream &OS);
 /// ("top"), and with \p Explain the explanation's sentences. Keys:
 /// plan{tp,pp,dp,ep,sp,micro_batch_size,num_micro_batches,virtual_stages,
 /// recompute,zero_stage,grad_dtype,axis_order,stage_layers}, plan_string, step_time_s,
-/// tokens_per_s, mfu, max_memory_bytes, hbm_bytes, breakdown{compute_s,
+/// tokens_per_s or samples_per_s, mfu, max_memory_bytes, hbm_bytes, breakdown{compute_s,
 /// tp_comm_s, ep_comm_s,bubble_s,dp_comm_s,optimizer_s,dominant},
-/// search{candidates,simulated,...}, experts{...}, top[], explain[].
+/// search{candidates,simulated,...}, experts{...}, uncosted{...}, top[],
+/// explain[].
 /// Deterministic (no wall time).
 void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
                      llvm::raw_ostream &OS);

@@ -1,0 +1,101 @@
+//===- PlanCostTest.cpp - Invariants of the plan evaluator ----------------===//
+//
+// MFU never exceeds 1: the evaluator measures it against the fastest peak
+// among the matmuls' element types, and refuses (an error, an assertion
+// in debug builds) a plan whose predicted step would beat the hardware.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Plan/PlanCost.h"
+
+#include "gtest/gtest.h"
+
+using namespace loom;
+using namespace llvm;
+
+namespace {
+
+void runPipeline(CompilationUnit &CU, StringRef Pipeline) {
+  PassManager PM(getRegisteredPasses());
+  ASSERT_FALSE(!!PM.parsePipeline(Pipeline));
+  std::string Sink;
+  raw_string_ostream OS(Sink);
+  Error E = PM.run(CU, PassInstrumentation(), OS, OS);
+  ASSERT_FALSE(!!E) << toString(std::move(E));
+}
+
+// A small fp32 matmul first, then a large fp16 one: measured against the
+// first matmul's fp32 peak (78 TFLOPS on the 910B2, a quarter of fp16's
+// 313), the fp16 matmul alone would put MFU near 4 x its efficiency.
+const char *MixedModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4096,64] x) => (float16[4096,4096] y)
+<float[64,4096] w0, float16[4096,4096] w1>
+{
+  a = MatMul (x, w0)
+  b = Cast <to = 10> (a)
+  y = MatMul (b, w1)
+}
+)";
+
+TEST(PlanCostTest, MFUNeverAboveOne) {
+  CompilationUnit CU;
+  auto M = importModelFromText(MixedModel, "mixed.onnxtxt");
+  ASSERT_TRUE(!!M) << toString(M.takeError());
+  CU.M = std::move(*M);
+  Expected<HardwareModel> HW = loadHardwareModel(
+      std::string(LOOM_SOURCE_DIR) + "/examples/hw/atlas800t-a2.yaml");
+  ASSERT_TRUE(!!HW) << toString(HW.takeError());
+  CU.HW = &*HW;
+  runPipeline(CU, "infer-shapes,detect-layers,annotate-costs");
+  for (bool Train : {true, false}) {
+    EvaluatorOptions EO;
+    EO.Train = Train;
+    EO.Batch = 4096;
+    PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *HW, EO);
+    for (unsigned TP : {1u, 2u, 4u, 8u}) {
+      ParallelPlan P;
+      P.TP = TP;
+      P.DP = 8 / TP;
+      P.MicroBatchSize = 4096 / P.DP;
+      Expected<PlanCost> PC = Eval.evaluate(P);
+      ASSERT_TRUE(!!PC) << toString(PC.takeError());
+      EXPECT_GT(PC->MFU, 0.0) << P.str();
+      EXPECT_LE(PC->MFU, 1.0) << P.str();
+      // No sequence dim bound: samples/s, the batch over the step.
+      EXPECT_FALSE(PC->PerToken);
+      EXPECT_DOUBLE_EQ(PC->Throughput, 4096 / PC->StepTimeS);
+      EXPECT_EQ(PC->getThroughputKey(), "samples_per_s");
+    }
+  }
+}
+
+// --plan rest=plain: the keys not given take their plain values (the
+// search then costs that one plan); rest=search is the default.
+TEST(PlanCostTest, RestPlainFixesEveryChoice) {
+  PlanSpec S = cantFail(parsePlanSpec("tp=2,rest=plain"));
+  EXPECT_TRUE(S.RestPlain);
+  EXPECT_FALSE(cantFail(parsePlanSpec("tp=2,rest=search")).RestPlain);
+  EXPECT_FALSE(cantFail(parsePlanSpec("tp=2")).RestPlain);
+  Expected<PlanSpec> Bad = parsePlanSpec("tp=2,rest=maybe");
+  ASSERT_FALSE(!!Bad);
+  EXPECT_NE(toString(Bad.takeError()).find("rest=maybe"), std::string::npos);
+  // 8 devices, batch 16: dp = 8 / 2 = 4, mb 1, nmb 16 / 4 = 4.
+  ParallelPlan P = cantFail(completePlan(S, 8, 16));
+  PlanSpec F = getFixedSpec(P);
+  EXPECT_EQ(*F.TP, 2u);
+  EXPECT_EQ(*F.DP, 4u);
+  EXPECT_EQ(*F.PP, 1u);
+  EXPECT_EQ(*F.MicroBatchSize, 1u);
+  EXPECT_EQ(*F.NumMicroBatches, 4u);
+  EXPECT_EQ(*F.VirtualStages, 1u);
+  EXPECT_EQ(*F.ZeroStage, 0u);
+  EXPECT_FALSE(*F.SP);
+  EXPECT_EQ(*F.RC, Recompute::None);
+  EXPECT_EQ(*F.Grad, GradPrecision::FP32);
+  EXPECT_EQ(cantFail(completePlan(F, 8, 16)).str(), P.str());
+}
+
+} // namespace
