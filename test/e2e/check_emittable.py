@@ -130,8 +130,11 @@ def check_model(args, spec, seq, int_range, n):
             results.append((name, False, "emission failed: " + out.strip()[-800:]))
             continue
         if entry["rank"] == 1 and not args.no_numerics:
+            # Per micro-batch: what data parallelism computes (the zoo's MoE
+            # models compute their expert capacity from the token count).
             ok, detail, _ = run_e2e.split_and_check(
-                outdir, os.path.join(work, "split", f"{tag}-1"), model, int_range)
+                outdir, os.path.join(work, "split", f"{tag}-1"), model, int_range,
+                reference="micro-batch")
             if not ok:
                 results.append((name, False, "numerics: " + detail[-800:]))
                 continue

@@ -226,10 +226,11 @@ def model_path(work, spec):
 LOOM_RUN = os.path.join(ROOT, "build", "tools", "loom-run", "loom-run")
 
 
-def split_and_check(outdir, wdir, model, int_range="0:16"):
+def split_and_check(outdir, wdir, model, int_range="0:16", reference="global"):
     """loom-run OUTDIR --model MODEL: (ok, its output, its JSON line)."""
     rc, out = run([PY, LOOM_RUN, outdir, "--model", model, "--work", wdir,
-                   "--int-range", int_range, "--json", "--diagnose"])
+                   "--int-range", int_range, "--reference", reference,
+                   "--json", "--diagnose"])
     js = None
     for line in out.splitlines():
         if line.startswith("{"):

@@ -3,10 +3,14 @@
 // loom-run): executes every rank of an emitted output directory
 // (include/loom/Shard/OutputFormat.md) in ONNX Runtime, performing the hccl operations
 // between ranks, and compares the last pipeline stage's outputs with the
-// original model run at the global batch on the same random inputs.
+// original model run at the global batch on the same random inputs (or,
+// with --reference micro-batch, run on each micro-batch's samples alone:
+// the semantics of data parallelism for a model whose result depends on
+// the batch it sees, e.g. MoE capacity computed from the token count).
 //
 //   node harness.js --outdir OUT --work WORK --model MODEL.onnx
-//        [--seed N] [--int-range LO:HI] [--json] [--diagnose]
+//        [--seed N] [--int-range LO:HI] [--reference global|micro-batch]
+//        [--json] [--diagnose]
 // (onnxruntime-node must be resolvable: loom-run sets NODE_PATH.)
 //
 // --diagnose: when outputs differ, name per failing rank the first value (in
@@ -28,7 +32,7 @@ const path = require('path');
 const ort = require('onnxruntime-node');
 
 function parseArgs(argv) {
-  const a = { seed: 1234, intRange: [0, 16], json: false };
+  const a = { seed: 1234, intRange: [0, 16], json: false, reference: 'global' };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i];
     const v = () => argv[++i];
@@ -37,11 +41,14 @@ function parseArgs(argv) {
     else if (k === '--model') a.model = v();
     else if (k === '--seed') a.seed = Number(v());
     else if (k === '--int-range') a.intRange = v().split(':').map(Number);
+    else if (k === '--reference') a.reference = v();
     else if (k === '--json') a.json = true;
     else if (k === '--diagnose') a.diagnose = true;
     else throw new Error(`harness: unknown argument ${k}`);
   }
   if (!a.outdir || !a.work || !a.model) throw new Error('usage: harness.js --outdir OUT --work WORK --model MODEL');
+  if (a.reference !== 'global' && a.reference !== 'micro-batch')
+    throw new Error(`harness: --reference ${a.reference}: expected global or micro-batch`);
   return a;
 }
 
@@ -511,6 +518,17 @@ async function main() {
     if (spec.batch_axis === null || spec.batch_axis === undefined) return t;
     return sliceAxis(t, spec.batch_axis, dpIdx * perReplica + mb * mbs, mbs);
   };
+  // --reference micro-batch: the original model on each micro-batch alone.
+  const refOfMB = new Map();
+  if (args.reference === 'micro-batch')
+    for (let d = 0; d < dp; d++)
+      for (let m = 0; m < nmb; m++) {
+        const f = {};
+        for (const n of refSess.inputNames) f[n] = sampleSlice(inputs[n], inSpec[n], d, m);
+        refOfMB.set(`${d}/${m}`, await refSess.run(f));
+      }
+  const wanted = (name, spec, dpIdx, mb) =>
+    refOfMB.size ? refOfMB.get(`${dpIdx}/${mb}`)[name] : sampleSlice(ref[name], spec, dpIdx, mb);
 
   // micro-batch order per rank from the schedule's forward events
   // (schedule.json: one program per role; `ranks` maps each rank to its role)
@@ -581,7 +599,7 @@ async function main() {
         const spec = outSpec[name];
         if (!spec) continue;
         if (!got) { failures.push(`rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' was not produced`); continue; }
-        const want = sampleSlice(ref[name], spec, dpIdx, mb);
+        const want = wanted(name, spec, dpIdx, mb);
         if (got.dims.join() !== want.dims.join()) {
           failures.push(`rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' has shape [${got.dims}], expected [${want.dims}]`);
           continue;
