@@ -224,7 +224,10 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     // it: forward's with the forward, backward's with the backward.
     Fwd[C] = (S.ForwardS + S.ForwardCommS) / VPP;
     Bwd[C] = (S.BackwardS + S.BackwardCommS) / VPP;
-    P2P[C] = S.P2PS / 2 / VPP;
+    // The evaluator's pipeline charges one send per boundary crossing, the
+    // same for every chunk (P2PS counts the forward send and, in training,
+    // the backward one).
+    P2P[C] = S.P2PS / (Ctx.Train ? 2 : 1);
   }
 
   // Timeline per device: list scheduling of the 1F1B order with the

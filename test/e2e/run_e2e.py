@@ -199,14 +199,16 @@ def full_plan(plan):
 def hw_file(work, n):
     """atlas800t-a2 with n devices in one HCCS domain."""
     path = os.path.join(work, "hw", f"atlas800t-a2-{n}.yaml")
-    if os.path.exists(path):
-        return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
     text = open(BASE_HW).read()
     text2 = re.sub(r"(?m)^devices: 8\b", f"devices: {n}", text)
     text2 = re.sub(r"(?m)^(\s+size:) 8\b", rf"\1 {n}", text2, count=1)
     if text2.count(f"devices: {n}") != 1:
         raise SystemExit(f"e2e: cannot rewrite {BASE_HW} for {n} devices")
+    # A work directory kept from an earlier run may hold the rewrite of an
+    # older BASE_HW: reuse it only when it is this one's.
+    if os.path.exists(path) and open(path).read() == text2:
+        return path
     tmp = path + f".{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(text2)
