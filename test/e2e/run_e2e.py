@@ -273,6 +273,15 @@ def run_case_1(args, case):
         ok, detail, js = split_and_check(outdir, os.path.join(work, "split", name), model,
                                          INT_RANGE.get(spec, "0:16"))
         res.update(ok=ok, stage="harness", detail=detail, result=js)
+        # One step time: the emitted schedule's and the cost model's agree
+        # within 1% (issue 15).
+        with open(os.path.join(outdir, "manifest.json")) as f:
+            pred = json.load(f)["predicted"]
+        cost, sched = pred["step_time_s"], pred["schedule_step_time_s"]
+        if ok and abs(sched - cost) > 0.01 * cost:
+            res.update(ok=False, stage="schedule",
+                       detail=f"schedule.json's step {sched:.6g} s differs from the cost "
+                              f"model's {cost:.6g} s by more than 1%")
     res["time_s"] = time.time() - t0
     return res
 
