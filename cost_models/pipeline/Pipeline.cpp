@@ -234,8 +234,13 @@ PipelineResult simulatePipeline(const PipelineTimes &T) {
     double Busy = M * T.Forward[D];
     if (!T.ForwardOnly)
       Busy += M * T.Backward[D];
-    // Clamp rounding noise: busy can exceed the makespan by an ulp.
-    double Idle = std::max(0.0, Step - Busy);
+    // Rounding noise is no bubble: the makespan, a sum of the same times
+    // in another order, may differ from the busy time by a few ulps either
+    // way (a one-stage pipeline printed "bubble 0.00 ns" and a comparison
+    // ratio of 3e14).
+    double Idle = Step - Busy;
+    if (Idle <= 1e-9 * std::max(Step, Busy))
+      Idle = 0;
     R.Idle.push_back(Idle);
     LeastIdle = std::min(LeastIdle, Idle);
   }

@@ -646,6 +646,20 @@ bool isConstantLike(const Value *V) {
   return D && D->getOpType() == "Constant" && D->getDomain().empty();
 }
 
+Attribute copyAttributeValues(const Attribute &A) {
+  Attribute C;
+  C.Name = A.Name;
+  C.K = A.K;
+  C.F = A.F;
+  C.I = A.I;
+  C.S = A.S;
+  C.Fs = A.Fs;
+  C.Is = A.Is;
+  C.Ss = A.Ss;
+  C.Ts = A.Ts;
+  return C;
+}
+
 /// The tensor a Constant node holds in one of its value attributes.
 Optional<Tensor> getConstantTensor(const Value *V) {
   if (!V)
@@ -763,16 +777,7 @@ public:
 
 private:
   Attribute cloneAttribute(const Attribute &A, Graph &Owner) {
-    Attribute C;
-    C.Name = A.Name;
-    C.K = A.K;
-    C.F = A.F;
-    C.I = A.I;
-    C.S = A.S;
-    C.Fs = A.Fs;
-    C.Is = A.Is;
-    C.Ss = A.Ss;
-    C.Ts = A.Ts;
+    Attribute C = copyAttributeValues(A);
     for (const auto &G : A.Gs) {
       auto Sub = std::make_unique<Graph>(G->getName(), &Owner);
       cloneInto(*G, *Sub);

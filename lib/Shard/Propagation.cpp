@@ -108,47 +108,11 @@ int64_t product(ArrayRef<int64_t> S) {
   return P;
 }
 
-/// Integer contents of a constant-like value (initializer or Constant).
-Optional<std::vector<int64_t>> constInts(const Value *V) {
-  if (!V)
-    return None;
-  if (V->isParameter()) {
-    if (!V->Data)
-      return None;
-    Tensor T;
-    T.Type = V->Type;
-    T.Data = V->Data;
-    Expected<std::vector<int64_t>> I = T.getIntValues();
-    if (!I) {
-      consumeError(I.takeError());
-      return None;
-    }
-    return *I;
-  }
-  const Node *D = V->getDefiningNode();
-  if (!D || D->getOpType() != "Constant" || !D->getDomain().empty())
-    return None;
-  if (const Attribute *A = D->getAttribute("value"))
-    if (A->K == Attribute::Kind::Tensor && !A->Ts.empty()) {
-      Expected<std::vector<int64_t>> I = A->Ts[0].getIntValues();
-      if (!I) {
-        consumeError(I.takeError());
-        return None;
-      }
-      return *I;
-    }
-  if (const Attribute *A = D->getAttribute("value_ints"))
-    return A->Is;
-  if (const Attribute *A = D->getAttribute("value_int"))
-    return std::vector<int64_t>{A->I};
-  return None;
-}
-
 bool isConstantNode(const Node *D) {
   return D && D->getDomain().empty() &&
          (D->getOpType() == "Constant" ||
           (D->getOpType() == "ConstantOfShape" && D->getNumInputs() &&
-           constInts(D->getInput(0))));
+           getConstantInts(D->getInput(0))));
 }
 
 /// A constant whose every element is zero (torch's zeros_like accumulator):
@@ -343,7 +307,7 @@ std::vector<int64_t> Propagator::readAxes(const Node &N,
     return *A;
   if (const Attribute *A = N.getAttribute("axis"))
     return {A->I};
-  if (Optional<std::vector<int64_t>> A = constInts(N.getInput(InputIdx)))
+  if (Optional<std::vector<int64_t>> A = getConstantInts(N.getInput(InputIdx)))
     return *A;
   return {};
 }
@@ -361,7 +325,7 @@ std::vector<int64_t> Propagator::findBlocks(const Value *Out) const {
       std::vector<int64_t> Sizes;
       if (Optional<std::vector<int64_t>> A = U->getAttrInts("split"))
         Sizes = *A;
-      else if (Optional<std::vector<int64_t>> A = constInts(U->getInput(1)))
+      else if (Optional<std::vector<int64_t>> A = getConstantInts(U->getInput(1)))
         Sizes = *A;
       else {
         int64_t Last = shapeOf(V).empty() ? 0 : shapeOf(V).back();
@@ -705,7 +669,7 @@ void Propagator::ruleReshape(const Node &N, NodeSharding &NS, bool Flatten) {
   }
   if (!CX.isSplit() || !CX.Blocks.empty() || SX.empty() || SY.empty())
     return;
-  if (!Flatten && !constInts(N.getInput(1)))
+  if (!Flatten && !getConstantInts(N.getInput(1)))
     return;
   // The split dim's chunks are contiguous blocks of prod(SX[d:])/tp
   // elements after a prefix of prod(SX[:d]); the output dim j with the same
@@ -846,11 +810,11 @@ void Propagator::ruleSlice(const Node &N, NodeSharding &NS) {
       for (unsigned I = 0; I < S->size(); ++I)
         Axes.push_back(I);
   } else if (N.getInput(3)) {
-    Optional<std::vector<int64_t>> A = constInts(N.getInput(3));
+    Optional<std::vector<int64_t>> A = getConstantInts(N.getInput(3));
     if (!A)
       return;
     Axes = *A;
-  } else if (Optional<std::vector<int64_t>> S = constInts(N.getInput(1))) {
+  } else if (Optional<std::vector<int64_t>> S = getConstantInts(N.getInput(1))) {
     for (unsigned I = 0; I < S->size(); ++I)
       Axes.push_back(I);
   } else {
@@ -939,7 +903,7 @@ void Propagator::ruleExpand(const Node &N, NodeSharding &NS) {
     keepInputs(N, NS, CX);
     return;
   }
-  if (!CX.isSplit() || !CX.Blocks.empty() || !constInts(N.getInput(1)))
+  if (!CX.isSplit() || !CX.Blocks.empty() || !getConstantInts(N.getInput(1)))
     return;
   NS.InputSpecs[0] = CX;
   NS.OutputSpecs[0] =

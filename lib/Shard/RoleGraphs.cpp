@@ -34,20 +34,6 @@ Error err(const Twine &Msg) {
   return createStringError(inconvertibleErrorCode(), Msg.str().c_str());
 }
 
-Attribute copyAttribute(const Attribute &A) {
-  Attribute C;
-  C.Name = A.Name;
-  C.K = A.K;
-  C.F = A.F;
-  C.I = A.I;
-  C.S = A.S;
-  C.Fs = A.Fs;
-  C.Is = A.Is;
-  C.Ss = A.Ss;
-  C.Ts = A.Ts;
-  return C;
-}
-
 Attribute intAttr(StringRef Name, int64_t V) {
   Attribute A;
   A.Name = Name.str();
@@ -353,7 +339,7 @@ Expected<Value *> RoleBuilder::wholeWeight(const Value *V) {
     if (!N)
       return N.takeError();
     for (const Attribute &A : D->getAttributes())
-      (*N)->addAttribute(copyAttribute(A));
+      (*N)->addAttribute(copyAttributeValues(A));
     (*N)->getOutput(0)->Type = V->Type;
     Result = (*N)->getOutput(0);
   }
@@ -787,7 +773,7 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
       return Mm.takeError();
     for (const Attribute &A : N.getAttributes())
       if (A.Name != "beta")
-        (*Mm)->addAttribute(copyAttribute(A));
+        (*Mm)->addAttribute(copyAttributeValues(A));
     TensorType T = localType(Y, AxisSpec(), false);
     (*Mm)->getOutput(0)->Type = T;
     Expected<Value *> Red =
@@ -1042,7 +1028,7 @@ Error RoleBuilder::buildNode(const Node &N) {
     }
     std::vector<Attribute> Attrs;
     for (const Attribute &A : N.getAttributes())
-      Attrs.push_back(copyAttribute(A));
+      Attrs.push_back(copyAttributeValues(A));
     if (Op == "Split" && !NS.InputSpecs.empty() &&
         !NS.InputSpecs[0].Blocks.empty()) {
       std::vector<int64_t> Local;

@@ -411,6 +411,9 @@ void printGraph(const Graph &G, llvm::raw_ostream &OS, unsigned Indent = 0);
 
 /// A parameter, or the output of a default-domain Constant node.
 bool isConstantLike(const Value *V);
+/// A copy of \p A without its subgraphs (Graph attributes have none; the
+/// caller clones them into their new owner when it needs them).
+Attribute copyAttributeValues(const Attribute &A);
 /// The tensor behind \p V when it is a default-domain Constant node's output
 /// (any of its value attributes) or a parameter with data; None otherwise.
 llvm::Optional<Tensor> getConstantTensor(const Value *V);
