@@ -1051,27 +1051,34 @@ unsigned Folder::refineShapes(Graph &G) {
     for (const Attribute &A : NP->getAttributes())
       for (const auto &Sub : A.Gs)
         Refined += refineShapes(*Sub);
-    Value *Out = NP->getNumOutputs() ? NP->getOutput(0) : nullptr;
-    if (!Out || Out->Type.isStatic())
-      continue;
-    Optional<SmallVector<int64_t, 4>> S = inferStaticShape(*NP);
-    if (!S)
-      continue;
-    TensorType &T = Out->Type;
-    // Only fill what is unknown; a known dim that disagrees is left for
-    // the verifier to report.
-    if (T.HasShape && T.getRank() != S->size())
-      continue;
-    if (!T.HasShape) {
-      T.HasShape = true;
-      T.Dims.assign(S->size(), Dim());
-    }
+    // TopK's values and indices share the shape; the other ops have one
+    // result.
+    unsigned NumOuts = NP->getOpType() == "TopK"
+                           ? NP->getNumOutputs()
+                           : std::min(1u, NP->getNumOutputs());
     bool Changed = false;
-    for (unsigned D = 0; D < S->size(); ++D)
-      if (!T.Dims[D].isStatic()) {
-        T.Dims[D] = Dim((*S)[D]);
-        Changed = true;
+    Optional<SmallVector<int64_t, 4>> S;
+    for (unsigned O = 0; O < NumOuts; ++O) {
+      Value *Out = NP->getOutput(O);
+      if (!Out || Out->Type.isStatic())
+        continue;
+      if (!S && !(S = inferStaticShape(*NP)))
+        break;
+      TensorType &T = Out->Type;
+      // Only fill what is unknown; a known dim that disagrees is left for
+      // the verifier to report.
+      if (T.HasShape && T.getRank() != S->size())
+        continue;
+      if (!T.HasShape) {
+        T.HasShape = true;
+        T.Dims.assign(S->size(), Dim());
       }
+      for (unsigned D = 0; D < S->size(); ++D)
+        if (!T.Dims[D].isStatic()) {
+          T.Dims[D] = Dim((*S)[D]);
+          Changed = true;
+        }
+    }
     Refined += Changed;
   }
   return Refined;
