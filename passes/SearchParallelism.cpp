@@ -13,6 +13,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/Search.h"
 #include "loom/Solver/PlanConstraints.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace llvm;
 
@@ -67,6 +68,35 @@ int64_t getStaticInputDim(const Graph &G, unsigned Dim) {
                  ? V->Type.Dims[Dim].Size
                  : 1;
   return 1;
+}
+
+/// Why \p F alone admits no plan, when the reason is arithmetic on what it
+/// fixes: the solver's model (PlanConstraints) spans plans on all the
+/// devices, so with idle devices allowed its unsat core could name a
+/// divisibility that does not bind. None when the fixed choices leave room.
+Optional<std::string> explainFixedChoices(const PlanSpec &F,
+                                          const SearchSpace &S) {
+  uint64_t TP = F.TP.getValueOr(1), DP = F.DP.getValueOr(1);
+  uint64_t PP = F.PP.getValueOr(F.StageLayers.empty() ? 1
+                                                      : F.StageLayers.size());
+  uint64_t MB = F.MicroBatchSize.getValueOr(1);
+  // What --plan gave, as given; the rest is at least 1.
+  std::vector<std::string> Given;
+  if (F.TP)
+    Given.push_back("tp=" + std::to_string(TP));
+  if (F.PP || !F.StageLayers.empty())
+    Given.push_back("pp=" + std::to_string(PP));
+  if (F.DP)
+    Given.push_back("dp=" + std::to_string(DP));
+  if (TP * PP * DP > S.Devices)
+    return "--plan: " + join(Given, ", ") + " needs at least " +
+           std::to_string(TP * PP * DP) + " devices, and there are " +
+           std::to_string(S.Devices);
+  if (S.Batch > 0 && (F.DP || F.MicroBatchSize) && S.Batch % (DP * MB))
+    return "--plan: the global batch " + std::to_string(S.Batch) +
+           " is not divisible by dp*mb = " + std::to_string(DP * MB) +
+           " (dp=" + std::to_string(DP) + ", mb=" + std::to_string(MB) + ")";
+  return None;
 }
 
 /// The best plan without --plan's constraints and the best completion of
@@ -191,6 +221,10 @@ Error searchParallelism(CompilationUnit &CU) {
   R->RestPlain = CU.PlanRequest && CU.PlanRequest->RestPlain;
 
   if (R->Top.empty()) {
+    if (Optional<std::string> Why = explainFixedChoices(SO.Fixed, R->Space)) {
+      CU.Search = std::make_shared<SearchResult>(std::move(*R));
+      return make_error<NoFeasiblePlanError>("no plan satisfies " + *Why);
+    }
     std::vector<MemoryFloorFact> Facts;
     for (const MemoryFloor &F : R->Floors)
       Facts.push_back({F.TP, F.PP, F.Bytes, F.Stage, describeChoices(F.Plan)});
