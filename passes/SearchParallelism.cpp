@@ -11,6 +11,7 @@
 #include "Passes.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/Goodput.h"
 #include "loom/Plan/Search.h"
 #include "loom/Solver/PlanConstraints.h"
 #include "llvm/ADT/StringExtras.h"
@@ -203,6 +204,17 @@ Error searchParallelism(CompilationUnit &CU) {
     SO.Fixed = *CU.PlanRequest;
   // Two at least: explanations compare the winner with the next plan.
   SO.TopK = std::max(2u, CU.Opts.TopPlans);
+  // --objective goodput re-ranks what the search returns: give it a few
+  // more plans than asked for to choose from.
+  if (CU.Opts.RankByGoodput) {
+    if (!CU.HW->Reliab)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--objective goodput: the hardware '%s' has no reliability section "
+          "(failure rates and checkpoint bandwidth)",
+          CU.HW->Name.c_str());
+    SO.TopK = std::max(SO.TopK, 16u);
+  }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
   if (SO.Fixed.RestPlain) {
     // rest=plain: the keys not given take their plain values; the search
@@ -218,6 +230,22 @@ Error searchParallelism(CompilationUnit &CU) {
   if (!R)
     return R.takeError();
   R->Uncosted = U;
+  R->Reliab = CU.HW->Reliab;
+  if (CU.Opts.RankByGoodput && !R->Top.empty()) {
+    // Stable: plans of equal goodput keep the search's order.
+    std::vector<std::pair<double, PlanCost>> Ranked;
+    for (PlanCost &PC : R->Top)
+      Ranked.emplace_back(estimateGoodput(*R->Reliab, PC).Goodput,
+                          std::move(PC));
+    std::stable_sort(Ranked.begin(), Ranked.end(),
+                     [](const auto &A, const auto &B) {
+                       return A.first > B.first;
+                     });
+    R->Top.clear();
+    for (auto &P : Ranked)
+      R->Top.push_back(std::move(P.second));
+    R->RankedByGoodput = true;
+  }
   R->RestPlain = CU.PlanRequest && CU.PlanRequest->RestPlain;
 
   if (R->Top.empty()) {

@@ -14,6 +14,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -292,6 +293,22 @@ public:
     }
   }
 
+  void checkReliability(const Reliability &R) {
+    auto NonNegative = [&](const char *Key, double V) {
+      if (!(V >= 0) || !std::isfinite(V))
+        fail(Twine("reliability.") + Key,
+             "must be non-negative and finite, got " +
+                 formatv("{0}", V).str());
+    };
+    NonNegative("device_fit", R.DeviceFIT);
+    NonNegative("optical_module_fit", R.OpticalModuleFIT);
+    NonNegative("optical_modules_per_device", R.OpticalModulesPerDevice);
+    NonNegative("switch_port_fit", R.SwitchPortFIT);
+    NonNegative("ports_per_device", R.PortsPerDevice);
+    positive("reliability.checkpoint_bandwidth", R.CheckpointBandwidth);
+    nonNegative("reliability.restart_time", R.RestartTime);
+  }
+
   void checkTopology(const HardwareModel &M) {
     if (M.Topology.empty()) {
       fail("topology", "must list at least one level");
@@ -358,6 +375,8 @@ Optional<Violation> findViolation(const HardwareModel &M) {
     C.fail("name", "must not be empty");
   C.checkDevice(M.Device);
   C.checkTopology(M);
+  if (M.Reliab)
+    C.checkReliability(*M.Reliab);
   return C.First;
 }
 
@@ -440,6 +459,21 @@ void HardwareModel::print(raw_ostream &OS) const {
        << format("%.2f", L.Oversubscription) << ", effective "
        << formatBandwidth(L.getEffectiveBandwidth())
        << (L.AllowTP ? ", tp allowed" : "") << '\n';
+  }
+  if (Reliab) {
+    const Reliability &R = *Reliab;
+    OS << "reliability: " << format("%g", R.getFITPerDevice())
+       << " FIT per device (device " << format("%g", R.DeviceFIT);
+    if (R.OpticalModulesPerDevice > 0)
+      OS << ", " << format("%g", R.OpticalModulesPerDevice)
+         << " optical modules x " << format("%g", R.OpticalModuleFIT);
+    if (R.PortsPerDevice > 0)
+      OS << ", " << format("%g", R.PortsPerDevice) << " switch ports x "
+         << format("%g", R.SwitchPortFIT);
+    OS << "), checkpoint " << formatBandwidth(R.CheckpointBandwidth)
+       << " per device, restart " << formatDuration(R.RestartTime) << '\n';
+    if (!R.Source.empty())
+      OS << "  source: " << R.Source << '\n';
   }
 }
 

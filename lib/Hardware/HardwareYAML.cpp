@@ -269,6 +269,20 @@ template <> struct SequenceTraits<std::vector<TopologyLevel>> {
   }
 };
 
+template <> struct MappingTraits<Reliability> {
+  static void mapping(IO &IO, Reliability &R) {
+    mapRequiredLate(IO, "device_fit", R.DeviceFIT);
+    IO.mapOptional("optical_module_fit", R.OpticalModuleFIT, 0.0);
+    IO.mapOptional("optical_modules_per_device", R.OpticalModulesPerDevice,
+                   0.0);
+    IO.mapOptional("switch_port_fit", R.SwitchPortFIT, 0.0);
+    IO.mapOptional("ports_per_device", R.PortsPerDevice, 0.0);
+    mapRequiredLate(IO, "checkpoint_bandwidth", R.CheckpointBandwidth);
+    IO.mapOptional("restart_time", R.RestartTime, Seconds(0));
+    IO.mapOptional("source", R.Source);
+  }
+};
+
 template <> struct MappingTraits<HardwareModel> {
   static void mapping(IO &IO, HardwareModel &M) {
     mapRequiredLate(IO, "name", M.Name);
@@ -276,6 +290,7 @@ template <> struct MappingTraits<HardwareModel> {
     mapRequiredLate(IO, "device", M.Device);
     mapRequiredLate(IO, "topology", M.Topology);
     IO.mapOptional("devices", M.Devices);
+    IO.mapOptional("reliability", M.Reliab);
   }
 };
 

@@ -41,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Plan/Search.h"
 #include "loom/Plan/IdleDevices.h"
+#include "loom/Plan/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
@@ -1188,6 +1189,9 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
      << format("%.3f", PC.MFU) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
+  if (R.Reliab)
+    OS << "goodput: " << describeGoodput(estimateGoodput(*R.Reliab, PC))
+       << (R.RankedByGoodput ? "; plans ranked by goodput" : "") << "\n";
   if (R.Uncosted.Nodes)
     OS << "uncosted: " << describeUncosted(R.Uncosted)
        << " have no cost rule and are not in these numbers\n";
@@ -1223,16 +1227,23 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
 void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
   unsigned N = std::min<size_t>(K, R.Top.size());
   OS << "top " << N << " plan" << (N == 1 ? "" : "s") << ":\n";
-  OS << format("  rank step        %-12s MFU    memory     dominant   plan\n",
-               N ? R.Top[0].getThroughputUnit().str().c_str() : "tokens/s");
+  OS << format("  rank step        %-12s MFU    memory     dominant   %s"
+               "plan\n",
+               N ? R.Top[0].getThroughputUnit().str().c_str() : "tokens/s",
+               R.Reliab ? "goodput " : "");
   for (unsigned I = 0; I < N; ++I) {
     const PlanCost &PC = R.Top[I];
+    std::string Goodput;
+    if (R.Reliab)
+      Goodput =
+          formatv("{0,-7:f3} ", estimateGoodput(*R.Reliab, PC).Fraction)
+              .str();
     OS << format(
-        "  %-4u %-11s %-12.0f %-6.3f %-10s %-10s %s\n", I + 1,
+        "  %-4u %-11s %-12.0f %-6.3f %-10s %-10s %s%s\n", I + 1,
         fmtSeconds(PC.StepTimeS).c_str(), PC.Throughput, PC.MFU,
         formatBytes(Bytes(PC.MaxMemoryBytes)).c_str(),
         getCostTermName(getStepBreakdown(PC).getDominant()).str().c_str(),
-        PC.Plan.str().c_str());
+        Goodput.c_str(), PC.Plan.str().c_str());
   }
 }
 
@@ -1350,7 +1361,23 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   OS << "\n";
 }
 
-static json::Object planJSON(const PlanCost &PC) {
+/// The goodput of \p PC under \p Rel (keys fraction, goodput, cluster_mtbf_s
+/// (null when no failure rate is given), checkpoint_s, interval_s).
+static json::Object goodputJSON(const Reliability &Rel, const PlanCost &PC) {
+  GoodputEstimate G = estimateGoodput(Rel, PC);
+  json::Value MTBF = nullptr;
+  if (std::isfinite(G.ClusterMTBFS))
+    MTBF = G.ClusterMTBFS;
+  return json::Object{{"fraction", G.Fraction},
+                      {"goodput", G.Goodput},
+                      {"cluster_mtbf_s", std::move(MTBF)},
+                      {"checkpoint_s", G.CheckpointS},
+                      {"interval_s", G.IntervalS},
+                      {"method", "Young/Daly"}};
+}
+
+static json::Object planJSON(const PlanCost &PC,
+                             const Reliability *Rel = nullptr) {
   const ParallelPlan &P = PC.Plan;
   json::Array Stages;
   for (const StageCost &SC : PC.Stages)
@@ -1359,7 +1386,7 @@ static json::Object planJSON(const PlanCost &PC) {
   for (MeshAxis A : P.Order)
     Order.push_back(getMeshAxisName(A));
   StepBreakdown B = getStepBreakdown(PC);
-  return json::Object{
+  json::Object O{
       {"plan", json::Object{{"tp", (int64_t)P.TP},
                             {"pp", (int64_t)P.PP},
                             {"dp", (int64_t)P.DP},
@@ -1387,13 +1414,16 @@ static json::Object planJSON(const PlanCost &PC) {
                     {"dp_comm_s", B.DPCommS},
                     {"optimizer_s", B.OptimizerS},
                     {"dominant", getCostTermName(B.getDominant())}}}};
+  if (Rel)
+    O["goodput"] = goodputJSON(*Rel, PC);
+  return O;
 }
 
 void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
                      raw_ostream &OS) {
   json::Object Root;
   if (!R.Top.empty())
-    Root = planJSON(R.Top.front());
+    Root = planJSON(R.Top.front(), R.Reliab ? &*R.Reliab : nullptr);
   Root["fits"] = !R.Top.empty();
   Root["devices"] = (int64_t)R.Space.Devices;
   if (!R.Top.empty()) {
@@ -1403,6 +1433,8 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
         R.BestAllDevices ? &*R.BestAllDevices : nullptr,
                           R.TriedAllDevices);
   }
+  if (R.Reliab)
+    Root["objective"] = R.RankedByGoodput ? "goodput" : "step";
   Root["stages_from"] = R.StagesGiven                            ? "--plan"
                         : R.Top.empty()                          ? ""
                         : R.Top.front().Plan.StageLayers.empty() ? "even split"
@@ -1429,7 +1461,7 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
                                  {"not_split_by_ep", X.NotSplit}};
   json::Array Top;
   for (unsigned I = 0; I < std::min<size_t>(K, R.Top.size()); ++I) {
-    json::Object O = planJSON(R.Top[I]);
+    json::Object O = planJSON(R.Top[I], R.Reliab ? &*R.Reliab : nullptr);
     O["rank"] = (int64_t)I + 1;
     O["memory_bytes"] = R.Top[I].MaxMemoryBytes;
     Top.push_back(std::move(O));

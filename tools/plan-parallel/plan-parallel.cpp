@@ -157,6 +157,16 @@ static cl::opt<unsigned>
              cl::desc("Rank the K best plans of the search: step time, "
                       "tokens/s, MFU, memory, dominant cost term"),
              cl::cat(LoomCategory));
+enum class Objective { Step, Goodput };
+static cl::opt<Objective> ObjectiveOpt(
+    LOOM_OPT("objective"), cl::init(Objective::Step),
+    cl::desc("What ranks the searched plans"),
+    cl::values(clEnumValN(Objective::Step, "step",
+                          "step time (throughput), the default"),
+               clEnumValN(Objective::Goodput, "goodput",
+                          "expected goodput under failures and Young/Daly "
+                          "checkpointing (needs reliability: in --hw)")),
+    cl::cat(LoomCategory));
 static cl::opt<bool> ExplainPlan(
     LOOM_OPT("explain"),
     cl::desc("Say why the chosen plan beats the best one with other degrees"),
@@ -641,6 +651,13 @@ int main(int argc, char **argv) {
     CU.Opts.Devices = DevicesOpt;
   }
   CU.Opts.TopPlans = std::max(1u, (unsigned)TopPlans);
+  if (ObjectiveOpt == Objective::Goodput && !HW->Reliab)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "--objective goodput: the hardware '%s' has no reliability section "
+        "(failure rates and checkpoint bandwidth; see README)",
+        HW->Name.c_str()));
+  CU.Opts.RankByGoodput = ObjectiveOpt == Objective::Goodput;
   CU.Opts.OutputDir = OutputDir;
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;

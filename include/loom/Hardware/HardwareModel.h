@@ -37,6 +37,19 @@
 //     - {name: roce, size: 16, bandwidth: 200Gbps, latency: 4us}
 //   devices: 128                      # optional; must equal the product
 //                                     #   of the level sizes
+//   reliability:                      # optional; goodput (Plan/Goodput.h)
+//     device_fit: 2000                # required: failures per 1e9 device-
+//                                     #   hours (FIT); >= 0
+//     optical_module_fit: 300         # optional, default 0, FIT each
+//     optical_modules_per_device: 1   # optional, default 0
+//     switch_port_fit: 100            # optional, default 0, FIT each
+//     ports_per_device: 1             # optional, default 0
+//     checkpoint_bandwidth: 2GB/s     # required: per device, > 0
+//     restart_time: 600s              # optional, default 0
+//     source: "..."                   # optional: where the rates are from
+//
+// Failure rates are in FIT (failures per 1e9 hours) because durations take
+// ns/us/ms/s only: an MTBF of M hours is 1e9 / M FIT.
 //
 // Data type names are case-insensitive and normalized to the IR's short
 // names (fp16/float16/half -> f16, fp32/float -> f32, int8 -> i8, ...), so
@@ -175,6 +188,29 @@ struct TopologyLevel {
   }
 };
 
+/// Failure rates and checkpoint costs, for the expected goodput of a plan.
+/// Rates are in FIT: failures per 1e9 hours of one component.
+struct Reliability {
+  /// One device (NPU and what fails with it).
+  double DeviceFIT = 0;
+  /// One optical module, and how many each device accounts for.
+  double OpticalModuleFIT = 0, OpticalModulesPerDevice = 0;
+  /// One switch port, and how many each device accounts for.
+  double SwitchPortFIT = 0, PortsPerDevice = 0;
+  /// Per device: how fast its share of a checkpoint is written.
+  BytesPerSecond CheckpointBandwidth;
+  /// From a failure until training runs again (detect, reload, warm up).
+  Seconds RestartTime;
+  /// Where the numbers come from (informational).
+  std::string Source;
+
+  /// FIT of the components one device accounts for.
+  double getFITPerDevice() const {
+    return DeviceFIT + OpticalModuleFIT * OpticalModulesPerDevice +
+           SwitchPortFIT * PortsPerDevice;
+  }
+};
+
 /// A cluster: identical devices joined by a hierarchy of interconnects.
 struct HardwareModel {
   std::string Name;
@@ -184,6 +220,8 @@ struct HardwareModel {
   std::vector<TopologyLevel> Topology;
   /// The device count the YAML states, if any (checked against Topology).
   llvm::Optional<uint64_t> Devices;
+  /// Failure rates and checkpointing (the reliability section), if given.
+  llvm::Optional<Reliability> Reliab;
 
   /// Product of the level sizes.
   uint64_t getNumDevices() const;

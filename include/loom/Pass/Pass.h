@@ -62,6 +62,9 @@ struct CompileOptions {
   std::string FailureWhat;
   /// Plans search-parallelism ranks (--top).
   unsigned TopPlans = 1;
+  /// --objective goodput: rank the search's plans by expected goodput
+  /// (needs the hardware's reliability section).
+  bool RankByGoodput = false;
   /// The output directory emit writes (-o); empty: plan only.
   std::string OutputDir;
   /// Replace an existing OutputDir (--force).

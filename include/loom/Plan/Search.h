@@ -207,6 +207,11 @@ struct SearchResult {
   bool RestPlain = false;
   /// Work without a cost rule (search-parallelism fills it).
   UncostedWork Uncosted;
+  /// The hardware's reliability section, when given: reports add the
+  /// expected goodput (Goodput.h). search-parallelism fills it.
+  llvm::Optional<Reliability> Reliab;
+  /// --objective goodput: Top was re-ranked by goodput, best first.
+  bool RankedByGoodput = false;
   SearchStats Stats;
 };
 
