@@ -12,6 +12,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/PlanCost.h"
 
+#include "RunPipeline.h"
 #include "gtest/gtest.h"
 #include <set>
 
@@ -20,14 +21,6 @@ using namespace llvm;
 
 namespace {
 
-void runPipeline(CompilationUnit &CU, StringRef Pipeline) {
-  PassManager PM(getRegisteredPasses());
-  ASSERT_FALSE(!!PM.parsePipeline(Pipeline));
-  std::string Sink;
-  raw_string_ostream OS(Sink);
-  Error E = PM.run(CU, PassInstrumentation(), OS, OS);
-  ASSERT_FALSE(!!E) << toString(std::move(E));
-}
 
 CompilationUnit loadExample(const char *Name) {
   CompilationUnit CU;

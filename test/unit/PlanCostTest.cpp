@@ -11,6 +11,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/PlanCost.h"
 
+#include "RunPipeline.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -18,14 +19,6 @@ using namespace llvm;
 
 namespace {
 
-void runPipeline(CompilationUnit &CU, StringRef Pipeline) {
-  PassManager PM(getRegisteredPasses());
-  ASSERT_FALSE(!!PM.parsePipeline(Pipeline));
-  std::string Sink;
-  raw_string_ostream OS(Sink);
-  Error E = PM.run(CU, PassInstrumentation(), OS, OS);
-  ASSERT_FALSE(!!E) << toString(std::move(E));
-}
 
 // A small fp32 matmul first, then a large fp16 one: measured against the
 // first matmul's fp32 peak (78 TFLOPS on the 910B2, a quarter of fp16's
