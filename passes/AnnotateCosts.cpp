@@ -17,10 +17,6 @@ namespace {
 
 class AnnotateCostsPass : public Pass {
 public:
-  StringRef getArgument() const override { return "annotate-costs"; }
-  StringRef getDescription() const override {
-    return "Annotate every node with FLOPs, bytes, memory and per-class time";
-  }
   Error run(CompilationUnit &CU) override {
     if (!CU.HW)
       return createStringError(inconvertibleErrorCode(),

@@ -763,10 +763,6 @@ namespace {
 
 class AssignDeviceClassesPass : public Pass {
 public:
-  StringRef getArgument() const override { return "assign-device-classes"; }
-  StringRef getDescription() const override {
-    return "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)";
-  }
   Error run(CompilationUnit &CU) override {
     Expected<GraphPlacement> P = placeForPipeline(CU, /*Explain=*/false, &CU);
     if (!P)

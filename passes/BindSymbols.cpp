@@ -20,10 +20,6 @@ namespace {
 
 class BindSymbolsPass : public Pass {
 public:
-  StringRef getArgument() const override { return "bind-symbols"; }
-  StringRef getDescription() const override {
-    return "Bind symbolic dims (--batch, --seq, --dim NAME=V) to sizes";
-  }
   Error run(CompilationUnit &CU) override;
 };
 

@@ -334,10 +334,6 @@ static bool isJoinOutput(const Value *V, const DenseSet<const Value *> &DD) {
 
 class DetectLayersPass : public Pass {
 public:
-  StringRef getArgument() const override { return "detect-layers"; }
-  StringRef getDescription() const override {
-    return "Number repeated blocks (layers) by structural hashing";
-  }
   Error run(CompilationUnit &CU) override {
     Graph &G = CU.M->getGraph();
     DenseMap<const Value *, SmallVector<const Node *, 2>> Users;

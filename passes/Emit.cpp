@@ -139,12 +139,6 @@ void corruptForTest(ShardedProgram &SP) {
 
 class EmitPass : public Pass {
 public:
-  StringRef getArgument() const override { return "emit"; }
-  StringRef getDescription() const override {
-    return "Write manifest.json, graphs/, schedule.json, trace.json, "
-           "report.txt, report.html and the --export files to the output "
-           "directory";
-  }
   // Its errors are about the output directory, which they name.
   bool errorsNameModel() const override { return false; }
   Error run(CompilationUnit &CU) override {

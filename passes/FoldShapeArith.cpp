@@ -1142,10 +1142,6 @@ void Folder::eliminateDeadNodes(Graph &G) {
 
 class FoldShapeArithPass : public Pass {
 public:
-  StringRef getArgument() const override { return "fold-shape-arith"; }
-  StringRef getDescription() const override {
-    return "Fold shape arithmetic on static shapes into constants";
-  }
   Error run(CompilationUnit &CU) override {
     Folder F(*CU.M);
     Graph &G = CU.M->getGraph();

@@ -15,10 +15,6 @@ namespace {
 
 class InferShapesPass : public Pass {
 public:
-  StringRef getArgument() const override { return "infer-shapes"; }
-  StringRef getDescription() const override {
-    return "Infer element types and shapes of every value";
-  }
   Error run(CompilationUnit &CU) override {
     Expected<unsigned> Changed = inferShapes(*CU.M);
     if (!Changed)

@@ -16,11 +16,6 @@ namespace {
 
 class InsertCollectivesPass : public Pass {
 public:
-  StringRef getArgument() const override { return "insert-collectives"; }
-  StringRef getDescription() const override {
-    return "Build one graph per role with Hcom* collectives and pipeline "
-           "send/receive";
-  }
   Error run(CompilationUnit &CU) override {
     if (!CU.Sharded)
       return createStringError(inconvertibleErrorCode(),

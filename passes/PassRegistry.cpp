@@ -1,7 +1,8 @@
 //===- PassRegistry.cpp - The one table of Loom's passes ------------------===//
 //
 // In DESIGN §2's order; the default pipeline is this table. A pass appears
-// here once it exists: nothing pretends.
+// here once it exists: nothing pretends. Each pass's name and description
+// are written here only (Pass::getArgument reads them).
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
@@ -10,40 +11,40 @@ namespace loom {
 
 static const PassInfo Registry[] = {
     {"bind-symbols", "Bind symbolic dims (--batch, --seq, --dim NAME=V)",
-     createBindSymbolsPass},
+     createBindSymbolsPass, PassKind::Planning},
     {"infer-shapes", "Infer the element type and shape of every value",
-     createInferShapesPass},
+     createInferShapesPass, PassKind::Planning},
     {"fold-shape-arith",
      "Fold shape arithmetic on static shapes into constants",
-     createFoldShapeArithPass},
+     createFoldShapeArithPass, PassKind::Planning},
     {"detect-layers", "Number repeated blocks (layers) by structural hashing",
-     createDetectLayersPass},
+     createDetectLayersPass, PassKind::Planning},
     {"annotate-costs",
      "Annotate every node with FLOPs, bytes, memory and per-class time",
-     createAnnotateCostsPass},
+     createAnnotateCostsPass, PassKind::Planning},
     {"assign-device-classes",
      "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)",
-     createAssignDeviceClassesPass},
+     createAssignDeviceClassesPass, PassKind::Planning},
     {"search-parallelism",
      "Choose dp/tp/pp, sp, micro-batching, recompute, ZeRO and stage "
      "boundaries for the least predicted step time",
-     createSearchParallelismPass},
+     createSearchParallelismPass, PassKind::Planning},
     {"shard",
      "Re-bind the model at micro-batch shapes and propagate sharding specs "
      "for the chosen plan",
-     createShardPass},
+     createShardPass, PassKind::Transform},
     {"insert-collectives",
      "Build one graph per role with Hcom* collectives and pipeline "
      "send/receive",
-     createInsertCollectivesPass},
+     createInsertCollectivesPass, PassKind::Transform},
     {"schedule",
      "Order each rank's micro-batches, collectives, transfers and optimizer "
      "for one step, with predicted times",
-     createSchedulePass},
+     createSchedulePass, PassKind::Transform},
     {"emit",
      "Write manifest.json, graphs/, schedule.json, trace.json, report.txt, "
      "report.html and the --export files to the output directory",
-     createEmitPass},
+     createEmitPass, PassKind::Emit},
 };
 
 llvm::ArrayRef<PassInfo> getRegisteredPasses() { return Registry; }

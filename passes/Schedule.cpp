@@ -18,11 +18,6 @@ namespace {
 
 class SchedulePass : public Pass {
 public:
-  StringRef getArgument() const override { return "schedule"; }
-  StringRef getDescription() const override {
-    return "Order each rank's micro-batches, collectives, transfers and "
-           "optimizer for one step, with predicted times";
-  }
   Error run(CompilationUnit &CU) override {
     if (!CU.Sharded || CU.Sharded->Roles.empty())
       return createStringError(inconvertibleErrorCode(),

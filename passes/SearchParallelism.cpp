@@ -150,11 +150,6 @@ Error searchComparisons(const PlanEvaluator &Eval, const Graph &G,
 
 class SearchParallelismPass : public Pass {
 public:
-  StringRef getArgument() const override { return "search-parallelism"; }
-  StringRef getDescription() const override {
-    return "Choose dp/tp/pp/ep, sp, micro-batching, recompute, ZeRO and "
-           "stage boundaries for the least predicted step time";
-  }
   Error run(CompilationUnit &CU) override { return searchParallelism(CU); }
 };
 

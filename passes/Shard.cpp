@@ -84,11 +84,6 @@ void copyDeviceClasses(const Graph &From, Graph &To) {
 
 class ShardPass : public Pass {
 public:
-  StringRef getArgument() const override { return "shard"; }
-  StringRef getDescription() const override {
-    return "Re-bind the model at micro-batch shapes and propagate sharding "
-           "specs for the chosen plan";
-  }
   bool needsImportedModel() const override { return true; }
   Error run(CompilationUnit &CU) override {
     if (!CU.Search || CU.Search->Top.empty())
@@ -144,7 +139,7 @@ public:
     PassManager PM(getRegisteredPasses());
     for (const std::string &Name : CU.PassesRun)
       if (isFrontEndPass(Name))
-        PM.addPass(PM.lookupPass(Name)->Create());
+        PM.addPass(*PM.lookupPass(Name));
     PassInstrumentation PI;
     std::string Ignored;
     raw_string_ostream Null(Ignored);

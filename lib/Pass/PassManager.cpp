@@ -12,6 +12,22 @@ namespace loom {
 
 Pass::~Pass() = default;
 
+StringRef Pass::getArgument() const { return Info ? Info->Argument : ""; }
+StringRef Pass::getDescription() const {
+  return Info ? Info->Description : "";
+}
+
+void PassManager::addPass(const PassInfo &PI) {
+  std::unique_ptr<Pass> P = PI.Create();
+  P->Info = &PI;
+  Passes.push_back(std::move(P));
+}
+
+bool PassManager::isTransformPass(StringRef Argument) const {
+  const PassInfo *PI = lookupPass(Argument);
+  return PI && PI->Kind != PassKind::Planning;
+}
+
 
 const PassInfo *PassManager::lookupPass(StringRef Argument) const {
   for (const PassInfo &PI : Registry)
@@ -44,14 +60,18 @@ Error PassManager::parsePipeline(StringRef Pipeline) {
           inconvertibleErrorCode(),
           "--pass-pipeline: unknown pass '%s'; registered passes: %s",
           Name.str().c_str(), registeredNames().c_str());
-    addPass(PI->Create());
+    addPass(*PI);
   }
   return Error::success();
 }
 
-void PassManager::addDefaultPipeline() {
-  for (const PassInfo &PI : Registry)
-    addPass(PI.Create());
+void PassManager::addDefaultPipeline(const DefaultPipelineOptions &O) {
+  for (const PassInfo &PI : Registry) {
+    if ((PI.Kind == PassKind::Transform && !O.Transforms) ||
+        (PI.Kind == PassKind::Emit && !(O.Transforms && O.Emit)))
+      continue;
+    addPass(PI);
+  }
 }
 
 std::vector<std::string> PassManager::getPipelineNames() const {

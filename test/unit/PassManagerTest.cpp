@@ -36,8 +36,6 @@ std::vector<std::string> &log() {
 /// Appends its name to the log.
 template <const char *Name> class LogPass : public Pass {
 public:
-  StringRef getArgument() const override { return Name; }
-  StringRef getDescription() const override { return "logs its name"; }
   Error run(CompilationUnit &CU) override {
     log().push_back(Name);
     return Error::success();
@@ -51,8 +49,6 @@ const char Third[] = "third";
 /// Fails with a message naming the node it blames.
 class FailPass : public Pass {
 public:
-  StringRef getArgument() const override { return "fail"; }
-  StringRef getDescription() const override { return "always fails"; }
   Error run(CompilationUnit &CU) override {
     log().push_back("fail");
     return createStringError(inconvertibleErrorCode(),
@@ -63,8 +59,6 @@ public:
 /// Breaks SSA: makes the first node read the last node's result.
 class BreakPass : public Pass {
 public:
-  StringRef getArgument() const override { return "break"; }
-  StringRef getDescription() const override { return "breaks the IR"; }
   Error run(CompilationUnit &CU) override {
     log().push_back("break");
     Graph &G = CU.M->getGraph();
@@ -76,8 +70,6 @@ public:
 /// Renames the graph so dumps show which passes ran.
 class RenamePass : public Pass {
 public:
-  StringRef getArgument() const override { return "rename"; }
-  StringRef getDescription() const override { return "renames the graph"; }
   Error run(CompilationUnit &CU) override {
     log().push_back("rename");
     CU.M->getGraph().setName("renamed");
@@ -90,12 +82,12 @@ template <typename P> std::unique_ptr<Pass> create() {
 }
 
 const PassInfo TestRegistry[] = {
-    {"first", "logs", create<LogPass<First>>},
-    {"second", "logs", create<LogPass<Second>>},
-    {"rename", "renames", create<RenamePass>},
-    {"fail", "fails", create<FailPass>},
-    {"break", "breaks", create<BreakPass>},
-    {"third", "logs", create<LogPass<Third>>},
+    {"first", "logs", create<LogPass<First>>, PassKind::Planning},
+    {"second", "logs", create<LogPass<Second>>, PassKind::Planning},
+    {"rename", "renames", create<RenamePass>, PassKind::Planning},
+    {"fail", "fails", create<FailPass>, PassKind::Planning},
+    {"break", "breaks", create<BreakPass>, PassKind::Transform},
+    {"third", "logs", create<LogPass<Third>>, PassKind::Emit},
 };
 
 /// x -> Neg -> a -> Abs -> y.
@@ -167,6 +159,20 @@ TEST(PassManagerTest, ParsesPipelines) {
                                       "break", "third"}));
   EXPECT_EQ(Default.lookupPass("rename")->Description, StringRef("renames"));
   EXPECT_EQ(Default.lookupPass("nope"), nullptr);
+  // The pass manager, not the tool, decides which passes a run needs.
+  PassManager Planning(TestRegistry);
+  Planning.addDefaultPipeline({/*Transforms=*/false, /*Emit=*/false});
+  EXPECT_EQ(Planning.getPipelineNames(),
+            (std::vector<std::string>{"first", "second", "rename", "fail"}));
+  PassManager NoEmit(TestRegistry);
+  NoEmit.addDefaultPipeline({/*Transforms=*/true, /*Emit=*/false});
+  EXPECT_EQ(NoEmit.getPipelineNames(),
+            (std::vector<std::string>{"first", "second", "rename", "fail",
+                                      "break"}));
+  EXPECT_TRUE(Default.isTransformPass("break"));
+  EXPECT_TRUE(Default.isTransformPass("third"));
+  EXPECT_FALSE(Default.isTransformPass("first"));
+  EXPECT_FALSE(Default.isTransformPass("nope"));
 }
 
 TEST(PassManagerTest, FailureStopsThePipeline) {
@@ -298,14 +304,14 @@ TEST(PassManagerTest, RealRegistryIsConsistent) {
   EXPECT_EQ(StringRef(Passes[0].Argument), "bind-symbols");
   EXPECT_EQ(StringRef(Passes[1].Argument), "infer-shapes");
   EXPECT_EQ(StringRef(Passes[2].Argument), "fold-shape-arith");
+  PassManager PM(Passes);
+  PM.addDefaultPipeline();
+  // The pipeline's passes carry the table's names and descriptions, the
+  // only place they are written; names are kebab-case.
+  EXPECT_EQ(PM.getPipelineNames().size(), Passes.size());
   for (const PassInfo &PI : Passes) {
-    std::unique_ptr<Pass> P = PI.Create();
-    // The table's name is the pass's own command-line name, and a
-    // kebab-case one.
-    EXPECT_EQ(P->getArgument(), PI.Argument);
     EXPECT_TRUE(Regex("^[a-z]+(-[a-z]+)*$").match(PI.Argument)) << PI.Argument;
     EXPECT_FALSE(StringRef(PI.Description).empty()) << PI.Argument;
-    EXPECT_FALSE(P->getDescription().empty()) << PI.Argument;
   }
 }
 

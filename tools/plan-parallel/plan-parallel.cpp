@@ -488,11 +488,7 @@ planOnOtherHardware(const HardwareModel &HW, const CompilationUnit &CU) {
     return M.takeError();
   Other.M = std::move(*M);
   PassManager PM(getRegisteredPasses());
-  for (const PassInfo &Info : getRegisteredPasses()) {
-    PM.addPass(Info.Create());
-    if (StringRef(Info.Argument) == "search-parallelism")
-      break;
-  }
+  PM.addDefaultPipeline({/*Transforms=*/false, /*Emit=*/false});
   std::string Sink;
   raw_string_ostream SinkOS(Sink);
   if (Error E = PM.run(Other, PassInstrumentation(), SinkOS, SinkOS))
@@ -706,19 +702,11 @@ int main(int argc, char **argv) {
   } else {
     // Planning passes; the transform passes when there is an output
     // directory, or when asked to print or stop after one of them.
-    auto Named = [&](StringRef P) {
-      return StopAfter == P || is_contained(PrintAfter, P.str());
-    };
-    bool Transforms = !OutputDir.empty() || Named("shard") ||
-                      Named("insert-collectives") || Named("schedule");
-    for (const PassInfo &Info : getRegisteredPasses()) {
-      StringRef Arg = Info.Argument;
-      bool IsTransform = Arg == "shard" || Arg == "insert-collectives" ||
-                         Arg == "schedule" || Arg == "emit";
-      if (IsTransform && (!Transforms || (Arg == "emit" && OutputDir.empty())))
-        continue;
-      PM.addPass(Info.Create());
-    }
+    bool Transforms = !OutputDir.empty() || PM.isTransformPass(StopAfter) ||
+                      any_of(PrintAfter, [&](const std::string &P) {
+                        return PM.isTransformPass(P);
+                      });
+    PM.addDefaultPipeline({Transforms, /*Emit=*/!OutputDir.empty()});
   }
   PassInstrumentation PI;
   PI.PrintAfter.assign(PrintAfter.begin(), PrintAfter.end());

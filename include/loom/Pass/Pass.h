@@ -134,12 +134,16 @@ private:
   std::vector<std::string> Warnings;
 };
 
+struct PassInfo;
+
 class Pass {
 public:
   virtual ~Pass();
-  /// The command-line name: kebab-case of the class name minus "Pass".
-  virtual llvm::StringRef getArgument() const = 0;
-  virtual llvm::StringRef getDescription() const = 0;
+  /// The command-line name (kebab-case of the class name minus "Pass") and
+  /// the one-line description: the registry's entry, the only place they
+  /// are written (passes/PassRegistry.cpp).
+  llvm::StringRef getArgument() const;
+  llvm::StringRef getDescription() const;
   virtual llvm::Error run(CompilationUnit &CU) = 0;
   /// What --print-after=PASS shows: the model, unless the pass's result
   /// lives elsewhere (the transform passes print the sharded program).
@@ -150,12 +154,30 @@ public:
   /// model file in front of them (false for passes whose errors name their
   /// own files, such as emit's output directory).
   virtual bool errorsNameModel() const { return true; }
+
+private:
+  friend class PassManager;
+  const PassInfo *Info = nullptr; ///< Set when the pass manager adds it.
 };
+
+/// What a pass does to the unit: planning passes annotate the model and
+/// choose a plan; transform passes build the sharded program from the
+/// plan; the emit pass writes it to the output directory.
+enum class PassKind { Planning, Transform, Emit };
 
 struct PassInfo {
   const char *Argument;
   const char *Description;
   std::unique_ptr<Pass> (*Create)();
+  PassKind Kind;
+};
+
+/// Which part of the registry the default pipeline runs.
+struct DefaultPipelineOptions {
+  /// The transform passes (shard, insert-collectives, schedule).
+  bool Transforms = true;
+  /// The emit pass (only with Transforms).
+  bool Emit = true;
 };
 
 /// All registered passes, in DESIGN §2's order. Defined in the passes
@@ -176,12 +198,16 @@ public:
   explicit PassManager(llvm::ArrayRef<PassInfo> Registry)
       : Registry(Registry) {}
   const PassInfo *lookupPass(llvm::StringRef Argument) const;
-  void addPass(std::unique_ptr<Pass> P) { Passes.push_back(std::move(P)); }
+  /// Adds a new instance of the registered pass \p PI.
+  void addPass(const PassInfo &PI);
   /// Parses "a,b,c" into passes; unknown names are an error listing the
   /// registered ones.
   llvm::Error parsePipeline(llvm::StringRef Pipeline);
-  /// The default pipeline: every registered pass, in order.
-  void addDefaultPipeline();
+  /// The default pipeline: the registered passes, in order, that \p O
+  /// asks for.
+  void addDefaultPipeline(const DefaultPipelineOptions &O = {});
+  /// Whether \p Argument names a registered pass of kind Transform or Emit.
+  bool isTransformPass(llvm::StringRef Argument) const;
   /// Checks that --print-after/--stop-after name passes in the pipeline.
   llvm::Error validate(const PassInstrumentation &PI) const;
   /// Runs the pipeline. IR dumps go to \p Out; the timing report to
