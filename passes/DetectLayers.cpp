@@ -336,11 +336,7 @@ class DetectLayersPass : public Pass {
 public:
   Error run(CompilationUnit &CU) override {
     Graph &G = CU.M->getGraph();
-    DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
-    for (const auto &NP : G.getNodes())
-      for (const Value *V : NP->getInputs())
-        if (V)
-          Users[V].push_back(NP.get());
+    UseMap Users = buildUseMap(G);
     unsigned NumNodes = G.getNumNodes();
     DenseMap<const Node *, unsigned> Index;
     for (unsigned I = 0; I < NumNodes; ++I)

@@ -43,19 +43,12 @@ SmallVector<int64_t, 4> staticShape(const Value *V) {
   return V->Type.getStaticShape();
 }
 
-bool isConstant(const Value *V) {
-  if (!V)
-    return false;
-  const Node *D = V->getDefiningNode();
-  return D && D->getDomain().empty() && D->getOpType() == "Constant";
-}
-
 bool needsGradient(const Value *V) {
-  return V && isFloatingPoint(V->Type.Elem) && !isConstant(V);
+  return V && isFloatingPoint(V->Type.Elem) && !isConstantNodeOutput(V);
 }
 
 bool isActivation(const Value *V) {
-  return V && !V->isParameter() && !isConstant(V);
+  return V && !V->isParameter() && !isConstantNodeOutput(V);
 }
 
 void saveValue(OpCost &C, const Value *V) {

@@ -79,9 +79,6 @@ double numElements(const Value *V);
 double sizeInBytes(const Value *V);
 /// The static dims of \p V (empty for null or non-static).
 llvm::SmallVector<int64_t, 4> staticShape(const Value *V);
-/// A value fixed before the graph runs: the output of a Constant node.
-/// Parameters are not constants (they are trained).
-bool isConstant(const Value *V);
 /// A value backward has to produce a gradient for: a floating-point value
 /// that is not a constant.
 bool needsGradient(const Value *V);

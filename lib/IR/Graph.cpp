@@ -639,11 +639,22 @@ DenseSet<const Value *> findDataDependent(const Graph &G) {
   return DD;
 }
 
-bool isConstantLike(const Value *V) {
-  if (V->isParameter())
-    return true;
-  const Node *D = V->getDefiningNode();
+bool isConstantNodeOutput(const Value *V) {
+  const Node *D = V ? V->getDefiningNode() : nullptr;
   return D && D->getOpType() == "Constant" && D->getDomain().empty();
+}
+
+bool isConstantLike(const Value *V) {
+  return V->isParameter() || isConstantNodeOutput(V);
+}
+
+UseMap buildUseMap(const Graph &G) {
+  UseMap Users;
+  for (const auto &NP : G.getNodes())
+    for (const Value *V : NP->getInputs())
+      if (V)
+        Users[V].push_back(NP.get());
+  return Users;
 }
 
 Attribute copyAttributeValues(const Attribute &A) {

@@ -84,13 +84,9 @@ int getExpertNumber(StringRef Name) {
 class ExpertFinder {
 public:
   ExpertFinder(const Graph &G, ArrayRef<LayerInfo> Layers)
-      : G(G), Layers(Layers) {
-    for (const auto &NP : G.getNodes()) {
+      : G(G), Layers(Layers), Users(buildUseMap(G)) {
+    for (const auto &NP : G.getNodes())
       Order[NP.get()] = Order.size();
-      for (const Value *V : NP->getInputs())
-        if (V)
-          Users[V].push_back(NP.get());
-    }
   }
 
   std::vector<ExpertGroup> run() {
@@ -115,7 +111,7 @@ private:
   const Graph &G;
   ArrayRef<LayerInfo> Layers;
   DenseMap<const Node *, unsigned> Order;
-  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+  UseMap Users;
 };
 
 void ExpertFinder::findStacked(std::vector<ExpertGroup> &Out) {

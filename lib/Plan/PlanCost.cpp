@@ -277,11 +277,7 @@ void PlanEvaluator::Impl::analyze() {
     Parent[N] = Root;
     return Root;
   };
-  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
-  for (const auto &NP : G.getNodes())
-    for (const Value *V : NP->getInputs())
-      if (V)
-        Users[V].push_back(NP.get());
+  UseMap Users = buildUseMap(G);
   for (const auto &NP : G.getNodes()) {
     const Node *N = NP.get();
     if (!isElementwiseOp(*N))

@@ -225,7 +225,7 @@ private:
   Graph &G;
   unsigned TP;
   int64_t Opset;
-  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+  UseMap Users;
   /// Inputs the current node's rule must see replicated (tokens entering
   /// expert work, which ep gathers along a dim tp must not split).
   DenseSet<const Value *> SeenReplicated;
@@ -941,10 +941,7 @@ static bool isElementwise(StringRef Op) {
 }
 
 Error Propagator::run() {
-  for (const auto &NP : G.getNodes())
-    for (const Value *V : NP->getInputs())
-      if (V)
-        Users[V].push_back(NP.get());
+  Users = buildUseMap(G);
   StringSet<> NoRule;
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;

@@ -409,8 +409,14 @@ llvm::Error verifyModel(const Model &M);
 void printModel(const Model &M, llvm::raw_ostream &OS);
 void printGraph(const Graph &G, llvm::raw_ostream &OS, unsigned Indent = 0);
 
+/// The output of a default-domain Constant node.
+bool isConstantNodeOutput(const Value *V);
 /// A parameter, or the output of a default-domain Constant node.
 bool isConstantLike(const Value *V);
+/// Every value's users (nodes reading it), in graph order, each node once
+/// per input slot that reads the value. Invalidated by graph edits.
+using UseMap = llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>>;
+UseMap buildUseMap(const Graph &G);
 /// A copy of \p A without its subgraphs (Graph attributes have none; the
 /// caller clones them into their new owner when it needs them).
 Attribute copyAttributeValues(const Attribute &A);
