@@ -49,18 +49,12 @@ namespace loom {
 
 namespace {
 
-struct PipeOp {
-  bool Backward;
-  unsigned Chunk;
-  unsigned Micro;
-};
-
 /// Chunk forwards in Megatron-LM's interleaved order: groups of P
 /// micro-batches (the last one may be smaller), each group run by chunk
 /// 0..V-1. Backwards use the same order with chunks reversed.
-std::vector<PipeOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
+std::vector<PipelineOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
                                   bool Backward) {
-  std::vector<PipeOp> Order;
+  std::vector<PipelineOp> Order;
   for (unsigned First = 0; First < M; First += P) {
     unsigned Group = std::min(P, M - First);
     for (unsigned C = 0; C != V; ++C)
@@ -71,13 +65,13 @@ std::vector<PipeOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
 }
 
 /// The operations of device \p D in schedule order.
-std::vector<PipeOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
+std::vector<PipelineOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
                                    unsigned V, bool ForwardOnly,
                                    bool FallBack) {
-  std::vector<PipeOp> Fwd = getChunkOrder(P, M, V, /*Backward=*/false);
+  std::vector<PipelineOp> Fwd = getChunkOrder(P, M, V, /*Backward=*/false);
   if (ForwardOnly)
     return Fwd;
-  std::vector<PipeOp> Bwd = getChunkOrder(P, M, V, /*Backward=*/true);
+  std::vector<PipelineOp> Bwd = getChunkOrder(P, M, V, /*Backward=*/true);
   size_t Total = Fwd.size();
   // Warm-up forwards; see Memory.cpp (warmupChunks), which counts the
   // activations this leaves in flight.
@@ -85,7 +79,7 @@ std::vector<PipeOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
   if (FallBack)
     Warmup = Total;
   Warmup = std::min(Warmup, Total);
-  std::vector<PipeOp> Order(Fwd.begin(), Fwd.begin() + Warmup);
+  std::vector<PipelineOp> Order(Fwd.begin(), Fwd.begin() + Warmup);
   for (size_t I = 0; I + Warmup < Total; ++I) {
     Order.push_back(Fwd[Warmup + I]);
     Order.push_back(Bwd[I]);
@@ -94,10 +88,21 @@ std::vector<PipeOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
   return Order;
 }
 
+using DeviceOrders = std::vector<std::vector<PipelineOp>>;
+
+DeviceOrders getDeviceOrders(unsigned P, unsigned M, unsigned V,
+                             bool ForwardOnly, bool FallBack) {
+  DeviceOrders Orders;
+  for (unsigned D = 0; D != P; ++D)
+    Orders.push_back(getDeviceOrder(D, P, M, V, ForwardOnly, FallBack));
+  return Orders;
+}
+
 /// Runs the schedule; returns false if some device's next operation can
 /// never start (the order has a cycle).
-bool runSchedule(const PipelineTimes &T, unsigned P, unsigned M, unsigned V,
-                 bool FallBack, double &StepTime) {
+bool runSchedule(const PipelineTimes &T, const DeviceOrders &Orders,
+                 unsigned M, unsigned V, double &StepTime) {
+  unsigned P = Orders.size();
   auto transfer = [&](unsigned I) {
     return I < T.Transfer.size() ? T.Transfer[I] : 0.0;
   };
@@ -107,14 +112,11 @@ bool runSchedule(const PipelineTimes &T, unsigned P, unsigned M, unsigned V,
   // Finish times by [device][chunk * M + micro]; negative = not yet run.
   std::vector<std::vector<double>> FwdDone(P, std::vector<double>(V * M, -1));
   std::vector<std::vector<double>> BwdDone = FwdDone;
-  std::vector<std::vector<PipeOp>> Orders;
-  for (unsigned D = 0; D != P; ++D)
-    Orders.push_back(getDeviceOrder(D, P, M, V, T.ForwardOnly, FallBack));
 
   // When op's input is ready, or a negative value if it has not been
   // produced yet.
-  auto ready = [&](unsigned D, const PipeOp &Op) -> double {
-    unsigned C = Op.Chunk, Mb = Op.Micro;
+  auto ready = [&](unsigned D, const PipelineOp &Op) -> double {
+    unsigned C = Op.Chunk, Mb = Op.MicroBatch;
     double Src;
     if (!Op.Backward) {
       if (D > 0) {
@@ -159,13 +161,13 @@ bool runSchedule(const PipelineTimes &T, unsigned P, unsigned M, unsigned V,
     Queued[D] = 0;
     bool Ran = false;
     while (Next[D] < Orders[D].size()) {
-      const PipeOp &Op = Orders[D][Next[D]];
+      const PipelineOp &Op = Orders[D][Next[D]];
       double Ready = ready(D, Op);
       if (Ready < 0)
         break;
       double Start = std::max(Free[D], Ready);
       double Finish = Start + time(Op.Backward ? T.Backward : T.Forward, D);
-      (Op.Backward ? BwdDone : FwdDone)[D][Op.Chunk * M + Op.Micro] = Finish;
+      (Op.Backward ? BwdDone : FwdDone)[D][Op.Chunk * M + Op.MicroBatch] = Finish;
       Free[D] = Finish;
       ++Next[D];
       Ran = true;
@@ -190,6 +192,21 @@ bool runSchedule(const PipelineTimes &T, unsigned P, unsigned M, unsigned V,
 
 } // namespace
 
+std::vector<std::vector<PipelineOp>>
+getPipelineOrder(unsigned P, unsigned M, unsigned V, bool ForwardOnly) {
+  V = std::max(1u, V);
+  DeviceOrders Orders = getDeviceOrders(P, M, V, ForwardOnly, false);
+  // Whether an order can make progress does not depend on the times.
+  PipelineTimes Zero;
+  Zero.Forward.assign(P, 0.0);
+  Zero.Backward.assign(P, 0.0);
+  Zero.ForwardOnly = ForwardOnly;
+  double Step;
+  if (P && M && !runSchedule(Zero, Orders, M, V, Step))
+    Orders = getDeviceOrders(P, M, V, ForwardOnly, true);
+  return Orders;
+}
+
 PipelineResult simulatePipeline(const PipelineTimes &T) {
   PipelineResult R;
   unsigned P = T.Forward.size();
@@ -204,8 +221,11 @@ PipelineResult simulatePipeline(const PipelineTimes &T) {
 
   auto Simulate = [&](unsigned Micro) {
     double Step = 0;
-    if (!runSchedule(T, P, Micro, V, /*FallBack=*/false, Step)) {
-      bool Ok = runSchedule(T, P, Micro, V, /*FallBack=*/true, Step);
+    if (!runSchedule(T, getDeviceOrders(P, Micro, V, T.ForwardOnly, false),
+                     Micro, V, Step)) {
+      bool Ok = runSchedule(
+          T, getDeviceOrders(P, Micro, V, T.ForwardOnly, true), Micro, V,
+          Step);
       assert(Ok && "all-forward-then-all-backward order cannot deadlock");
       (void)Ok;
     }

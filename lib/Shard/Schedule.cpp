@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Shard/Schedule.h"
+#include "loom/Cost/Pipeline.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -28,45 +29,6 @@ struct Item {
   unsigned MB, Chunk;
   double Start = -1, End = -1;
 };
-
-/// Megatron-LM's order of (micro-batch, chunk) items on device \p Dev.
-std::vector<Item> orderItems(unsigned PP, unsigned VPP, unsigned M,
-                             unsigned Dev, bool Train) {
-  unsigned Total = M * VPP;
-  bool Interleave = VPP > 1 && M % PP == 0;
-  auto At = [&](unsigned K, bool Fwd) {
-    unsigned MB, V;
-    if (Interleave) {
-      V = (K / PP) % VPP;
-      MB = (K / (PP * VPP)) * PP + K % PP;
-    } else {
-      V = K % VPP;
-      MB = K / VPP;
-    }
-    if (!Fwd)
-      V = VPP - 1 - V;
-    return Item{Fwd, MB, V * PP + Dev};
-  };
-  std::vector<Item> Out;
-  if (!Train) {
-    for (unsigned K = 0; K < Total; ++K)
-      Out.push_back(At(K, true));
-    return Out;
-  }
-  unsigned Warm = VPP == 1 ? std::min(PP - Dev - 1, M)
-                           : std::min((PP - Dev - 1) * 2 + (VPP - 1) * PP,
-                                      Total);
-  unsigned F = 0, B = 0;
-  for (; F < Warm; ++F)
-    Out.push_back(At(F, true));
-  while (F < Total) {
-    Out.push_back(At(F++, true));
-    Out.push_back(At(B++, false));
-  }
-  while (B < Total)
-    Out.push_back(At(B++, false));
-  return Out;
-}
 
 CollectiveKind kindOf(StringRef Kind) {
   if (Kind == "allgather")
@@ -232,9 +194,14 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
 
   // Timeline per device: list scheduling of the 1F1B order with the
   // cross-chunk dependencies.
+  // The order is the bubble model's (cost_models/pipeline).
   std::vector<std::vector<Item>> Order(PP);
+  std::vector<std::vector<PipelineOp>> Ops =
+      getPipelineOrder(PP, M, VPP, /*ForwardOnly=*/!Ctx.Train);
   for (unsigned D = 0; D < PP; ++D)
-    Order[D] = orderItems(PP, VPP, M, D, Ctx.Train);
+    for (const PipelineOp &Op : Ops[D])
+      Order[D].push_back(
+          Item{!Op.Backward, Op.MicroBatch, Op.Chunk * PP + D});
   std::map<std::tuple<bool, unsigned, unsigned>, double> EndOf;
   std::vector<size_t> Next(PP, 0);
   std::vector<double> Free(PP, 0);
@@ -278,7 +245,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     }
     if (!Progress)
       return createStringError(inconvertibleErrorCode(),
-                               "schedule: the 1F1B order deadlocks (pp=%u, "
+                               "schedule: the pipeline order deadlocks (pp=%u, "
                                "vpp=%u, %u micro-batches)",
                                PP, VPP, M);
   }

@@ -372,4 +372,27 @@ TEST(PipelineTest, InterleavedWithoutWholeGroupsFallsBack) {
   EXPECT_NEAR(referenceStep(U), simulatePipeline(U).StepTime, 1e-9);
 }
 
+// The one pipeline order (simulation and schedule pass alike). P = 2,
+// M = 3, V = 2 on device 0: micro-batches go in groups of P (the last has
+// M % P = 1), each group through chunk 0 then chunk 1; backwards with the
+// chunks reversed. Warm-up 2(P - 0 - 1) + (V - 1)P = 4 forwards of the
+// 6, then forward/backward pairs, then the last backwards.
+TEST(PipelineTest, OneOrderInterleavedPartialGroup) {
+  std::vector<std::vector<PipelineOp>> O = getPipelineOrder(2, 3, 2, false);
+  ASSERT_EQ(O.size(), 2u);
+  auto Str = [](const std::vector<PipelineOp> &Ops) {
+    std::string S;
+    for (const PipelineOp &Op : Ops)
+      S += std::string(Op.Backward ? "B" : "F") + std::to_string(Op.Chunk) +
+           std::to_string(Op.MicroBatch) + " ";
+    return S;
+  };
+  EXPECT_EQ(Str(O[0]),
+            "F00 F01 F10 F11 F02 B10 F12 B11 B00 B01 B12 B02 ");
+  // Forward only: the forwards of the same order.
+  EXPECT_EQ(Str(getPipelineOrder(2, 3, 2, true)[1]), "F00 F01 F10 F11 F02 F12 ");
+  // 1F1B (V = 1) on the last device: no warm-up.
+  EXPECT_EQ(Str(getPipelineOrder(2, 2, 1, false)[1]), "F00 B00 F01 B01 ");
+}
+
 } // namespace

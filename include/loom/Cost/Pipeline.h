@@ -44,6 +44,23 @@ struct PipelineResult {
 
 PipelineResult simulatePipeline(const PipelineTimes &T);
 
+/// One operation of a pipeline schedule on one device: the forward or
+/// backward pass of micro-batch MicroBatch through the device's virtual
+/// chunk Chunk (virtual stage Chunk * P + device).
+struct PipelineOp {
+  bool Backward;
+  unsigned Chunk;
+  unsigned MicroBatch;
+};
+
+/// The one pipeline order: per device (of \p P), its operations for \p M
+/// micro-batches and \p V chunks per device, in the order it runs them --
+/// Megatron-LM's 1F1B or interleaved 1F1B, or, should that order be unable
+/// to make progress, all forwards then all backwards (see Pipeline.cpp).
+/// simulatePipeline runs this order; so does the schedule pass.
+std::vector<std::vector<PipelineOp>>
+getPipelineOrder(unsigned P, unsigned M, unsigned V, bool ForwardOnly);
+
 } // namespace loom
 
 #endif // LOOM_COST_PIPELINE_H
