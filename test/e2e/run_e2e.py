@@ -356,6 +356,15 @@ def run_decode_case_1(args, case):
     res.update(ok=ok, stage="harness", detail=out.strip(), cmd=" ".join(lr),
                result={"outputs": {f"step{j.get('step', 0)}:{k}": v for j in js
                                    for k, v in j["outputs"].items() if k in ("logits", "out")}})
+    # Every step's schedule.json and cost model agree on the step (issue 15).
+    for d in outs:
+        with open(os.path.join(d, "manifest.json")) as f:
+            pred = json.load(f)["predicted"]
+        cost, sched = pred["step_time_s"], pred["schedule_step_time_s"]
+        if ok and abs(sched - cost) > 0.01 * cost:
+            res.update(ok=False, stage="schedule",
+                       detail=f"{d}: schedule.json's step {sched:.6g} s differs from the cost "
+                              f"model's {cost:.6g} s by more than 1%")
     res["time_s"] = time.time() - t0
     return res
 
@@ -392,7 +401,18 @@ def kv_negative_test(args):
     fails = (js or {}).get("failures", [])
     if ok or not fails:
         return False, f"kv negative: tp rank 1 fed tp rank 0's cache heads ({', '.join(changed)}) was NOT caught"
-    return True, f"kv negative: tp rank 1 fed tp rank 0's cache heads -> caught: {fails[0][:200]}"
+    # Chained after the prompt's step, the same manifest disagrees with the
+    # slice rank 1 returned: refused before anything runs.
+    rc, out2 = run([PY, LOOM_RUN, outs[0], "--model", os.path.join(HERE, "models", pre),
+                    "--decode-model", os.path.join(HERE, "models", dec), "--decode", dst,
+                    "--work", os.path.join(args.work, "split", "kv-negative-chain"),
+                    "--int-range", KV_INT_RANGE])
+    want = re.search(r"step 1: rank 1 .*past '.*' takes \[0,1\) of axis 1 but the rank's present "
+                     r"'.*' of the previous step holds \[1,2\)", out2)
+    if rc == 0 or not want:
+        return False, f"kv negative: the chain did not refuse the mismatched slice: {out2[-600:]}"
+    return True, (f"kv negative: tp rank 1 fed tp rank 0's cache heads -> caught: {fails[0][:160]}; "
+                  f"chained: {want.group(0)[:120]}")
 
 
 def fmt_err(res):
