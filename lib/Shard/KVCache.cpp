@@ -62,9 +62,22 @@ void shardKVCache(ShardingResult &R) {
         C.Spec = cacheSpec(NS.InputSpecs[T.PastOperand], T.SeqAxis);
       if (C.Spec.isReplicated())
         C.Reason = Reason;
-      // The role graph takes the input as this rank holds it.
-      if (!C.Spec.isReplicated())
+      // The role graph takes the input as this rank holds it, and the
+      // Cast/Identity between it and the Concat, if any, keeps that split.
+      if (!C.Spec.isReplicated()) {
         R.Values[T.Past] = C.Spec;
+        for (const Value *W = T.Append->getInput(T.PastOperand);
+             W && W != T.Past;) {
+          const Node *D = W->getDefiningNode();
+          if (!D || D->getNumInputs() != 1)
+            break;
+          NodeSharding &DS = R.Nodes[D];
+          DS.InputSpecs.assign(1, C.Spec);
+          DS.OutputSpecs.assign(1, C.Spec);
+          R.Values[W] = C.Spec;
+          W = D->getInput(0);
+        }
+      }
       R.KVCache.push_back(std::move(C));
     }
     if (T.Present) {
