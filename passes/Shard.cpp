@@ -173,6 +173,7 @@ public:
     }
     if (Error E = propagateSharding(R))
       return E;
+    shardKVCache(R);
     for (const std::string &N : R.Notes)
       CU.warn(N);
     CU.Sharded = std::move(Prog);

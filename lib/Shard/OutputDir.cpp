@@ -461,6 +461,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
               for (const std::string &S : RG.Outputs)
                 J.value(S);
             });
+            if (!R.KVCache.empty())
+              writeRoleKVCache(J, R, RG);
           });
       });
       J.attributeArray("ranks", [&] {

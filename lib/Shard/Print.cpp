@@ -22,6 +22,15 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
     OS << "param " << P->getName() << " " << P->Type.str() << " " << S.str()
        << "\n";
   }
+  for (const KVCacheShard &C : R.KVCache) {
+    OS << "kv-cache " << (C.IsPast ? "past" : "present") << " '" << C.Name
+       << "' layer=" << C.Layer << " " << (C.IsKey ? "key" : "value")
+       << " seq-axis=" << C.SeqAxis << " pair='" << C.Pair << "' "
+       << C.V->Type.str() << " " << C.Spec.str();
+    if (!C.Reason.empty())
+      OS << " (replicated: " << C.Reason << ")";
+    OS << "\n";
+  }
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;
     auto It = R.Nodes.find(&N);

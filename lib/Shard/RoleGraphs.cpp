@@ -217,7 +217,9 @@ Expected<Value *> RoleBuilder::produced(const Value *V) {
   if (It != Produced.end())
     return It->second;
   if (V->isInput()) {
-    Expected<Value *> In = G->addInput(V->getName(), V->Type);
+    // A split KV cache input arrives as this rank's slice (KVCache.cpp).
+    Expected<Value *> In =
+        G->addInput(V->getName(), localType(V, producedSpec(V), false));
     if (!In)
       return In.takeError();
     UsedNames.insert(V->getName());
@@ -1104,12 +1106,14 @@ Expected<RoleGraph> RoleBuilder::build() {
     if (deviceOf(NP.get()) == Dev)
       if (Error Er = buildNode(*NP))
         return std::move(Er);
-  // Model outputs made on this device, replicated over tp.
+  // Model outputs made on this device, replicated over tp; a split KV
+  // cache output leaves as this rank's slice (KVCache.cpp).
   for (const Value *V : Src.getOutputs()) {
     const Node *D = V->getDefiningNode();
     if (!D || deviceOf(D) != Dev)
       continue;
-    Expected<Value *> X = materialize(V, AxisSpec());
+    const KVCacheShard *KV = R.findKVCache(V);
+    Expected<Value *> X = materialize(V, KV ? KV->Spec : AxisSpec());
     if (!X)
       return X.takeError();
     Value *Y = *X;

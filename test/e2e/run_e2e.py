@@ -123,6 +123,29 @@ CASES = [
     ("moe_indexed-tp2pp2dp2", "ex:moe-indexed-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
 ]
 
+# Decoders with a KV cache (make_kvdecoder.py; issue 18): the prompt's
+# graph (no past, --seq PROMPT) and then the decode graph (--seq 1) at past
+# length PROMPT, PROMPT+1, ... as one output directory per step, all with
+# the same plan; loom-run --decode chains them, each rank feeding the
+# present slices it returned back as the next step's past.
+# name, prefill model, decode model, past-length symbol, plan, batch,
+# prompt length, decode steps.
+DECODE_CASES = [
+    ("kv_optimum-tp2",     "kvdecoder-optimum-prefill.onnx", "kvdecoder-optimum.onnx",
+     "past_sequence_length", "tp=2,pp=1,dp=1,mb=1", 2, 4, 3),
+    ("kv_optimum-pp2",     "kvdecoder-optimum-prefill.onnx", "kvdecoder-optimum.onnx",
+     "past_sequence_length", "tp=1,pp=2,dp=1,mb=1", 2, 4, 3),
+    ("kv_plain-tp2",       "kvdecoder-plain-prefill.onnx", "kvdecoder-plain.onnx",
+     "p", "tp=2,pp=1,dp=1,mb=2", 2, 4, 3),
+    ("kv_plain-tp2pp2dp2", "kvdecoder-plain-prefill.onnx", "kvdecoder-plain.onnx",
+     "p", "tp=2,pp=2,dp=2,mb=1", 4, 3, 2),
+]
+KV_INT_RANGE = "0:64"
+# The KV negative test: in this case's first decode step, tp rank 1's
+# manifest claims tp rank 0's heads for its past inputs; fed what the
+# manifest says, the step must fail.
+KV_NEGATIVE_CASE = "kv_optimum-tp2"
+
 # Token ids over the whole vocabulary, so that every shard of a
 # vocab-parallel embedding is hit (harness default: [0,16)).
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
@@ -286,6 +309,112 @@ def run_case_1(args, case):
     return res
 
 
+def run_decode_case(args, case):
+    try:
+        return run_decode_case_1(args, case)
+    except Exception as e:
+        return {"name": case[0], "model": case[2], "plan": case[4], "mode": "infer", "cmd": "",
+                "ok": False, "stage": "driver", "detail": f"driver: {type(e).__name__}: {e}", "time_s": 0.0}
+
+
+def decode_outdirs(args, case):
+    """Emits the prompt's and every decode step's output directory:
+    (ok, [outdirs], last command, its output)."""
+    name, pre, dec, sym, plan, batch, prompt, steps = case
+    hw = hw_file(args.work, plan_devices(plan))
+    outs = []
+    runs = [(pre, ["--seq", str(prompt)])]
+    runs += [(dec, ["--seq", "1", "--dim", f"{sym}={prompt + i}"]) for i in range(steps)]
+    for i, (model, extra) in enumerate(runs):
+        outdir = os.path.join(args.work, "out", f"{name}-step{i}")
+        cmd = [args.plan_parallel, os.path.join(HERE, "models", model), "--hw", hw,
+               "--batch", str(batch), "--mode", "infer"] + extra + \
+              ["--plan", full_plan(plan), "-o", outdir, "--force", "--quiet"]
+        rc, out = run(cmd)
+        if rc != 0:
+            return False, outs, cmd, out
+        outs.append(outdir)
+    return True, outs, cmd, ""
+
+
+def run_decode_case_1(args, case):
+    name, pre, dec, sym, plan, batch, prompt, steps = case
+    t0 = time.time()
+    ok, outs, cmd, out = decode_outdirs(args, case)
+    res = {"name": name, "model": dec, "plan": plan, "mode": "infer", "cmd": " ".join(cmd)}
+    if not ok:
+        res.update(ok=False, stage="plan-parallel", detail=out.strip(), time_s=time.time() - t0)
+        return res
+    lr = [PY, LOOM_RUN, outs[0], "--model", os.path.join(HERE, "models", pre),
+          "--decode-model", os.path.join(HERE, "models", dec),
+          "--work", os.path.join(args.work, "split", name), "--int-range", KV_INT_RANGE, "--json"]
+    for d in outs[1:]:
+        lr += ["--decode", d]
+    rc, out = run(lr)
+    js = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    ok = rc == 0 and len(js) == steps + 1 and all(j["ok"] for j in js)
+    res.update(ok=ok, stage="harness", detail=out.strip(), cmd=" ".join(lr),
+               result={"outputs": {f"step{j.get('step', 0)}:{k}": v for j in js
+                                   for k, v in j["outputs"].items() if k in ("logits", "out")}})
+    # Every step's schedule.json and cost model agree on the step (issue 15).
+    for d in outs:
+        with open(os.path.join(d, "manifest.json")) as f:
+            pred = json.load(f)["predicted"]
+        cost, sched = pred["step_time_s"], pred["schedule_step_time_s"]
+        if ok and abs(sched - cost) > 0.01 * cost:
+            res.update(ok=False, stage="schedule",
+                       detail=f"{d}: schedule.json's step {sched:.6g} s differs from the cost "
+                              f"model's {cost:.6g} s by more than 1%")
+    res["time_s"] = time.time() - t0
+    return res
+
+
+def kv_negative_test(args):
+    """tp rank 1 of the first decode step told (by its manifest) to take
+    tp rank 0's heads of the cache: fed that, the step must fail."""
+    case = next(c for c in DECODE_CASES if c[0] == KV_NEGATIVE_CASE)
+    name, pre, dec = case[0], case[1], case[2]
+    ok, outs, cmd, out = decode_outdirs(args, case)
+    if not ok:
+        return False, f"kv negative: emitting {name} failed: {out[-500:]}"
+    dst = os.path.join(args.work, "out", "kv-negative-slice")
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    shutil.copytree(outs[1], dst)
+    mpath = os.path.join(dst, "manifest.json")
+    man = json.load(open(mpath))
+    changed = []
+    for r in man["roles"]:
+        if r["tp"] != 1:
+            continue
+        for e in r.get("kv_cache", []):
+            if e["io"] == "past" and e["split"]:
+                w = e["split"]["end"] - e["split"]["start"]
+                e["split"].update(start=0, end=w)
+                changed.append(e["name"])
+    if not changed:
+        return False, f"kv negative: {name} has no split past cache on tp rank 1"
+    with open(mpath, "w") as f:
+        json.dump(man, f)
+    ok, detail, js = split_and_check(dst, os.path.join(args.work, "split", "kv-negative-slice"),
+                                     os.path.join(HERE, "models", dec), KV_INT_RANGE)
+    fails = (js or {}).get("failures", [])
+    if ok or not fails:
+        return False, f"kv negative: tp rank 1 fed tp rank 0's cache heads ({', '.join(changed)}) was NOT caught"
+    # Chained after the prompt's step, the same manifest disagrees with the
+    # slice rank 1 returned: refused before anything runs.
+    rc, out2 = run([PY, LOOM_RUN, outs[0], "--model", os.path.join(HERE, "models", pre),
+                    "--decode-model", os.path.join(HERE, "models", dec), "--decode", dst,
+                    "--work", os.path.join(args.work, "split", "kv-negative-chain"),
+                    "--int-range", KV_INT_RANGE])
+    want = re.search(r"step 1: rank 1 .*past '.*' takes \[0,1\) of axis 1 but the rank's present "
+                     r"'.*' of the previous step holds \[1,2\)", out2)
+    if rc == 0 or not want:
+        return False, f"kv negative: the chain did not refuse the mismatched slice: {out2[-600:]}"
+    return True, (f"kv negative: tp rank 1 fed tp rank 0's cache heads -> caught: {fails[0][:160]}; "
+                  f"chained: {want.group(0)[:120]}")
+
+
 def fmt_err(res):
     js = res.get("result")
     if not js:
@@ -412,6 +541,8 @@ def main():
     if args.list:
         for c in CASES:
             print(f"{c[0]:26s} {c[1]:22s} {c[2]:40s} {c[3]}")
+        for c in DECODE_CASES:
+            print(f"{c[0]:26s} {c[2]:22s} {c[4]:40s} infer: prompt {c[6]}, {c[7]} decode steps")
         return 0
     LOOM_RUN = os.path.abspath(args.loom_run)
     if not os.path.isfile(LOOM_RUN):
@@ -432,9 +563,11 @@ def main():
         print(out)
         return 1
     cases = [c for c in CASES if not args.filter or args.filter in c[0]]
+    cases += [c for c in DECODE_CASES if not args.filter or args.filter in c[0]]
     counts = {"PASS": 0, "FAIL": 0}
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as ex:
-        for res in ex.map(lambda c: run_case(args, c), cases):
+        for res in ex.map(lambda c: run_decode_case(args, c) if len(c) == 8 else run_case(args, c),
+                          cases):
             verdict = "PASS" if res["ok"] else "FAIL"
             counts[verdict] += 1
             print(f"{verdict:5s} {res['name']:26s} {res['mode']:5s} {res['plan']:40s} "
@@ -447,6 +580,10 @@ def main():
     good &= counts["FAIL"] == 0
     if not args.no_negative and (not args.filter or args.filter in NEGATIVE_CASE):
         ok, msg = negative_test(args)
+        print(("PASS  " if ok else "FAIL  ") + msg)
+        good &= ok
+    if not args.no_negative and (not args.filter or args.filter in KV_NEGATIVE_CASE):
+        ok, msg = kv_negative_test(args)
         print(("PASS  " if ok else "FAIL  ") + msg)
         good &= ok
     print(f"e2e: {counts['PASS']} passed, {counts['FAIL']} failed; {time.time() - t0:.0f}s")

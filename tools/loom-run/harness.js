@@ -10,7 +10,9 @@
 //
 //   node harness.js --outdir OUT --work WORK --model MODEL.onnx
 //        [--seed N] [--int-range LO:HI] [--reference global|micro-batch]
-//        [--json] [--diagnose]
+//        [--json] [--diagnose] [--step OUTDIR,WORK,MODEL]...
+// (--step: decode steps after OUT, each fed the previous step's KV cache
+// outputs; see runStep.)
 // (onnxruntime-node must be resolvable: loom-run sets NODE_PATH.)
 //
 // --diagnose: when outputs differ, name per failing rank the first value (in
@@ -32,7 +34,7 @@ const path = require('path');
 const ort = require('onnxruntime-node');
 
 function parseArgs(argv) {
-  const a = { seed: 1234, intRange: [0, 16], json: false, reference: 'global' };
+  const a = { seed: 1234, intRange: [0, 16], json: false, reference: 'global', steps: [] };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i];
     const v = () => argv[++i];
@@ -44,6 +46,11 @@ function parseArgs(argv) {
     else if (k === '--reference') a.reference = v();
     else if (k === '--json') a.json = true;
     else if (k === '--diagnose') a.diagnose = true;
+    else if (k === '--step') {
+      // a decode step after the first: OUTDIR,WORK,MODEL (loom-run --decode)
+      const [outdir, work, model] = v().split(',');
+      a.steps.push({ outdir, work, model });
+    }
     else throw new Error(`harness: unknown argument ${k}`);
   }
   if (!a.outdir || !a.work || !a.model) throw new Error('usage: harness.js --outdir OUT --work WORK --model MODEL');
@@ -438,7 +445,7 @@ async function diagnose(args, manifest, program, inputs, ctxs, failures, g) {
   const feeds = {};
   for (const n of sess.inputNames) feeds[n] = inputs[n];
   const ref = await sess.run(feeds);
-  const failing = new Set(failures.map(f => /^rank (\d+) /.exec(f)).filter(Boolean).map(m => Number(m[1])));
+  const failing = new Set(failures.map(f => /^(?:step \d+: )?rank (\d+) /.exec(f)).filter(Boolean).map(m => Number(m[1])));
   const out = [];
   const plan = manifest.plan;
   for (const ctx of ctxs) {
@@ -480,10 +487,33 @@ async function diagnose(args, manifest, program, inputs, ctxs, failures, g) {
 
 function maxAbs(t) { let m = 0; for (const v of toNumbers(t)) m = Math.max(m, Math.abs(Number(v))); return m; }
 
-async function main() {
-  const args = parseArgs(process.argv);
-  const manifest = JSON.parse(fs.readFileSync(path.join(args.outdir, 'manifest.json')));
-  const program = JSON.parse(fs.readFileSync(path.join(args.work, 'program.json')));
+// ------------------------------------------------------------- KV cache
+// roles[].kv_cache of manifest.json (OutputFormat.md): each cache input
+// ("past") and output ("present") of a role, with the tp slice it holds.
+function kvOfRole(role) {
+  return Object.fromEntries(((role && role.kv_cache) || []).map(e => [e.name, e]));
+}
+function kvSlice(t, e) {
+  return e && e.split ? sliceAxis(t, e.split.axis, e.split.start, e.split.end - e.split.start) : t;
+}
+function sameSplit(a, b) {
+  if (!a || !b) return !a && !b;
+  return a.axis === b.axis && a.start === b.start && a.end === b.end;
+}
+function splitStr(s) { return s ? `[${s.start},${s.end}) of axis ${s.axis}` : 'whole'; }
+
+// One step: OUTDIR run against MODEL. With `prev` (the step before, run
+// on another output directory of the same plan), every past cache input
+// of the model is the previous step's present of the same layer and kind:
+// the reference takes the previous reference's, and each rank takes the
+// slice its own role graph returned at the previous step (a serving loop
+// keeps the cache where it was made), which must be the slice this step's
+// manifest says the rank takes.
+async function runStep(args, st, prev, rnd) {
+  const stepName = st.index ? `step ${st.index}: ` : '';
+  const manifest = JSON.parse(fs.readFileSync(path.join(st.outdir, 'manifest.json')));
+  const program = JSON.parse(fs.readFileSync(path.join(st.work, 'program.json')));
+  args = Object.assign({}, args, { outdir: st.outdir, work: st.work, model: st.model });
   const schedPath = path.join(args.outdir, 'schedule.json');
   const schedule = fs.existsSync(schedPath) ? JSON.parse(fs.readFileSync(schedPath)) : null;
   const plan = manifest.plan;
@@ -497,9 +527,22 @@ async function main() {
     throw new Error(`manifest: num_micro_batches ${plan.num_micro_batches} but batch / (dp * mb) = ${nmb}`);
 
   // inputs and references
-  const rnd = mulberry32(args.seed);
+  const pastOf = {};         // past input name -> its kv_cache entry (any role)
+  for (const r of manifest.roles) for (const e of r.kv_cache || []) if (e.io === 'past') pastOf[e.name] = e;
   const inputs = {};
-  for (const spec of manifest.inputs) inputs[spec.name] = randomTensor(spec, rnd, args.intRange);
+  for (const spec of manifest.inputs) {
+    const e = pastOf[spec.name];
+    if (prev && e) {
+      const from = prev.presentOf[`${e.layer}/${e.kind}`];
+      if (!from) throw new Error(`${stepName}past '${spec.name}' (layer ${e.layer} ${e.kind}): the previous step returns no present of that layer and kind`);
+      const t = prev.ref[from];
+      if (t.dims.join() !== spec.shape.join())
+        throw new Error(`${stepName}past '${spec.name}' has shape [${spec.shape}] but the previous step's present '${from}' has [${t.dims}]`);
+      inputs[spec.name] = t;
+    } else {
+      inputs[spec.name] = randomTensor(spec, rnd, args.intRange);
+    }
+  }
   const refSess = await ort.InferenceSession.create(args.model, { logSeverityLevel: 3 });
   const refFeeds = {};
   for (const n of refSess.inputNames) {
@@ -549,6 +592,7 @@ async function main() {
   const defaultOrder = Array.from({ length: nmb }, (_, i) => i);
 
   const world = new World();
+  const rankOutputs = new Map(); // rank -> {kv, byMb: mb -> outputs}
   const results = [];       // {rank, name, mb, maxErr, tol}
   const failures = [];
   const covered = new Map(); // output -> Set(sample)
@@ -580,6 +624,7 @@ async function main() {
     if (role.inputs && [...role.inputs].sort().join() !== [...prog.inputs].sort().join())
       throw new Error(`manifest role ${mr.graph} declares inputs [${role.inputs}] but the graph takes [${prog.inputs}]`);
     const outputs = (role.outputs || []).filter(o => prog.outputs.includes(o));
+    const kv = kvOfRole(role);
     for (const o of role.outputs || [])
       if (!prog.outputs.includes(o)) throw new Error(`rank ${mr.rank}: manifest says ${mr.graph} outputs '${o}' but the graph has no such output`);
     const ctx = {
@@ -591,23 +636,39 @@ async function main() {
     const dpIdx = mr.coords.dp;
     const feedsFor = (mb) => {
       const f = {};
-      for (const n of prog.inputs) f[n] = sampleSlice(inputs[n], inSpec[n], dpIdx, mb);
+      for (const n of prog.inputs) {
+        const e = kv[n];
+        if (prev && e && e.io === 'past') {
+          const got = prev.rankOutputs.get(mr.rank);
+          const pe = got && got.kv[prev.presentOf[`${e.layer}/${e.kind}`]];
+          const t = got && got.byMb.get(mb) && pe && got.byMb.get(mb)[pe.name];
+          if (!t) throw new Error(`${stepName}rank ${mr.rank} (${mr.graph}): past '${n}' (layer ${e.layer} ${e.kind}) was not returned by this rank at the previous step`);
+          if (!sameSplit(pe.split, e.split))
+            throw new Error(`${stepName}rank ${mr.rank} (${mr.graph}): past '${n}' takes ${splitStr(e.split)} but the rank's present '${pe.name}' of the previous step holds ${splitStr(pe.split)}`);
+          f[n] = t;
+        } else {
+          f[n] = kvSlice(sampleSlice(inputs[n], inSpec[n], dpIdx, mb), e);
+        }
+      }
       return f;
     };
+    const mine = { kv, byMb: new Map() };
+    rankOutputs.set(mr.rank, mine);
     const onOutputs = (mb, outs) => {
+      mine.byMb.set(mb, outs);
       for (const [name, got] of Object.entries(outs)) {
         const spec = outSpec[name];
         if (!spec) continue;
-        if (!got) { failures.push(`rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' was not produced`); continue; }
-        const want = wanted(name, spec, dpIdx, mb);
+        if (!got) { failures.push(`${stepName}rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' was not produced`); continue; }
+        const want = kvSlice(wanted(name, spec, dpIdx, mb), kv[name]);
         if (got.dims.join() !== want.dims.join()) {
-          failures.push(`rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' has shape [${got.dims}], expected [${want.dims}]`);
+          failures.push(`${stepName}rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' has shape [${got.dims}], expected [${want.dims}]`);
           continue;
         }
         const { maxErr, at } = compare(want, got);
         results.push({ rank: mr.rank, name, mb, maxErr });
         if (!(maxErr <= tol[name])) {
-          failures.push(`rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' max abs error ${maxErr.toExponential(3)} > tolerance ${tol[name].toExponential(3)} ` +
+          failures.push(`${stepName}rank ${mr.rank} (${mr.graph}, dp ${dpIdx}, mb ${mb}): output '${name}' max abs error ${maxErr.toExponential(3)} > tolerance ${tol[name].toExponential(3)} ` +
             `(first worst element ${at}: got ${Number(toNumbers(got)[at])}, want ${Number(toNumbers(want)[at])})`);
         }
         if (spec.batch_axis !== null && spec.batch_axis !== undefined)
@@ -636,7 +697,7 @@ async function main() {
     const want = o.batch_axis === null || o.batch_axis === undefined ? 1 : B;
     if (s.size !== want) failures.push(`output '${o.name}': ranks produced ${s.size} of ${want} samples`);
   }
-  const rankOf = (f) => { const m = /^rank (\d+) /.exec(f); return m ? Number(m[1]) : 1e9; };
+  const rankOf = (f) => { const m = /^(?:step \d+: )?rank (\d+) /.exec(f); return m ? Number(m[1]) : 1e9; };
   failures.sort((a, b) => rankOf(a) - rankOf(b));
   if (failures.length && args.diagnose) {
     try {
@@ -655,10 +716,27 @@ async function main() {
     micro_batches: nmb, outputs: summary, failures,
   };
   for (const [n, s] of Object.entries(summary))
-    console.log(`harness: ${n}: max abs err ${s.max_abs_err === null ? 'n/a' : s.max_abs_err.toExponential(3)} (tol ${s.tol.toExponential(3)}) over ${manifest.ranks.length} ranks, ${nmb} micro-batch(es)`);
+    console.log(`harness: ${stepName}${n}: max abs err ${s.max_abs_err === null ? 'n/a' : s.max_abs_err.toExponential(3)} (tol ${s.tol.toExponential(3)}) over ${manifest.ranks.length} ranks, ${nmb} micro-batch(es)`);
   for (const f of failures) console.log(`harness: FAIL ${f}`);
+  if (st.index) line.step = st.index;
   if (args.json) console.log(JSON.stringify(line));
-  return failures.length ? 1 : 0;
+  const presentOf = {};
+  for (const r of manifest.roles) for (const e of r.kv_cache || []) if (e.io === 'present') presentOf[`${e.layer}/${e.kind}`] = e.name;
+  return { code: failures.length ? 1 : 0, ref, rankOutputs, presentOf };
+}
+
+async function main() {
+  const args = parseArgs(process.argv);
+  const rnd = mulberry32(args.seed);
+  const steps = [{ outdir: args.outdir, work: args.work, model: args.model, index: 0 }];
+  args.steps.forEach((s, i) => steps.push(Object.assign({ index: i + 1 }, s)));
+  let prev = null, code = 0;
+  for (const st of steps) {
+    prev = await runStep(args, st, prev, rnd);
+    code = Math.max(code, prev.code);
+    if (prev.code) break;
+  }
+  return code;
 }
 
 main().then(code => { process.exitCode = code; }, err => {

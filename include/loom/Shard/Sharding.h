@@ -35,7 +35,15 @@
 #include <string>
 #include <vector>
 
+namespace llvm {
+namespace json {
+class OStream;
+} // namespace json
+} // namespace llvm
+
 namespace loom {
+
+struct RoleGraph;
 
 /// How a value is laid out along one mesh axis.
 struct AxisSpec {
@@ -121,6 +129,26 @@ struct NodeSharding {
   bool Stacked = false;
 };
 
+/// A KV cache tensor of the model (findKVCache, include/loom/Plan/KVCache.h)
+/// as the role graphs take or return it: split along the tp axis as the
+/// attention that reads it (by heads), or replicated.
+struct KVCacheShard {
+  std::string Name;
+  bool IsPast = true; ///< A graph input (past) or output (present).
+  unsigned Layer = 0;
+  bool IsKey = true;
+  /// The other end in the same graph (the present a past is appended into,
+  /// the past a present extends); empty when there is none.
+  std::string Pair;
+  int SeqAxis = -1; ///< -1: not known (a present without a past).
+  /// The value in the micro-batch graph.
+  const Value *V = nullptr;
+  /// How each tp rank holds it (Replicated or Split(Dim) without blocks).
+  AxisSpec Spec;
+  /// Why it is replicated although tp > 1 (empty otherwise).
+  std::string Reason;
+};
+
 /// Result of the shard pass.
 struct ShardingResult {
   ParallelPlan Plan;
@@ -148,6 +176,14 @@ struct ShardingResult {
   llvm::DenseSet<const Value *> ExpertParams;
   /// Notes for the report (ops run replicated for want of a rule, ...).
   std::vector<std::string> Notes;
+  /// The KV cache inputs and outputs (shardKVCache), layer then key/value.
+  std::vector<KVCacheShard> KVCache;
+  const KVCacheShard *findKVCache(const Value *V) const {
+    for (const KVCacheShard &C : KVCache)
+      if (C.V == V)
+        return &C;
+    return nullptr;
+  }
 };
 
 /// One distinct graph of the output: pipeline device x tp rank x ep rank.
@@ -229,6 +265,15 @@ std::vector<unsigned> getGroupRanks(const ParallelPlan &P, llvm::StringRef Name,
 /// Propagates specs through \p R.M (already bound, inferred, folded and
 /// with layers detected) for \p R.Plan. Fills Nodes, Values, Params, chunks.
 llvm::Error propagateSharding(ShardingResult &R);
+
+/// Finds the model's KV cache (findKVCache) and decides, after
+/// propagateSharding, how each tp rank holds each cache input and output:
+/// as the attention that reads it wants it (lib/Shard/KVCache.cpp). A
+/// split past input arrives sliced, a split present output leaves sliced.
+void shardKVCache(ShardingResult &R);
+/// Writes role \p RG's "kv_cache" array of manifest.json (OutputFormat.md).
+void writeRoleKVCache(llvm::json::OStream &J, const ShardingResult &R,
+                      const RoleGraph &RG);
 
 /// Dumps (--print-after): per node its chunk, expert and specs.
 void printShardingResult(const ShardingResult &R, llvm::raw_ostream &OS);
