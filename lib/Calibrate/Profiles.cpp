@@ -239,7 +239,7 @@ Expected<std::vector<std::vector<int64_t>>> parseShapeList(StringRef Cell) {
   Cell.trim().trim('"').split(Parts, ';');
   for (StringRef P : Parts) {
     std::vector<int64_t> Dims;
-    P = P.trim();
+    P = P.trim().trim("[]").trim();
     if (!P.empty()) {
       SmallVector<StringRef, 4> Ds;
       P.split(Ds, ',');
@@ -369,7 +369,8 @@ Expected<ProfileRead> readMsprofOpSummary(StringRef Text, StringRef Name) {
       Out.Warnings.push_back(warning(Where, "row has " +
                                                 Twine(Row.Cells.size()) +
                                                 " cells, header has " +
-                                                Twine(Header.Cells.size())));
+                                                Twine(Header.Cells.size()) +
+                                                "; row left out"));
       continue;
     }
     StringRef Task = Cell(TaskType);
