@@ -104,7 +104,11 @@ private:
     for (size_t I = 0; I < S.InputShapes.size(); ++I) {
       if (I)
         OS << ", ";
+      // A scalar is written [1]: ONNX text gives "T[]" no rank, and one
+      // element more or less changes no cost.
       OS << onnxTextType(S.InputTypes[I]) << '[';
+      if (S.InputShapes[I].empty())
+        OS << '1';
       interleave(S.InputShapes[I], OS, ",");
       OS << "] x" << I;
     }

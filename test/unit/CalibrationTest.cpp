@@ -247,3 +247,32 @@ TEST(CalibrationTest, BusBandwidthTables) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(CalibrationTest, HostOnlyTraceKeepsLeafOps) {
+  // No kernels: aten::matmul encloses aten::mm on the same thread, so only
+  // aten::mm is a kernel, timed by its own duration; aten::add beside it
+  // is a leaf too.
+  const char *Trace = R"([
+    {"ph": "X", "cat": "cpu_op", "name": "aten::matmul", "pid": 1, "tid": 1,
+     "ts": 0, "dur": 50, "args": {"Input Dims": [[8, 16], [16, 32]],
+     "Input type": ["float", "float"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+     "ts": 1, "dur": 40, "args": {"Input Dims": [[8, 16], [16, 32]],
+     "Input type": ["float", "float"]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
+     "ts": 60, "dur": 7, "args": {"Input Dims": [[8, 32], []],
+     "Input type": ["float", "Scalar"]}}])";
+  Expected<ProfileRead> R = readTorchTrace(Trace, "t.json");
+  ASSERT_TRUE(!!R) << toString(R.takeError());
+  ASSERT_EQ(R->Samples.size(), 2u);
+  EXPECT_EQ(R->Samples[0].ProfileOp, "aten::mm");
+  EXPECT_NEAR(R->Samples[0].Seconds, 40e-6, 1e-15);
+  EXPECT_EQ(R->Samples[1].OpType, "Add");
+  // The Python scalar becomes a 0-d tensor of the other operand's type.
+  EXPECT_EQ(R->Samples[1].InputTypes[1], DataType::Float);
+  EXPECT_TRUE(R->Samples[1].InputShapes[1].empty());
+}
+
+} // namespace
