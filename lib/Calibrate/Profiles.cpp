@@ -474,7 +474,35 @@ Expected<ProfileRead> readMsprofOpSummary(StringRef Text, StringRef Name) {
 // PyTorch Chrome trace
 //===----------------------------------------------------------------------===//
 
+/// Deepest nesting of JSON brackets outside strings: llvm::json::parse
+/// recurses once per level, so a hostile file must not reach it deep.
+static unsigned jsonDepth(StringRef Text) {
+  unsigned Depth = 0, Max = 0;
+  bool InString = false;
+  for (size_t I = 0; I < Text.size(); ++I) {
+    char C = Text[I];
+    if (InString) {
+      if (C == '\\')
+        ++I;
+      else if (C == '"')
+        InString = false;
+    } else if (C == '"') {
+      InString = true;
+    } else if (C == '[' || C == '{') {
+      Max = std::max(Max, ++Depth);
+    } else if ((C == ']' || C == '}') && Depth > 0) {
+      --Depth;
+    }
+  }
+  return Max;
+}
+
 Expected<ProfileRead> readTorchTrace(StringRef Text, StringRef Name) {
+  // A trace nests 5 deep (traceEvents, event, args, Input Dims, a shape).
+  constexpr unsigned MaxDepth = 64;
+  if (jsonDepth(Text) > MaxDepth)
+    return fileError(Name, "JSON nested deeper than " + Twine(MaxDepth) +
+                               " levels (not a PyTorch profiler trace)");
   Expected<json::Value> Root = json::parse(Text);
   if (!Root)
     return fileError(Name, "malformed JSON: " + toString(Root.takeError()));
