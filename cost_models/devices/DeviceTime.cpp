@@ -47,6 +47,12 @@
 // as the example YAML describes it ("large well-shaped matmuls", "scalar-
 // heavy code"); the vector peak is taken as given.
 //
+// Efficiency curves: where an aicore or aicpu class has a curve for the
+// op's family (OpCost::Family; `efficiency_curves` in the YAML, fitted by
+// loom-calibrate), the flat efficiency is left out of the peak and the
+// roofline time w becomes w / eff(w) = (w + half_time) / max
+// (EfficiencyCurve in HardwareModel.h); launch overheads stay as they are.
+//
 // Backward time: the same model with BackwardFlops and twice the forward
 // traffic (read dY and the saved values, write dX and dW: ~2x), for ops
 // with a gradient (floating-point Elem, and BackwardFlops > 0 or a memory
@@ -122,6 +128,19 @@ unsigned countBodyNodes(const Node &N) {
     for (const auto &G : A.Gs)
       Most = std::max(Most, G->countNodesRecursively());
   return Most;
+}
+
+/// The class's efficiency curve for \p Family, or null.
+const EfficiencyCurve *findCurve(const DeviceClass &DC, StringRef Family) {
+  auto It = DC.EfficiencyCurves.find(Family.str());
+  return It == DC.EfficiencyCurves.end() ? nullptr : &It->second;
+}
+
+/// Roofline time \p Ideal stretched by \p Curve's efficiency at that size.
+double applyCurve(double Ideal, const EfficiencyCurve *Curve) {
+  if (!Curve)
+    return Ideal;
+  return (Ideal + Curve->HalfTime.value()) / Curve->Max;
 }
 
 /// max(Flops / Rate, Bytes / Bandwidth); Rate 0 is only allowed with no
@@ -248,27 +267,32 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
     double Rate = rateOf(DC->getThroughput(DT));
     if (Rate == 0)
       Rate = slowestRate(*DC);
-    Rate *= DC->Efficiency;
+    const EfficiencyCurve *Curve = findCurve(*DC, C.Family);
+    Rate *= Curve ? 1.0 : DC->Efficiency;
     if (Rate <= 0 && (C.Flops > 0 || C.BackwardFlops > 0))
       return unsupported("aicpu lists no throughput");
     // Control flow launches its body's ops on every iteration.
     double Launches = 1 + C.TripCount * countBodyNodes(N);
-    T.Seconds = roofline(C.Flops, Rate, Bytes, HBMBW) + Launch * Launches;
+    T.Seconds = applyCurve(roofline(C.Flops, Rate, Bytes, HBMBW), Curve) +
+                Launch * Launches;
     T.BackwardSeconds =
-        Grad ? roofline(C.BackwardFlops, Rate, BackBytes, HBMBW) +
+        Grad ? applyCurve(roofline(C.BackwardFlops, Rate, BackBytes, HBMBW),
+                          Curve) +
                    Launch * Launches
              : 0;
     return T;
   }
 
   // aicore.
+  const EfficiencyCurve *Curve = findCurve(*DC, C.Family);
   double Rate = 0;
   if (C.Unit == ComputeUnit::Cube) {
     Rate = rateOf(DC->getThroughput(DT));
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no cube throughput for " + DT.str() +
                          " (" + Op + ")");
-    Rate *= DC->Efficiency * cubeShapeEfficiency(C.MM, DC->Alignment);
+    Rate *= (Curve ? 1.0 : DC->Efficiency) *
+            cubeShapeEfficiency(C.MM, DC->Alignment);
   } else if (C.Unit == ComputeUnit::Vector) {
     Rate = rateOf(DC->getVectorThroughput(DT));
     if (Rate == 0)
@@ -281,9 +305,11 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
   // hide under the traffic).
   double Flops = C.Unit == ComputeUnit::Memory ? 0 : C.Flops;
   double BackFlops = C.Unit == ComputeUnit::Memory ? 0 : C.BackwardFlops;
-  T.Seconds = roofline(Flops, Rate, Bytes, HBMBW) + Launch;
+  T.Seconds = applyCurve(roofline(Flops, Rate, Bytes, HBMBW), Curve) + Launch;
   T.BackwardSeconds =
-      Grad ? roofline(BackFlops, Rate, BackBytes, HBMBW) + Launch : 0;
+      Grad ? applyCurve(roofline(BackFlops, Rate, BackBytes, HBMBW), Curve) +
+                 Launch
+           : 0;
   return T;
 }
 

@@ -112,23 +112,43 @@ DataType selectElemType(const Node &N) {
   return DataType::Undefined;
 }
 
-const RuleTable &getRuleTable() {
-  // Built once on first use (thread-safe static initialization); a
-  // StringMap is only looked up, never iterated, so its order does not
-  // matter for determinism.
-  static const RuleTable Table = [] {
-    RuleTable T;
-    addMatmulRules(T);
-    addElementwiseRules(T);
-    addNormRules(T);
-    addReductionRules(T);
-    addIndexingRules(T);
-    addMovementRules(T);
-    addConvPoolRules(T);
-    addControlFlowRules(T);
+namespace {
+/// The rules, and for each op the family file that added it.
+struct Tables {
+  RuleTable Rules;
+  StringMap<StringRef> Families;
+};
+
+const Tables &getTables() {
+  // Built once on first use (thread-safe static initialization); the
+  // StringMaps are only looked up, never iterated for output, so their
+  // order does not matter for determinism.
+  static const Tables All = [] {
+    Tables T;
+    // Each family file's ops are named after it (OpCost::Family).
+    auto Add = [&T](void (*AddRules)(RuleTable &), StringRef Family) {
+      AddRules(T.Rules);
+      for (auto &Entry : T.Rules)
+        T.Families.try_emplace(Entry.first(), Family);
+    };
+    Add(addMatmulRules, "matmul");
+    Add(addElementwiseRules, "elementwise");
+    Add(addNormRules, "norm");
+    Add(addReductionRules, "reduction");
+    Add(addIndexingRules, "indexing");
+    Add(addMovementRules, "movement");
+    Add(addConvPoolRules, "conv");
+    Add(addControlFlowRules, "control");
     return T;
   }();
-  return Table;
+  return All;
+}
+} // namespace
+
+const RuleTable &getRuleTable() { return getTables().Rules; }
+
+StringRef getRuleFamily(StringRef QualifiedOp) {
+  return getTables().Families.lookup(QualifiedOp);
 }
 
 } // namespace opcost
@@ -179,6 +199,7 @@ OpCost computeOpCost(const Node &N, int64_t Opset) {
   }
 
   C.HasRule = true;
+  C.Family = getRuleFamily(Op);
   C.Elem = selectElemType(N);
   if (R.Shapes != ShapePolicy::Subgraphs) {
     // Distinct values: Mul(x, x) streams x once.

@@ -57,6 +57,10 @@ struct Rule {
 /// "com.microsoft.SimplifiedLayerNormalization".
 using RuleTable = llvm::StringMap<Rule>;
 
+/// The rule file \p QualifiedOp's rule lives in ("matmul", "elementwise",
+/// ...: OpCost::Family), or "" if it has none.
+llvm::StringRef getRuleFamily(llvm::StringRef QualifiedOp);
+
 void addMatmulRules(RuleTable &T);
 void addElementwiseRules(RuleTable &T);
 void addNormRules(RuleTable &T);

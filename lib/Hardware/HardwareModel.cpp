@@ -104,6 +104,14 @@ const TransferLink *HardwareModel::getTransfer(StringRef From,
   return nullptr;
 }
 
+ArrayRef<StringRef> getOpFamilyNames() {
+  // The rule files of cost_models/ops, in the order OpCost.cpp adds them.
+  static const StringRef Names[] = {"matmul",   "elementwise", "norm",
+                                    "reduction", "indexing",   "movement",
+                                    "conv",      "control"};
+  return Names;
+}
+
 //===----------------------------------------------------------------------===//
 // Validation
 //===----------------------------------------------------------------------===//
@@ -220,6 +228,20 @@ public:
       positive(Path + ".bandwidth", *C.Bandwidth);
     if (C.Latency)
       nonNegative(Path + ".latency", *C.Latency);
+    for (const auto &[Family, Curve] : C.EfficiencyCurves) {
+      std::string P = Path + ".efficiency_curves." + Family;
+      if (!is_contained(getOpFamilyNames(), StringRef(Family))) {
+        fail(P, "unknown op family '" + Family + "'; expected one of " +
+                    joinNames(getOpFamilyNames()),
+             /*AtKey=*/true);
+        continue;
+      }
+      efficiency(P + ".max", Curve.Max);
+      nonNegative(P + ".half_time", Curve.HalfTime);
+    }
+    if (!C.EfficiencyCurves.empty() && Name != "aicore" && Name != "aicpu")
+      fail(Path + ".efficiency_curves",
+           "only classes aicore and aicpu take efficiency curves", true);
 
     // What each class needs to be costed at all (DESIGN.md §5).
     if ((Name == "aicore" || Name == "aicpu") && C.Throughput.empty())
@@ -432,6 +454,14 @@ void HardwareModel::print(raw_ostream &OS) const {
     OS << '\n';
     printRates(OS, "throughput", C.Throughput);
     printRates(OS, "vector throughput", C.VectorThroughput);
+    for (const auto &[Family, Curve] : C.EfficiencyCurves) {
+      OS << "    efficiency curve " << Family << ": max "
+         << format("%.3f", Curve.Max) << ", half time "
+         << formatDuration(Curve.HalfTime);
+      if (!Curve.Source.empty())
+        OS << " (" << Curve.Source << ")";
+      OS << '\n';
+    }
     printList(OS, "ops", C.Ops);
     printList(OS, "exclude ops", C.ExcludeOps);
     printList(OS, "dtypes", C.DataTypes);

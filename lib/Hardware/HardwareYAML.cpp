@@ -157,6 +157,27 @@ template <> struct CustomMappingTraits<std::map<std::string, FlopsPerSecond>> {
   }
 };
 
+template <> struct MappingTraits<EfficiencyCurve> {
+  static void mapping(IO &IO, EfficiencyCurve &C) {
+    mapRequiredLate(IO, "max", C.Max);
+    mapRequiredLate(IO, "half_time", C.HalfTime);
+    IO.mapOptional("source", C.Source);
+  }
+};
+
+/// efficiency_curves: the map key is the op family (validate() checks it).
+template <>
+struct CustomMappingTraits<std::map<std::string, EfficiencyCurve>> {
+  static void inputOne(IO &IO, StringRef Key,
+                       std::map<std::string, EfficiencyCurve> &Curves) {
+    IO.mapRequired(Key.str().c_str(), Curves[Key.str()]);
+  }
+  static void output(IO &IO, std::map<std::string, EfficiencyCurve> &Curves) {
+    for (auto &Entry : Curves)
+      IO.mapRequired(Entry.first.c_str(), Entry.second);
+  }
+};
+
 template <> struct MappingTraits<DeviceClass> {
   static void mapping(IO &IO, DeviceClass &C) {
     IO.mapOptional("throughput", C.Throughput);
@@ -170,6 +191,7 @@ template <> struct MappingTraits<DeviceClass> {
     IO.mapOptional("dtypes", C.DataTypes);
     IO.mapOptional("bandwidth", C.Bandwidth);
     IO.mapOptional("latency", C.Latency);
+    IO.mapOptional("efficiency_curves", C.EfficiencyCurves);
     if (!IO.outputting())
       for (std::string &DType : C.DataTypes) {
         StringRef Canonical = canonicalDataTypeName(DType);

@@ -11,7 +11,9 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test", "lit")
 
 config.environment["PATH"] = os.pathsep.join(
-    [config.loom_tools_dir, config.llvm_tools_dir,
+    [config.loom_tools_dir,
+     os.path.join(config.loom_obj_root, "tools", "loom-calibrate"),
+     config.llvm_tools_dir,
      config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.substitutions.append(("%loom_src", config.loom_src_root))
 config.substitutions.append(("%python", config.python_executable))

@@ -35,6 +35,10 @@ struct OpCost {
   /// Why there is no rule, for reports ("no cost rule for com.x.Foo").
   std::string NoRuleReason;
   ComputeUnit Unit = ComputeUnit::None;
+  /// The rule's op family: the cost_models/ops file it lives in
+  /// ("matmul", "elementwise", "norm", ...; getOpFamilyNames in
+  /// HardwareModel.h), which keys a class's efficiency curves.
+  llvm::StringRef Family;
   /// Element type that sets the throughput (the widest float input).
   DataType Elem = DataType::Undefined;
   /// Forward FLOPs (multiply-add = 2 FLOPs).

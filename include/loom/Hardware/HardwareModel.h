@@ -25,6 +25,9 @@
 //         dtypes: [fp16, bf16, fp32]  # optional; absent = any
 //         bandwidth: 1.6TB/s          # required for hbm_pim and ssd
 //         latency: 80us               # required for ssd: per read
+//         efficiency_curves:          # optional, aicore and aicpu: per
+//           matmul: {max: 0.82, half_time: 4us, source: "prof.csv"}
+//                                     #   op family (see EfficiencyCurve)
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -69,6 +72,7 @@
 
 #include "loom/Support/Units.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -84,6 +88,40 @@ class MemoryBufferRef;
 } // namespace llvm
 
 namespace loom {
+
+/// A size-dependent efficiency for one op family on one class, as
+/// loom-calibrate fits it from measured kernels: a roofline with a
+/// saturating efficiency
+///
+///   eff(w) = max * w / (w + half_time)
+///
+/// where w is the op's ideal time, max(FLOPs / peak, bytes / HBM bw) at
+/// 100 % of peak (cube padding included): one unit, a duration, serves
+/// FLOP-bound and byte-bound families alike, and w is proportional to the
+/// op's work within a family. The op then takes
+///
+///   launch + w / eff(w) = launch + (w + half_time) / max,
+///
+/// so small kernels pay a fixed half_time / max on top of the launch
+/// overhead and large ones approach max of the roofline. A curve replaces
+/// the class's flat `efficiency` for its family.
+struct EfficiencyCurve {
+  /// Asymptotic fraction of the roofline, in (0, 1].
+  double Max = 1.0;
+  /// Ideal time at which half of Max is reached, >= 0.
+  Seconds HalfTime;
+  /// Where the numbers come from (e.g. "loom-calibrate: prof.csv").
+  std::string Source;
+
+  /// eff(w) for ideal time \p Ideal (seconds).
+  double at(double Ideal) const {
+    return Ideal <= 0 ? Max : Max * Ideal / (Ideal + HalfTime.value());
+  }
+};
+
+/// Op families an efficiency curve may name: the rule files of
+/// cost_models/ops (OpCost::Family).
+llvm::ArrayRef<llvm::StringRef> getOpFamilyNames();
 
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
 /// its AICPU cores, compute next to HBM, or the SSD read path (DESIGN.md §5).
@@ -115,6 +153,9 @@ struct DeviceClass {
   llvm::Optional<BytesPerSecond> Bandwidth;
   /// ssd: latency of one read.
   llvm::Optional<Seconds> Latency;
+  /// Per op family (getOpFamilyNames), a size-dependent efficiency that
+  /// replaces Efficiency for that family (aicore and aicpu only).
+  std::map<std::string, EfficiencyCurve> EfficiencyCurves;
 
   /// True if \p OpType is listed (or "*" is) and not excluded.
   bool supportsOp(llvm::StringRef OpType) const;
