@@ -131,6 +131,7 @@ CASES = [
     ("ctrlflow-dp2",       "test:ctrlflow-tiny.onnx", "tp=1,pp=1,dp=2,mb=2",    "infer", 8, None),
     ("ctrlflow-pp2",       "test:ctrlflow-tiny.onnx", "tp=1,pp=2,dp=1,mb=2",    "infer", 8, None),
     ("ctrlflow-tp2pp2dp2", "test:ctrlflow-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",    "infer", 8, None),
+    ("ctrlflow-tp2pp2dp2-train", "test:ctrlflow-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 8, None),
 ]
 
 # Token ids over the whole vocabulary, so that every shard of a
