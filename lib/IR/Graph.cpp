@@ -1,5 +1,6 @@
 //===- Graph.cpp - Loom's dataflow graph IR -------------------------------===//
 #include "loom/IR/Graph.h"
+#include "loom/IR/Subgraphs.h"
 #include "loom/Support/RunWriter.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/MathExtras.h"
@@ -749,6 +750,10 @@ namespace {
 /// (outer values first, so subgraphs reading them by name find them).
 class GraphCloner {
 public:
+  GraphCloner() = default;
+  /// Outer values already copied (a subgraph cloned on its own).
+  explicit GraphCloner(const DenseMap<const Value *, Value *> &Outer)
+      : Map(Outer) {}
   void cloneInto(const Graph &From, Graph &To) {
     To.DocString = From.DocString;
     for (const Value *V : From.getInputs())
@@ -799,6 +804,14 @@ private:
   DenseMap<const Value *, Value *> Map;
 };
 } // namespace
+
+std::unique_ptr<Graph>
+cloneSubgraph(const Graph &From, Graph &NewParent,
+              const DenseMap<const Value *, Value *> &Outer) {
+  auto Sub = std::make_unique<Graph>(From.getName(), &NewParent);
+  GraphCloner(Outer).cloneInto(From, *Sub);
+  return Sub;
+}
 
 std::unique_ptr<Model> cloneModel(const Model &M) {
   auto C = std::make_unique<Model>();

@@ -12,6 +12,7 @@
 // reduce-scattered after.
 //
 //===----------------------------------------------------------------------===//
+#include "ControlFlow.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/ADT/STLExtras.h"
@@ -128,6 +129,7 @@ private:
     return N;
   }
   Error buildNode(const Node &N);
+  Error buildControlFlow(const Node &N, const NodeSharding &NS);
   Expected<Value *> widenFill(const Value *V, Value *X);
   Expected<Value *> allToAll(const Value *V, Value *X, int SplitAxis,
                              int ConcatAxis, StringRef Suffix);
@@ -854,10 +856,8 @@ Error RoleBuilder::buildNode(const Node &N) {
   if (NI == R.Nodes.end())
     return err("node '" + N.getName() + "' has no sharding");
   const NodeSharding &NS = NI->second;
-  for (const Attribute &A : N.getAttributes())
-    if (A.K == Attribute::Kind::Graph || A.K == Attribute::Kind::Graphs)
-      return err("node '" + N.getName() + "' (" + N.getOpType() +
-                 ") has a subgraph; control flow is not emitted yet");
+  if (hasSubgraphs(N))
+    return buildControlFlow(N, NS);
 
   // Expert parallelism: a branch of an expert another ep rank owns is left
   // out; the combine chain skips what is absent.
@@ -1074,6 +1074,62 @@ Error RoleBuilder::buildNode(const Node &N) {
   return Error::success();
 }
 
+Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {
+  // Loop/If/Scan run replicated: every rank runs the whole body on whole
+  // tensors. Its inputs and the outer values its bodies read are gathered
+  // first (materialize inserts the Hcom op); expert-parallel values, which
+  // no rank holds whole, are refused.
+  auto Refuse = [&](const Twine &Why) {
+    return err("node '" + N.getName() + "' (" + N.getOpType() + "): " + Why);
+  };
+  if (NS.Expert >= 0 || NS.Stacked || NS.ExpertCombine)
+    return Refuse("control flow inside an expert region cannot be emitted");
+  for (const AxisSpec &S : NS.OutputSpecs)
+    if (!S.isReplicated())
+      return Refuse("its outputs are sharded (" + S.str() +
+                    "); control flow is emitted replicated only");
+  auto IsEP = [&](const Value *V) {
+    return Absent.count(V) || EPPartial.count(V) || InEPRegion.count(V);
+  };
+  SmallVector<Value *, 4> In;
+  for (const Value *V : N.getInputs()) {
+    if (V && IsEP(V))
+      return Refuse("input '" + V->getName() +
+                    "' is expert-parallel; no rank holds it whole");
+    Expected<Value *> X = materialize(V, AxisSpec());
+    if (!X)
+      return X.takeError();
+    In.push_back(*X);
+  }
+  DenseMap<const Value *, Value *> Outer;
+  for (const Value *V : getCapturedValues(N)) {
+    if (IsEP(V))
+      return Refuse("its body reads '" + V->getName() +
+                    "', which is expert-parallel; no rank holds it whole");
+    Expected<Value *> X = materialize(V, AxisSpec());
+    if (!X)
+      return X.takeError();
+    if (!*X)
+      return Refuse("its body reads '" + V->getName() +
+                    "', which this rank does not have");
+    Outer[V] = *X;
+  }
+  SmallVector<std::string, 2> OutNames;
+  for (const Value *V : N.getOutputs())
+    OutNames.push_back(V ? fresh(V->getName()) : std::string());
+  Expected<Node *> C = emitControlFlowNode(*G, N, In, OutNames, Outer);
+  if (!C)
+    return C.takeError();
+  for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+    if (const Value *V = N.getOutput(O)) {
+      (*C)->getOutput(O)->Type = V->Type;
+      Produced[V] = (*C)->getOutput(O);
+    }
+  Building.erase(&N);
+  emitSends(N);
+  return Error::success();
+}
+
 Expected<RoleGraph> RoleBuilder::build() {
   M = std::make_unique<Model>();
   const Model &SM = *R.M;
@@ -1090,6 +1146,8 @@ Expected<RoleGraph> RoleBuilder::build() {
                      .str();
   G = &M->getGraph();
   G->setName((Src.getName() + "_" + StringRef(Out.FileName).drop_back(5)).str());
+  // Names inside copied control-flow bodies stay taken.
+  collectSubgraphValueNames(Src, UsedNames);
   if (EP > 1) {
     // Token count of the expert region (rows of the tokens every expert
     // reads), to refuse per-token constants we cannot widen.
@@ -1148,7 +1206,13 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
   auto DevOf = [&](const Node *N) { return R.Nodes.lookup(N).Chunk % R.Plan.PP; };
   for (const auto &NP : G.getNodes()) {
     unsigned Dst = DevOf(NP.get());
-    for (const Value *V : NP->getInputs()) {
+    // A control-flow body's outer-scope reads cross devices like inputs.
+    std::vector<const Value *> Reads(NP->getInputs().begin(),
+                                     NP->getInputs().end());
+    if (hasSubgraphs(*NP))
+      for (const Value *V : getCapturedValues(*NP))
+        Reads.push_back(V);
+    for (const Value *V : Reads) {
       if (!V || !DD.count(V) || V->isInput())
         continue;
       const Node *D = V->getDefiningNode();

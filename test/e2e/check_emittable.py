@@ -63,6 +63,9 @@ MODELS = [
     ("zoo:mixtral-tiny", 16, "0:256"),
     ("zoo:deepseek-moe-tiny", 16, "0:256"),
     ("zoo:bert-tiny", 16, "0:2"),
+    # control flow (issue 17): torch EmbeddingBag as a Loop; If and Scan
+    ("test:embbag-loop-tiny.onnx", None, "0:50"),
+    ("test:ctrlflow-tiny.onnx", None, "0:16"),
 ]
 
 

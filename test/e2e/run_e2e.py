@@ -121,6 +121,17 @@ CASES = [
     # counts, planned at the expected size, emitted dynamic
     ("moe_indexed-dp2",    "ex:moe-indexed-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 4, 8),
     ("moe_indexed-tp2pp2dp2", "ex:moe-indexed-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
+    # --- control flow (issue 17): emitted replicated, bodies copied, the
+    # outer values they read supplied first (gathered over tp, received over
+    # pp). torch's EmbeddingBag exports as a Loop (make_embbag.py); If and
+    # Scan written with onnx.helper (make_ctrlflow.py).
+    ("embbag_loop-dp2",    "test:embbag-loop-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 8, None),
+    ("embbag_loop-pp2",    "test:embbag-loop-tiny.onnx", "tp=1,pp=2,dp=1,mb=2", "infer", 8, None),
+    ("embbag_loop-tp2pp2dp2", "test:embbag-loop-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 8, None),
+    ("ctrlflow-dp2",       "test:ctrlflow-tiny.onnx", "tp=1,pp=1,dp=2,mb=2",    "infer", 8, None),
+    ("ctrlflow-pp2",       "test:ctrlflow-tiny.onnx", "tp=1,pp=2,dp=1,mb=2",    "infer", 8, None),
+    ("ctrlflow-tp2pp2dp2", "test:ctrlflow-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",    "infer", 8, None),
+    ("ctrlflow-tp2pp2dp2-train", "test:ctrlflow-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 8, None),
 ]
 
 # Decoders with a KV cache (make_kvdecoder.py; issue 18): the prompt's
@@ -150,7 +161,7 @@ KV_NEGATIVE_CASE = "kv_optimum-tp2"
 # vocab-parallel embedding is hit (harness default: [0,16)).
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
              "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
-             "ex:moe-indexed-tiny.onnx": "0:256"}
+             "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
