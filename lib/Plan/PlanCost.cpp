@@ -505,6 +505,7 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
   double ParamF = F.Sharded ? 1.0 / TP : 1.0;
   C.Flops *= ActF;
   C.BackwardFlops *= ActF;
+  C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
   C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
   C.ParamBytes *= ParamF;
