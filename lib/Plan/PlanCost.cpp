@@ -124,6 +124,26 @@ static const Value *kvCacheSource(const Value *V) {
 }
 
 
+/// A value a fused kernel keeps on chip (detect-fused-kernels): produced
+/// and consumed only inside one fused region, and no graph output.
+static bool fusedInternal(
+    const Value *V, const NodeCostMap &Costs,
+    const DenseMap<const Value *, SmallVector<const Node *, 2>> &Users,
+    const DenseSet<const Value *> &GraphOutputs) {
+  const Node *D = V->getDefiningNode();
+  auto It = D ? Costs.find(D) : Costs.end();
+  if (It == Costs.end() || It->second.Cost.FusedKernel.empty() ||
+      GraphOutputs.count(V))
+    return false;
+  const Node *Anchor = It->second.Cost.FusedInto ? It->second.Cost.FusedInto : D;
+  auto U = Users.find(V);
+  return U != Users.end() && all_of(U->second, [&](const Node *N) {
+           auto NI = Costs.find(N);
+           return N == Anchor ||
+                  (NI != Costs.end() && NI->second.Cost.FusedInto == Anchor);
+         });
+}
+
 } // namespace
 
 struct PlanEvaluator::Impl {
@@ -200,7 +220,9 @@ void PlanEvaluator::Impl::analyze() {
       F.Expert = true;
       F.StackedExperts = EG->isStacked() ? EG->NumExperts : 0;
     }
-    bool Cube = F.C && F.C->Cost.Unit == ComputeUnit::Cube;
+    // A product inside a fused kernel (detect-fused-kernels) is still one.
+    bool Cube = F.C && (F.C->Cost.Unit == ComputeUnit::Cube ||
+                        (F.C->Cost.FusedInto && Op == "MatMul"));
     const Value *Weight = nullptr, *Act = nullptr;
     for (const Value *V : N.getInputs()) {
       if (!V)
@@ -248,6 +270,9 @@ void PlanEvaluator::Impl::analyze() {
       F.Sharded = AnySplit;
       F.AttentionCore = Op == "Softmax" && AnySplit;
     }
+    // A fused attention kernel keeps no scores to recompute.
+    if (F.C && !F.C->Cost.FusedKernel.empty())
+      F.AttentionCore = false;
     if (F.Sharded)
       for (const Value *V : N.getInputs())
         if (V && V->isParameter())
@@ -380,7 +405,8 @@ void PlanEvaluator::Impl::analyze() {
     unsigned End = L.Nodes.size();
     DenseMap<const Value *, unsigned> Last;
     auto Live = [&](const Value *V) {
-      return V && !isConstantLike(V) && !V->isParameter();
+      return V && !isConstantLike(V) && !V->isParameter() &&
+             !fusedInternal(V, Costs, Users, GraphOutputs);
     };
     for (unsigned I = 0; I < End; ++I)
       for (const Value *V : L.Nodes[I].N->getInputs())
@@ -501,6 +527,7 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
   double ParamF = F.Sharded ? 1.0 / TP : 1.0;
   C.Flops *= ActF;
   C.BackwardFlops *= ActF;
+  C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
   C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
   C.ParamBytes *= ParamF;
