@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 
 using namespace loom;
+using namespace llvm;
 
 namespace {
 
