@@ -155,10 +155,34 @@ public:
 
 } // namespace
 
+/// Offload: when the nearest miss fits HBM, it is host DRAM or SSD that
+/// overflows (the solver's memory model knows HBM only): say which.
+static Optional<std::string> describeTierOverflow(const SearchResult &R) {
+  if (!R.Closest || R.Closest->MaxMemoryBytes > R.Closest->HBMBytes)
+    return None;
+  const PlanCost &C = *R.Closest;
+  std::string S = "no plan fits: the nearest, " + C.Plan.str() + ", fits HBM (" +
+                  formatBytes(Bytes(C.MaxMemoryBytes)) + " of " +
+                  formatBytes(Bytes(C.HBMBytes)) + ") but needs";
+  if (C.MaxHostBytes > C.HostCapacity)
+    S += " " + formatBytes(Bytes(C.MaxHostBytes)) + " > " +
+         formatBytes(Bytes(C.HostCapacity)) + " of host DRAM";
+  if (C.MaxSSDBytes > C.SSDCapacity)
+    S += std::string(C.MaxHostBytes > C.HostCapacity ? " and" : "") + " " +
+         formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
+         formatBytes(Bytes(C.SSDCapacity)) + " of SSD";
+  return S + " per device";
+}
+
 EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   const Graph &G = CU.M->getGraph();
   EvaluatorOptions EO;
   EO.Train = CU.Opts.Mode == RunMode::Train;
+  // Routed tokens: the most loaded ep rank over the mean. By default the
+  // capacity factor: an expert takes at most that multiple of its even
+  // share, and the planner assumes the busiest rank reaches it.
+  EO.MoEImbalance = CU.Opts.MoEImbalance.getValueOr(
+      std::max(1.0, CU.Opts.MoECapacityFactor.getValueOr(1.0)));
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.
   EO.Batch = CU.Opts.Batch.getValueOr(getStaticInputDim(G, 0));
@@ -247,6 +271,10 @@ Error searchParallelism(CompilationUnit &CU) {
     if (Optional<std::string> Why = explainFixedChoices(SO.Fixed, R->Space)) {
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>("no plan satisfies " + *Why);
+    }
+    if (Optional<std::string> Why = describeTierOverflow(*R)) {
+      CU.Search = std::make_shared<SearchResult>(std::move(*R));
+      return make_error<NoFeasiblePlanError>(*Why);
     }
     std::vector<MemoryFloorFact> Facts;
     for (const MemoryFloor &F : R->Floors)

@@ -299,6 +299,13 @@ public:
     if (L.Latency)
       nonNegative(Path + ".latency", *L.Latency);
     nonNegative(Path + ".reserved", L.Reserved);
+    if (L.UpdateBandwidth) {
+      if (Name != "host")
+        fail(Path + ".update_bandwidth",
+             "only the 'host' level has a CPU that runs the optimizer");
+      else
+        positive(Path + ".update_bandwidth", *L.UpdateBandwidth);
+    }
     if (!failed() && !(L.Reserved < L.Capacity))
       fail(Path + ".reserved", formatBytes(L.Reserved) +
                                    " leaves nothing of the capacity " +
@@ -516,6 +523,8 @@ void HardwareModel::print(raw_ostream &OS) const {
     OS << ", bandwidth " << formatBandwidth(L.Bandwidth);
     if (L.Latency)
       OS << ", latency " << formatDuration(*L.Latency);
+    if (L.UpdateBandwidth)
+      OS << ", optimizer " << formatBandwidth(*L.UpdateBandwidth);
     OS << '\n';
   }
   for (const TransferLink &T : Device.Transfers)

@@ -252,6 +252,7 @@ template <> struct MappingTraits<MemoryLevel> {
     mapRequiredLate(IO, "bandwidth", L.Bandwidth);
     IO.mapOptional("latency", L.Latency);
     IO.mapOptional("reserved", L.Reserved, Bytes(0));
+    IO.mapOptional("update_bandwidth", L.UpdateBandwidth);
   }
 };
 

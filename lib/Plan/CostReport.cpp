@@ -420,6 +420,45 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
   printSummaryLine(OS, G, T);
 }
 
+/// The offload of one stage (Cost/Offload.h) as JSON.
+static json::Object offloadJSON(const OffloadCost &O) {
+  json::Array Terms;
+  for (const OffloadTerm &T : O.Terms)
+    Terms.push_back(json::Object{{"name", T.Name},
+                                 {"tier", getMemoryTierName(T.Tier)},
+                                 {"bytes", T.Bytes},
+                                 {"s", T.Seconds}});
+  return json::Object{
+      {"host_bytes", O.HostBytes},
+      {"ssd_bytes", O.SSDBytes},
+      {"stream_host_bytes_per_microbatch", O.StreamHostBytes},
+      {"stream_ssd_bytes_per_microbatch", O.StreamSSDBytes},
+      {"stream_per_microbatch_s", O.StreamS},
+      {"exposed_per_microbatch_s", O.ExposedPerMicroBatchS},
+      {"optimizer_host_bytes", O.TailHostBytes},
+      {"optimizer_ssd_bytes", O.TailSSDBytes},
+      {"host_optimizer_s", O.HostOptimizerS},
+      {"optimizer_phase_s", O.TailS},
+      {"terms", std::move(Terms)}};
+}
+
+/// The offload lines of one stage in the text report.
+static void printOffloadLines(const OffloadCost &O, raw_ostream &OS) {
+  OS << "  offload: host " << formatBytes(Bytes(O.HostBytes)) << ", ssd "
+     << formatBytes(Bytes(O.SSDBytes)) << "; per micro-batch host "
+     << formatBytes(Bytes(O.StreamHostBytes)) << ", ssd "
+     << formatBytes(Bytes(O.StreamSSDBytes)) << " in "
+     << formatDuration(Seconds(O.StreamS)) << " (exposed "
+     << formatDuration(Seconds(O.ExposedPerMicroBatchS))
+     << "); optimizer phase host " << formatBytes(Bytes(O.TailHostBytes))
+     << ", ssd " << formatBytes(Bytes(O.TailSSDBytes)) << ", host cpu "
+     << formatDuration(Seconds(O.HostOptimizerS)) << "\n";
+  if (!O.Terms.empty())
+    OS << "  offload binds: " << O.Terms.front().Name << ", "
+       << formatBytes(Bytes(O.Terms.front().Bytes)) << " per step in "
+       << formatDuration(Seconds(O.Terms.front().Seconds)) << "\n";
+}
+
 void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                      const PlanCost &PC, ReportFormat F, raw_ostream &OS) {
   Totals T = computeTotals(G, Costs);
@@ -454,6 +493,9 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                         {"activations", M.Activations},
                         {"kv_cache", M.KVCache},
                         {"comm_buffers", M.CommBuffers}}}});
+      if (P.Offload.any())
+        Stages.back().getAsObject()->try_emplace("offload",
+                                                 offloadJSON(SC.Offload));
     }
     json::Object Plan{{"dp", (int64_t)P.DP},
                       {"tp", (int64_t)P.TP},
@@ -464,7 +506,8 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                       {"num_micro_batches", (int64_t)P.NumMicroBatches},
                       {"virtual_stages", (int64_t)P.VirtualStages},
                       {"recompute", getRecomputeName(P.RC)},
-                      {"zero_stage", (int64_t)P.ZeroStage}};
+                      {"zero_stage", (int64_t)P.ZeroStage},
+                      {"offload", P.Offload.str()}};
     json::Object Root{{"plan", std::move(Plan)},
                       {"step_time_s", PC.StepTimeS},
                       {PC.getThroughputKey(),
@@ -473,7 +516,10 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                       {"bubble_fraction", PC.BubbleFraction},
                       {"max_memory_bytes", PC.MaxMemoryBytes},
                       {"hbm_bytes", PC.HBMBytes},
+                      {"host_bytes", PC.MaxHostBytes},
+                      {"ssd_bytes", PC.MaxSSDBytes},
                       {"fits_memory", PC.FitsMemory},
+                      {"moe_imbalance", PC.MoEImbalance},
                       {"stages", std::move(Stages)},
                       {"nodes_without_cost_rule", noRuleJSON(T, Costs)},
                       {"uncosted", uncostedJSON(T.U)}};
@@ -481,6 +527,9 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
     return;
   }
   OS << "plan: " << P.str() << "\n";
+  if (PC.MoEImbalance != 1)
+    OS << "moe: load imbalance " << format("%.3g", PC.MoEImbalance)
+       << " on the most loaded ep rank (its expert compute and all-to-all)\n";
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
     OS << "stage " << S << ": layers " << SC.FirstLayer << "-"
@@ -507,6 +556,8 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatDuration(Seconds(SC.DPSyncS)) << " (exposed "
        << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "
        << formatDuration(Seconds(SC.OptimizerS)) << "\n";
+    if (P.Offload.any())
+      printOffloadLines(SC.Offload, OS);
   }
   // A plan that does not fit has no throughput or MFU to speak of: the
   // numbers are printed to show how far off it is, not as a prediction.
@@ -518,8 +569,13 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
     OS << "-, MFU -";
   OS << ", bubble " << format("%.3f", PC.BubbleFraction) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
-     << formatBytes(Bytes(PC.HBMBytes))
-     << (PC.FitsMemory ? "" : " (DOES NOT FIT)") << "\n";
+     << formatBytes(Bytes(PC.HBMBytes));
+  if (P.Offload.any())
+    OS << ", host " << formatBytes(Bytes(PC.MaxHostBytes)) << " of "
+       << formatBytes(Bytes(PC.HostCapacity)) << ", ssd "
+       << formatBytes(Bytes(PC.MaxSSDBytes)) << " of "
+       << formatBytes(Bytes(PC.SSDCapacity));
+  OS << (PC.FitsMemory ? "" : " (DOES NOT FIT)") << "\n";
   printSummaryLine(OS, G, T);
 }
 

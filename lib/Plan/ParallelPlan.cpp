@@ -1,5 +1,6 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Plan/Offload.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -116,6 +117,8 @@ std::string ParallelPlan::str() const {
     OS << ",grad=" << getGradPrecisionName(Grad);
   if (Order != DefaultAxisOrder)
     OS << ",order=" << getAxisOrderName(Order);
+  if (Offload.any())
+    OS << ",offload=" << Offload.str();
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -130,8 +133,19 @@ static Error planError(const Twine &Msg) {
 
 Expected<PlanSpec> parsePlanSpec(StringRef Text) {
   PlanSpec Spec;
-  SmallVector<StringRef, 12> Items;
-  Text.split(Items, ',', -1, /*KeepEmpty=*/false);
+  SmallVector<StringRef, 12> Parts;
+  Text.split(Parts, ',', -1, /*KeepEmpty=*/false);
+  // offload=opt:host,param:ssd: the KIND:TIER items after offload= are
+  // its value, not keys.
+  SmallVector<std::string, 12> Items;
+  for (StringRef Part : Parts) {
+    if (!Part.contains('=') && Part.contains(':') && !Items.empty() &&
+        StringRef(Items.back()).trim().startswith("offload=")) {
+      Items.back() += "," + Part.str();
+      continue;
+    }
+    Items.push_back(Part.str());
+  }
   StringSet<> Seen;
   for (StringRef Item : Items) {
     auto KV = Item.split('=');
@@ -224,6 +238,11 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
                            ": expected positive layer counts joined by ':'");
         Spec.StageLayers.push_back(V);
       }
+    } else if (Key == "offload") {
+      Expected<OffloadTiers> T = parseOffloadTiers(Val);
+      if (!T)
+        return T.takeError();
+      Spec.Offload = *T;
     } else if (Key == "rest") {
       if (Val != "plain" && Val != "search")
         return planError("rest=" + Val +
@@ -233,7 +252,8 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero, grad, order, stages or rest");
+                       "recompute, zero, grad, order, offload, stages or "
+                       "rest");
     }
     if (E)
       return std::move(E);
@@ -305,6 +325,7 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.ZeroStage = Spec.ZeroStage.getValueOr(0);
   P.StageLayers = Spec.StageLayers;
   P.Grad = Spec.Grad.getValueOr(GradPrecision::FP32);
+  P.Offload = Spec.Offload.getValueOr(OffloadTiers());
   P.Order = canonicalAxisOrder(Spec.Order.getValueOr(DefaultAxisOrder), P.EP,
                                P.DP / P.EP, P.PP);
   return P;
@@ -324,6 +345,7 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.ZeroStage = P.ZeroStage;
   S.Order = P.Order;
   S.Grad = P.Grad;
+  S.Offload = P.Offload;
   S.StageLayers = P.StageLayers;
   return S;
 }

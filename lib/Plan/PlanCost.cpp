@@ -1,5 +1,6 @@
 //===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
 #include "loom/Plan/PlanCost.h"
+#include "loom/Plan/Offload.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
 #include "llvm/ADT/DenseSet.h"
@@ -581,10 +582,13 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
   double ActScale = (double)MB / Opts.Batch;
   LayerTimes T;
   for (const NodeFacts &F : LF[L].Nodes) {
-    double Fwd = nodeTime(F, ActScale, TP, SP, false, EP);
+    // Routed tokens spread unevenly over the ep ranks: the most loaded one
+    // runs its experts on MoEImbalance times the mean, and the rest wait.
+    double Imb = F.StackedExperts && EP > 1 ? Opts.MoEImbalance : 1.0;
+    double Fwd = nodeTime(F, ActScale, TP, SP, false, EP) * Imb;
     T.Fwd += Fwd;
     if (Opts.Train)
-      T.Bwd += nodeTime(F, ActScale, TP, SP, true, EP);
+      T.Bwd += nodeTime(F, ActScale, TP, SP, true, EP) * Imb;
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
   }
@@ -733,10 +737,20 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       return createStringError(inconvertibleErrorCode(),
                                "ep=%u does not divide dp=%u", P.EP, P.DP);
   }
+  if (Error E = checkOffloadHardware(P.Offload, Im.HW, Im.Opts.Train))
+    return std::move(E);
   PlanCost R;
   R.Plan = P;
+  if (P.EP > 1 && any_of(Im.Experts, [](const ExpertGroup &EG) {
+        return EG.isStacked();
+      }))
+    R.MoEImbalance = Im.Opts.MoEImbalance;
   const MemoryLevel *HBM = Im.HW.getMemory("hbm");
   R.HBMBytes = HBM ? HBM->getUsableCapacity().value() : 0;
+  if (const MemoryLevel *Host = Im.HW.getMemory("host"))
+    R.HostCapacity = Host->getUsableCapacity().value();
+  if (const MemoryLevel *SSD = Im.HW.getMemory("ssd"))
+    R.SSDCapacity = SSD->getUsableCapacity().value();
   double ActScale = (double)P.MicroBatchSize / Im.Opts.Batch;
   unsigned TP = P.TP;
   // Where each group lands follows the plan's axis order (ParallelPlan.h).
@@ -790,8 +804,11 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       // out and the expert outputs come back, in forward and in backward.
       if (EP > 1)
         for (const EPTraffic &X : F.EP) {
-          double In = X.TokenBytes * ActScale / SeqDiv,
-                 Out = X.OutputBytes * ActScale / SeqDiv;
+          // The most loaded rank receives and returns MoEImbalance times
+          // the mean (stacked, routed experts only).
+          double Imb = X.Stacked ? Im.Opts.MoEImbalance : 1.0;
+          double In = X.TokenBytes * ActScale / SeqDiv * Imb,
+                 Out = X.OutputBytes * ActScale / SeqDiv * Imb;
           double C =
               X.Stacked
                   ? collectiveTime(CollectiveKind::AllToAll, In, EPG, Im.HW)
@@ -954,14 +971,37 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                          : Params + ExpertParams;
       SC.OptimizerS = Local * 28 / HBM->Bandwidth.value();
     }
+    { // cost_models/memory/Offload.cpp
+      OffloadInputs &OI = SC.OffloadIn;
+      OI.Train = Im.Opts.Train;
+      OI.ActivationBytesPerMicroBatch = MI.ActivationBytesPerMicroBatch;
+      OI.InFlightMicroBatches = MI.InFlightMicroBatches;
+      OI.ActivationWorkspaceBytes = MI.ActivationWorkspaceBytes;
+      OI.UpdatedParams = P.ZeroStage >= 1
+                             ? Params / P.DP + ExpertParams / (P.DP / EP)
+                             : Params + ExpertParams;
+      OI.NumLayers = SC.NumLayers;
+      OI.NumMicroBatches = P.NumMicroBatches;
+      OI.ComputePerMicroBatchS = SC.ForwardS + SC.BackwardS;
+      if (P.Offload.any()) {
+        applyOffload(SC, OI, P.Offload, Im.HW);
+        PT.Backward.back() += SC.Offload.ExposedPerMicroBatchS;
+      }
+    }
     R.Stages.push_back(SC);
     First += SC.NumLayers;
   }
 
+  for (const StageCost &SC : R.Stages) {
+    R.MaxHostBytes = std::max(R.MaxHostBytes, SC.Offload.HostBytes);
+    R.MaxSSDBytes = std::max(R.MaxSSDBytes, SC.Offload.SSDBytes);
+  }
+  bool FitsTiers =
+      R.MaxHostBytes <= R.HostCapacity && R.MaxSSDBytes <= R.SSDCapacity;
   if (!Simulate) {
     for (const StageCost &SC : R.Stages)
       R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
-    R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes;
+    R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes && FitsTiers;
     R.ModelFlops = Im.ModelFlops;
     return R;
   }
@@ -975,11 +1015,13 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     StageCost &SC = R.Stages[S];
     SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
-    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS) + SC.DPExposedS;
+    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS +
+                           SC.Offload.ExposedPerMicroBatchS) +
+                      SC.DPExposedS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
     R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
   }
-  R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes;
+  R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes && FitsTiers;
   R.ModelFlops = Im.ModelFlops;
   R.PerToken = Im.Opts.Seq > 0;
   if (R.StepTimeS > 0) {

@@ -40,6 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Plan/Search.h"
+#include "loom/Plan/Offload.h"
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
@@ -392,6 +393,8 @@ StringRef getCostTermName(CostTerm T) {
     return "dp comm";
   case CostTerm::Optimizer:
     return "optimizer";
+  case CostTerm::Offload:
+    return "offload";
   }
   return "compute";
 }
@@ -410,6 +413,8 @@ double StepBreakdown::get(CostTerm T) const {
     return DPCommS;
   case CostTerm::Optimizer:
     return OptimizerS;
+  case CostTerm::Offload:
+    return OffloadS;
   }
   return 0;
 }
@@ -417,7 +422,7 @@ double StepBreakdown::get(CostTerm T) const {
 CostTerm StepBreakdown::getDominant() const {
   CostTerm Best = CostTerm::Compute;
   for (CostTerm T : {CostTerm::TPComm, CostTerm::EPComm, CostTerm::Bubble,
-                     CostTerm::DPComm, CostTerm::Optimizer})
+                     CostTerm::DPComm, CostTerm::Optimizer, CostTerm::Offload})
     if (get(T) > get(Best))
       Best = T;
   return Best;
@@ -442,7 +447,17 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
   B.BubbleS = S.BubbleS;
   B.DPCommS = PC.Stages[Tail].DPExposedS;
   B.OptimizerS = PC.Stages[Tail].OptimizerS;
+  B.OffloadS = PC.Plan.NumMicroBatches * S.Offload.ExposedPerMicroBatchS;
   return B;
+}
+
+/// How far from HBM \p T puts the state: the sum over the kinds of 0 (hbm),
+/// 1 (host), 2 (ssd).
+static unsigned getOffloadDistance(const OffloadTiers &T) {
+  unsigned N = 0;
+  for (MemoryTier M : {T.Opt, T.Grad, T.Param, T.Act})
+    N += (unsigned)M;
+  return N;
 }
 
 bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
@@ -454,6 +469,10 @@ bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
     return getAxisOrderIndex(A.Plan.Order) < getAxisOrderIndex(B.Plan.Order);
   if (A.Plan.ZeroStage != B.Plan.ZeroStage)
     return A.Plan.ZeroStage < B.Plan.ZeroStage;
+  // On a tie, less offloaded: fewer kinds off HBM, nearer tiers.
+  if (getOffloadDistance(A.Plan.Offload) != getOffloadDistance(B.Plan.Offload))
+    return getOffloadDistance(A.Plan.Offload) <
+           getOffloadDistance(B.Plan.Offload);
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
     return A.MaxMemoryBytes < B.MaxMemoryBytes;
   return A.Plan.str() < B.Plan.str();
@@ -521,6 +540,9 @@ struct Candidate {
   const std::vector<unsigned> *Counts = nullptr;
   const LayerPrefix *Prefix = nullptr;
   double TimeBound = 0, MemoryBound = 0;
+  /// The candidates that differ only in offload share a base: consecutive
+  /// in enumeration, and (same time bound) in the sorted order too.
+  unsigned Base = 0;
 };
 
 class Searcher {
@@ -533,6 +555,10 @@ public:
       HBMUsable = HBM->getUsableCapacity().value();
       Reserved = HBM->Reserved.value();
     }
+    if (const MemoryLevel *Host = HW.getMemory("host"))
+      HostCap = Host->getUsableCapacity().value();
+    if (const MemoryLevel *SSD = HW.getMemory("ssd"))
+      SSDCap = SSD->getUsableCapacity().value();
     // Parameters as the evaluator counts them: distinct, read by a node;
     // expert parameters apart (divided by ep).
     DenseSet<const Value *> Seen, Expert;
@@ -550,6 +576,8 @@ public:
 
   void enumerate(std::vector<Candidate> &Out);
   Expected<SearchResult> run();
+  /// The offload placements enumerated (when --plan fixes none).
+  std::vector<OffloadTiers> Offloads = {OffloadTiers()};
 
 private:
   const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP, unsigned EP);
@@ -571,6 +599,8 @@ private:
   const SearchOptions &Opts;
   /// Non-expert and expert parameters.
   double HBMUsable = 0, Reserved = 0, TotalParams = 0, ExpertParams = 0;
+  /// Usable host DRAM and SSD per device (offload).
+  double HostCap = 0, SSDCap = 0;
   std::map<std::tuple<unsigned, unsigned, bool, unsigned>, LayerPrefix>
       Prefixes;
   std::map<unsigned, std::vector<unsigned>> Even;
@@ -665,16 +695,36 @@ double Searcher::timeBound(const Candidate &C) const {
 
 double Searcher::memoryBound(const ParallelPlan &P) const {
   // Expert parameters: 1/ep of them, ZeRO over the dp/ep ranks.
+  // Offloaded kinds leave only buffers in HBM: bound them by 0.
+  const OffloadTiers &Off = P.Offload;
+  auto InHBM = [](MemoryTier T) { return T == MemoryTier::HBM ? 1.0 : 0.0; };
   auto PerParam = [&](double DP) {
-    double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0);
+    double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * InHBM(Off.Param);
     if (EO.Train)
-      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) +
-           12.0 / (P.ZeroStage >= 1 ? DP : 1.0);
+      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) *
+               InHBM(Off.Grad) +
+           12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * InHBM(Off.Opt);
     return B;
   };
   double TPPP = (double)P.TP * P.PP;
   double Bytes = TotalParams / TPPP * PerParam(P.DP) +
                  ExpertParams / (TPPP * P.EP) * PerParam(P.DP / P.EP);
+  if (Off.any() && EO.Train) {
+    // The state offloaded must fit its tier: a lower bound as above (the
+    // parameters spread evenly), else the candidate is out.
+    auto InTier = [&](MemoryTier Tier, double DP) {
+      auto Is = [&](MemoryTier T) { return T == Tier ? 1.0 : 0.0; };
+      return 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * Is(Off.Param) +
+             P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * Is(Off.Grad) +
+             12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * Is(Off.Opt);
+    };
+    for (auto [Tier, Cap] : {std::make_pair(MemoryTier::Host, HostCap),
+                             std::make_pair(MemoryTier::SSD, SSDCap)})
+      if (TotalParams / TPPP * InTier(Tier, P.DP) +
+              ExpertParams / (TPPP * P.EP) * InTier(Tier, P.DP / P.EP) >
+          Cap)
+        return INFINITY;
+  }
   bool AnyComm = P.TP > 1 || P.DP > 1 || P.PP > 1;
   return (Bytes + (AnyComm ? EO.CommBufferBytes : 0.0) + Reserved) * (1 - 1e-9);
 }
@@ -728,6 +778,10 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
     Zeros = {0, 1, 2, 3};
     Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
+  std::vector<OffloadTiers> Offs = Offloads;
+  if (F.Offload)
+    Offs.assign(1, *F.Offload);
+  unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
   DS.Batch = Space.Batch;
@@ -806,8 +860,10 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                     if ((F.Grad && *F.Grad != GP) ||
                         (GP == GradPrecision::BF16 && DP == 1))
                       continue;
-                    for (const AxisOrder &Order : Orders) {
+                    for (const AxisOrder &Order : Orders)
+                    for (const OffloadTiers &Off : Offs) {
                       Candidate C;
+                      C.Base = NumBases + (&Off == &Offs.front());
                       ParallelPlan &P = C.Plan;
                       P.TP = TP;
                       P.PP = PP;
@@ -821,10 +877,12 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                       P.ZeroStage = Z;
                       P.Grad = GP;
                       P.Order = Order;
+                      P.Offload = Off;
                       if (Lay.Balanced || !F.StageLayers.empty())
                         P.StageLayers = *Lay.Counts;
                       C.Counts = Lay.Counts;
                       C.Prefix = &LP;
+                      NumBases = C.Base;
                       Out.push_back(std::move(C));
                     }
                   }
@@ -911,6 +969,8 @@ Expected<SearchResult> Searcher::run() {
     return std::max(T, Second);
   };
   double Thr = INFINITY;
+  Optional<PlanCost> BaseStages;
+  unsigned BaseOf = 0;
   for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
     Candidate &C = Cands[Order[Idx]];
     if (Opts.Prune && C.TimeBound > Thr) {
@@ -922,7 +982,23 @@ Expected<SearchResult> Searcher::run() {
       continue;
     }
     if (Opts.Prune) {
-      Expected<PlanCost> SC = Eval.evaluateStages(C.Plan);
+      // Offload variants of one plan: cost the plan once, re-place it.
+      Expected<PlanCost> SC = [&]() -> Expected<PlanCost> {
+        if (!C.Plan.Offload.any())
+          return Eval.evaluateStages(C.Plan);
+        if (!BaseStages || BaseOf != C.Base) {
+          ParallelPlan Q = C.Plan;
+          Q.Offload = OffloadTiers();
+          Expected<PlanCost> B = Eval.evaluateStages(Q);
+          if (!B)
+            return B.takeError();
+          BaseStages = std::move(*B);
+          BaseOf = C.Base;
+        }
+        PlanCost PC = *BaseStages;
+        applyOffloadToPlan(PC, C.Plan.Offload, HW);
+        return PC;
+      }();
       if (!SC)
         return SC.takeError();
       ++R.Stats.StagesEvaluated;
@@ -1104,7 +1180,39 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
   if (Error E = checkFixed(Opts.Fixed, Space))
     return std::move(E);
   Searcher S(Eval, G, Space, HW, EO, Opts);
-  return S.run();
+  Expected<SearchResult> R = S.run();
+  if (!R || !EO.Train)
+    return R;
+  std::vector<OffloadTiers> Offloads = getSearchedOffloads(HW);
+  if (R->Top.empty() && !Opts.Fixed.Offload && Offloads.size() > 1) {
+    // Nothing fits in HBM: place training state in host DRAM and SSD too
+    // (the first entry is "none", already tried).
+    Searcher S2(Eval, G, Space, HW, EO, Opts);
+    S2.Offloads.assign(Offloads.begin() + 1, Offloads.end());
+    Expected<SearchResult> R2 = S2.run();
+    if (!R2)
+      return R2.takeError();
+    if (!R2->Top.empty()) {
+      R2->OffloadNeeded = true;
+      R2->Stats.Seconds += R->Stats.Seconds;
+      return R2;
+    }
+    return R;
+  }
+  if (!R->Top.empty() && R->Top.front().Plan.Offload.any()) {
+    // What offload costs: the best plan with everything in HBM under the
+    // same constraints, if one fits.
+    SearchOptions O = Opts;
+    O.Fixed.Offload = OffloadTiers();
+    O.TopK = 1;
+    Searcher S3(Eval, G, Space, HW, EO, O);
+    Expected<SearchResult> R3 = S3.run();
+    if (!R3)
+      return R3.takeError();
+    if (!R3->Top.empty())
+      R->NoOffload = R3->Top.front();
+  }
+  return R;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1201,6 +1309,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
      << (B.EPCommS > 0 ? ", ep comm " + fmtSeconds(B.EPCommS) : std::string())
      << ", bubble " << fmtSeconds(B.BubbleS) << ", dp comm "
      << fmtSeconds(B.DPCommS) << ", optimizer " << fmtSeconds(B.OptimizerS)
+     << (PC.Plan.Offload.any() ? ", offload " + fmtSeconds(B.OffloadS)
+                               : std::string())
      << " (dominant: " << getCostTermName(B.getDominant()) << ")\n";
   const SearchStats &St = R.Stats;
   OS << "search: " << St.Candidates << " candidates; " << St.Simulated
@@ -1219,7 +1329,12 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
                                        : "stacked and unrolled")
        << ", " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
        << "'); ep=" << PC.Plan.EP << ": " << X.NumExperts / PC.Plan.EP
-       << " per device\n";
+       << " per device; load imbalance " << format("%.3g", PC.MoEImbalance)
+       << (PC.Plan.EP > 1 && X.NumStacked
+               ? " (the most loaded ep rank's routed tokens over the mean: "
+                 "its expert compute and all-to-all)"
+               : " (not applied: ep=1 or no routed experts)")
+       << "\n";
   if (!X.NotSplit.empty())
     OS << "experts: " << X.NotSplit << "\n";
 }
@@ -1253,7 +1368,8 @@ static std::string compareTerms(const PlanCost &A, const PlanCost &B) {
   StepBreakdown BA = getStepBreakdown(A), BB = getStepBreakdown(B);
   std::vector<CostTerm> Terms = {CostTerm::Compute, CostTerm::TPComm,
                                  CostTerm::EPComm,  CostTerm::Bubble,
-                                 CostTerm::DPComm,  CostTerm::Optimizer};
+                                 CostTerm::DPComm,  CostTerm::Optimizer,
+                                 CostTerm::Offload};
   std::stable_sort(Terms.begin(), Terms.end(), [&](CostTerm X, CostTerm Y) {
     return std::fabs(BA.get(X) - BB.get(X)) > std::fabs(BA.get(Y) - BB.get(Y));
   });
@@ -1289,12 +1405,69 @@ static std::string compareTo(const PlanCost &A, const PlanCost &B) {
             "): the lower ZeRO stage, " + Twine(A.Plan.ZeroStage) + " vs " +
             Twine(B.Plan.ZeroStage))
         .str();
+  if (getOffloadDistance(A.Plan.Offload) != getOffloadDistance(B.Plan.Offload))
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): less offloaded, offload=" + A.Plan.Offload.str() + " vs " +
+            B.Plan.Offload.str())
+        .str();
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
     return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
             "): less memory, " + formatBytes(Bytes(A.MaxMemoryBytes)) + " vs " +
             formatBytes(Bytes(B.MaxMemoryBytes)))
         .str();
   return "on a tie in step time and memory: by the plan string";
+}
+
+/// What the winner's offload costs, the transfer that binds, and the
+/// memory per tier.
+static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
+  const PlanCost &W = R.Top.front();
+  std::string Off = W.Plan.Offload.str();
+  if (R.OffloadNeeded)
+    OS << "explain: offload=" << Off << " is needed: no plan "
+       << (R.Constrained ? "under the --plan constraints " : "")
+       << "fits with all training state in HBM\n";
+  else if (R.NoOffload)
+    OS << "explain: offload=" << Off << " costs "
+       << fmtSeconds(W.StepTimeS - R.NoOffload->StepTimeS)
+       << " per step against the best plan without offload, "
+       << R.NoOffload->Plan.str() << " ("
+       << fmtSeconds(R.NoOffload->StepTimeS) << " vs "
+       << fmtSeconds(W.StepTimeS) << ")\n";
+  else
+    OS << "explain: offload=" << Off << ": no plan without offload fits "
+       << "under the --plan constraints\n";
+  // The stage whose offload adds the most: its largest term binds.
+  unsigned Worst = 0;
+  double WorstS = -1;
+  double M = W.Plan.NumMicroBatches;
+  for (unsigned S = 0; S < W.Stages.size(); ++S) {
+    const StageCost &SC = W.Stages[S];
+    double Added = M * SC.Offload.ExposedPerMicroBatchS + SC.OptimizerS;
+    if (Added > WorstS) {
+      WorstS = Added;
+      Worst = S;
+    }
+  }
+  const StageCost &SC = W.Stages[Worst];
+  if (!SC.Offload.Terms.empty()) {
+    const OffloadTerm &T = SC.Offload.Terms.front();
+    OS << "explain: binding transfer: " << T.Name << " on stage " << Worst
+       << ", " << formatBytes(Bytes(T.Bytes)) << " per step in "
+       << fmtSeconds(T.Seconds) << "; offload exposes "
+       << fmtSeconds(M * SC.Offload.ExposedPerMicroBatchS)
+       << " of streaming (" << fmtSeconds(SC.Offload.StreamS)
+       << " per micro-batch against " << fmtSeconds(SC.ForwardS + SC.BackwardS)
+       << " of compute) and an optimizer phase of "
+       << fmtSeconds(SC.OptimizerS) << "\n";
+  }
+  OS << "explain: memory per device at the fullest stage: hbm "
+     << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
+     << formatBytes(Bytes(W.HBMBytes)) << ", host "
+     << formatBytes(Bytes(W.MaxHostBytes)) << " of "
+     << formatBytes(Bytes(W.HostCapacity)) << ", ssd "
+     << formatBytes(Bytes(W.MaxSSDBytes)) << " of "
+     << formatBytes(Bytes(W.SSDCapacity)) << "\n";
 }
 
 void printExplanation(const SearchResult &R, raw_ostream &OS) {
@@ -1354,6 +1527,8 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
        << Max * TPPP << " of the " << R.Space.Devices << " devices instead of "
        << W.Plan.getNumDevices() << " (batch " << R.Space.Batch << ")\n";
   }
+  if (W.Plan.Offload.any())
+    printOffloadExplanation(R, OS);
   OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
      << "space: ";

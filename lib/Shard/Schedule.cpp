@@ -186,6 +186,9 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     // it: forward's with the forward, backward's with the backward.
     Fwd[C] = (S.ForwardS + S.ForwardCommS) / VPP;
     Bwd[C] = (S.BackwardS + S.BackwardCommS) / VPP;
+    // Offload streaming its compute does not hide (the evaluator's
+    // pipeline adds it to the backward).
+    Bwd[C] += S.Offload.ExposedPerMicroBatchS / VPP;
     // The evaluator's pipeline charges one send per boundary crossing, the
     // same for every chunk (P2PS counts the forward send and, in training,
     // the backward one).
@@ -309,6 +312,26 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       E.EndS = I.End;
       E.Stream = "compute";
       Events.push_back(E);
+      // Offload (Cost/Offload.h): the micro-batch's PCIe/NVMe transfers on
+      // their own stream, half with its forward and half with its backward
+      // in training, from the compute's start.
+      const StageCost &St =
+          Cost.Stages[std::min<size_t>(RG.PP, Cost.Stages.size() - 1)];
+      if (P.Offload.any() && St.Offload.StreamS > 0) {
+        double Share = (Ctx.Train ? 0.5 : 1.0) / VPP;
+        ScheduleEvent X;
+        X.Kind = "offload";
+        X.MicroBatch = I.MB;
+        X.Chunk = I.Chunk;
+        X.Op = P.Offload.str();
+        X.Level = St.Offload.StreamSSDBytes > 0 ? "pcie+nvme" : "pcie";
+        X.Stream = "offload";
+        X.Bytes =
+            (St.Offload.StreamHostBytes + St.Offload.StreamSSDBytes) * Share;
+        X.StartS = I.Start;
+        X.EndS = I.Start + St.Offload.StreamS * Share;
+        Events.push_back(X);
+      }
       if (!I.Forward && I.End >= LastBwdEnd) {
         LastBwdEnd = I.End;
         LastBwdStart = I.Start;
@@ -341,7 +364,13 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
         }
       ScheduleEvent O;
       O.Kind = "optimizer";
-      O.Stream = "compute";
+      // opt:host/ssd: the host CPU updates, between the transfers of the
+      // gradients down and the weights back up.
+      O.Stream = P.Offload.Opt != MemoryTier::HBM ? "offload" : "compute";
+      if (P.Offload.Opt != MemoryTier::HBM) {
+        O.Op = P.Offload.str();
+        O.Bytes = S.Offload.TailHostBytes + S.Offload.TailSSDBytes;
+      }
       O.StartS = End;
       O.EndS = End + S.OptimizerS;
       Events.push_back(O);

@@ -142,6 +142,8 @@ static cl::opt<std::string>
                       "size), nmb, vpp, recompute=none|selective|full, "
                       "zero=0..3, grad=fp32|bf16 (DP gradient precision), "
                       "order=tp-ep-dp-pp (mesh axes, innermost first), "
+                      "offload=opt:host,grad:host,param:ssd,act:host "
+                      "(training state in host DRAM or SSD), "
                       "stages=L0:L1:...; the search fills the rest, or "
                       "rest=plain gives it plain values"),
              cl::cat(LoomCategory));
@@ -342,20 +344,24 @@ static void stopProgress() {
 static Error applyModelKnob(StringRef Set, CompileOptions &O) {
   auto KV = Set.split('=');
   StringRef Key = KV.first.trim().drop_front(strlen("moe."));
-  if (Key != "capacity_factor")
+  if (Key != "capacity_factor" && Key != "imbalance")
     return createStringError(inconvertibleErrorCode(),
                              "--set %s: '%s' matches nothing at 'moe'; valid "
-                             "keys: capacity_factor",
+                             "keys: capacity_factor, imbalance",
                              Set.str().c_str(), Key.str().c_str());
   double F;
-  if (KV.second.trim().getAsDouble(F) || !(F > 0) || !std::isfinite(F))
+  bool Imb = Key == "imbalance";
+  if (KV.second.trim().getAsDouble(F) || !(F > 0) || !std::isfinite(F) ||
+      (Imb && F < 1))
     return createStringError(inconvertibleErrorCode(),
-                             "--set %s: expected a positive number",
+                             Imb ? "--set %s: expected a number >= 1 (the "
+                                   "most loaded rank over the mean)"
+                                 : "--set %s: expected a positive number",
                              Set.str().c_str());
-  O.MoECapacityFactor = F;
-  O.HardwareOverrides.push_back(
-      ("moe.capacity_factor: (unset) -> " + KV.second.trim() + " (--set)")
-          .str());
+  (Imb ? O.MoEImbalance : O.MoECapacityFactor) = F;
+  O.HardwareOverrides.push_back(("moe." + Key + ": (unset) -> " +
+                                 KV.second.trim() + " (--set)")
+                                    .str());
   return Error::success();
 }
 

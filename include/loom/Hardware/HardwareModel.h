@@ -218,6 +218,10 @@ struct MemoryLevel {
   llvm::Optional<Seconds> Latency;
   /// Capacity the runtime keeps for itself (driver, HCCL buffers).
   Bytes Reserved;
+  /// Host only: bytes of optimizer state the host CPU streams through an
+  /// AdamW update per second, this device's share (the `opt:host` offload,
+  /// cost_models/memory/Offload.cpp); None: the host runs no optimizer.
+  llvm::Optional<BytesPerSecond> UpdateBandwidth;
 
   /// Capacity - Reserved: what a plan may fill.
   Bytes getUsableCapacity() const { return Capacity - Reserved; }

@@ -49,6 +49,10 @@ struct CompileOptions {
   /// --set moe.capacity_factor=F: the tokens an expert accepts relative to
   /// an even share (GShard/Switch's capacity factor), for the MoE costing.
   llvm::Optional<double> MoECapacityFactor;
+  /// --set moe.imbalance=F: the most loaded EP rank's routed tokens over
+  /// the mean (>= 1); unset: the capacity factor (at least 1), the most an
+  /// expert may take, so the load of a rank at capacity.
+  llvm::Optional<double> MoEImbalance;
   /// --compare PLAN (as given, and parsed): plans search-parallelism also
   /// completes and costs beside the unconstrained best.
   std::vector<std::pair<std::string, PlanSpec>> Compare;

@@ -9,6 +9,7 @@
 #ifndef LOOM_PLAN_PARALLELPLAN_H
 #define LOOM_PLAN_PARALLELPLAN_H
 
+#include "loom/Cost/Offload.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/SmallVector.h"
@@ -95,6 +96,8 @@ struct ParallelPlan {
   AxisOrder Order = DefaultAxisOrder;
   /// DP gradient reduction and buffer precision (training only).
   GradPrecision Grad = GradPrecision::FP32;
+  /// Where each kind of training state lives (all HBM by default).
+  OffloadTiers Offload;
 
   unsigned getNumDevices() const { return DP * TP * PP; }
   /// Size of axis \p A: ep, dp / ep, pp.
@@ -105,8 +108,8 @@ struct ParallelPlan {
   /// Bytes per gradient element, in the DP sync and in the buffer.
   double getGradBytes() const { return Grad == GradPrecision::BF16 ? 2 : 4; }
   /// "tp=8,pp=4,dp=4,ep=1,sp=0,mb=1,nmb=64,vpp=1,recompute=none,zero=1",
-  /// then ",grad=bf16" and ",order=tp-pp-ep-dp" when they are not the
-  /// defaults, then the stages.
+  /// then ",grad=bf16", ",order=tp-pp-ep-dp" and ",offload=opt:host" when
+  /// they are not the defaults, then the stages.
   std::string str() const;
 };
 
@@ -135,6 +138,7 @@ struct PlanSpec {
   llvm::Optional<Recompute> RC;
   llvm::Optional<AxisOrder> Order;
   llvm::Optional<GradPrecision> Grad;
+  llvm::Optional<OffloadTiers> Offload;
   std::vector<unsigned> StageLayers;
   /// rest=plain: what is not given takes its plain value (completePlan)
   /// instead of being searched.
@@ -144,7 +148,8 @@ struct PlanSpec {
 PlanSpec getFixedSpec(const ParallelPlan &P);
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
-/// zero=1,grad=bf16,order=tp-pp-ep-dp,stages=13:13:14,rest=plain" (rest:
+/// zero=1,grad=bf16,order=tp-pp-ep-dp,offload=opt:host,act:host,
+/// stages=13:13:14,rest=plain" (rest:
 /// "search", the default, or "plain"). order lists the
 /// mesh axes innermost first: tp (always innermost; may be left out), then
 /// ep, dp and pp; axes left out go outside the listed ones in the default

@@ -34,6 +34,7 @@
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/DeviceTime.h"
 #include "loom/Cost/Memory.h"
+#include "loom/Cost/Offload.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/Graph.h"
 #include "loom/Plan/Experts.h"
@@ -84,9 +85,18 @@ struct StageCost {
   /// Parameters one device of the stage holds after TP/EP sharding (before
   /// ZeRO), expert parameters among them.
   double ParamCount = 0, ExpertParamCount = 0;
+  /// The optimizer step; with offload, the whole optimizer phase
+  /// (OffloadCost::TailS).
   double OptimizerS = 0;
+  /// HBM use per device (what stays in HBM under the plan's offload).
   MemoryBreakdown Memory;
   double MemoryBytes = 0;
+  /// The plan's offload on this stage (all zero without): bytes in host
+  /// DRAM and SSD per device, transfers, the exposed part.
+  OffloadCost Offload;
+  /// What the offload model needs of this stage (filled for every plan, so
+  /// a plan without offload can be re-placed: applyOffloadToPlan).
+  OffloadInputs OffloadIn;
 };
 
 struct PlanCost {
@@ -108,7 +118,14 @@ struct PlanCost {
   double MaxMemoryBytes = 0;
   /// Usable HBM per device (capacity - reserved).
   double HBMBytes = 0;
+  /// Offload: the most host DRAM and SSD a device of any stage uses, and
+  /// the usable capacity of each (0 when the YAML has no such level).
+  double MaxHostBytes = 0, MaxSSDBytes = 0, HostCapacity = 0, SSDCapacity = 0;
+  /// Every tier within its capacity.
   bool FitsMemory = true;
+  /// The MoE load imbalance applied to the most loaded ep rank (routed,
+  /// stacked experts at ep > 1); 1 when none applies.
+  double MoEImbalance = 1;
   /// FLOPs of one step of the model (forward + backward, no recompute).
   double ModelFlops = 0;
 };
@@ -121,6 +138,10 @@ struct EvaluatorOptions {
   int64_t Batch = 1, Seq = 0;
   /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
   double CommBufferBytes = 256.0 * (1 << 20);
+  /// Load of the most loaded EP rank over the mean for routed tokens
+  /// (stacked experts at ep > 1): its expert compute and all-to-all take
+  /// that much longer, and every rank waits for it. 1: balanced.
+  double MoEImbalance = 1.0;
 };
 
 /// Computes NodeCostInfo for every node of \p G (subgraphs are folded into

@@ -89,7 +89,16 @@ double getBottleneck(llvm::ArrayRef<double> LayerCost,
 
 //===-- Cost terms --------------------------------------------------------===//
 
-enum class CostTerm { Compute, TPComm, EPComm, Bubble, DPComm, Optimizer };
+enum class CostTerm {
+  Compute,
+  TPComm,
+  EPComm,
+  Bubble,
+  DPComm,
+  Optimizer,
+  /// Offload transfers the busiest stage's compute does not hide.
+  Offload
+};
 llvm::StringRef getCostTermName(CostTerm T);
 
 /// The step time split into what one device spends it on: for the busiest
@@ -99,7 +108,7 @@ llvm::StringRef getCostTermName(CostTerm T);
 /// StepTimeS.
 struct StepBreakdown {
   double ComputeS = 0, TPCommS = 0, EPCommS = 0, BubbleS = 0, DPCommS = 0,
-         OptimizerS = 0;
+         OptimizerS = 0, OffloadS = 0;
   double get(CostTerm T) const;
   CostTerm getDominant() const;
 };
@@ -199,6 +208,12 @@ struct SearchResult {
   llvm::Optional<PlanCost> BeforeFailure;
   /// When nothing fits: per (tp, pp) with candidates, the least memory.
   std::vector<MemoryFloor> Floors;
+  /// Offload (Plan/Offload.h): the search tried placements off HBM because
+  /// no plan fit with everything in HBM (OffloadNeeded), and, when the
+  /// winner offloads and a plan without offload fits, the best such plan
+  /// (under the same --plan constraints).
+  bool OffloadNeeded = false;
+  llvm::Optional<PlanCost> NoOffload;
   /// When nothing fits: the candidate with the least memory, costed in
   /// full (--print-costs=stage shows it, marked as not fitting).
   llvm::Optional<PlanCost> Closest;
