@@ -164,6 +164,7 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   const Graph &G = CU.M->getGraph();
   EvaluatorOptions EO;
   EO.Train = CU.Opts.Mode == RunMode::Train;
+  EO.Opset = CU.M->getOpsetVersion("");
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.
   EO.Batch = CU.Opts.Batch.getValueOr(getStaticInputDim(G, 0));

@@ -121,6 +121,9 @@ struct EvaluatorOptions {
   int64_t Batch = 1, Seq = 0;
   /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
   double CommBufferBytes = 256.0 * (1 << 20);
+  /// The model's default-domain opset (the sharding rules of Softmax and
+  /// Slice depend on it); 0: the latest.
+  int64_t Opset = 0;
 };
 
 /// Computes NodeCostInfo for every node of \p G (subgraphs are folded into

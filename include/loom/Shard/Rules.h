@@ -187,6 +187,15 @@ const Value *traceWeight(const Value *V, int &Dim);
 /// rule (it then runs replicated). Non-default domains have no rule.
 OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule);
 
+/// Size -> the first place a rule splits a dim of that size ("dim 2 of
+/// 'q_reshape'", "dim 1 of 'lm_head.weight'").
+using SplitDimSizes = std::map<uint64_t, std::string>;
+/// Applies the rule table over \p G (default-domain opset \p Opset; 0:
+/// the latest) at a symbolic degree dividing every dim larger than 1, and
+/// returns the sizes of every dim a rule splits (SplitDims.cpp). A tp
+/// degree lets every rule take its split iff it divides all of them.
+SplitDimSizes collectSplitDims(const Graph &G, int64_t Opset);
+
 /// Element-wise ops (one output element per broadcast input element):
 /// the ones the element-wise rule handles.
 bool isShardableElementwise(llvm::StringRef Op);
