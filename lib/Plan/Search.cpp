@@ -44,6 +44,7 @@
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/Shard/Rules.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
@@ -80,168 +81,9 @@ std::error_code NoFeasiblePlanError::convertToErrorCode() const {
 // TP divisibility
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// Split along an axis we could not follow.
-constexpr int UnknownAxis = -1;
-
-
-
-SmallVector<int64_t, 4> getShape(const Value *V) {
-  if (!V || !V->Type.isStatic())
-    return {};
-  return V->Type.getStaticShape();
-}
-
-/// Where a split on axis \p A of shape \p In lands in shape \p Out when the
-/// data keeps its order (Reshape, Flatten, Squeeze, Unsqueeze): the output
-/// dim starting at the same element offset. Sets \p Landed to that dim's
-/// size when it is a proper factor of the split dim (4096 -> 32 x 128:
-/// the split lands on the 32 heads), else 0.
-int mapReshape(ArrayRef<int64_t> In, int A, ArrayRef<int64_t> Out,
-               int64_t &Landed) {
-  Landed = 0;
-  int64_t Pre = 1;
-  for (int I = 0; I < A; ++I)
-    Pre *= In[I];
-  int64_t S = In[A];
-  unsigned J = 0;
-  int64_t Acc = 1;
-  while (J < Out.size() && Acc < Pre)
-    Acc *= Out[J++];
-  if (Acc != Pre)
-    return UnknownAxis;
-  while (J < Out.size() && Out[J] == 1 && S != 1)
-    ++J;
-  if (J >= Out.size() || Out[J] <= 0 || S <= 0)
-    return UnknownAxis;
-  int64_t O = Out[J];
-  if (O == S)
-    return J;
-  if (S % O == 0) {
-    Landed = O;
-    return J;
-  }
-  if (O % S == 0)
-    return J;
-  return UnknownAxis;
-}
-
-} // namespace
-
-TPDivisibility computeTPDivisibility(const Graph &G) {
-  DenseMap<const Value *, int> Split;   // absent: replicated
-  std::map<uint64_t, std::string> Dims; // size -> first reason
-  auto Record = [&](int64_t Size, const Twine &Why) {
-    if (Size > 0)
-      Dims.emplace((uint64_t)Size, Why.str());
-  };
-  auto Label = [](const Node &N) {
-    return N.getName().empty() ? N.getOutput(0)->getName().str()
-                               : N.getName().str();
-  };
-  for (const auto &NP : G.getNodes()) {
-    const Node &N = *NP;
-    StringRef Op = N.getOpType();
-    const Value *Weight = nullptr, *Act = nullptr;
-    for (const Value *V : N.getInputs()) {
-      if (!V)
-        continue;
-      if (isWeightLike(V) && V->Type.getRank() >= 2)
-        Weight = V;
-      else if (!isConstantLike(V) && !Act)
-        Act = V;
-    }
-    const Value *Out = N.getOutput(0);
-    if (!Out)
-      continue;
-    SmallVector<int64_t, 4> OutS = getShape(Out);
-    auto WeightName = [&]() {
-      const Value *W = Weight;
-      while (W && !W->isParameter())
-        W = W->getDefiningNode()->getInput(0);
-      return W ? W->getName().str() : std::string("?");
-    };
-    if ((Op == "MatMul" || Op == "Gemm") && Weight && Act) {
-      SmallVector<int64_t, 4> W = getShape(Weight);
-      bool TransB = Op == "Gemm" && N.getAttrInt("transB", 0);
-      bool Column = !Split.count(Act);
-      if (W.size() >= 2) {
-        int64_t Rows = TransB ? W[W.size() - 1] : W[W.size() - 2];
-        int64_t Cols = TransB ? W[W.size() - 2] : W[W.size() - 1];
-        if (Column)
-          Record(Cols, "columns of '" + WeightName() + "'");
-        else
-          Record(Rows, "rows of '" + WeightName() + "'");
-      }
-      if (Column && !OutS.empty())
-        Split[Out] = OutS.size() - 1;
-      continue;
-    }
-    if (Op == "Gather" && Weight && N.getInput(0) == Weight) {
-      SmallVector<int64_t, 4> W = getShape(Weight);
-      if (!W.empty())
-        Record(W[0], "rows of '" + WeightName() + "' (vocabulary)");
-      continue; // vocab-parallel: the output is all-reduced
-    }
-    // Follow the first split input.
-    const Value *In = nullptr;
-    unsigned InIdx = 0;
-    for (unsigned I = 0; I < N.getNumInputs(); ++I)
-      if (const Value *V = N.getInput(I))
-        if (Split.count(V)) {
-          In = V;
-          InIdx = I;
-          break;
-        }
-    if (!In)
-      continue;
-    int A = Split.lookup(In);
-    SmallVector<int64_t, 4> InS = getShape(In);
-    int NewAxis = UnknownAxis;
-    if (A != UnknownAxis && !InS.empty() && !OutS.empty()) {
-      unsigned R = OutS.size(), Ri = InS.size();
-      if (Op == "Reshape" || Op == "Flatten" || Op == "Squeeze" ||
-          Op == "Unsqueeze") {
-        int64_t Landed;
-        NewAxis = mapReshape(InS, A, OutS, Landed);
-        if (Landed)
-          Record(Landed, "dim " + Twine(NewAxis) + " of '" + Label(N) + "'");
-      } else if (Op == "Transpose") {
-        Optional<std::vector<int64_t>> Perm = N.getAttrInts("perm");
-        for (unsigned I = 0; I < R; ++I) {
-          int64_t From = Perm && I < Perm->size() ? (*Perm)[I] : R - 1 - I;
-          if (From == A)
-            NewAxis = I;
-        }
-      } else if (Op == "MatMul" && !Weight && Ri >= 2) {
-        // Activation x activation (attention): batch dims and the free dim
-        // keep the split; the contracted dim would make a partial sum.
-        bool Contracted =
-            InIdx == 0 ? (unsigned)A == Ri - 1 : (unsigned)A == Ri - 2;
-        if (!Contracted) {
-          if ((unsigned)A >= Ri - 2)
-            NewAxis = InIdx == 0 ? R - 2 : R - 1;
-          else
-            NewAxis = A + (int)R - (int)Ri;
-        }
-      } else {
-        // Element-wise (right-aligned broadcasting), Softmax, Slice and
-        // Concat along other axes, Expand, Cast, ...: the axis keeps its
-        // place from the right if its size is unchanged.
-        int Cand = A + (int)R - (int)Ri;
-        if (Cand >= 0 && (unsigned)Cand < R && OutS[Cand] == InS[A])
-          NewAxis = Cand;
-      }
-    }
-    if (NewAxis != UnknownAxis &&
-        (NewAxis < 0 || (unsigned)NewAxis >= OutS.size()))
-      NewAxis = UnknownAxis;
-    for (const Value *V : N.getOutputs())
-      if (V)
-        Split[V] = V == Out ? NewAxis : UnknownAxis;
-  }
-
+TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset) {
+  // The dims the sharding rules split (Rules.h), not a second analysis.
+  SplitDimSizes Dims = collectSplitDims(G, Opset);
   TPDivisibility R;
   R.NumSplitDims = Dims.size();
   uint64_t GCD = 0;
@@ -512,7 +354,7 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
   }
   if (S.TPLimitWhy.empty())
     S.TPLimitWhy = "no topology level allows TP";
-  S.TPDiv = computeTPDivisibility(G);
+  S.TPDiv = computeTPDivisibility(G, EO.Opset);
   S.Experts = summarizeExperts(findExperts(G, Layers));
   std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
   if (!Indexed.empty())

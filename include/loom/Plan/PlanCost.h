@@ -142,6 +142,9 @@ struct EvaluatorOptions {
   /// (stacked experts at ep > 1): its expert compute and all-to-all take
   /// that much longer, and every rank waits for it. 1: balanced.
   double MoEImbalance = 1.0;
+  /// The model's default-domain opset (the sharding rules of Softmax and
+  /// Slice depend on it); 0: the latest.
+  int64_t Opset = 0;
 };
 
 /// Computes NodeCostInfo for every node of \p G (subgraphs are folded into

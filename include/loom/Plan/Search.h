@@ -32,12 +32,13 @@ namespace loom {
 
 //===-- What the graph says about TP and EP -------------------------------===//
 
-/// tp must divide every dim a Megatron-style split lands on: the columns of
-/// column-parallel and the rows of row-parallel weight matmuls, the
-/// vocabulary of a vocab-parallel embedding, and -- following split values
-/// through Reshape/Transpose/Unsqueeze/Expand/element-wise ops -- the dim a
-/// split lands on after a reshape, i.e. the attention heads (and the KV
-/// heads of grouped-query attention). Divisor is the gcd of those sizes.
+/// tp must divide every dim the sharding rules split (collectSplitDims,
+/// include/loom/Shard/Rules.h: the rules that cut the graphs, applied at a
+/// degree that divides everything): the columns of column-parallel and the
+/// rows of row-parallel weight matmuls and convolutions, the vocabulary of
+/// a vocab-parallel embedding, the dims a split lands on after a reshape
+/// (the attention heads, and the KV heads of grouped-query attention), and
+/// every dim a split is carried through. Divisor is the gcd of those sizes.
 struct TPDivisibility {
   /// 0 when the graph splits nothing (no bound).
   uint64_t Divisor = 0;
@@ -47,7 +48,8 @@ struct TPDivisibility {
   /// Distinct split dims found.
   unsigned NumSplitDims = 0;
 };
-TPDivisibility computeTPDivisibility(const Graph &G);
+/// \p Opset: the model's default-domain opset (0: the latest rules).
+TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset = 0);
 
 /// What the search needs of the model's experts (findExperts, Experts.h).
 struct ExpertInfo {

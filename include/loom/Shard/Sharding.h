@@ -7,8 +7,8 @@
 //    every node its pipeline chunk, and propagates a sharding spec along the
 //    TP mesh axis through the graph (as MLIR's sharding propagation and XLA's
 //    SPMD partitioner do): Replicated, Split(dim) or Partial(sum). Each node
-//    rule says which input specs it needs; where a producer's spec differs a
-//    reshard is recorded (AllGather, AllReduce, ReduceScatter, a local
+//    rule (the rule table, Rules.h) says which input specs it needs; where
+//    a producer's spec differs a reshard is recorded (AllGather, AllReduce, ReduceScatter, a local
 //    Slice), and every rule is exact, so the emitted graphs compute what the
 //    original computes. Megatron's column/row splits, vocab-parallel
 //    embeddings, attention heads, sequence parallelism and channel splits of
@@ -27,6 +27,7 @@
 
 #include "loom/IR/Graph.h"
 #include "loom/Plan/PlanCost.h"
+#include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -45,49 +46,6 @@ namespace loom {
 
 struct RoleGraph;
 
-/// How a value is laid out along one mesh axis.
-struct AxisSpec {
-  enum Kind : uint8_t { Replicated, Split, Partial };
-  Kind K = Replicated;
-  /// Split: the dim divided among the axis' ranks.
-  int Dim = -1;
-  /// Split into blocks that are each divided (a fused QKV projection whose
-  /// output is Split into Q, K and V): block sizes along Dim, globally.
-  std::vector<int64_t> Blocks;
-
-  static AxisSpec replicated() { return AxisSpec(); }
-  static AxisSpec split(int D) {
-    AxisSpec S;
-    S.K = Split;
-    S.Dim = D;
-    return S;
-  }
-  static AxisSpec partial() {
-    AxisSpec S;
-    S.K = Partial;
-    return S;
-  }
-  bool isReplicated() const { return K == Replicated; }
-  bool isSplit() const { return K == Split; }
-  bool isPartial() const { return K == Partial; }
-  bool operator==(const AxisSpec &O) const {
-    return K == O.K && Dim == O.Dim && Blocks == O.Blocks;
-  }
-  bool operator!=(const AxisSpec &O) const { return !(*this == O); }
-  /// "R", "S(2)", "S(1;blocks=64,32,32)", "P".
-  std::string str() const;
-};
-
-/// Where a rule wants a value that is not already there.
-struct Reshard {
-  enum Kind : uint8_t {
-    AllReduce,     ///< Partial -> Replicated.
-    ReduceScatter, ///< Partial -> Split(Dim) (sequence parallelism).
-    AllGather,     ///< Split(From) -> Replicated.
-    LocalSlice,    ///< Replicated -> Split(Dim): no communication.
-  };
-};
-
 /// How a node's parameter input is sliced for a rank.
 struct ParamSlice {
   /// Dim of the parameter split along the axis; -1: whole.
@@ -95,24 +53,11 @@ struct ParamSlice {
   std::vector<int64_t> Blocks;
 };
 
-/// Everything the rules decided for one node of the micro-batch graph.
-struct NodeSharding {
-  /// The spec each input must have when the node runs (size = inputs).
-  std::vector<AxisSpec> InputSpecs;
-  /// The spec of each output.
-  std::vector<AxisSpec> OutputSpecs;
-  /// Special lowering.
-  enum class Lowering : uint8_t {
-    None,
-    /// Gather on a vocab-split table: masked local lookup, partial output.
-    VocabParallelGather,
-    /// Row-parallel Gemm/Conv with a bias: the bias is added once, after
-    /// the partial sums are reduced (a separate Add).
-    BiasAfterReduce,
-    /// Shape of a split value: the global shape, as a constant.
-    GlobalShape,
-  };
-  Lowering Lower = Lowering::None;
+/// Everything the rules decided for one node of the micro-batch graph:
+/// its specs and lowering (the rule table, Rules.h) and what the plan
+/// decided before propagation.
+struct NodeSharding : OpSharding {
+  using Lowering = ShardLowering;
   /// Pipeline chunk (virtual stage) the node runs in.
   unsigned Chunk = 0;
   /// EP: the expert whose branch the node belongs to, or -1.

@@ -1,0 +1,205 @@
+//===- Rules.h - The per-op sharding rule table -----------------*- C++ -*-===//
+//
+// How each ONNX op may be split along one mesh axis: the one description
+// that sharding propagation (lib/Shard/Propagation.cpp, which cuts the
+// graphs) and the search's legality (lib/Plan/Search.cpp, which degrees
+// divide what) both read, in the style of MLIR's ShardingInterface
+// (mlir/include/mlir/Dialect/Shard/Interfaces/ShardingInterface.td: one
+// per-op description that serves propagation and partitioning).
+//
+// Conventions every rule follows (lib/Shard/Rules/*.cpp, one file per op
+// family):
+// - A spec is per value and per axis: Replicated, Split(dim) (optionally in
+//   blocks, each block divided: a fused QKV projection) or Partial (each
+//   rank holds an addend of the value; the sum is the value).
+// - A rule reads the specs its operands arrive in (RuleContext::getSpec)
+//   and returns the specs it needs them in and the specs of its results.
+//   Every choice is exact: the local computation on the local pieces gives
+//   the local piece of the global result. Where no split survives, the rule
+//   asks for its operands replicated and produces replicated results, which
+//   is always legal.
+// - A rule splits a dim only when the axis size divides it
+//   (RuleContext::isDivisible); with a symbolic axis (AnyDivides) every
+//   split is taken and the context records the sizes split, which is how
+//   the search learns which degrees are legal.
+// - Weights: a rule that splits a parameter (through Transpose, Cast,
+//   Identity) asks RuleContext::splitWeight; a parameter no rule splits is
+//   stored whole. A rule may find the parameter already split another way
+//   (a tied weight): then it falls back to another choice.
+// - Partial results come only from contractions over a split dim
+//   (row-parallel matmul, ReduceSum over the split dim, a vocab-parallel
+//   lookup) and pass unchanged through ops linear in them (Add of
+//   partials, scaling by a replicated factor, Reshape, Transpose, ...).
+//   Anywhere else a partial operand is first resolved
+//   (RuleContext::resolvePartial): all-reduced, or reduce-scattered onto
+//   the token dim under sequence parallelism.
+// - Where a producer's spec differs from the spec a rule needs, the
+//   transition is getTransition(From, To) (AllReduce, ReduceScatter,
+//   AllGather, a local slice).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_SHARD_RULES_H
+#define LOOM_SHARD_RULES_H
+
+#include "loom/IR/Graph.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// How a value is laid out along one mesh axis.
+struct AxisSpec {
+  enum Kind : uint8_t { Replicated, Split, Partial };
+  Kind K = Replicated;
+  /// Split: the dim divided among the axis' ranks.
+  int Dim = -1;
+  /// Split into blocks that are each divided (a fused QKV projection whose
+  /// output is Split into Q, K and V): block sizes along Dim, globally.
+  std::vector<int64_t> Blocks;
+
+  static AxisSpec replicated() { return AxisSpec(); }
+  static AxisSpec split(int D) {
+    AxisSpec S;
+    S.K = Split;
+    S.Dim = D;
+    return S;
+  }
+  static AxisSpec partial() {
+    AxisSpec S;
+    S.K = Partial;
+    return S;
+  }
+  bool isReplicated() const { return K == Replicated; }
+  bool isSplit() const { return K == Split; }
+  bool isPartial() const { return K == Partial; }
+  bool operator==(const AxisSpec &O) const {
+    return K == O.K && Dim == O.Dim && Blocks == O.Blocks;
+  }
+  bool operator!=(const AxisSpec &O) const { return !(*this == O); }
+  /// "R", "S(2)", "S(1;blocks=64,32,32)", "P".
+  std::string str() const;
+};
+
+/// The communication (or local work) that turns a value laid out as From
+/// into To along one axis.
+enum class Transition : uint8_t {
+  None,          ///< Same spec.
+  AllReduce,     ///< Partial -> Replicated.
+  ReduceScatter, ///< Partial -> Split(dim), no blocks (sequence parallelism).
+  AllGather,     ///< Split(dim), no blocks -> Replicated.
+  LocalSlice,    ///< Replicated -> Split: each rank keeps its piece.
+  GatherSlice,   ///< Split -> Split elsewhere: all-gather, then slice.
+  Zeros,         ///< Replicated -> Partial: only for a zero constant.
+  Unsupported,   ///< Partial -> blocks, blocks -> Replicated.
+};
+Transition getTransition(const AxisSpec &From, const AxisSpec &To);
+llvm::StringRef getTransitionName(Transition T);
+
+/// The shape one rank holds of a value of global shape \p Global laid out
+/// as \p S over \p AxisSize ranks (each block of a blocked split divided).
+/// Empty when the split dim is out of range or not divisible.
+llvm::SmallVector<int64_t, 4> getLocalShape(llvm::ArrayRef<int64_t> Global,
+                                            const AxisSpec &S,
+                                            unsigned AxisSize);
+
+/// Special lowering a rule asks of the role builder.
+enum class ShardLowering : uint8_t {
+  None,
+  /// Gather on a vocab-split table: masked local lookup, partial output.
+  VocabParallelGather,
+  /// Row-parallel Gemm/Conv with a bias: the bias is added once, after
+  /// the partial sums are reduced (a separate Add).
+  BiasAfterReduce,
+  /// Shape of a split value: the global shape, as a constant.
+  GlobalShape,
+};
+
+/// What a rule decided for one node.
+struct OpSharding {
+  /// The spec each input must have when the node runs (size = inputs).
+  std::vector<AxisSpec> InputSpecs;
+  /// The spec of each output.
+  std::vector<AxisSpec> OutputSpecs;
+  ShardLowering Lower = ShardLowering::None;
+};
+
+/// What a rule may ask about the graph and the propagation state, and the
+/// one decision it makes outside its node (splitting a weight).
+class RuleContext {
+public:
+  /// \p AxisSize: the tp degree; 0 stands for a symbolic degree that
+  /// divides every dim (AnyDivides).
+  RuleContext(unsigned AxisSize, bool SP, int64_t Opset)
+      : AxisSize(AxisSize), SP(SP), Opset(Opset) {}
+  virtual ~RuleContext();
+  static constexpr unsigned AnyDivides = 0;
+
+  unsigned getAxisSize() const { return AxisSize; }
+  bool isSequenceParallel() const { return SP; }
+  int64_t getOpset() const { return Opset; }
+  /// The axis size divides \p Size (> 0); a symbolic size divides every
+  /// size but 1 (no degree > 1 splits a unit dim).
+  bool isDivisible(int64_t Size) const {
+    return AxisSize == AnyDivides ? Size > 1
+                                  : Size > 0 && Size % AxisSize == 0;
+  }
+
+  /// The spec \p V arrives in (parameters: as stored).
+  virtual AxisSpec getSpec(const Value *V) const = 0;
+  /// Splits the weight-like \p V (traceWeight) along its dim \p Dim in
+  /// \p Blocks; after it getSpec(V) is that split. False when the
+  /// parameter is already split differently.
+  virtual bool splitWeight(const Value *V, int Dim,
+                           llvm::ArrayRef<int64_t> Blocks) = 0;
+  /// The spec \p V is stored in (a weight after splitWeight); differs
+  /// from getSpec where the propagation makes a consumer see a value
+  /// replicated (tokens entering expert work).
+  virtual AxisSpec getStoredSpec(const Value *V) const { return getSpec(V); }
+  /// The nodes reading \p V.
+  virtual llvm::ArrayRef<const Node *> getUsers(const Value *V) const = 0;
+  /// \p N is stacked expert work (Sharding.h, NodeSharding::Stacked).
+  virtual bool isStackedExpertWork(const Node *N) const { return false; }
+
+  /// The spec a Partial \p V takes for a consumer not linear in it:
+  /// Split(token dim) under sequence parallelism (a reduce-scatter), else
+  /// Replicated (an all-reduce). Stacked expert work reshapes its leading
+  /// dims over ep; a tp split there would not survive the all-to-all.
+  AxisSpec resolvePartial(const Value *V) const;
+  /// Dim of \p V a sequence-parallel ReduceScatter splits: the outermost
+  /// non-feature dim the axis divides (the tokens), or -1.
+  int getTokenDim(const Value *V) const;
+
+private:
+  unsigned AxisSize;
+  bool SP;
+  int64_t Opset;
+};
+
+/// Traces a weight-like value (a parameter, or a Transpose/Cast/Identity
+/// of one, at most 4 deep) back to its parameter; maps \p Dim of \p V to
+/// the parameter's dim. Null when \p V is not weight-like.
+const Value *traceWeight(const Value *V, int &Dim);
+
+/// Applies the rule of \p N's op. \p HasRule is false when the op has no
+/// rule (it then runs replicated). Non-default domains have no rule.
+OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule);
+
+/// Size -> the first place a rule splits a dim of that size ("dim 2 of
+/// 'q_reshape'", "dim 1 of 'lm_head.weight'").
+using SplitDimSizes = std::map<uint64_t, std::string>;
+/// Applies the rule table over \p G (default-domain opset \p Opset; 0:
+/// the latest) at a symbolic degree dividing every dim larger than 1, and
+/// returns the sizes of every dim a rule splits (SplitDims.cpp). A tp
+/// degree lets every rule take its split iff it divides all of them.
+SplitDimSizes collectSplitDims(const Graph &G, int64_t Opset);
+
+/// Element-wise ops (one output element per broadcast input element):
+/// the ones the element-wise rule handles.
+bool isShardableElementwise(llvm::StringRef Op);
+
+} // namespace loom
+
+#endif // LOOM_SHARD_RULES_H

@@ -1,0 +1,207 @@
+//===- MatmulRules.cpp - Sharding rules of MatMul and Gemm ---------------===//
+//
+// Weight matmuls follow Megatron-LM (Shoeybi et al. 2019, §3): with the
+// activation X replicated, Y = X W with W split by columns gives Y split on
+// its last dim (column parallel); with X split on its last dim (k), W split
+// by rows gives Y as partial sums, Y = sum_r X_r W_r (row parallel). A
+// column-parallel output that a Split along the last axis consumes (a fused
+// QKV projection) splits each block of W's columns, so each rank holds the
+// same heads of Q, K and V.
+// Activation x activation (attention scores and context): batch dims and
+// the free dims keep their split; a split on the contracted dim k of both
+// operands gives partial sums.
+//
+//===----------------------------------------------------------------------===//
+#include "RuleFamilies.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace llvm;
+
+namespace loom {
+namespace shardrules {
+
+namespace {
+
+/// Column-parallel output blocks: the sizes of a Split along the last axis
+/// that consumes \p Out (directly or after a bias Add), each divisible.
+std::vector<int64_t> findBlocks(const Value *Out, const RuleContext &Ctx) {
+  const Value *V = Out;
+  for (unsigned Depth = 0; Depth < 2; ++Depth) {
+    ArrayRef<const Node *> Us = Ctx.getUsers(V);
+    if (Us.size() != 1)
+      return {};
+    const Node *U = Us.front();
+    unsigned Rank = V->Type.getRank();
+    if (U->getOpType() == "Split" && U->getInput(0) == V &&
+        normAxis(U->getAttrInt("axis", 0), Rank) == (int)Rank - 1) {
+      std::vector<int64_t> Sizes;
+      if (Optional<std::vector<int64_t>> A = U->getAttrInts("split"))
+        Sizes = *A;
+      else if (Optional<std::vector<int64_t>> A =
+                   getConstantInts(U->getInput(1)))
+        Sizes = *A;
+      else {
+        int64_t Last = shapeOf(V).empty() ? 0 : shapeOf(V).back();
+        unsigned K = U->getNumOutputs();
+        if (K == 0 || Last % K)
+          return {};
+        Sizes.assign(K, Last / K);
+      }
+      if (Sizes.size() < 2 ||
+          !all_of(Sizes, [&](int64_t S) { return Ctx.isDivisible(S); }))
+        return {};
+      return Sizes;
+    }
+    // A bias Add between the projection and the Split.
+    if (U->getOpType() == "Add" && U->getNumOutputs() == 1) {
+      V = U->getOutput(0);
+      continue;
+    }
+    return {};
+  }
+  return {};
+}
+
+} // namespace
+
+void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  const Value *A = N.getInput(0), *B = N.getInput(1), *Y = N.getOutput(0);
+  Shape SA = shapeOf(A), SB = shapeOf(B), SY = shapeOf(Y);
+  replicateAll(N, NS);
+  if (SA.size() < 2 || SB.size() < 2 || SY.size() < 2)
+    return;
+  int Dummy = 0;
+  bool BWeight = traceWeight(B, Dummy) != nullptr;
+  Dummy = 0;
+  bool AWeight = traceWeight(A, Dummy) != nullptr;
+  AxisSpec CA = Ctx.getSpec(A), CB = Ctx.getSpec(B);
+  unsigned RY = SY.size(), RA = SA.size(), RB = SB.size();
+  if (BWeight && !AWeight) {
+    int K = RB - 2, NDim = RB - 1;
+    if (CA.isPartial())
+      CA = AxisSpec();
+    if (CA.isSplit() && CA.Dim == (int)RA - 1 && CA.Blocks.empty() &&
+        Ctx.isDivisible(SB[K]) && Ctx.splitWeight(B, K, {})) {
+      // Row parallel: partial sums.
+      NS.InputSpecs = {CA, Ctx.getStoredSpec(B)};
+      NS.OutputSpecs = {AxisSpec::partial()};
+      return;
+    }
+    // Column parallel (weights [d, f], or stacked experts [E, d, f]: f is
+    // split): the activation is gathered first.
+    if ((RB == 2 || RB == 3) && Ctx.isDivisible(SB[NDim])) {
+      std::vector<int64_t> Blocks = findBlocks(Y, Ctx);
+      if (Ctx.splitWeight(B, NDim, Blocks)) {
+        AxisSpec Out = AxisSpec::split(RY - 1);
+        Out.Blocks = Blocks;
+        NS.InputSpecs = {AxisSpec(), Ctx.getStoredSpec(B)};
+        NS.OutputSpecs = {Out};
+        return;
+      }
+    }
+    return;
+  }
+  // Activation x activation (attention scores and context). Where a split
+  // of an operand lands in Y: -1 on the contracted k, -100 unsplit.
+  auto ToOut = [&](const AxisSpec &S, unsigned Rank, bool IsA) -> int {
+    if (!S.isSplit() || !S.Blocks.empty())
+      return -100;
+    int D = S.Dim;
+    if (IsA && D == (int)Rank - 1)
+      return -1; // k
+    if (!IsA && D == (int)Rank - 2)
+      return -1; // k
+    if (IsA && D == (int)Rank - 2)
+      return RY - 2;
+    if (!IsA && D == (int)Rank - 1)
+      return RY - 1;
+    return D + (int)(RY - Rank);
+  };
+  // Linear in each operand: a partial times a replicated one is partial.
+  if (CA.isPartial() && !CB.isPartial() && !CB.isSplit()) {
+    NS.InputSpecs = {CA, AxisSpec()};
+    NS.OutputSpecs = {AxisSpec::partial()};
+    return;
+  }
+  if (CB.isPartial() && !CA.isPartial() && !CA.isSplit()) {
+    NS.InputSpecs = {AxisSpec(), CB};
+    NS.OutputSpecs = {AxisSpec::partial()};
+    return;
+  }
+  if (CA.isPartial())
+    CA = AxisSpec();
+  if (CB.isPartial())
+    CB = AxisSpec();
+  int OA = ToOut(CA, RA, true), OB = ToOut(CB, RB, false);
+  if (OA == -1 && OB == -1) {
+    NS.InputSpecs = {CA, CB};
+    NS.OutputSpecs = {AxisSpec::partial()};
+    return;
+  }
+  int OutDim = OA >= 0 ? OA : (OB >= 0 ? OB : -1);
+  if (OutDim < 0)
+    return;
+  // The other operand follows: split on the same output dim, or broadcast.
+  auto Need = [&](unsigned Rank, const Shape &S, bool IsA) -> AxisSpec {
+    int Local;
+    if (OutDim == (int)RY - 2)
+      Local = IsA ? (int)Rank - 2 : -1;
+    else if (OutDim == (int)RY - 1)
+      Local = IsA ? -1 : (int)Rank - 1;
+    else
+      Local = OutDim - (int)(RY - Rank);
+    if (Local < 0 || S[Local] == 1)
+      return AxisSpec();
+    return AxisSpec::split(Local);
+  };
+  if (!Ctx.isDivisible(SY[OutDim]))
+    return;
+  NS.InputSpecs = {Need(RA, SA, true), Need(RB, SB, false)};
+  NS.OutputSpecs = {AxisSpec::split(OutDim)};
+}
+
+void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  const Value *A = N.getInput(0), *B = N.getInput(1), *C = N.getInput(2);
+  Shape SA = shapeOf(A), SB = shapeOf(B);
+  replicateAll(N, NS);
+  int Dummy = 0;
+  if (SA.size() != 2 || SB.size() != 2 || !traceWeight(B, Dummy))
+    return;
+  bool TransA = N.getAttrInt("transA", 0), TransB = N.getAttrInt("transB", 0);
+  int KDimB = TransB ? 1 : 0, NDimB = TransB ? 0 : 1;
+  int KDimA = TransA ? 0 : 1;
+  AxisSpec CA = Ctx.getSpec(A);
+  if (CA.isPartial())
+    CA = AxisSpec();
+  if (CA.isSplit() && CA.Dim == KDimA && Ctx.isDivisible(SB[KDimB]) &&
+      Ctx.splitWeight(B, KDimB, {})) {
+    // Row parallel. A bias is added once, after the reduction.
+    NS.InputSpecs = {CA, Ctx.getStoredSpec(B)};
+    if (C) {
+      NS.InputSpecs.push_back(AxisSpec());
+      NS.Lower = ShardLowering::BiasAfterReduce;
+      NS.OutputSpecs = {AxisSpec()};
+    } else {
+      NS.OutputSpecs = {AxisSpec::partial()};
+    }
+    return;
+  }
+  if (!Ctx.isDivisible(SB[NDimB]) || !Ctx.splitWeight(B, NDimB, {}))
+    return;
+  // Column parallel; a bias over the columns is split with them.
+  NS.InputSpecs = {AxisSpec(), Ctx.getStoredSpec(B)};
+  if (C) {
+    Shape SC = shapeOf(C);
+    AxisSpec CS;
+    if (!SC.empty() && SC.back() == SB[NDimB]) {
+      CS = AxisSpec::split(SC.size() - 1);
+      if (C->isParameter())
+        Ctx.splitWeight(C, SC.size() - 1, {});
+    }
+    NS.InputSpecs.push_back(CS);
+  }
+  NS.OutputSpecs = {AxisSpec::split(1)};
+}
+
+} // namespace shardrules
+} // namespace loom

@@ -1,0 +1,202 @@
+//===- MovementRules.cpp - Reshape, Transpose, Slice, Concat, Split, ... -===//
+//
+// Ops that move data without computing on it carry a split to wherever its
+// elements go (GSPMD, Xu et al. 2021, §3.3):
+// - Reshape/Flatten keep the row-major order. A split of dim d of X holds,
+//   per rank, contiguous runs of prod(X[d:])/n elements after a prefix of
+//   prod(X[:d]) runs; an output dim j with the same prefix product
+//   prod(Y[:j]) == prod(X[:d]) and a size the axis divides has the same
+//   runs (4096 -> 32 x 128 puts a hidden split on the 32 heads).
+// - Transpose moves the split dim by the permutation; (Un)Squeeze shifts it
+//   past the removed/inserted unit dims.
+// - Slice, Split and Concat along another axis keep the split; a Split
+//   along a blocked split dim gives each output one block, split.
+// - Shape/Size of a split value is the global shape: a constant.
+// Partial sums pass through Reshape, Transpose, (Un)Squeeze and Slice
+// unchanged (each is linear).
+//
+//===----------------------------------------------------------------------===//
+#include "RuleFamilies.h"
+
+using namespace llvm;
+
+namespace loom {
+namespace shardrules {
+
+void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &NS,
+                 bool Flatten) {
+  const Value *X = N.getInput(0), *Y = N.getOutput(0);
+  Shape SX = shapeOf(X), SY = shapeOf(Y);
+  AxisSpec CX = Ctx.getSpec(X);
+  replicateAll(N, NS);
+  if (CX.isPartial()) {
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs[0] = CX;
+    return;
+  }
+  if (!CX.isSplit() || !CX.Blocks.empty() || SX.empty() || SY.empty())
+    return;
+  if (!Flatten && !getConstantInts(N.getInput(1)))
+    return;
+  int64_t Pre = product(makeArrayRef(SX).take_front(CX.Dim));
+  int64_t Acc = 1;
+  for (unsigned J = 0; J < SY.size(); ++J) {
+    if (Acc == Pre && Ctx.isDivisible(SY[J])) {
+      NS.InputSpecs[0] = CX;
+      NS.OutputSpecs[0] = AxisSpec::split(J);
+      return;
+    }
+    Acc *= SY[J];
+    if (Acc > Pre)
+      break;
+  }
+}
+
+void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  AxisSpec CX = Ctx.getSpec(N.getInput(0));
+  unsigned Rank = N.getInput(0)->Type.getRank();
+  keepInputs(N, Ctx, NS, CX);
+  if (!CX.isSplit())
+    return;
+  Optional<std::vector<int64_t>> Perm = N.getAttrInts("perm");
+  for (unsigned J = 0; J < Rank; ++J)
+    if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == CX.Dim) {
+      AxisSpec Out = CX;
+      Out.Dim = J;
+      NS.OutputSpecs[0] = Out;
+    }
+}
+
+void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &NS,
+                          bool Unsqueeze) {
+  const Value *X = N.getInput(0), *Y = N.getOutput(0);
+  AxisSpec CX = Ctx.getSpec(X);
+  replicateAll(N, NS);
+  if (CX.isPartial()) {
+    keepInputs(N, Ctx, NS, CX);
+    return;
+  }
+  if (!CX.isSplit())
+    return;
+  std::vector<int64_t> Axes = readAxes(N, 1);
+  unsigned RX = X->Type.getRank(), RY = Y->Type.getRank();
+  std::vector<bool> Marked(Unsqueeze ? RY : RX, false);
+  for (int64_t A : Axes) {
+    int I = normAxis(A, Unsqueeze ? RY : RX);
+    if (I >= 0 && (unsigned)I < Marked.size())
+      Marked[I] = true;
+  }
+  if (!Unsqueeze && Axes.empty()) {
+    Shape SX = shapeOf(X);
+    for (unsigned I = 0; I < SX.size(); ++I)
+      Marked[I] = SX[I] == 1;
+  }
+  int Out = -1;
+  if (Unsqueeze) {
+    int Seen = 0;
+    for (unsigned J = 0; J < RY; ++J)
+      if (!Marked[J] && Seen++ == CX.Dim)
+        Out = J;
+  } else {
+    if (Marked[CX.Dim])
+      return;
+    Out = CX.Dim;
+    for (int I = 0; I < CX.Dim; ++I)
+      Out -= Marked[I] ? 1 : 0;
+  }
+  if (Out < 0)
+    return;
+  NS.InputSpecs[0] = CX;
+  AxisSpec O = CX;
+  O.Dim = Out;
+  NS.OutputSpecs[0] = O;
+}
+
+void ruleSplit(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  const Value *X = N.getInput(0);
+  AxisSpec CX = Ctx.getSpec(X);
+  unsigned Rank = X->Type.getRank();
+  replicateAll(N, NS);
+  if (!CX.isSplit())
+    return;
+  int Axis = normAxis(N.getAttrInt("axis", 0), Rank);
+  if (CX.Dim != Axis && CX.Blocks.empty()) {
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs.assign(N.getNumOutputs(), CX);
+    return;
+  }
+  if (CX.Dim == Axis && !CX.Blocks.empty() &&
+      CX.Blocks.size() == N.getNumOutputs()) {
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs.assign(N.getNumOutputs(), AxisSpec::split(Axis));
+  }
+}
+
+void ruleConcat(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  const Value *Y = N.getOutput(0);
+  unsigned Rank = Y->Type.getRank();
+  int Axis = normAxis(N.getAttrInt("axis", 0), Rank);
+  int Dim = -1;
+  for (const Value *V : N.getInputs()) {
+    AxisSpec C = Ctx.getSpec(V);
+    if (C.isSplit() && C.Blocks.empty()) {
+      Dim = C.Dim;
+      break;
+    }
+  }
+  replicateAll(N, NS);
+  if (Dim < 0 || Dim == Axis)
+    return;
+  for (unsigned I = 0; I < N.getNumInputs(); ++I)
+    if (N.getInput(I))
+      NS.InputSpecs[I] = AxisSpec::split(Dim);
+  NS.OutputSpecs[0] = AxisSpec::split(Dim);
+}
+
+void ruleSlice(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  const Value *X = N.getInput(0);
+  AxisSpec CX = Ctx.getSpec(X);
+  replicateAll(N, NS);
+  if (CX.isPartial()) {
+    keepInputs(N, Ctx, NS, AxisSpec());
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs[0] = CX;
+    return;
+  }
+  if (!CX.isSplit() || !CX.Blocks.empty())
+    return;
+  unsigned Rank = X->Type.getRank();
+  std::vector<int64_t> Axes;
+  if (Ctx.getOpset() < 10) {
+    if (Optional<std::vector<int64_t>> A = N.getAttrInts("axes"))
+      Axes = *A;
+    else if (Optional<std::vector<int64_t>> S = N.getAttrInts("starts"))
+      for (unsigned I = 0; I < S->size(); ++I)
+        Axes.push_back(I);
+  } else if (N.getInput(3)) {
+    Optional<std::vector<int64_t>> A = getConstantInts(N.getInput(3));
+    if (!A)
+      return;
+    Axes = *A;
+  } else if (Optional<std::vector<int64_t>> S =
+                 getConstantInts(N.getInput(1))) {
+    for (unsigned I = 0; I < S->size(); ++I)
+      Axes.push_back(I);
+  } else {
+    return;
+  }
+  for (int64_t A : Axes)
+    if (normAxis(A, Rank) == CX.Dim)
+      return;
+  NS.InputSpecs[0] = CX;
+  NS.OutputSpecs[0] = CX;
+}
+
+void ruleShape(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  keepInputs(N, Ctx, NS, AxisSpec());
+  if (!Ctx.getSpec(N.getInput(0)).isReplicated())
+    NS.Lower = ShardLowering::GlobalShape;
+}
+
+} // namespace shardrules
+} // namespace loom

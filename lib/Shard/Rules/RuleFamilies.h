@@ -1,0 +1,72 @@
+//===- RuleFamilies.h - Shared pieces of the sharding rules -----*- C++ -*-===//
+//
+// Private to lib/Shard/Rules: the per-family rule functions the dispatcher
+// (Rules.cpp) calls and the helpers they share. The conventions every rule
+// follows are stated once, in include/loom/Shard/Rules.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_LIB_SHARD_RULES_RULEFAMILIES_H
+#define LOOM_LIB_SHARD_RULES_RULEFAMILIES_H
+
+#include "loom/Shard/Rules.h"
+
+namespace loom {
+namespace shardrules {
+
+using Shape = llvm::SmallVector<int64_t, 4>;
+
+/// The static shape of \p V, or empty.
+Shape shapeOf(const Value *V);
+int64_t product(llvm::ArrayRef<int64_t> S);
+/// A negative axis counted from the end.
+int normAxis(int64_t A, unsigned Rank);
+/// A Constant or ConstantOfShape of the default domain whose every
+/// element is zero (torch's zeros_like accumulator).
+bool isZeroConstant(const Value *V);
+/// The axes of \p N: the "axes" attribute, the "axis" attribute, or the
+/// constant input \p InputIdx (opset >= 13 Squeeze, Unsqueeze, Reduce*).
+std::vector<int64_t> readAxes(const Node &N, unsigned InputIdx);
+/// Every input and output replicated: the fallback that is always legal.
+void replicateAll(const Node &N, OpSharding &S);
+/// Every input as it arrives; every output \p Out.
+void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
+                const AxisSpec &Out);
+
+// MatmulRules.cpp: MatMul, Gemm.
+void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &S);
+// ElementwiseRules.cpp: element-wise maps with broadcasting, Expand.
+void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &S);
+// MovementRules.cpp: Reshape/Flatten, Transpose, (Un)Squeeze, Split,
+// Concat, Slice, Shape/Size.
+void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S,
+                 bool Flatten);
+void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &S,
+                          bool Unsqueeze);
+void ruleSplit(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleConcat(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleSlice(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleShape(const Node &N, RuleContext &Ctx, OpSharding &S);
+// NormRules.cpp: BatchNormalization, InstanceNormalization,
+// LayerNormalization.
+void ruleBatchNorm(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleLayerNorm(const Node &N, RuleContext &Ctx, OpSharding &S);
+// ReductionRules.cpp: Softmax family, ArgMax/ArgMin, TopK, Reduce*.
+void ruleAxisOp(const Node &N, RuleContext &Ctx, OpSharding &S, int Axis,
+                bool Below);
+void ruleSoftmax(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleArgMax(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleTopK(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleReduce(const Node &N, RuleContext &Ctx, OpSharding &S);
+// ConvPoolRules.cpp: Conv, pools.
+void ruleConv(const Node &N, RuleContext &Ctx, OpSharding &S);
+void rulePool(const Node &N, RuleContext &Ctx, OpSharding &S);
+// IndexingRules.cpp: Gather.
+void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &S);
+
+} // namespace shardrules
+} // namespace loom
+
+#endif // LOOM_LIB_SHARD_RULES_RULEFAMILIES_H

@@ -1,0 +1,292 @@
+//===- Rules.cpp - The rule table's dispatcher and shared helpers --------===//
+//
+// applyShardingRule maps an op to its family's rule (one file per family
+// beside this one). The rules follow Megatron-LM (Shoeybi et al. 2019) for
+// weight matmuls and embeddings and Korthikanti et al. 2022 for sequence
+// parallelism; everything else is propagation in the style of GSPMD (Xu et
+// al. 2021): split dims move through reshapes, transposes and broadcasts,
+// partial sums through linear ops.
+//
+//===----------------------------------------------------------------------===//
+#include "RuleFamilies.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace llvm;
+
+namespace loom {
+
+std::string AxisSpec::str() const {
+  switch (K) {
+  case Replicated:
+    return "R";
+  case Partial:
+    return "P";
+  case Split: {
+    std::string S = "S(" + std::to_string(Dim);
+    if (!Blocks.empty()) {
+      S += ";blocks=";
+      for (size_t I = 0; I < Blocks.size(); ++I)
+        S += (I ? "," : "") + std::to_string(Blocks[I]);
+    }
+    return S + ")";
+  }
+  }
+  return "?";
+}
+
+Transition getTransition(const AxisSpec &From, const AxisSpec &To) {
+  if (From == To)
+    return Transition::None;
+  if (From.isPartial()) {
+    if (To.isReplicated())
+      return Transition::AllReduce;
+    if (To.isSplit() && To.Blocks.empty())
+      return Transition::ReduceScatter;
+    return Transition::Unsupported;
+  }
+  if (From.isSplit() && To.isReplicated())
+    return From.Blocks.empty() ? Transition::AllGather
+                               : Transition::Unsupported;
+  if (From.isReplicated() && To.isSplit())
+    return Transition::LocalSlice;
+  if (From.isSplit() && To.isSplit())
+    return From.Blocks.empty() ? Transition::GatherSlice
+                               : Transition::Unsupported;
+  if (To.isPartial())
+    return From.isReplicated() ? Transition::Zeros : Transition::Unsupported;
+  return Transition::Unsupported;
+}
+
+StringRef getTransitionName(Transition T) {
+  switch (T) {
+  case Transition::None:
+    return "none";
+  case Transition::AllReduce:
+    return "all-reduce";
+  case Transition::ReduceScatter:
+    return "reduce-scatter";
+  case Transition::AllGather:
+    return "all-gather";
+  case Transition::LocalSlice:
+    return "local slice";
+  case Transition::GatherSlice:
+    return "all-gather + slice";
+  case Transition::Zeros:
+    return "zeros";
+  case Transition::Unsupported:
+    return "unsupported";
+  }
+  return "?";
+}
+
+SmallVector<int64_t, 4> getLocalShape(ArrayRef<int64_t> Global,
+                                      const AxisSpec &S, unsigned AxisSize) {
+  SmallVector<int64_t, 4> L(Global.begin(), Global.end());
+  if (!S.isSplit())
+    return L;
+  if (S.Dim < 0 || (size_t)S.Dim >= L.size() || !AxisSize)
+    return {};
+  if (S.Blocks.empty()) {
+    if (L[S.Dim] % AxisSize)
+      return {};
+    L[S.Dim] /= AxisSize;
+    return L;
+  }
+  // Each block divided: the rank holds 1/AxisSize of every block.
+  int64_t Sum = 0;
+  for (int64_t B : S.Blocks) {
+    if (B % AxisSize)
+      return {};
+    Sum += B;
+  }
+  if (Sum != L[S.Dim])
+    return {};
+  L[S.Dim] /= AxisSize;
+  return L;
+}
+
+RuleContext::~RuleContext() = default;
+
+int RuleContext::getTokenDim(const Value *V) const {
+  shardrules::Shape S = shardrules::shapeOf(V);
+  for (unsigned D = 0; D + 1 < S.size(); ++D)
+    if (S[D] > 1 && isDivisible(S[D]))
+      return D;
+  return -1;
+}
+
+AxisSpec RuleContext::resolvePartial(const Value *V) const {
+  const Node *D = V ? V->getDefiningNode() : nullptr;
+  if (D && isStackedExpertWork(D))
+    return AxisSpec::replicated();
+  if (SP) {
+    int T = getTokenDim(V);
+    if (T >= 0)
+      return AxisSpec::split(T);
+  }
+  return AxisSpec::replicated();
+}
+
+const Value *traceWeight(const Value *V, int &Dim) {
+  for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
+    if (V->isParameter())
+      return V;
+    const Node *D = V->getDefiningNode();
+    if (!D || D->getNumInputs() != 1 || D->getNumOutputs() != 1)
+      return nullptr;
+    if (D->getOpType() == "Transpose") {
+      Optional<std::vector<int64_t>> Perm = D->getAttrInts("perm");
+      unsigned Rank = V->Type.getRank();
+      if (Perm) {
+        if ((unsigned)Dim >= Perm->size())
+          return nullptr;
+        Dim = (*Perm)[Dim];
+      } else {
+        Dim = Rank - 1 - Dim;
+      }
+    } else if (D->getOpType() != "Cast" && D->getOpType() != "Identity") {
+      return nullptr;
+    }
+    V = D->getInput(0);
+  }
+  return nullptr;
+}
+
+bool isShardableElementwise(StringRef Op) {
+  return StringSwitch<bool>(Op)
+      .Cases("Add", "Sub", "Mul", "Div", "Pow", "Where", true)
+      .Cases("Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Sqrt", true)
+      .Cases("Neg", "Cast", "Exp", "Log", "Equal", "Less", "Greater", true)
+      .Cases("LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Xor", true)
+      .Cases("Max", "Min", "Abs", "Reciprocal", "Clip", "Dropout", true)
+      .Cases("Softplus", "HardSigmoid", "LeakyRelu", "Identity", "Mish", true)
+      .Cases("Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "IsNaN", true)
+      .Cases("Elu", "Selu", "Celu", "HardSwish", "Softsign", "ThresholdedRelu",
+             true)
+      .Cases("Mod", "Sum", "Mean", "IsInf", "BitShift", "CastLike", true)
+      .Default(false);
+}
+
+OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule) {
+  using namespace shardrules;
+  OpSharding S;
+  HasRule = true;
+  StringRef Op = N.getOpType();
+  if (!N.getDomain().empty() && N.getDomain() != "ai.onnx") {
+    HasRule = false;
+    replicateAll(N, S);
+  } else if (Op == "Constant" || Op == "ConstantOfShape" || Op == "Range") {
+    replicateAll(N, S);
+  } else if (Op == "Shape" || Op == "Size") {
+    ruleShape(N, Ctx, S);
+  } else if (Op == "MatMul") {
+    ruleMatMul(N, Ctx, S);
+  } else if (Op == "Gemm") {
+    ruleGemm(N, Ctx, S);
+  } else if (Op == "Conv") {
+    ruleConv(N, Ctx, S);
+  } else if (Op == "BatchNormalization" || Op == "InstanceNormalization") {
+    ruleBatchNorm(N, Ctx, S);
+  } else if (Op == "MaxPool" || Op == "AveragePool" ||
+             Op == "GlobalAveragePool" || Op == "GlobalMaxPool") {
+    rulePool(N, Ctx, S);
+  } else if (Op == "Gather") {
+    ruleGather(N, Ctx, S);
+  } else if (Op == "Reshape" || Op == "Flatten") {
+    ruleReshape(N, Ctx, S, Op == "Flatten");
+  } else if (Op == "Transpose") {
+    ruleTranspose(N, Ctx, S);
+  } else if (Op == "Unsqueeze" || Op == "Squeeze") {
+    ruleUnsqueezeSqueeze(N, Ctx, S, Op == "Unsqueeze");
+  } else if (Op == "Split") {
+    ruleSplit(N, Ctx, S);
+  } else if (Op == "Concat") {
+    ruleConcat(N, Ctx, S);
+  } else if (Op == "Slice") {
+    ruleSlice(N, Ctx, S);
+  } else if (Op == "Softmax" || Op == "LogSoftmax" || Op == "Hardmax") {
+    ruleSoftmax(N, Ctx, S);
+  } else if (Op == "LayerNormalization") {
+    ruleLayerNorm(N, Ctx, S);
+  } else if (Op == "ArgMax" || Op == "ArgMin") {
+    ruleArgMax(N, Ctx, S);
+  } else if (Op == "TopK") {
+    ruleTopK(N, Ctx, S);
+  } else if (Op.startswith("Reduce")) {
+    ruleReduce(N, Ctx, S);
+  } else if (Op == "Expand") {
+    ruleExpand(N, Ctx, S);
+  } else if (isShardableElementwise(Op) && N.getNumOutputs() >= 1) {
+    ruleElementwise(N, Ctx, S);
+  } else {
+    HasRule = false;
+    replicateAll(N, S);
+  }
+  S.InputSpecs.resize(N.getNumInputs());
+  S.OutputSpecs.resize(N.getNumOutputs());
+  return S;
+}
+
+namespace shardrules {
+
+Shape shapeOf(const Value *V) {
+  if (!V || !V->Type.isStatic())
+    return {};
+  return V->Type.getStaticShape();
+}
+
+int64_t product(ArrayRef<int64_t> S) {
+  int64_t P = 1;
+  for (int64_t D : S)
+    P *= D;
+  return P;
+}
+
+int normAxis(int64_t A, unsigned Rank) {
+  return A < 0 ? (int)(A + Rank) : (int)A;
+}
+
+bool isZeroConstant(const Value *V) {
+  const Node *D = V ? V->getDefiningNode() : nullptr;
+  if (!D || !D->getDomain().empty() ||
+      (D->getOpType() != "ConstantOfShape" && D->getOpType() != "Constant"))
+    return false;
+  const Attribute *A = D->getAttribute("value");
+  if (!A)
+    return D->getOpType() == "ConstantOfShape";
+  if (A->K != Attribute::Kind::Tensor || A->Ts.empty())
+    return false;
+  Expected<std::vector<double>> F = A->Ts[0].getFloatValues();
+  if (!F) {
+    consumeError(F.takeError());
+    return false;
+  }
+  return all_of(*F, [](double X) { return X == 0; });
+}
+
+std::vector<int64_t> readAxes(const Node &N, unsigned InputIdx) {
+  if (Optional<std::vector<int64_t>> A = N.getAttrInts("axes"))
+    return *A;
+  if (const Attribute *A = N.getAttribute("axis"))
+    return {A->I};
+  if (Optional<std::vector<int64_t>> A = getConstantInts(N.getInput(InputIdx)))
+    return *A;
+  return {};
+}
+
+void replicateAll(const Node &N, OpSharding &S) {
+  S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
+  S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
+}
+
+void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
+                const AxisSpec &Out) {
+  S.InputSpecs.clear();
+  for (const Value *V : N.getInputs())
+    S.InputSpecs.push_back(Ctx.getSpec(V));
+  S.OutputSpecs.assign(N.getNumOutputs(), Out);
+}
+
+} // namespace shardrules
+} // namespace loom

@@ -1,0 +1,151 @@
+//===- SplitDims.cpp - The dims the rules split, at any degree ------------===//
+//
+// The search's legality (which tp degrees divide what) comes from the same
+// rules that cut the graphs: the rule table is applied over the planning
+// graph with a symbolic axis size that divides every dim larger than 1
+// (RuleContext::AnyDivides), so every split a rule can make is made, and
+// each dim a rule splits (a weight's rows or columns, a vocabulary, the
+// heads after a reshape, a block of a fused projection) is recorded with
+// its size. A degree that divides all of them lets every rule take its
+// split; one that does not leaves some op running replicated with gathers
+// the evaluator does not price.
+//
+//===----------------------------------------------------------------------===//
+#include "RuleFamilies.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/Twine.h"
+#include <limits>
+
+using namespace llvm;
+
+namespace loom {
+
+namespace {
+
+class SymbolicContext final : public RuleContext {
+public:
+  SymbolicContext(const Graph &G, int64_t Opset, SplitDimSizes &Out)
+      : RuleContext(AnyDivides, /*SP=*/false,
+                    Opset > 0 ? Opset : std::numeric_limits<int64_t>::max()),
+        Out(Out) {
+    for (const auto &NP : G.getNodes())
+      for (const Value *V : NP->getInputs())
+        if (V)
+          Users[V].push_back(NP.get());
+  }
+
+  AxisSpec getSpec(const Value *V) const override {
+    return V ? Values.lookup(V) : AxisSpec();
+  }
+  ArrayRef<const Node *> getUsers(const Value *V) const override {
+    auto It = Users.find(V);
+    if (It == Users.end())
+      return {};
+    return It->second;
+  }
+  bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
+  void run(const Graph &G);
+
+private:
+  void record(int64_t Size, const Twine &Why) {
+    if (Size > 1)
+      Out.emplace((uint64_t)Size, Why.str());
+  }
+  void recordSpec(const Value *V, const AxisSpec &S, const Twine &Where) {
+    if (!S.isSplit())
+      return;
+    shardrules::Shape Sh = shardrules::shapeOf(V);
+    if (S.Dim < 0 || (size_t)S.Dim >= Sh.size())
+      return;
+    if (S.Blocks.empty()) {
+      record(Sh[S.Dim], "dim " + Twine(S.Dim) + " of '" + Where + "'");
+      return;
+    }
+    for (int64_t B : S.Blocks)
+      record(B, "a block of dim " + Twine(S.Dim) + " of '" + Where + "'");
+  }
+
+  SplitDimSizes &Out;
+  DenseMap<const Value *, AxisSpec> Values;
+  /// Parameter -> the spec it is stored in.
+  DenseMap<const Value *, AxisSpec> Params;
+  /// Weight chains (Transpose/Cast/Identity) their consumer decided.
+  DenseSet<const Node *> Decided;
+  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+};
+
+bool SymbolicContext::splitWeight(const Value *V, int Dim,
+                                  ArrayRef<int64_t> Blocks) {
+  int PDim = Dim;
+  const Value *Param = traceWeight(V, PDim);
+  if (!Param)
+    return false;
+  AxisSpec PS = AxisSpec::split(PDim);
+  PS.Blocks.assign(Blocks.begin(), Blocks.end());
+  auto It = Params.find(Param);
+  if (It != Params.end() && It->second != PS)
+    return false;
+  if (It == Params.end()) {
+    Params[Param] = PS;
+    recordSpec(Param, PS, Param->getName());
+  }
+  Values[Param] = PS;
+  // The chain from the parameter to V, as Propagation.cpp re-derives it.
+  SmallVector<const Value *, 4> Chain;
+  for (const Value *W = V; W != Param; W = W->getDefiningNode()->getInput(0))
+    Chain.push_back(W);
+  int D = PDim;
+  for (auto C = Chain.rbegin(); C != Chain.rend(); ++C) {
+    const Node *Def = (*C)->getDefiningNode();
+    if (Def->getOpType() == "Transpose") {
+      Optional<std::vector<int64_t>> Perm = Def->getAttrInts("perm");
+      unsigned Rank = (*C)->Type.getRank();
+      int To = -1;
+      for (unsigned J = 0; J < Rank; ++J)
+        if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == D)
+          To = J;
+      D = To;
+    }
+    AxisSpec S = AxisSpec::split(D);
+    S.Blocks = PS.Blocks;
+    Values[*C] = S;
+    Decided.insert(Def);
+  }
+  return true;
+}
+
+void SymbolicContext::run(const Graph &G) {
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    if (Decided.count(&N))
+      continue;
+    bool HasRule;
+    OpSharding S = applyShardingRule(N, *this, HasRule);
+    StringRef Label =
+        N.getName().empty() && N.getOutput(0) ? N.getOutput(0)->getName()
+                                              : StringRef(N.getName());
+    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+      if (const Value *V = N.getOutput(O)) {
+        Values[V] = S.OutputSpecs[O];
+        recordSpec(V, S.OutputSpecs[O], Label);
+      }
+    // An operand the rule slices locally (a replicated constant) is split
+    // too.
+    for (unsigned I = 0; I < N.getNumInputs(); ++I)
+      if (const Value *V = N.getInput(I))
+        if (!V->isParameter() && S.InputSpecs[I] != getSpec(V))
+          recordSpec(V, S.InputSpecs[I], Label);
+  }
+}
+
+} // namespace
+
+SplitDimSizes collectSplitDims(const Graph &G, int64_t Opset) {
+  SplitDimSizes Out;
+  SymbolicContext Ctx(G, Opset, Out);
+  Ctx.run(G);
+  return Out;
+}
+
+} // namespace loom

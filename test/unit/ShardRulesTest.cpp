@@ -1,0 +1,233 @@
+//===- ShardRulesTest.cpp - The per-op sharding rule table --------------===//
+//
+// Each case applies the rule table (include/loom/Shard/Rules.h) over a
+// small hand-written graph along one axis of a given size and checks the
+// specs, weight splits, transitions and per-rank shapes against values
+// worked out by hand beside them.
+//
+//===----------------------------------------------------------------------===//
+#include "RunPipeline.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Shard/Rules.h"
+#include "loom/Plan/Search.h"
+#include "gtest/gtest.h"
+#include <map>
+
+using namespace loom;
+using namespace llvm;
+
+namespace {
+
+/// A minimal propagation: the rules over every node in order, weights
+/// split as the rules ask (no chains, no conflicts beyond a different
+/// split of the same parameter).
+class WalkContext final : public RuleContext {
+public:
+  WalkContext(const Graph &G, unsigned TP, bool SP = false)
+      : RuleContext(TP, SP, 17) {
+    for (const auto &NP : G.getNodes())
+      for (const Value *V : NP->getInputs())
+        if (V)
+          Users[V].push_back(NP.get());
+    for (const auto &NP : G.getNodes()) {
+      bool HasRule;
+      OpSharding S = applyShardingRule(*NP, *this, HasRule);
+      for (unsigned O = 0; O < NP->getNumOutputs(); ++O)
+        Values[NP->getOutput(O)] = S.OutputSpecs[O];
+      Decided[NP->getOutput(0)->getName().str()] = S;
+    }
+  }
+  AxisSpec getSpec(const Value *V) const override {
+    return V ? Values.lookup(V) : AxisSpec();
+  }
+  bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> B) override {
+    int D = Dim;
+    const Value *P = traceWeight(V, D);
+    if (!P)
+      return false;
+    AxisSpec S = AxisSpec::split(D);
+    S.Blocks.assign(B.begin(), B.end());
+    auto It = Values.find(P);
+    if (It != Values.end() && It->second != S)
+      return false;
+    Values[P] = S;
+    return true;
+  }
+  ArrayRef<const Node *> getUsers(const Value *V) const override {
+    auto It = Users.find(V);
+    return It == Users.end() ? ArrayRef<const Node *>()
+                             : ArrayRef<const Node *>(It->second);
+  }
+  /// The specs of the node producing \p Out.
+  const OpSharding &at(StringRef Out) { return Decided[Out.str()]; }
+  std::string out(StringRef Out) { return at(Out).OutputSpecs[0].str(); }
+  std::string in(StringRef Out, unsigned I) {
+    return at(Out).InputSpecs[I].str();
+  }
+
+  DenseMap<const Value *, AxisSpec> Values;
+  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+  std::map<std::string, OpSharding> Decided;
+};
+
+CompilationUnit load(StringRef Text) {
+  CompilationUnit CU;
+  auto M = importModelFromText(Text, "rules.onnxtxt");
+  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
+  CU.M = std::move(*M);
+  runPipeline(CU, "infer-shapes");
+  return CU;
+}
+
+const Value *param(const Graph &G, StringRef Name) {
+  for (const Value *P : G.getParameters())
+    if (P->getName() == Name)
+      return P;
+  return nullptr;
+}
+
+// A Megatron MLP block, attention heads and a vocab-parallel embedding:
+// ids [2,8] -> emb [96,16] -> x [2,8,16] -> w1 [16,64] -> Relu ->
+// w2 [64,16] -> reshape to heads [2,8,4,4] -> Softmax over the last axis.
+const char *Block = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (int64[2,8] ids) => (float[2,8,4,4] y, float[2,8] s, float[2,8] m,
+                       float[2,8,16] a)
+<float[96,16] emb, float[16,64] w1, float[64,16] w2, float[16,48] wq,
+ int64[4] hs = {2,8,6,8}, int64[1] ax = {2}>
+{
+  x = Gather (emb, ids)
+  u = MatMul (x, w1)
+  r = Relu (u)
+  d = MatMul (r, w2)
+  q = MatMul (d, wq)
+  qh = Reshape (q, hs)
+  z = Reshape (d, hs4)
+  y = Softmax <axis = -1> (z)
+  s = ReduceSum <keepdims = 0> (q, ax)
+  m = ReduceMax <keepdims = 0> (q, ax)
+  a = Relu (d)
+}
+)";
+
+std::string blockText() {
+  // hs4 = {2,8,4,4}: the 16 features as 4 heads of 4.
+  std::string T = Block;
+  T.replace(T.find("int64[1] ax"), 0, "int64[4] hs4 = {2,8,4,4}, ");
+  return T;
+}
+
+TEST(ShardRules, MegatronBlockAtTP4) {
+  CompilationUnit CU = load(blockText());
+  const Graph &G = CU.M->getGraph();
+  WalkContext C(G, 4);
+  // Vocab-parallel lookup: table rows split (96 / 4 = 24 per rank), ids
+  // whole, the output a partial sum (each rank zeroes rows it lacks).
+  EXPECT_EQ(C.out("x"), "P");
+  EXPECT_EQ(C.in("x", 0), "S(0)");
+  EXPECT_EQ(C.at("x").Lower, ShardLowering::VocabParallelGather);
+  // Column parallel: the partial x is all-reduced first (a matmul is not
+  // linear in a partial activation times a split weight), w1 split by its
+  // 64 columns, u split on its last dim.
+  EXPECT_EQ(C.in("u", 0), "R");
+  EXPECT_EQ(C.Values.lookup(param(G, "w1")).str(), "S(1)");
+  EXPECT_EQ(C.out("u"), "S(2)");
+  EXPECT_EQ(C.out("r"), "S(2)");
+  // Row parallel: r split on k = 64, w2 split by rows, d partial.
+  EXPECT_EQ(C.in("d", 0), "S(2)");
+  EXPECT_EQ(C.Values.lookup(param(G, "w2")).str(), "S(0)");
+  EXPECT_EQ(C.out("d"), "P");
+  // Partial d through a Reshape stays partial (linear); Softmax needs it
+  // resolved: replicated without sequence parallelism.
+  EXPECT_EQ(C.out("z"), "P");
+  EXPECT_EQ(C.in("y", 0), "R");
+  EXPECT_EQ(C.out("y"), "R");
+  // q = d wq: column parallel again (48 columns, 12 per rank); the heads
+  // reshape [2,8,48] -> [2,8,6,8]: the prefix 2*8 = 16 of dim 2 meets
+  // output dim 2 (6 heads), which 4 does not divide, and no later dim
+  // starts at the same offset: replicated (gathered) at tp = 4.
+  EXPECT_EQ(C.out("q"), "S(2)");
+  EXPECT_EQ(C.out("qh"), "R");
+  EXPECT_EQ(C.in("qh", 0), "R");
+  // ReduceSum over the split dim: each rank sums its 12 columns, partial.
+  // ReduceMax over it needs the whole row.
+  EXPECT_EQ(C.out("s"), "P");
+  EXPECT_EQ(C.in("s", 0), "S(2)");
+  EXPECT_EQ(C.in("m", 0), "R");
+  EXPECT_EQ(C.out("m"), "R");
+}
+
+TEST(ShardRules, HeadsSplitWhereTheDegreeDividesThem) {
+  CompilationUnit CU = load(blockText());
+  // tp = 2 and 3 divide the 6 heads: the split lands on dim 2 of qh.
+  for (unsigned TP : {2u, 3u}) {
+    WalkContext C(CU.M->getGraph(), TP);
+    EXPECT_EQ(C.out("qh"), "S(2)") << "tp=" << TP;
+  }
+}
+
+TEST(ShardRules, SequenceParallelResolvesPartialsOntoTokens) {
+  CompilationUnit CU = load(blockText());
+  // Relu is not linear: the partial d [2,8,16] is resolved. Without sp it
+  // is all-reduced; with sp reduce-scattered onto its first dim > 1 the
+  // degree divides: dim 0 (the 2 sequences) at tp = 2, dim 1 (the 8
+  // tokens) at tp = 4. Softmax has no such choice: it reads z replicated.
+  WalkContext NoSP(CU.M->getGraph(), 2);
+  EXPECT_EQ(NoSP.in("a", 0), "R");
+  WalkContext SP2(CU.M->getGraph(), 2, /*SP=*/true);
+  EXPECT_EQ(SP2.in("a", 0), "S(0)");
+  EXPECT_EQ(SP2.out("a"), "S(0)");
+  EXPECT_EQ(SP2.in("y", 0), "R");
+  WalkContext SP4(CU.M->getGraph(), 4, /*SP=*/true);
+  EXPECT_EQ(SP4.in("a", 0), "S(1)");
+  EXPECT_EQ(getTransition(AxisSpec::partial(), AxisSpec::split(1)),
+            Transition::ReduceScatter);
+}
+
+TEST(ShardRules, TransitionsAndLocalShapes) {
+  AxisSpec R, P = AxisSpec::partial(), S0 = AxisSpec::split(0),
+              S1 = AxisSpec::split(1);
+  AxisSpec Blk = AxisSpec::split(1);
+  Blk.Blocks = {64, 16, 16};
+  EXPECT_EQ(getTransition(P, R), Transition::AllReduce);
+  EXPECT_EQ(getTransition(P, S0), Transition::ReduceScatter);
+  EXPECT_EQ(getTransition(P, Blk), Transition::Unsupported);
+  EXPECT_EQ(getTransition(S1, R), Transition::AllGather);
+  EXPECT_EQ(getTransition(Blk, R), Transition::Unsupported);
+  EXPECT_EQ(getTransition(R, S1), Transition::LocalSlice);
+  EXPECT_EQ(getTransition(S0, S1), Transition::GatherSlice);
+  EXPECT_EQ(getTransition(R, P), Transition::Zeros);
+  EXPECT_EQ(getTransition(S1, S1), Transition::None);
+  EXPECT_EQ(getTransitionName(Transition::ReduceScatter), "reduce-scatter");
+  // [4, 96] at tp = 2: S(1) holds 48 columns; in blocks 64|16|16 a rank
+  // holds 32 + 8 + 8 = 48 too; replicated and partial hold it whole.
+  using Sh = SmallVector<int64_t, 4>;
+  EXPECT_EQ(getLocalShape({4, 96}, S1, 2), (Sh{4, 48}));
+  EXPECT_EQ(getLocalShape({4, 96}, Blk, 2), (Sh{4, 48}));
+  EXPECT_EQ(getLocalShape({4, 96}, P, 2), (Sh{4, 96}));
+  // 16 is not divisible by 32; 4 rows by 3; the blocks must sum to 96.
+  EXPECT_TRUE(getLocalShape({4, 96}, Blk, 32).empty());
+  EXPECT_TRUE(getLocalShape({4, 96}, S0, 3).empty());
+  AxisSpec Bad = AxisSpec::split(1);
+  Bad.Blocks = {64, 16};
+  EXPECT_TRUE(getLocalShape({4, 96}, Bad, 2).empty());
+}
+
+TEST(ShardRules, SplitDimsAreWhatTheRulesSplit) {
+  CompilationUnit CU = load(blockText());
+  // At a degree dividing everything: emb rows 96, w1 columns 64 (and u, r),
+  // w2 rows 64, wq columns 48 (q, and the 48 reduced by s), the 6 heads
+  // of qh. d is partial, z/y/a replicated: {6, 48, 64, 96}, gcd 2.
+  SplitDimSizes D = collectSplitDims(CU.M->getGraph(), 17);
+  std::vector<uint64_t> Sizes;
+  for (const auto &KV : D)
+    Sizes.push_back(KV.first);
+  EXPECT_EQ(Sizes, (std::vector<uint64_t>{6, 48, 64, 96}));
+  EXPECT_EQ(D[6], "dim 2 of 'qh'");
+  EXPECT_EQ(D[96], "dim 0 of 'emb'");
+  TPDivisibility T = computeTPDivisibility(CU.M->getGraph(), 17);
+  EXPECT_EQ(T.Divisor, 2u);
+  EXPECT_EQ(T.Why, "gcd of 6 = dim 2 of 'qh', 64 = dim 1 of 'w1'");
+}
+
+} // namespace
