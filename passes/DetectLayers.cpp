@@ -332,20 +332,79 @@ static bool isJoinOutput(const Value *V, const DenseSet<const Value *> &DD) {
   return false;
 }
 
-class DetectLayersPass : public Pass {
+/// The state the steps of DetectLayersPass share, in the order they fill it.
+class LayerDetector {
 public:
-  Error run(CompilationUnit &CU) override {
-    Graph &G = CU.M->getGraph();
-    UseMap Users = buildUseMap(G);
-    unsigned NumNodes = G.getNumNodes();
-    DenseMap<const Node *, unsigned> Index;
+  explicit LayerDetector(Graph &G)
+      : G(G), Users(buildUseMap(G)), NumNodes(G.getNumNodes()),
+        DataDep(findDataDependent(G)) {
     for (unsigned I = 0; I < NumNodes; ++I)
       Index[G.getNodes()[I].get()] = I;
-    DenseSet<const Value *> DataDep = findDataDependent(G);
-    std::vector<unsigned> AnchorNode;
-    std::vector<uint64_t> Sig;
-    SmallVector<bool, 64> IsMatmul;
-    for (unsigned I = 0; I < G.getNumNodes(); ++I) {
+  }
+
+  /// Fills \p Layers and sets every node's layer.
+  void run(std::vector<LayerInfo> &Layers) {
+    findAnchors();
+    computeLiveSpans();
+    computeAnchorCuts();
+    collectFarReads();
+    Layers.clear();
+    chooseLayerStarts();
+    buildLayerInfos(Layers);
+    assignNodesToLayers();
+    assignSharedIndependentWork();
+    annotateNodes(Layers);
+  }
+
+private:
+  Graph &G;
+  UseMap Users;
+  unsigned NumNodes;
+  DenseMap<const Node *, unsigned> Index;
+  DenseSet<const Value *> DataDep;
+
+  /// Anchors: the nodes that read parameters, with their signatures.
+  std::vector<unsigned> AnchorNode;
+  std::vector<uint64_t> Sig;
+  SmallVector<bool, 64> IsMatmul;
+  /// Slot[i]: the most recent anchor at or before node i (-1: none).
+  std::vector<int> Slot;
+
+  /// Live[c]: activations defined before node c and read at or after it
+  /// (constants, parameters and graph inputs do not count: they cross
+  /// every cut alike).
+  std::vector<unsigned> Live;
+  /// Activations as (defining node, last reader), for the gaps below.
+  std::vector<std::pair<unsigned, unsigned>> Spans;
+  std::vector<const Value *> SpanValue;
+  /// The same for data-dependent activations only: how many are live
+  /// before node c, and the sum of their span numbers (which names the
+  /// value where only one is live).
+  std::vector<unsigned> DLive;
+  std::vector<uint64_t> DSum;
+
+  /// Cut[b]: the fewest live values at a cut between anchor b-1 and
+  /// anchor b (node positions after the one, up to the other).
+  std::vector<unsigned> Cut;
+  /// JoinCut[b]: a cut between anchors b-1 and b where the one live
+  /// data-dependent activation is a residual join's output.
+  SmallVector<bool, 64> JoinCut;
+  RepeatChecker Checker;
+
+  /// Layer l covers anchors [Starts[l], Starts[l+1]).
+  std::vector<LayerStart> Starts;
+
+  /// Gap L (before layer L >= 1): cut positions [From[L], To[L]]; Next[L]
+  /// is the first anchor node of layer L + 1. Local[c]: the activations
+  /// live at c that are read no later than the gap's layer.
+  std::vector<unsigned> From, To, Next;
+  std::vector<int> Local;
+
+  /// Layer[i]: the layer of node i.
+  std::vector<int> Layer;
+
+  void findAnchors() {
+    for (unsigned I = 0; I < NumNodes; ++I) {
       const Node &N = *G.getNodes()[I];
       if (any_of(N.getInputs(),
                  [](const Value *V) { return V && V->isParameter(); })) {
@@ -361,61 +420,56 @@ public:
         IsMatmul.push_back(MM);
       }
     }
-    // Slot[i]: the most recent anchor at or before node i (-1: none).
-    std::vector<int> Slot(NumNodes, -1);
+    Slot.assign(NumNodes, -1);
     for (unsigned I = 0, A = 0; I < NumNodes; ++I) {
       while (A < AnchorNode.size() && AnchorNode[A] <= I)
         ++A;
       Slot[I] = (int)A - 1;
     }
-    // Live[c]: activations defined before node c and read at or after it
-    // (constants, parameters and graph inputs do not count: they cross
-    // every cut alike).
-    std::vector<unsigned> Live(NumNodes + 1, 0);
-    // Activations as (defining node, last reader), for the gaps below.
-    std::vector<std::pair<unsigned, unsigned>> Spans;
-    // The same for data-dependent activations only: how many are live
-    // before node c, and the sum of their span numbers (which names the
-    // value where only one is live).
-    std::vector<unsigned> DLive(NumNodes + 1, 0);
-    std::vector<uint64_t> DSum(NumNodes + 1, 0);
-    std::vector<const Value *> SpanValue;
-    {
-      std::vector<int> Delta(NumNodes + 2, 0), DDelta(NumNodes + 2, 0);
-      std::vector<int64_t> SDelta(NumNodes + 2, 0);
-      for (unsigned I = 0; I < NumNodes; ++I)
-        for (const Value *V : G.getNodes()[I]->getOutputs()) {
-          if (!V || G.getNodes()[I]->getOpType() == "Constant")
-            continue;
-          unsigned Last = I;
-          for (const Node *U : Users.lookup(V))
-            Last = std::max(Last, Index.lookup(U));
-          if (is_contained(G.getOutputs(), V))
-            Last = NumNodes;
-          if (Last > I) {
-            Spans.emplace_back(I, Last);
-            SpanValue.push_back(V);
-            ++Delta[I + 1];
-            --Delta[Last + 1];
-            if (DataDep.count(V)) {
-              ++DDelta[I + 1];
-              --DDelta[Last + 1];
-              SDelta[I + 1] += Spans.size();
-              SDelta[Last + 1] -= Spans.size();
-            }
+  }
+
+  /// Fills Spans, SpanValue, Live, DLive and DSum, by prefix sums over
+  /// each activation's span.
+  void computeLiveSpans() {
+    std::vector<int> Delta(NumNodes + 2, 0), DDelta(NumNodes + 2, 0);
+    std::vector<int64_t> SDelta(NumNodes + 2, 0);
+    for (unsigned I = 0; I < NumNodes; ++I)
+      for (const Value *V : G.getNodes()[I]->getOutputs()) {
+        if (!V || G.getNodes()[I]->getOpType() == "Constant")
+          continue;
+        unsigned Last = I;
+        for (const Node *U : Users.lookup(V))
+          Last = std::max(Last, Index.lookup(U));
+        if (is_contained(G.getOutputs(), V))
+          Last = NumNodes;
+        if (Last > I) {
+          Spans.emplace_back(I, Last);
+          SpanValue.push_back(V);
+          ++Delta[I + 1];
+          --Delta[Last + 1];
+          if (DataDep.count(V)) {
+            ++DDelta[I + 1];
+            --DDelta[Last + 1];
+            SDelta[I + 1] += Spans.size();
+            SDelta[Last + 1] -= Spans.size();
           }
         }
-      int Acc = 0, DAcc = 0;
-      int64_t SAcc = 0;
-      for (unsigned C = 0; C <= NumNodes; ++C) {
-        Live[C] = Acc += Delta[C];
-        DLive[C] = DAcc += DDelta[C];
-        DSum[C] = SAcc += SDelta[C];
       }
+    Live.assign(NumNodes + 1, 0);
+    DLive.assign(NumNodes + 1, 0);
+    DSum.assign(NumNodes + 1, 0);
+    int Acc = 0, DAcc = 0;
+    int64_t SAcc = 0;
+    for (unsigned C = 0; C <= NumNodes; ++C) {
+      Live[C] = Acc += Delta[C];
+      DLive[C] = DAcc += DDelta[C];
+      DSum[C] = SAcc += SDelta[C];
     }
-    // Cut[b]: the fewest live values at a cut between anchor b-1 and
-    // anchor b (node positions after the one, up to the other).
-    std::vector<unsigned> Cut(AnchorNode.size() + 1, 0);
+  }
+
+  /// Fills Cut and JoinCut.
+  void computeAnchorCuts() {
+    Cut.assign(AnchorNode.size() + 1, 0);
     for (unsigned B = 0; B <= AnchorNode.size(); ++B) {
       unsigned From = B ? AnchorNode[B - 1] + 1 : 0;
       unsigned To = B < AnchorNode.size() ? AnchorNode[B] : NumNodes;
@@ -424,17 +478,17 @@ public:
         Min = std::min(Min, Live[C]);
       Cut[B] = Min;
     }
-    // JoinCut[b]: a cut between anchors b-1 and b where the one live
-    // data-dependent activation is a residual join's output.
-    SmallVector<bool, 64> JoinCut(AnchorNode.size() + 1, false);
+    JoinCut.assign(AnchorNode.size() + 1, false);
     for (unsigned B = 1; B < AnchorNode.size(); ++B)
       for (unsigned C = AnchorNode[B - 1] + 1; C <= AnchorNode[B] && !JoinCut[B];
            ++C)
         JoinCut[B] =
             DLive[C] == 1 && isJoinOutput(SpanValue[DSum[C] - 1], DataDep);
-    // Data-dependent activations read more than one anchor after they are
-    // made, with their readers, for RepeatChecker.
-    RepeatChecker Checker;
+  }
+
+  /// Data-dependent activations read more than one anchor after they are
+  /// made, with their readers, for RepeatChecker.
+  void collectFarReads() {
     for (unsigned S = 0; S < Spans.size(); ++S) {
       const Value *V = SpanValue[S];
       int Def = Slot[Spans[S].first];
@@ -458,16 +512,20 @@ public:
       });
       Checker.Values.push_back(std::move(F));
     }
-    CU.Layers.clear();
+  }
+
+  /// The repeated-block and residual-block layer boundaries, in anchors.
+  void chooseLayerStarts() {
     Segmenter Seg{Sig, IsMatmul, Cut, JoinCut, Checker};
     Seg.run();
-    std::vector<LayerStart> &Starts = Seg.Starts;
+    Starts = std::move(Seg.Starts);
     if (Starts.empty())
       Starts.push_back({0, -1, false});
+  }
 
-    // Layer l covers anchors [Starts[l], Starts[l+1]). Before the first
-    // block (repeated or residual) is the prologue, after the last the
-    // epilogue.
+  /// Before the first block (repeated or residual) is the prologue, after
+  /// the last the epilogue.
+  void buildLayerInfos(std::vector<LayerInfo> &Layers) const {
     int FirstBlock = -1, LastBlock = -1;
     for (unsigned L = 0; L < Starts.size(); ++L)
       if (Starts[L].Run >= 0 || Starts[L].Residual) {
@@ -491,125 +549,146 @@ public:
       for (unsigned A = Begin; A < End; ++A)
         H.add(Sig[A]);
       Info.Signature = H.H;
-      CU.Layers.push_back(Info);
+      Layers.push_back(Info);
     }
+  }
 
-    // Nodes: the layer of the most recent anchor (the first layer for the
-    // nodes before any anchor), except in the gap between a layer's last
-    // anchor and the next layer's first: there the layers part where the
-    // fewest activations are live (the residual stream after the residual
-    // add and, in a ResNet, its ReLU; before the first block, the
-    // embedding's output, so block 0's leading norm is block 0's), the
-    // latest such place on a tie (a residual join's ReLU stays with its
-    // block), but never right after a view: a layer hands on values as it
-    // made them, and a view of the handed value (the reshape that starts
-    // Swin's patch merging) is its reader's.
-    std::vector<int> Layer(NumNodes, 0);
-    {
-      // Gap L (before layer L >= 1): cut positions [From, To]. Only
-      // activations read no later than layer L count there: what every
-      // later layer reads too (rotary tables, masks) crosses every block
-      // boundary alike and belongs with whoever made it.
-      unsigned NL = Starts.size();
-      std::vector<unsigned> From(NL, 0), To(NL, 0), Next(NL, NumNodes + 1);
-      for (unsigned L = 1; L < NL; ++L) {
-        unsigned A = Starts[L].Anchor;
-        From[L] = AnchorNode[A - 1] + 1;
-        To[L] = AnchorNode[A];
-        if (L + 1 < NL)
-          Next[L] = AnchorNode[Starts[L + 1].Anchor];
-      }
-      std::vector<int> Delta(NumNodes + 2, 0);
-      for (const auto &S : Spans) {
-        // The gap whose region [From, Next) holds the last reader.
-        auto It = std::upper_bound(From.begin() + 1, From.end(), S.second);
-        unsigned L = It - From.begin() - 1;
-        if (L < 1 || S.second >= Next[L] || S.first >= To[L])
-          continue;
-        unsigned Lo = std::max(From[L], S.first + 1),
-                 Hi = std::min(To[L], S.second);
-        if (Lo > Hi)
-          continue;
-        ++Delta[Lo];
-        --Delta[Hi + 1];
-      }
-      std::vector<int> Local(NumNodes + 1, 0);
-      int Acc = 0;
-      for (unsigned C = 0; C <= NumNodes; ++C)
-        Local[C] = Acc += Delta[C];
-      // Reads, by the nodes in [C, Next[L]), of activations made before C:
-      // among equally thin cuts the one whose values are read most is
-      // the residual stream (read by the next norm and the next residual
-      // add; in a ResNet by the next Conv and the skip add), not the
-      // residual add's output before its ReLU or a norm's inner value.
-      // A read by a view counts as the view's own readers: a layer hands
-      // on values as it made them, and a view of the handed value (Swin's
-      // patch merging starts with one) belongs to the layer that reads it.
-      std::function<unsigned(const Value *)> ViewReaders =
-          [&](const Value *V) {
-            unsigned N = 0;
-            for (const Node *U : Users.lookup(V))
-              N += isView(*U) && U->getNumOutputs() == 1
-                       ? std::max(1u, ViewReaders(U->getOutput(0)))
-                       : 1;
-            return N;
-          };
-      auto Reads = [&](unsigned L, unsigned C) {
-        unsigned N = 0;
-        for (unsigned I = C; I < std::min(Next[L], NumNodes); ++I) {
-          const Node &U = *G.getNodes()[I];
-          unsigned Weight = isView(U) && U.getNumOutputs() == 1
-                                ? std::max(1u, ViewReaders(U.getOutput(0)))
-                                : 1;
-          for (const Value *V : U.getInputs()) {
-            const Node *D = V ? V->getDefiningNode() : nullptr;
-            if (D && D->getOpType() != "Constant" && Index.lookup(D) < C)
-              N += Weight;
-          }
-        }
-        return N;
-      };
-      // Whether the last non-Constant node before C is a view with an
-      // equally thin cut before it (the cut to take instead).
-      auto AfterView = [&](unsigned L, unsigned C, unsigned Min) {
-        unsigned I = C;
-        while (I > From[L] && G.getNodes()[I - 1]->getOpType() == "Constant")
-          --I;
-        return I > From[L] && isView(*G.getNodes()[I - 1]) &&
-               (unsigned)Local[I - 1] == Min;
-      };
-      // CutPos[L]: the first node of layer L >= 1.
-      std::vector<unsigned> CutPos(NL, 0);
-      for (unsigned L = 1; L < NL; ++L) {
-        unsigned Min = ~0u;
-        for (unsigned C = From[L]; C <= To[L]; ++C)
-          Min = std::min<unsigned>(Min, Local[C]);
-        unsigned Best = To[L], BestReads = 0;
-        bool Found = false;
-        for (unsigned C = To[L] + 1; C-- > From[L];) {
-          if ((unsigned)Local[C] != Min || AfterView(L, C, Min))
-            continue;
-          unsigned R = Reads(L, C);
-          if (!Found || R > BestReads) {
-            Best = C;
-            BestReads = R;
-            Found = true;
-          }
-        }
-        CutPos[L] = Best;
-      }
-      unsigned L = 0;
-      for (unsigned I = 0; I < NumNodes; ++I) {
-        while (L + 1 < Starts.size() && CutPos[L + 1] <= I)
-          ++L;
-        Layer[I] = L;
+  /// Nodes: the layer of the most recent anchor (the first layer for the
+  /// nodes before any anchor), except in the gap between a layer's last
+  /// anchor and the next layer's first: there the layers part where the
+  /// fewest activations are live (the residual stream after the residual
+  /// add and, in a ResNet, its ReLU; before the first block, the
+  /// embedding's output, so block 0's leading norm is block 0's), the
+  /// latest such place on a tie (a residual join's ReLU stays with its
+  /// block), but never right after a view: a layer hands on values as it
+  /// made them, and a view of the handed value (the reshape that starts
+  /// Swin's patch merging) is its reader's.
+  void assignNodesToLayers() {
+    findGaps();
+    countGapLocalLive();
+    // CutPos[L]: the first node of layer L >= 1.
+    std::vector<unsigned> CutPos(Starts.size(), 0);
+    for (unsigned L = 1; L < Starts.size(); ++L)
+      CutPos[L] = chooseGapCut(L);
+    Layer.assign(NumNodes, 0);
+    unsigned L = 0;
+    for (unsigned I = 0; I < NumNodes; ++I) {
+      while (L + 1 < Starts.size() && CutPos[L + 1] <= I)
+        ++L;
+      Layer[I] = L;
+    }
+  }
+
+  /// Fills From, To and Next.
+  void findGaps() {
+    unsigned NL = Starts.size();
+    From.assign(NL, 0);
+    To.assign(NL, 0);
+    Next.assign(NL, NumNodes + 1);
+    for (unsigned L = 1; L < NL; ++L) {
+      unsigned A = Starts[L].Anchor;
+      From[L] = AnchorNode[A - 1] + 1;
+      To[L] = AnchorNode[A];
+      if (L + 1 < NL)
+        Next[L] = AnchorNode[Starts[L + 1].Anchor];
+    }
+  }
+
+  /// Fills Local. Only activations read no later than layer L count in
+  /// gap L: what every later layer reads too (rotary tables, masks)
+  /// crosses every block boundary alike and belongs with whoever made it.
+  void countGapLocalLive() {
+    std::vector<int> Delta(NumNodes + 2, 0);
+    for (const auto &S : Spans) {
+      // The gap whose region [From, Next) holds the last reader.
+      auto It = std::upper_bound(From.begin() + 1, From.end(), S.second);
+      unsigned L = It - From.begin() - 1;
+      if (L < 1 || S.second >= Next[L] || S.first >= To[L])
+        continue;
+      unsigned Lo = std::max(From[L], S.first + 1),
+               Hi = std::min(To[L], S.second);
+      if (Lo > Hi)
+        continue;
+      ++Delta[Lo];
+      --Delta[Hi + 1];
+    }
+    Local.assign(NumNodes + 1, 0);
+    int Acc = 0;
+    for (unsigned C = 0; C <= NumNodes; ++C)
+      Local[C] = Acc += Delta[C];
+  }
+
+  /// The readers of \p V, where a view counts as its own readers.
+  unsigned countViewReaders(const Value *V) const {
+    unsigned N = 0;
+    for (const Node *U : Users.lookup(V))
+      N += isView(*U) && U->getNumOutputs() == 1
+               ? std::max(1u, countViewReaders(U->getOutput(0)))
+               : 1;
+    return N;
+  }
+
+  /// Reads, by the nodes in [C, Next[L]), of activations made before C:
+  /// among equally thin cuts the one whose values are read most is the
+  /// residual stream (read by the next norm and the next residual add; in
+  /// a ResNet by the next Conv and the skip add), not the residual add's
+  /// output before its ReLU or a norm's inner value. A read by a view
+  /// counts as the view's own readers: a layer hands on values as it made
+  /// them, and a view of the handed value (Swin's patch merging starts
+  /// with one) belongs to the layer that reads it.
+  unsigned countReadsAcross(unsigned L, unsigned C) const {
+    unsigned N = 0;
+    for (unsigned I = C; I < std::min(Next[L], NumNodes); ++I) {
+      const Node &U = *G.getNodes()[I];
+      unsigned Weight = isView(U) && U.getNumOutputs() == 1
+                            ? std::max(1u, countViewReaders(U.getOutput(0)))
+                            : 1;
+      for (const Value *V : U.getInputs()) {
+        const Node *D = V ? V->getDefiningNode() : nullptr;
+        if (D && D->getOpType() != "Constant" && Index.lookup(D) < C)
+          N += Weight;
       }
     }
-    // Work that does not depend on the data (rotary tables, masks) and
-    // feeds several layers is nobody's block: it goes to the first layer,
-    // so that repeated blocks stay alike (each pipeline device recomputes
-    // such values rather than receiving them). What feeds one layer only
-    // goes with it.
+    return N;
+  }
+
+  /// Whether the last non-Constant node before C is a view with an
+  /// equally thin cut before it (the cut to take instead).
+  bool isRightAfterView(unsigned L, unsigned C, unsigned Min) const {
+    unsigned I = C;
+    while (I > From[L] && G.getNodes()[I - 1]->getOpType() == "Constant")
+      --I;
+    return I > From[L] && isView(*G.getNodes()[I - 1]) &&
+           (unsigned)Local[I - 1] == Min;
+  }
+
+  /// The first node of layer L >= 1: the thinnest cut in its gap, the
+  /// most read among those, the latest on a tie.
+  unsigned chooseGapCut(unsigned L) const {
+    unsigned Min = ~0u;
+    for (unsigned C = From[L]; C <= To[L]; ++C)
+      Min = std::min<unsigned>(Min, Local[C]);
+    unsigned Best = To[L], BestReads = 0;
+    bool Found = false;
+    for (unsigned C = To[L] + 1; C-- > From[L];) {
+      if ((unsigned)Local[C] != Min || isRightAfterView(L, C, Min))
+        continue;
+      unsigned R = countReadsAcross(L, C);
+      if (!Found || R > BestReads) {
+        Best = C;
+        BestReads = R;
+        Found = true;
+      }
+    }
+    return Best;
+  }
+
+  /// Work that does not depend on the data (rotary tables, masks) and
+  /// feeds several layers is nobody's block: it goes to the first layer,
+  /// so that repeated blocks stay alike (each pipeline device recomputes
+  /// such values rather than receiving them). What feeds one layer only
+  /// goes with it.
+  void assignSharedIndependentWork() {
     for (unsigned I = NumNodes; I-- > 0;) {
       const Node &N = *G.getNodes()[I];
       bool Independent = true, Output = false;
@@ -629,20 +708,32 @@ public:
         continue;
       Layer[I] = Lo == Hi ? Lo : 0;
     }
+  }
+
+  /// Writes each node's layer (into subgraphs too) and counts each layer's
+  /// nodes and parameter elements.
+  void annotateNodes(std::vector<LayerInfo> &Layers) {
     DenseSet<const Value *> SeenParams;
-    for (unsigned I = 0; I < G.getNumNodes(); ++I) {
+    for (unsigned I = 0; I < NumNodes; ++I) {
       Node &N = *G.getNodes()[I];
       int Current = Layer[I];
       N.Layer = Current;
       for (const Attribute &A : N.getAttributes())
         for (const auto &Sub : A.Gs)
           setLayerRecursively(*Sub, Current);
-      LayerInfo &Info = CU.Layers[Current];
+      LayerInfo &Info = Layers[Current];
       ++Info.NumNodes;
       for (const Value *V : N.getInputs())
         if (V && V->isParameter() && SeenParams.insert(V).second)
           Info.ParamCount += V->Type.getNumElements().getValueOr(0);
     }
+  }
+};
+
+class DetectLayersPass : public Pass {
+public:
+  Error run(CompilationUnit &CU) override {
+    LayerDetector(CU.M->getGraph()).run(CU.Layers);
     return Error::success();
   }
 };

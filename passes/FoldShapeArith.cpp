@@ -210,7 +210,12 @@ private:
   /// Axes from an attribute before \p InputSince, from input \p Idx after.
   Optional<std::vector<int64_t>> getAxes(const Node &N, int64_t InputSince,
                                          unsigned Idx, bool &Absent);
+  /// The constant \p N computes, if its operands are constants; dispatches
+  /// to one function per family of ops.
   Optional<Const> fold(const Node &N);
+  Optional<Const> foldLayout(const Node &N, ArrayRef<Optional<Const>> In);
+  Optional<Const> foldSqueeze(const Node &N, const Const &X);
+  Optional<Const> foldDataMovement(const Node &N, ArrayRef<Optional<Const>> In);
   Optional<Const> foldSlice(const Node &N, const Const &X);
   Optional<Const> foldReduce(const Node &N, const Const &X);
   Optional<SmallVector<int64_t, 4>> inferStaticShape(const Node &N);
@@ -431,30 +436,632 @@ static Const convertTo(const Const &X, DataType To) {
   return R;
 }
 
+/// The groups of fold() rules; an op in none of them is not folded.
+enum class FoldFamily {
+  ShapeOf,
+  Constant,
+  ConstantOfShape,
+  Cast,
+  Layout,
+  DataMovement,
+  Generator,
+  Reduction,
+  UnaryMath,
+  Arithmetic,
+  Comparison,
+  Selection,
+  None
+};
+
+static FoldFamily getFoldFamily(StringRef Op) {
+  return StringSwitch<FoldFamily>(Op)
+      .Cases("Shape", "Size", FoldFamily::ShapeOf)
+      .Case("Constant", FoldFamily::Constant)
+      .Case("ConstantOfShape", FoldFamily::ConstantOfShape)
+      .Case("Cast", FoldFamily::Cast)
+      .Cases("Identity", "Unsqueeze", "Squeeze", "Reshape", FoldFamily::Layout)
+      .Cases("Concat", "Gather", "Slice", "Expand", "Tile", "Transpose",
+             FoldFamily::DataMovement)
+      .Cases("Range", "NonZero", "Trilu", FoldFamily::Generator)
+      .Cases("ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin",
+             FoldFamily::Reduction)
+      .Cases("Neg", "Abs", "Sqrt", "Reciprocal", "Floor", "Ceil", "Not",
+             FoldFamily::UnaryMath)
+      .Cases("Add", "Sub", "Mul", "Div", "Mod", "Pow", FoldFamily::Arithmetic)
+      .Cases("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+             FoldFamily::Comparison)
+      .Cases("And", "Or", "Xor", FoldFamily::Comparison)
+      .Cases("Where", "Max", "Min", FoldFamily::Selection)
+      .Default(FoldFamily::None);
+}
+
+static bool has(ArrayRef<Optional<Const>> In, unsigned I) {
+  return I < In.size() && In[I].hasValue();
+}
+
+using OD = Optional<double>;
+using OI = Optional<int64_t>;
+
+/// A one-operand element-wise op of the operand's element type.
+static Optional<Const> foldUnary(ArrayRef<const Const *> Ptrs,
+                                 std::function<double(double)> F,
+                                 IntFn IF = nullptr) {
+  if (Ptrs.size() != 1)
+    return None;
+  return elementwise(
+      Ptrs, Ptrs[0]->Elem, [&](ArrayRef<double> A) { return F(A[0]); }, IF);
+}
+
+/// A two-operand element-wise op; \p F or \p IF may give up on an element.
+static Optional<Const>
+foldBinary(ArrayRef<const Const *> Ptrs, DataType OutElem,
+           std::function<Optional<double>(double, double)> F,
+           std::function<Optional<int64_t>(int64_t, int64_t)> IF) {
+  if (Ptrs.size() != 2)
+    return None;
+  return elementwise(
+      Ptrs, OutElem, [&](ArrayRef<double> A) { return F(A[0], A[1]); },
+      [&](ArrayRef<int64_t> A) { return IF(A[0], A[1]); });
+}
+
+/// A comparison to Bool, integers compared as doubles.
+static Optional<Const> foldCompare(ArrayRef<const Const *> Ptrs,
+                                   std::function<bool(double, double)> F) {
+  return foldBinary(
+      Ptrs, DataType::Bool,
+      [F](double A, double B) -> OD { return F(A, B) ? 1.0 : 0.0; },
+      [F](int64_t A, int64_t B) -> OI {
+        return F((double)A, (double)B) ? 1 : 0;
+      });
+}
+
+/// Shape and Size: the input needs a static type, not data.
+static Optional<Const> foldShapeOf(const Node &N) {
+  StringRef Op = N.getOpType();
+  const Value *X = N.getInput(0);
+  if (!X || !X->Type.isStatic())
+    return None;
+  SmallVector<int64_t, 4> S = X->Type.getStaticShape();
+  if (Op == "Size")
+    return Const{DataType::Int64, {}, {product(S)}, {}};
+  int64_t Rank = S.size();
+  int64_t Start = N.getAttrInt("start", 0), End = N.getAttrInt("end", Rank);
+  if (Start < 0)
+    Start += Rank;
+  if (End < 0)
+    End += Rank;
+  Start = std::max<int64_t>(0, std::min(Start, Rank));
+  End = std::max<int64_t>(Start, std::min(End, Rank));
+  std::vector<int64_t> V(S.begin() + Start, S.begin() + End);
+  return Const{DataType::Int64, {(int64_t)V.size()}, V, {}};
+}
+
+/// ConstantOfShape: the shape input filled with the value attribute (a
+/// float 0 without one).
+static Optional<Const> foldConstantOfShape(const Node &N,
+                                           ArrayRef<Optional<Const>> In) {
+  if (!has(In, 0))
+    return None;
+  SmallVector<int64_t, 4> S(In[0]->I.begin(), In[0]->I.end());
+  if (any_of(S, [](int64_t D) { return D < 0; }) || product(S) > FoldLimit)
+    return None;
+  Const Fill{DataType::Float, {1}, {}, {0.0}};
+  if (const Attribute *A = N.getAttribute("value"))
+    if (A->K == Attribute::Kind::Tensor)
+      if (auto C = fromTensor(A->Ts[0]))
+        Fill = *C;
+  Const R;
+  R.Elem = Fill.Elem;
+  R.Shape = S;
+  int64_t Count = product(S);
+  if (R.isFloat())
+    R.F.assign(Count, Fill.F.empty() ? 0.0 : Fill.F[0]);
+  else
+    R.I.assign(Count, Fill.I.empty() ? 0 : Fill.I[0]);
+  return R;
+}
+
+/// Unsqueeze and Squeeze.
+Optional<Const> Folder::foldSqueeze(const Node &N, const Const &X) {
+  StringRef Op = N.getOpType();
+  bool Absent;
+  auto Axes = getAxes(N, 13, 1, Absent);
+  if (!Axes)
+    return None;
+  Const R = X;
+  if (Op == "Unsqueeze") {
+    int64_t Rank = X.Shape.size() + Axes->size();
+    SmallVector<bool, 8> Ins(Rank, false);
+    for (int64_t A : *Axes) {
+      auto NA = normAxis(A, Rank);
+      if (!NA || Ins[*NA])
+        return None;
+      Ins[*NA] = true;
+    }
+    R.Shape.clear();
+    unsigned J = 0;
+    for (int64_t D = 0; D < Rank; ++D)
+      R.Shape.push_back(Ins[D] ? 1 : X.Shape[J++]);
+    return R;
+  }
+  int64_t Rank = X.Shape.size();
+  SmallVector<bool, 8> Drop(Rank, false);
+  for (int64_t A : *Axes) {
+    auto NA = normAxis(A, Rank);
+    if (!NA || X.Shape[*NA] != 1)
+      return None;
+    Drop[*NA] = true;
+  }
+  R.Shape.clear();
+  for (int64_t D = 0; D < Rank; ++D)
+    if (!(Absent ? X.Shape[D] == 1 : Drop[D]))
+      R.Shape.push_back(X.Shape[D]);
+  return R;
+}
+
+/// Reshape; a 0 copies the input's dim (unless allowzero), one -1 is
+/// inferred.
+static Optional<Const> foldReshape(const Node &N,
+                                   ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  if (!has(In, 1))
+    return None;
+  bool AllowZero = N.getAttrInt("allowzero", 0);
+  SmallVector<int64_t, 4> S(In[1]->I.begin(), In[1]->I.end());
+  int64_t Known = 1, Infer = -1;
+  for (size_t D = 0; D < S.size(); ++D) {
+    if (S[D] == 0 && !AllowZero) {
+      if (D >= X.Shape.size())
+        return None;
+      S[D] = X.Shape[D];
+    }
+    if (S[D] == -1) {
+      if (Infer >= 0)
+        return None;
+      Infer = D;
+    } else if (S[D] < 0) {
+      return None;
+    } else {
+      Known *= S[D];
+    }
+  }
+  if (Infer >= 0) {
+    if (Known == 0 || X.size() % Known)
+      return None;
+    S[Infer] = X.size() / Known;
+  }
+  if (product(S) != X.size())
+    return None;
+  Const R = X;
+  R.Shape = S;
+  return R;
+}
+
+/// Concat of constants of one element type and rank.
+static Optional<Const> foldConcat(const Node &N, ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  for (unsigned I = 0; I < In.size(); ++I)
+    if (!has(In, I) || In[I]->Elem != X.Elem ||
+        In[I]->Shape.size() != X.Shape.size())
+      return None;
+  int64_t Rank = X.Shape.size();
+  auto Axis = normAxis(N.getAttrInt("axis", 0), Rank);
+  if (!Axis)
+    return None;
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape = X.Shape;
+  R.Shape[*Axis] = 0;
+  for (auto &C : In)
+    R.Shape[*Axis] += C->Shape[*Axis];
+  int64_t Outer = product(makeArrayRef(X.Shape).take_front(*Axis));
+  for (int64_t O = 0; O < Outer; ++O)
+    for (auto &C : In) {
+      int64_t Chunk = product(makeArrayRef(C->Shape).drop_front(*Axis));
+      for (int64_t K = O * Chunk; K < (O + 1) * Chunk; ++K) {
+        if (R.isFloat())
+          R.F.push_back(C->F[K]);
+        else
+          R.I.push_back(C->I[K]);
+      }
+    }
+  return R;
+}
+
+/// Gather along axis; negative indices count from the end.
+static Optional<Const> foldGather(const Node &N, ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  if (!has(In, 1) || In[1]->isFloat())
+    return None;
+  int64_t Rank = X.Shape.size();
+  auto Axis = normAxis(N.getAttrInt("axis", 0), Rank);
+  if (!Axis)
+    return None;
+  const Const &Idx = *In[1];
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape.append(X.Shape.begin(), X.Shape.begin() + *Axis);
+  R.Shape.append(Idx.Shape.begin(), Idx.Shape.end());
+  R.Shape.append(X.Shape.begin() + *Axis + 1, X.Shape.end());
+  int64_t Outer = product(makeArrayRef(X.Shape).take_front(*Axis));
+  int64_t Inner = product(makeArrayRef(X.Shape).drop_front(*Axis + 1));
+  int64_t D = X.Shape[*Axis];
+  for (int64_t O = 0; O < Outer; ++O)
+    for (int64_t J : Idx.I) {
+      if (J < 0)
+        J += D;
+      if (J < 0 || J >= D)
+        return None;
+      for (int64_t K = 0; K < Inner; ++K) {
+        int64_t Src = (O * D + J) * Inner + K;
+        if (R.isFloat())
+          R.F.push_back(X.F[Src]);
+        else
+          R.I.push_back(X.I[Src]);
+      }
+    }
+  return R;
+}
+
+/// Expand: X broadcast against the shape input.
+static Optional<Const> foldExpand(ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  if (!has(In, 1))
+    return None;
+  Const ShapeC;
+  ShapeC.Elem = X.Elem;
+  ShapeC.Shape.assign(In[1]->I.begin(), In[1]->I.end());
+  if (any_of(ShapeC.Shape, [](int64_t D) { return D < 0; }))
+    return None;
+  // Broadcast X against a tensor of the target shape.
+  auto Shape = broadcastShapes({&X, &ShapeC});
+  if (!Shape || product(*Shape) > FoldLimit)
+    return None;
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape = *Shape;
+  SmallVector<int64_t, 4> Str = stridesOf(*Shape);
+  for (int64_t K = 0, E = product(*Shape); K < E; ++K) {
+    int64_t Idx = broadcastIndex(X, *Shape, Str, K);
+    if (R.isFloat())
+      R.F.push_back(X.F[Idx]);
+    else
+      R.I.push_back(X.I[Idx]);
+  }
+  return R;
+}
+
+/// Tile: X repeated along each dim by the repeats input.
+static Optional<Const> foldTile(ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  if (!has(In, 1) || In[1]->size() != (int64_t)X.Shape.size())
+    return None;
+  SmallVector<int64_t, 4> OutS;
+  for (size_t D = 0; D < X.Shape.size(); ++D) {
+    if (In[1]->I[D] < 0)
+      return None;
+    OutS.push_back(X.Shape[D] * In[1]->I[D]);
+  }
+  if (product(OutS) > FoldLimit)
+    return None;
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape = OutS;
+  SmallVector<int64_t, 4> OS = stridesOf(OutS), XS = stridesOf(X.Shape);
+  for (int64_t K = 0, E = product(OutS); K < E; ++K) {
+    int64_t Idx = 0;
+    for (size_t D = 0; D < OutS.size(); ++D)
+      Idx += ((K / OS[D]) % OutS[D] % X.Shape[D]) * XS[D];
+    if (R.isFloat())
+      R.F.push_back(X.F[Idx]);
+    else
+      R.I.push_back(X.I[Idx]);
+  }
+  return R;
+}
+
+/// Transpose by perm (the dims reversed without it).
+static Optional<Const> foldTranspose(const Node &N, const Const &X) {
+  int64_t Rank = X.Shape.size();
+  std::vector<int64_t> Perm;
+  if (auto P = N.getAttrInts("perm"))
+    Perm = *P;
+  else
+    for (int64_t D = Rank - 1; D >= 0; --D)
+      Perm.push_back(D);
+  if ((int64_t)Perm.size() != Rank)
+    return None;
+  Const R;
+  R.Elem = X.Elem;
+  for (int64_t P : Perm) {
+    if (P < 0 || P >= Rank)
+      return None;
+    R.Shape.push_back(X.Shape[P]);
+  }
+  SmallVector<int64_t, 4> OS = stridesOf(R.Shape), XS = stridesOf(X.Shape);
+  for (int64_t K = 0; K < X.size(); ++K) {
+    int64_t Idx = 0;
+    for (int64_t D = 0; D < Rank; ++D)
+      Idx += ((K / OS[D]) % R.Shape[D]) * XS[Perm[D]];
+    if (R.isFloat())
+      R.F.push_back(X.F[Idx]);
+    else
+      R.I.push_back(X.I[Idx]);
+  }
+  return R;
+}
+
+/// Range(start, limit, delta) of scalars.
+static Optional<Const> foldRange(ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  if (!has(In, 1) || !has(In, 2) || X.size() != 1 || In[1]->size() != 1 ||
+      In[2]->size() != 1)
+    return None;
+  double S = X.getF(0), L = In[1]->getF(0), D = In[2]->getF(0);
+  if (D == 0)
+    return None;
+  double Count = std::max(0.0, std::ceil((L - S) / D));
+  if (Count > FoldLimit)
+    return None;
+  Const R;
+  R.Elem = X.Elem;
+  R.Shape = {(int64_t)Count};
+  for (int64_t K = 0; K < (int64_t)Count; ++K) {
+    if (R.isFloat())
+      R.F.push_back(S + K * D);
+    else
+      R.I.push_back(X.I[0] + K * In[2]->I[0]);
+  }
+  return R;
+}
+
+/// NonZero: the indices of the non-zero elements, one row per dim.
+static Optional<Const> foldNonZero(const Const &X) {
+  int64_t Rank = X.Shape.size();
+  SmallVector<int64_t, 4> XS = stridesOf(X.Shape);
+  std::vector<int64_t> Hits;
+  for (int64_t K = 0; K < X.size(); ++K)
+    if (X.getF(K) != 0)
+      Hits.push_back(K);
+  Const R;
+  R.Elem = DataType::Int64;
+  R.Shape = {Rank, (int64_t)Hits.size()};
+  for (int64_t D = 0; D < Rank; ++D)
+    for (int64_t K : Hits)
+      R.I.push_back((K / XS[D]) % X.Shape[D]);
+  return R;
+}
+
+/// Trilu: zeroes what lies outside the upper (or lower) triangle
+/// shifted by k.
+static Optional<Const> foldTrilu(const Node &N, ArrayRef<Optional<Const>> In) {
+  const Const &X = *In[0];
+  if (X.Shape.size() < 2)
+    return None;
+  int64_t K = 0;
+  if (N.getInput(1)) {
+    if (!has(In, 1) || In[1]->size() != 1)
+      return None;
+    K = In[1]->getI(0);
+  }
+  bool Upper = N.getAttrInt("upper", 1);
+  int64_t Rows = X.Shape[X.Shape.size() - 2], Cols = X.Shape.back();
+  Const R = X;
+  for (int64_t E = 0; E < X.size(); ++E) {
+    int64_t C = E % Cols, Rw = (E / Cols) % Rows;
+    bool Keep = Upper ? C - Rw >= K : C - Rw <= K;
+    if (!Keep) {
+      if (R.isFloat())
+        R.F[E] = 0;
+      else
+        R.I[E] = 0;
+    }
+  }
+  return R;
+}
+
+/// Mod: Python's sign rule, or C's with fmod=1.
+static Optional<Const> foldModulo(const Node &N, ArrayRef<const Const *> Ptrs) {
+  const Const &X = *Ptrs[0];
+  bool FMod = N.getAttrInt("fmod", 0);
+  return foldBinary(
+      Ptrs, X.Elem,
+      [FMod](double A, double B) -> OD {
+        if (B == 0)
+          return None;
+        double R = std::fmod(A, B);
+        if (!FMod && R != 0 && ((R < 0) != (B < 0)))
+          R += B;
+        return R;
+      },
+      [FMod](int64_t A, int64_t B) -> OI {
+        if (B == 0)
+          return None;
+        int64_t R = A % B;
+        if (!FMod && R != 0 && ((R < 0) != (B < 0)))
+          R += B;
+        return R;
+      });
+}
+
+/// Max and Min over any number of broadcast inputs.
+static Optional<Const> foldMinMax(StringRef Op, ArrayRef<const Const *> Ptrs) {
+  const Const &X = *Ptrs[0];
+  bool IsMax = Op == "Max";
+  return elementwise(
+      Ptrs, X.Elem,
+      [IsMax](ArrayRef<double> A) -> OD {
+        double R = A[0];
+        for (double V : A)
+          R = IsMax ? std::max(R, V) : std::min(R, V);
+        return R;
+      },
+      [IsMax](ArrayRef<int64_t> A) -> OI {
+        int64_t R = A[0];
+        for (int64_t V : A)
+          R = IsMax ? std::max(R, V) : std::min(R, V);
+        return R;
+      });
+}
+
+/// Equal; exact on integers.
+static Optional<Const> foldEqual(ArrayRef<const Const *> Ptrs) {
+  const Const &X = *Ptrs[0];
+  if (!X.isFloat() && Ptrs.size() == 2 && !Ptrs[1]->isFloat())
+    return foldBinary(Ptrs, DataType::Bool, nullptr,
+                      [](int64_t A, int64_t B) -> OI { return A == B; });
+  return foldCompare(Ptrs, [](double A, double B) { return A == B; });
+}
+
+static Optional<Const> foldUnaryMath(StringRef Op,
+                                     ArrayRef<const Const *> Ptrs) {
+  if (Op == "Neg")
+    return foldUnary(
+        Ptrs, [](double A) { return -A; },
+        [](ArrayRef<int64_t> A) -> Optional<int64_t> { return -A[0]; });
+  if (Op == "Abs")
+    return foldUnary(
+        Ptrs, [](double A) { return std::fabs(A); },
+        [](ArrayRef<int64_t> A) -> Optional<int64_t> {
+          return A[0] < 0 ? -A[0] : A[0];
+        });
+  if (Op == "Sqrt")
+    return foldUnary(Ptrs, [](double A) { return std::sqrt(A); });
+  if (Op == "Reciprocal")
+    return foldUnary(Ptrs, [](double A) { return 1.0 / A; });
+  if (Op == "Floor")
+    return foldUnary(Ptrs, [](double A) { return std::floor(A); });
+  if (Op == "Ceil")
+    return foldUnary(Ptrs, [](double A) { return std::ceil(A); });
+  assert(Op == "Not");
+  return foldUnary(
+      Ptrs, [](double A) { return A == 0 ? 1.0 : 0.0; },
+      [](ArrayRef<int64_t> A) -> Optional<int64_t> { return A[0] == 0; });
+}
+
+static Optional<Const> foldArithmetic(const Node &N,
+                                      ArrayRef<const Const *> Ptrs) {
+  StringRef Op = N.getOpType();
+  DataType Elem = Ptrs[0]->Elem;
+  if (Op == "Add")
+    return foldBinary(
+        Ptrs, Elem, [](double A, double B) -> OD { return A + B; },
+        [](int64_t A, int64_t B) -> OI { return A + B; });
+  if (Op == "Sub")
+    return foldBinary(
+        Ptrs, Elem, [](double A, double B) -> OD { return A - B; },
+        [](int64_t A, int64_t B) -> OI { return A - B; });
+  if (Op == "Mul")
+    return foldBinary(
+        Ptrs, Elem, [](double A, double B) -> OD { return A * B; },
+        [](int64_t A, int64_t B) -> OI { return A * B; });
+  if (Op == "Div")
+    return foldBinary(
+        Ptrs, Elem, [](double A, double B) -> OD { return A / B; },
+        [](int64_t A, int64_t B) -> OI {
+          if (B == 0)
+            return None;
+          return A / B; // Truncation, as ONNX Runtime does.
+        });
+  if (Op == "Mod")
+    return foldModulo(N, Ptrs);
+  assert(Op == "Pow");
+  return foldBinary(
+      Ptrs, Elem, [](double A, double B) -> OD { return std::pow(A, B); },
+      [](int64_t A, int64_t B) -> OI {
+        if (B < 0)
+          return None;
+        int64_t R = 1;
+        for (int64_t K = 0; K < B && K < 64; ++K)
+          R *= A;
+        return R;
+      });
+}
+
+/// Comparisons and logic ops, all to Bool.
+static Optional<Const> foldComparison(StringRef Op,
+                                      ArrayRef<const Const *> Ptrs) {
+  if (Op == "Equal")
+    return foldEqual(Ptrs);
+  if (Op == "Less")
+    return foldCompare(Ptrs, [](double A, double B) { return A < B; });
+  if (Op == "Greater")
+    return foldCompare(Ptrs, [](double A, double B) { return A > B; });
+  if (Op == "LessOrEqual")
+    return foldCompare(Ptrs, [](double A, double B) { return A <= B; });
+  if (Op == "GreaterOrEqual")
+    return foldCompare(Ptrs, [](double A, double B) { return A >= B; });
+  assert(Op == "And" || Op == "Or" || Op == "Xor");
+  return foldBinary(Ptrs, DataType::Bool, nullptr,
+                    [Op](int64_t A, int64_t B) -> OI {
+                      if (Op == "And")
+                        return (A != 0) && (B != 0);
+                      if (Op == "Or")
+                        return (A != 0) || (B != 0);
+                      return (A != 0) != (B != 0);
+                    });
+}
+
+/// Where, Max and Min: each element picks one of its operands'.
+static Optional<Const> foldSelection(StringRef Op,
+                                     ArrayRef<const Const *> Ptrs) {
+  if (Op == "Where") {
+    if (Ptrs.size() != 3 || Ptrs[1]->Elem != Ptrs[2]->Elem)
+      return None;
+    return elementwise(
+        Ptrs, Ptrs[1]->Elem,
+        [](ArrayRef<double> A) -> OD { return A[0] != 0 ? A[1] : A[2]; },
+        [](ArrayRef<int64_t> A) -> OI { return A[0] != 0 ? A[1] : A[2]; });
+  }
+  return foldMinMax(Op, Ptrs);
+}
+
+/// Identity and the ops that change only the shape.
+Optional<Const> Folder::foldLayout(const Node &N,
+                                   ArrayRef<Optional<Const>> In) {
+  StringRef Op = N.getOpType();
+  if (Op == "Identity")
+    return *In[0];
+  if (Op == "Reshape")
+    return foldReshape(N, In);
+  return foldSqueeze(N, *In[0]);
+}
+
+/// The ops that pick, repeat or reorder elements.
+Optional<Const> Folder::foldDataMovement(const Node &N,
+                                         ArrayRef<Optional<Const>> In) {
+  StringRef Op = N.getOpType();
+  if (Op == "Concat")
+    return foldConcat(N, In);
+  if (Op == "Gather")
+    return foldGather(N, In);
+  if (Op == "Slice")
+    return foldSlice(N, *In[0]);
+  if (Op == "Expand")
+    return foldExpand(In);
+  if (Op == "Tile")
+    return foldTile(In);
+  return foldTranspose(N, *In[0]);
+}
+
+/// The ops whose result is computed from positions: Range, NonZero, Trilu.
+static Optional<Const> foldGenerator(const Node &N,
+                                     ArrayRef<Optional<Const>> In) {
+  StringRef Op = N.getOpType();
+  if (Op == "Range")
+    return foldRange(In);
+  if (Op == "NonZero")
+    return foldNonZero(*In[0]);
+  return foldTrilu(N, In);
+}
+
 Optional<Const> Folder::fold(const Node &N) {
   if (!N.getDomain().empty() || N.getNumOutputs() != 1 || !N.getOutput(0))
     return None;
-  StringRef Op = N.getOpType();
-  // Shape-only sources: the input needs a static type, not data.
-  if (Op == "Shape" || Op == "Size") {
-    const Value *X = N.getInput(0);
-    if (!X || !X->Type.isStatic())
-      return None;
-    SmallVector<int64_t, 4> S = X->Type.getStaticShape();
-    if (Op == "Size")
-      return Const{DataType::Int64, {}, {product(S)}, {}};
-    int64_t Rank = S.size();
-    int64_t Start = N.getAttrInt("start", 0), End = N.getAttrInt("end", Rank);
-    if (Start < 0)
-      Start += Rank;
-    if (End < 0)
-      End += Rank;
-    Start = std::max<int64_t>(0, std::min(Start, Rank));
-    End = std::max<int64_t>(Start, std::min(End, Rank));
-    std::vector<int64_t> V(S.begin() + Start, S.begin() + End);
-    return Const{DataType::Int64, {(int64_t)V.size()}, V, {}};
-  }
-  if (Op == "Constant") {
+  FoldFamily Family = getFoldFamily(N.getOpType());
+  if (Family == FoldFamily::ShapeOf)
+    return foldShapeOf(N);
+  if (Family == FoldFamily::Constant) {
     // Normalizes value_int(s)/value_float(s) to a tensor constant.
     if (N.getAttribute("value"))
       return None;
@@ -465,469 +1072,48 @@ Optional<Const> Folder::fold(const Node &N) {
   SmallVector<Optional<Const>, 4> In;
   for (const Value *V : N.getInputs())
     In.push_back(V ? getConst(V) : None);
-  auto Have = [&](unsigned I) { return I < In.size() && In[I].hasValue(); };
-
-  if (Op == "ConstantOfShape") {
-    if (!Have(0))
-      return None;
-    SmallVector<int64_t, 4> S(In[0]->I.begin(), In[0]->I.end());
-    if (any_of(S, [](int64_t D) { return D < 0; }) || product(S) > FoldLimit)
-      return None;
-    Const Fill{DataType::Float, {1}, {}, {0.0}};
-    if (const Attribute *A = N.getAttribute("value"))
-      if (A->K == Attribute::Kind::Tensor)
-        if (auto C = fromTensor(A->Ts[0]))
-          Fill = *C;
-    Const R;
-    R.Elem = Fill.Elem;
-    R.Shape = S;
-    int64_t Count = product(S);
-    if (R.isFloat())
-      R.F.assign(Count, Fill.F.empty() ? 0.0 : Fill.F[0]);
-    else
-      R.I.assign(Count, Fill.I.empty() ? 0 : Fill.I[0]);
-    return R;
-  }
-  if (In.empty() || !Have(0))
+  if (Family == FoldFamily::ConstantOfShape)
+    return foldConstantOfShape(N, In);
+  if (In.empty() || !has(In, 0))
     return None;
-  const Const &X = *In[0];
-
-  if (Op == "Identity")
-    return X;
-  if (Op == "Cast") {
+  switch (Family) {
+  case FoldFamily::Cast: {
     auto To = castTarget(N);
     if (!To)
       return None;
-    return convertTo(X, *To);
+    return convertTo(*In[0], *To);
   }
-  if (Op == "Unsqueeze" || Op == "Squeeze") {
-    bool Absent;
-    auto Axes = getAxes(N, 13, 1, Absent);
-    if (!Axes)
-      return None;
-    Const R = X;
-    if (Op == "Unsqueeze") {
-      int64_t Rank = X.Shape.size() + Axes->size();
-      SmallVector<bool, 8> Ins(Rank, false);
-      for (int64_t A : *Axes) {
-        auto NA = normAxis(A, Rank);
-        if (!NA || Ins[*NA])
-          return None;
-        Ins[*NA] = true;
-      }
-      R.Shape.clear();
-      unsigned J = 0;
-      for (int64_t D = 0; D < Rank; ++D)
-        R.Shape.push_back(Ins[D] ? 1 : X.Shape[J++]);
-      return R;
-    }
-    int64_t Rank = X.Shape.size();
-    SmallVector<bool, 8> Drop(Rank, false);
-    for (int64_t A : *Axes) {
-      auto NA = normAxis(A, Rank);
-      if (!NA || X.Shape[*NA] != 1)
-        return None;
-      Drop[*NA] = true;
-    }
-    R.Shape.clear();
-    for (int64_t D = 0; D < Rank; ++D)
-      if (!(Absent ? X.Shape[D] == 1 : Drop[D]))
-        R.Shape.push_back(X.Shape[D]);
-    return R;
-  }
-  if (Op == "Reshape") {
-    if (!Have(1))
-      return None;
-    bool AllowZero = N.getAttrInt("allowzero", 0);
-    SmallVector<int64_t, 4> S(In[1]->I.begin(), In[1]->I.end());
-    int64_t Known = 1, Infer = -1;
-    for (size_t D = 0; D < S.size(); ++D) {
-      if (S[D] == 0 && !AllowZero) {
-        if (D >= X.Shape.size())
-          return None;
-        S[D] = X.Shape[D];
-      }
-      if (S[D] == -1) {
-        if (Infer >= 0)
-          return None;
-        Infer = D;
-      } else if (S[D] < 0) {
-        return None;
-      } else {
-        Known *= S[D];
-      }
-    }
-    if (Infer >= 0) {
-      if (Known == 0 || X.size() % Known)
-        return None;
-      S[Infer] = X.size() / Known;
-    }
-    if (product(S) != X.size())
-      return None;
-    Const R = X;
-    R.Shape = S;
-    return R;
-  }
-  if (Op == "Concat") {
-    for (unsigned I = 0; I < In.size(); ++I)
-      if (!Have(I) || In[I]->Elem != X.Elem ||
-          In[I]->Shape.size() != X.Shape.size())
-        return None;
-    int64_t Rank = X.Shape.size();
-    auto Axis = normAxis(N.getAttrInt("axis", 0), Rank);
-    if (!Axis)
-      return None;
-    Const R;
-    R.Elem = X.Elem;
-    R.Shape = X.Shape;
-    R.Shape[*Axis] = 0;
-    for (auto &C : In)
-      R.Shape[*Axis] += C->Shape[*Axis];
-    int64_t Outer = product(makeArrayRef(X.Shape).take_front(*Axis));
-    for (int64_t O = 0; O < Outer; ++O)
-      for (auto &C : In) {
-        int64_t Chunk = product(makeArrayRef(C->Shape).drop_front(*Axis));
-        for (int64_t K = O * Chunk; K < (O + 1) * Chunk; ++K) {
-          if (R.isFloat())
-            R.F.push_back(C->F[K]);
-          else
-            R.I.push_back(C->I[K]);
-        }
-      }
-    return R;
-  }
-  if (Op == "Gather") {
-    if (!Have(1) || In[1]->isFloat())
-      return None;
-    int64_t Rank = X.Shape.size();
-    auto Axis = normAxis(N.getAttrInt("axis", 0), Rank);
-    if (!Axis)
-      return None;
-    const Const &Idx = *In[1];
-    Const R;
-    R.Elem = X.Elem;
-    R.Shape.append(X.Shape.begin(), X.Shape.begin() + *Axis);
-    R.Shape.append(Idx.Shape.begin(), Idx.Shape.end());
-    R.Shape.append(X.Shape.begin() + *Axis + 1, X.Shape.end());
-    int64_t Outer = product(makeArrayRef(X.Shape).take_front(*Axis));
-    int64_t Inner = product(makeArrayRef(X.Shape).drop_front(*Axis + 1));
-    int64_t D = X.Shape[*Axis];
-    for (int64_t O = 0; O < Outer; ++O)
-      for (int64_t J : Idx.I) {
-        if (J < 0)
-          J += D;
-        if (J < 0 || J >= D)
-          return None;
-        for (int64_t K = 0; K < Inner; ++K) {
-          int64_t Src = (O * D + J) * Inner + K;
-          if (R.isFloat())
-            R.F.push_back(X.F[Src]);
-          else
-            R.I.push_back(X.I[Src]);
-        }
-      }
-    return R;
-  }
-  if (Op == "Slice")
-    return foldSlice(N, X);
-  if (Op == "ReduceProd" || Op == "ReduceSum" || Op == "ReduceMax" ||
-      Op == "ReduceMin")
-    return foldReduce(N, X);
-  if (Op == "Range") {
-    if (!Have(1) || !Have(2) || X.size() != 1 || In[1]->size() != 1 ||
-        In[2]->size() != 1)
-      return None;
-    double S = X.getF(0), L = In[1]->getF(0), D = In[2]->getF(0);
-    if (D == 0)
-      return None;
-    double Count = std::max(0.0, std::ceil((L - S) / D));
-    if (Count > FoldLimit)
-      return None;
-    Const R;
-    R.Elem = X.Elem;
-    R.Shape = {(int64_t)Count};
-    for (int64_t K = 0; K < (int64_t)Count; ++K) {
-      if (R.isFloat())
-        R.F.push_back(S + K * D);
-      else
-        R.I.push_back(X.I[0] + K * In[2]->I[0]);
-    }
-    return R;
-  }
-  if (Op == "Expand") {
-    if (!Have(1))
-      return None;
-    Const ShapeC;
-    ShapeC.Elem = X.Elem;
-    ShapeC.Shape.assign(In[1]->I.begin(), In[1]->I.end());
-    if (any_of(ShapeC.Shape, [](int64_t D) { return D < 0; }))
-      return None;
-    // Broadcast X against a tensor of the target shape.
-    auto Shape = broadcastShapes({&X, &ShapeC});
-    if (!Shape || product(*Shape) > FoldLimit)
-      return None;
-    Const R;
-    R.Elem = X.Elem;
-    R.Shape = *Shape;
-    SmallVector<int64_t, 4> Str = stridesOf(*Shape);
-    for (int64_t K = 0, E = product(*Shape); K < E; ++K) {
-      int64_t Idx = broadcastIndex(X, *Shape, Str, K);
-      if (R.isFloat())
-        R.F.push_back(X.F[Idx]);
-      else
-        R.I.push_back(X.I[Idx]);
-    }
-    return R;
-  }
-  if (Op == "Tile") {
-    if (!Have(1) || In[1]->size() != (int64_t)X.Shape.size())
-      return None;
-    SmallVector<int64_t, 4> OutS;
-    for (size_t D = 0; D < X.Shape.size(); ++D) {
-      if (In[1]->I[D] < 0)
-        return None;
-      OutS.push_back(X.Shape[D] * In[1]->I[D]);
-    }
-    if (product(OutS) > FoldLimit)
-      return None;
-    Const R;
-    R.Elem = X.Elem;
-    R.Shape = OutS;
-    SmallVector<int64_t, 4> OS = stridesOf(OutS), XS = stridesOf(X.Shape);
-    for (int64_t K = 0, E = product(OutS); K < E; ++K) {
-      int64_t Idx = 0;
-      for (size_t D = 0; D < OutS.size(); ++D)
-        Idx += ((K / OS[D]) % OutS[D] % X.Shape[D]) * XS[D];
-      if (R.isFloat())
-        R.F.push_back(X.F[Idx]);
-      else
-        R.I.push_back(X.I[Idx]);
-    }
-    return R;
-  }
-  if (Op == "Transpose") {
-    int64_t Rank = X.Shape.size();
-    std::vector<int64_t> Perm;
-    if (auto P = N.getAttrInts("perm"))
-      Perm = *P;
-    else
-      for (int64_t D = Rank - 1; D >= 0; --D)
-        Perm.push_back(D);
-    if ((int64_t)Perm.size() != Rank)
-      return None;
-    Const R;
-    R.Elem = X.Elem;
-    for (int64_t P : Perm) {
-      if (P < 0 || P >= Rank)
-        return None;
-      R.Shape.push_back(X.Shape[P]);
-    }
-    SmallVector<int64_t, 4> OS = stridesOf(R.Shape), XS = stridesOf(X.Shape);
-    for (int64_t K = 0; K < X.size(); ++K) {
-      int64_t Idx = 0;
-      for (int64_t D = 0; D < Rank; ++D)
-        Idx += ((K / OS[D]) % R.Shape[D]) * XS[Perm[D]];
-      if (R.isFloat())
-        R.F.push_back(X.F[Idx]);
-      else
-        R.I.push_back(X.I[Idx]);
-    }
-    return R;
-  }
-  if (Op == "NonZero") {
-    int64_t Rank = X.Shape.size();
-    SmallVector<int64_t, 4> XS = stridesOf(X.Shape);
-    std::vector<int64_t> Hits;
-    for (int64_t K = 0; K < X.size(); ++K)
-      if (X.getF(K) != 0)
-        Hits.push_back(K);
-    Const R;
-    R.Elem = DataType::Int64;
-    R.Shape = {Rank, (int64_t)Hits.size()};
-    for (int64_t D = 0; D < Rank; ++D)
-      for (int64_t K : Hits)
-        R.I.push_back((K / XS[D]) % X.Shape[D]);
-    return R;
-  }
-  if (Op == "Trilu") {
-    if (X.Shape.size() < 2)
-      return None;
-    int64_t K = 0;
-    if (N.getInput(1)) {
-      if (!Have(1) || In[1]->size() != 1)
-        return None;
-      K = In[1]->getI(0);
-    }
-    bool Upper = N.getAttrInt("upper", 1);
-    int64_t Rows = X.Shape[X.Shape.size() - 2], Cols = X.Shape.back();
-    Const R = X;
-    for (int64_t E = 0; E < X.size(); ++E) {
-      int64_t C = E % Cols, Rw = (E / Cols) % Rows;
-      bool Keep = Upper ? C - Rw >= K : C - Rw <= K;
-      if (!Keep) {
-        if (R.isFloat())
-          R.F[E] = 0;
-        else
-          R.I[E] = 0;
-      }
-    }
-    return R;
+  case FoldFamily::Layout:
+    return foldLayout(N, In);
+  case FoldFamily::DataMovement:
+    return foldDataMovement(N, In);
+  case FoldFamily::Generator:
+    return foldGenerator(N, In);
+  case FoldFamily::Reduction:
+    return foldReduce(N, *In[0]);
+  default:
+    break;
   }
 
   // Element-wise operators.
   SmallVector<const Const *, 3> Ptrs;
   for (unsigned I = 0; I < In.size(); ++I) {
-    if (!Have(I))
+    if (!has(In, I))
       return None;
     Ptrs.push_back(In[I].getPointer());
   }
-  auto Unary = [&](std::function<double(double)> F,
-                   IntFn IF = nullptr) -> Optional<Const> {
-    if (Ptrs.size() != 1)
-      return None;
-    return elementwise(
-        Ptrs, X.Elem, [&](ArrayRef<double> A) { return F(A[0]); }, IF);
-  };
-  if (Op == "Neg")
-    return Unary([](double A) { return -A; },
-                 [](ArrayRef<int64_t> A) -> Optional<int64_t> { return -A[0]; });
-  if (Op == "Abs")
-    return Unary([](double A) { return std::fabs(A); },
-                 [](ArrayRef<int64_t> A) -> Optional<int64_t> {
-                   return A[0] < 0 ? -A[0] : A[0];
-                 });
-  if (Op == "Sqrt")
-    return Unary([](double A) { return std::sqrt(A); });
-  if (Op == "Reciprocal")
-    return Unary([](double A) { return 1.0 / A; });
-  if (Op == "Floor")
-    return Unary([](double A) { return std::floor(A); });
-  if (Op == "Ceil")
-    return Unary([](double A) { return std::ceil(A); });
-  if (Op == "Not")
-    return Unary([](double A) { return A == 0 ? 1.0 : 0.0; },
-                 [](ArrayRef<int64_t> A) -> Optional<int64_t> {
-                   return A[0] == 0;
-                 });
-
-  auto Binary = [&](DataType OutElem, std::function<Optional<double>(double,
-                                                                    double)>
-                                          F,
-                    std::function<Optional<int64_t>(int64_t, int64_t)> IF)
-      -> Optional<Const> {
-    if (Ptrs.size() != 2)
-      return None;
-    return elementwise(
-        Ptrs, OutElem, [&](ArrayRef<double> A) { return F(A[0], A[1]); },
-        [&](ArrayRef<int64_t> A) { return IF(A[0], A[1]); });
-  };
-  using OD = Optional<double>;
-  using OI = Optional<int64_t>;
-  if (Op == "Add")
-    return Binary(X.Elem, [](double A, double B) -> OD { return A + B; },
-                  [](int64_t A, int64_t B) -> OI { return A + B; });
-  if (Op == "Sub")
-    return Binary(X.Elem, [](double A, double B) -> OD { return A - B; },
-                  [](int64_t A, int64_t B) -> OI { return A - B; });
-  if (Op == "Mul")
-    return Binary(X.Elem, [](double A, double B) -> OD { return A * B; },
-                  [](int64_t A, int64_t B) -> OI { return A * B; });
-  if (Op == "Div")
-    return Binary(X.Elem, [](double A, double B) -> OD { return A / B; },
-                  [](int64_t A, int64_t B) -> OI {
-                    if (B == 0)
-                      return None;
-                    return A / B; // Truncation, as ONNX Runtime does.
-                  });
-  if (Op == "Mod") {
-    bool FMod = N.getAttrInt("fmod", 0);
-    return Binary(
-        X.Elem,
-        [FMod](double A, double B) -> OD {
-          if (B == 0)
-            return None;
-          double R = std::fmod(A, B);
-          if (!FMod && R != 0 && ((R < 0) != (B < 0)))
-            R += B;
-          return R;
-        },
-        [FMod](int64_t A, int64_t B) -> OI {
-          if (B == 0)
-            return None;
-          int64_t R = A % B;
-          if (!FMod && R != 0 && ((R < 0) != (B < 0)))
-            R += B;
-          return R;
-        });
+  switch (Family) {
+  case FoldFamily::UnaryMath:
+    return foldUnaryMath(N.getOpType(), Ptrs);
+  case FoldFamily::Arithmetic:
+    return foldArithmetic(N, Ptrs);
+  case FoldFamily::Comparison:
+    return foldComparison(N.getOpType(), Ptrs);
+  case FoldFamily::Selection:
+    return foldSelection(N.getOpType(), Ptrs);
+  default:
+    return None;
   }
-  if (Op == "Pow")
-    return Binary(X.Elem,
-                  [](double A, double B) -> OD { return std::pow(A, B); },
-                  [](int64_t A, int64_t B) -> OI {
-                    if (B < 0)
-                      return None;
-                    int64_t R = 1;
-                    for (int64_t K = 0; K < B && K < 64; ++K)
-                      R *= A;
-                    return R;
-                  });
-  auto Cmp = [&](std::function<bool(double, double)> F) {
-    return Binary(
-        DataType::Bool,
-        [F](double A, double B) -> OD { return F(A, B) ? 1.0 : 0.0; },
-        [F](int64_t A, int64_t B) -> OI {
-          return F((double)A, (double)B) ? 1 : 0;
-        });
-  };
-  if (Op == "Equal") {
-    if (!X.isFloat() && Ptrs.size() == 2 && !Ptrs[1]->isFloat())
-      return Binary(DataType::Bool, nullptr,
-                    [](int64_t A, int64_t B) -> OI { return A == B; });
-    return Cmp([](double A, double B) { return A == B; });
-  }
-  if (Op == "Less")
-    return Cmp([](double A, double B) { return A < B; });
-  if (Op == "Greater")
-    return Cmp([](double A, double B) { return A > B; });
-  if (Op == "LessOrEqual")
-    return Cmp([](double A, double B) { return A <= B; });
-  if (Op == "GreaterOrEqual")
-    return Cmp([](double A, double B) { return A >= B; });
-  if (Op == "And" || Op == "Or" || Op == "Xor")
-    return Binary(DataType::Bool, nullptr,
-                  [Op](int64_t A, int64_t B) -> OI {
-                    if (Op == "And")
-                      return (A != 0) && (B != 0);
-                    if (Op == "Or")
-                      return (A != 0) || (B != 0);
-                    return (A != 0) != (B != 0);
-                  });
-  if (Op == "Where") {
-    if (Ptrs.size() != 3 || Ptrs[1]->Elem != Ptrs[2]->Elem)
-      return None;
-    return elementwise(
-        Ptrs, Ptrs[1]->Elem,
-        [](ArrayRef<double> A) -> OD { return A[0] != 0 ? A[1] : A[2]; },
-        [](ArrayRef<int64_t> A) -> OI { return A[0] != 0 ? A[1] : A[2]; });
-  }
-  if (Op == "Max" || Op == "Min") {
-    bool IsMax = Op == "Max";
-    return elementwise(
-        Ptrs, X.Elem,
-        [IsMax](ArrayRef<double> A) -> OD {
-          double R = A[0];
-          for (double V : A)
-            R = IsMax ? std::max(R, V) : std::min(R, V);
-          return R;
-        },
-        [IsMax](ArrayRef<int64_t> A) -> OI {
-          int64_t R = A[0];
-          for (int64_t V : A)
-            R = IsMax ? std::max(R, V) : std::min(R, V);
-          return R;
-        });
-  }
-  return None;
 }
 
 unsigned Folder::sweep(Graph &G) {
