@@ -629,7 +629,7 @@ std::string describeNoServingPlan(const ServingResult &R) {
   return "no serving plan meets the SLO (" + SLO + "): the closest, " +
          shapeOf(P) + " at one sequence per replica, has " +
          (TPOT ? "TPOT " : "TTFT ") + ms(Got) + "; bound by " + Term +
-         " (its decode step " + describeStep(P) + ")";
+         (TPOT ? " (its decode step " + describeStep(P) + ")" : "");
 }
 
 void printServingSummary(const ServingResult &R, raw_ostream &OS) {
