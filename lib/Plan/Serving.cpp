@@ -384,6 +384,8 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   R.WeightReadS = B.WeightS;
   R.KVReadS = B.KVS;
   R.CommS = B.CommS + B.SendS;
+  R.MicroBatch = M;
+  R.StageS = B.TimeS + B.SendS;
   R.KVCacheBytes = R.Batch * S.KVPerSeq[Busiest];
   R.KVCapacityBytes = S.Room[Busiest];
   R.WeightBytes = S.Weights[Busiest];
@@ -448,9 +450,10 @@ std::string shapeOf(const ServingPlanCost &P) {
 
 /// The step's terms as a sentence: what one decode step spends.
 std::string describeStep(const ServingPlanCost &P) {
-  return "reads the weights in " + ms(P.WeightReadS) + " and " +
-         formatBytes(Bytes(P.KVCacheBytes)) + " of KV cache in " +
-         ms(P.KVReadS) + " per device, computes " +
+  return "(busiest stage, " + std::to_string(P.MicroBatch) +
+         " sequences a visit: " + ms(P.StageS) + ") reads the weights in " +
+         ms(P.WeightReadS) + " and " + formatBytes(Bytes(P.KVCacheBytes)) +
+         " of KV cache in " + ms(P.KVReadS) + " per device, computes " +
          ms(P.ComputeS) + ", communicates " + ms(P.CommS);
 }
 
@@ -661,10 +664,14 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
   OS << "kv cache: " << formatBytes(Bytes(P.KVCacheBytes)) << " per device of "
      << formatBytes(Bytes(P.KVCapacityBytes)) << " free after "
      << formatBytes(Bytes(P.WeightBytes)) << " of weights\n";
-  OS << "bound: " << getServingTermName(P.Bound) << " (decode step: compute "
-     << ms(P.ComputeS) << ", weights " << ms(P.WeightReadS) << ", KV cache "
-     << ms(P.KVReadS) << ", communication " << ms(P.CommS)
-     << "; batch limited by " << getBatchLimitName(P.Limit) << ")\n";
+  OS << "bound: " << getServingTermName(P.Bound) << " (busiest stage, "
+     << P.MicroBatch << " sequence" << (P.MicroBatch == 1 ? "" : "s")
+     << " a visit: " << ms(P.StageS) << " = weights " << ms(P.WeightReadS)
+     << " + KV cache " << ms(P.KVReadS) << " + communication "
+     << ms(P.CommS) << " + other kernels "
+     << ms(std::max(0.0, P.StageS - P.WeightReadS - P.KVReadS - P.CommS))
+     << "; compute floor " << ms(P.ComputeS) << "; batch limited by "
+     << getBatchLimitName(P.Limit) << ")\n";
 }
 
 void printServingTop(const ServingResult &R, unsigned K, raw_ostream &OS) {
@@ -704,7 +711,9 @@ json::Object getServingPredictedJSON(const ServingPlanCost &P) {
       {"bound", getServingTermName(P.Bound)},
       {"batch_limit", getBatchLimitName(P.Limit)},
       {"decode_breakdown",
-       json::Object{{"compute_s", P.ComputeS},
+       json::Object{{"micro_batch", (int64_t)P.MicroBatch},
+                    {"stage_s", P.StageS},
+                    {"compute_s", P.ComputeS},
                     {"weight_read_s", P.WeightReadS},
                     {"kv_read_s", P.KVReadS},
                     {"comm_s", P.CommS}}}};

@@ -118,6 +118,11 @@ struct ServingPlanCost {
   /// cube peak (2 per weight per token), the weights and the KV cache read
   /// at HBM bandwidth, TP all-reduces and the pipeline transfer.
   double ComputeS = 0, WeightReadS = 0, KVReadS = 0, CommS = 0;
+  /// Those terms are per micro-batch of MicroBatch sequences (ceil(Batch /
+  /// pp)) on the busiest stage, whose time is StageS (the rest of it:
+  /// activations and kernel launches).
+  unsigned MicroBatch = 0;
+  double StageS = 0;
   /// Per device of the busiest stage: the KV cache at Batch sequences, the
   /// room for it, the weights.
   double KVCacheBytes = 0, KVCapacityBytes = 0, WeightBytes = 0;
