@@ -125,6 +125,8 @@ StringRef getServingTermName(ServingTerm T) {
     return "communication";
   case ServingTerm::Memory:
     return "memory";
+  case ServingTerm::OtherKernels:
+    return "other kernels (activations, launches)";
   }
   return "";
 }
@@ -394,10 +396,14 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   R.TokensPerS = R.TPOTS > 0 ? DP * R.Batch / R.TPOTS : 0;
   R.TokensPerSPerDevice = R.TokensPerS / ((double)DP * TP * PP);
   double HBMTerm = R.WeightReadS + R.KVReadS;
-  R.StepBound = R.ComputeS >= HBMTerm && R.ComputeS >= R.CommS
+  double Other = std::max(0.0, R.StageS - HBMTerm - R.CommS);
+  R.StepBound = R.ComputeS >= HBMTerm && R.ComputeS >= R.CommS &&
+                        R.ComputeS >= Other
                     ? ServingTerm::Compute
-                : R.CommS > HBMTerm ? ServingTerm::Communication
-                                    : ServingTerm::HBMBandwidth;
+                : R.CommS > HBMTerm && R.CommS >= Other
+                    ? ServingTerm::Communication
+                : Other > HBMTerm ? ServingTerm::OtherKernels
+                                  : ServingTerm::HBMBandwidth;
   R.Bound = R.StepBound;
   R.MeetsSLO = (!O.SLO.TTFT || R.TTFTS <= *O.SLO.TTFT) &&
                (!O.SLO.TPOT || R.TPOTS <= *O.SLO.TPOT);
@@ -451,7 +457,7 @@ std::string shapeOf(const ServingPlanCost &P) {
 /// The step's terms as a sentence: what one decode step spends.
 std::string describeStep(const ServingPlanCost &P) {
   return "(busiest stage, " + std::to_string(P.MicroBatch) +
-         " sequences a visit: " + ms(P.StageS) + ") reads the weights in " +
+         (P.MicroBatch == 1 ? " sequence" : " sequences") + " a visit: " + ms(P.StageS) + ") reads the weights in " +
          ms(P.WeightReadS) + " and " + formatBytes(Bytes(P.KVCacheBytes)) +
          " of KV cache in " + ms(P.KVReadS) + " per device, computes " +
          ms(P.ComputeS) + ", communicates " + ms(P.CommS);

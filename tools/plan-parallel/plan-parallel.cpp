@@ -910,6 +910,10 @@ int main(int argc, char **argv) {
         inconvertibleErrorCode(),
         "--top and --explain need the search-parallelism pass in the "
         "pipeline"));
+  if (CU.Serving && TimePasses)
+    errs() << format("serving search: %llu batches costed in %.4f s\n",
+                     (unsigned long long)CU.Serving->Candidates,
+                     CU.Serving->Seconds);
   if (Searched && TimePasses)
     errs() << format(
         "search-parallelism: %llu candidates in %.4f s "

@@ -95,7 +95,15 @@ llvm::Optional<double> getKVDTypeBytes(llvm::StringRef Name);
 
 /// What binds a serving plan: its decode step (compute, HBM bandwidth,
 /// communication) or the KV cache's room (memory).
-enum class ServingTerm { Compute, HBMBandwidth, Communication, Memory };
+/// Other kernels: the rest of the decode step, the activations' traffic
+/// and launch overheads of many small kernels (eager mode).
+enum class ServingTerm {
+  Compute,
+  HBMBandwidth,
+  Communication,
+  Memory,
+  OtherKernels
+};
 llvm::StringRef getServingTermName(ServingTerm T);
 
 /// What keeps the batch from growing.
