@@ -81,8 +81,9 @@ Expected<ServingSLO> parseSLO(StringRef Text) {
   for (StringRef P : Parts) {
     auto KV = P.split('=');
     StringRef K = KV.first.trim(), V = KV.second.trim();
-    Optional<double> *Slot = K == "ttft" ? &S.TTFT : K == "tpot" ? &S.TPOT
-                                                                 : nullptr;
+    Optional<double> *Slot = K == "ttft"   ? &S.TTFT
+                             : K == "tpot" ? &S.TPOT
+                                           : nullptr;
     if (!Slot)
       return createStringError(inconvertibleErrorCode(),
                                "--slo %s: unknown target '%s'; valid: ttft, "
@@ -90,13 +91,12 @@ Expected<ServingSLO> parseSLO(StringRef Text) {
                                Text.str().c_str(), K.str().c_str());
     if (*Slot)
       return createStringError(inconvertibleErrorCode(),
-                               "--slo %s: '%s' given twice",
-                               Text.str().c_str(), K.str().c_str());
+                               "--slo %s: '%s' given twice", Text.str().c_str(),
+                               K.str().c_str());
     Expected<Seconds> D = parseDuration(V);
     if (!D)
-      return createStringError(inconvertibleErrorCode(),
-                               "--slo %s: %s: %s", Text.str().c_str(),
-                               K.str().c_str(),
+      return createStringError(inconvertibleErrorCode(), "--slo %s: %s: %s",
+                               Text.str().c_str(), K.str().c_str(),
                                toString(D.takeError()).c_str());
     if (!(D->value() > 0))
       return createStringError(inconvertibleErrorCode(),
@@ -224,8 +224,7 @@ private:
   Expected<Shape *> getShape(unsigned TP, unsigned PP);
   /// One stage's decode step at M sequences, term by term.
   struct StageStep {
-    double TimeS = 0, ComputeS = 0, WeightS = 0, KVS = 0, CommS = 0,
-           SendS = 0;
+    double TimeS = 0, ComputeS = 0, WeightS = 0, KVS = 0, CommS = 0, SendS = 0;
   };
   StageStep decodeStage(const Shape &S, unsigned Stage, unsigned M);
   double layerTime(unsigned L, unsigned TP, double Act, double Attn) {
@@ -293,25 +292,24 @@ Expected<ServingModel::Shape *> ServingModel::getShape(unsigned TP,
     KV *= MeanKVTokens;
     S->KVPerSeq.push_back(KV);
     S->MaxBatch = std::min<unsigned>(
-        S->MaxBatch, KV > 0 ? (unsigned)std::min(1e9, std::floor(
-                                                          S->Room.back() / KV))
-                            : 0);
+        S->MaxBatch,
+        KV > 0 ? (unsigned)std::min(1e9, std::floor(S->Room.back() / KV)) : 0);
     // Prefill of one prompt: the nodes outside the attention core scale
     // with its tokens, the core with their square.
     double Pre = 0;
     for (const auto &PW : PromptWeights) {
       double Act = PW.first / Tokens;
-      double Attn = (double)PW.first * PW.first /
-                    ((double)EO.Batch * EO.Seq * EO.Seq);
+      double Attn =
+          (double)PW.first * PW.first / ((double)EO.Batch * EO.Seq * EO.Seq);
       double T = 0;
       for (unsigned L = S->First[St]; L < S->First[St] + S->Count[St]; ++L)
         T += layerTime(L, TP, Act, Attn) + allReduce(L, TP, Act, S->TPG);
       double Send = 0;
       if (St + 1 < PP) {
-        double B = Facts[S->First[St] + S->Count[St] - 1].OutBoundaryBytes *
-                   Act / TP;
-        Send = collectiveTime(CollectiveKind::SendRecv, B, S->PPPair, HW)
-                   .Seconds;
+        double B =
+            Facts[S->First[St] + S->Count[St] - 1].OutBoundaryBytes * Act / TP;
+        Send =
+            collectiveTime(CollectiveKind::SendRecv, B, S->PPPair, HW).Seconds;
       }
       Pre += PW.second * T;
       S->PrefillS += PW.second * (T + Send);
@@ -323,8 +321,8 @@ Expected<ServingModel::Shape *> ServingModel::getShape(unsigned TP,
   return Slot.get();
 }
 
-ServingModel::StageStep ServingModel::decodeStage(const Shape &S,
-                                                  unsigned St, unsigned M) {
+ServingModel::StageStep ServingModel::decodeStage(const Shape &S, unsigned St,
+                                                  unsigned M) {
   StageStep R;
   double Act = M / Tokens;
   unsigned TP = S.Plan.TP;
@@ -343,10 +341,8 @@ ServingModel::StageStep ServingModel::decodeStage(const Shape &S,
   R.ComputeS = Peak > 0 ? Flops / Peak : 0;
   R.TimeS += R.KVS + R.CommS;
   if (St + 1 < S.Plan.PP) {
-    double B =
-        Facts[S.First[St] + S.Count[St] - 1].OutBoundaryBytes * Act / TP;
-    R.SendS =
-        collectiveTime(CollectiveKind::SendRecv, B, S.PPPair, HW).Seconds;
+    double B = Facts[S.First[St] + S.Count[St] - 1].OutBoundaryBytes * Act / TP;
+    R.SendS = collectiveTime(CollectiveKind::SendRecv, B, S.PPPair, HW).Seconds;
   }
   return R;
 }
@@ -397,13 +393,12 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   R.TokensPerSPerDevice = R.TokensPerS / ((double)DP * TP * PP);
   double HBMTerm = R.WeightReadS + R.KVReadS;
   double Other = std::max(0.0, R.StageS - HBMTerm - R.CommS);
-  R.StepBound = R.ComputeS >= HBMTerm && R.ComputeS >= R.CommS &&
-                        R.ComputeS >= Other
-                    ? ServingTerm::Compute
-                : R.CommS > HBMTerm && R.CommS >= Other
-                    ? ServingTerm::Communication
-                : Other > HBMTerm ? ServingTerm::OtherKernels
-                                  : ServingTerm::HBMBandwidth;
+  R.StepBound =
+      R.ComputeS >= HBMTerm && R.ComputeS >= R.CommS && R.ComputeS >= Other
+          ? ServingTerm::Compute
+      : R.CommS > HBMTerm && R.CommS >= Other ? ServingTerm::Communication
+      : Other > HBMTerm                       ? ServingTerm::OtherKernels
+                                              : ServingTerm::HBMBandwidth;
   R.Bound = R.StepBound;
   R.MeetsSLO = (!O.SLO.TTFT || R.TTFTS <= *O.SLO.TTFT) &&
                (!O.SLO.TPOT || R.TPOTS <= *O.SLO.TPOT);
@@ -457,7 +452,8 @@ std::string shapeOf(const ServingPlanCost &P) {
 /// The step's terms as a sentence: what one decode step spends.
 std::string describeStep(const ServingPlanCost &P) {
   return "(busiest stage, " + std::to_string(P.MicroBatch) +
-         (P.MicroBatch == 1 ? " sequence" : " sequences") + " a visit: " + ms(P.StageS) + ") reads the weights in " +
+         (P.MicroBatch == 1 ? " sequence" : " sequences") +
+         " a visit: " + ms(P.StageS) + ") reads the weights in " +
          ms(P.WeightReadS) + " and " + formatBytes(Bytes(P.KVCacheBytes)) +
          " of KV cache in " + ms(P.KVReadS) + " per device, computes " +
          ms(P.ComputeS) + ", communicates " + ms(P.CommS);
@@ -481,9 +477,10 @@ std::vector<std::string> explain(const ServingResult &R) {
   if (!Next)
     return Out;
   if (!Next->MeetsSLO) {
-    Out.push_back("next " + shapeOf(*Next) + " misses the SLO even at one "
-                  "sequence: TTFT " + ms(Next->TTFTS) + ", TPOT " +
-                  ms(Next->TPOTS));
+    Out.push_back("next " + shapeOf(*Next) +
+                  " misses the SLO even at one "
+                  "sequence: TTFT " +
+                  ms(Next->TTFTS) + ", TPOT " + ms(Next->TPOTS));
     return Out;
   }
   Out.push_back("next " + Line(*Next));
@@ -503,12 +500,12 @@ std::vector<std::string> explain(const ServingResult &R) {
     Why += "; the " + getBatchLimitName(Next->Limit).str() + " caps " +
            shapeOf(*Next) + " at " + std::to_string(Next->Batch) +
            " sequences per replica";
-  Out.push_back(shapeOf(W) + " wins by " +
-                formatv("{0:F2}x", W.TokensPerSPerDevice /
-                                       std::max(1e-30,
-                                                Next->TokensPerSPerDevice))
-                    .str() +
-                " in output tokens/s per device: " + Why);
+  Out.push_back(
+      shapeOf(W) + " wins by " +
+      formatv("{0:F2}x", W.TokensPerSPerDevice /
+                             std::max(1e-30, Next->TokensPerSPerDevice))
+          .str() +
+      " in output tokens/s per device: " + Why);
   return Out;
 }
 
@@ -529,12 +526,10 @@ costServingPlan(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
   return C;
 }
 
-Expected<ServingResult> searchServing(const PlanEvaluator &Eval,
-                                      ArrayRef<LayerInfo> Layers,
-                                      const HardwareModel &HW,
-                                      const EvaluatorOptions &EO,
-                                      const SearchSpace &Space,
-                                      const ServingOptions &O) {
+Expected<ServingResult>
+searchServing(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
+              const HardwareModel &HW, const EvaluatorOptions &EO,
+              const SearchSpace &Space, const ServingOptions &O) {
   auto Start = std::chrono::steady_clock::now();
   if (EO.Seq <= 0)
     return createStringError(inconvertibleErrorCode(),
@@ -559,8 +554,7 @@ Expected<ServingResult> searchServing(const PlanEvaluator &Eval,
   R.Devices = O.Devices ? O.Devices : HW.getNumDevices();
   std::vector<ServingPlanCost> Met, Missed;
   for (unsigned TP = 1; TP <= R.Devices && TP <= Space.TPLimit; ++TP) {
-    if (R.Devices % TP ||
-        (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP))
+    if (R.Devices % TP || (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP))
       continue;
     for (unsigned PP = 1; PP <= SM.NL && TP * PP <= R.Devices; ++PP) {
       if (R.Devices % (TP * PP))
@@ -614,9 +608,9 @@ Expected<ServingResult> searchServing(const PlanEvaluator &Eval,
   R.Plans.insert(R.Plans.end(), Missed.begin(), Missed.end());
   R.Feasible = !Met.empty();
   R.Candidates = SM.Costed;
-  R.Seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            Start)
-                  .count();
+  R.Seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
   return R;
 }
 
@@ -625,15 +619,16 @@ std::string describeNoServingPlan(const ServingResult &R) {
   if (R.Plans.empty())
     return "no serving plan on " + std::to_string(R.Devices) +
            " devices: the weights leave no room for one sequence's KV cache "
-           "(" + formatBytes(Bytes(R.KVBytesPerToken * R.MeanKVTokens)) +
+           "(" +
+           formatBytes(Bytes(R.KVBytesPerToken * R.MeanKVTokens)) +
            " per sequence) on any tp x pp; bound by memory";
   const ServingPlanCost &P = R.Plans.front();
   bool TPOT = P.Limit == BatchLimit::TPOT;
   double Got = TPOT ? P.TPOTS : P.TTFTS;
   std::string Term =
       TPOT ? getServingTermName(P.StepBound).str()
-           : "compute (prefill of " + std::to_string((long long)std::llround(
-                                          R.MeanPrompt)) +
+           : "compute (prefill of " +
+                 std::to_string((long long)std::llround(R.MeanPrompt)) +
                  " tokens: " + ms(P.PrefillS) + ")";
   return "no serving plan meets the SLO (" + SLO + "): the closest, " +
          shapeOf(P) + " at one sequence per replica, has " +
@@ -661,8 +656,8 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
   const ServingPlanCost &P = R.Plans.front();
   OS << "serving plan: " << P.DP << " replica" << (P.DP == 1 ? "" : "s")
      << " of tp=" << P.TP << ",pp=" << P.PP << " (" << R.Devices
-     << (R.Devices == 1 ? " device), " : " devices), ") << P.Batch << " sequences in flight per replica (max "
-     << P.MaxConcurrency << ")\n";
+     << (R.Devices == 1 ? " device), " : " devices), ") << P.Batch
+     << " sequences in flight per replica (max " << P.MaxConcurrency << ")\n";
   OS << "predicted: TTFT " << ms(P.TTFTS) << " (prefill " << ms(P.PrefillS)
      << "), TPOT " << ms(P.TPOTS) << " (decode step " << ms(P.DecodeStepS)
      << "), " << tokensPerS(P.TokensPerS) << " output tokens/s ("
@@ -673,8 +668,8 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
   OS << "bound: " << getServingTermName(P.Bound) << " (busiest stage, "
      << P.MicroBatch << " sequence" << (P.MicroBatch == 1 ? "" : "s")
      << " a visit: " << ms(P.StageS) << " = weights " << ms(P.WeightReadS)
-     << " + KV cache " << ms(P.KVReadS) << " + communication "
-     << ms(P.CommS) << " + other kernels "
+     << " + KV cache " << ms(P.KVReadS) << " + communication " << ms(P.CommS)
+     << " + other kernels "
      << ms(std::max(0.0, P.StageS - P.WeightReadS - P.KVReadS - P.CommS))
      << "; compute floor " << ms(P.ComputeS) << "; batch limited by "
      << getBatchLimitName(P.Limit) << ")\n";
@@ -686,13 +681,12 @@ void printServingTop(const ServingResult &R, unsigned K, raw_ostream &OS) {
   unsigned N = std::min<size_t>(K, R.Plans.size());
   for (unsigned I = 0; I < N; ++I) {
     const ServingPlanCost &P = R.Plans[I];
-    OS << format("%-5u %-26s %-6u %-5u %-11s %-11s %-13s %s\n", I + 1,
-                 P.str().c_str(), P.Batch, P.MaxConcurrency,
-                 ms(P.TTFTS).c_str(), ms(P.TPOTS).c_str(),
-                 tokensPerS(P.TokensPerSPerDevice).c_str(),
-                 P.MeetsSLO ? getBatchLimitName(P.Limit).str().c_str()
-                            : ("misses " + getBatchLimitName(P.Limit).str())
-                                  .c_str());
+    OS << format(
+        "%-5u %-26s %-6u %-5u %-11s %-11s %-13s %s\n", I + 1, P.str().c_str(),
+        P.Batch, P.MaxConcurrency, ms(P.TTFTS).c_str(), ms(P.TPOTS).c_str(),
+        tokensPerS(P.TokensPerSPerDevice).c_str(),
+        P.MeetsSLO ? getBatchLimitName(P.Limit).str().c_str()
+                   : ("misses " + getBatchLimitName(P.Limit).str()).c_str());
   }
 }
 
@@ -716,13 +710,12 @@ json::Object getServingPredictedJSON(const ServingPlanCost &P) {
       {"decode_step_s", P.DecodeStepS},
       {"bound", getServingTermName(P.Bound)},
       {"batch_limit", getBatchLimitName(P.Limit)},
-      {"decode_breakdown",
-       json::Object{{"micro_batch", (int64_t)P.MicroBatch},
-                    {"stage_s", P.StageS},
-                    {"compute_s", P.ComputeS},
-                    {"weight_read_s", P.WeightReadS},
-                    {"kv_read_s", P.KVReadS},
-                    {"comm_s", P.CommS}}}};
+      {"decode_breakdown", json::Object{{"micro_batch", (int64_t)P.MicroBatch},
+                                        {"stage_s", P.StageS},
+                                        {"compute_s", P.ComputeS},
+                                        {"weight_read_s", P.WeightReadS},
+                                        {"kv_read_s", P.KVReadS},
+                                        {"comm_s", P.CommS}}}};
 }
 
 void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
@@ -730,9 +723,8 @@ void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
   json::Object Root;
   json::Array Rows;
   for (const ServingWorkload::Row &W : R.Opts.Load.Rows)
-    Rows.push_back(json::Object{{"prompt_len", W.Prompt},
-                                {"gen_len", W.Gen},
-                                {"weight", W.Weight}});
+    Rows.push_back(json::Object{
+        {"prompt_len", W.Prompt}, {"gen_len", W.Gen}, {"weight", W.Weight}});
   json::Object SLO;
   if (R.Opts.SLO.TTFT)
     SLO["ttft_s"] = *R.Opts.SLO.TTFT;

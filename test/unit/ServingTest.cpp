@@ -1,9 +1,9 @@
 //===- ServingTest.cpp - Serving plans: prefill, decode, SLO --------------===//
+#include "loom/Plan/Serving.h"
+#include "RunPipeline.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Serving.h"
-#include "RunPipeline.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -79,8 +79,8 @@ TEST(ServingTest, PrefillIsTheEvaluatorsForward) {
     P.TP = TP;
     Expected<PlanCost> PC = F->Eval->evaluate(P);
     ASSERT_TRUE(!!PC);
-    Expected<ServingPlanCost> S = costServingPlan(
-        *F->Eval, F->CU.Layers, F->HW, F->EO, O, TP, 1, 1, 4);
+    Expected<ServingPlanCost> S =
+        costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, TP, 1, 1, 4);
     ASSERT_TRUE(!!S) << toString(S.takeError());
     EXPECT_NEAR(PC->StepTimeS, S->PrefillS, 1e-12 + 1e-9 * PC->StepTimeS)
         << "tp=" << TP;

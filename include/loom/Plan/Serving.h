@@ -1,4 +1,5 @@
-//===- Serving.h - Serving plans: prefill, decode, KV cache, SLO -*- C++ -*-===//
+//===- Serving.h - Serving plans: prefill, decode, KV cache, SLO -*- C++
+//-*-===//
 //
 // --mode serve: how a decoder serves requests of prompt length P and G
 // generated tokens under continuous batching (vLLM, MindIE): each request
@@ -186,8 +187,7 @@ std::string describeNoServingPlan(const ServingResult &R);
 /// concurrency, KV cache, what binds).
 void printServingSummary(const ServingResult &R, llvm::raw_ostream &OS);
 /// --top K: the best plan of each of the K best (tp, pp).
-void printServingTop(const ServingResult &R, unsigned K,
-                     llvm::raw_ostream &OS);
+void printServingTop(const ServingResult &R, unsigned K, llvm::raw_ostream &OS);
 /// --explain: why the chosen plan beats the runner-up.
 void printServingExplanation(const ServingResult &R, llvm::raw_ostream &OS);
 /// predicted{ttft_s, tpot_s, output_tokens_per_s, max_concurrency,
