@@ -218,6 +218,10 @@ private:
     MI.Batch = CU.Search->Space.Batch;
     MI.Predicted = CU.Search->Top.front();
     MI.PerRank = CU.Opts.EmitPerRank;
+    if (CU.Serving) {
+      MI.Mode = "serve";
+      MI.Serving = CU.Serving->Plans.front();
+    }
     auto Tell = [&](const char *File) {
       if (CU.Opts.Progress)
         CU.Opts.Progress(std::string("emit: ") + File);

@@ -219,6 +219,29 @@ Error searchParallelism(CompilationUnit &CU) {
       return E;
   EvaluatorOptions EO = getEvaluatorOptions(CU);
   PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
+  // --mode serve: the serving search (loom/Plan/Serving.h) picks tp, pp and
+  // the replicas; the search below costs one replica of it, which shard and
+  // emit write.
+  if (CU.Opts.Serve) {
+    ServingOptions SvO = *CU.Opts.Serve;
+    SvO.Devices = CU.Opts.Devices.getValueOr(0);
+    Expected<ServingResult> SR = searchServing(
+        Eval, CU.Layers, *CU.HW, EO,
+        describeSearchSpace(G, CU.Layers, *CU.HW, EO, SvO.Devices), SvO);
+    if (!SR)
+      return SR.takeError();
+    CU.Serving = std::make_shared<ServingResult>(std::move(*SR));
+    if (!CU.Serving->Feasible)
+      return make_error<NoFeasiblePlanError>(
+          describeNoServingPlan(*CU.Serving));
+    const ServingPlanCost &Best = CU.Serving->Plans.front();
+    PlanSpec One;
+    One.TP = Best.TP;
+    One.PP = Best.PP;
+    One.DP = 1;
+    One.RestPlain = true;
+    CU.PlanRequest = One;
+  }
   SearchOptions SO;
   if (CU.PlanRequest)
     SO.Fixed = *CU.PlanRequest;
@@ -236,6 +259,8 @@ Error searchParallelism(CompilationUnit &CU) {
     SO.TopK = std::max(SO.TopK, 16u);
   }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
+  if (CU.Serving)
+    SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
   if (SO.Fixed.RestPlain) {
     // rest=plain: the keys not given take their plain values; the search
     // then costs that one plan, like any other.

@@ -74,7 +74,7 @@ struct LayerFacts {
   double InputBytes = 0;
   /// KV cache: the K and V tensors of the attention matmuls, before any
   /// GQA expansion (kvCacheSource).
-  double KVBytes = 0;
+  double KVBytes = 0, KVElements = 0;
   /// Inference: the activations alive at once at the peak of the layer's
   /// forward (full batch), TP-split or not.
   double LiveSplit = 0, LiveReplicated = 0;
@@ -264,8 +264,10 @@ void PlanEvaluator::Impl::analyze() {
       // size before any GQA repeat.
       if (N.getNumInputs() >= 2 && N.getInput(1)) {
         const Value *Src = kvCacheSource(N.getInput(1));
-        if (KVCounted.insert(Src).second)
+        if (KVCounted.insert(Src).second) {
           L.KVBytes += valueBytes(Src);
+          L.KVElements += Src->Type.getNumElements().getValueOr(0);
+        }
       }
     } else {
       F.Sharded = AnySplit;
@@ -699,6 +701,41 @@ PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
                                MB, SP, EP);
   return {T.Fwd, T.Bwd, T.AttnFwd};
 }
+
+double PlanEvaluator::getLayerForwardTime(unsigned Layer, unsigned TP,
+                                          double ActScale,
+                                          double AttnScale) const {
+  double T = 0;
+  for (const NodeFacts &F : I->LF[std::min<unsigned>(Layer, I->LF.size() - 1)]
+                                .Nodes) {
+    double Scale = F.AttentionCore ? AttnScale : ActScale;
+    if (Scale > 0)
+      T += I->nodeTime(F, Scale, TP, /*SP=*/false, /*Backward=*/false, 1);
+  }
+  return T;
+}
+
+PlanEvaluator::LayerSummary
+PlanEvaluator::getLayerSummary(unsigned Layer) const {
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  const LayerFacts &F = I->LF[L];
+  LayerSummary S;
+  S.KVBytes = F.KVBytes;
+  S.KVElements = F.KVElements;
+  S.Flops = F.Flops;
+  S.OutBoundaryBytes = I->BoundaryBytes[L + 1];
+  S.FwdAllReduce = F.FwdAllReduce;
+  for (const NodeFacts &N : F.Nodes) {
+    if (!N.C || N.AttentionCore || !N.C->Cost.HasRule)
+      continue;
+    (N.Sharded ? S.ParamBytesSharded : S.ParamBytesReplicated) +=
+        N.C->Cost.ParamBytes;
+    (N.Sharded ? S.FlopsSharded : S.FlopsReplicated) += N.C->Cost.Flops;
+  }
+  return S;
+}
+
+double PlanEvaluator::getPeakFlops() const { return I->Peak; }
 
 ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {
   return I->Experts;

@@ -415,6 +415,16 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
         J.attribute("mfu", Info.Predicted.MFU);
         J.attribute("max_memory_bytes", Info.Predicted.MaxMemoryBytes);
         J.attribute("schedule_step_time_s", SP.ScheduleStepS);
+        if (Info.Serving) {
+          const ServingPlanCost &S = *Info.Serving;
+          J.attribute("ttft_s", S.TTFTS);
+          J.attribute("tpot_s", S.TPOTS);
+          J.attribute("output_tokens_per_s", S.TokensPerS);
+          J.attribute("max_concurrency", S.MaxConcurrency);
+          J.attribute("kv_cache_bytes", S.KVCacheBytes);
+          J.attribute("replicas", S.DP);
+          J.attribute("batch_per_replica", S.Batch);
+        }
       });
       auto Types = [&](const char *Key,
                        const std::map<std::string, TensorType> &Global,

@@ -147,11 +147,34 @@ static cl::opt<std::string>
                       "stages=L0:L1:...; the search fills the rest, or "
                       "rest=plain gives it plain values"),
              cl::cat(LoomCategory));
-static cl::opt<RunMode> Mode(
-    LOOM_OPT("mode"), cl::init(RunMode::Train),
-    cl::desc("Plan a training step or inference (forward only)"),
-    cl::values(clEnumValN(RunMode::Train, "train", "training step"),
-               clEnumValN(RunMode::Infer, "infer", "inference")),
+// serve plans inference (RunMode::Infer) for a serving workload.
+enum class ToolMode { Train, Infer, Serve };
+static cl::opt<ToolMode> Mode(
+    LOOM_OPT("mode"), cl::init(ToolMode::Train),
+    cl::desc("Plan a training step, inference (forward only), or serving "
+             "(prefill and decode under latency targets)"),
+    cl::values(clEnumValN(ToolMode::Train, "train", "training step"),
+               clEnumValN(ToolMode::Infer, "infer", "inference"),
+               clEnumValN(ToolMode::Serve, "serve",
+                          "serving: TTFT, TPOT, output tokens/s, KV cache")),
+    cl::cat(LoomCategory));
+// --mode serve (lib/Plan/Serving.cpp).
+static cl::opt<int64_t> PromptLen(
+    LOOM_OPT("prompt-len"), cl::value_desc("P"),
+    cl::desc("--mode serve: prompt tokens per request"),
+    cl::cat(LoomCategory));
+static cl::opt<int64_t> GenLen(
+    LOOM_OPT("gen-len"), cl::value_desc("G"),
+    cl::desc("--mode serve: generated tokens per request"),
+    cl::cat(LoomCategory));
+static cl::opt<std::string> LengthsFile(
+    LOOM_OPT("lengths"), cl::value_desc("FILE.csv"),
+    cl::desc("--mode serve: request lengths, lines prompt_len,gen_len,weight "
+             "(instead of --prompt-len and --gen-len)"),
+    cl::cat(LoomCategory));
+static cl::opt<std::string> SLOText(
+    LOOM_OPT("slo"), cl::value_desc("ttft=T,tpot=T"),
+    cl::desc("--mode serve: latency targets, e.g. ttft=500ms,tpot=50ms"),
     cl::cat(LoomCategory));
 // The search (search-parallelism).
 static cl::opt<unsigned>
@@ -365,11 +388,95 @@ static Error applyModelKnob(StringRef Set, CompileOptions &O) {
   return Error::success();
 }
 
-static bool isModelKnob(StringRef Set) { return Set.startswith("moe."); }
+static bool isModelKnob(StringRef Set) {
+  return Set.startswith("moe.") || Set.startswith("serve.");
+}
+
+/// --mode serve's flags (and that they come only with it); --set
+/// serve.kv_dtype=NAME.
+static Error buildServingOptions(CompileOptions &O) {
+  auto Err = [](const Twine &Msg) {
+    return createStringError(inconvertibleErrorCode(), Msg);
+  };
+  bool Serve = Mode == ToolMode::Serve;
+  for (cl::Option *Opt : std::initializer_list<cl::Option *>{
+           &PromptLen, &GenLen, &LengthsFile, &SLOText})
+    if (Opt->getNumOccurrences() && !Serve)
+      return Err("--" + Opt->ArgStr + " needs --mode serve");
+  std::vector<StringRef> ServeSets;
+  for (StringRef S : Sets)
+    if (S.startswith("serve."))
+      ServeSets.push_back(S);
+  if (!ServeSets.empty() && !Serve)
+    return Err("--set " + ServeSets.front() + " needs --mode serve");
+  if (!Serve)
+    return Error::success();
+  if (PlanText.getNumOccurrences())
+    return Err("--mode serve searches tp, pp and the replicas itself; --plan "
+               "is not supported with it");
+  if (!ComparePlans.empty() || !CompareHW.empty() ||
+      ObjectiveOpt != Objective::Step)
+    return Err("--mode serve: --compare, --compare-hw and --objective are "
+               "not supported with it");
+  auto SO = std::make_shared<ServingOptions>();
+  bool Lengths = PromptLen.getNumOccurrences() || GenLen.getNumOccurrences();
+  if (Lengths && LengthsFile.getNumOccurrences())
+    return Err("--mode serve: give --prompt-len and --gen-len, or --lengths "
+               "FILE, not both");
+  if (LengthsFile.getNumOccurrences()) {
+    Expected<ServingWorkload> W = parseLengthFile(LengthsFile);
+    if (!W)
+      return W.takeError();
+    SO->Load = std::move(*W);
+  } else {
+    if (!PromptLen.getNumOccurrences() || !GenLen.getNumOccurrences())
+      return Err("--mode serve needs --prompt-len P and --gen-len G (or "
+                 "--lengths FILE)");
+    if (PromptLen <= 0)
+      return Err("--prompt-len " + Twine(PromptLen) +
+                 ": expected a positive number of tokens");
+    if (GenLen <= 0)
+      return Err("--gen-len " + Twine(GenLen) +
+                 ": expected a positive number of tokens");
+    SO->Load.Rows.push_back({PromptLen, GenLen, 1.0});
+  }
+  if (SLOText.getNumOccurrences()) {
+    Expected<ServingSLO> S = parseSLO(SLOText);
+    if (!S)
+      return S.takeError();
+    SO->SLO = *S;
+  }
+  for (StringRef S : ServeSets) {
+    auto KV = S.split('=');
+    StringRef Key = KV.first.trim().drop_front(strlen("serve."));
+    if (Key != "kv_dtype")
+      return Err("--set " + S + ": '" + Key +
+                 "' matches nothing at 'serve'; valid keys: kv_dtype");
+    Optional<double> B = getKVDTypeBytes(KV.second.trim());
+    if (!B)
+      return Err("--set " + S + ": unknown KV cache type '" + KV.second.trim() +
+                 "'; valid: fp32, fp16, bf16, fp8, int8");
+    SO->KVElementBytes = *B;
+    SO->KVDType = KV.second.trim().str();
+    O.HardwareOverrides.push_back(
+        ("serve.kv_dtype: (the graph's) -> " + KV.second.trim() + " (--set)")
+            .str());
+  }
+  // A graph with symbolic dims is bound at one prompt of the longest
+  // length: the serving model scales from it.
+  if (!Batch.getNumOccurrences())
+    O.Batch = 1;
+  if (!Seq.getNumOccurrences())
+    O.Seq = SO->Load.getMaxPrompt();
+  O.Serve = std::move(SO);
+  return Error::success();
+}
 
 static Expected<CompileOptions> buildOptions() {
   CompileOptions O;
-  O.Mode = Mode;
+  O.Mode = Mode == ToolMode::Train ? RunMode::Train : RunMode::Infer;
+  if (Error E = buildServingOptions(O))
+    return std::move(E);
   for (const std::string &C : ComparePlans) {
     Expected<PlanSpec> S = parsePlanSpec(C);
     if (!S)
@@ -379,7 +486,7 @@ static Expected<CompileOptions> buildOptions() {
     O.Compare.emplace_back(C, *S);
   }
   for (StringRef S : Sets)
-    if (isModelKnob(S))
+    if (S.startswith("moe."))
       if (Error E = applyModelKnob(S, O))
         return std::move(E);
   if (Batch.getNumOccurrences())
@@ -454,7 +561,10 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
          << (Searched->RestPlain ? " (the rest at plain values)"
                                  : " (the search chose the rest)")
          << "\n";
-    printChosenPlan(*Searched, OS);
+    if (CU.Serving)
+      printServingSummary(*CU.Serving, OS);
+    else
+      printChosenPlan(*Searched, OS);
   } else {
     OS << "plan: not searched (search-parallelism is not in the pipeline); "
           "--plan costs a given one\n";
@@ -712,6 +822,16 @@ int main(int argc, char **argv) {
     return reportError(M.takeError());
   CU.M = std::move(*M);
   CU.ShapeOnlyParameters = Stats.ShapeOnlyParameters;
+  // --mode serve binds batch 1 and the longest prompt only where the model
+  // leaves them open (a model with static shapes keeps its own).
+  if (CU.Opts.Serve &&
+      none_of(CU.M->getGraph().getInputs(),
+              [](const Value *V) { return !V->Type.isStatic(); })) {
+    if (!Batch.getNumOccurrences())
+      CU.Opts.Batch = None;
+    if (!Seq.getNumOccurrences())
+      CU.Opts.Seq = None;
+  }
   if (Error E = verifyModel(*CU.M))
     return reportError(createStringError(inconvertibleErrorCode(),
                                          ModelPath + ": error: " +
@@ -801,6 +921,10 @@ int main(int argc, char **argv) {
         inconvertibleErrorCode(),
         "--top and --explain need the search-parallelism pass in the "
         "pipeline"));
+  if (CU.Serving && TimePasses)
+    errs() << format("serving search: %llu batches costed in %.4f s\n",
+                     (unsigned long long)CU.Serving->Candidates,
+                     CU.Serving->Seconds);
   if (Searched && TimePasses)
     errs() << format(
         "search-parallelism: %llu candidates in %.4f s "
@@ -880,18 +1004,22 @@ int main(int argc, char **argv) {
   // summary.
   if (Searched && Format == ReportFormat::JSON && !PrintGraph &&
       PI.PrintAfter.empty() && !PrintHW && PrintCosts == CostLevel::None) {
-    printSearchJSON(*Searched,
-                    TopPlans.getNumOccurrences() ? (unsigned)TopPlans : 1,
-                    ExplainPlan, outs());
+    unsigned K = TopPlans.getNumOccurrences() ? (unsigned)TopPlans : 1;
+    if (CU.Serving)
+      printServingJSON(*CU.Serving, K, ExplainPlan, outs());
+    else
+      printSearchJSON(*Searched, K, ExplainPlan, outs());
     return finish(CU, Wrote);
   }
   if (!Quiet && !PrintGraph && PI.PrintAfter.empty() && !PrintHW &&
       PrintCosts == CostLevel::None)
     printSummary(CU, NodesBefore, PM, outs());
   if (Searched && TopPlans.getNumOccurrences())
-    printTopPlans(*Searched, TopPlans, outs());
+    CU.Serving ? printServingTop(*CU.Serving, TopPlans, outs())
+               : printTopPlans(*Searched, TopPlans, outs());
   if (Searched && ExplainPlan)
-    printExplanation(*Searched, outs());
+    CU.Serving ? printServingExplanation(*CU.Serving, outs())
+               : printExplanation(*Searched, outs());
   if (Searched && !Searched->Compared.empty()) {
     std::vector<ComparisonColumn> Cols;
     Cols.push_back({"best", "the search without constraints",

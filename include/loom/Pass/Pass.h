@@ -12,6 +12,7 @@
 
 #include "loom/IR/Graph.h"
 #include "loom/Plan/PlanCost.h"
+#include "loom/Plan/Serving.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
@@ -98,6 +99,9 @@ struct CompileOptions {
   /// --fused-kernels: the fused kernels detect-fused-kernels may use (empty:
   /// none); None: every kernel the hardware offers.
   llvm::Optional<std::vector<std::string>> FusedKernels;
+  /// --mode serve (Mode is Infer): the workload, SLO and KV element type
+  /// search-parallelism plans serving for (loom/Plan/Serving.h).
+  std::shared_ptr<const ServingOptions> Serve;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
@@ -114,6 +118,9 @@ public:
   /// Filled by search-parallelism: the chosen plan first, the runners-up,
   /// and how the search went (loom/Plan/Search.h).
   std::shared_ptr<const SearchResult> Search;
+  /// --mode serve: the serving search's result (its best plan is the one
+  /// search-parallelism costs and shard emits, one replica).
+  std::shared_ptr<const ServingResult> Serving;
   /// Filled by shard, insert-collectives and schedule; written by emit.
   std::shared_ptr<ShardedProgram> Sharded;
   const HardwareModel *HW = nullptr;

@@ -182,6 +182,28 @@ public:
   };
   LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB, bool SP,
                          unsigned EP = 1) const;
+  /// Serving (Serving.h): layer \p Layer's forward time on one device at
+  /// \p TP, the nodes outside the attention core at \p ActScale of the
+  /// bound graph's activations and the attention core (activation x
+  /// activation matmuls, their softmax) at \p AttnScale (0 leaves it out).
+  /// Uncached: the caller keys repeated blocks.
+  double getLayerForwardTime(unsigned Layer, unsigned TP, double ActScale,
+                             double AttnScale) const;
+  /// What serving reads of the per-layer analysis, at the bound graph's
+  /// full shapes: the KV cache (K and V before any GQA repeat), the forward
+  /// FLOPs, the row-parallel all-reduces of the forward, and the
+  /// activations leaving the layer for the next (a pipeline transfer).
+  struct LayerSummary {
+    double KVBytes = 0, KVElements = 0, Flops = 0, OutBoundaryBytes = 0;
+    /// Outside the attention core: weight bytes the nodes read and their
+    /// FLOPs, divided by tp (Sharded) or not (Replicated).
+    double ParamBytesSharded = 0, ParamBytesReplicated = 0;
+    double FlopsSharded = 0, FlopsReplicated = 0;
+    llvm::ArrayRef<double> FwdAllReduce;
+  };
+  LayerSummary getLayerSummary(unsigned Layer) const;
+  /// The cube peak MFU is measured against (FLOP/s).
+  double getPeakFlops() const;
   /// The model's expert groups (findExperts).
   llvm::ArrayRef<ExpertGroup> getExpertGroups() const;
   /// Layers as evaluate() numbers them (at least 1).

@@ -8,6 +8,7 @@
 #define LOOM_SHARD_OUTPUTDIR_H
 
 #include "loom/Plan/PlanCost.h"
+#include "loom/Plan/Serving.h"
 #include "loom/Shard/Sharding.h"
 #include <functional>
 
@@ -18,6 +19,10 @@ struct ManifestInfo {
   int64_t Batch = 0;
   PlanCost Predicted;
   bool PerRank = false;
+  /// --mode serve: the serving plan (the graphs are one replica of it);
+  /// predicted{} gains its TTFT, TPOT, output tokens/s, max concurrency and
+  /// KV cache bytes.
+  llvm::Optional<ServingPlanCost> Serving;
 };
 
 /// The manifest's format_version (include/loom/Shard/OutputFormat.md).

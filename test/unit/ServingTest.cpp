@@ -1,0 +1,133 @@
+//===- ServingTest.cpp - Serving plans: prefill, decode, SLO --------------===//
+#include "loom/Plan/Serving.h"
+#include "RunPipeline.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "gtest/gtest.h"
+
+using namespace loom;
+using namespace llvm;
+
+namespace {
+
+// One attention block, 8 heads of 8 (hidden 64), fp32, symbolic batch and
+// sequence: torch's head split by Reshape/Transpose.
+const char *Decoder = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[batch,seq,64] x) => (float[batch,seq,64] y)
+<float[64,64] wq, float[64,64] wk, float[64,64] wv, float[64,64] wo>
+{
+  sh = Constant <value = int64[4] {0,0,8,8}> ()
+  q0 = MatMul (x, wq)
+  q1 = Reshape (q0, sh)
+  q = Transpose <perm = [0,2,1,3]> (q1)
+  k0 = MatMul (x, wk)
+  k1 = Reshape (k0, sh)
+  kt = Transpose <perm = [0,2,3,1]> (k1)
+  v0 = MatMul (x, wv)
+  v1 = Reshape (v0, sh)
+  v = Transpose <perm = [0,2,1,3]> (v1)
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  c0 = MatMul (p, v)
+  c1 = Transpose <perm = [0,2,1,3]> (c0)
+  so = Constant <value = int64[3] {0,0,64}> ()
+  c = Reshape (c1, so)
+  y = MatMul (c, wo)
+}
+)";
+
+struct Fixture {
+  CompilationUnit CU;
+  HardwareModel HW;
+  EvaluatorOptions EO;
+  std::unique_ptr<PlanEvaluator> Eval;
+};
+
+std::unique_ptr<Fixture> load(int64_t Prompt) {
+  auto F = std::make_unique<Fixture>();
+  Expected<HardwareModel> HW = loadHardwareModel(
+      std::string(LOOM_SOURCE_DIR) + "/examples/hw/atlas800t-a2.yaml");
+  EXPECT_TRUE(!!HW);
+  F->HW = std::move(*HW);
+  auto M = importModelFromText(Decoder, "model.onnxtxt");
+  EXPECT_TRUE(!!M);
+  F->CU.M = std::move(*M);
+  F->CU.HW = &F->HW;
+  F->CU.Opts.Mode = RunMode::Infer;
+  F->CU.Opts.Batch = 1;
+  F->CU.Opts.Seq = Prompt;
+  runPipeline(F->CU, "bind-symbols,infer-shapes,fold-shape-arith,"
+                     "detect-layers,annotate-costs");
+  F->EO.Train = false;
+  F->EO.Batch = 1;
+  F->EO.Seq = Prompt;
+  F->Eval = std::make_unique<PlanEvaluator>(F->CU.M->getGraph(), F->CU.Layers,
+                                            F->CU.NodeCosts, F->HW, F->EO);
+  return F;
+}
+
+TEST(ServingTest, PrefillIsTheEvaluatorsForward) {
+  // At the bound shape (one prompt of the bound length), the prefill is
+  // the inference forward evaluate() costs for one micro-batch: the same
+  // per-node times and all-reduces, nothing modelled twice.
+  auto F = load(128);
+  ServingOptions O;
+  O.Load.Rows.push_back({128, 32, 1.0});
+  for (unsigned TP : {1u, 2u, 4u}) {
+    ParallelPlan P;
+    P.TP = TP;
+    Expected<PlanCost> PC = F->Eval->evaluate(P);
+    ASSERT_TRUE(!!PC);
+    Expected<ServingPlanCost> S =
+        costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, TP, 1, 1, 4);
+    ASSERT_TRUE(!!S) << toString(S.takeError());
+    EXPECT_NEAR(PC->StepTimeS, S->PrefillS, 1e-12 + 1e-9 * PC->StepTimeS)
+        << "tp=" << TP;
+  }
+}
+
+TEST(ServingTest, LatencyAndThroughputIdentities) {
+  auto F = load(256);
+  ServingOptions O;
+  O.Load.Rows.push_back({256, 64, 1.0});
+  Expected<ServingPlanCost> S =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 16);
+  ASSERT_TRUE(!!S);
+  // TTFT = prefill + one decode step; TPOT = step + batch * prefill / G;
+  // tokens/s = dp * batch / TPOT.
+  EXPECT_DOUBLE_EQ(S->PrefillS + S->DecodeStepS, S->TTFTS);
+  EXPECT_DOUBLE_EQ(S->DecodeStepS + 16 * S->PrefillStageS / 64, S->TPOTS);
+  EXPECT_DOUBLE_EQ(4 * 16 / S->TPOTS, S->TokensPerS);
+  EXPECT_DOUBLE_EQ(S->TokensPerS / 8, S->TokensPerSPerDevice);
+  // KV: 8 heads of 8, K and V, fp32: 512 B per token; 256 + 64 tokens a
+  // sequence, split over tp=2: 16 * 320 * 512 / 2 = 1310720 B.
+  EXPECT_DOUBLE_EQ(1310720, S->KVCacheBytes);
+  // KV cache read per step: 16 sequences, mean context 256 + 32, / tp at
+  // HBM bandwidth (1.6 TB/s on the A2).
+  EXPECT_NEAR(16 * 288 * 512 / 2 / 1.6e12, S->KVReadS, 1e-15);
+  // An int8 cache is a quarter of fp32's.
+  O.KVElementBytes = 1;
+  Expected<ServingPlanCost> Q =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 16);
+  ASSERT_TRUE(!!Q);
+  EXPECT_DOUBLE_EQ(1310720 / 4.0, Q->KVCacheBytes);
+}
+
+TEST(ServingTest, ParseSLO) {
+  Expected<ServingSLO> S = parseSLO("ttft=500ms,tpot=50ms");
+  ASSERT_TRUE(!!S);
+  EXPECT_DOUBLE_EQ(0.5, *S->TTFT);
+  EXPECT_DOUBLE_EQ(0.05, *S->TPOT);
+  Expected<ServingSLO> T = parseSLO("tpot=20us");
+  ASSERT_TRUE(!!T);
+  EXPECT_FALSE(T->TTFT.hasValue());
+  EXPECT_DOUBLE_EQ(20e-6, *T->TPOT);
+  Expected<ServingSLO> Zero = parseSLO("tpot=0ms");
+  EXPECT_FALSE(!!Zero);
+  consumeError(Zero.takeError());
+  EXPECT_EQ(2.0, getKVDTypeBytes("bf16").getValue());
+  EXPECT_FALSE(getKVDTypeBytes("int4").hasValue());
+}
+
+} // namespace
