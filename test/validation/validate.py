@@ -3,7 +3,7 @@
 
     /usr/bin/python3 test/validation/validate.py --build build
         [--table test/validation/runs.csv] [--zoo DIR] [--only ID,...]
-        [--fused-flag FLAG] [--jobs N] [--check] [--json OUT]
+        [--fused published|none] [--jobs N] [--check] [--json OUT]
 
 For every row of the table (test/validation/runs.csv: model shape, cluster,
 published plan, global batch, sequence length, measured throughput and its
@@ -21,9 +21,11 @@ recorded in the table's header (ctest `validation` runs this).
 A published plan that does not fit Loom's memory model (it ran, so the
 model is wrong there) is marked "no fit" and costed again with the HBM
 capacity raised out of the way, so its time is still compared.
---fused-flag FLAG adds FLAG to the plan-parallel command of the rows whose
-`fused` column is 1 (runs that used fused / flash attention), e.g.
---fused-flag=--fused-attention once Loom has such a switch.
+Fused attention: rows whose `fused` column is 1 (the run used fused / flash
+attention) are planned with --fused-kernels=attention, the others with
+--fused-kernels=none; --fused none plans every row without (the table
+before fused attention). A plan-parallel without --fused-kernels costs every
+row op by op, and the script says so.
 
 Only onnx + numpy (through make_zoo) and the standard library.
 """
@@ -120,14 +122,17 @@ def ensure_models(names, zoo):
                         "--quiet"], check=True)
 
 
-def run_row(row, plan_parallel, zoo, fused_flag):
+def run_row(row, plan_parallel, zoo, fused_mode):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
     cmd += ["--devices", row["devices"], "--batch", row["batch"], "--seq",
             row["seq"], "--plan", row["plan"], "--format", "json", "--quiet"]
-    if fused_flag and row["fused"] == "1":
-        cmd.append(fused_flag)
+    if fused_mode == "published":
+        cmd.append("--fused-kernels=" +
+                   ("attention" if row["fused"] == "1" else "none"))
+    elif fused_mode == "none":
+        cmd.append("--fused-kernels=none")
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     nofit = False
@@ -152,8 +157,10 @@ def main(argv=None):
     ap.add_argument("--table", default=os.path.join(HERE, "runs.csv"))
     ap.add_argument("--zoo", help="model cache (default BUILD/validation-zoo)")
     ap.add_argument("--only", help="comma-separated row ids")
-    ap.add_argument("--fused-flag", default="",
-                    help="plan-parallel flag added for rows with fused=1")
+    ap.add_argument("--fused", choices=["published", "none"],
+                    default="published",
+                    help="fused attention as each run used it (default), or "
+                         "for no row")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a median |error| passes its threshold")
@@ -172,6 +179,14 @@ def main(argv=None):
     if not os.access(plan_parallel, os.X_OK):
         ap.error(f"no plan-parallel at {plan_parallel} (--build)")
     zoo = args.zoo or os.path.join(args.build, "validation-zoo")
+    helptext = subprocess.run([plan_parallel, "--help"], capture_output=True,
+                              text=True).stdout
+    fused_mode = args.fused
+    if "--fused-kernels" not in helptext:
+        fused_mode = "unavailable"
+    print(f"fused attention: {fused_mode}"
+          + (" (this plan-parallel has no --fused-kernels; every row is "
+             "costed op by op)" if fused_mode == "unavailable" else ""))
 
     t0 = time.perf_counter()
     ensure_models(sorted({r["model"] for r in rows}), zoo)
@@ -179,7 +194,7 @@ def main(argv=None):
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
         results = list(ex.map(
-            lambda r: run_row(r, plan_parallel, zoo, args.fused_flag), rows))
+            lambda r: run_row(r, plan_parallel, zoo, fused_mode), rows))
 
     failed = False
     table = []
