@@ -21,6 +21,10 @@ static const PassInfo Registry[] = {
     {"annotate-costs",
      "Annotate every node with FLOPs, bytes, memory and per-class time",
      createAnnotateCostsPass},
+    {"detect-fused-kernels",
+     "Cost regions the hardware runs as one fused kernel (attention) as one "
+     "kernel",
+     createDetectFusedKernelsPass},
     {"assign-device-classes",
      "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)",
      createAssignDeviceClassesPass},

@@ -13,6 +13,7 @@ std::unique_ptr<Pass> createInferShapesPass();
 std::unique_ptr<Pass> createFoldShapeArithPass();
 std::unique_ptr<Pass> createDetectLayersPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
+std::unique_ptr<Pass> createDetectFusedKernelsPass();
 std::unique_ptr<Pass> createAssignDeviceClassesPass();
 std::unique_ptr<Pass> createSearchParallelismPass();
 std::unique_ptr<Pass> createShardPass();

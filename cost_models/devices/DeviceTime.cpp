@@ -43,6 +43,10 @@
 //                  latency for the whole lookup, because the rows are
 //                  independent reads issued together and an NVMe queue
 //                  keeps many in flight, so latencies overlap
+// Fused kernels (OpCost::KernelEfficiency > 0, aicore Cube only): the
+// kernel's own efficiency from the YAML's fused_kernels replaces
+// efficiency x cubeShapeEfficiency, forward and backward, and the backward
+// also does the RecomputeFlops.
 // Efficiency (YAML `efficiency`) scales the cube's and the AICPU's peak,
 // as the example YAML describes it ("large well-shaped matmuls", "scalar-
 // heavy code"); the vector peak is taken as given.
@@ -268,6 +272,17 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no cube throughput for " + DT.str() +
                          " (" + Op + ")");
+    if (C.KernelEfficiency > 0) {
+      double Peak = Rate;
+      double Fwd = C.Flops, Bwd = C.BackwardFlops + C.RecomputeFlops;
+      T.Seconds = roofline(Fwd, Peak * C.KernelEfficiency, Bytes, HBMBW) + Launch;
+      T.BackwardSeconds =
+          Grad ? roofline(Bwd, Peak * C.BackwardKernelEfficiency, BackBytes,
+                          HBMBW) +
+                     Launch
+               : 0;
+      return T;
+    }
     Rate *= DC->Efficiency * cubeShapeEfficiency(C.MM, DC->Alignment);
   } else if (C.Unit == ComputeUnit::Vector) {
     Rate = rateOf(DC->getVectorThroughput(DT));

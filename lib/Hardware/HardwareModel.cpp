@@ -51,6 +51,13 @@ bool DeviceClass::supportsDataType(StringRef DType) const {
   return !Canonical.empty() && is_contained(DataTypes, Canonical);
 }
 
+bool FusedKernel::supportsDataType(StringRef DType) const {
+  if (DataTypes.empty())
+    return true;
+  StringRef Canonical = canonicalDataTypeName(DType);
+  return !Canonical.empty() && is_contained(DataTypes, Canonical);
+}
+
 static Optional<FlopsPerSecond>
 lookupRate(const std::map<std::string, FlopsPerSecond> &Rates,
            StringRef DType) {
@@ -117,6 +124,7 @@ constexpr uint64_t MaxDevices = 262144;
 
 const char *const KnownClasses[] = {"aicore", "aicpu", "hbm_pim", "ssd"};
 const char *const KnownMemories[] = {"hbm", "host", "ssd"};
+const char *const KnownFusedKernels[] = {"attention"};
 
 std::string formatNumber(double V) {
   std::string S;
@@ -230,6 +238,29 @@ public:
       fail(Path + ".bandwidth", "required for class '" + Name + "'");
     if (Name == "ssd" && !C.Latency)
       fail(Path + ".latency", "required for class 'ssd' (cost per read)");
+    for (const auto &[KName, K] : C.FusedKernels) {
+      std::string KPath = Path + ".fused_kernels." + KName;
+      if (!is_contained(KnownFusedKernels, KName)) {
+        fail(KPath,
+             "unknown fused kernel '" + KName + "'; expected one of " +
+                 joinNames(KnownFusedKernels),
+             /*AtKey=*/true);
+        return;
+      }
+      if (Name != "aicore") {
+        fail(KPath,
+             "fused kernels run on the matrix unit: only class 'aicore' "
+             "may list them, not '" + Name + "'",
+             /*AtKey=*/true);
+        return;
+      }
+      efficiency(KPath + ".efficiency", K.Efficiency);
+      for (size_t I = 0; I < K.DataTypes.size(); ++I)
+        dataTypeName(KPath + ".dtypes[" + Twine(I) + "]", K.DataTypes[I],
+                     /*AtKey=*/false);
+      if (K.BackwardEfficiency)
+        efficiency(KPath + ".backward_efficiency", *K.BackwardEfficiency);
+    }
   }
 
   void checkMemory(const std::string &Path, const std::string &Name,
@@ -435,6 +466,18 @@ void HardwareModel::print(raw_ostream &OS) const {
     printList(OS, "ops", C.Ops);
     printList(OS, "exclude ops", C.ExcludeOps);
     printList(OS, "dtypes", C.DataTypes);
+    for (const auto &[KName, K] : C.FusedKernels) {
+      OS << "    fused kernel " << KName << ": efficiency "
+         << format("%.2f", K.Efficiency) << ", backward "
+         << format("%.2f", K.getBackwardEfficiency());
+      if (!K.Masked)
+        OS << ", no mask";
+      if (!K.GQA)
+        OS << ", no gqa";
+      if (!K.DataTypes.empty())
+        OS << ", dtypes " << join(K.DataTypes, ", ");
+      OS << '\n';
+    }
   }
   for (const auto &[LevelName, L] : Device.Memory) {
     OS << "  memory " << LevelName << ": capacity " << formatBytes(L.Capacity);

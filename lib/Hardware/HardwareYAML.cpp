@@ -157,6 +157,36 @@ template <> struct CustomMappingTraits<std::map<std::string, FlopsPerSecond>> {
   }
 };
 
+template <> struct MappingTraits<FusedKernel> {
+  static void mapping(IO &IO, FusedKernel &K) {
+    mapRequiredLate(IO, "efficiency", K.Efficiency);
+    IO.mapOptional("backward_efficiency", K.BackwardEfficiency);
+    IO.mapOptional("masked", K.Masked, true);
+    IO.mapOptional("gqa", K.GQA, true);
+    IO.mapOptional("dtypes", K.DataTypes);
+    if (!IO.outputting())
+      for (std::string &DType : K.DataTypes) {
+        StringRef Canonical = canonicalDataTypeName(DType);
+        if (!Canonical.empty())
+          DType = Canonical.str();
+      }
+  }
+};
+
+/// fused_kernels: the map key is the kernel name.
+template <> struct CustomMappingTraits<std::map<std::string, FusedKernel>> {
+  static void inputOne(IO &IO, StringRef Key,
+                       std::map<std::string, FusedKernel> &Kernels) {
+    FusedKernel &K = Kernels[Key.str()];
+    K.Name = Key.str();
+    IO.mapRequired(Key.str().c_str(), K);
+  }
+  static void output(IO &IO, std::map<std::string, FusedKernel> &Kernels) {
+    for (auto &Entry : Kernels)
+      IO.mapRequired(Entry.first.c_str(), Entry.second);
+  }
+};
+
 template <> struct MappingTraits<DeviceClass> {
   static void mapping(IO &IO, DeviceClass &C) {
     IO.mapOptional("throughput", C.Throughput);
@@ -170,6 +200,7 @@ template <> struct MappingTraits<DeviceClass> {
     IO.mapOptional("dtypes", C.DataTypes);
     IO.mapOptional("bandwidth", C.Bandwidth);
     IO.mapOptional("latency", C.Latency);
+    IO.mapOptional("fused_kernels", C.FusedKernels);
     if (!IO.outputting())
       for (std::string &DType : C.DataTypes) {
         StringRef Canonical = canonicalDataTypeName(DType);

@@ -1,5 +1,6 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Plan/CostReport.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
@@ -277,9 +278,18 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       const Node &N = *NP;
       const NodeCostInfo &Info = Costs.find(&N)->second;
       const OpCost &C = Info.Cost;
+      if (C.FusedInto)
+        continue; // in its region's entry
       json::Object O{{"node", nodeLabel(N)},
                      {"op", N.getQualifiedOpType()},
                      {"layer", N.Layer}};
+      if (!C.FusedKernel.empty()) {
+        O["fused_kernel"] = C.FusedKernel;
+        json::Array Members;
+        for (const Node *M : C.FusedMembers)
+          Members.push_back(nodeLabel(*M));
+        O["members"] = std::move(Members);
+      }
       if (N.getNumOutputs() && N.getOutput(0))
         O["shape"] = N.getOutput(0)->Type.str();
       if (!C.HasRule) {
@@ -312,7 +322,15 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
     const Node &N = *NP;
     const NodeCostInfo &Info = Costs.find(&N)->second;
     const OpCost &C = Info.Cost;
+    if (C.FusedInto)
+      continue; // on its region's line
     OS << "node '" << nodeLabel(N) << "' " << N.getQualifiedOpType();
+    if (!C.FusedKernel.empty()) {
+      OS << " fused=" << C.FusedKernel << " members=";
+      ListSeparator LS(",");
+      for (const Node *M : C.FusedMembers)
+        OS << LS << nodeLabel(*M);
+    }
     if (N.Layer >= 0)
       OS << " layer=" << N.Layer;
     if (N.getNumOutputs() && N.getOutput(0))

@@ -200,7 +200,9 @@ void PlanEvaluator::Impl::analyze() {
       F.Expert = true;
       F.StackedExperts = EG->isStacked() ? EG->NumExperts : 0;
     }
-    bool Cube = F.C && F.C->Cost.Unit == ComputeUnit::Cube;
+    // A product inside a fused kernel (detect-fused-kernels) is still one.
+    bool Cube = F.C && (F.C->Cost.Unit == ComputeUnit::Cube ||
+                        (F.C->Cost.FusedInto && Op == "MatMul"));
     const Value *Weight = nullptr, *Act = nullptr;
     for (const Value *V : N.getInputs()) {
       if (!V)
@@ -248,6 +250,9 @@ void PlanEvaluator::Impl::analyze() {
       F.Sharded = AnySplit;
       F.AttentionCore = Op == "Softmax" && AnySplit;
     }
+    // A fused attention kernel keeps no scores to recompute.
+    if (F.C && !F.C->Cost.FusedKernel.empty())
+      F.AttentionCore = false;
     if (F.Sharded)
       for (const Value *V : N.getInputs())
         if (V && V->isParameter())
@@ -505,6 +510,7 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
   double ParamF = F.Sharded ? 1.0 / TP : 1.0;
   C.Flops *= ActF;
   C.BackwardFlops *= ActF;
+  C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
   C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
   C.ParamBytes *= ParamF;

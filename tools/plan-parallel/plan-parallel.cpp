@@ -176,6 +176,11 @@ static cl::opt<bool> AllowUncosted(
     cl::desc("Plan even when more than 1% of the forward FLOPs or "
              "parameters have no cost rule (the plan leaves them out)"),
     cl::cat(LoomCategory));
+static cl::opt<std::string> FusedKernelsOpt(
+    LOOM_OPT("fused-kernels"), cl::value_desc("none|attention,..."),
+    cl::desc("Fused kernels to cost regions as (default: those the "
+             "hardware's fused_kernels lists)"),
+    cl::cat(LoomCategory));
 static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
                            cl::cat(LoomCategory));
 
@@ -665,6 +670,18 @@ int main(int argc, char **argv) {
       (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.AllowUncosted = AllowUncosted;
+  if (FusedKernelsOpt.getNumOccurrences()) {
+    SmallVector<StringRef, 4> Names;
+    StringRef(FusedKernelsOpt).split(Names, ',', -1, /*KeepEmpty=*/false);
+    CU.Opts.FusedKernels.emplace();
+    for (StringRef N : Names)
+      if (N.trim() != "none")
+        CU.Opts.FusedKernels->push_back(N.trim().str());
+      else if (Names.size() > 1)
+        return reportError(createStringError(
+            inconvertibleErrorCode(),
+            "--fused-kernels: 'none' cannot be combined with kernel names"));
+  }
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
   ProgressLine Progress;

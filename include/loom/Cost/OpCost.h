@@ -54,6 +54,18 @@ struct OpCost {
   MatmulShape MM;
   /// Control flow: body executions folded into the numbers above.
   double TripCount = 1;
+  /// A fused kernel's cost (loom/Cost/FusedKernels.h) sits on one node of
+  /// its region, the anchor: the fraction of the cube peak its forward and
+  /// backward kernels reach, which replaces the class efficiency and the
+  /// shape efficiency (0: an ordinary op); the FLOPs its backward
+  /// recomputes (timed, not model FLOPs); its kernel name and the region's
+  /// nodes in graph order. The other members cost nothing and name the
+  /// anchor in FusedInto.
+  double KernelEfficiency = 0, BackwardKernelEfficiency = 0;
+  double RecomputeFlops = 0;
+  std::string FusedKernel;
+  std::vector<const Node *> FusedMembers;
+  const Node *FusedInto = nullptr;
   /// What the rule assumed where the graph did not say (a Loop whose trip
   /// count is not a constant is costed as one iteration, ...); empty when
   /// nothing was assumed. For reports.

@@ -25,6 +25,16 @@
 //         dtypes: [fp16, bf16, fp32]  # optional; absent = any
 //         bandwidth: 1.6TB/s          # required for hbm_pim and ssd
 //         latency: 80us               # required for ssd: per read
+//         fused_kernels:              # optional (aicore only): kernels
+//           attention:                #   the class runs as one launch
+//             efficiency: 0.6         # required, (0, 1]: of the cube peak
+//             backward_efficiency: 0.5  # optional, default = efficiency
+//             masked: true            # optional, default true: takes an
+//                                     #   additive/boolean (causal or
+//                                     #   padding) mask
+//             gqa: true               # optional, default true: K/V with
+//                                     #   fewer heads than Q
+//             dtypes: [fp16, bf16]    # optional; absent = any
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -85,6 +95,28 @@ class MemoryBufferRef;
 
 namespace loom {
 
+/// A fused kernel a device class offers: a region of exported ops
+/// (detect-fused-kernels recognises it) that runs as one kernel. Only
+/// "attention" is known: fused scaled-dot-product attention (FlashAttention,
+/// Ascend's FlashAttentionScore), costed in loom/Cost/FusedKernels.h.
+struct FusedKernel {
+  std::string Name;
+  /// Fraction of the class's cube peak the forward kernel reaches.
+  double Efficiency = 1.0;
+  /// The same for the backward kernel; None: Efficiency.
+  llvm::Optional<double> BackwardEfficiency;
+  /// Takes an additive or boolean mask (causal or padding).
+  bool Masked = true;
+  /// Takes K and V with fewer heads than Q (grouped-query attention).
+  bool GQA = true;
+  /// Data types it computes in (normalized short names); empty: any.
+  std::vector<std::string> DataTypes;
+  bool supportsDataType(llvm::StringRef DType) const;
+  double getBackwardEfficiency() const {
+    return BackwardEfficiency.getValueOr(Efficiency);
+  }
+};
+
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
 /// its AICPU cores, compute next to HBM, or the SSD read path (DESIGN.md §5).
 struct DeviceClass {
@@ -115,6 +147,13 @@ struct DeviceClass {
   llvm::Optional<BytesPerSecond> Bandwidth;
   /// ssd: latency of one read.
   llvm::Optional<Seconds> Latency;
+  /// Fused kernels by name (fused_kernels:); empty if none.
+  std::map<std::string, FusedKernel> FusedKernels;
+  /// The fused kernel named \p Name, or null.
+  const FusedKernel *getFusedKernel(llvm::StringRef Name) const {
+    auto It = FusedKernels.find(Name.str());
+    return It == FusedKernels.end() ? nullptr : &It->second;
+  }
 
   /// True if \p OpType is listed (or "*" is) and not excluded.
   bool supportsOp(llvm::StringRef OpType) const;

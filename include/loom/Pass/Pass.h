@@ -91,6 +91,9 @@ struct CompileOptions {
   /// Plan even when more than 1% of the FLOPs or parameters have no cost
   /// rule (--allow-uncosted).
   bool AllowUncosted = false;
+  /// --fused-kernels: the fused kernels detect-fused-kernels may use (empty:
+  /// none); None: every kernel the hardware offers.
+  llvm::Optional<std::vector<std::string>> FusedKernels;
 };
 
 /// What a pipeline works on: the model, the hardware, options, and the
