@@ -281,6 +281,9 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   In.ModelName = sys::path::filename(CU.M->SourcePath).str();
   In.HardwareName = CU.HW->Name;
   In.ClusterDevices = CU.HW->getNumDevices();
+  for (const auto &KV : CU.NodeCosts)
+    if (KV.second.Cost.FusedKernel == "attention")
+      In.FusedAttention = true;
   // The plan's batch by construction (dp x mb x nmb = --batch).
   const ParallelPlan &P = Chosen.Plan;
   In.GlobalBatch = (int64_t)P.DP * P.MicroBatchSize * P.NumMicroBatches;

@@ -124,6 +124,26 @@ static const Value *kvCacheSource(const Value *V) {
 }
 
 
+/// A value a fused kernel keeps on chip (detect-fused-kernels): produced
+/// and consumed only inside one fused region, and no graph output.
+static bool fusedInternal(
+    const Value *V, const NodeCostMap &Costs,
+    const DenseMap<const Value *, SmallVector<const Node *, 2>> &Users,
+    const DenseSet<const Value *> &GraphOutputs) {
+  const Node *D = V->getDefiningNode();
+  auto It = D ? Costs.find(D) : Costs.end();
+  if (It == Costs.end() || It->second.Cost.FusedKernel.empty() ||
+      GraphOutputs.count(V))
+    return false;
+  const Node *Anchor = It->second.Cost.FusedInto ? It->second.Cost.FusedInto : D;
+  auto U = Users.find(V);
+  return U != Users.end() && all_of(U->second, [&](const Node *N) {
+           auto NI = Costs.find(N);
+           return N == Anchor ||
+                  (NI != Costs.end() && NI->second.Cost.FusedInto == Anchor);
+         });
+}
+
 } // namespace
 
 struct PlanEvaluator::Impl {
@@ -389,7 +409,8 @@ void PlanEvaluator::Impl::analyze() {
     unsigned End = L.Nodes.size();
     DenseMap<const Value *, unsigned> Last;
     auto Live = [&](const Value *V) {
-      return V && !isConstantLike(V) && !V->isParameter();
+      return V && !isConstantLike(V) && !V->isParameter() &&
+             !fusedInternal(V, Costs, Users, GraphOutputs);
     };
     for (unsigned I = 0; I < End; ++I)
       for (const Value *V : L.Nodes[I].N->getInputs())

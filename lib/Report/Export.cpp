@@ -383,6 +383,10 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   }
   if (P.SP && P.TP > 1)
     Add("--sequence-parallel");
+  // The prediction assumed fused attention: Megatron-LM's and
+  // MindSpeed-LLM's flag (FlashAttention; torch_npu's npu_fusion_attention).
+  if (In.FusedAttention)
+    Add("--use-flash-attn");
   switch (P.RC) {
   case Recompute::None:
     break;

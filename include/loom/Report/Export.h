@@ -47,6 +47,9 @@ struct ExportInput {
   /// sees every token).
   unsigned NumExperts = 0;
   bool StackedExperts = true;
+  /// Attention was costed as a fused kernel (detect-fused-kernels), so the
+  /// run must use one.
+  bool FusedAttention = false;
 };
 
 /// Fills ExportInput from the planning graph and the chosen plan.
