@@ -347,7 +347,74 @@ TINY = [
            top_mlp=(64, 32, 1), batch=8, seq=0, full_scale=False),
 ]
 
-ALL = {c.name: c for c in MODELS + TINY}
+# Full-scale shapes of published training runs that test/validation/
+# compares Loom's predictions with (not in the default set; --only NAME).
+# Each source is the run's own table; see test/validation/runs.csv.
+KORTHIKANTI = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation "
+               "in Large Transformer Models', Table 3")
+MCORE_H100 = ("Megatron-LM README (commit f2e5db4, 2024-07), "
+              "images/model_table.png: GPT, vocab 131072, seq 4096, untied")
+
+
+def mcore_gpt(name, hidden, heads, layers, published):
+    # Megatron-Core GPT as in the H100 weak-scaling table: FFN 4h, untied
+    # output layer, vocab 131072, seq 4096 (learned positions stand in for
+    # whatever position embedding the runs used: no FLOPs either way).
+    return Config(name=name, family="gpt", source=MCORE_H100, layers=layers,
+                  hidden=hidden, heads=heads, ffn=4 * hidden, vocab=131072,
+                  max_pos=4096, seq=4096, tied=False, published=published,
+                  published_rounding=published * 0.1)
+
+
+def llama1(name, layers, hidden, heads, ffn, published):
+    # LLaMA (Touvron et al. 2023a, Table 2): vocab 32000, context 2048.
+    return Config(name=name, family="llama",
+                  source="Touvron et al. 2023, 'LLaMA', Table 2; MindSpeed-LLM "
+                         "examples/llama/pretrain_llama_*_ptd.sh",
+                  layers=layers, hidden=hidden, heads=heads, ffn=ffn,
+                  vocab=32000, max_pos=2048, published=published,
+                  published_rounding=published * 0.1)
+
+
+VALIDATION = [
+    gpt3("gpt3-22b", 6144, 64, 48, 22e9, rounding=2e9, source=KORTHIKANTI),
+    mcore_gpt("mcore-gpt-1.7b", 2048, 16, 24, 1.7e9),
+    mcore_gpt("mcore-gpt-7.1b", 4096, 32, 30, 7.1e9),
+    mcore_gpt("mcore-gpt-16b", 6144, 48, 32, 16e9),
+    mcore_gpt("mcore-gpt-32b", 7168, 56, 48, 32e9),
+    mcore_gpt("mcore-gpt-70b", 8192, 64, 84, 70e9),
+    mcore_gpt("mcore-gpt-119b", 10240, 80, 92, 119e9),
+    mcore_gpt("mcore-gpt-177b", 12288, 96, 96, 177e9),
+    mcore_gpt("mcore-gpt-314b", 16384, 128, 96, 314e9),
+    mcore_gpt("mcore-gpt-462b", 18432, 144, 112, 462e9),
+    llama1("llama-7b", 32, 4096, 32, 11008, 6.7e9),
+    llama1("llama-13b", 40, 5120, 40, 13824, 13.0e9),
+    llama1("llama-33b", 60, 6656, 52, 17920, 32.5e9),
+    llama1("llama-65b", 80, 8192, 64, 22016, 65.2e9),
+    # CodeLlama-34B's shape as MindSpeed-LLM's llama2 34B script gives it
+    # (48 layers, h 8192, 64 heads, 8 KV groups, FFN 22016).
+    Config(name="llama2-34b", family="llama",
+           source="MindSpeed-LLM examples/mcore/llama2/"
+                  "pretrain_llama2_34B_ptd_16p.sh; HF codellama/"
+                  "CodeLlama-34b-hf",
+           layers=48, hidden=8192, heads=64, kv_heads=8, ffn=22016,
+           vocab=32000, max_pos=4096, published=33.7e9,
+           published_rounding=1e9),
+    # Qwen3-30B-A3B (HF Qwen/Qwen3-30B-A3B config.json): 48 layers, h 2048,
+    # 32 heads / 4 KV of head_dim 128, QK-norm, 128 experts of FFN 768,
+    # top-8 (renormalised), no shared expert, vocab 151936, untied.
+    Config(name="qwen3-30b-a3b", family="llama",
+           source="Qwen3 technical report 2025; HF Qwen/Qwen3-30B-A3B "
+                  "config.json",
+           layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
+           ffn=768, vocab=151936, max_pos=4096, norm_eps=1e-6,
+           rope_theta=1e6, qk_norm=True, experts=128, top_k=8,
+           expert_ffn=768, seq=4096, published=30.5e9,
+           published_rounding=1e9,
+           published_note="model card: 30.5B total, 3.3B activated"),
+]
+
+ALL = {c.name: c for c in MODELS + TINY + VALIDATION}
 
 
 def with_layers(cfg, layers):
@@ -778,7 +845,10 @@ def build_gpt(b, c):
             x = b.op("Add", [x, m])
     x = b.layer_norm(x, "final_layernorm", h, c.norm_eps)
     with b.scope("output_layer"):
-        wt = b.op("Transpose", [wte], perm=[1, 0])
+        if c.tied:
+            wt = b.op("Transpose", [wte], perm=[1, 0])
+        else:  # Megatron-Core's default: an output layer of its own
+            wt = b.param("weight", [h, c.vocab])
         b.op("MatMul", [x, wt], outputs=["logits"])
     e = b.elem
     return ([vinfo("input_ids", TensorProto.INT64, ["batch", "seq"])],

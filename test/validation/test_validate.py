@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""Self-test of validate.py: its check passes and fails on the threshold, and
+a malformed table is one named error. One small row (8 GPUs) keeps it fast.
+
+    /usr/bin/python3 test/validation/test_validate.py --build build
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import argparse
+import os
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VALIDATE = os.path.join(HERE, "validate.py")
+
+# Korthikanti et al. 2022's 22B row (see runs.csv for its source).
+ROW = ('sp22-22b,A100,examples/hw/dgx-a100-superpod.yaml,8,gpt3-22b,2048,4,'
+       '"tp=8,pp=1,dp=1,sp=1,recompute=selective,zero=0",0.415,'
+       'mfu_korthikanti,0,"Korthikanti et al. 2022 Table 5",""\n')
+HEADER = ("id,hw,hw_files,devices,model,seq,batch,plan,measured,unit,fused,"
+          "source,notes\n")
+
+
+def run(build, zoo, table_text):
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        f.write(table_text)
+        path = f.name
+    try:
+        p = subprocess.run([sys.executable, VALIDATE, "--build", build,
+                            "--zoo", zoo, "--table", path, "--check",
+                            "--jobs", "1"], capture_output=True, text=True)
+    finally:
+        os.unlink(path)
+    return p.returncode, p.stdout + p.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    args = ap.parse_args()
+    zoo = os.path.join(args.build, "validation-zoo")
+    failures = []
+
+    def expect(name, cond, out):
+        if not cond:
+            failures.append(f"{name}:\n{out}")
+
+    rc, out = run(args.build, zoo, "# threshold A100 0.5\n" + HEADER + ROW)
+    expect("generous threshold passes", rc == 0 and "ok)" in out
+           and "sp22-22b" in out, out)
+    # A threshold of 0 fails unless the prediction is exact to the bit.
+    rc, out = run(args.build, zoo, "# threshold A100 0\n" + HEADER + ROW)
+    expect("zero threshold fails", rc == 1 and "FAILED" in out, out)
+    rc, out = run(args.build, zoo, "# threshold A100 x\n" + HEADER + ROW)
+    expect("bad threshold named", rc != 0 and "bad threshold 'x'" in out, out)
+    rc, out = run(args.build, zoo, HEADER + ROW.replace("0.415", "", 1))
+    expect("empty column named", rc != 0 and "empty measured" in out, out)
+    rc, out = run(args.build, zoo,
+                  HEADER + ROW.replace("mfu_korthikanti", "furlongs"))
+    expect("unknown unit named", rc != 0 and "unknown unit 'furlongs'" in out,
+           out)
+    for f in failures:
+        print("FAILED:", f)
+    print(f"validate.py self-test: {5 - len(failures)} of 5 passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""Compare Loom's predicted training throughput with published runs.
+
+    /usr/bin/python3 test/validation/validate.py --build build
+        [--table test/validation/runs.csv] [--zoo DIR] [--only ID,...]
+        [--fused published|none] [--jobs N] [--check] [--json OUT]
+
+For every row of the table (test/validation/runs.csv: model shape, cluster,
+published plan, global batch, sequence length, measured throughput and its
+source) this generates the model shape-only with
+examples/models/zoo/make_zoo.py (cached in --zoo, default BUILD/validation-zoo),
+runs plan-parallel with the published plan fixed (--plan; keys the source
+does not give are left to the search), reads its JSON, converts the published
+figure to tokens/s per device with the source's own FLOP count (see the
+table's header) and prints predicted vs measured and the error
+(predicted / measured - 1) per row, then the median and max |error| per
+hardware group.
+
+--check exits 1 when a group's median |error| is above the `# threshold`
+recorded in the table's header (ctest `validation` runs this).
+A published plan that does not fit Loom's memory model (it ran, so the
+model is wrong there) is marked "no fit" and costed again with the HBM
+capacity raised out of the way, so its time is still compared.
+Fused attention: rows whose `fused` column is 1 (the run used fused / flash
+attention) are planned with --fused-kernels=attention, the others with
+--fused-kernels=none; --fused none plans every row without (the table
+before fused attention). A plan-parallel without --fused-kernels costs every
+row op by op, and the script says so.
+
+Only onnx + numpy (through make_zoo) and the standard library.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import argparse
+import concurrent.futures
+import csv
+import io
+import json
+import os
+import statistics
+import subprocess
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(os.path.dirname(HERE))
+MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
+
+# Peak dense bf16/fp16 tensor throughput the MFU figures are relative to:
+# A100 312 TFLOP/s (Korthikanti et al. 2022 use it; examples/hw/dgx-a100.yaml).
+A100_PEAK = 312e12
+NO_MEMORY_LIMIT = "device.memory.hbm.capacity=1024GiB"
+
+
+def read_table(path):
+    thresholds = {}
+    body = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.startswith("#"):
+                words = line[1:].split()
+                if len(words) == 3 and words[0] == "threshold":
+                    try:
+                        thresholds[words[1]] = float(words[2])
+                    except ValueError:
+                        sys.exit(f"{path}:{lineno}: bad threshold '{words[2]}'")
+                continue
+            if line.strip():
+                body.append(line)
+    rows = list(csv.DictReader(io.StringIO("".join(body))))
+    need = ["id", "hw", "hw_files", "devices", "model", "seq", "batch", "plan",
+            "measured", "unit", "fused", "source"]
+    for i, r in enumerate(rows):
+        missing = [k for k in need if not (r.get(k) or "").strip()]
+        if missing:
+            sys.exit(f"{path}: row {i + 1} ({r.get('id')}): empty "
+                     f"{', '.join(missing)}")
+    return rows, thresholds
+
+
+def zoo_config(name):
+    sys.path.insert(0, os.path.dirname(MAKE_ZOO))
+    import make_zoo  # noqa: E402  (onnx is imported only here)
+    return make_zoo.ALL[name]
+
+
+def tokens_per_device(row, cfg):
+    """The published figure as tokens/s per device, with the source's own
+    FLOP count (per token; l layers, h hidden, s sequence, V vocabulary)."""
+    x = float(row["measured"])
+    unit = row["unit"]
+    if unit == "tokens_per_device":
+        return x
+    l, h, s, V = cfg.layers, cfg.hidden, int(row["seq"]), cfg.vocab
+    if unit == "tflops_narayanan":
+        # Narayanan et al. 2021 eq. (3), divided by B s.
+        f = 96 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+        return x * 1e12 / f
+    if unit == "mfu_korthikanti":
+        # Korthikanti et al. 2022, model FLOPs per iteration / (B s).
+        f = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+        return x * A100_PEAK / f
+    if unit == "tflops_mcore":
+        # Megatron-LM num_floating_point_operations (commit f2e5db4), MHA,
+        # no MoE, no gating: 12 s l h^2 ((2 + s/h) + ffn/h + V/(2 l h)).
+        f = 12 * l * h * h * ((2 + s / h) + cfg.ffn / h + V / (2 * l * h))
+        return x * 1e12 / f
+    sys.exit(f"row {row['id']}: unknown unit '{unit}'")
+
+
+def ensure_models(names, zoo):
+    os.makedirs(zoo, exist_ok=True)
+    stamp = os.path.getmtime(MAKE_ZOO)
+    missing = [n for n in names
+               if not os.path.exists(os.path.join(zoo, n + ".onnx"))
+               or os.path.getmtime(os.path.join(zoo, n + ".onnx")) < stamp]
+    if missing:
+        subprocess.run([sys.executable, MAKE_ZOO, zoo, "--only",
+                        ",".join(missing), "--dtype", "float16", "--no-check",
+                        "--quiet"], check=True)
+
+
+def run_row(row, plan_parallel, zoo, fused_mode):
+    cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
+    for hw in row["hw_files"].split("+"):
+        cmd += ["--hw", os.path.join(SRC, hw)]
+    cmd += ["--devices", row["devices"], "--batch", row["batch"], "--seq",
+            row["seq"], "--plan", row["plan"], "--format", "json", "--quiet"]
+    if fused_mode == "published":
+        cmd.append("--fused-kernels=" +
+                   ("attention" if row["fused"] == "1" else "none"))
+    elif fused_mode == "none":
+        cmd.append("--fused-kernels=none")
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    nofit = False
+    if p.returncode == 2:
+        # The published plan ran, so Loom's memory model is wrong for it
+        # (reported as such); its time is still worth comparing, costed with
+        # HBM capacity out of the way (capacity enters no time formula).
+        nofit = True
+        p = subprocess.run(cmd + ["--set", NO_MEMORY_LIMIT],
+                           capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        return None, dt, (" ".join(cmd) + "\n" + p.stderr.strip())
+    d = json.loads(p.stdout)
+    d["nofit"] = nofit
+    return d, dt, None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(SRC, "build"))
+    ap.add_argument("--table", default=os.path.join(HERE, "runs.csv"))
+    ap.add_argument("--zoo", help="model cache (default BUILD/validation-zoo)")
+    ap.add_argument("--only", help="comma-separated row ids")
+    ap.add_argument("--fused", choices=["published", "none"],
+                    default="published",
+                    help="fused attention as each run used it (default), or "
+                         "for no row")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a median |error| passes its threshold")
+    ap.add_argument("--json", help="write the per-row results here")
+    args = ap.parse_args(argv)
+
+    rows, thresholds = read_table(args.table)
+    if args.only:
+        want = set(args.only.split(","))
+        unknown = want - {r["id"] for r in rows}
+        if unknown:
+            ap.error(f"unknown row(s): {', '.join(sorted(unknown))}")
+        rows = [r for r in rows if r["id"] in want]
+    plan_parallel = os.path.join(args.build, "tools", "plan-parallel",
+                                 "plan-parallel")
+    if not os.access(plan_parallel, os.X_OK):
+        ap.error(f"no plan-parallel at {plan_parallel} (--build)")
+    zoo = args.zoo or os.path.join(args.build, "validation-zoo")
+    helptext = subprocess.run([plan_parallel, "--help"], capture_output=True,
+                              text=True).stdout
+    fused_mode = args.fused
+    if "--fused-kernels" not in helptext:
+        fused_mode = "unavailable"
+    print(f"fused attention: {fused_mode}"
+          + (" (this plan-parallel has no --fused-kernels; every row is "
+             "costed op by op)" if fused_mode == "unavailable" else ""))
+
+    t0 = time.perf_counter()
+    ensure_models(sorted({r["model"] for r in rows}), zoo)
+    t_zoo = time.perf_counter() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
+        results = list(ex.map(
+            lambda r: run_row(r, plan_parallel, zoo, fused_mode), rows))
+
+    failed = False
+    table = []
+    print(f"{'id':<18} {'hw':<10} {'plan (Loom)':<58} {'pred':>8} "
+          f"{'meas':>8} {'error':>7}")
+    for r, (d, dt, err) in zip(rows, results):
+        if err:
+            print(f"{r['id']:<18} {r['hw']:<10} ERROR: {err}")
+            failed = True
+            continue
+        cfg = zoo_config(r["model"])
+        meas = tokens_per_device(r, cfg)
+        used = d["devices_used"]
+        if used != int(r["devices"]):
+            print(f"{r['id']:<18} {r['hw']:<10} ERROR: Loom's plan uses "
+                  f"{used} of {r['devices']} devices")
+            failed = True
+            continue
+        if not d["fits"] or d.get("tokens_per_s") is None:
+            print(f"{r['id']:<18} {r['hw']:<10} ERROR: no throughput")
+            failed = True
+            continue
+        pred = d["tokens_per_s"] / used
+        e = pred / meas - 1
+        plan = d["plan_string"]
+        note = "  no fit" if d["nofit"] else ""
+        print(f"{r['id']:<18} {r['hw']:<10} {plan[:58]:<58} {pred:8.1f} "
+              f"{meas:8.1f} {e:+7.1%}{note}")
+        table.append({"id": r["id"], "hw": r["hw"], "plan": plan,
+                      "nofit": d["nofit"],
+                      "predicted_tokens_per_device": pred,
+                      "measured_tokens_per_device": meas, "error": e,
+                      "mfu": d.get("mfu"), "breakdown": d.get("breakdown"),
+                      "seconds": dt})
+
+    print()
+    verdict = 0
+    for hw in sorted({t["hw"] for t in table}):
+        errs = [abs(t["error"]) for t in table if t["hw"] == hw]
+        med, mx = statistics.median(errs), max(errs)
+        limit = thresholds.get(hw)
+        mark = ""
+        if limit is not None:
+            ok = med <= limit
+            mark = f" (threshold {limit:.1%}: {'ok' if ok else 'FAILED'})"
+            if not ok:
+                verdict = 1
+        nofit = sum(1 for t in table if t["hw"] == hw and t["nofit"])
+        print(f"{hw:<10} rows {len(errs):2d}  median |error| {med:6.1%}  "
+              f"max |error| {mx:6.1%}{mark}"
+              + (f"; {nofit} published plan(s) do not fit Loom's memory "
+                 f"model (no fit)" if nofit else ""))
+    print(f"time: models {t_zoo:.1f} s, plans "
+          f"{sum(x[1] for x in results):.1f} s (on {args.jobs} jobs), total "
+          f"{time.perf_counter() - t0:.1f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1, sort_keys=True)
+    if failed:
+        return 1
+    return verdict if args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
