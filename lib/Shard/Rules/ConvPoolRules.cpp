@@ -28,14 +28,7 @@ void ruleConv(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     CX = AxisSpec();
   if (CX.isSplit() && CX.Dim == 1 && CX.Blocks.empty() &&
       Ctx.isDivisible(SW[1]) && Ctx.splitWeight(W, 1, {})) {
-    NS.InputSpecs = {CX, Ctx.getStoredSpec(W)};
-    if (B) {
-      NS.InputSpecs.push_back(AxisSpec());
-      NS.Lower = ShardLowering::BiasAfterReduce;
-      NS.OutputSpecs = {AxisSpec()};
-    } else {
-      NS.OutputSpecs = {AxisSpec::partial()};
-    }
+    setRowParallel(CX, Ctx.getStoredSpec(W), B != nullptr, NS);
     return;
   }
   if (!Ctx.isDivisible(SW[0]) || !Ctx.splitWeight(W, 0, {}))

@@ -31,6 +31,12 @@ void replicateAll(const Node &N, OpSharding &S);
 /// Every input as it arrives; every output \p Out.
 void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
                 const AxisSpec &Out);
+/// Row parallel (MatMul, Gemm, Conv alike): the input \p In and the weight
+/// \p Weight split along the contraction dim, so the output is a partial
+/// sum -- or, with a bias, whole after the reduction, the bias (whole)
+/// added once.
+void setRowParallel(const AxisSpec &In, const AxisSpec &Weight, bool HasBias,
+                    OpSharding &S);
 
 // MatmulRules.cpp: MatMul, Gemm.
 void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &S);

@@ -280,6 +280,18 @@ void replicateAll(const Node &N, OpSharding &S) {
   S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
 }
 
+void setRowParallel(const AxisSpec &In, const AxisSpec &Weight, bool HasBias,
+                    OpSharding &S) {
+  S.InputSpecs = {In, Weight};
+  if (HasBias) {
+    S.InputSpecs.push_back(AxisSpec());
+    S.Lower = ShardLowering::BiasAfterReduce;
+    S.OutputSpecs = {AxisSpec()};
+  } else {
+    S.OutputSpecs = {AxisSpec::partial()};
+  }
+}
+
 void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
                 const AxisSpec &Out) {
   S.InputSpecs.clear();
