@@ -3,6 +3,9 @@ nn.MultiheadAttention with a causal float mask (baddbmm: MatMul, Mul, Mul,
 Add; Q pre-scaled by Div) and nn.TransformerEncoderLayer (no mask).
 
     /usr/bin/python3 export_attention.py OUT_DIR
+
+The outputs are committed beside this script (mha.onnx, encoder.onnx):
+CI installs no torch.
 """
 import sys
 
