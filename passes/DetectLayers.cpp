@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/Experts.h"
 #include "llvm/ADT/DenseSet.h"
 #include <climits>
 #include <functional>
@@ -732,6 +733,33 @@ private:
 
 class DetectLayersPass : public Pass {
 public:
+  /// The model, then the expert regions the layers hold and how each was
+  /// written (what expert parallelism will split, and what it will not).
+  void print(const CompilationUnit &CU, raw_ostream &OS) const override {
+    Pass::print(CU, OS);
+    const Graph &G = CU.M->getGraph();
+    std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
+    std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
+    if (Groups.empty() && Indexed.empty())
+      return;
+    OS << "# expert regions:\n";
+    for (const ExpertGroup &EG : Groups) {
+      OS << "#   layer " << EG.Layer << ": " << getExpertPattern(EG) << ", "
+         << EG.NumExperts << " experts";
+      if (EG.Tokens)
+        OS << ", tokens '" << EG.Tokens->getName() << "'";
+      if (EG.Output)
+        OS << ", output '" << EG.Output->getName() << "'";
+      OS << "\n";
+    }
+    if (!Indexed.empty())
+      OS << "#   index-routed: " << Indexed.size()
+         << " expert(s) (NonZero over the routing mask, e.g. '"
+         << Indexed.front()->getName()
+         << "'): planned at the expected tokens per expert, not split by "
+            "ep\n";
+  }
+
   Error run(CompilationUnit &CU) override {
     LayerDetector(CU.M->getGraph()).run(CU.Layers);
     return Error::success();

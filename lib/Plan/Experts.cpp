@@ -409,6 +409,43 @@ unsigned getRoutingMaskClasses(const Value *V) {
   return 0;
 }
 
+/// Whether \p V is computed, within a few element-wise or layout steps,
+/// from a routing mask (getRoutingMaskClasses).
+static bool derivesFromRoutingMask(const Value *V, unsigned Depth = 0) {
+  if (!V || Depth > 4)
+    return false;
+  if (getRoutingMaskClasses(V))
+    return true;
+  const Node *D = V->getDefiningNode();
+  if (!D)
+    return false;
+  return any_of(D->getInputs(), [&](const Value *In) {
+    return In && !isConstantLike(In) && derivesFromRoutingMask(In, Depth + 1);
+  });
+}
+
+std::string getExpertPattern(const ExpertGroup &EG) {
+  if (EG.isStacked()) {
+    // The dispatched tokens come from an Einsum (`nec,nh->ech`) within a
+    // few layout steps.
+    const Value *V = EG.Tokens;
+    for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
+      const Node *D = V->getDefiningNode();
+      if (!D)
+        break;
+      if (D->getOpType() == "Einsum")
+        return "stacked, Einsum dispatch";
+      V = D->getNumInputs() ? D->getInput(0) : nullptr;
+    }
+    return "stacked, batched MatMul";
+  }
+  for (const auto &KV : EG.BranchOf)
+    for (const Value *In : KV.first->getInputs())
+      if (In && !isConstantLike(In) && derivesFromRoutingMask(In))
+        return "unrolled, dense-gated";
+  return "unrolled";
+}
+
 std::vector<const Node *> findIndexRoutedExperts(const Graph &G) {
   std::vector<const Node *> Out;
   for (const auto &NP : G.getNodes())

@@ -86,6 +86,12 @@ std::vector<const Node *> findIndexRoutedExperts(const Graph &G);
 std::vector<ExpertGroup> findExperts(const Graph &G,
                                      llvm::ArrayRef<LayerInfo> Layers);
 
+/// How the exporter wrote \p EG, in words for reports and dumps:
+/// "stacked, batched MatMul", "stacked, Einsum dispatch" (GShard/Switch
+/// capacity dispatch), "unrolled, dense-gated" (every expert runs on every
+/// token, scaled by a gate that is 0 for unrouted tokens) or "unrolled".
+std::string getExpertPattern(const ExpertGroup &EG);
+
 } // namespace loom
 
 #endif // LOOM_PLAN_EXPERTS_H
