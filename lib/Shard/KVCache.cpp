@@ -48,15 +48,21 @@ void shardKVCache(ShardingResult &R) {
       else
         Reason = "its attention is not split by heads";
     }
-    if (T.Past) {
+    // One entry per cache tensor: the past (input) or present (output)
+    // \p V, paired with the other.
+    auto makeShard = [&](const Value *V, const Value *Other, bool IsPast) {
       KVCacheShard C;
-      C.Name = T.Past->getName().str();
-      C.IsPast = true;
+      C.Name = V->getName().str();
+      C.IsPast = IsPast;
       C.Layer = T.Layer;
       C.IsKey = T.K == KVCacheTensor::Key;
-      C.Pair = T.Present ? T.Present->getName().str() : "";
+      C.Pair = Other ? Other->getName().str() : "";
       C.SeqAxis = T.SeqAxis;
-      C.V = T.Past;
+      C.V = V;
+      return C;
+    };
+    if (T.Past) {
+      KVCacheShard C = makeShard(T.Past, T.Present, /*IsPast=*/true);
       const NodeSharding &NS = R.Nodes.lookup(T.Append);
       if (T.PastOperand < NS.InputSpecs.size())
         C.Spec = cacheSpec(NS.InputSpecs[T.PastOperand], T.SeqAxis);
@@ -81,14 +87,7 @@ void shardKVCache(ShardingResult &R) {
       R.KVCache.push_back(std::move(C));
     }
     if (T.Present) {
-      KVCacheShard C;
-      C.Name = T.Present->getName().str();
-      C.IsPast = false;
-      C.Layer = T.Layer;
-      C.IsKey = T.K == KVCacheTensor::Key;
-      C.Pair = T.Past ? T.Past->getName().str() : "";
-      C.SeqAxis = T.SeqAxis;
-      C.V = T.Present;
+      KVCacheShard C = makeShard(T.Present, T.Past, /*IsPast=*/false);
       auto It = R.Values.find(T.Present);
       if (It != R.Values.end())
         C.Spec = cacheSpec(It->second, T.SeqAxis);
