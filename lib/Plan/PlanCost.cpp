@@ -3,6 +3,7 @@
 #include "loom/Plan/Offload.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
+#include "RuleSplit.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
@@ -38,14 +39,13 @@ NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
 
 namespace {
 
-/// Megatron-style TP state of a value.
-enum class TPState : uint8_t { Replicated, Split };
+using rulesplit::ConfigSplit;
+using rulesplit::LayerSplit;
+using rulesplit::NodeSplit;
 
 struct NodeFacts {
   const Node *N = nullptr;
   const NodeCostInfo *C = nullptr;
-  /// Work divided across the TP group.
-  bool Sharded = false;
   /// Attention core (Softmax, activation x activation matmul): what
   /// selective recompute recomputes instead of storing.
   bool AttentionCore = false;
@@ -61,30 +61,26 @@ struct EPTraffic {
   double TokenBytes = 0, OutputBytes = 0;
 };
 
+/// What a layer is, whatever the plan: its nodes, MoE traffic, KV cache
+/// and FLOPs. How a plan's (tp, sp, ep) splits it comes from the rules
+/// (RuleSplit.h): Values lists what they classify -- the parameters, saved
+/// activations, the activations entering it (full recompute keeps only
+/// these) and those alive at the peak of its forward (inference).
 struct LayerFacts {
   std::vector<NodeFacts> Nodes;
-  double ParamsSharded = 0, ParamsReplicated = 0;
-  /// Expert parameters (also divided by ep), TP-split or not.
-  double ExpertSharded = 0, ExpertReplicated = 0;
+  rulesplit::LayerValues Values;
   std::vector<EPTraffic> EP;
-  /// Saved activation bytes at the graph's full batch.
-  double SavedSplit = 0, SavedReplicated = 0, SavedAttentionCore = 0;
-  /// Bytes of the activations entering the layer (full recompute keeps
-  /// only these).
-  double InputBytes = 0;
   /// KV cache: the K and V tensors of the attention matmuls, before any
   /// GQA expansion (kvCacheSource).
   double KVBytes = 0, KVElements = 0;
-  /// Inference: the activations alive at once at the peak of the layer's
-  /// forward (full batch), TP-split or not.
-  double LiveSplit = 0, LiveReplicated = 0;
-  /// All-reduce sizes (full batch) in forward and in backward.
-  std::vector<double> FwdAllReduce, BwdAllReduce;
   double Flops = 0, BackwardFlops = 0;
 };
 
 struct LayerTimes {
   double Fwd = 0, Bwd = 0, AttnFwd = 0;
+  /// The tp collectives of the forward and of the backward, and the
+  /// backward's bytes (what the DP sync shares links with).
+  double CommFwd = 0, CommBwd = 0, BwdBytes = 0;
 };
 
 static double valueBytes(const Value *V) {
@@ -159,16 +155,29 @@ struct PlanEvaluator::Impl {
   double ModelFlops = 0;
   double Peak = 0;
   std::vector<ExpertGroup> Experts;
+  /// The rule table over representative layers (RuleSplit.h), and its
+  /// result per (tp, sp, ep > 1).
+  std::unique_ptr<rulesplit::RuleSplitter> Splitter;
+  mutable std::map<std::tuple<unsigned, bool, bool>,
+                   std::unique_ptr<ConfigSplit>>
+      Configs;
   mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool, unsigned>,
                    LayerTimes>
       Cache;
+  /// getLayerSummary's all-reduces, per layer.
+  mutable std::map<unsigned, std::vector<double>> SummaryAllReduce;
   /// Group shapes by their non-trivial (stride, size) axes.
   mutable std::map<std::vector<std::pair<unsigned, unsigned>>, GroupShape>
       Shapes;
 
-  Impl(const Graph &G, ArrayRef<LayerInfo> Ls, const NodeCostMap &Costs,
-       const HardwareModel &HW, const EvaluatorOptions &Opts)
-      : G(G), Layers(Ls.begin(), Ls.end()), Costs(Costs), HW(HW), Opts(Opts) {
+  /// The evaluator (its group shapes).
+  const PlanEvaluator &Outer;
+
+  Impl(const PlanEvaluator &Outer, const Graph &G, ArrayRef<LayerInfo> Ls,
+       const NodeCostMap &Costs, const HardwareModel &HW,
+       const EvaluatorOptions &Opts)
+      : G(G), Layers(Ls.begin(), Ls.end()), Costs(Costs), HW(HW), Opts(Opts),
+        Outer(Outer) {
     if (Layers.empty()) {
       LayerInfo L;
       Layers.push_back(L);
@@ -177,10 +186,24 @@ struct PlanEvaluator::Impl {
   }
 
   void analyze();
+  void findAttentionCore(const UseMap &Users);
+  /// How (tp, sp, ep) splits every layer; tp = 0: every split a degree
+  /// could take (RuleContext::AnyDivides), what serving's per-layer
+  /// summary classifies by.
+  const ConfigSplit &getConfig(unsigned TP, bool SP, unsigned EP) const {
+    auto K = std::make_tuple(TP, SP && TP > 1, EP > 1);
+    auto It = Configs.find(K);
+    if (It == Configs.end())
+      It = Configs
+               .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
+                               TP, SP && TP > 1, EP > 1)))
+               .first;
+    return *It->second;
+  }
   LayerTimes layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
                         unsigned EP) const;
-  double nodeTime(const NodeFacts &F, double ActScale, unsigned TP, bool SP,
-                  bool Backward, unsigned EP) const;
+  double nodeTime(const NodeFacts &F, const NodeSplit &S, double ActScale,
+                  unsigned TP, bool Backward, unsigned EP) const;
 };
 
 
@@ -198,13 +221,7 @@ void PlanEvaluator::Impl::analyze() {
       ExpertParams.insert(Ps.begin(), Ps.end());
     ExpertParams.insert(EG.StackedParams.begin(), EG.StackedParams.end());
   }
-  DenseMap<const Value *, TPState> State;
-  DenseSet<const Value *> ShardedParams, CountedParams, ColumnInputs,
-      KVCounted;
-  auto StateOf = [&](const Value *V) {
-    auto It = State.find(V);
-    return It == State.end() ? TPState::Replicated : It->second;
-  };
+  DenseSet<const Value *> CountedParams;
   auto LayerOf = [&](const Node &N) {
     return (unsigned)std::max(0, std::min<int>(N.Layer, LF.size() - 1));
   };
@@ -216,78 +233,16 @@ void PlanEvaluator::Impl::analyze() {
     F.N = &N;
     auto CI = Costs.find(&N);
     F.C = CI == Costs.end() ? nullptr : &CI->second;
-    StringRef Op = N.getOpType();
     if (const ExpertGroup *EG = ExpertOf.lookup(&N)) {
       F.Expert = true;
       F.StackedExperts = EG->isStacked() ? EG->NumExperts : 0;
     }
-    // A product inside a fused kernel (detect-fused-kernels) is still one.
-    bool Cube = F.C && (F.C->Cost.Unit == ComputeUnit::Cube ||
-                        (F.C->Cost.FusedInto && Op == "MatMul"));
-    const Value *Weight = nullptr, *Act = nullptr;
-    for (const Value *V : N.getInputs()) {
-      if (!V)
-        continue;
-      if (isWeightLike(V) && V->Type.getRank() >= 2)
-        Weight = V;
-      else if (!isConstantLike(V) && !Act)
-        Act = V;
-    }
-    bool AnySplit = any_of(N.getInputs(), [&](const Value *V) {
-      return V && StateOf(V) == TPState::Split;
-    });
-    TPState Out = AnySplit ? TPState::Split : TPState::Replicated;
-    if ((Op == "MatMul" || Op == "Gemm") && Weight && Act) {
-      F.Sharded = true;
-      if (StateOf(Act) == TPState::Replicated) {
-        // Column parallel: output split; backward all-reduces the input
-        // gradient (once per distinct input).
-        Out = TPState::Split;
-        if (ColumnInputs.insert(Act).second)
-          L.BwdAllReduce.push_back(valueBytes(Act));
-      } else {
-        // Row parallel: partial sums all-reduced in forward.
-        Out = TPState::Replicated;
-        if (const Value *O = N.getOutput(0))
-          L.FwdAllReduce.push_back(valueBytes(O));
-      }
-    } else if (Op == "Gather" && Weight && N.getInput(0) == Weight) {
-      // Vocab-parallel embedding.
-      F.Sharded = true;
-      Out = TPState::Replicated;
-      if (const Value *O = N.getOutput(0))
-        L.FwdAllReduce.push_back(valueBytes(O));
-    } else if (Cube && !Weight) {
-      F.AttentionCore = true;
-      F.Sharded = AnySplit;
-      // K^T of the scores and V of the context: each cached once, at its
-      // size before any GQA repeat.
-      if (N.getNumInputs() >= 2 && N.getInput(1)) {
-        const Value *Src = kvCacheSource(N.getInput(1));
-        if (KVCounted.insert(Src).second) {
-          L.KVBytes += valueBytes(Src);
-          L.KVElements += Src->Type.getNumElements().getValueOr(0);
-        }
-      }
-    } else {
-      F.Sharded = AnySplit;
-      F.AttentionCore = Op == "Softmax" && AnySplit;
-    }
-    // A fused attention kernel keeps no scores to recompute.
-    if (F.C && !F.C->Cost.FusedKernel.empty())
-      F.AttentionCore = false;
-    if (F.Sharded)
-      for (const Value *V : N.getInputs())
-        if (V && V->isParameter())
-          ShardedParams.insert(V);
-    for (const Value *V : N.getOutputs())
-      if (V)
-        State[V] = Out;
     if (F.C) {
       L.Flops += F.C->Cost.Flops;
       L.BackwardFlops += F.C->Cost.BackwardFlops;
     }
     L.Nodes.push_back(F);
+    L.Values.Nodes.push_back(&N);
   }
 
   // Element-wise chains run as one fused kernel (GeLU exported as
@@ -306,6 +261,7 @@ void PlanEvaluator::Impl::analyze() {
     return Root;
   };
   UseMap Users = buildUseMap(G);
+  findAttentionCore(Users);
   for (const auto &NP : G.getNodes()) {
     const Node *N = NP.get();
     if (!isElementwiseOp(*N))
@@ -360,21 +316,14 @@ void PlanEvaluator::Impl::analyze() {
         if (!V)
           continue;
         if (V->isParameter()) {
-          if (CountedParams.insert(V).second) {
-            double Count = V->Type.getNumElements().getValueOr(0);
-            if (ExpertParams.count(V))
-              (ShardedParams.count(V) ? L.ExpertSharded : L.ExpertReplicated) +=
-                  Count;
-            else
-              (ShardedParams.count(V) ? L.ParamsSharded : L.ParamsReplicated) +=
-                  Count;
-          }
+          if (CountedParams.insert(V).second)
+            L.Values.Params.push_back({V, ExpertParams.count(V) != 0});
           continue;
         }
         const Node *D = V->getDefiningNode();
         if (!isConstantLike(V) && (!D || (unsigned)D->Layer != LI) &&
             Inputs.insert(V).second)
-          L.InputBytes += valueBytes(V);
+          L.Values.Inputs.push_back(V);
       }
       if (!F.C)
         continue;
@@ -382,24 +331,16 @@ void PlanEvaluator::Impl::analyze() {
       for (const Value *V : F.C->Cost.SavedValues)
         if (V)
           SavedFor(F.N, V, Keep);
-      for (const Value *V : Keep) {
-        if (isConstantLike(V) || !Saved.insert(V).second)
-          continue;
-        double B = valueBytes(V);
-        if (StateOf(V) == TPState::Split)
-          L.SavedSplit += B;
-        else
-          L.SavedReplicated += B;
-        if (F.AttentionCore)
-          L.SavedAttentionCore += B;
-      }
+      for (const Value *V : Keep)
+        if (!isConstantLike(V) && Saved.insert(V).second)
+          L.Values.Saved.push_back({V, F.AttentionCore});
     }
   }
 
-  // Inference activations: per layer, the most bytes alive at once during
-  // its forward, walking its nodes in order. Alive: the layer's inputs
-  // until their last use here, each output from its node until its last
-  // use here, or to the layer's end when a later layer or the graph's
+  // Inference activations: per layer, the values alive at once at the
+  // peak of its forward, walking its nodes in order. Alive: the layer's
+  // inputs until their last use here, each output from its node until its
+  // last use here, or to the layer's end when a later layer or the graph's
   // outputs read it.
   DenseSet<const Value *> GraphOutputs(G.getOutputs().begin(),
                                        G.getOutputs().end());
@@ -428,9 +369,18 @@ void PlanEvaluator::Impl::analyze() {
         else if (!Last.count(V))
           Last[V] = I; // unused: freed at once
       }
-    double Split = 0, Repl = 0;
-    auto Add = [&](const Value *V, double Sign) {
-      (StateOf(V) == TPState::Split ? Split : Repl) += Sign * valueBytes(V);
+    double Bytes = 0, PeakBytes = 0;
+    std::vector<const Value *> Alive;
+    auto Add = [&](const Value *V) {
+      Alive.push_back(V);
+      Bytes += valueBytes(V);
+    };
+    auto Free = [&](const Value *V) {
+      auto It = std::find(Alive.begin(), Alive.end(), V);
+      if (It != Alive.end()) {
+        Alive.erase(It);
+        Bytes -= valueBytes(V);
+      }
     };
     DenseSet<const Value *> In;
     for (unsigned I = 0; I < End; ++I)
@@ -439,23 +389,23 @@ void PlanEvaluator::Impl::analyze() {
                         (unsigned)std::max(0, V->getDefiningNode()->Layer) !=
                             LI) &&
             In.insert(V).second)
-          Add(V, 1);
+          Add(V);
     for (unsigned I = 0; I < End; ++I) {
       const Node *N = L.Nodes[I].N;
       for (const Value *V : N->getOutputs())
         if (Live(V))
-          Add(V, 1);
-      if (Split + Repl > L.LiveSplit + L.LiveReplicated) {
-        L.LiveSplit = Split;
-        L.LiveReplicated = Repl;
+          Add(V);
+      if (Bytes > PeakBytes) {
+        PeakBytes = Bytes;
+        L.Values.PeakLive = Alive;
       }
       SmallPtrSet<const Value *, 4> Freed;
       for (const Value *V : N->getInputs())
         if (Live(V) && Last.lookup(V) == I && Freed.insert(V).second)
-          Add(V, -1);
+          Free(V);
       for (const Value *V : N->getOutputs())
         if (Live(V) && Last.lookup(V) == I && Freed.insert(V).second)
-          Add(V, -1);
+          Free(V);
     }
   }
 
@@ -506,11 +456,113 @@ void PlanEvaluator::Impl::analyze() {
     for (const auto &KV : HW.Device.Classes)
       for (const auto &T : KV.second.Throughput)
         Peak = std::max(Peak, T.second.value());
+
+  std::vector<rulesplit::LayerValues> Values;
+  for (LayerFacts &L : LF)
+    Values.push_back(std::move(L.Values));
+  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values),
+                                                       Experts, Opts.Opset);
 }
 
-double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
-                                     unsigned TP, bool SP, bool Backward,
-                                     unsigned EP) const {
+/// The attention core (what selective recompute recomputes instead of
+/// storing, and what a KV cache holds the operands of): the products of
+/// two activations on either side of a Softmax -- the scores feeding it
+/// and the context it weights -- and the Softmax itself, found through at
+/// most a few element-wise or layout ops (scale, mask, dropout, head
+/// reshapes). A product of two activations elsewhere (a gating product, a
+/// bilinear layer) is ordinary work.
+void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
+  DenseMap<const Node *, NodeFacts *> FactsOf;
+  for (LayerFacts &L : LF)
+    for (NodeFacts &F : L.Nodes)
+      FactsOf[F.N] = &F;
+  auto IsProduct = [&](const Node *N) {
+    const NodeFacts *F = FactsOf.lookup(N);
+    if (!F || !F->C)
+      return false;
+    // A product inside a fused kernel (detect-fused-kernels) is still one.
+    bool Cube = F->C->Cost.Unit == ComputeUnit::Cube ||
+                (F->C->Cost.FusedInto && N->getOpType() == "MatMul");
+    return Cube && none_of(N->getInputs(), [](const Value *V) {
+             return V && isWeightLike(V) && V->Type.getRank() >= 2;
+           });
+  };
+  auto IsPassThrough = [&](const Node *N) {
+    const NodeFacts *F = FactsOf.lookup(N);
+    return N->getOpType() != "Softmax" && N->getNumOutputs() == 1 &&
+           !(F && F->C && F->C->Cost.Unit == ComputeUnit::Cube);
+  };
+  constexpr unsigned MaxSteps = 6;
+  DenseSet<const Node *> Core;
+  for (const auto &NP : G.getNodes()) {
+    const Node *S = NP.get();
+    if (S->getOpType() != "Softmax" || !S->getInput(0) || !S->getOutput(0))
+      continue;
+    bool Scores = false;
+    // Back to the scores' product.
+    SmallVector<std::pair<const Value *, unsigned>, 8> Work = {
+        {S->getInput(0), 0}};
+    DenseSet<const Value *> Seen;
+    while (!Work.empty()) {
+      auto [V, Steps] = Work.pop_back_val();
+      const Node *D = V->getDefiningNode();
+      if (!D || isConstantLike(V) || !Seen.insert(V).second)
+        continue;
+      if (IsProduct(D)) {
+        Core.insert(D);
+        Scores = true;
+      } else if (Steps < MaxSteps && IsPassThrough(D)) {
+        for (const Value *In : D->getInputs())
+          if (In)
+            Work.push_back({In, Steps + 1});
+      }
+    }
+    if (!Scores)
+      continue;
+    Core.insert(S);
+    // On to the context's product.
+    Work = {{S->getOutput(0), 0}};
+    Seen.clear();
+    while (!Work.empty()) {
+      auto [V, Steps] = Work.pop_back_val();
+      if (!Seen.insert(V).second)
+        continue;
+      auto U = Users.find(V);
+      if (U == Users.end())
+        continue;
+      for (const Node *N : U->second) {
+        if (IsProduct(N))
+          Core.insert(N);
+        else if (Steps < MaxSteps && IsPassThrough(N) && N->getOutput(0))
+          Work.push_back({N->getOutput(0), Steps + 1});
+      }
+    }
+  }
+  DenseSet<const Value *> KVCounted;
+  for (LayerFacts &L : LF)
+    for (NodeFacts &F : L.Nodes) {
+      if (!Core.count(F.N))
+        continue;
+      F.AttentionCore = true;
+      // K^T of the scores and V of the context: each cached once, at its
+      // size before any GQA repeat.
+      if (F.N->getOpType() != "Softmax" && F.N->getNumInputs() >= 2 &&
+          F.N->getInput(1)) {
+        const Value *Src = kvCacheSource(F.N->getInput(1));
+        if (KVCounted.insert(Src).second) {
+          L.KVBytes += valueBytes(Src);
+          L.KVElements += Src->Type.getNumElements().getValueOr(0);
+        }
+      }
+      // A fused attention kernel keeps no scores to recompute.
+      if (F.C && !F.C->Cost.FusedKernel.empty())
+        F.AttentionCore = false;
+    }
+}
+
+double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
+                                     double ActScale, unsigned TP,
+                                     bool Backward, unsigned EP) const {
   if (!F.C || F.C->Class.empty() || !F.C->Cost.HasRule)
     return 0;
   // Placed where it has no time (a Constant: data at rest, placed anywhere).
@@ -524,10 +576,11 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
     ActScale *= EP;
     Share = 1.0 / EP;
   }
+  // Per rank (the rules' local shapes): split work is 1/tp of the node's
+  // at the micro-batch; its weights are 1/tp where they arrive split.
   OpCost C = F.C->Cost;
-  bool Split = F.Sharded || (SP && C.Unit != ComputeUnit::Cube);
-  double ActF = ActScale / (Split ? TP : 1);
-  double ParamF = F.Sharded ? 1.0 / TP : 1.0;
+  double ActF = ActScale / (S.Sharded ? TP : 1);
+  double ParamF = 1 - S.ParamSplitFrac * (1 - 1.0 / TP);
   C.Flops *= ActF;
   C.BackwardFlops *= ActF;
   C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
@@ -545,15 +598,32 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
       C.MM.Batch == (int64_t)F.StackedExperts) {
     C.MM.Batch = std::max<int64_t>(1, C.MM.Batch / EP);
     C.MM.M = std::max<int64_t>(1, std::llround(C.MM.M * ActScale * EP));
-    if (F.Sharded)
-      C.MM.N = std::max<int64_t>(1, C.MM.N / TP);
   } else if (C.Unit == ComputeUnit::Cube) {
     if (C.MM.Batch > 1)
       C.MM.Batch = std::max<int64_t>(1, std::llround(C.MM.Batch * ActScale));
     else
       C.MM.M = std::max<int64_t>(1, std::llround(C.MM.M * ActScale));
-    if (F.Sharded)
-      C.MM.N = std::max<int64_t>(1, C.MM.N / TP);
+  }
+  // The dim the split divides: the columns (column parallel), the
+  // contraction (row parallel), the heads or the rows.
+  if (C.Unit == ComputeUnit::Cube && TP > 1) {
+    auto Div = [&](int64_t &D) { D = std::max<int64_t>(1, D / TP); };
+    switch (S.MM) {
+    case rulesplit::MMDim::N:
+      Div(C.MM.N);
+      break;
+    case rulesplit::MMDim::K:
+      Div(C.MM.K);
+      break;
+    case rulesplit::MMDim::Batch:
+      Div(C.MM.Batch > 1 ? C.MM.Batch : C.MM.M);
+      break;
+    case rulesplit::MMDim::M:
+      Div(C.MM.M);
+      break;
+    case rulesplit::MMDim::None:
+      break;
+    }
   }
   ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
   // Inputs arriving from another class (placement): the bytes scale with
@@ -566,15 +636,10 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
 
 LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
                                            bool SP, unsigned EP) const {
-  // Identical blocks cost the same: key by the first layer of the same
-  // signature.
-  unsigned Key = L;
-  for (unsigned J = 0; J < L; ++J)
-    if (Layers[J].Signature == Layers[L].Signature &&
-        Layers[J].NumNodes == Layers[L].NumNodes) {
-      Key = J;
-      break;
-    }
+  // Identical blocks cost the same: key by the representative the rules
+  // ran over.
+  const ConfigSplit &CS = getConfig(TP, SP, EP);
+  unsigned Key = CS.RepOf[L];
   if (LF[L].EP.empty())
     EP = 1; // no experts: the same times at every ep
   auto K = std::make_tuple(Key, TP, MB, SP, EP);
@@ -583,16 +648,29 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     return It->second;
   double ActScale = (double)MB / Opts.Batch;
   LayerTimes T;
-  for (const NodeFacts &F : LF[L].Nodes) {
+  const LayerSplit &LS = CS.get(L);
+  for (unsigned I = 0; I < LF[Key].Nodes.size(); ++I) {
+    const NodeFacts &F = LF[Key].Nodes[I];
     // Routed tokens spread unevenly over the ep ranks: the most loaded one
     // runs its experts on MoEImbalance times the mean, and the rest wait.
     double Imb = F.StackedExperts && EP > 1 ? Opts.MoEImbalance : 1.0;
-    double Fwd = nodeTime(F, ActScale, TP, SP, false, EP) * Imb;
+    double Fwd = nodeTime(F, LS.Nodes[I], ActScale, TP, false, EP) * Imb;
     T.Fwd += Fwd;
     if (Opts.Train)
-      T.Bwd += nodeTime(F, ActScale, TP, SP, true, EP) * Imb;
+      T.Bwd += nodeTime(F, LS.Nodes[I], ActScale, TP, true, EP) * Imb;
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
+  }
+  if (TP > 1) {
+    GroupShape TPG = Outer.getGroupShape({{1u, TP}});
+    for (const rulesplit::TPComm &X : LS.Fwd)
+      T.CommFwd += collectiveTime(X.Kind, X.Bytes * ActScale, TPG, HW).Seconds;
+    if (Opts.Train)
+      for (const rulesplit::TPComm &X : LS.Bwd) {
+        T.CommBwd +=
+            collectiveTime(X.Kind, X.Bytes * ActScale, TPG, HW).Seconds;
+        T.BwdBytes += X.Bytes * ActScale;
+      }
   }
   Cache.emplace(K, T);
   return T;
@@ -601,7 +679,7 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
 PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
                              const NodeCostMap &Costs, const HardwareModel &HW,
                              const EvaluatorOptions &Opts)
-    : I(std::make_unique<Impl>(G, Layers, Costs, HW, Opts)) {}
+    : I(std::make_unique<Impl>(*this, G, Layers, Costs, HW, Opts)) {}
 
 PlanEvaluator::~PlanEvaluator() = default;
 
@@ -706,11 +784,15 @@ double PlanEvaluator::getLayerForwardTime(unsigned Layer, unsigned TP,
                                           double ActScale,
                                           double AttnScale) const {
   double T = 0;
-  for (const NodeFacts &F : I->LF[std::min<unsigned>(Layer, I->LF.size() - 1)]
-                                .Nodes) {
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  const ConfigSplit &CS = I->getConfig(TP, /*SP=*/false, 1);
+  unsigned Rep = CS.RepOf[L];
+  for (unsigned J = 0; J < I->LF[Rep].Nodes.size(); ++J) {
+    const NodeFacts &F = I->LF[Rep].Nodes[J];
     double Scale = F.AttentionCore ? AttnScale : ActScale;
     if (Scale > 0)
-      T += I->nodeTime(F, Scale, TP, /*SP=*/false, /*Backward=*/false, 1);
+      T += I->nodeTime(F, CS.get(L).Nodes[J], Scale, TP, /*Backward=*/false,
+                       1);
   }
   return T;
 }
@@ -724,15 +806,42 @@ PlanEvaluator::getLayerSummary(unsigned Layer) const {
   S.KVElements = F.KVElements;
   S.Flops = F.Flops;
   S.OutBoundaryBytes = I->BoundaryBytes[L + 1];
-  S.FwdAllReduce = F.FwdAllReduce;
-  for (const NodeFacts &N : F.Nodes) {
+  // Classified by every split some degree could take (serving's tp
+  // divides them all: the search's legality).
+  const LayerSplit &LS = I->getConfig(RuleContext::AnyDivides, false, 1).get(L);
+  std::vector<double> &AR = I->SummaryAllReduce[L];
+  AR.clear();
+  for (const rulesplit::TPComm &X : LS.Fwd)
+    if (X.Kind == CollectiveKind::AllReduce)
+      AR.push_back(X.Bytes);
+  S.FwdAllReduce = AR;
+  for (unsigned J = 0; J < F.Nodes.size(); ++J) {
+    const NodeFacts &N = F.Nodes[J];
     if (!N.C || N.AttentionCore || !N.C->Cost.HasRule)
       continue;
-    (N.Sharded ? S.ParamBytesSharded : S.ParamBytesReplicated) +=
+    bool Sharded = LS.Nodes[J].Sharded;
+    (Sharded ? S.ParamBytesSharded : S.ParamBytesReplicated) +=
         N.C->Cost.ParamBytes;
-    (N.Sharded ? S.FlopsSharded : S.FlopsReplicated) += N.C->Cost.Flops;
+    (Sharded ? S.FlopsSharded : S.FlopsReplicated) += N.C->Cost.Flops;
   }
   return S;
+}
+
+PlanEvaluator::TPSplit PlanEvaluator::getTPSplit(unsigned Layer, unsigned TP,
+                                                 bool SP, unsigned EP) const {
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  const LayerSplit &LS = I->getConfig(TP, SP, EP).get(L);
+  TPSplit R;
+  for (unsigned J = 0; J < I->LF[L].Nodes.size(); ++J) {
+    R.Nodes.push_back(I->LF[L].Nodes[J].N);
+    R.Specs.push_back(LS.Nodes[J].S);
+    R.Sharded.push_back(LS.Nodes[J].Sharded);
+  }
+  for (const rulesplit::TPComm &X : LS.Fwd)
+    R.Collectives.push_back({X.Kind, X.Bytes, X.V, false});
+  for (const rulesplit::TPComm &X : LS.Bwd)
+    R.Collectives.push_back({X.Kind, X.Bytes, X.V, true});
+  return R;
 }
 
 double PlanEvaluator::getPeakFlops() const { return I->Peak; }
@@ -800,6 +909,9 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   // Gradient buffer and DP sync width (Megatron: fp32 main gradients unless
   // --grad-reduce-in-bf16).
   double GradWidth = P.getGradBytes();
+  // How the plan's tp, sp and ep split each layer (the rule table).
+  const ConfigSplit &CS = Im.getConfig(TP, P.SP, EP);
+  // EP traffic: the tokens are split over tp only under sp.
   double SeqDiv = P.SP ? TP : 1;
 
   PipelineTimes PT;
@@ -814,29 +926,20 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     StageCost SC;
     SC.FirstLayer = First;
     SC.NumLayers = (*SL)[S];
+    double TPBytes = 0;
     double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
            EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
-    auto AllReduceTime = [&](double Bytes) {
-      if (TP == 1)
-        return 0.0;
-      if (P.SP) // Reduce-scatter + all-gather instead of all-reduce.
-        return collectiveTime(CollectiveKind::ReduceScatter, Bytes, TPG, Im.HW)
-                   .Seconds +
-               collectiveTime(CollectiveKind::AllGather, Bytes, TPG, Im.HW)
-                   .Seconds;
-      return collectiveTime(CollectiveKind::AllReduce, Bytes, TPG, Im.HW)
-          .Seconds;
-    };
     for (unsigned L = First; L < First + SC.NumLayers; ++L) {
       const LayerFacts &F = Im.LF[L];
+      const LayerSplit &LS = CS.get(L);
       LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
       SC.ForwardS += T.Fwd;
       double Recompute = P.RC == Recompute::Full        ? T.Fwd
                          : P.RC == Recompute::Selective ? T.AttnFwd
                                                         : 0;
       SC.BackwardS += T.Bwd + (Im.Opts.Train ? Recompute : 0);
-      Params += F.ParamsSharded / TP + F.ParamsReplicated;
-      ExpertParams += (F.ExpertSharded / TP + F.ExpertReplicated) / EP;
+      Params += LS.ParamsSplit / TP + LS.ParamsWhole;
+      ExpertParams += (LS.ExpertSplit / TP + LS.ExpertWhole) / EP;
       // EP: per micro-batch, the tokens (split over TP only with SP) go
       // out and the expert outputs come back, in forward and in backward.
       if (EP > 1)
@@ -865,25 +968,24 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
           if (Im.Opts.Train)
             EPBwd += C;
         }
+      // Activations per rank: the split ones 1/tp (under sp the token
+      // dim too, where the rules keep it split).
       double LayerAct;
-      MaxLayerAct =
-          std::max(MaxLayerAct,
-                   (F.SavedSplit / TP + F.SavedReplicated / SeqDiv) * ActScale);
+      double Saved = LS.SavedSplit / TP + LS.SavedWhole;
+      MaxLayerAct = std::max(MaxLayerAct, Saved * ActScale);
       if (P.RC == Recompute::Full)
-        LayerAct = F.InputBytes / SeqDiv;
+        LayerAct = LS.InputSplit / TP + LS.InputWhole;
       else
-        LayerAct =
-            F.SavedSplit / TP + F.SavedReplicated / SeqDiv -
-            (P.RC == Recompute::Selective ? F.SavedAttentionCore / TP : 0.0);
+        LayerAct = Saved - (P.RC == Recompute::Selective
+                                ? LS.SavedAttnSplit / TP + LS.SavedAttnWhole
+                                : 0.0);
       Act += std::max(0.0, LayerAct) * ActScale;
       KV += F.KVBytes / TP * ActScale;
-      MaxLayerLive = std::max(
-          MaxLayerLive, (F.LiveSplit / TP + F.LiveReplicated / SeqDiv) * ActScale);
-      for (double B : F.FwdAllReduce)
-        TPFwd += AllReduceTime(B * ActScale);
-      if (Im.Opts.Train)
-        for (double B : F.BwdAllReduce)
-          TPBwd += AllReduceTime(B * ActScale);
+      MaxLayerLive = std::max(MaxLayerLive,
+                              (LS.LiveSplit / TP + LS.LiveWhole) * ActScale);
+      TPFwd += T.CommFwd;
+      TPBwd += T.CommBwd;
+      TPBytes += T.BwdBytes;
     }
     // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
     // stage's weights before its forward and again before its backward
@@ -972,11 +1074,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       double GradBytes = Params * GradWidth;
       CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
                                           : CollectiveKind::AllReduce;
-      // The last micro-batch's backward TP traffic runs alongside.
-      double TPBytes = 0;
-      for (unsigned L = First; L < First + SC.NumLayers; ++L)
-        for (double B : Im.LF[L].BwdAllReduce)
-          TPBytes += B * ActScale;
+      // The last micro-batch's backward TP traffic (TPBytes) runs
+      // alongside.
       auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {DPG, TPG},
                                    {GradBytes, TP > 1 ? TPBytes : 0.0}, Im.HW);
       SC.DPSyncS = collectiveTime(K, GradBytes, DPG, Im.HW, Shares[0]).Seconds;

@@ -39,6 +39,7 @@
 #include "loom/IR/Graph.h"
 #include "loom/Plan/Experts.h"
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>
 
@@ -202,6 +203,26 @@ public:
     llvm::ArrayRef<double> FwdAllReduce;
   };
   LayerSummary getLayerSummary(unsigned Layer) const;
+  /// How the rule table (loom/Shard/Rules.h) splits layer \p Layer at
+  /// \p TP, \p SP and \p EP, as every cost above sees it: per node of the
+  /// layer, in graph order, the specs it needs and produces (its per-rank
+  /// shapes are getLocalShape of them) and whether its work is divided
+  /// over tp; the tp collectives of the layer's forward and backward, at
+  /// the graph's full batch.
+  struct TPCollective {
+    CollectiveKind Kind = CollectiveKind::AllReduce;
+    double Bytes = 0;
+    const Value *V = nullptr;
+    bool Backward = false;
+  };
+  struct TPSplit {
+    std::vector<const Node *> Nodes;
+    std::vector<OpSharding> Specs;
+    std::vector<bool> Sharded;
+    std::vector<TPCollective> Collectives;
+  };
+  TPSplit getTPSplit(unsigned Layer, unsigned TP, bool SP,
+                     unsigned EP = 1) const;
   /// The cube peak MFU is measured against (FLOP/s).
   double getPeakFlops() const;
   /// The model's expert groups (findExperts).
