@@ -136,12 +136,16 @@ std::pair<unsigned, unsigned> checkShapes(const Planned &P, bool SP) {
         const Value *V = S.Nodes[I]->getOutput(O);
         if (!V || !V->Type.isStatic() || isConstantLike(V))
           continue;
-        auto It = Local.find(V->getName().str());
+        // A model output keeps its name for the gathered value; the
+        // rank's own piece is NAME.local.
+        bool IsOut = is_contained(P.CU->M->getGraph().getOutputs(), V);
+        auto It = Local.find(V->getName().str() + (IsOut ? ".local" : ""));
         if (It == Local.end())
-          continue; // a model output, renamed where it is gathered
+          continue;
         SmallVector<int64_t, 4> Want = getLocalShape(
             V->Type.getStaticShape(), S.Specs[I].OutputSpecs[O], 2);
-        std::vector<int64_t> Have = It->second->Type.getStaticShape();
+        SmallVector<int64_t, 4> HaveS = It->second->Type.getStaticShape();
+        std::vector<int64_t> Have(HaveS.begin(), HaveS.end());
         EXPECT_EQ(std::vector<int64_t>(Want.begin(), Want.end()), Have)
             << V->getName().str() << " "
             << S.Specs[I].OutputSpecs[O].str();
@@ -183,7 +187,7 @@ convnet (float[8,3,16,16] x) => (float[8,10] y)
   ASSERT_TRUE(P.CU && P.Eval);
   std::pair<unsigned, unsigned> N = checkShapes(P, false);
   EXPECT_GE(N.first, 5u);
-  EXPECT_EQ(N.second, 2u); // y1 and r1 split on their channels
+  EXPECT_EQ(N.second, 3u); // y1 and r1 on their channels, y's piece
   // The convolutions are split work: conv1 by its output channels.
   PlanEvaluator::TPSplit S = P.Eval->getTPSplit(0, 2, false);
   for (unsigned I = 0; I < S.Nodes.size(); ++I)
@@ -240,7 +244,8 @@ attn (float[2,4,16] x) => (float[2,4,16] y)
   ASSERT_TRUE(P.CU && P.Eval);
   std::pair<unsigned, unsigned> N = checkShapes(P, false);
   EXPECT_GE(N.first, 14u);
-  // q0 k0 v0, q1 k1 v1, q kt v, s0 s a c0, c1 c: 15 values split.
+  // q0 k0 v0, q1 k1 v1, q kt v, s0 s a c0, c1 c: 15 values split (y is
+  // replicated: no piece of its own).
   EXPECT_EQ(N.second, 15u);
   // The weightless matmuls are split work (one head per rank).
   PlanEvaluator::TPSplit S = P.Eval->getTPSplit(0, 2, false);
