@@ -269,8 +269,12 @@ static void printTotalsJSON(raw_ostream &OS, const Totals &T,
 }
 
 void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
-                    const HardwareModel &HW, ReportFormat F,
-                    raw_ostream &OS) {
+                    const HardwareModel &HW, ReportFormat F, raw_ostream &OS,
+                    const DenseMap<const Node *, AxisSpec> *TPSpecs) {
+  auto TPSpec = [&](const Node &N) {
+    auto It = TPSpecs->find(&N);
+    return It == TPSpecs->end() ? AxisSpec() : It->second;
+  };
   Totals T = computeTotals(G, Costs);
   if (F == ReportFormat::JSON) {
     json::Array Nodes;
@@ -292,6 +296,8 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       }
       if (N.getNumOutputs() && N.getOutput(0))
         O["shape"] = N.getOutput(0)->Type.str();
+      if (TPSpecs)
+        O["tp"] = TPSpec(N).str();
       if (!C.HasRule) {
         O["cost_rule"] = false;
         O["reason"] = C.NoRuleReason;
@@ -335,6 +341,8 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       OS << " layer=" << N.Layer;
     if (N.getNumOutputs() && N.getOutput(0))
       OS << " out=" << N.getOutput(0)->Type.str();
+    if (TPSpecs)
+      OS << " tp=" << TPSpec(N).str();
     if (!C.HasRule) {
       OS << " NO COST RULE: " << C.NoRuleReason << "\n";
       continue;

@@ -961,7 +961,22 @@ int main(int argc, char **argv) {
   case CostLevel::None:
     break;
   case CostLevel::Node:
-    printNodeCosts(G, CU.NodeCosts, *HW, Format, outs());
+    if (Costed && Costed->Plan.TP > 1) {
+      // How the costed plan splits each node (the rule table, as emitted).
+      const ParallelPlan &P = Costed->Plan;
+      PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *HW,
+                         getEvaluatorOptions(CU));
+      DenseMap<const Node *, AxisSpec> Specs;
+      for (unsigned L = 0; L < Eval.getNumLayers(); ++L) {
+        PlanEvaluator::TPSplit S = Eval.getTPSplit(L, P.TP, P.SP, P.EP);
+        for (unsigned I = 0; I < S.Nodes.size(); ++I)
+          if (!S.Specs[I].OutputSpecs.empty())
+            Specs[S.Nodes[I]] = S.Specs[I].OutputSpecs[0];
+      }
+      printNodeCosts(G, CU.NodeCosts, *HW, Format, outs(), &Specs);
+    } else {
+      printNodeCosts(G, CU.NodeCosts, *HW, Format, outs());
+    }
     break;
   case CostLevel::Layer:
     printLayerCosts(G, CU.Layers, CU.NodeCosts, Format, outs());

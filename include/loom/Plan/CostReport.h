@@ -78,9 +78,13 @@ private:
   std::string Msg;
 };
 
-void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
-                    const HardwareModel &HW, ReportFormat F,
-                    llvm::raw_ostream &OS);
+/// \p TPSpecs (a costed plan at tp > 1): the spec of each node's first
+/// output as the evaluator costs it (PlanEvaluator::getTPSplit), printed
+/// as tp=R|S(d)|P -- what the emitted graphs hold of it.
+void printNodeCosts(
+    const Graph &G, const NodeCostMap &Costs, const HardwareModel &HW,
+    ReportFormat F, llvm::raw_ostream &OS,
+    const llvm::DenseMap<const Node *, AxisSpec> *TPSpecs = nullptr);
 void printLayerCosts(const Graph &G, llvm::ArrayRef<LayerInfo> Layers,
                      const NodeCostMap &Costs, ReportFormat F,
                      llvm::raw_ostream &OS);
