@@ -446,8 +446,11 @@ void SplitContext::countBackward(unsigned L) {
         continue;
       const AxisSpec &In = NS.S.InputSpecs[J];
       // Split work on a replicated operand: each rank's gradient of it is
-      // an addend (Megatron's f operator).
-      AxisSpec G = NS.Sharded && In.isReplicated() ? AxisSpec::partial() : In;
+      // an addend (Megatron's f operator). An operand read as a partial sum
+      // gets the whole gradient on every rank (each addend's is the sum's).
+      AxisSpec G = NS.Sharded && In.isReplicated() ? AxisSpec::partial()
+                   : In.isPartial()                 ? AxisSpec()
+                                                    : In;
       auto Ins = Grads.try_emplace(V);
       if (Ins.second)
         Order.push_back(V);
