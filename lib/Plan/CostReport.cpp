@@ -341,8 +341,6 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       OS << " layer=" << N.Layer;
     if (N.getNumOutputs() && N.getOutput(0))
       OS << " out=" << N.getOutput(0)->Type.str();
-    if (TPSpecs)
-      OS << " tp=" << TPSpec(N).str();
     if (!C.HasRule) {
       OS << " NO COST RULE: " << C.NoRuleReason << "\n";
       continue;
@@ -361,6 +359,8 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       else
         OS << formatDuration(Seconds(It->second.Seconds));
     }
+    if (TPSpecs)
+      OS << " tp=" << TPSpec(N).str();
     OS << "\n";
   }
   printSummaryLine(OS, G, T);

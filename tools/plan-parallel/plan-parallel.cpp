@@ -961,7 +961,7 @@ int main(int argc, char **argv) {
   case CostLevel::None:
     break;
   case CostLevel::Node:
-    if (Costed && Costed->Plan.TP > 1) {
+    if (Costed && Costed->Plan.TP > 1 && PlanText.getNumOccurrences()) {
       // How the costed plan splits each node (the rule table, as emitted).
       const ParallelPlan &P = Costed->Plan;
       PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *HW,
