@@ -10,9 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/Report/SearchReport.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Plan/CostReport.h"
-#include "loom/Plan/Search.h"
+#include "loom/Report/CostReport.h"
+#include "loom/Planner/Search.h"
 #include "loom/Report/Export.h"
 #include "loom/Report/HtmlReport.h"
 #include "loom/Shard/OutputDir.h"

@@ -15,7 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSwitch.h"

@@ -9,10 +9,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Goodput.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Goodput.h"
+#include "loom/Planner/Search.h"
 #include "loom/Solver/PlanConstraints.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -219,7 +220,7 @@ Error searchParallelism(CompilationUnit &CU) {
       return E;
   EvaluatorOptions EO = getEvaluatorOptions(CU);
   PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
-  // --mode serve: the serving search (loom/Plan/Serving.h) picks tp, pp and
+  // --mode serve: the serving search (loom/Planner/Serving.h) picks tp, pp and
   // the replicas; the search below costs one replica of it, which shard and
   // emit write.
   if (CU.Opts.Serve) {

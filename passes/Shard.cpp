@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
 #include "loom/ONNX/ONNX.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/Support/raw_ostream.h"
 

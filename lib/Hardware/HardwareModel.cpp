@@ -9,7 +9,7 @@
 
 #include "Validation.h"
 
-#include "loom/IR/DataType.h"
+#include "loom/Support/DataType.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

@@ -1,6 +1,7 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
 #include "loom/Plan/Offload.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -348,6 +349,30 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.Offload = P.Offload;
   S.StageLayers = P.StageLayers;
   return S;
+}
+
+void writePlanJSON(json::OStream &J, const ParallelPlan &P,
+                   ArrayRef<unsigned> StageLayers) {
+  J.attribute("dp", P.DP);
+  J.attribute("tp", P.TP);
+  J.attribute("pp", P.PP);
+  J.attribute("ep", P.EP);
+  J.attribute("sp", P.SP);
+  J.attribute("micro_batch_size", P.MicroBatchSize);
+  J.attribute("num_micro_batches", P.NumMicroBatches);
+  J.attribute("virtual_stages", P.VirtualStages);
+  J.attribute("recompute", getRecomputeName(P.RC));
+  J.attribute("zero_stage", P.ZeroStage);
+  J.attribute("grad_dtype", getGradPrecisionName(P.Grad));
+  J.attributeArray("axis_order", [&] {
+    J.value("tp");
+    for (MeshAxis A : P.Order)
+      J.value(getMeshAxisName(A));
+  });
+  J.attributeArray("stage_layers", [&] {
+    for (unsigned L : StageLayers)
+      J.value(L);
+  });
 }
 
 } // namespace loom

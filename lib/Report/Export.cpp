@@ -50,7 +50,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Report/Export.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

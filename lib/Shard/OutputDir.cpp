@@ -381,28 +381,7 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
       J.attribute("mode", Info.Mode);
       J.attribute("batch", Info.Batch);
       J.attributeObject("plan", [&] {
-        J.attribute("dp", P.DP);
-        J.attribute("tp", P.TP);
-        J.attribute("pp", P.PP);
-        J.attribute("ep", P.EP);
-        J.attribute("sp", P.SP);
-        J.attribute("micro_batch_size", P.MicroBatchSize);
-        J.attribute("num_micro_batches", P.NumMicroBatches);
-        J.attribute("virtual_stages", P.VirtualStages);
-        J.attribute("recompute", getRecomputeName(P.RC));
-        J.attribute("zero_stage", P.ZeroStage);
-        J.attribute("grad_dtype", getGradPrecisionName(P.Grad));
-        // The mesh, innermost first (tp always): ranks' coords and groups
-        // follow it.
-        J.attributeArray("axis_order", [&] {
-          J.value("tp");
-          for (MeshAxis A : P.Order)
-            J.value(getMeshAxisName(A));
-        });
-        J.attributeArray("stage_layers", [&] {
-          for (unsigned L : P.StageLayers)
-            J.value(L);
-        });
+        writePlanJSON(J, P, P.StageLayers);
         J.attributeArray("chunk_layers", [&] {
           for (unsigned L : R.ChunkLayers)
             J.value(L);

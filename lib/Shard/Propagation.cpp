@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Shard/Sharding.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"

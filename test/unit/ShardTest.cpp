@@ -2,7 +2,7 @@
 #include "Passes.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Shard/Schedule.h"
 #include "loom/Shard/SlicedTensorData.h"

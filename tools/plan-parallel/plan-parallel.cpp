@@ -7,14 +7,16 @@
 // 1 bad input or internal error (one message on stderr), 2 no feasible plan.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/Report/SearchReport.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Hardware/HardwareOverlay.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/CostReport.h"
+#include "loom/Report/CostReport.h"
 #include "loom/Plan/IdleDevices.h"
-#include "loom/Plan/PlanComparison.h"
-#include "loom/Plan/Search.h"
+#include "loom/Report/PlanComparison.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"

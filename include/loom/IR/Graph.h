@@ -10,7 +10,7 @@
 #ifndef LOOM_IR_GRAPH_H
 #define LOOM_IR_GRAPH_H
 
-#include "loom/IR/DataType.h"
+#include "loom/Support/DataType.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -229,6 +229,9 @@ public:
   llvm::StringRef getDomain() const { return Domain; }
   llvm::StringRef getName() const { return Name; }
   void setName(llvm::StringRef N) { Name = N.str(); }
+  /// The name, or "<unnamed OpType>" for a node without one: how reports
+  /// and errors name a node.
+  std::string getLabel() const;
   Graph *getGraph() const { return Owner; }
 
   /// Inputs; a null entry is an omitted optional input ("" in ONNX).

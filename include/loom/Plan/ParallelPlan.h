@@ -23,6 +23,12 @@ namespace llvm {
 class raw_ostream;
 }
 
+namespace llvm {
+namespace json {
+class OStream;
+}
+} // namespace llvm
+
 namespace loom {
 
 enum class Recompute { None, Selective, Full };
@@ -168,6 +174,15 @@ llvm::Expected<PlanSpec> parsePlanSpec(llvm::StringRef Text);
 /// evaluator's check (it knows the model).
 llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
                                           uint64_t Devices, int64_t Batch);
+
+/// The plan as a JSON object's members, written into the object \p J has
+/// open: tp, pp, dp, ep, sp, micro_batch_size, num_micro_batches,
+/// virtual_stages, recompute, zero_stage, grad_dtype, axis_order
+/// (innermost first, tp always) and stage_layers (\p StageLayers: the
+/// layers of each stage). The one writer of a plan's JSON: the search's
+/// --format json and manifest.json both call it.
+void writePlanJSON(llvm::json::OStream &J, const ParallelPlan &P,
+                   llvm::ArrayRef<unsigned> StageLayers);
 
 } // namespace loom
 

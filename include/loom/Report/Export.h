@@ -10,7 +10,7 @@
 #define LOOM_REPORT_EXPORT_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

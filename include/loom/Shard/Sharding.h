@@ -26,7 +26,7 @@
 #define LOOM_SHARD_SHARDING_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -74,7 +74,7 @@ struct NodeSharding : OpSharding {
   bool Stacked = false;
 };
 
-/// A KV cache tensor of the model (findKVCache, include/loom/Plan/KVCache.h)
+/// A KV cache tensor of the model (findKVCache, include/loom/Analysis/KVCache.h)
 /// as the role graphs take or return it: split along the tp axis as the
 /// attention that reads it (by heads), or replicated.
 struct KVCacheShard {

@@ -37,7 +37,7 @@
 #include "loom/Cost/Offload.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/Graph.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "loom/Plan/ParallelPlan.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>

@@ -1,6 +1,6 @@
 //===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
-#include "loom/Plan/PlanCost.h"
-#include "loom/Plan/Offload.h"
+#include "loom/Planner/PlanCost.h"
+#include "loom/Planner/OffloadCost.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
 #include "llvm/ADT/DenseSet.h"

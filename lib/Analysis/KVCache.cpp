@@ -1,12 +1,12 @@
 //===- KVCache.cpp - Find the KV cache a decoder graph carries ------------===//
 //
-// Structural detection (include/loom/Plan/KVCache.h): graph inputs appended
+// Structural detection (include/loom/Analysis/KVCache.h): graph inputs appended
 // to by a freshly projected K/V that attention reads, and graph outputs
 // that are such tensors.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Plan/KVCache.h"
-#include "loom/IR/DataType.h"
+#include "loom/Analysis/KVCache.h"
+#include "loom/Support/DataType.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"

@@ -20,7 +20,7 @@
 // a layer of n nodes.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"

@@ -1,6 +1,6 @@
 //===- PlanComparison.cpp - Plans side by side, term by term --------------===//
-#include "loom/Plan/PlanComparison.h"
-#include "loom/Plan/Search.h"
+#include "loom/Report/PlanComparison.h"
+#include "loom/Planner/Search.h"
 #include "loom/Support/Units.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"

@@ -45,8 +45,8 @@
 
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/Graph.h"
-#include "loom/Plan/PlanCost.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/PlanCost.h"
+#include "loom/Planner/Search.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -178,24 +178,6 @@ llvm::Expected<ServingResult>
 searchServing(const PlanEvaluator &Eval, llvm::ArrayRef<LayerInfo> Layers,
               const HardwareModel &HW, const EvaluatorOptions &EO,
               const SearchSpace &Space, const ServingOptions &O);
-
-/// Why no plan meets the SLO, naming the binding term of the plan closest
-/// to it.
-std::string describeNoServingPlan(const ServingResult &R);
-
-/// The summary lines (workload, SLO, plan, TTFT, TPOT, throughput,
-/// concurrency, KV cache, what binds).
-void printServingSummary(const ServingResult &R, llvm::raw_ostream &OS);
-/// --top K: the best plan of each of the K best (tp, pp).
-void printServingTop(const ServingResult &R, unsigned K, llvm::raw_ostream &OS);
-/// --explain: why the chosen plan beats the runner-up.
-void printServingExplanation(const ServingResult &R, llvm::raw_ostream &OS);
-/// predicted{ttft_s, tpot_s, output_tokens_per_s, max_concurrency,
-/// kv_cache_bytes, ...} of \p P.
-llvm::json::Object getServingPredictedJSON(const ServingPlanCost &P);
-/// --format json: plan, predicted, workload, slo, top[], explain[].
-void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
-                      llvm::raw_ostream &OS);
 
 } // namespace loom
 

@@ -1,5 +1,5 @@
 //===- DataType.cpp - Element type names and sizes ------------------------===//
-#include "loom/IR/DataType.h"
+#include "loom/Support/DataType.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace llvm;

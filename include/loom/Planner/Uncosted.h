@@ -1,27 +1,17 @@
-//===- CostReport.h - --print-costs output, text and JSON -------*- C++ -*-===//
+//===- Uncosted.h - The work the cost model cannot see ----------*- C++ -*-===//
 //
-// Deterministic, FileCheck-friendly cost breakdowns: per node, per layer,
-// and per pipeline stage for a plan. Nodes without a cost rule are listed
-// by name and counted in the summary line of every report, with their share
-// of the model's forward FLOPs and parameters (summarizeUncosted): work the
-// cost model cannot see must never pass for a costed plan.
+// Nodes without a cost rule are listed by name and counted in every
+// report, with their share of the model's forward FLOPs and parameters:
+// work the cost model cannot see must never pass for a costed plan.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LOOM_PLAN_COSTREPORT_H
-#define LOOM_PLAN_COSTREPORT_H
+#ifndef LOOM_PLANNER_UNCOSTED_H
+#define LOOM_PLANNER_UNCOSTED_H
 
-#include "loom/Plan/PlanCost.h"
-
-namespace llvm {
-class raw_ostream;
-namespace json {
-class Object;
-}
-} // namespace llvm
+#include "loom/Planner/PlanCost.h"
 
 namespace loom {
 
-enum class ReportFormat { Text, JSON };
 
 /// The work without a cost rule, against the whole graph.
 struct UncostedWork {
@@ -55,10 +45,6 @@ UncostedWork summarizeUncosted(const Graph &G, const NodeCostMap &Costs);
 /// "704 of 2310 nodes, >= 0.3% of forward FLOPs, 45.2% of parameters".
 std::string describeUncosted(const UncostedWork &U);
 
-/// {nodes, total_nodes, node_share, flops_share_at_least, param_share,
-/// params}: the "uncosted" key of every JSON report.
-llvm::json::Object uncostedJSON(const UncostedWork &U);
-
 /// Refuses a plan costed without part of the model: more than
 /// \p Threshold of the forward FLOPs or of the parameters have no cost
 /// rule. The message names the first nodes, the dim that stayed symbolic
@@ -78,16 +64,6 @@ private:
   std::string Msg;
 };
 
-void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
-                    const HardwareModel &HW, ReportFormat F,
-                    llvm::raw_ostream &OS);
-void printLayerCosts(const Graph &G, llvm::ArrayRef<LayerInfo> Layers,
-                     const NodeCostMap &Costs, ReportFormat F,
-                     llvm::raw_ostream &OS);
-void printStageCosts(const Graph &G, const NodeCostMap &Costs,
-                     const PlanCost &PC, ReportFormat F,
-                     llvm::raw_ostream &OS);
-
 } // namespace loom
 
-#endif // LOOM_PLAN_COSTREPORT_H
+#endif // LOOM_PLANNER_UNCOSTED_H

@@ -10,7 +10,7 @@
 #ifndef LOOM_PLAN_PLANCOMPARISON_H
 #define LOOM_PLAN_PLANCOMPARISON_H
 
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 #include "llvm/ADT/ArrayRef.h"
 #include <string>
 

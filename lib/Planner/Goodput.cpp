@@ -1,7 +1,7 @@
 //===- Goodput.cpp - Expected goodput under failures and checkpoints ------===//
 
-#include "loom/Plan/Goodput.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/Goodput.h"
+#include "loom/Planner/PlanCost.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"

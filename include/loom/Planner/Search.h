@@ -20,9 +20,9 @@
 #ifndef LOOM_PLAN_SEARCH_H
 #define LOOM_PLAN_SEARCH_H
 
-#include "loom/Plan/CostReport.h"
-#include "loom/Plan/Experts.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/Uncosted.h"
+#include "loom/Analysis/Experts.h"
+#include "loom/Planner/PlanCost.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/Support/Error.h"
 #include <string>
@@ -255,32 +255,6 @@ std::vector<ParallelPlan>
 enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
                     llvm::ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
                     const EvaluatorOptions &EO, const SearchOptions &Opts);
-
-//===-- Reports (plan-parallel) -------------------------------------------===//
-
-/// The chosen plan, its stages, predicted numbers and cost breakdown, and
-/// how the search went (counts only: deterministic).
-void printChosenPlan(const SearchResult &R, llvm::raw_ostream &OS);
-/// --top K: rank, step time, tokens/s (or samples/s), MFU, memory per device, dominant
-/// cost term and plan string of the best K plans.
-void printTopPlans(const SearchResult &R, unsigned K, llvm::raw_ostream &OS);
-/// --explain: why the winner beats the best plan with other degrees (and
-/// the next plan overall), term by term, and the constraints that shaped
-/// the space.
-void printExplanation(const SearchResult &R, llvm::raw_ostream &OS);
-
-/// --format json: the chosen plan (degrees, stages, predicted numbers,
-/// breakdown), how the search went, the experts, the best \p K plans
-/// ("top"), and with \p Explain the explanation's sentences. Keys:
-/// plan{tp,pp,dp,ep,sp,micro_batch_size,num_micro_batches,virtual_stages,
-/// recompute,zero_stage,grad_dtype,axis_order,stage_layers}, plan_string, step_time_s,
-/// tokens_per_s or samples_per_s, mfu, max_memory_bytes, hbm_bytes, breakdown{compute_s,
-/// tp_comm_s, ep_comm_s,bubble_s,dp_comm_s,optimizer_s,dominant},
-/// search{candidates,simulated,...}, experts{...}, uncosted{...}, top[],
-/// explain[].
-/// Deterministic (no wall time).
-void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
-                     llvm::raw_ostream &OS);
 
 /// The search found nothing that fits (plan-parallel exits 2).
 class NoFeasiblePlanError : public llvm::ErrorInfo<NoFeasiblePlanError> {
