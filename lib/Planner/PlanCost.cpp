@@ -1043,10 +1043,16 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     return R;
   }
   PipelineResult PR = simulatePipeline(PT);
-  double Tail = 0;
-  for (StageCost &SC : R.Stages)
-    Tail = std::max(Tail, SC.DPExposedS + SC.OptimizerS);
-  R.StepTimeS = PR.StepTime + Tail;
+  // Each stage's DP gradient sync and optimizer follow its own last
+  // backward, not the pipeline's: a later stage, done earlier, updates
+  // while the first still runs its backwards (Schedule.cpp places them so).
+  R.StepTimeS = PR.StepTime;
+  for (unsigned S = 0; S < R.Stages.size(); ++S) {
+    StageCost &SC = R.Stages[S];
+    SC.PipelineEndS = S < PR.Finish.size() ? PR.Finish[S] : PR.StepTime;
+    R.StepTimeS = std::max(R.StepTimeS,
+                           SC.PipelineEndS + SC.DPExposedS + SC.OptimizerS);
+  }
   R.BubbleFraction = PR.BubbleFraction;
   unsigned M = P.NumMicroBatches;
   for (unsigned S = 0; S < R.Stages.size(); ++S) {

@@ -274,19 +274,30 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
   StepBreakdown B;
   if (PC.Stages.empty())
     return B;
-  unsigned Busiest = 0, Tail = 0;
+  // Tail: the stage whose end plus DP sync and optimizer ends the step.
+  unsigned Busiest = 0, Tail = 0, Last = 0;
+  auto EndOf = [&](unsigned S) {
+    const StageCost &A = PC.Stages[S];
+    return A.PipelineEndS + A.DPExposedS + A.OptimizerS;
+  };
   for (unsigned S = 1; S < PC.Stages.size(); ++S) {
     if (PC.Stages[S].BubbleS < PC.Stages[Busiest].BubbleS)
       Busiest = S;
-    const StageCost &A = PC.Stages[S], &T = PC.Stages[Tail];
-    if (A.DPExposedS + A.OptimizerS > T.DPExposedS + T.OptimizerS)
+    if (EndOf(S) > EndOf(Tail))
       Tail = S;
+    if (PC.Stages[S].PipelineEndS > PC.Stages[Last].PipelineEndS)
+      Last = S;
   }
+  // A stage that ends the pipeline before the last one and still ends the
+  // step (its tail is longer) is the one device the step is spent on.
+  double Early = PC.Stages[Last].PipelineEndS - PC.Stages[Tail].PipelineEndS;
+  if (Early > 0)
+    Busiest = Tail;
   const StageCost &S = PC.Stages[Busiest];
   B.ComputeS = S.ComputeS;
   B.TPCommS = PC.Plan.NumMicroBatches * S.TPCommS;
   B.EPCommS = PC.Plan.NumMicroBatches * S.EPCommS;
-  B.BubbleS = S.BubbleS;
+  B.BubbleS = S.BubbleS - (Early > 0 ? Early : 0.0);
   B.DPCommS = PC.Stages[Tail].DPExposedS;
   B.OptimizerS = PC.Stages[Tail].OptimizerS;
   B.OffloadS = PC.Plan.NumMicroBatches * S.Offload.ExposedPerMicroBatchS;
@@ -566,17 +577,23 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
 double Searcher::stageBound(const PlanCost &PC) const {
   const ParallelPlan &P = PC.Plan;
   double V = P.VirtualStages, M = P.NumMicroBatches;
-  double PreF = 0, PreB = 0, Bound = 0, Tail = 0;
+  // A stage ends no earlier than its first input's arrival plus its busy
+  // time, and its tail (exposed DP sync, optimizer) follows its own end;
+  // in training the first stage ends last, after every later stage's
+  // backward of the last micro-batch.
+  double PreF = 0, PreB = 0, Bound = 0, Last = 0;
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
     double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS);
-    Bound = std::max(Bound, PreF + Busy + (EO.Train ? PreB : 0.0));
+    Bound = std::max(Bound, PreF + Busy + SC.DPExposedS + SC.OptimizerS);
+    Last = std::max(Last, PreF + Busy + (EO.Train ? PreB : 0.0));
     double Transfer = SC.P2PS / (EO.Train ? 2 : 1);
     PreF += SC.ForwardS / V + Transfer;
     PreB += SC.BackwardS / V + Transfer;
-    Tail = std::max(Tail, SC.DPExposedS + SC.OptimizerS);
   }
-  return (Bound + Tail) * (1 - 1e-9);
+  if (EO.Train && !PC.Stages.empty())
+    Last += PC.Stages[0].DPExposedS + PC.Stages[0].OptimizerS;
+  return std::max(Bound, Last) * (1 - 1e-9);
 }
 
 std::string Searcher::describeGroups(const ParallelPlan &P) const {

@@ -393,7 +393,6 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                     Info.Predicted.Throughput);
         J.attribute("mfu", Info.Predicted.MFU);
         J.attribute("max_memory_bytes", Info.Predicted.MaxMemoryBytes);
-        J.attribute("schedule_step_time_s", SP.ScheduleStepS);
         if (Info.Serving) {
           const ServingPlanCost &S = *Info.Serving;
           J.attribute("ttft_s", S.TTFTS);

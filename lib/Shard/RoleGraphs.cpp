@@ -397,11 +397,16 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
   if (!V)
     return nullptr;
   AxisSpec Cur = producedSpec(V);
-  if (V->isParameter() && !Produced.count(V) && Cur.isReplicated() &&
-      Req.isSplit() && TP > 1) {
+  // The rule table names the reshard (Rules.h); each case below lowers it.
+  Transition T = TP > 1 ? getTransition(Cur, Req) : Transition::None;
+  auto Refuse = [&]() {
+    return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
+               " to " + Req.str() + " (" + getTransitionName(T) + ")");
+  };
+  auto Key = std::make_pair(V, Req.str());
+  if (T == Transition::LocalSlice && V->isParameter() && !Produced.count(V)) {
     // Only this rank's slice of a replicated parameter is needed (a bias
     // beside a column-parallel matmul): never add the whole tensor.
-    auto Key = std::make_pair(V, Req.str());
     auto It = Converted.find(Key);
     if (It != Converted.end())
       return It->second;
@@ -411,8 +416,13 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
     Converted[Key] = *Y;
     return *Y;
   }
-  if (TP > 1 && Cur.isSplit() && Cur != Req && !Req.isPartial() &&
-      !InEPRegion.count(V)) {
+  // A split value needed whole or split otherwise: an all-gather (and a
+  // slice), or, split in blocks, nothing a collective can do.
+  bool Regather = T == Transition::AllGather ||
+                  T == Transition::GatherSlice ||
+                  (T == Transition::Unsupported && Cur.isSplit() &&
+                   !Req.isPartial());
+  if (Regather && !InEPRegion.count(V)) {
     // A weight stored sliced for one consumer and needed whole, or sliced
     // otherwise, by another (torch ties equal initializers: one zero bias
     // feeds a column-parallel Gemm and, through an Identity, a LayerNorm):
@@ -420,7 +430,6 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
     // instead of gathering the slice back at every micro-batch.
     const Value *P = getWeightParameter(V);
     if (P && !R.ExpertParams.count(P)) {
-      auto Key = std::make_pair(V, Req.str());
       auto It = Converted.find(Key);
       if (It != Converted.end())
         return It->second;
@@ -436,12 +445,13 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       return *Y;
     }
   }
+  // (A value this rank does not hold, an expert it does not own, needs
+  // no reshard.)
   Expected<Value *> X = produced(V);
-  if (!X || !*X)
+  if (!X || !*X || T == Transition::None)
     return X;
-  if (Cur == Req || TP == 1)
-    return *X;
-  auto Key = std::make_pair(V, Req.str());
+  if (T == Transition::Unsupported)
+    return Refuse();
   auto It = Converted.find(Key);
   if (It != Converted.end())
     return It->second;
@@ -457,70 +467,53 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       ReqT.Dims[Req.Dim].isStatic())
     ReqT.Dims[Req.Dim] = Dim(ReqT.Dims[Req.Dim].Size / TP);
   std::string Base = V->getName().str();
-  Value *Result = nullptr;
-  bool ConstLike = V->isParameter() ||
-                   (V->getDefiningNode() &&
-                    V->getDefiningNode()->getOpType() == "Constant");
-  if (Cur.isPartial()) {
-    if (Req.isReplicated()) {
-      Expected<Value *> Y = collective(
-          "HcomAllReduce", "tp", *X, Base + ".allreduce", GT,
-          {{"reduction", 0, "sum"}});
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
-    } else if (Req.isSplit() && Req.Blocks.empty()) {
-      Expected<Value *> Y = collective(
-          "HcomReduceScatter", "tp", *X, Base + ".reducescatter", ReqT,
-          {{"reduction", 0, "sum"}, {"rank_size", TP},
-           {"axis", Req.Dim}});
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
-    } else {
-      return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
-                 " to " + Req.str());
+  auto Lower = [&]() -> Expected<Value *> {
+    switch (T) {
+    case Transition::AllReduce:
+      return collective("HcomAllReduce", "tp", *X, Base + ".allreduce", GT,
+                        {{"reduction", 0, "sum"}});
+    case Transition::ReduceScatter:
+      return collective("HcomReduceScatter", "tp", *X,
+                        Base + ".reducescatter", ReqT,
+                        {{"reduction", 0, "sum"}, {"rank_size", TP},
+                         {"axis", Req.Dim}});
+    case Transition::AllGather:
+      return collective("HcomAllGather", "tp", *X, Base + ".allgather", GT,
+                        {{"rank_size", TP}, {"axis", Cur.Dim}});
+    case Transition::LocalSlice: {
+      // A constant's slice as a new constant; an activation's by Slice.
+      bool ConstLike = V->isParameter() ||
+                       (V->getDefiningNode() &&
+                        V->getDefiningNode()->getOpType() == "Constant");
+      if (ConstLike && !Gath) {
+        Expected<Value *> C = sliceConstant(V, *X, Req);
+        if (!C || *C)
+          return C;
+      }
+      return sliceActivation(*X, GT, Req, Base);
     }
-  } else if (Cur.isSplit() && Req.isReplicated()) {
-    if (!Cur.Blocks.empty())
-      return err("cannot gather '" + V->getName() + "' split in blocks");
-    Expected<Value *> Y = collective(
-        "HcomAllGather", "tp", *X, Base + ".allgather", GT,
-        {{"rank_size", TP}, {"axis", Cur.Dim}});
-    if (!Y)
-      return Y.takeError();
-    Result = *Y;
-  } else if (Cur.isReplicated() && Req.isSplit()) {
-    if (ConstLike && !Gath) {
-      Expected<Value *> Y = sliceConstant(V, *X, Req);
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
+    case Transition::GatherSlice: {
+      Expected<Value *> Full = materialize(V, AxisSpec());
+      if (!Full)
+        return Full.takeError();
+      return sliceActivation(*Full, GT, Req, Base);
     }
-    if (!Result) {
-      Expected<Value *> Y = sliceActivation(*X, GT, Req, Base);
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
+    case Transition::Zeros:
+      // A replicated zero as an addend of a sum of partials: zeros on
+      // every rank sum to zero. The rules ask for it only for a zero
+      // constant.
+      return *X;
+    case Transition::None:
+    case Transition::Unsupported:
+      break;
     }
-  } else if (Cur.isSplit() && Req.isSplit()) {
-    Expected<Value *> Full = materialize(V, AxisSpec());
-    if (!Full)
-      return Full.takeError();
-    Expected<Value *> Y = sliceActivation(*Full, GT, Req, Base);
-    if (!Y)
-      return Y.takeError();
-    Result = *Y;
-  } else if (Req.isPartial()) {
-    // A replicated operand of a sum of partials: only zeros qualify, and
-    // the rules only ask for it then.
-    Result = *X;
-  } else {
-    return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
-               " to " + Req.str());
-  }
-  Converted[Key] = Result;
-  return Result;
+    return Refuse();
+  };
+  Expected<Value *> Y = Lower();
+  if (!Y)
+    return Y.takeError();
+  Converted[Key] = *Y;
+  return *Y;
 }
 
 Expected<Value *> RoleBuilder::epGathered(const Value *V, Value *Local) {

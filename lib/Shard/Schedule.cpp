@@ -232,9 +232,12 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                (I.Chunk - 1) % PP == D ? 0 : P2P[I.Chunk - 1]);
       } else {
         Need(true, I.MB, I.Chunk, 0);
+        // The gradient crosses back the boundary after this chunk: the
+        // transfer this chunk's forward send takes (the evaluator's
+        // pipeline charges Transfer[d] both ways).
         if (I.Chunk + 1 < R.NumChunks)
           Need(false, I.MB, I.Chunk + 1,
-               (I.Chunk + 1) % PP == D ? 0 : P2P[I.Chunk + 1]);
+               (I.Chunk + 1) % PP == D ? 0 : P2P[I.Chunk]);
       }
       if (!OK)
         continue;
@@ -292,7 +295,12 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
         SC.Level = LevelName(PPG);
         SC.Peer = C.Peer;
         SC.Tag = C.Tag;
-        SC.TimeS = C.Chunk < R.NumChunks ? P2P[C.Chunk] : 0;
+        // A send leaves over the boundary after its chunk; a receive
+        // arrives over the one before.
+        unsigned Boundary = C.Kind == "send" ? C.Chunk : C.Chunk - 1;
+        SC.TimeS = C.Chunk < R.NumChunks && (C.Kind == "send" || C.Chunk > 0)
+                       ? P2P[Boundary]
+                       : 0;
       } else {
         const GroupShape &GS = C.Group == "ep" ? EPG : TPG;
         SC.Level = LevelName(GS);

@@ -205,6 +205,60 @@ TEST(VerifyOutput, CatchesBrokenPrograms) {
   EXPECT_TRUE(Memory);
 }
 
+TEST(RoleGraphs, ReshardsAreTheRuleTablesTransitions) {
+  // mlp-tiny at tp=2: a node reading a column-parallel (Split) value is
+  // made to ask for it otherwise; the role builder lowers what
+  // getTransition names (Rules.h) and refuses what the table refuses.
+  Expected<HardwareModel> HW =
+      loadHardwareModel(LOOM_SOURCE_DIR "/examples/hw/atlas800t-a2.yaml");
+  ASSERT_TRUE(!!HW);
+  std::unique_ptr<CompilationUnit> CU = shardMLP(*HW);
+  ASSERT_TRUE(CU);
+  ShardingResult &R = CU->Sharded->Sharding;
+  const Node *Reader = nullptr;
+  unsigned Operand = 0;
+  for (const auto &NP : R.M->getGraph().getNodes())
+    for (unsigned I = 0; I < NP->getNumInputs() && !Reader; ++I) {
+      const Value *V = NP->getInput(I);
+      if (V && !V->isParameter() && R.Values.lookup(V).isSplit() &&
+          R.Nodes[NP.get()].InputSpecs[I] == R.Values.lookup(V)) {
+        Reader = NP.get();
+        Operand = I;
+      }
+    }
+  ASSERT_NE(Reader, nullptr);
+  const Value *V = Reader->getInput(Operand);
+  AxisSpec Cur = R.Values.lookup(V);
+  auto Count = [](const std::vector<RoleGraph> &Roles, StringRef Op) {
+    unsigned N = 0;
+    for (const auto &NP : Roles[0].M->getGraph().getNodes())
+      N += NP->getOpType() == Op;
+    return N;
+  };
+  Expected<std::vector<RoleGraph>> Base = buildRoleGraphs(R);
+  ASSERT_TRUE(!!Base) << toString(Base.takeError());
+  unsigned Gathers = Count(*Base, "HcomAllGather");
+
+  // Split -> Replicated: AllGather, one more HcomAllGather.
+  AxisSpec &Want = R.Nodes[Reader].InputSpecs[Operand];
+  Want = AxisSpec::replicated();
+  EXPECT_EQ(getTransition(Cur, Want), Transition::AllGather);
+  Expected<std::vector<RoleGraph>> Gathered = buildRoleGraphs(R);
+  ASSERT_TRUE(!!Gathered) << toString(Gathered.takeError());
+  EXPECT_EQ(Count(*Gathered, "HcomAllGather"), Gathers + 1);
+
+  // Split -> Partial: unsupported by the table, refused by name (the
+  // if-chain passed the split value on as a partial sum).
+  Want = AxisSpec::partial();
+  EXPECT_EQ(getTransition(Cur, Want), Transition::Unsupported);
+  Expected<std::vector<RoleGraph>> Bad = buildRoleGraphs(R);
+  ASSERT_FALSE(!!Bad);
+  EXPECT_NE(toString(Bad.takeError())
+                .find("cannot reshard '" + V->getName().str() + "' from " +
+                      Cur.str() + " to P (unsupported)"),
+            std::string::npos);
+}
+
 TEST(Schedule, ExpandCommsAroundComputeEvents) {
   // Chunk 0 of a program: receive (forward direction), two collectives,
   // send; chunk 1 has one collective that chunk 0's events must not show.

@@ -79,6 +79,9 @@ struct StageCost {
   double P2PS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
   double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
+  /// When the stage's last forward or backward ends in the pipeline
+  /// simulation; its DP sync's exposed part and its optimizer follow.
+  double PipelineEndS = 0;
   /// DP gradient synchronization (non-expert gradients over dp, expert
   /// gradients over dp/ep) and its part not hidden by backward.
   double DPSyncS = 0, DPExposedS = 0;
