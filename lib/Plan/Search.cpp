@@ -44,7 +44,7 @@
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Shard/Rules.h"
+#include "loom/Shard/ExpertRules.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
@@ -109,7 +109,14 @@ TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset) {
 
 ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
   ExpertInfo E;
+  std::vector<std::pair<std::string, unsigned>> Patterns;
   for (const ExpertGroup &EG : Groups) {
+    std::string P = getExpertPattern(EG);
+    auto It = find_if(Patterns, [&](const auto &KV) { return KV.first == P; });
+    if (It == Patterns.end())
+      Patterns.push_back({P, 1});
+    else
+      ++It->second;
     E.NumExperts = std::gcd(E.NumExperts, EG.NumExperts);
     ++E.NumGroups;
     E.NumStacked += EG.isStacked();
@@ -120,6 +127,10 @@ ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
         E.Parameter = EG.BranchParams[0].front()->getName().str();
     }
   }
+  for (const auto &KV : Patterns)
+    E.Patterns += (E.Patterns.empty() ? "" : ", ") + KV.first +
+                  (Patterns.size() > 1 ? " (" + std::to_string(KV.second) + ")"
+                                       : "");
   return E;
 }
 
@@ -639,8 +650,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
         continue;
       // ep: the inner part of dp, dividing every MoE layer's experts.
       for (uint64_t EP : getDivisors(DP)) {
-        if ((EP > 1 &&
-             (!Space.Experts.NumExperts || Space.Experts.NumExperts % EP)) ||
+        if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
             (F.EP && *F.EP != EP))
           continue;
         // The distinct meshes (a fixed order matches the one it is the
@@ -977,7 +987,8 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
                              "stacked [E, d, f] expert weights and no "
                              "unrolled expert branches); use ep=1",
                              *F.EP);
-  if (F.EP && S.Experts.NumExperts && S.Experts.NumExperts % *F.EP)
+  if (F.EP && S.Experts.NumExperts &&
+      !isExpertSplitLegal(S.Experts.NumExperts, *F.EP))
     return createStringError(inconvertibleErrorCode(),
                              "--plan ep=%u does not divide the %u experts "
                              "per MoE layer",
@@ -1165,11 +1176,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   OS << "\n";
   const ExpertInfo &X = R.Space.Experts;
   if (X.NumExperts)
-    OS << "experts: " << X.NumGroups << " MoE layer(s), "
-       << (X.NumStacked == X.NumGroups ? "stacked"
-           : X.NumStacked == 0         ? "unrolled"
-                                       : "stacked and unrolled")
-       << ", " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
+    OS << "experts: " << X.NumGroups << " MoE layer(s) (" << X.Patterns
+       << "), " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
        << "'); ep=" << PC.Plan.EP << ": " << X.NumExperts / PC.Plan.EP
        << " per device; load imbalance " << format("%.3g", PC.MoEImbalance)
        << (PC.Plan.EP > 1 && X.NumStacked
@@ -1473,6 +1481,7 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   const ExpertInfo &X = R.Space.Experts;
   Root["experts"] = json::Object{{"moe_layers", (int64_t)X.NumGroups},
                                  {"stacked_layers", (int64_t)X.NumStacked},
+                                 {"patterns", X.Patterns},
                                  {"experts_per_layer", (int64_t)X.NumExperts},
                                  {"example_parameter", X.Parameter},
                                  {"not_split_by_ep", X.NotSplit}};
