@@ -6,8 +6,8 @@
 // specs it needs and says what its outputs are. Where the producer's spec
 // differs from what a rule needs, the role builder inserts the reshard
 // (RoleGraphs.cpp). This file adds what is not per op: pipeline chunks,
-// expert branches and regions (EP), and the weight slicing the rules ask
-// for.
+// the marks of the ep rules (include/loom/Shard/ExpertRules.h) and the
+// chunk of each expert region, and the weight slicing the rules ask for.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Shard/Sharding.h"
@@ -281,7 +281,7 @@ Error propagateSharding(ShardingResult &R) {
           Ins.first->second = std::min(Ins.first->second, C);
       }
   }
-  // Expert work (EP): the ep axis' rules (Rules.h, ExpertRules.cpp).
+  // Expert work (EP): the ep axis' rules (ExpertRules.h).
   if (P.EP > 1) {
     Expected<ExpertAxisRules> XR =
         applyExpertRules(G, findExperts(G, R.Layers), P.EP);
