@@ -3,6 +3,7 @@
 #include "loom/Planner/OffloadCost.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
+#include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
@@ -187,17 +188,16 @@ struct PlanEvaluator::Impl {
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());
   Experts = findExperts(G, Layers);
-  DenseMap<const Node *, const ExpertGroup *> ExpertOf;
-  DenseSet<const Value *> ExpertParams;
-  for (const ExpertGroup &EG : Experts) {
-    for (const auto &KV : EG.BranchOf)
-      ExpertOf[KV.first] = &EG;
-    for (const Node *N : EG.StackedNodes)
-      ExpertOf[N] = &EG;
-    for (const auto &Ps : EG.BranchParams)
-      ExpertParams.insert(Ps.begin(), Ps.end());
-    ExpertParams.insert(EG.StackedParams.begin(), EG.StackedParams.end());
-  }
+  // Expert work and weights as the ep rules (Rules.h) see them at any
+  // degree.
+  ExpertAxisRules XR;
+  if (Expected<ExpertAxisRules> X =
+          applyExpertRules(G, Experts, RuleContext::AnyDivides))
+    XR = std::move(*X);
+  else
+    consumeError(X.takeError()); // Unchecked at AnyDivides: cannot fail.
+  DenseSet<const Value *> ExpertParams = XR.SplitParams;
+  ExpertParams.insert(XR.BranchParams.begin(), XR.BranchParams.end());
   DenseMap<const Value *, TPState> State;
   DenseSet<const Value *> ShardedParams, CountedParams, ColumnInputs,
       KVCounted;
@@ -217,9 +217,11 @@ void PlanEvaluator::Impl::analyze() {
     auto CI = Costs.find(&N);
     F.C = CI == Costs.end() ? nullptr : &CI->second;
     StringRef Op = N.getOpType();
-    if (const ExpertGroup *EG = ExpertOf.lookup(&N)) {
+    ExpertNodeRule XN = XR.lookup(&N);
+    if (XN.Role == ExpertRole::Branch || XN.Role == ExpertRole::Stacked) {
       F.Expert = true;
-      F.StackedExperts = EG->isStacked() ? EG->NumExperts : 0;
+      F.StackedExperts =
+          XN.Role == ExpertRole::Stacked ? XN.GroupExperts : 0;
     }
     // A product inside a fused kernel (detect-fused-kernels) is still one.
     bool Cube = F.C && (F.C->Cost.Unit == ComputeUnit::Cube ||
@@ -765,7 +767,7 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                                "expert branches)",
                                P.EP);
     for (const ExpertGroup &EG : Im.Experts)
-      if (EG.NumExperts % P.EP)
+      if (!isExpertSplitLegal(EG.NumExperts, P.EP))
         return createStringError(
             inconvertibleErrorCode(),
             "ep=%u does not divide the %u experts of layer %u", P.EP,

@@ -44,6 +44,7 @@
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Planner/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/Shard/ExpertRules.h"
 #include "loom/Shard/Rules.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
@@ -109,7 +110,14 @@ TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset) {
 
 ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
   ExpertInfo E;
+  std::vector<std::pair<std::string, unsigned>> Patterns;
   for (const ExpertGroup &EG : Groups) {
+    std::string P = getExpertPattern(EG);
+    auto It = find_if(Patterns, [&](const auto &KV) { return KV.first == P; });
+    if (It == Patterns.end())
+      Patterns.push_back({P, 1});
+    else
+      ++It->second;
     E.NumExperts = std::gcd(E.NumExperts, EG.NumExperts);
     ++E.NumGroups;
     E.NumStacked += EG.isStacked();
@@ -120,6 +128,10 @@ ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
         E.Parameter = EG.BranchParams[0].front()->getName().str();
     }
   }
+  for (const auto &KV : Patterns)
+    E.Patterns += (E.Patterns.empty() ? "" : ", ") + KV.first +
+                  (Patterns.size() > 1 ? " (" + std::to_string(KV.second) + ")"
+                                       : "");
   return E;
 }
 
@@ -648,8 +660,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
         continue;
       // ep: the inner part of dp, dividing every MoE layer's experts.
       for (uint64_t EP : getDivisors(DP)) {
-        if ((EP > 1 &&
-             (!Space.Experts.NumExperts || Space.Experts.NumExperts % EP)) ||
+        if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
             (F.EP && *F.EP != EP))
           continue;
         // The distinct meshes (a fixed order matches the one it is the
@@ -986,7 +997,8 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
                              "stacked [E, d, f] expert weights and no "
                              "unrolled expert branches); use ep=1",
                              *F.EP);
-  if (F.EP && S.Experts.NumExperts && S.Experts.NumExperts % *F.EP)
+  if (F.EP && S.Experts.NumExperts &&
+      !isExpertSplitLegal(S.Experts.NumExperts, *F.EP))
     return createStringError(inconvertibleErrorCode(),
                              "--plan ep=%u does not divide the %u experts "
                              "per MoE layer",

@@ -167,11 +167,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   OS << "\n";
   const ExpertInfo &X = R.Space.Experts;
   if (X.NumExperts)
-    OS << "experts: " << X.NumGroups << " MoE layer(s), "
-       << (X.NumStacked == X.NumGroups ? "stacked"
-           : X.NumStacked == 0         ? "unrolled"
-                                       : "stacked and unrolled")
-       << ", " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
+    OS << "experts: " << X.NumGroups << " MoE layer(s) (" << X.Patterns
+       << "), " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
        << "'); ep=" << PC.Plan.EP << ": " << X.NumExperts / PC.Plan.EP
        << " per device; load imbalance " << format("%.3g", PC.MoEImbalance)
        << (PC.Plan.EP > 1 && X.NumStacked
@@ -472,6 +469,7 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   const ExpertInfo &X = R.Space.Experts;
   Root["experts"] = json::Object{{"moe_layers", (int64_t)X.NumGroups},
                                  {"stacked_layers", (int64_t)X.NumStacked},
+                                 {"patterns", X.Patterns},
                                  {"experts_per_layer", (int64_t)X.NumExperts},
                                  {"example_parameter", X.Parameter},
                                  {"not_split_by_ep", X.NotSplit}};

@@ -15,6 +15,7 @@
 #include "ControlFlow.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
+#include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -932,24 +933,24 @@ Error RoleBuilder::buildNode(const Node &N) {
     Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
     if (!X)
       return X.takeError();
-    if (EP > 1 && *X && StackedRegion.count(V) && !NS.Stacked) {
-      // Leaving stacked expert work: the all-to-all combine returns every
-      // expert's output for this rank's tokens.
-      Expected<Value *> Y = allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0,
-                                     ".combine");
-      if (!Y)
-        return Y.takeError();
-      X = *Y;
-    } else if (EP > 1 && *X && NS.Stacked && DD.count(V) &&
-               !StackedRegion.count(V)) {
-      // Entering: tokens of the ep group for this rank's experts. A
-      // broadcast expert dim ([1, N, d]) is gathered; [E, N, d] dispatched.
-      const TensorType &T = (*X)->Type;
-      if (T.getRank() < 2)
-        return err("node '" + N.getName() + "': expert input '" +
-                   V->getName() + "' has rank < 2");
+    // Into or out of stacked expert work (the ep rules, Rules.h): the
+    // all-to-all dispatch brings this rank's experts the ep group's tokens
+    // (a broadcast expert dim [1, N, d] is gathered); the combine returns
+    // every expert's output for this rank's tokens.
+    ExpertTransition XT = ExpertTransition::None;
+    if (EP > 1 && *X && (StackedRegion.count(V) || (NS.Stacked && DD.count(V))))
+      XT = getStackedTransition(StackedRegion.count(V), NS.Stacked,
+                                (*X)->Type.getRank()
+                                    ? (*X)->Type.Dims[0].Size
+                                    : 0);
+    if (XT != ExpertTransition::None && (*X)->Type.getRank() < 2)
+      return err("node '" + N.getName() + "': expert input '" +
+                 V->getName() + "' has rank < 2");
+    if (XT != ExpertTransition::None) {
       Expected<Value *> Y =
-          T.Dims[0].Size == 1
+          XT == ExpertTransition::Combine
+              ? allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0, ".combine")
+          : XT == ExpertTransition::GatherTokens
               ? gatherTokens(V, *X)
               : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1,
                          ".dispatch");

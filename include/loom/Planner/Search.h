@@ -60,6 +60,10 @@ struct ExpertInfo {
   unsigned NumGroups = 0, NumStacked = 0;
   /// A parameter of the first group, for messages.
   std::string Parameter;
+  /// How the layers are written (getExpertPattern's names): "stacked,
+  /// Einsum dispatch", or "unrolled (1), unrolled, dense-gated (2)" when
+  /// they differ, each with its layer count, in layer order.
+  std::string Patterns;
   /// MoE routing Loom recognises but does not split by ep (planned at
   /// ep=1), described for the report; empty when there is none.
   std::string NotSplit;
