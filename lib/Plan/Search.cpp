@@ -478,6 +478,8 @@ private:
 
 public:
   uint64_t Partitions = 0;
+  /// Offload placements per plan in the last enumeration.
+  size_t NumPlacements = 1;
 };
 
 const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
@@ -700,6 +702,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   std::vector<OffloadTiers> Offs = Offloads;
   if (F.Offload)
     Offs.assign(1, *F.Offload);
+  NumPlacements = Offs.size();
   unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
@@ -906,6 +909,11 @@ Expected<SearchResult> Searcher::run() {
     Expected<PlanCost> B = Eval.evaluateStages(Q);
     if (!B)
       return B.takeError();
+    if (NumPlacements == 1) { // nothing to share: hold only this one
+      BaseStages.clear();
+      BaseFIFO.clear();
+      BaseStagesHeld = 0;
+    }
     while (!BaseFIFO.empty() &&
            BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
       auto Old = BaseStages.find(BaseFIFO.front());

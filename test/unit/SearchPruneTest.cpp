@@ -50,7 +50,7 @@ OffloadCase makeOffloadCase(unsigned Seed) {
   O.C.Inner = Pick({2, 4});
   O.C.Outer = Pick({1, 2});
   O.C.Batch = Pick({2, 4, 8});
-  O.C.HBMKiB = Pick({64, 128, 256});
+  O.C.HBMKiB = Pick({32, 48, 64, 96});
   O.HostKiB = Pick({64, 256, 4096});
   O.SSDKiB = Pick({256, 65536});
   O.HostMBps = Pick({100, 1000});
