@@ -588,8 +588,8 @@ double Searcher::tailBound(const ParallelPlan &P) const {
     return Dense * BytesPerParam / (Part ? P.DP : 1.0) +
            Experts * BytesPerParam / (Part ? DPE : 1.0);
   };
-  double Updated = Sum(1.0, 1), W = Sum(2.0, 3),
-         G = Sum(P.getGradBytes(), 2), O = Sum(12.0, 1);
+  double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
+         O = Sum(12.0, 1);
   auto Secs = [](double Bytes, double BW) {
     return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
   };
@@ -601,8 +601,7 @@ double Searcher::tailBound(const ParallelPlan &P) const {
   if (!T.any())
     return HBMUpdate;
   if (T.Opt == MemoryTier::HBM)
-    return (T.Grad != MemoryTier::HBM ? Secs(G, BW(T.Grad)) : 0.0) +
-           HBMUpdate +
+    return (T.Grad != MemoryTier::HBM ? Secs(G, BW(T.Grad)) : 0.0) + HBMUpdate +
            (T.Param != MemoryTier::HBM ? Secs(W, BW(T.Param)) : 0.0);
   double Pre = T.Grad == MemoryTier::HBM ? Secs(G, HostBandwidth) : 0.0;
   double Update = Secs(Updated * 28, HostUpdateBandwidth);

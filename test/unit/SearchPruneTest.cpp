@@ -67,9 +67,8 @@ std::string makeOffloadHardware(const OffloadCase &O) {
         "{fp32: 2GFLOPS}, launch_overhead: 50ns, ops: [\"*\"]}\n"
      << "  memory:\n    hbm: {capacity: " << O.C.HBMKiB
      << "KiB, bandwidth: 100GB/s}\n"
-     << "    host: {capacity: " << O.HostKiB << "KiB, bandwidth: "
-     << O.HostMBps << "MB/s, update_bandwidth: " << O.UpdateMBps
-     << "MB/s}\n"
+     << "    host: {capacity: " << O.HostKiB << "KiB, bandwidth: " << O.HostMBps
+     << "MB/s, update_bandwidth: " << O.UpdateMBps << "MB/s}\n"
      << "    ssd: {capacity: " << O.SSDKiB << "KiB, bandwidth: " << O.SSDMBps
      << "MB/s}\n"
      << "topology:\n"
