@@ -260,6 +260,7 @@ Error searchParallelism(CompilationUnit &CU) {
     SO.TopK = std::max(SO.TopK, 16u);
   }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
+  SO.Prune = !CU.Opts.NoPrune;
   if (CU.Serving)
     SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
   if (SO.Fixed.RestPlain) {

@@ -804,13 +804,6 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   double GradWidth = P.getGradBytes();
   double SeqDiv = P.SP ? TP : 1;
 
-  PipelineTimes PT;
-  PT.NumMicroBatches = P.NumMicroBatches;
-  PT.VirtualStages = P.VirtualStages;
-  PT.ForwardOnly = !Im.Opts.Train;
-  // Enough for the warm-up of any pipeline Loom plans (P * V well below
-  // this); a bigger global batch adds whole groups at the steady-state rate.
-  PT.MaxSimulatedMicroBatches = 1024;
   unsigned First = 0;
   for (unsigned S = 0; S < P.PP; ++S) {
     StageCost SC;
@@ -918,11 +911,10 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                                                      SendBytes, PPPair, Im.HW)
                                           .Seconds
                                     : 0;
-    if (S + 1 < P.PP)
-      PT.Transfer.push_back(SendTime);
+    SC.PipeSendS = SendTime;
     SC.P2PS = SendTime * (Im.Opts.Train ? 2 : 1);
-    PT.Forward.push_back(SC.ForwardS + TPFwd + EPFwd);
-    PT.Backward.push_back(SC.BackwardS + TPBwd + EPBwd);
+    SC.PipeForwardS = SC.ForwardS + TPFwd + EPFwd;
+    SC.PipeBackwardS = SC.BackwardS + TPBwd + EPBwd;
 
     // Memory.
     StageMemoryInputs MI;
@@ -1022,15 +1014,23 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       OI.NumLayers = SC.NumLayers;
       OI.NumMicroBatches = P.NumMicroBatches;
       OI.ComputePerMicroBatchS = SC.ForwardS + SC.BackwardS;
-      if (P.Offload.any()) {
+      if (P.Offload.any())
         applyOffload(SC, OI, P.Offload, Im.HW);
-        PT.Backward.back() += SC.Offload.ExposedPerMicroBatchS;
-      }
     }
     R.Stages.push_back(SC);
     First += SC.NumLayers;
   }
+  return finishPlan(std::move(R), Simulate);
+}
 
+Expected<PlanCost> PlanEvaluator::simulate(PlanCost Staged) const {
+  return finishPlan(std::move(Staged), /*Simulate=*/true);
+}
+
+Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
+  const Impl &Im = *I;
+  const ParallelPlan &P = R.Plan;
+  R.MaxMemoryBytes = R.MaxHostBytes = R.MaxSSDBytes = 0;
   for (const StageCost &SC : R.Stages) {
     R.MaxHostBytes = std::max(R.MaxHostBytes, SC.Offload.HostBytes);
     R.MaxSSDBytes = std::max(R.MaxSSDBytes, SC.Offload.SSDBytes);
@@ -1043,6 +1043,22 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes && FitsTiers;
     R.ModelFlops = Im.ModelFlops;
     return R;
+  }
+  PipelineTimes PT;
+  PT.NumMicroBatches = P.NumMicroBatches;
+  PT.VirtualStages = P.VirtualStages;
+  PT.ForwardOnly = !Im.Opts.Train;
+  // Enough for the warm-up of any pipeline Loom plans (P * V well below
+  // this); a bigger global batch adds whole groups at the steady-state rate.
+  PT.MaxSimulatedMicroBatches = 1024;
+  for (unsigned S = 0; S < R.Stages.size(); ++S) {
+    const StageCost &SC = R.Stages[S];
+    if (S + 1 < R.Stages.size())
+      PT.Transfer.push_back(SC.PipeSendS);
+    PT.Forward.push_back(SC.PipeForwardS);
+    PT.Backward.push_back(SC.PipeBackwardS);
+    if (P.Offload.any())
+      PT.Backward.back() += SC.Offload.ExposedPerMicroBatchS;
   }
   PipelineResult PR = simulatePipeline(PT);
   // Each stage's DP gradient sync and optimizer follow its own last

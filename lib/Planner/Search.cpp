@@ -27,13 +27,25 @@
 // with F, B the compute of one micro-batch (backward with recomputation):
 // a device cannot start before the first micro-batch has crossed the
 // stages before it, is busy M (F_s + B_s), and its last backward still has
-// to cross them back. Candidates are visited in increasing step bound;
+// to cross them back. To that the step bound adds the optimizer phase the
+// step ends with (tailBound): at least the average stage's AdamW over HBM,
+// or with offload its placement's transfers and host update (opt:ssd: the
+// states read and written over NVMe), so the placements of one plan are
+// visited cheapest first and the slow ones are cut before they are costed;
+// the memory bound likewise checks each placement's host and SSD tiers.
+// Candidates are visited in increasing step bound;
 // once the bound exceeds the K-th best step time found (and the second best
 // among distinct (tp, pp), kept for explanations) the rest cannot enter the
 // answer. A candidate that survives is evaluated without the pipeline
 // simulation (exact memory, per-micro-batch stage times with TP
 // communication, DP sync and optimizer), bounded again the same way with
-// those times and the exact tail, and only then simulated. The axis order
+// those times and the exact tail, and only then simulated, from the stage
+// costs just computed (PlanEvaluator::simulate). The offload placements of
+// a plan share its stage costs (costed once, re-placed by
+// applyOffloadToPlan, kept in a first-in first-out cache while the
+// placements come up). An act:host placement with one micro-batch in
+// flight per stage costs exactly what its act:hbm twin costs and loses the
+// tie to it: it is skipped when the twin ranks K-th or worse. The axis order
 // and the gradient precision change only communication (and the gradient
 // buffer), not compute: their candidates share the step bound and are told
 // apart by the exact evaluation.
@@ -59,6 +71,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <set>
@@ -412,10 +425,18 @@ public:
       HBMUsable = HBM->getUsableCapacity().value();
       Reserved = HBM->Reserved.value();
     }
-    if (const MemoryLevel *Host = HW.getMemory("host"))
+    if (const MemoryLevel *HBM = HW.getMemory("hbm"))
+      HBMBandwidth = HBM->Bandwidth.value();
+    if (const MemoryLevel *Host = HW.getMemory("host")) {
       HostCap = Host->getUsableCapacity().value();
-    if (const MemoryLevel *SSD = HW.getMemory("ssd"))
+      HostBandwidth = Host->Bandwidth.value();
+      if (Host->UpdateBandwidth)
+        HostUpdateBandwidth = Host->UpdateBandwidth->value();
+    }
+    if (const MemoryLevel *SSD = HW.getMemory("ssd")) {
       SSDCap = SSD->getUsableCapacity().value();
+      SSDBandwidth = SSD->Bandwidth.value();
+    }
     // Parameters as the evaluator counts them: distinct, read by a node;
     // expert parameters apart (divided by ep).
     DenseSet<const Value *> Seen, Expert;
@@ -442,6 +463,7 @@ private:
   const std::vector<unsigned> *getBalancedCounts(const LayerPrefix &LP,
                                                  unsigned PP, Recompute RC);
   double timeBound(const Candidate &C) const;
+  double tailBound(const ParallelPlan &P) const;
   double memoryBound(const ParallelPlan &P) const;
   double stageBound(const PlanCost &PC) const;
   std::string describeGroups(const ParallelPlan &P) const;
@@ -458,6 +480,10 @@ private:
   double HBMUsable = 0, Reserved = 0, TotalParams = 0, ExpertParams = 0;
   /// Usable host DRAM and SSD per device (offload).
   double HostCap = 0, SSDCap = 0;
+  /// Per device: HBM, PCIe to the host and NVMe bandwidth, and the host
+  /// CPU's optimizer throughput (0 where the YAML gives none).
+  double HBMBandwidth = 0, HostBandwidth = 0, SSDBandwidth = 0,
+         HostUpdateBandwidth = 0;
   std::map<std::tuple<unsigned, unsigned, bool, unsigned>, LayerPrefix>
       Prefixes;
   std::map<unsigned, std::vector<unsigned>> Even;
@@ -467,6 +493,8 @@ private:
 
 public:
   uint64_t Partitions = 0;
+  /// Offload placements per plan in the last enumeration.
+  size_t NumPlacements = 1;
 };
 
 const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
@@ -547,7 +575,57 @@ double Searcher::timeBound(const Candidate &C) const {
     PreB += B;
     First = End;
   }
-  return Bound * (1 - 1e-9);
+  return (Bound + tailBound(P)) * (1 - 1e-9);
+}
+
+double Searcher::tailBound(const ParallelPlan &P) const {
+  // The step ends with max over stages of (exposed DP sync + optimizer
+  // phase) after the pipeline; that is at least the optimizer phase of the
+  // average stage (every term below is linear in the stage's parameters
+  // with non-negative coefficients, so the busiest stage has at least the
+  // average; parameters as memoryBound counts them). Per stage the
+  // evaluator (PlanCost.cpp) and applyOffload (Offload.cpp) charge:
+  //  - everything in HBM: AdamW, 28 B per updated parameter over HBM;
+  //  - opt in HBM, the rest offloaded: the gradients back from their tier,
+  //    the HBM update, the weights out to theirs;
+  //  - opt off HBM: the gradients still in HBM down to the host, then the
+  //    longer of the host CPU's update (28 B per updated parameter) and,
+  //    for opt:ssd, the states read and written over NVMe (2 x 12 B per
+  //    parameter after ZeRO-1), then the weights back unless on the host.
+  if (!EO.Train)
+    return 0;
+  double TPPP = (double)P.TP * P.PP;
+  double Dense = TotalParams / TPPP, Experts = ExpertParams / (TPPP * P.EP);
+  double DPE = (double)P.DP / P.EP;
+  // Per-parameter bytes after ZeRO, summed over dense and expert parameters.
+  auto Sum = [&](double BytesPerParam, unsigned MinZero) {
+    bool Part = P.ZeroStage >= MinZero;
+    return Dense * BytesPerParam / (Part ? P.DP : 1.0) +
+           Experts * BytesPerParam / (Part ? DPE : 1.0);
+  };
+  double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
+         O = Sum(12.0, 1);
+  auto Secs = [](double Bytes, double BW) {
+    return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
+  };
+  auto BW = [&](MemoryTier T) {
+    return T == MemoryTier::SSD ? SSDBandwidth : HostBandwidth;
+  };
+  const OffloadTiers &T = P.Offload;
+  double HBMUpdate = Secs(Updated * 28, HBMBandwidth);
+  if (!T.any())
+    return HBMUpdate;
+  if (T.Opt == MemoryTier::HBM)
+    return (T.Grad != MemoryTier::HBM ? Secs(G, BW(T.Grad)) : 0.0) + HBMUpdate +
+           (T.Param != MemoryTier::HBM ? Secs(W, BW(T.Param)) : 0.0);
+  double Pre = T.Grad == MemoryTier::HBM ? Secs(G, HostBandwidth) : 0.0;
+  double Update = Secs(Updated * 28, HostUpdateBandwidth);
+  if (T.Opt == MemoryTier::SSD)
+    Update = std::max(Update, Secs(2 * O, SSDBandwidth));
+  double Post = T.Param == MemoryTier::HBM   ? Secs(W, HostBandwidth)
+                : T.Param == MemoryTier::SSD ? Secs(W, SSDBandwidth)
+                                             : 0.0;
+  return Pre + Update + Post;
 }
 
 double Searcher::memoryBound(const ParallelPlan &P) const {
@@ -644,6 +722,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   std::vector<OffloadTiers> Offs = Offloads;
   if (F.Offload)
     Offs.assign(1, *F.Offload);
+  NumPlacements = Offs.size();
   unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
@@ -831,8 +910,43 @@ Expected<SearchResult> Searcher::run() {
     return std::max(T, Second);
   };
   double Thr = INFINITY;
-  Optional<PlanCost> BaseStages;
-  unsigned BaseOf = 0;
+  // The offload placements of one plan share its stage costs: costed once
+  // without offload (evaluateStages), each placement re-placed from them
+  // (applyOffloadToPlan). The step bound sorts a plan's placements apart
+  // (their optimizer phases differ), so the costs are kept for a while:
+  // first in, first out, up to a number of stages in all.
+  std::map<unsigned, PlanCost> BaseStages;
+  std::deque<unsigned> BaseFIFO;
+  size_t BaseStagesHeld = 0;
+  const size_t MaxBaseStagesHeld = 1 << 15;
+  auto GetBaseStages = [&](const Candidate &C) -> Expected<const PlanCost *> {
+    auto It = BaseStages.find(C.Base);
+    if (It != BaseStages.end())
+      return &It->second;
+    ParallelPlan Q = C.Plan;
+    Q.Offload = OffloadTiers();
+    Expected<PlanCost> B = Eval.evaluateStages(Q);
+    if (!B)
+      return B.takeError();
+    if (NumPlacements == 1) { // nothing to share: hold only this one
+      BaseStages.clear();
+      BaseFIFO.clear();
+      BaseStagesHeld = 0;
+    }
+    while (!BaseFIFO.empty() &&
+           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
+      auto Old = BaseStages.find(BaseFIFO.front());
+      BaseStagesHeld -= Old->second.Stages.size();
+      BaseStages.erase(Old);
+      BaseFIFO.pop_front();
+    }
+    BaseStagesHeld += B->Stages.size();
+    BaseFIFO.push_back(C.Base);
+    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+  };
+  // The last candidate simulated, and where it entered Top (K: it did
+  // not).
+  unsigned LastSimulated = ~0u, LastRank = K;
   for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
     Candidate &C = Cands[Order[Idx]];
     if (Opts.Prune && C.TimeBound > Thr) {
@@ -843,21 +957,39 @@ Expected<SearchResult> Searcher::run() {
       ++R.Stats.MemoryBoundPruned;
       continue;
     }
+    if (Opts.Prune && C.Plan.Offload.Act == MemoryTier::Host && Idx > 0 &&
+        LastSimulated == Order[Idx - 1] && LastRank + 1 >= K) {
+      // act:host with at most one micro-batch in flight on every stage
+      // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
+      // costs exactly what its act:hbm twin costs and loses the tie to it
+      // (isBetterPlan: it offloads more). The twin is enumerated just
+      // before it with the same bounds, so it was the candidate just
+      // simulated; it ranks K-th or worse, so this one cannot rank.
+      const Candidate &Y = Cands[Order[Idx - 1]];
+      OffloadTiers Twin = C.Plan.Offload;
+      Twin.Act = MemoryTier::HBM;
+      if (Y.Base == C.Base && Y.Plan.Offload == Twin) {
+        Expected<const PlanCost *> B = GetBaseStages(C);
+        if (!B)
+          return B.takeError();
+        if (all_of((*B)->Stages, [](const StageCost &SC) {
+              return SC.OffloadIn.InFlightMicroBatches <= 1;
+            })) {
+          ++R.Stats.Dominated;
+          continue;
+        }
+      }
+    }
+    Optional<PlanCost> Staged;
     if (Opts.Prune) {
       // Offload variants of one plan: cost the plan once, re-place it.
       Expected<PlanCost> SC = [&]() -> Expected<PlanCost> {
         if (!C.Plan.Offload.any())
           return Eval.evaluateStages(C.Plan);
-        if (!BaseStages || BaseOf != C.Base) {
-          ParallelPlan Q = C.Plan;
-          Q.Offload = OffloadTiers();
-          Expected<PlanCost> B = Eval.evaluateStages(Q);
-          if (!B)
-            return B.takeError();
-          BaseStages = std::move(*B);
-          BaseOf = C.Base;
-        }
-        PlanCost PC = *BaseStages;
+        Expected<const PlanCost *> B = GetBaseStages(C);
+        if (!B)
+          return B.takeError();
+        PlanCost PC = **B;
         applyOffloadToPlan(PC, C.Plan.Offload, HW);
         return PC;
       }();
@@ -872,11 +1004,17 @@ Expected<SearchResult> Searcher::run() {
         ++R.Stats.TimeBoundPruned;
         continue;
       }
+      Staged = std::move(*SC);
     }
-    Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+    // Simulate what was costed (evaluate() would cost the stages again);
+    // without pruning, every candidate is evaluated from scratch.
+    Expected<PlanCost> PC =
+        Staged ? Eval.simulate(std::move(*Staged)) : Eval.evaluate(C.Plan);
     if (!PC)
       return PC.takeError();
     ++R.Stats.Simulated;
+    LastSimulated = Order[Idx];
+    LastRank = K;
     if (!PC->FitsMemory) {
       ++R.Stats.OverMemory;
       continue;
@@ -889,6 +1027,7 @@ Expected<SearchResult> Searcher::run() {
       It->second = *PC;
     auto Pos = std::upper_bound(Top.begin(), Top.end(), *PC, isBetterPlan);
     if (Pos - Top.begin() < (long)K) {
+      LastRank = Pos - Top.begin();
       Top.insert(Pos, std::move(*PC));
       if (Top.size() > K)
         Top.pop_back();

@@ -161,7 +161,12 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
      << " simulated, " << St.StagesEvaluated << " costed without simulation ("
      << St.OverMemory << " over HBM), " << St.MemoryBoundPruned
      << " cut by the memory bound, " << St.TimeBoundPruned
-     << " by the step-time bound\n";
+     << " by the step-time bound";
+  if (St.Dominated)
+    OS << ", " << St.Dominated
+       << " act:host placements skipped (no swap with one micro-batch in "
+          "flight: they cost what act:hbm costs)";
+  OS << "\n";
   OS << "space: ";
   printSpaceLine(R.Space, OS);
   OS << "\n";

@@ -203,6 +203,11 @@ static cl::opt<bool> AllowUncosted(
     cl::desc("Plan even when more than 1% of the forward FLOPs or "
              "parameters have no cost rule (the plan leaves them out)"),
     cl::cat(LoomCategory));
+static cl::opt<bool> NoPrune(
+    LOOM_OPT("no-prune"), cl::Hidden,
+    cl::desc("Search without bounds: every candidate evaluated in full (for "
+             "tests comparing the pruned search with the exhaustive one)"),
+    cl::cat(LoomCategory));
 static cl::opt<std::string> FusedKernelsOpt(
     LOOM_OPT("fused-kernels"), cl::value_desc("none|attention,..."),
     cl::desc("Fused kernels to cost regions as (default: those the "
@@ -784,6 +789,7 @@ int main(int argc, char **argv) {
       (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.AllowUncosted = AllowUncosted;
+  CU.Opts.NoPrune = NoPrune;
   if (FusedKernelsOpt.getNumOccurrences()) {
     SmallVector<StringRef, 4> Names;
     StringRef(FusedKernelsOpt).split(Names, ',', -1, /*KeepEmpty=*/false);

@@ -96,6 +96,9 @@ struct CompileOptions {
   /// Plan even when more than 1% of the FLOPs or parameters have no cost
   /// rule (--allow-uncosted).
   bool AllowUncosted = false;
+  /// --no-prune (hidden, for tests): the search evaluates every candidate
+  /// in full, no bound cuts anything (SearchOptions::Prune).
+  bool NoPrune = false;
   /// --fused-kernels: the fused kernels detect-fused-kernels may use (empty:
   /// none); None: every kernel the hardware offers.
   llvm::Optional<std::vector<std::string>> FusedKernels;

@@ -77,6 +77,10 @@ struct StageCost {
   double ForwardCommS = 0, BackwardCommS = 0;
   /// Per micro-batch: receive from the previous stage and send to the next.
   double P2PS = 0;
+  /// What the pipeline simulation takes of this stage, per micro-batch:
+  /// forward and backward with their TP/EP communication (backward before
+  /// any exposed offload transfer), and the send to the next stage.
+  double PipeForwardS = 0, PipeBackwardS = 0, PipeSendS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
   double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
   /// When the stage's last forward or backward ends in the pipeline
@@ -175,6 +179,11 @@ public:
   /// time, bubble, tokens/s and MFU are 0. The search checks memory and
   /// bounds the step time with it before paying for the simulation.
   llvm::Expected<PlanCost> evaluateStages(const ParallelPlan &P) const;
+  /// Completes \p Staged, a result of evaluateStages (possibly re-placed by
+  /// applyOffloadToPlan): simulates the pipeline and fills the step time,
+  /// bubble, throughput and MFU. Equal to evaluate(Staged.Plan), without
+  /// costing the stages again (the search simulates what it has costed).
+  llvm::Expected<PlanCost> simulate(PlanCost Staged) const;
 
   /// Compute time of layer \p Layer for one micro-batch of \p MB samples
   /// on one device at \p TP (and SP): forward, backward without
@@ -227,6 +236,9 @@ public:
 private:
   llvm::Expected<PlanCost> evaluatePlan(const ParallelPlan &P,
                                         bool Simulate) const;
+  /// The part of evaluatePlan after the stages: maxima, fit, and with
+  /// \p Simulate the pipeline and what follows from it.
+  llvm::Expected<PlanCost> finishPlan(PlanCost R, bool Simulate) const;
   struct Impl;
   std::unique_ptr<Impl> I;
 };

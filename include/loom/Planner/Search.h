@@ -176,6 +176,10 @@ struct SearchStats {
   uint64_t StagesEvaluated = 0, OverMemory = 0, Simulated = 0;
   /// Distinct stage partitions computed by the dynamic program.
   uint64_t Partitions = 0;
+  /// Skipped: offload placements that cost exactly what a placement
+  /// offloading less costs (act:host with one micro-batch in flight), when
+  /// that one ranks too low for them to rank.
+  uint64_t Dominated = 0;
   double Seconds = 0;
 };
 
