@@ -1,5 +1,6 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Plan/CostReport.h"
+#include "loom/IR/NodeLabel.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
@@ -144,10 +145,7 @@ std::error_code UncostedWorkError::convertToErrorCode() const {
   return inconvertibleErrorCode();
 }
 
-static std::string nodeLabel(const Node &N) {
-  return N.getName().empty() ? "<unnamed " + N.getQualifiedOpType() + ">"
-                             : N.getName().str();
-}
+static std::string nodeLabel(const Node &N) { return getNodeLabel(N); }
 
 static std::string fmtCount(double V) {
   std::string S;
