@@ -13,6 +13,7 @@
 // are read per the model's default-domain opset.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/IR/NodeLabel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/Experts.h"
@@ -1381,8 +1382,7 @@ public:
       const Node *D = First->getDefiningNode();
       CU.warn("fold-shape-arith: " + Twine(Dynamic) +
               " value(s) keep a non-static shape, first '" +
-              First->getName() + "' of node '" + D->getName() + "' (" +
-              D->getQualifiedOpType() + ")");
+              First->getName() + "' of " + describeNode(*D));
     }
     return Error::success();
   }
