@@ -1381,8 +1381,8 @@ public:
     if (Dynamic) {
       const Node *D = First->getDefiningNode();
       CU.warn("fold-shape-arith: " + Twine(Dynamic) +
-              " value(s) keep a non-static shape, first '" +
-              First->getName() + "' of " + describeNode(*D));
+              " value(s) keep a non-static shape, first '" + First->getName() +
+              "' of " + describeNode(*D));
     }
     return Error::success();
   }

@@ -26,8 +26,7 @@ Error checkStaticShapes(const Graph &G) {
           "%s (%lld elements): its target shape does not fit its input "
           "(written for another --batch or --seq?)",
           describeNode(N).c_str(), N.getInput(0)->getName().str().c_str(),
-          In.str().c_str(), (long long)*NI, Out.str().c_str(),
-          (long long)*NO);
+          In.str().c_str(), (long long)*NI, Out.str().c_str(), (long long)*NO);
   }
   return Error::success();
 }

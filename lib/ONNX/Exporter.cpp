@@ -1,7 +1,7 @@
 //===- Exporter.cpp - loom::Model to ONNX, checker, shape inference -------===//
 #include "ProtoTensorData.h"
-#include "loom/ONNX/ONNX.h"
 #include "loom/IR/ShapeChecks.h"
+#include "loom/ONNX/ONNX.h"
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 #include "llvm/ADT/DenseSet.h"

@@ -964,8 +964,8 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
       // broadcast expert dim ([1, N, d]) is gathered; [E, N, d] dispatched.
       const TensorType &T = (*X)->Type;
       if (T.getRank() < 2)
-        return err(describeNode(N) + ": expert input '" +
-                   V->getName() + "' has rank < 2");
+        return err(describeNode(N) + ": expert input '" + V->getName() +
+                   "' has rank < 2");
       Expected<Value *> Y =
           T.Dims[0].Size == 1
               ? gatherTokens(V, *X)
