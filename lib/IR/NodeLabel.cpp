@@ -19,8 +19,7 @@ std::string describeNode(const Node &N) {
 }
 
 bool namesNode(StringRef Message) {
-  return Message.startswith("node '") || Message.contains(": node '") ||
-         Message.startswith("model output '");
+  return Message.startswith("node '") || Message.contains(": node '");
 }
 
 } // namespace loom

@@ -20,9 +20,9 @@ std::string getNodeLabel(const Node &N);
 /// "node 'LABEL' (Op)", the prefix of an error about \p N.
 std::string describeNode(const Node &N);
 
-/// Whether \p Message already names a node (starts with "node '" or names
-/// one after a "role ...: " or "at ...: " context), so that a caller adding
-/// its own node does not name two.
+/// Whether \p Message already names a node ("node '...", possibly after a
+/// context such as "at micro-batch size 2: "), so that a caller adding its
+/// own node does not name two.
 bool namesNode(llvm::StringRef Message);
 
 } // namespace loom
