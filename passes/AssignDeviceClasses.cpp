@@ -59,6 +59,7 @@
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/NodeLabel.h"
 #include "loom/Solver/Placement.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
@@ -85,14 +86,7 @@ Error makeError(const Twine &Msg) {
   return createStringError(inconvertibleErrorCode(), Msg);
 }
 
-std::string nodeLabel(const Node &N) {
-  if (!N.getName().empty())
-    return N.getName().str();
-  for (const Value *V : N.getOutputs())
-    if (V)
-      return "%" + V->getName().str();
-  return "<unnamed " + N.getQualifiedOpType() + ">";
-}
+std::string nodeLabel(const Node &N) { return getNodeLabel(N); }
 
 bool isConstantNode(const Node &N) {
   return N.getOpType() == "Constant" && N.getDomain().empty();

@@ -37,6 +37,7 @@
 #include "loom/Cost/DeviceTime.h"
 #include "loom/Cost/FusedKernels.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/NodeLabel.h"
 #include "loom/Pass/Pass.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -326,10 +327,7 @@ private:
   }
 };
 
-std::string label(const Node &N) {
-  return N.getName().empty() ? "<unnamed " + N.getOpType().str() + ">"
-                             : N.getName().str();
-}
+std::string label(const Node &N) { return getNodeLabel(N); }
 
 class DetectFusedKernelsPass : public Pass {
 public:

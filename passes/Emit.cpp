@@ -162,7 +162,10 @@ public:
       std::vector<std::string> Problems = verifyShardedProgram(
           *CU.Sharded, Best, HBM ? HBM->getUsableCapacity().value() : 0);
       if (!Problems.empty()) {
+        // About the model's program: named by the model file, as pass
+        // errors are (the other errors of emit name the output directory).
         std::string Msg =
+            (CU.M->SourcePath.empty() ? "" : CU.M->SourcePath + ": error: ") +
             "the emitted program fails verification (" +
             std::to_string(Problems.size()) +
             " problem(s); nothing was written; --no-verify-output skips "

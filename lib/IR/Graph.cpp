@@ -405,10 +405,6 @@ Optional<std::vector<int64_t>> Node::getAttrInts(StringRef N) const {
   return A->Is;
 }
 
-std::string Node::getLabel() const {
-  return Name.empty() ? "<unnamed " + getQualifiedOpType() + ">" : Name;
-}
-
 std::string Node::getQualifiedOpType() const {
   if (Domain.empty() || Domain == "ai.onnx")
     return OpType;

@@ -1,5 +1,6 @@
 //===- Uncosted.cpp - The work the cost model cannot see ------------------===//
 #include "loom/Planner/Uncosted.h"
+#include "loom/IR/NodeLabel.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
@@ -128,12 +129,12 @@ Error checkUncosted(const UncostedWork &U, double Threshold) {
      << " have no cost rule (more than " << fmtShare(Threshold)
      << "), so a predicted step time would leave them out; first:";
   for (unsigned I = 0; I < std::min<size_t>(3, U.NoRule.size()); ++I)
-    OS << (I ? "," : "") << " '" << U.NoRule[I]->getLabel() << "' ("
+    OS << (I ? "," : "") << " '" << getNodeLabel(*U.NoRule[I]) << "' ("
        << U.NoRule[I]->getQualifiedOpType() << ")";
   if (U.SymbolicValue) {
     OS << "; dim " << U.SymbolicDim << " of '" << U.SymbolicValue->getName()
        << "' (" << U.SymbolicValue->Type.str() << ", at '"
-       << U.SymbolicNode->getLabel() << "') ";
+       << getNodeLabel(*U.SymbolicNode) << "') ";
     // Where the shapes stop being static: the first value on the way back
     // whose producer had static inputs.
     const Value *Origin = U.SymbolicValue;
@@ -164,7 +165,7 @@ Error checkUncosted(const UncostedWork &U, double Threshold) {
          << Origin->Type.str();
       if (OD)
         OS << ", the output of " << OD->getQualifiedOpType() << " '"
-           << OD->getLabel() << "'";
+           << getNodeLabel(*OD) << "'";
       OS << ")";
     }
     if (!Bindable)

@@ -1,5 +1,6 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Report/CostReport.h"
+#include "loom/IR/NodeLabel.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
@@ -61,7 +62,7 @@ static void printSummaryLine(raw_ostream &OS, const Graph &G,
     OS << " (" << describeUncosted(T.U) << ")";
     OS << ":";
     for (const Node *N : T.NoRule)
-      OS << " '" << N->getLabel() << "'";
+      OS << " '" << getNodeLabel(*N) << "'";
   }
   OS << "\n";
 }
@@ -69,7 +70,7 @@ static void printSummaryLine(raw_ostream &OS, const Graph &G,
 static json::Array noRuleJSON(const Totals &T, const NodeCostMap &Costs) {
   json::Array A;
   for (const Node *N : T.NoRule)
-    A.push_back(json::Object{{"node", N->getLabel()},
+    A.push_back(json::Object{{"node", getNodeLabel(*N)},
                              {"op", N->getQualifiedOpType()},
                              {"reason", Costs.find(N)->second.Cost.NoRuleReason}});
   return A;
@@ -109,14 +110,14 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       const OpCost &C = Info.Cost;
       if (C.FusedInto)
         continue; // in its region's entry
-      json::Object O{{"node", N.getLabel()},
+      json::Object O{{"node", getNodeLabel(N)},
                      {"op", N.getQualifiedOpType()},
                      {"layer", N.Layer}};
       if (!C.FusedKernel.empty()) {
         O["fused_kernel"] = C.FusedKernel;
         json::Array Members;
         for (const Node *M : C.FusedMembers)
-          Members.push_back(M->getLabel());
+          Members.push_back(getNodeLabel(*M));
         O["members"] = std::move(Members);
       }
       if (N.getNumOutputs() && N.getOutput(0))
@@ -153,12 +154,12 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
     const OpCost &C = Info.Cost;
     if (C.FusedInto)
       continue; // on its region's line
-    OS << "node '" << N.getLabel() << "' " << N.getQualifiedOpType();
+    OS << "node '" << getNodeLabel(N) << "' " << N.getQualifiedOpType();
     if (!C.FusedKernel.empty()) {
       OS << " fused=" << C.FusedKernel << " members=";
       ListSeparator LS(",");
       for (const Node *M : C.FusedMembers)
-        OS << LS << M->getLabel();
+        OS << LS << getNodeLabel(*M);
     }
     if (N.Layer >= 0)
       OS << " layer=" << N.Layer;

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
+#include "loom/IR/NodeLabel.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
 #include "loom/Shard/ExpertRules.h"
@@ -129,7 +130,9 @@ private:
     UsedNames.insert(N);
     return N;
   }
+  /// Builds \p N; its errors name it (buildNodeUnnamed's do not).
   Error buildNode(const Node &N);
+  Error buildNodeUnnamed(const Node &N);
   Error buildControlFlow(const Node &N, const NodeSharding &NS);
   Expected<Value *> widenFill(const Value *V, Value *X);
   Expected<Value *> allToAll(const Value *V, Value *X, int SplitAxis,
@@ -831,11 +834,19 @@ static bool isWeightOperand(const Node &N, unsigned I) {
 }
 
 Error RoleBuilder::buildNode(const Node &N) {
+  Error E = buildNodeUnnamed(N);
+  if (!E)
+    return E;
+  std::string Msg = toString(std::move(E));
+  return err(namesNode(Msg) ? Msg : describeNode(N) + ": " + Msg);
+}
+
+Error RoleBuilder::buildNodeUnnamed(const Node &N) {
   // Built already (a producer recomputed for an earlier consumer).
   if (N.getNumOutputs() && Produced.count(N.getOutput(0)))
     return Error::success();
   if (!Building.insert(&N).second)
-    return err("node '" + N.getName() + "' depends on itself across devices");
+    return err(describeNode(N) + ": depends on itself across devices");
   // Every node made for N (its reshards, receives and sends included) runs
   // in N's pipeline chunk; nodes of recursively built producers keep their
   // own.
@@ -848,7 +859,7 @@ Error RoleBuilder::buildNode(const Node &N) {
   });
   auto NI = R.Nodes.find(&N);
   if (NI == R.Nodes.end())
-    return err("node '" + N.getName() + "' has no sharding");
+    return err(describeNode(N) + ": has no sharding");
   const NodeSharding &NS = NI->second;
   if (hasSubgraphs(N))
     return buildControlFlow(N, NS);
@@ -944,7 +955,7 @@ Error RoleBuilder::buildNode(const Node &N) {
                                     ? (*X)->Type.Dims[0].Size
                                     : 0);
     if (XT != ExpertTransition::None && (*X)->Type.getRank() < 2)
-      return err("node '" + N.getName() + "': expert input '" +
+      return err(describeNode(N) + ": expert input '" +
                  V->getName() + "' has rank < 2");
     if (XT != ExpertTransition::None) {
       Expected<Value *> Y =
@@ -976,7 +987,7 @@ Error RoleBuilder::buildNode(const Node &N) {
       if (!W)
         return W.takeError();
       if (!*W)
-        return err("node '" + N.getName() + "': constant '" + V->getName() +
+        return err(describeNode(N) + ": constant '" + V->getName() +
                    "' has one row per token and is not a fill; ep>1 cannot "
                    "emit it");
       X = *W;
@@ -1074,7 +1085,7 @@ Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {
   // first (materialize inserts the Hcom op); expert-parallel values, which
   // no rank holds whole, are refused.
   auto Refuse = [&](const Twine &Why) {
-    return err("node '" + N.getName() + "' (" + N.getOpType() + "): " + Why);
+    return err(describeNode(N) + ": " + Why);
   };
   if (NS.Expert >= 0 || NS.Stacked || NS.ExpertCombine)
     return Refuse("control flow inside an expert region cannot be emitted");
@@ -1167,10 +1178,12 @@ Expected<RoleGraph> RoleBuilder::build() {
     const KVCacheShard *KV = R.findKVCache(V);
     Expected<Value *> X = materialize(V, KV ? KV->Spec : AxisSpec());
     if (!X)
-      return X.takeError();
+      return err(describeNode(*D) + ": model output '" + V->getName() +
+                 "': " + toString(X.takeError()));
     Value *Y = *X;
     if (EPPartial.count(V))
-      return err("model output '" + V->getName() + "' is an expert sum");
+      return err(describeNode(*D) + ": model output '" + V->getName() +
+                 "' is an expert sum");
     if (Y->getName() != V->getName()) {
       Expected<Node *> Id = G->addNode("Identity", "", fresh(("output." + V->getName()).str()), {Y},
                                        {V->getName().str()});

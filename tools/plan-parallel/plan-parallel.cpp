@@ -910,10 +910,13 @@ int main(int argc, char **argv) {
     if (!NoPlan && !Uncosted)
       return reportError(std::move(E), 1);
     const SearchResult *S = CU.Search.get();
+    std::string Msg = toString(std::move(E));
+    // Named by the model file, as every pass error (issue 15 item 7).
     if (PlanIsTheProduct &&
         !(NoPlan && PrintCosts == CostLevel::Stage && S && S->Closest))
-      return reportError(std::move(E), NoPlan ? 2 : 1);
-    std::string Msg = toString(std::move(E));
+      return reportError(createStringError(inconvertibleErrorCode(),
+                                           ModelPath + ": error: " + Msg),
+                         NoPlan ? 2 : 1);
     if (PlanIsTheProduct) {
       NoPlanMsg = Msg;
       NoPlanCode = 2;
@@ -980,7 +983,8 @@ int main(int argc, char **argv) {
     break;
   }
   if (NoPlanMsg) {
-    WithColor::error(errs(), ToolName) << *NoPlanMsg << '\n';
+    stopProgress();
+    errs() << ModelPath << ": error: " << *NoPlanMsg << '\n';
     return NoPlanCode;
   }
   // --export without -o: the launch arguments replace the summary (with

@@ -229,9 +229,6 @@ public:
   llvm::StringRef getDomain() const { return Domain; }
   llvm::StringRef getName() const { return Name; }
   void setName(llvm::StringRef N) { Name = N.str(); }
-  /// The name, or "<unnamed OpType>" for a node without one: how reports
-  /// and errors name a node.
-  std::string getLabel() const;
   Graph *getGraph() const { return Owner; }
 
   /// Inputs; a null entry is an omitted optional input ("" in ONNX).
