@@ -2,8 +2,8 @@
 # detect-fused-kernels' share of the pipeline on the zoo's full LLaMA-2-70B
 # (14,914 nodes, shape-only, float16) on atlas900: the issue-22 target is
 # < 10 %. Prints the pass's --time-passes line and the total, for every
-# kernel (examples/hw/fused-elementwise.yaml layered: attention, RMSNorm,
-# SwiGLU, rotary), attention only, and --fused-kernels=none.
+# kernel (examples/hw/overlays/fused-elementwise.yaml layered: attention,
+# RMSNorm, SwiGLU, rotary), attention only, and --fused-kernels=none.
 #   test/bench/fused-kernels-bench.sh BUILD_DIR [ROUNDS]
 set -eu
 BUILD=${1:?usage: fused-kernels-bench.sh BUILD_DIR [ROUNDS]}
@@ -16,7 +16,7 @@ trap 'rm -rf "$DIR"' EXIT
 for FK in all attention none; do
   OVERLAY=
   if [ "$FK" = all ]; then
-    OVERLAY="--hw $SRC/examples/hw/fused-elementwise.yaml"
+    OVERLAY="--hw $SRC/examples/hw/overlays/fused-elementwise.yaml"
   fi
   i=0
   while [ "$i" -lt "$ROUNDS" ]; do

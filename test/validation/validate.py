@@ -23,8 +23,8 @@ model is wrong there) is marked "no fit" and costed again with the HBM
 capacity raised out of the way, so its time is still compared.
 Fused kernels: rows whose `fused` column is 1 (the run used fused / flash
 attention and the framework's fused norm, SwiGLU and rotary kernels) are
-planned with examples/hw/fused-elementwise.yaml layered over their hardware
-and --fused-kernels=all, the others with --fused-kernels=none; --fused
+planned with examples/hw/overlays/fused-elementwise.yaml layered over their
+hardware and --fused-kernels=all, the others with --fused-kernels=none; --fused
 attention fuses only attention in those rows (the table before the
 element-wise kernels), --fused none no row (the table before fused
 attention). A plan-parallel without --fused-kernels costs every
@@ -55,7 +55,8 @@ MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
 # A100 312 TFLOP/s (Korthikanti et al. 2022 use it; examples/hw/dgx-a100.yaml).
 A100_PEAK = 312e12
 NO_MEMORY_LIMIT = "device.memory.hbm.capacity=1024GiB"
-FUSED_OVERLAY = os.path.join(SRC, "examples", "hw", "fused-elementwise.yaml")
+FUSED_OVERLAY = os.path.join(SRC, "examples", "hw", "overlays",
+                             "fused-elementwise.yaml")
 
 
 def read_table(path):
