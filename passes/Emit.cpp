@@ -286,6 +286,10 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   for (const auto &KV : CU.NodeCosts)
     if (KV.second.Cost.FusedKernel == "attention")
       In.FusedAttention = true;
+    else if (!KV.second.Cost.FusedKernel.empty() &&
+             !is_contained(In.FusedElementwise, KV.second.Cost.FusedKernel))
+      In.FusedElementwise.push_back(KV.second.Cost.FusedKernel);
+  llvm::sort(In.FusedElementwise);
   // The plan's batch by construction (dp x mb x nmb = --batch).
   const ParallelPlan &P = Chosen.Plan;
   In.GlobalBatch = (int64_t)P.DP * P.MicroBatchSize * P.NumMicroBatches;

@@ -132,7 +132,8 @@ constexpr uint64_t MaxDevices = 262144;
 
 const char *const KnownClasses[] = {"aicore", "aicpu", "hbm_pim", "ssd"};
 const char *const KnownMemories[] = {"hbm", "host", "ssd"};
-const char *const KnownFusedKernels[] = {"attention"};
+const char *const KnownFusedKernels[] = {"attention", "layernorm", "rmsnorm",
+                                          "rotary", "swiglu"};
 
 std::string formatNumber(double V) {
   std::string S;
@@ -271,7 +272,7 @@ public:
       }
       if (Name != "aicore") {
         fail(KPath,
-             "fused kernels run on the matrix unit: only class 'aicore' "
+             "fused kernels run on the AI core: only class 'aicore' "
              "may list them, not '" + Name + "'",
              /*AtKey=*/true);
         return;

@@ -387,6 +387,19 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   // MindSpeed-LLM's flag (FlashAttention; torch_npu's npu_fusion_attention).
   if (In.FusedAttention)
     Add("--use-flash-attn");
+  // Fused norm, SwiGLU and rotary kernels: MindSpeed-LLM's own flags (its
+  // example scripts, e.g. examples/mcore/llama2/pretrain_llama2_7b_ptd.sh);
+  // Megatron-LM fuses them by default (Transformer Engine's norms,
+  // bias-swiglu and rope fusion on unless --no-... is given).
+  if (Mind)
+    for (const std::string &K : In.FusedElementwise) {
+      if (K == "rmsnorm")
+        Add("--use-fused-rmsnorm");
+      else if (K == "swiglu")
+        Add("--use-fused-swiglu");
+      else if (K == "rotary")
+        Add("--use-fused-rotary-pos-emb");
+    }
   switch (P.RC) {
   case Recompute::None:
     break;

@@ -209,8 +209,9 @@ static cl::opt<bool> NoPrune(
              "tests comparing the pruned search with the exhaustive one)"),
     cl::cat(LoomCategory));
 static cl::opt<std::string> FusedKernelsOpt(
-    LOOM_OPT("fused-kernels"), cl::value_desc("none|attention,..."),
-    cl::desc("Fused kernels to cost regions as (default: those the "
+    LOOM_OPT("fused-kernels"),
+    cl::value_desc("none|all|attention,rmsnorm,layernorm,swiglu,rotary"),
+    cl::desc("Fused kernels to cost regions as (default: all those the "
              "hardware's fused_kernels lists)"),
     cl::cat(LoomCategory));
 static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
@@ -801,6 +802,11 @@ int main(int argc, char **argv) {
         return reportError(createStringError(
             inconvertibleErrorCode(),
             "--fused-kernels: 'none' cannot be combined with kernel names"));
+    if (is_contained(*CU.Opts.FusedKernels, "all") &&
+        CU.Opts.FusedKernels->size() > 1)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fused-kernels: 'all' cannot be combined with kernel names"));
   }
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;

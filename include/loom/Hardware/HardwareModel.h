@@ -38,6 +38,9 @@
 //             gqa: true               # optional, default true: K/V with
 //                                     #   fewer heads than Q
 //             dtypes: [fp16, bf16]    # optional; absent = any
+//           rmsnorm: {efficiency: 1.0}  # also layernorm, swiglu, rotary:
+//                                     #   vector kernels, efficiency of
+//                                     #   the vector peak and HBM bandwidth
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -134,9 +137,14 @@ struct EfficiencyCurve {
 llvm::ArrayRef<llvm::StringRef> getOpFamilyNames();
 
 /// A fused kernel a device class offers: a region of exported ops
-/// (detect-fused-kernels recognises it) that runs as one kernel. Only
-/// "attention" is known: fused scaled-dot-product attention (FlashAttention,
-/// Ascend's FlashAttentionScore), costed in loom/Cost/FusedKernels.h.
+/// (detect-fused-kernels recognises it) that runs as one kernel, costed in
+/// loom/Cost/FusedKernels.h. Known: "attention" (fused scaled-dot-product
+/// attention: FlashAttention, Ascend's FlashAttentionScore; efficiency of
+/// the cube peak), and the vector kernels "rmsnorm", "layernorm", "swiglu"
+/// and "rotary" (MindSpeed's --use-fused-rmsnorm, --use-fused-swiglu,
+/// --use-fused-rotary-pos-emb; Apex/TE fused norms; efficiency of the
+/// vector peak and of the HBM bandwidth). Masked and GQA concern attention
+/// only.
 struct FusedKernel {
   std::string Name;
   /// Fraction of the class's cube peak the forward kernel reaches.

@@ -50,6 +50,9 @@ struct ExportInput {
   /// Attention was costed as a fused kernel (detect-fused-kernels), so the
   /// run must use one.
   bool FusedAttention = false;
+  /// The fused element-wise kernels costed (rmsnorm, layernorm, swiglu,
+  /// rotary), sorted.
+  std::vector<std::string> FusedElementwise;
 };
 
 /// Fills ExportInput from the planning graph and the chosen plan.
