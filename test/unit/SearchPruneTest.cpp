@@ -14,7 +14,7 @@
 
 #include "SearchTestCases.h"
 #include "loom/ONNX/ONNX.h"
-#include "loom/Plan/Offload.h"
+#include "loom/Planner/OffloadCost.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "gtest/gtest.h"
