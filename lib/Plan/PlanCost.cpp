@@ -159,6 +159,16 @@ struct PlanEvaluator::Impl {
   double ModelFlops = 0;
   double Peak = 0;
   std::vector<ExpertGroup> Experts;
+  /// Embedding tables (Embedding.h): where analyze() counted each (layer,
+  /// and whether tp divides it as a vocab-parallel table), and whether
+  /// emb=auto shards it.
+  std::vector<EmbeddingTable> Tables;
+  DenseMap<const Value *, unsigned> TableIndex;
+  std::vector<unsigned> TableLayer;
+  std::vector<bool> TableTPSharded, TableMustShard;
+  /// Lookups of the tables emb=auto shards: they read the rows of their
+  /// ids, not the (huge) table their ParamBytes count.
+  DenseSet<const Node *> ShardedLookups;
   mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool, unsigned>,
                    LayerTimes>
       Cache;
@@ -187,6 +197,15 @@ struct PlanEvaluator::Impl {
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());
   Experts = findExperts(G, Layers);
+  Tables = findEmbeddingTables(G, Opts.Batch);
+  TableLayer.assign(Tables.size(), 0);
+  TableTPSharded.assign(Tables.size(), false);
+  for (unsigned T = 0; T < Tables.size(); ++T) {
+    TableIndex[Tables[T].Weight] = T;
+    TableMustShard.push_back(mustShardTable(Tables[T], HW, Opts.Train));
+    if (TableMustShard.back())
+      ShardedLookups.insert(Tables[T].Lookups.begin(), Tables[T].Lookups.end());
+  }
   DenseMap<const Node *, const ExpertGroup *> ExpertOf;
   DenseSet<const Value *> ExpertParams;
   for (const ExpertGroup &EG : Experts) {
@@ -362,6 +381,11 @@ void PlanEvaluator::Impl::analyze() {
         if (V->isParameter()) {
           if (CountedParams.insert(V).second) {
             double Count = V->Type.getNumElements().getValueOr(0);
+            auto TI = TableIndex.find(V);
+            if (TI != TableIndex.end()) {
+              TableLayer[TI->second] = LI;
+              TableTPSharded[TI->second] = ShardedParams.count(V);
+            }
             if (ExpertParams.count(V))
               (ShardedParams.count(V) ? L.ExpertSharded : L.ExpertReplicated) +=
                   Count;
@@ -531,7 +555,10 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
   C.Flops *= ActF;
   C.BackwardFlops *= ActF;
   C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
-  C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
+  if (ShardedLookups.count(F.N))
+    C.BytesRead *= ActF; // the rows of this micro-batch's ids
+  else
+    C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
   C.ParamBytes *= ParamF;
   if (F.StackedExperts) {
@@ -743,6 +770,14 @@ ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {
 
 unsigned PlanEvaluator::getNumLayers() const { return I->LF.size(); }
 
+ArrayRef<EmbeddingTable> PlanEvaluator::getEmbeddingTables() const {
+  return I->Tables;
+}
+
+bool PlanEvaluator::isEmbeddingTable(const Value *V) const {
+  return I->TableIndex.count(V);
+}
+
 Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
   return evaluatePlan(P, /*Simulate=*/true);
 }
@@ -885,6 +920,17 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
         for (double B : F.BwdAllReduce)
           TPBwd += AllReduceTime(B * ActScale);
     }
+    // Tables the plan shards (Embedding.h) leave the replicated parameters:
+    // their shards are placed below, over the dp group.
+    std::vector<EmbeddingTable> StageTables;
+    for (unsigned T = 0; T < Im.Tables.size(); ++T) {
+      unsigned L = Im.TableLayer[T];
+      if (L < First || L >= First + SC.NumLayers ||
+          (P.Emb == EmbeddingMode::Auto && !Im.TableMustShard[T]))
+        continue;
+      Params -= Im.Tables[T].getParams() / (Im.TableTPSharded[T] ? TP : 1);
+      StageTables.push_back(Im.Tables[T]);
+    }
     // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
     // stage's weights before its forward and again before its backward
     // (Rajbhandari et al. 2020, §5.3: 1.5x the DP volume per step at M=1).
@@ -1025,16 +1071,38 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
         PT.Backward.back() += SC.Offload.ExposedPerMicroBatchS;
       }
     }
+    if (!StageTables.empty()) { // lib/Plan/Embedding.cpp
+      EmbeddingInputs EI;
+      EI.Train = Im.Opts.Train;
+      EI.Mode = P.Emb;
+      EI.Group = P.DP;
+      EI.Shape = DPG;
+      EI.MicroBatch = P.MicroBatchSize;
+      EI.HBMFree = R.HBMBytes - SC.MemoryBytes;
+      EI.HostFree = R.HostCapacity - SC.Offload.HostBytes;
+      EI.SSDFree = R.SSDCapacity - SC.Offload.SSDBytes;
+      EmbeddingCost E = planEmbeddings(StageTables, EI, Im.HW);
+      SC.Memory.Embeddings = E.HBMBytes;
+      SC.MemoryBytes = SC.Memory.total();
+      SC.EmbHostBytes = E.HostBytes;
+      SC.EmbSSDBytes = E.SSDBytes;
+      PT.Forward.back() += E.ForwardS;
+      if (Im.Opts.Train)
+        PT.Backward.back() += E.BackwardS;
+      mergeEmbeddingCost(R.Embeddings, std::move(E));
+    }
     R.Stages.push_back(SC);
     First += SC.NumLayers;
   }
 
   for (const StageCost &SC : R.Stages) {
-    R.MaxHostBytes = std::max(R.MaxHostBytes, SC.Offload.HostBytes);
-    R.MaxSSDBytes = std::max(R.MaxSSDBytes, SC.Offload.SSDBytes);
+    R.MaxHostBytes =
+        std::max(R.MaxHostBytes, SC.Offload.HostBytes + SC.EmbHostBytes);
+    R.MaxSSDBytes =
+        std::max(R.MaxSSDBytes, SC.Offload.SSDBytes + SC.EmbSSDBytes);
   }
-  bool FitsTiers =
-      R.MaxHostBytes <= R.HostCapacity && R.MaxSSDBytes <= R.SSDCapacity;
+  bool FitsTiers = R.MaxHostBytes <= R.HostCapacity &&
+                   R.MaxSSDBytes <= R.SSDCapacity && R.Embeddings.Fits;
   if (!Simulate) {
     for (const StageCost &SC : R.Stages)
       R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
@@ -1055,6 +1123,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS +
                            SC.Offload.ExposedPerMicroBatchS) +
                       SC.DPExposedS;
+    if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
+      SC.CommExposedS += M * R.Embeddings.ExchangeS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
     R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
   }

@@ -411,7 +411,8 @@ public:
     }
     for (const auto &NP : G.getNodes())
       for (const Value *V : NP->getInputs())
-        if (V && V->isParameter() && Seen.insert(V).second)
+        if (V && V->isParameter() && !Eval.isEmbeddingTable(V) &&
+            Seen.insert(V).second)
           (Expert.count(V) ? ExpertParams : TotalParams) +=
               V->Type.getNumElements().getValueOr(0);
   }
@@ -720,6 +721,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                       P.Grad = GP;
                       P.Order = Order;
                       P.Offload = Off;
+                      P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
                       if (Lay.Balanced || !F.StageLayers.empty())
                         P.StageLayers = *Lay.Counts;
                       C.Counts = Lay.Counts;
@@ -1179,6 +1181,7 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
        << "\n";
   if (!X.NotSplit.empty())
     OS << "experts: " << X.NotSplit << "\n";
+  printEmbeddingCost(PC.Embeddings, OS);
 }
 
 void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
@@ -1371,6 +1374,7 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   }
   if (W.Plan.Offload.any())
     printOffloadExplanation(R, OS);
+  explainEmbeddingCost(W.Embeddings, OS);
   OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
      << "space: ";
@@ -1433,6 +1437,8 @@ static json::Object planJSON(const PlanCost &PC,
                     {"dominant", getCostTermName(B.getDominant())}}}};
   if (Rel)
     O["goodput"] = goodputJSON(*Rel, PC);
+  if (!PC.Embeddings.empty())
+    O["embedding_tables"] = embeddingCostToJSON(PC.Embeddings);
   return O;
 }
 
