@@ -265,7 +265,8 @@ std::string getRoleGraphPath(const RoleGraph &R) {
 
 const RoleGraph *findRole(ArrayRef<RoleGraph> Roles, const RankCoords &C) {
   for (const RoleGraph &R : Roles)
-    if (R.PP == C.PP && R.TP == C.TP && R.EP == C.EP)
+    if (R.PP == C.PP && R.TP == C.TP && R.EP == C.EP &&
+        (R.DP < 0 || R.DP == (int)C.DP))
       return &R;
   return nullptr;
 }
@@ -550,7 +551,8 @@ static int roleIndexOf(const ShardedProgram &SP, unsigned Rank) {
   RankCoords C = getRankCoords(SP.Sharding.Plan, Rank);
   for (size_t I = 0; I < SP.Roles.size(); ++I)
     if (SP.Roles[I].PP == C.PP && SP.Roles[I].TP == C.TP &&
-        SP.Roles[I].EP == C.EP)
+        SP.Roles[I].EP == C.EP &&
+        (SP.Roles[I].DP < 0 || SP.Roles[I].DP == (int)C.DP))
       return (int)I;
   return -1;
 }
