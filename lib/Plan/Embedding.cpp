@@ -385,6 +385,10 @@ EmbeddingCost planEmbeddings(ArrayRef<EmbeddingTable> Tables,
   E.ForwardS = *std::max_element(Fwd.begin(), Fwd.end()) + ExF;
   E.BackwardS = *std::max_element(Upd.begin(), Upd.end()) + ExB;
   E.ExchangeS = ExF + ExB;
+  E.ExchangeFwdS = ExF;
+  E.ExchangeBwdS = ExB;
+  E.LookupS = E.ForwardS - ExF;
+  E.UpdateS = E.BackwardS - ExB;
   return E;
 }
 
@@ -401,6 +405,10 @@ void mergeEmbeddingCost(EmbeddingCost &Into, EmbeddingCost From) {
   Into.ForwardS += From.ForwardS;
   Into.BackwardS += From.BackwardS;
   Into.ExchangeS += From.ExchangeS;
+  Into.ExchangeFwdS += From.ExchangeFwdS;
+  Into.ExchangeBwdS += From.ExchangeBwdS;
+  Into.LookupS += From.LookupS;
+  Into.UpdateS += From.UpdateS;
   if (!From.Fits && Into.Fits) {
     Into.Fits = false;
     Into.Why = From.Why;

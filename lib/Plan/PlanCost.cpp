@@ -778,6 +778,12 @@ bool PlanEvaluator::isEmbeddingTable(const Value *V) const {
   return I->TableIndex.count(V);
 }
 
+bool PlanEvaluator::isShardedTable(const Value *V, EmbeddingMode Mode) const {
+  auto It = I->TableIndex.find(V);
+  return It != I->TableIndex.end() &&
+         (Mode != EmbeddingMode::Auto || I->TableMustShard[It->second]);
+}
+
 Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
   return evaluatePlan(P, /*Simulate=*/true);
 }
@@ -1087,8 +1093,15 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       SC.EmbHostBytes = E.HostBytes;
       SC.EmbSSDBytes = E.SSDBytes;
       PT.Forward.back() += E.ForwardS;
-      if (Im.Opts.Train)
+      // The stage's work as schedule.json and the reports see it: lookups
+      // with the compute, the exchange with the exposed communication.
+      SC.ForwardS += E.LookupS;
+      SC.ForwardCommS += E.ExchangeFwdS;
+      if (Im.Opts.Train) {
         PT.Backward.back() += E.BackwardS;
+        SC.BackwardS += E.UpdateS;
+        SC.BackwardCommS += E.ExchangeBwdS;
+      }
       mergeEmbeddingCost(R.Embeddings, std::move(E));
     }
     R.Stages.push_back(SC);

@@ -402,7 +402,8 @@ public:
     if (const MemoryLevel *SSD = HW.getMemory("ssd"))
       SSDCap = SSD->getUsableCapacity().value();
     // Parameters as the evaluator counts them: distinct, read by a node;
-    // expert parameters apart (divided by ep).
+    // expert parameters apart (divided by ep); embedding tables the plans
+    // shard over dp apart too (their shards are costed per plan).
     DenseSet<const Value *> Seen, Expert;
     for (const ExpertGroup &EG : Eval.getExpertGroups()) {
       Expert.insert(EG.StackedParams.begin(), EG.StackedParams.end());
@@ -411,7 +412,9 @@ public:
     }
     for (const auto &NP : G.getNodes())
       for (const Value *V : NP->getInputs())
-        if (V && V->isParameter() && !Eval.isEmbeddingTable(V) &&
+        if (V && V->isParameter() &&
+            !Eval.isShardedTable(
+                V, Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto)) &&
             Seen.insert(V).second)
           (Expert.count(V) ? ExpertParams : TotalParams) +=
               V->Type.getNumElements().getValueOr(0);

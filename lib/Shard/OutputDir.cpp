@@ -464,6 +464,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
             J.attribute("pp", RG.PP);
             J.attribute("tp", RG.TP);
             J.attribute("ep", RG.EP);
+            if (RG.DP >= 0) // holds its own embedding table shards
+              J.attribute("dp", RG.DP);
             J.attributeArray("inputs", [&] {
               for (const std::string &S : RG.Inputs)
                 J.value(S);
@@ -581,6 +583,8 @@ Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
         J.attribute("pp", RG.PP);
         J.attribute("tp", RG.TP);
         J.attribute("ep", RG.EP);
+        if (RG.DP >= 0)
+          J.attribute("dp", RG.DP);
         J.attribute("program",
                     I < SP.RoleProgram.size() ? SP.RoleProgram[I] : 0u);
       });

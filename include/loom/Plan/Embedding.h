@@ -129,8 +129,10 @@ struct EmbeddingCost {
   double HBMBytes = 0, HostBytes = 0, SSDBytes = 0;
   /// Per micro-batch: lookups of the busiest rank plus every exchange.
   double ForwardS = 0, BackwardS = 0;
-  /// Per micro-batch: the exchange part of ForwardS + BackwardS.
-  double ExchangeS = 0;
+  /// Per micro-batch: the exchange part of ForwardS + BackwardS, and its
+  /// forward and backward shares; the busiest rank's lookups and update.
+  double ExchangeS = 0, ExchangeFwdS = 0, ExchangeBwdS = 0;
+  double LookupS = 0, UpdateS = 0;
   /// Every table found a tier; else Why says which did not.
   bool Fits = true;
   std::string Why;

@@ -218,6 +218,8 @@ public:
   /// the plan shards it.
   llvm::ArrayRef<EmbeddingTable> getEmbeddingTables() const;
   bool isEmbeddingTable(const Value *V) const;
+  /// Whether a plan with \p Mode shards table \p V (isShardedTable).
+  bool isShardedTable(const Value *V, EmbeddingMode Mode) const;
 
   /// Mesh axis -> topology: how group \p Group of \p P's mesh spreads over
   /// the topology levels. Groups as getGroupRanks names them: "tp", "ep",
