@@ -58,6 +58,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/Planner/Embedding.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Solver/Placement.h"
@@ -439,7 +440,15 @@ void DeviceClassPlacer::Impl::buildEdgesAndStorages() {
       E.Bytes += Bytes;
     }
   }
+  // Embedding tables no card holds whole are sharded over the devices by
+  // the plan (lib/Plan/Embedding.cpp): no storage of one device here.
+  DenseSet<const Value *> Sharded;
+  for (const EmbeddingTable &T : findEmbeddingTables(CU.M->getGraph(), 1))
+    if (mustShardTable(T, *CU.HW, Train))
+      Sharded.insert(T.Weight);
   for (const Value *P : ParamOrder) {
+    if (Sharded.count(P))
+      continue;
     std::vector<unsigned> R = Readers[P];
     llvm::sort(R);
     auto [It, New] = StorageOf.try_emplace(R, Base.Storages.size());

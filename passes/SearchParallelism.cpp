@@ -172,6 +172,9 @@ static Optional<std::string> describeTierOverflow(const SearchResult &R) {
     S += std::string(C.MaxHostBytes > C.HostCapacity ? " and" : "") + " " +
          formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
          formatBytes(Bytes(C.SSDCapacity)) + " of SSD";
+  if (!C.Embeddings.Fits) // lib/Plan/Embedding.cpp
+    return S.substr(0, S.size() - std::string(" but needs").size()) +
+           " but its embedding tables do not fit: " + C.Embeddings.Why;
   return S + " per device";
 }
 

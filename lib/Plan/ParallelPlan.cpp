@@ -120,6 +120,8 @@ std::string ParallelPlan::str() const {
     OS << ",order=" << getAxisOrderName(Order);
   if (Offload.any())
     OS << ",offload=" << Offload.str();
+  if (Emb != EmbeddingMode::Auto)
+    OS << ",emb=" << getEmbeddingModeName(Emb);
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -244,6 +246,11 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       if (!T)
         return T.takeError();
       Spec.Offload = *T;
+    } else if (Key == "emb") {
+      Expected<EmbeddingMode> M = parseEmbeddingMode(Val);
+      if (!M)
+        return M.takeError();
+      Spec.Emb = *M;
     } else if (Key == "rest") {
       if (Val != "plain" && Val != "search")
         return planError("rest=" + Val +
@@ -253,7 +260,8 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero, grad, order, offload, stages or "
+                       "recompute, zero, grad, order, offload, emb, stages "
+                       "or "
                        "rest");
     }
     if (E)
@@ -327,6 +335,7 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.StageLayers = Spec.StageLayers;
   P.Grad = Spec.Grad.getValueOr(GradPrecision::FP32);
   P.Offload = Spec.Offload.getValueOr(OffloadTiers());
+  P.Emb = Spec.Emb.getValueOr(EmbeddingMode::Auto);
   P.Order = canonicalAxisOrder(Spec.Order.getValueOr(DefaultAxisOrder), P.EP,
                                P.DP / P.EP, P.PP);
   return P;
@@ -347,8 +356,38 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.Order = P.Order;
   S.Grad = P.Grad;
   S.Offload = P.Offload;
+  S.Emb = P.Emb;
   S.StageLayers = P.StageLayers;
   return S;
+}
+
+StringRef getEmbeddingModeName(EmbeddingMode M) {
+  switch (M) {
+  case EmbeddingMode::Auto:
+    return "auto";
+  case EmbeddingMode::Table:
+    return "table";
+  case EmbeddingMode::Row:
+    return "row";
+  case EmbeddingMode::Col:
+    return "col";
+  }
+  return "auto";
+}
+
+Expected<EmbeddingMode> parseEmbeddingMode(StringRef Text) {
+  Optional<EmbeddingMode> M = StringSwitch<Optional<EmbeddingMode>>(Text)
+                                  .Case("auto", EmbeddingMode::Auto)
+                                  .Case("table", EmbeddingMode::Table)
+                                  .Case("row", EmbeddingMode::Row)
+                                  .Case("col", EmbeddingMode::Col)
+                                  .Default(None);
+  if (!M)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan: emb=%s: expected auto, table, row or "
+                             "col",
+                             Text.str().c_str());
+  return *M;
 }
 
 void writePlanJSON(json::OStream &J, const ParallelPlan &P,

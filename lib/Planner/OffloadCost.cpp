@@ -39,12 +39,15 @@ void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
     if (T.any())
       applyOffload(SC, SC.OffloadIn, T, HW);
     PC.MaxMemoryBytes = std::max(PC.MaxMemoryBytes, SC.MemoryBytes);
-    PC.MaxHostBytes = std::max(PC.MaxHostBytes, SC.Offload.HostBytes);
-    PC.MaxSSDBytes = std::max(PC.MaxSSDBytes, SC.Offload.SSDBytes);
+    // Sharded embedding tables keep their tiers (Embedding.h).
+    PC.MaxHostBytes =
+        std::max(PC.MaxHostBytes, SC.Offload.HostBytes + SC.EmbHostBytes);
+    PC.MaxSSDBytes =
+        std::max(PC.MaxSSDBytes, SC.Offload.SSDBytes + SC.EmbSSDBytes);
   }
   PC.FitsMemory = PC.MaxMemoryBytes <= PC.HBMBytes &&
                   PC.MaxHostBytes <= PC.HostCapacity &&
-                  PC.MaxSSDBytes <= PC.SSDCapacity;
+                  PC.MaxSSDBytes <= PC.SSDCapacity && PC.Embeddings.Fits;
 }
 
 } // namespace loom

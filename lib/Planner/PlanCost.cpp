@@ -160,6 +160,16 @@ struct PlanEvaluator::Impl {
   double ModelFlops = 0;
   double Peak = 0;
   std::vector<ExpertGroup> Experts;
+  /// Embedding tables (Embedding.h): where analyze() counted each (layer,
+  /// and whether tp divides it as a vocab-parallel table), and whether
+  /// emb=auto shards it.
+  std::vector<EmbeddingTable> Tables;
+  DenseMap<const Value *, unsigned> TableIndex;
+  std::vector<unsigned> TableLayer;
+  std::vector<bool> TableTPSharded, TableMustShard;
+  /// Lookups of the tables emb=auto shards: they read the rows of their
+  /// ids, not the (huge) table their ParamBytes count.
+  DenseSet<const Node *> ShardedLookups;
   mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool, unsigned>,
                    LayerTimes>
       Cache;
@@ -188,6 +198,15 @@ struct PlanEvaluator::Impl {
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());
   Experts = findExperts(G, Layers);
+  Tables = findEmbeddingTables(G, Opts.Batch);
+  TableLayer.assign(Tables.size(), 0);
+  TableTPSharded.assign(Tables.size(), false);
+  for (unsigned T = 0; T < Tables.size(); ++T) {
+    TableIndex[Tables[T].Weight] = T;
+    TableMustShard.push_back(mustShardTable(Tables[T], HW, Opts.Train));
+    if (TableMustShard.back())
+      ShardedLookups.insert(Tables[T].Lookups.begin(), Tables[T].Lookups.end());
+  }
   // Expert work and weights as the ep rules (Rules.h) see them at any
   // degree.
   ExpertAxisRules XR;
@@ -364,6 +383,11 @@ void PlanEvaluator::Impl::analyze() {
         if (V->isParameter()) {
           if (CountedParams.insert(V).second) {
             double Count = V->Type.getNumElements().getValueOr(0);
+            auto TI = TableIndex.find(V);
+            if (TI != TableIndex.end()) {
+              TableLayer[TI->second] = LI;
+              TableTPSharded[TI->second] = ShardedParams.count(V);
+            }
             if (ExpertParams.count(V))
               (ShardedParams.count(V) ? L.ExpertSharded : L.ExpertReplicated) +=
                   Count;
@@ -533,7 +557,10 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, double ActScale,
   C.Flops *= ActF;
   C.BackwardFlops *= ActF;
   C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
-  C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
+  if (ShardedLookups.count(F.N))
+    C.BytesRead *= ActF; // the rows of this micro-batch's ids
+  else
+    C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
   C.ParamBytes *= ParamF;
   if (F.StackedExperts) {
@@ -745,6 +772,20 @@ ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {
 
 unsigned PlanEvaluator::getNumLayers() const { return I->LF.size(); }
 
+ArrayRef<EmbeddingTable> PlanEvaluator::getEmbeddingTables() const {
+  return I->Tables;
+}
+
+bool PlanEvaluator::isEmbeddingTable(const Value *V) const {
+  return I->TableIndex.count(V);
+}
+
+bool PlanEvaluator::isShardedTable(const Value *V, EmbeddingMode Mode) const {
+  auto It = I->TableIndex.find(V);
+  return It != I->TableIndex.end() &&
+         (Mode != EmbeddingMode::Auto || I->TableMustShard[It->second]);
+}
+
 Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
   return evaluatePlan(P, /*Simulate=*/true);
 }
@@ -879,6 +920,17 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       if (Im.Opts.Train)
         for (double B : F.BwdAllReduce)
           TPBwd += AllReduceTime(B * ActScale);
+    }
+    // Tables the plan shards (Embedding.h) leave the replicated parameters:
+    // their shards are placed below, over the dp group.
+    std::vector<EmbeddingTable> StageTables;
+    for (unsigned T = 0; T < Im.Tables.size(); ++T) {
+      unsigned L = Im.TableLayer[T];
+      if (L < First || L >= First + SC.NumLayers ||
+          (P.Emb == EmbeddingMode::Auto && !Im.TableMustShard[T]))
+        continue;
+      Params -= Im.Tables[T].getParams() / (Im.TableTPSharded[T] ? TP : 1);
+      StageTables.push_back(Im.Tables[T]);
     }
     // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
     // stage's weights before its forward and again before its backward
@@ -1017,6 +1069,33 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       if (P.Offload.any())
         applyOffload(SC, OI, P.Offload, Im.HW);
     }
+    if (!StageTables.empty()) { // lib/Plan/Embedding.cpp
+      EmbeddingInputs EI;
+      EI.Train = Im.Opts.Train;
+      EI.Mode = P.Emb;
+      EI.Group = P.DP;
+      EI.Shape = DPG;
+      EI.MicroBatch = P.MicroBatchSize;
+      EI.HBMFree = R.HBMBytes - SC.MemoryBytes;
+      EI.HostFree = R.HostCapacity - SC.Offload.HostBytes;
+      EI.SSDFree = R.SSDCapacity - SC.Offload.SSDBytes;
+      EmbeddingCost E = planEmbeddings(StageTables, EI, Im.HW);
+      SC.Memory.Embeddings = E.HBMBytes;
+      SC.MemoryBytes = SC.Memory.total();
+      SC.EmbHostBytes = E.HostBytes;
+      SC.EmbSSDBytes = E.SSDBytes;
+      SC.PipeForwardS += E.ForwardS;
+      // The stage's work as schedule.json and the reports see it: lookups
+      // with the compute, the exchange with the exposed communication.
+      SC.ForwardS += E.LookupS;
+      SC.ForwardCommS += E.ExchangeFwdS;
+      if (Im.Opts.Train) {
+        SC.PipeBackwardS += E.BackwardS;
+        SC.BackwardS += E.UpdateS;
+        SC.BackwardCommS += E.ExchangeBwdS;
+      }
+      mergeEmbeddingCost(R.Embeddings, std::move(E));
+    }
     R.Stages.push_back(SC);
     First += SC.NumLayers;
   }
@@ -1032,11 +1111,13 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   const ParallelPlan &P = R.Plan;
   R.MaxMemoryBytes = R.MaxHostBytes = R.MaxSSDBytes = 0;
   for (const StageCost &SC : R.Stages) {
-    R.MaxHostBytes = std::max(R.MaxHostBytes, SC.Offload.HostBytes);
-    R.MaxSSDBytes = std::max(R.MaxSSDBytes, SC.Offload.SSDBytes);
+    R.MaxHostBytes =
+        std::max(R.MaxHostBytes, SC.Offload.HostBytes + SC.EmbHostBytes);
+    R.MaxSSDBytes =
+        std::max(R.MaxSSDBytes, SC.Offload.SSDBytes + SC.EmbSSDBytes);
   }
-  bool FitsTiers =
-      R.MaxHostBytes <= R.HostCapacity && R.MaxSSDBytes <= R.SSDCapacity;
+  bool FitsTiers = R.MaxHostBytes <= R.HostCapacity &&
+                   R.MaxSSDBytes <= R.SSDCapacity && R.Embeddings.Fits;
   if (!Simulate) {
     for (const StageCost &SC : R.Stages)
       R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
@@ -1079,6 +1160,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
     SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS +
                            SC.Offload.ExposedPerMicroBatchS) +
                       SC.DPExposedS;
+    if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
+      SC.CommExposedS += M * R.Embeddings.ExchangeS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
     R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
   }

@@ -438,7 +438,8 @@ public:
       SSDBandwidth = SSD->Bandwidth.value();
     }
     // Parameters as the evaluator counts them: distinct, read by a node;
-    // expert parameters apart (divided by ep).
+    // expert parameters apart (divided by ep); embedding tables the plans
+    // shard over dp apart too (their shards are costed per plan).
     DenseSet<const Value *> Seen, Expert;
     for (const ExpertGroup &EG : Eval.getExpertGroups()) {
       Expert.insert(EG.StackedParams.begin(), EG.StackedParams.end());
@@ -447,7 +448,10 @@ public:
     }
     for (const auto &NP : G.getNodes())
       for (const Value *V : NP->getInputs())
-        if (V && V->isParameter() && Seen.insert(V).second)
+        if (V && V->isParameter() &&
+            !Eval.isShardedTable(
+                V, Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto)) &&
+            Seen.insert(V).second)
           (Expert.count(V) ? ExpertParams : TotalParams) +=
               V->Type.getNumElements().getValueOr(0);
   }
@@ -819,6 +823,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                       P.Grad = GP;
                       P.Order = Order;
                       P.Offload = Off;
+                      P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
                       if (Lay.Balanced || !F.StageLayers.empty())
                         P.StageLayers = *Lay.Counts;
                       C.Counts = Lay.Counts;

@@ -353,6 +353,8 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                       {"stages", std::move(Stages)},
                       {"nodes_without_cost_rule", noRuleJSON(T, Costs)},
                       {"uncosted", uncostedJSON(T.U)}};
+    if (!PC.Embeddings.empty())
+      Root["embedding_tables"] = embeddingCostToJSON(PC.Embeddings);
     OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
     return;
   }
@@ -388,6 +390,8 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatDuration(Seconds(SC.OptimizerS)) << "\n";
     if (P.Offload.any())
       printOffloadLines(SC.Offload, OS);
+    if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
+      printEmbeddingCost(PC.Embeddings, OS);
   }
   // A plan that does not fit has no throughput or MFU to speak of: the
   // numbers are printed to show how far off it is, not as a prediction.

@@ -183,6 +183,7 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
        << "\n";
   if (!X.NotSplit.empty())
     OS << "experts: " << X.NotSplit << "\n";
+  printEmbeddingCost(PC.Embeddings, OS);
 }
 
 void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
@@ -375,6 +376,7 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   }
   if (W.Plan.Offload.any())
     printOffloadExplanation(R, OS);
+  explainEmbeddingCost(W.Embeddings, OS);
   OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
      << "space: ";
@@ -434,6 +436,8 @@ static json::Object planJSON(const PlanCost &PC,
                     {"dominant", getCostTermName(B.getDominant())}}}};
   if (Rel)
     O["goodput"] = goodputJSON(*Rel, PC);
+  if (!PC.Embeddings.empty())
+    O["embedding_tables"] = embeddingCostToJSON(PC.Embeddings);
   return O;
 }
 

@@ -265,7 +265,8 @@ std::string getRoleGraphPath(const RoleGraph &R) {
 
 const RoleGraph *findRole(ArrayRef<RoleGraph> Roles, const RankCoords &C) {
   for (const RoleGraph &R : Roles)
-    if (R.PP == C.PP && R.TP == C.TP && R.EP == C.EP)
+    if (R.PP == C.PP && R.TP == C.TP && R.EP == C.EP &&
+        (R.DP < 0 || R.DP == (int)C.DP))
       return &R;
   return nullptr;
 }
@@ -441,6 +442,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
             J.attribute("pp", RG.PP);
             J.attribute("tp", RG.TP);
             J.attribute("ep", RG.EP);
+            if (RG.DP >= 0) // holds its own embedding table shards
+              J.attribute("dp", RG.DP);
             J.attributeArray("inputs", [&] {
               for (const std::string &S : RG.Inputs)
                 J.value(S);
@@ -528,7 +531,8 @@ static int roleIndexOf(const ShardedProgram &SP, unsigned Rank) {
   RankCoords C = getRankCoords(SP.Sharding.Plan, Rank);
   for (size_t I = 0; I < SP.Roles.size(); ++I)
     if (SP.Roles[I].PP == C.PP && SP.Roles[I].TP == C.TP &&
-        SP.Roles[I].EP == C.EP)
+        SP.Roles[I].EP == C.EP &&
+        (SP.Roles[I].DP < 0 || SP.Roles[I].DP == (int)C.DP))
       return (int)I;
   return -1;
 }
@@ -557,6 +561,8 @@ Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
         J.attribute("pp", RG.PP);
         J.attribute("tp", RG.TP);
         J.attribute("ep", RG.EP);
+        if (RG.DP >= 0)
+          J.attribute("dp", RG.DP);
         J.attribute("program",
                     I < SP.RoleProgram.size() ? SP.RoleProgram[I] : 0u);
       });

@@ -73,13 +73,23 @@ struct Edges {
   DenseMap<const Value *, std::vector<unsigned>> Dests;
 };
 
+/// The dp-sharded table \p N looks up (a Gather on axis 0 of it), if any.
+static const EmbeddingShard *getEmbeddingShard(const ShardingResult &R,
+                                               const Node &N) {
+  if (R.EmbShards.empty() || N.getOpType() != "Gather" ||
+      !N.getDomain().empty() || N.getAttrInt("axis", 0) != 0 ||
+      N.getNumInputs() < 2 || !N.getInput(0) || !N.getInput(0)->isParameter())
+    return nullptr;
+  return R.findEmbShard(N.getInput(0));
+}
+
 class RoleBuilder {
 public:
   RoleBuilder(const ShardingResult &R, const Edges &E,
               const DenseSet<const Value *> &DD, unsigned Dev, unsigned TPR,
-              unsigned EPR)
+              unsigned EPR, int DPR = -1)
       : R(R), E(E), DD(DD), Dev(Dev), TPR(TPR), EPR(EPR), TP(R.Plan.TP),
-        EP(R.Plan.EP), Src(R.M->getGraph()) {}
+        EP(R.Plan.EP), DPR(DPR), Src(R.M->getGraph()) {}
   Expected<RoleGraph> build();
 
 private:
@@ -143,11 +153,16 @@ private:
   Error lowerSpecial(const Node &N, const NodeSharding &NS,
                      ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
+  /// A lookup in an embedding table sharded over dp: the group's ids
+  /// all-gathered, this rank's rows looked up (the others masked to 0),
+  /// the partial embeddings reduce-scattered back to each rank's samples.
+  Error lowerEmbeddingLookup(const Node &N, const EmbeddingShard &S);
 
   const ShardingResult &R;
   const Edges &E;
   const DenseSet<const Value *> &DD;
   unsigned Dev, TPR, EPR, TP, EP;
+  int DPR;
   const Graph &Src;
   std::unique_ptr<Model> M;
   Graph *G = nullptr;
@@ -863,6 +878,8 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
   const NodeSharding &NS = NI->second;
   if (hasSubgraphs(N))
     return buildControlFlow(N, NS);
+  if (const EmbeddingShard *S = getEmbeddingShard(R, N))
+    return lowerEmbeddingLookup(N, *S);
 
   // Expert parallelism: a branch of an expert another ep rank owns is left
   // out; the combine chain skips what is absent.
@@ -1135,6 +1152,120 @@ Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {
   return Error::success();
 }
 
+Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
+                                        const EmbeddingShard &S) {
+  unsigned NG = R.Plan.DP;
+  const Value *W = N.getInput(0), *IdsV = N.getInput(1);
+  const Value *OutV = N.getOutput(0);
+  if (DPR < 0 || !OutV || !OutV->Type.isStatic() || !IdsV->Type.isStatic() ||
+      !IdsV->Type.getRank())
+    return err("embedding lookup '" + N.getName() +
+               "': needs static, batched ids and a dp role");
+  Expected<Value *> Ids = materialize(IdsV, AxisSpec());
+  if (!Ids)
+    return Ids.takeError();
+  std::string Base = OutV->getName().str();
+  // Names are fresh, so adding a node cannot fail.
+  auto Op = [&](StringRef OpT, StringRef Suffix, ArrayRef<Value *> In,
+                TensorType T) {
+    std::string Name = fresh(Base + "." + Suffix.str());
+    Node *X = cantFail(add(OpT, Name, In, {Name}));
+    X->getOutput(0)->Type = std::move(T);
+    return X->getOutput(0);
+  };
+  Value *I64 = *Ids;
+  if (I64->Type.Elem != DataType::Int64) {
+    I64 = Op("Cast", "ids64", {I64},
+             TensorType(DataType::Int64, I64->Type.getStaticShape()));
+    I64->getDefiningNode()->addAttribute(
+        intAttr("to", (int64_t)DataType::Int64));
+  }
+  // The group's ids, in dp order (sample i of the group is rank i / b's).
+  Shape IdShape = I64->Type.getStaticShape();
+  IdShape[0] *= NG;
+  Expected<Value *> GId = collective(
+      "HcomAllGather", "dp", I64, (IdsV->getName() + ".dpgather").str(),
+      TensorType(DataType::Int64, IdShape), {{"rank_size", NG}, {"axis", 0}});
+  if (!GId)
+    return GId.takeError();
+  DataType ET = W->Type.Elem;
+  int64_t D = W->Type.Dims[1].Size;
+  Shape PShape = OutV->Type.getStaticShape();
+  PShape[0] *= NG;
+  Shape MShape = IdShape;
+  MShape.push_back(1);
+  TensorType IT(DataType::Int64, IdShape), BT(DataType::Bool, IdShape),
+      PT(ET, PShape);
+  // A 0/1 mask of the group's ids, [N*b, ..., 1] in the table's type.
+  auto MaskOf = [&](Value *Bool) {
+    Value *U;
+    if (R.M->getOpsetVersion("") >= 13) {
+      U = Op("Unsqueeze", "mask1", {Bool, constInt64(Base + ".last", {1}, {-1})},
+             TensorType(DataType::Bool, MShape));
+    } else {
+      U = Op("Unsqueeze", "mask1", {Bool}, TensorType(DataType::Bool, MShape));
+      U->getDefiningNode()->addAttribute(intsAttr("axes", {-1}));
+    }
+    Value *C = Op("Cast", "maskf", {U}, TensorType(ET, MShape));
+    C->getDefiningNode()->addAttribute(intAttr("to", (int64_t)ET));
+    return C;
+  };
+  auto I64Const = [&](StringRef Suffix, int64_t V) {
+    return constScalar(Base + "." + Suffix.str(), DataType::Int64, (double)V);
+  };
+  Value *Partial = nullptr;
+  if (S.Kind == EmbShardKind::Row || (int)S.Owner == DPR) {
+    int64_t Rows = S.Kind == EmbShardKind::Row ? W->Type.Dims[0].Size / NG
+                                               : W->Type.Dims[0].Size;
+    TensorType WT = W->Type;
+    WT.Dims[0] = Dim(Rows);
+    std::shared_ptr<const TensorData> Data = W->Data;
+    if (Data && S.Kind == EmbShardKind::Row)
+      Data = std::make_shared<SlicedTensorData>(
+          W->Data, W->Type.getStaticShape(), getDataTypeSize(ET), 0,
+          ArrayRef<int64_t>(), NG, DPR);
+    Expected<Value *> Shard =
+        G->addParameter(fresh(W->getName()), WT, std::move(Data));
+    if (!Shard)
+      return Shard.takeError();
+    if (S.Kind == EmbShardKind::Table) {
+      Partial = Op("Gather", "lookup", {*Shard, *GId}, PT);
+    } else {
+      // Rows [DPR * Rows, (DPR + 1) * Rows) are here; other ids read row 0
+      // and are masked to zero.
+      Value *Rel = Op("Sub", "rel", {*GId, I64Const("start", DPR * Rows)}, IT);
+      Value *Lo = Op("Less", "below", {Rel, I64Const("zero", 0)}, BT);
+      Value *Hi = Op("Less", "inrange", {Rel, I64Const("rows", Rows)}, BT);
+      Value *NotLo = Op("Not", "notbelow", {Lo}, BT);
+      Value *Mine = Op("And", "mine", {NotLo, Hi}, BT);
+      Value *Safe =
+          Op("Where", "safe", {Mine, Rel, I64Const("row0", 0)}, IT);
+      Value *L = Op("Gather", "lookup", {*Shard, Safe}, PT);
+      Partial = Op("Mul", "partial", {L, MaskOf(Mine)}, PT);
+    }
+  } else {
+    // Not the owner of a table-wise table: zeros, shaped by the ids so the
+    // all-gather stays in the graph.
+    Value *Neg = Op("Less", "none", {*GId, I64Const("neg", 0)}, BT);
+    std::string ZN = fresh(Base + ".zeros");
+    Tensor Z = Tensor::makeFromDoubles(ET, {D}, std::vector<double>(D, 0.0));
+    Z.Name = ZN;
+    Node *C = cantFail(G->addNode("Constant", "", ZN, {}, {ZN}));
+    C->getOutput(0)->Type = Z.Type;
+    C->addAttribute(tensorAttr("value", std::move(Z)));
+    Partial = Op("Mul", "partial", {MaskOf(Neg), C->getOutput(0)}, PT);
+  }
+  Expected<Value *> Y = collective(
+      "HcomReduceScatter", "dp", Partial, Base + ".dpscatter", OutV->Type,
+      {{"reduction", 0, "sum"}, {"rank_size", NG}, {"axis", 0}});
+  if (!Y)
+    return Y.takeError();
+  Produced[OutV] = *Y;
+  Building.erase(&N);
+  emitSends(N);
+  return Error::success();
+}
+
 Expected<RoleGraph> RoleBuilder::build() {
   M = std::make_unique<Model>();
   const Model &SM = *R.M;
@@ -1146,8 +1277,10 @@ Expected<RoleGraph> RoleBuilder::build() {
   Out.PP = Dev;
   Out.TP = TPR;
   Out.EP = EPR;
+  Out.DP = DPR;
   Out.FileName = ("pp" + Twine(Dev) + "_tp" + Twine(TPR) +
-                  (EP > 1 ? "_ep" + Twine(EPR) : Twine()) + ".onnx")
+                  (EP > 1 ? "_ep" + Twine(EPR) : Twine()) +
+                  (DPR >= 0 ? "_dp" + Twine(DPR) : Twine()) + ".onnx")
                      .str();
   G = &M->getGraph();
   G->setName((Src.getName() + "_" + StringRef(Out.FileName).drop_back(5)).str());
@@ -1232,18 +1365,26 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
       E.Dests[V].push_back(Dst);
     }
   }
+  // Pipeline devices holding embedding table shards get one role per dp
+  // rank (each holds its own shard).
+  std::vector<bool> PerDP(R.Plan.PP, false);
+  for (const auto &NP : G.getNodes())
+    if (getEmbeddingShard(R, *NP))
+      PerDP[DevOf(NP.get())] = true;
   std::vector<RoleGraph> Roles;
   for (unsigned P = 0; P < R.Plan.PP; ++P)
     for (unsigned T = 0; T < R.Plan.TP; ++T)
-      for (unsigned X = 0; X < R.Plan.EP; ++X) {
-        RoleBuilder B(R, E, DD, P, T, X);
-        Expected<RoleGraph> RG = B.build();
-        if (!RG)
-          return createStringError(inconvertibleErrorCode(),
-                                   "role pp%u/tp%u/ep%u: %s", P, T, X,
-                                   toString(RG.takeError()).c_str());
-        Roles.push_back(std::move(*RG));
-      }
+      for (unsigned X = 0; X < R.Plan.EP; ++X)
+        for (int D = PerDP[P] ? 0 : -1;
+             D < (PerDP[P] ? (int)R.Plan.DP : 0); ++D) {
+          RoleBuilder B(R, E, DD, P, T, X, D);
+          Expected<RoleGraph> RG = B.build();
+          if (!RG)
+            return createStringError(inconvertibleErrorCode(),
+                                     "role pp%u/tp%u/ep%u: %s", P, T, X,
+                                     toString(RG.takeError()).c_str());
+          Roles.push_back(std::move(*RG));
+        }
   return std::move(Roles);
 }
 

@@ -139,6 +139,9 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   std::map<std::tuple<unsigned, unsigned, unsigned>, std::vector<Comm>> Comms;
   std::map<std::tuple<unsigned, unsigned, unsigned>, double> ParamBytes;
   for (const RoleGraph &RG : SP.Roles) {
+    // The dp roles of embedding shards (RG.DP) communicate alike.
+    if (RG.DP > 0)
+      continue;
     std::vector<Comm> &Cs = Comms[{RG.PP, RG.TP, RG.EP}];
     double PB = 0;
     for (const Value *V : RG.M->getGraph().getParameters())

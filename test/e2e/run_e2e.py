@@ -160,6 +160,13 @@ CASES = [
     ("ctrlflow-pp2",       "test:ctrlflow-tiny.onnx", "tp=1,pp=2,dp=1,mb=2",    "infer", 8, None),
     ("ctrlflow-tp2pp2dp2", "test:ctrlflow-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",    "infer", 8, None),
     ("ctrlflow-tp2pp2dp2-train", "test:ctrlflow-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 8, None),
+    # --- embedding tables sharded over dp (issue 17 item 2; make_dlrm.py):
+    # one role per dp rank holding its shard, ids all-gathered, the
+    # partial rows reduce-scattered back.
+    ("dlrm_sharded-dp2-row", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("dlrm_sharded-dp4-row", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=row", "infer", 8, None),
+    ("dlrm_sharded-dp2-table", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=table", "infer", 8, None),
+    ("dlrm_sharded-dp4-table", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=2,emb=table", "infer", 8, None),
 ]
 
 # Decoders with a KV cache (make_kvdecoder.py; issue 18): the prompt's
@@ -189,12 +196,16 @@ KV_NEGATIVE_CASE = "kv_optimum-tp2"
 # vocab-parallel embedding is hit (harness default: [0,16)).
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
              "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
-             "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50"}
+             "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50",
+             "test:dlrm-sharded-tiny.onnx": "0:32"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
 # ... and one expert weight slice (this ep rank's experts) in this one's.
 MOE_NEGATIVE_CASE = "moe_stacked-tp2ep2pp2"
+# ... and this one rank 0's shard of table emb_c (ids_c reads rows < 32, so
+# dp rank 0's rows 0-19 are looked up by every rank's samples).
+EMB_NEGATIVE_CASE = "dlrm_sharded-dp2-row"
 
 # Harness self-test: hand-made output dir -> expected outcome (None: pass;
 # else a regex that the harness output must match, with a non-zero exit).
@@ -550,6 +561,40 @@ def corrupt_one_slice(outdir, prefer=""):
     return role["graph"], t.name, ranks
 
 
+def emb_negative_test(args):
+    """Adds 0.5 to every element of dp rank 0's shard of emb_c: the harness
+    must report a mismatch."""
+    import onnx
+    from onnx import numpy_helper
+    case = next(c for c in CASES if c[0] == EMB_NEGATIVE_CASE)
+    src = os.path.join(args.work, "out", EMB_NEGATIVE_CASE)
+    if not os.path.exists(os.path.join(src, "manifest.json")):
+        r = run_case(args, case)
+        if not r["ok"]:
+            return False, f"negative: the base case {EMB_NEGATIVE_CASE} did not pass: {r['detail'][-500:]}"
+    dst = os.path.join(args.work, "out", "negative-emb-corrupt")
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    gpath = os.path.join(dst, "graphs", "pp0_tp0_dp0.onnx")
+    m = onnx.load(gpath)  # reads the external data
+    hit = None
+    for init in m.graph.initializer:
+        if init.name.startswith("emb_c"):
+            a = numpy_helper.to_array(init).copy() + 0.5
+            init.CopyFrom(numpy_helper.from_array(a, init.name))
+            hit = init.name
+    if not hit:
+        return False, "negative: no shard of emb_c in pp0_tp0_dp0.onnx"
+    onnx.save(m, gpath)
+    ok, detail, js = split_and_check(dst, os.path.join(args.work, "split", "negative-emb-corrupt"),
+                                     model_path(args.work, case[1]), int_range="0:32")
+    fails = (js or {}).get("failures", [])
+    if ok or not fails:
+        return False, f"negative: corrupting {hit} in pp0_tp0_dp0.onnx was NOT caught: {detail[-500:]}"
+    return True, f"negative: corrupted embedding shard '{hit}' of dp rank 0 -> caught: {fails[0]}"
+
+
 def negative_test(args, name=NEGATIVE_CASE, prefer=""):
     case = next(c for c in CASES if c[0] == name)
     src = os.path.join(args.work, "out", name)
@@ -675,6 +720,10 @@ def main():
         good &= ok
     if not args.no_negative and (not args.filter or args.filter in MOE_NEGATIVE_CASE):
         ok, msg = negative_test(args, MOE_NEGATIVE_CASE, prefer="experts")
+        print(("PASS  " if ok else "FAIL  ") + msg)
+        good &= ok
+    if not args.no_negative and (not args.filter or args.filter in EMB_NEGATIVE_CASE):
+        ok, msg = emb_negative_test(args)
         print(("PASS  " if ok else "FAIL  ") + msg)
         good &= ok
     if not args.no_negative and (not args.filter or args.filter in KV_NEGATIVE_CASE):

@@ -421,7 +421,21 @@ VALIDATION = [
            published_note="model card: 30.5B total, 3.3B activated"),
 ]
 
-ALL = {c.name: c for c in MODELS + TINY + VALIDATION}
+# Seed scenarios that are not in the default set (--only NAME): the DLRM
+# of issue 17 whose eight 10^9-row tables (1.9 TiB each with training
+# state, ~15 TiB in all) no single card holds, so they are sharded.
+SCENARIOS = [
+    Config(name="dlrm-1e9", family="dlrm",
+           source="Naumov et al. 2019 (DLRM) architecture; own sizes: "
+                  "8 x 10^9-row tables (issue 17 seed)",
+           dense_features=13, emb_dim=128,
+           tables=(1_000_000_000,) * 8 + DLRM_SMALL_TABLES,
+           bottom_mlp=(512, 256, 128), top_mlp=(1024, 1024, 512, 256, 1),
+           batch=2048, seq=0, published=0.0,
+           published_note="own configuration (no published count)"),
+]
+
+ALL = {c.name: c for c in MODELS + TINY + VALIDATION + SCENARIOS}
 
 
 # How an MoE layer is written (Builder.moe, Builder.moe_other): the default

@@ -57,6 +57,13 @@ std::string getAxisOrderName(const AxisOrder &O);
 enum class GradPrecision : uint8_t { FP32, BF16 };
 llvm::StringRef getGradPrecisionName(GradPrecision G);
 
+/// The `emb=` plan key: auto chooses per table by cost (and shards only the
+/// tables no single card can hold whole); table, row and col shard every
+/// recognised table that way.
+enum class EmbeddingMode : uint8_t { Auto, Table, Row, Col };
+llvm::StringRef getEmbeddingModeName(EmbeddingMode M);
+llvm::Expected<EmbeddingMode> parseEmbeddingMode(llvm::StringRef Text);
+
 /// A complete plan.
 ///
 /// Mesh and rank order (the emitter and the manifest must match it). The
@@ -104,6 +111,9 @@ struct ParallelPlan {
   GradPrecision Grad = GradPrecision::FP32;
   /// Where each kind of training state lives (all HBM by default).
   OffloadTiers Offload;
+  /// How embedding tables are sharded over dp (Embedding.h; auto: per
+  /// table by cost).
+  EmbeddingMode Emb = EmbeddingMode::Auto;
 
   unsigned getNumDevices() const { return DP * TP * PP; }
   /// Size of axis \p A: ep, dp / ep, pp.
@@ -145,6 +155,7 @@ struct PlanSpec {
   llvm::Optional<AxisOrder> Order;
   llvm::Optional<GradPrecision> Grad;
   llvm::Optional<OffloadTiers> Offload;
+  llvm::Optional<EmbeddingMode> Emb;
   std::vector<unsigned> StageLayers;
   /// rest=plain: what is not given takes its plain value (completePlan)
   /// instead of being searched.
@@ -155,7 +166,7 @@ PlanSpec getFixedSpec(const ParallelPlan &P);
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
 /// zero=1,grad=bf16,order=tp-pp-ep-dp,offload=opt:host,act:host,
-/// stages=13:13:14,rest=plain" (rest:
+/// emb=row,stages=13:13:14,rest=plain" (rest:
 /// "search", the default, or "plain"). order lists the
 /// mesh axes innermost first: tp (always innermost; may be left out), then
 /// ep, dp and pp; axes left out go outside the listed ones in the default

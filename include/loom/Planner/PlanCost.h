@@ -39,6 +39,7 @@
 #include "loom/IR/Graph.h"
 #include "loom/Analysis/Experts.h"
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Planner/Embedding.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>
 
@@ -104,6 +105,9 @@ struct StageCost {
   /// What the offload model needs of this stage (filled for every plan, so
   /// a plan without offload can be re-placed: applyOffloadToPlan).
   OffloadInputs OffloadIn;
+  /// Sharded embedding tables on this stage: bytes per device in host DRAM
+  /// and on the SSD (those in HBM are in Memory.Embeddings).
+  double EmbHostBytes = 0, EmbSSDBytes = 0;
 };
 
 struct PlanCost {
@@ -135,6 +139,8 @@ struct PlanCost {
   double MoEImbalance = 1;
   /// FLOPs of one step of the model (forward + backward, no recompute).
   double ModelFlops = 0;
+  /// The sharded embedding tables (Embedding.h); empty when none.
+  EmbeddingCost Embeddings;
 };
 
 struct EvaluatorOptions {
@@ -220,6 +226,13 @@ public:
   llvm::ArrayRef<ExpertGroup> getExpertGroups() const;
   /// Layers as evaluate() numbers them (at least 1).
   unsigned getNumLayers() const;
+  /// The embedding tables of the graph (findEmbeddingTables); every one is
+  /// left out of the replicated parameters and added back per plan unless
+  /// the plan shards it.
+  llvm::ArrayRef<EmbeddingTable> getEmbeddingTables() const;
+  bool isEmbeddingTable(const Value *V) const;
+  /// Whether a plan with \p Mode shards table \p V (isShardedTable).
+  bool isShardedTable(const Value *V, EmbeddingMode Mode) const;
 
   /// Mesh axis -> topology: how group \p Group of \p P's mesh spreads over
   /// the topology levels. Groups as getGroupRanks names them: "tp", "ep",
