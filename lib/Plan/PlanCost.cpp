@@ -1,5 +1,6 @@
 //===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
 #include "loom/Plan/PlanCost.h"
+#include "loom/Cost/Overlap.h"
 #include "loom/Plan/Offload.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
@@ -49,6 +50,9 @@ struct NodeFacts {
   /// Attention core (Softmax, activation x activation matmul): what
   /// selective recompute recomputes instead of storing.
   bool AttentionCore = false;
+  /// A column- or row-parallel weight GEMM: what TP communication
+  /// overlaps with (tp_overlap, loom/Cost/Overlap.h).
+  bool TPGemm = false;
   /// Expert work (split across the EP group): one expert's branch
   /// (unrolled) or every expert at once (stacked, NumExperts of them).
   bool Expert = false;
@@ -85,6 +89,8 @@ struct LayerFacts {
 
 struct LayerTimes {
   double Fwd = 0, Bwd = 0, AttnFwd = 0;
+  /// The TP-sharded weight GEMMs' part of Fwd and Bwd.
+  double GemmFwd = 0, GemmBwd = 0;
 };
 
 static double valueBytes(const Value *V) {
@@ -239,6 +245,7 @@ void PlanEvaluator::Impl::analyze() {
     TPState Out = AnySplit ? TPState::Split : TPState::Replicated;
     if ((Op == "MatMul" || Op == "Gemm") && Weight && Act) {
       F.Sharded = true;
+      F.TPGemm = true;
       if (StateOf(Act) == TPState::Replicated) {
         // Column parallel: output split; backward all-reduces the input
         // gradient (once per distinct input).
@@ -589,8 +596,13 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     double Imb = F.StackedExperts && EP > 1 ? Opts.MoEImbalance : 1.0;
     double Fwd = nodeTime(F, ActScale, TP, SP, false, EP) * Imb;
     T.Fwd += Fwd;
-    if (Opts.Train)
-      T.Bwd += nodeTime(F, ActScale, TP, SP, true, EP) * Imb;
+    double Bwd =
+        Opts.Train ? nodeTime(F, ActScale, TP, SP, true, EP) * Imb : 0.0;
+    T.Bwd += Bwd;
+    if (F.TPGemm) {
+      T.GemmFwd += Fwd;
+      T.GemmBwd += Bwd;
+    }
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
   }
@@ -809,6 +821,16 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   // Enough for the warm-up of any pipeline Loom plans (P * V well below
   // this); a bigger global batch adds whole groups at the steady-state rate.
   PT.MaxSimulatedMicroBatches = 1024;
+  // Shares of compute the overlapped collectives hold (0 where the YAML
+  // gives none).
+  double OvTP = 0, OvDP = 0, OvPP = 0;
+  if (const DeviceClass *AC = Im.HW.getClass("aicore"))
+    if (AC->Overlap) {
+      OvTP = AC->Overlap->TP.getValueOr(0);
+      OvDP = AC->Overlap->DP.getValueOr(0);
+      OvPP = AC->Overlap->PP.getValueOr(0);
+    }
+  double PrevSend = 0;
   unsigned First = 0;
   for (unsigned S = 0; S < P.PP; ++S) {
     StageCost SC;
@@ -816,6 +838,9 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     SC.NumLayers = (*SL)[S];
     double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
            EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
+    // The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
+    // what tp_overlap hides behind the GEMMs.
+    double TPActFwd = 0, TPActBwd = 0;
     auto AllReduceTime = [&](double Bytes) {
       if (TP == 1)
         return 0.0;
@@ -831,6 +856,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       const LayerFacts &F = Im.LF[L];
       LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
       SC.ForwardS += T.Fwd;
+      SC.GemmFwdS += T.GemmFwd;
+      SC.GemmBwdS += T.GemmBwd;
       double Recompute = P.RC == Recompute::Full        ? T.Fwd
                          : P.RC == Recompute::Selective ? T.AttnFwd
                                                         : 0;
@@ -885,6 +912,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
         for (double B : F.BwdAllReduce)
           TPBwd += AllReduceTime(B * ActScale);
     }
+    TPActFwd = TPFwd;
+    TPActBwd = TPBwd;
     // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
     // stage's weights before its forward and again before its backward
     // (Rajbhandari et al. 2020, §5.3: 1.5x the DP volume per step at M=1).
@@ -916,11 +945,46 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                                                      SendBytes, PPPair, Im.HW)
                                           .Seconds
                                     : 0;
-    if (S + 1 < P.PP)
-      PT.Transfer.push_back(SendTime);
     SC.P2PS = SendTime * (Im.Opts.Train ? 2 : 1);
-    PT.Forward.push_back(SC.ForwardS + TPFwd + EPFwd);
-    PT.Backward.push_back(SC.BackwardS + TPBwd + EPBwd);
+    // The plan's overlaps (loom/Cost/Overlap.h): what each adds to the
+    // stage's forward and backward per micro-batch.
+    if (P.TPOverlap && TP > 1) {
+      // The TP all-reduces (reduce-scatters and all-gathers with sp) beside
+      // the sharded GEMMs; full recompute repeats the forward's GEMMs in
+      // the backward, beside its all-reduces as well.
+      double BwdGemm = SC.GemmBwdS + (Im.Opts.Train && P.RC == Recompute::Full
+                                          ? SC.GemmFwdS
+                                          : 0.0);
+      SC.OverlapFwdS +=
+          overlapExposed(SC.GemmFwdS, TPActFwd, OvTP, true) - TPActFwd;
+      if (Im.Opts.Train)
+        SC.OverlapBwdS +=
+            overlapExposed(BwdGemm, TPActBwd, OvTP, true) - TPActBwd;
+      SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
+    }
+    if (P.PPOverlap) {
+      // The send runs beside the stage's compute, holding its share while
+      // it runs (s * T when the compute outlasts it). The receiver waits
+      // for it (the pipeline's transfer delay).
+      SC.SendLagS = SendTime;
+      SC.OverlapFwdS += overlapExposed(SC.ForwardS, SendTime, OvPP, true,
+                                       OverlapHold::WhileRunning);
+      if (Im.Opts.Train)
+        SC.OverlapBwdS += overlapExposed(SC.BackwardS, PrevSend, OvPP, true,
+                                         OverlapHold::WhileRunning);
+    } else {
+      // Waited for: the sender's forward ends when its activations are
+      // sent, its backward when its input gradient is; the receiver has
+      // them then.
+      SC.OverlapFwdS += SendTime;
+      if (Im.Opts.Train)
+        SC.OverlapBwdS += PrevSend;
+    }
+    if (S + 1 < P.PP)
+      PT.Transfer.push_back(SC.SendLagS);
+    PrevSend = SendTime;
+    PT.Forward.push_back(SC.ForwardS + TPFwd + EPFwd + SC.OverlapFwdS);
+    PT.Backward.push_back(SC.BackwardS + TPBwd + EPBwd + SC.OverlapBwdS);
 
     // Memory.
     StageMemoryInputs MI;
@@ -994,7 +1058,11 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                                        ExpertParams * 2.0, DPEPG, Im.HW)
                             .Seconds;
       }
-      SC.DPExposedS = std::max(0.0, SC.DPSyncS - SC.BackwardS);
+      // dp_overlap: beside the last micro-batch's backward, whose compute
+      // the reduction's kernels share (loom/Cost/Overlap.h); off: after
+      // it, exposed whole.
+      SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, OvDP,
+                                     P.DPOverlap, OverlapHold::WhileRunning);
     }
     if (Im.Opts.Train && HBM) {
       // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
@@ -1052,9 +1120,13 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     StageCost &SC = R.Stages[S];
     SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
-    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS +
-                           SC.Offload.ExposedPerMicroBatchS) +
-                      SC.DPExposedS;
+    // Overlaps change what of the communication shows (OverlapFwdS/BwdS
+    // hold the sends when they are waited for).
+    SC.CommExposedS =
+        M * (SC.TPCommS + SC.EPCommS + (P.PPOverlap ? SC.P2PS : 0.0) +
+             SC.OverlapFwdS + SC.OverlapBwdS +
+             SC.Offload.ExposedPerMicroBatchS) +
+        SC.DPExposedS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
     R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
   }

@@ -284,7 +284,8 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
   }
   const StageCost &S = PC.Stages[Busiest];
   B.ComputeS = S.ComputeS;
-  B.TPCommS = PC.Plan.NumMicroBatches * S.TPCommS;
+  // tp overlap's hidden collectives and held compute (TPOverlapS).
+  B.TPCommS = PC.Plan.NumMicroBatches * (S.TPCommS + S.TPOverlapS);
   B.EPCommS = PC.Plan.NumMicroBatches * S.EPCommS;
   B.BubbleS = S.BubbleS;
   B.DPCommS = PC.Stages[Tail].DPExposedS;
@@ -315,6 +316,12 @@ bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
   if (getOffloadDistance(A.Plan.Offload) != getOffloadDistance(B.Plan.Offload))
     return getOffloadDistance(A.Plan.Offload) <
            getOffloadDistance(B.Plan.Offload);
+  // On a tie, the fewer overlaps changed from the defaults.
+  auto Changed = [](const ParallelPlan &P) {
+    return (int)P.TPOverlap + (int)!P.DPOverlap + (int)!P.PPOverlap;
+  };
+  if (Changed(A.Plan) != Changed(B.Plan))
+    return Changed(A.Plan) < Changed(B.Plan);
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
     return A.MaxMemoryBytes < B.MaxMemoryBytes;
   return A.Plan.str() < B.Plan.str();
@@ -577,9 +584,11 @@ double Searcher::stageBound(const PlanCost &PC) const {
   double PreF = 0, PreB = 0, Bound = 0, Tail = 0;
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
-    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS);
+    // The overlaps' part (negative where tp overlap hides collectives).
+    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS +
+                       SC.OverlapFwdS + SC.OverlapBwdS);
     Bound = std::max(Bound, PreF + Busy + (EO.Train ? PreB : 0.0));
-    double Transfer = SC.P2PS / (EO.Train ? 2 : 1);
+    double Transfer = SC.SendLagS;
     PreF += SC.ForwardS / V + Transfer;
     PreB += SC.BackwardS / V + Transfer;
     Tail = std::max(Tail, SC.DPExposedS + SC.OptimizerS);
@@ -623,6 +632,19 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   std::vector<OffloadTiers> Offs = Offloads;
   if (F.Offload)
     Offs.assign(1, *F.Offload);
+  // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives
+  // its share of compute and the plan has that communication; else fixed
+  // or its default.
+  const DeviceClass *Core = HW.getClass("aicore");
+  Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+  auto Choices = [&](const Optional<bool> &Fixed, bool Default, bool Offered,
+                     bool Relevant) -> SmallVector<bool, 2> {
+    if (Fixed)
+      return {*Fixed};
+    if (Offered && Relevant)
+      return {Default, !Default};
+    return {Default};
+  };
   unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
@@ -702,8 +724,25 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                     if ((F.Grad && *F.Grad != GP) ||
                         (GP == GradPrecision::BF16 && DP == 1))
                       continue;
+                    SmallVector<bool, 2> TPOvs = Choices(
+                        F.TPOverlap, false, Ov && Ov->TP, TP > 1);
+                    // dp and pp overlap at share 0 never lose to waiting
+                    // (Cost/Overlap.h: max(C, W) <= W + C; a send waited
+                    // for arrives no earlier): only on is tried.
+                    SmallVector<bool, 2> DPOvs =
+                        Choices(F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0,
+                                EO.Train && DP > 1);
+                    SmallVector<bool, 2> PPOvs =
+                        Choices(F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0,
+                                PP > 1);
                     for (const AxisOrder &Order : Orders)
+                    for (bool TPOv : TPOvs)
+                    for (bool DPOv : DPOvs)
+                    for (bool PPOv : PPOvs)
                     for (const OffloadTiers &Off : Offs) {
+                      // tp overlap needs TP communication.
+                      if (TPOv && TP == 1)
+                        continue;
                       Candidate C;
                       C.Base = NumBases + (&Off == &Offs.front());
                       ParallelPlan &P = C.Plan;
@@ -720,6 +759,9 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                       P.Grad = GP;
                       P.Order = Order;
                       P.Offload = Off;
+                      P.TPOverlap = TPOv;
+                      P.DPOverlap = DPOv;
+                      P.PPOverlap = PPOv;
                       if (Lay.Balanced || !F.StageLayers.empty())
                         P.StageLayers = *Lay.Counts;
                       C.Counts = Lay.Counts;
@@ -901,6 +943,20 @@ Expected<SearchResult> Searcher::run() {
         return All.takeError();
       R.BestAllDevices = std::move(*All);
     }
+    // The winner with each overlap it has communication for flipped
+    // (--explain says what each choice is worth).
+    for (unsigned K = 0; K < 3; ++K) {
+      if ((K == 0 && W.TP == 1) || (K == 1 && (W.DP == 1 || !EO.Train)) ||
+          (K == 2 && W.PP == 1))
+        continue;
+      ParallelPlan Q = W;
+      bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
+      Flag = !Flag;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.OverlapFlips.push_back(std::move(*PC));
+    }
     if (W.Grad != GradPrecision::FP32) {
       ParallelPlan Q = W;
       Q.Grad = GradPrecision::FP32;
@@ -967,6 +1023,12 @@ Expected<SearchResult> Searcher::run() {
 }
 
 Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+  // tp overlap needs TP communication: tp > 1, given or possible.
+  if (F.TPOverlap && *F.TPOverlap &&
+      ((F.TP && *F.TP == 1) || S.TPLimit <= 1 || S.TPDiv.Divisor == 1))
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan tp_overlap=on needs tp > 1 (there is no "
+                             "TP communication to overlap)");
   if (F.Grad && *F.Grad != GradPrecision::FP32 && !S.Train)
     return createStringError(inconvertibleErrorCode(),
                              "--plan grad=%s: inference has no gradients",
@@ -1252,6 +1314,12 @@ static std::string compareTo(const PlanCost &A, const PlanCost &B) {
             "): less offloaded, offload=" + A.Plan.Offload.str() + " vs " +
             B.Plan.Offload.str())
         .str();
+  if (A.Plan.TPOverlap != B.Plan.TPOverlap ||
+      A.Plan.DPOverlap != B.Plan.DPOverlap ||
+      A.Plan.PPOverlap != B.Plan.PPOverlap)
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): the overlaps nearer the defaults (tp off, dp and pp on)")
+        .str();
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
     return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
             "): less memory, " + formatBytes(Bytes(A.MaxMemoryBytes)) + " vs " +
@@ -1340,7 +1408,9 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
     return PC && R.Top.size() > 1 && R.Top[1].Plan.str() == PC->Plan.str();
   };
   bool SameAsOther =
-      IsNext(R.OtherDegrees) || IsNext(R.DefaultOrder) || IsNext(R.FP32Grad);
+      IsNext(R.OtherDegrees) || IsNext(R.DefaultOrder) || IsNext(R.FP32Grad) ||
+      any_of(R.OverlapFlips,
+             [&](const PlanCost &F) { return IsNext(Optional<PlanCost>(F)); });
   if (R.Top.size() > 1 && !SameAsOther)
     OS << "explain: next overall, " << R.Top[1].Plan.str() << ", loses "
        << compareTo(W, R.Top[1]) << "\n";
@@ -1350,6 +1420,24 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
        << getAxisOrderName(R.DefaultOrder->Plan.Order) << " ("
        << R.DefaultOrderGroups << ") on the same plan "
        << compareTo(W, *R.DefaultOrder) << "\n";
+  for (const PlanCost &F : R.OverlapFlips) {
+    // Which overlap this flip changed, and the winner's setting of it.
+    const ParallelPlan &A = W.Plan, &B = F.Plan;
+    StringRef Key = A.TPOverlap != B.TPOverlap   ? "tp_overlap"
+                    : A.DPOverlap != B.DPOverlap ? "dp_overlap"
+                                                 : "pp_overlap";
+    bool On = Key == "tp_overlap"   ? A.TPOverlap
+              : Key == "dp_overlap" ? A.DPOverlap
+                                    : A.PPOverlap;
+    OS << "explain: " << Key << "=" << (On ? "on" : "off")
+       << (On ? " (communication beside compute, which it holds a share of)"
+              : " (communication waited for)")
+       << ": the same plan with " << Key << "=" << (On ? "off" : "on") << " ";
+    if (isBetterPlan(W, F))
+      OS << "loses " << compareTo(W, F) << "\n";
+    else
+      OS << "wins " << compareTo(F, W) << " (--plan fixed it)\n";
+  }
   if (R.FP32Grad) {
     OS << "explain: grad=bf16 halves the DP gradient traffic and buffer; "
        << "the same plan with fp32 gradients ";
@@ -1415,6 +1503,9 @@ static json::Object planJSON(const PlanCost &PC,
                             {"recompute", getRecomputeName(P.RC)},
                             {"zero_stage", (int64_t)P.ZeroStage},
                             {"grad_dtype", getGradPrecisionName(P.Grad)},
+                            {"tp_overlap", P.TPOverlap},
+                            {"dp_overlap", P.DPOverlap},
+                            {"pp_overlap", P.PPOverlap},
                             {"axis_order", std::move(Order)},
                             {"stage_layers", std::move(Stages)}}},
       {"plan_string", P.str()},

@@ -392,6 +392,9 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
         J.attribute("recompute", getRecomputeName(P.RC));
         J.attribute("zero_stage", P.ZeroStage);
         J.attribute("grad_dtype", getGradPrecisionName(P.Grad));
+        J.attribute("tp_overlap", P.TPOverlap);
+        J.attribute("dp_overlap", P.DPOverlap);
+        J.attribute("pp_overlap", P.PPOverlap);
         // The mesh, innermost first (tp always): ranks' coords and groups
         // follow it.
         J.attributeArray("axis_order", [&] {

@@ -98,6 +98,11 @@ struct ParallelPlan {
   GradPrecision Grad = GradPrecision::FP32;
   /// Where each kind of training state lives (all HBM by default).
   OffloadTiers Offload;
+  /// Communication overlapped with compute (loom/Cost/Overlap.h): TP
+  /// collectives with the sharded GEMMs, the DP gradient sync with the
+  /// last backward, pipeline sends with compute. The defaults are what
+  /// Loom costed before these were choices.
+  bool TPOverlap = false, DPOverlap = true, PPOverlap = true;
 
   unsigned getNumDevices() const { return DP * TP * PP; }
   /// Size of axis \p A: ep, dp / ep, pp.
@@ -109,7 +114,8 @@ struct ParallelPlan {
   double getGradBytes() const { return Grad == GradPrecision::BF16 ? 2 : 4; }
   /// "tp=8,pp=4,dp=4,ep=1,sp=0,mb=1,nmb=64,vpp=1,recompute=none,zero=1",
   /// then ",grad=bf16", ",order=tp-pp-ep-dp" and ",offload=opt:host" when
-  /// they are not the defaults, then the stages.
+  /// they are not the defaults, ",tp_overlap=on", ",dp_overlap=off",
+  /// ",pp_overlap=off" likewise, then the stages.
   std::string str() const;
 };
 
@@ -139,6 +145,7 @@ struct PlanSpec {
   llvm::Optional<AxisOrder> Order;
   llvm::Optional<GradPrecision> Grad;
   llvm::Optional<OffloadTiers> Offload;
+  llvm::Optional<bool> TPOverlap, DPOverlap, PPOverlap;
   std::vector<unsigned> StageLayers;
   /// rest=plain: what is not given takes its plain value (completePlan)
   /// instead of being searched.
@@ -149,7 +156,8 @@ PlanSpec getFixedSpec(const ParallelPlan &P);
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
 /// zero=1,grad=bf16,order=tp-pp-ep-dp,offload=opt:host,act:host,
-/// stages=13:13:14,rest=plain" (rest:
+/// tp_overlap=on,dp_overlap=off,pp_overlap=on,stages=13:13:14,rest=plain"
+/// (rest:
 /// "search", the default, or "plain"). order lists the
 /// mesh axes innermost first: tp (always innermost; may be left out), then
 /// ep, dp and pp; axes left out go outside the listed ones in the default
