@@ -963,15 +963,14 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
     }
     if (P.PPOverlap) {
-      // The send runs beside the stage's compute, holding its share while
-      // it runs (s * T when the compute outlasts it). The receiver waits
-      // for it (the pipeline's transfer delay).
+      // The send runs beside the stage's next compute, holding its share
+      // while it runs: s * T. The receiver waits for it (the pipeline's
+      // transfer delay); as before these were choices, a send does not
+      // hold the link against the next one.
       SC.SendLagS = SendTime;
-      SC.OverlapFwdS += overlapExposed(SC.ForwardS, SendTime, OvPP, true,
-                                       OverlapHold::WhileRunning);
+      SC.OverlapFwdS += OvPP * SendTime;
       if (Im.Opts.Train)
-        SC.OverlapBwdS += overlapExposed(SC.BackwardS, PrevSend, OvPP, true,
-                                         OverlapHold::WhileRunning);
+        SC.OverlapBwdS += OvPP * PrevSend;
     } else {
       // Waited for: the sender's forward ends when its activations are
       // sent, its backward when its input gradient is; the receiver has

@@ -945,9 +945,13 @@ Expected<SearchResult> Searcher::run() {
     }
     // The winner with each overlap it has communication for flipped
     // (--explain says what each choice is worth).
+    // Only the kinds the hardware gives a share for (the searched ones).
+    const DeviceClass *Core = HW.getClass("aicore");
+    Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
     for (unsigned K = 0; K < 3; ++K) {
-      if ((K == 0 && W.TP == 1) || (K == 1 && (W.DP == 1 || !EO.Train)) ||
-          (K == 2 && W.PP == 1))
+      if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
+          (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
+          (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
         continue;
       ParallelPlan Q = W;
       bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
