@@ -261,6 +261,22 @@ public:
       fail(Path + ".bandwidth", "required for class '" + Name + "'");
     if (Name == "ssd" && !C.Latency)
       fail(Path + ".latency", "required for class 'ssd' (cost per read)");
+    if (C.Overlap) {
+      // A share of 1 would leave the overlapped compute no units at all.
+      std::string OPath = Path + ".comm_overlap";
+      if (Name != "aicore")
+        fail(OPath,
+             "communication overlap takes a share of the matrix unit's "
+             "compute: only class 'aicore' may give it, not '" + Name + "'",
+             /*AtKey=*/true);
+      for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
+                             std::make_pair("dp", C.Overlap->DP),
+                             std::make_pair("pp", C.Overlap->PP)})
+        if (V && !(*V >= 0 && *V < 1))
+          fail(OPath + "." + Kind,
+               "must be in [0, 1) (the share of compute the collective's "
+               "kernels hold), got " + formatNumber(*V));
+    }
     for (const auto &[KName, K] : C.FusedKernels) {
       std::string KPath = Path + ".fused_kernels." + KName;
       if (!is_contained(KnownFusedKernels, KName)) {
@@ -504,6 +520,17 @@ void HardwareModel::print(raw_ostream &OS) const {
     printList(OS, "ops", C.Ops);
     printList(OS, "exclude ops", C.ExcludeOps);
     printList(OS, "dtypes", C.DataTypes);
+    if (C.Overlap) {
+      OS << "    comm overlap share:";
+      for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
+                             std::make_pair("dp", C.Overlap->DP),
+                             std::make_pair("pp", C.Overlap->PP)})
+        OS << " " << Kind << " "
+           << (V ? formatNumber(*V) : std::string("-"));
+      if (!C.Overlap->Source.empty())
+        OS << " (" << C.Overlap->Source << ")";
+      OS << '\n';
+    }
     for (const auto &[KName, K] : C.FusedKernels) {
       OS << "    fused kernel " << KName << ": efficiency "
          << format("%.2f", K.Efficiency) << ", backward "

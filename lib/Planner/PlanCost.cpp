@@ -1,6 +1,7 @@
 //===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
 #include "loom/Planner/PlanCost.h"
 #include "loom/Planner/OffloadCost.h"
+#include "loom/Cost/Overlap.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
 #include "loom/Shard/ExpertRules.h"
@@ -50,6 +51,9 @@ struct NodeFacts {
   /// Attention core (Softmax, activation x activation matmul): what
   /// selective recompute recomputes instead of storing.
   bool AttentionCore = false;
+  /// A column- or row-parallel weight GEMM: what TP communication
+  /// overlaps with (tp_overlap, loom/Cost/Overlap.h).
+  bool TPGemm = false;
   /// Expert work (split across the EP group): one expert's branch
   /// (unrolled) or every expert at once (stacked, NumExperts of them).
   bool Expert = false;
@@ -86,6 +90,8 @@ struct LayerFacts {
 
 struct LayerTimes {
   double Fwd = 0, Bwd = 0, AttnFwd = 0;
+  /// The TP-sharded weight GEMMs' part of Fwd and Bwd.
+  double GemmFwd = 0, GemmBwd = 0;
 };
 
 static double valueBytes(const Value *V) {
@@ -260,6 +266,7 @@ void PlanEvaluator::Impl::analyze() {
     TPState Out = AnySplit ? TPState::Split : TPState::Replicated;
     if ((Op == "MatMul" || Op == "Gemm") && Weight && Act) {
       F.Sharded = true;
+      F.TPGemm = true;
       if (StateOf(Act) == TPState::Replicated) {
         // Column parallel: output split; backward all-reduces the input
         // gradient (once per distinct input).
@@ -618,8 +625,13 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     double Imb = F.StackedExperts && EP > 1 ? Opts.MoEImbalance : 1.0;
     double Fwd = nodeTime(F, ActScale, TP, SP, false, EP) * Imb;
     T.Fwd += Fwd;
-    if (Opts.Train)
-      T.Bwd += nodeTime(F, ActScale, TP, SP, true, EP) * Imb;
+    double Bwd =
+        Opts.Train ? nodeTime(F, ActScale, TP, SP, true, EP) * Imb : 0.0;
+    T.Bwd += Bwd;
+    if (F.TPGemm) {
+      T.GemmFwd += Fwd;
+      T.GemmBwd += Bwd;
+    }
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
   }
@@ -845,6 +857,16 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   double GradWidth = P.getGradBytes();
   double SeqDiv = P.SP ? TP : 1;
 
+  // Shares of compute the overlapped collectives hold (0 where the YAML
+  // gives none).
+  double OvTP = 0, OvDP = 0, OvPP = 0;
+  if (const DeviceClass *AC = Im.HW.getClass("aicore"))
+    if (AC->Overlap) {
+      OvTP = AC->Overlap->TP.getValueOr(0);
+      OvDP = AC->Overlap->DP.getValueOr(0);
+      OvPP = AC->Overlap->PP.getValueOr(0);
+    }
+  double PrevSend = 0;
   unsigned First = 0;
   for (unsigned S = 0; S < P.PP; ++S) {
     StageCost SC;
@@ -852,6 +874,9 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     SC.NumLayers = (*SL)[S];
     double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
            EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
+    // The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
+    // what tp_overlap hides behind the GEMMs.
+    double TPActFwd = 0, TPActBwd = 0;
     auto AllReduceTime = [&](double Bytes) {
       if (TP == 1)
         return 0.0;
@@ -867,6 +892,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       const LayerFacts &F = Im.LF[L];
       LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
       SC.ForwardS += T.Fwd;
+      SC.GemmFwdS += T.GemmFwd;
+      SC.GemmBwdS += T.GemmBwd;
       double Recompute = P.RC == Recompute::Full        ? T.Fwd
                          : P.RC == Recompute::Selective ? T.AttnFwd
                                                         : 0;
@@ -932,6 +959,8 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       Params -= Im.Tables[T].getParams() / (Im.TableTPSharded[T] ? TP : 1);
       StageTables.push_back(Im.Tables[T]);
     }
+    TPActFwd = TPFwd;
+    TPActBwd = TPBwd;
     // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
     // stage's weights before its forward and again before its backward
     // (Rajbhandari et al. 2020, §5.3: 1.5x the DP volume per step at M=1).
@@ -963,10 +992,44 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                                                      SendBytes, PPPair, Im.HW)
                                           .Seconds
                                     : 0;
-    SC.PipeSendS = SendTime;
     SC.P2PS = SendTime * (Im.Opts.Train ? 2 : 1);
-    SC.PipeForwardS = SC.ForwardS + TPFwd + EPFwd;
-    SC.PipeBackwardS = SC.BackwardS + TPBwd + EPBwd;
+    // The plan's overlaps (loom/Cost/Overlap.h): what each adds to the
+    // stage's forward and backward per micro-batch.
+    if (P.TPOverlap && TP > 1) {
+      // The TP all-reduces (reduce-scatters and all-gathers with sp) beside
+      // the sharded GEMMs; full recompute repeats the forward's GEMMs in
+      // the backward, beside its all-reduces as well.
+      double BwdGemm = SC.GemmBwdS + (Im.Opts.Train && P.RC == Recompute::Full
+                                          ? SC.GemmFwdS
+                                          : 0.0);
+      SC.OverlapFwdS +=
+          overlapExposed(SC.GemmFwdS, TPActFwd, OvTP, true) - TPActFwd;
+      if (Im.Opts.Train)
+        SC.OverlapBwdS +=
+            overlapExposed(BwdGemm, TPActBwd, OvTP, true) - TPActBwd;
+      SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
+    }
+    if (P.PPOverlap) {
+      // The send runs beside the stage's next compute, holding its share
+      // while it runs: s * T. The receiver waits for it (the pipeline's
+      // transfer delay); as before these were choices, a send does not
+      // hold the link against the next one.
+      SC.SendLagS = SendTime;
+      SC.OverlapFwdS += OvPP * SendTime;
+      if (Im.Opts.Train)
+        SC.OverlapBwdS += OvPP * PrevSend;
+    } else {
+      // Waited for: the sender's forward ends when its activations are
+      // sent, its backward when its input gradient is; the receiver has
+      // them then.
+      SC.OverlapFwdS += SendTime;
+      if (Im.Opts.Train)
+        SC.OverlapBwdS += PrevSend;
+    }
+    PrevSend = SendTime;
+    SC.PipeSendS = SC.SendLagS;
+    SC.PipeForwardS = SC.ForwardS + TPFwd + EPFwd + SC.OverlapFwdS;
+    SC.PipeBackwardS = SC.BackwardS + TPBwd + EPBwd + SC.OverlapBwdS;
 
     // Memory.
     StageMemoryInputs MI;
@@ -1040,7 +1103,11 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
                                        ExpertParams * 2.0, DPEPG, Im.HW)
                             .Seconds;
       }
-      SC.DPExposedS = std::max(0.0, SC.DPSyncS - SC.BackwardS);
+      // dp_overlap: beside the last micro-batch's backward, whose compute
+      // the reduction's kernels share (loom/Cost/Overlap.h); off: after
+      // it, exposed whole.
+      SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, OvDP,
+                                     P.DPOverlap, OverlapHold::WhileRunning);
     }
     if (Im.Opts.Train && HBM) {
       // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
@@ -1157,9 +1224,13 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     StageCost &SC = R.Stages[S];
     SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
-    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.P2PS +
-                           SC.Offload.ExposedPerMicroBatchS) +
-                      SC.DPExposedS;
+    // Overlaps change what of the communication shows (OverlapFwdS/BwdS
+    // hold the sends when they are waited for).
+    SC.CommExposedS =
+        M * (SC.TPCommS + SC.EPCommS + (P.PPOverlap ? SC.P2PS : 0.0) +
+             SC.OverlapFwdS + SC.OverlapBwdS +
+             SC.Offload.ExposedPerMicroBatchS) +
+        SC.DPExposedS;
     if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
       SC.CommExposedS += M * R.Embeddings.ExchangeS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;

@@ -320,7 +320,8 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
     Busiest = Tail;
   const StageCost &S = PC.Stages[Busiest];
   B.ComputeS = S.ComputeS;
-  B.TPCommS = PC.Plan.NumMicroBatches * S.TPCommS;
+  // tp overlap's hidden collectives and held compute (TPOverlapS).
+  B.TPCommS = PC.Plan.NumMicroBatches * (S.TPCommS + S.TPOverlapS);
   B.EPCommS = PC.Plan.NumMicroBatches * S.EPCommS;
   B.BubbleS = S.BubbleS - (Early > 0 ? Early : 0.0);
   B.DPCommS = PC.Stages[Tail].DPExposedS;
@@ -343,6 +344,12 @@ bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
   if (getOffloadDistance(A.Plan.Offload) != getOffloadDistance(B.Plan.Offload))
     return getOffloadDistance(A.Plan.Offload) <
            getOffloadDistance(B.Plan.Offload);
+  // On a tie, the fewer overlaps changed from the defaults.
+  auto Changed = [](const ParallelPlan &P) {
+    return (int)P.TPOverlap + (int)!P.DPOverlap + (int)!P.PPOverlap;
+  };
+  if (Changed(A.Plan) != Changed(B.Plan))
+    return Changed(A.Plan) < Changed(B.Plan);
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
     return A.MaxMemoryBytes < B.MaxMemoryBytes;
   return A.Plan.str() < B.Plan.str();
@@ -678,10 +685,12 @@ double Searcher::stageBound(const PlanCost &PC) const {
   double PreF = 0, PreB = 0, Bound = 0, Last = 0;
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
-    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS);
+    // The overlaps' part (negative where tp overlap hides collectives).
+    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS +
+                       SC.OverlapFwdS + SC.OverlapBwdS);
     Bound = std::max(Bound, PreF + Busy + SC.DPExposedS + SC.OptimizerS);
     Last = std::max(Last, PreF + Busy + (EO.Train ? PreB : 0.0));
-    double Transfer = SC.P2PS / (EO.Train ? 2 : 1);
+    double Transfer = SC.SendLagS;
     PreF += SC.ForwardS / V + Transfer;
     PreB += SC.BackwardS / V + Transfer;
   }
@@ -727,6 +736,19 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   if (F.Offload)
     Offs.assign(1, *F.Offload);
   NumPlacements = Offs.size();
+  // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives
+  // its share of compute and the plan has that communication; else fixed
+  // or its default.
+  const DeviceClass *Core = HW.getClass("aicore");
+  Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+  auto Choices = [&](const Optional<bool> &Fixed, bool Default, bool Offered,
+                     bool Relevant) -> SmallVector<bool, 2> {
+    if (Fixed)
+      return {*Fixed};
+    if (Offered && Relevant)
+      return {Default, !Default};
+    return {Default};
+  };
   unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
@@ -805,8 +827,25 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                     if ((F.Grad && *F.Grad != GP) ||
                         (GP == GradPrecision::BF16 && DP == 1))
                       continue;
+                    SmallVector<bool, 2> TPOvs = Choices(
+                        F.TPOverlap, false, Ov && Ov->TP, TP > 1);
+                    // dp and pp overlap at share 0 never lose to waiting
+                    // (Cost/Overlap.h: max(C, W) <= W + C; a send waited
+                    // for arrives no earlier): only on is tried.
+                    SmallVector<bool, 2> DPOvs =
+                        Choices(F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0,
+                                EO.Train && DP > 1);
+                    SmallVector<bool, 2> PPOvs =
+                        Choices(F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0,
+                                PP > 1);
                     for (const AxisOrder &Order : Orders)
+                    for (bool TPOv : TPOvs)
+                    for (bool DPOv : DPOvs)
+                    for (bool PPOv : PPOvs)
                     for (const OffloadTiers &Off : Offs) {
+                      // tp overlap needs TP communication.
+                      if (TPOv && TP == 1)
+                        continue;
                       Candidate C;
                       C.Base = NumBases + (&Off == &Offs.front());
                       ParallelPlan &P = C.Plan;
@@ -824,6 +863,9 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                       P.Order = Order;
                       P.Offload = Off;
                       P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
+                      P.TPOverlap = TPOv;
+                      P.DPOverlap = DPOv;
+                      P.PPOverlap = PPOv;
                       if (Lay.Balanced || !F.StageLayers.empty())
                         P.StageLayers = *Lay.Counts;
                       C.Counts = Lay.Counts;
@@ -1065,6 +1107,24 @@ Expected<SearchResult> Searcher::run() {
         return All.takeError();
       R.BestAllDevices = std::move(*All);
     }
+    // The winner with each overlap it has communication for flipped
+    // (--explain says what each choice is worth).
+    // Only the kinds the hardware gives a share for (the searched ones).
+    const DeviceClass *Core = HW.getClass("aicore");
+    Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+    for (unsigned K = 0; K < 3; ++K) {
+      if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
+          (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
+          (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
+        continue;
+      ParallelPlan Q = W;
+      bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
+      Flag = !Flag;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.OverlapFlips.push_back(std::move(*PC));
+    }
     if (W.Grad != GradPrecision::FP32) {
       ParallelPlan Q = W;
       Q.Grad = GradPrecision::FP32;
@@ -1131,6 +1191,12 @@ Expected<SearchResult> Searcher::run() {
 }
 
 Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+  // tp overlap needs TP communication: tp > 1, given or possible.
+  if (F.TPOverlap && *F.TPOverlap &&
+      ((F.TP && *F.TP == 1) || S.TPLimit <= 1 || S.TPDiv.Divisor == 1))
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan tp_overlap=on needs tp > 1 (there is no "
+                             "TP communication to overlap)");
   if (F.Grad && *F.Grad != GradPrecision::FP32 && !S.Train)
     return createStringError(inconvertibleErrorCode(),
                              "--plan grad=%s: inference has no gradients",

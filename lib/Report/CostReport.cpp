@@ -1,6 +1,7 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Report/CostReport.h"
 #include "loom/IR/NodeLabel.h"
+#include <cmath>
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
@@ -315,6 +316,8 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
           {"p2p_per_microbatch_s", SC.P2PS},
           {"dp_sync_s", SC.DPSyncS},
           {"dp_exposed_s", SC.DPExposedS},
+          {"overlap_forward_s", SC.OverlapFwdS},
+          {"overlap_backward_s", SC.OverlapBwdS},
           {"optimizer_s", SC.OptimizerS},
           {"memory",
            json::Object{{"weights", M.Weights},
@@ -337,7 +340,10 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                       {"virtual_stages", (int64_t)P.VirtualStages},
                       {"recompute", getRecomputeName(P.RC)},
                       {"zero_stage", (int64_t)P.ZeroStage},
-                      {"offload", P.Offload.str()}};
+                      {"offload", P.Offload.str()},
+                      {"tp_overlap", P.TPOverlap},
+                      {"dp_overlap", P.DPOverlap},
+                      {"pp_overlap", P.PPOverlap}};
     json::Object Root{{"plan", std::move(Plan)},
                       {"step_time_s", PC.StepTimeS},
                       {PC.getThroughputKey(),
@@ -392,6 +398,19 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
       printOffloadLines(SC.Offload, OS);
     if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
       printEmbeddingCost(PC.Embeddings, OS);
+    // The overlaps (Cost/Overlap.h), when they change anything: hidden TP
+    // collectives, held compute, or sends waited for.
+    if (P.TPOverlap || !P.DPOverlap || !P.PPOverlap || SC.OverlapFwdS != 0 ||
+        SC.OverlapBwdS != 0)
+      OS << "  overlap: tp " << (P.TPOverlap ? "on" : "off") << ", dp "
+         << (P.DPOverlap ? "on" : "off") << ", pp "
+         << (P.PPOverlap ? "on" : "off") << "; per micro-batch forward "
+         << (SC.OverlapFwdS < 0 ? "-" : "+")
+         << formatDuration(Seconds(std::abs(SC.OverlapFwdS))) << ", backward "
+         << (SC.OverlapBwdS < 0 ? "-" : "+")
+         << formatDuration(Seconds(std::abs(SC.OverlapBwdS))) << " (tp "
+         << (SC.TPOverlapS < 0 ? "-" : "+")
+         << formatDuration(Seconds(std::abs(SC.TPOverlapS))) << ")\n";
   }
   // A plan that does not fit has no throughput or MFU to speak of: the
   // numbers are printed to show how far off it is, not as a prediction.

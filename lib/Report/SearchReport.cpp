@@ -257,6 +257,12 @@ static std::string compareTo(const PlanCost &A, const PlanCost &B) {
             "): less offloaded, offload=" + A.Plan.Offload.str() + " vs " +
             B.Plan.Offload.str())
         .str();
+  if (A.Plan.TPOverlap != B.Plan.TPOverlap ||
+      A.Plan.DPOverlap != B.Plan.DPOverlap ||
+      A.Plan.PPOverlap != B.Plan.PPOverlap)
+    return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
+            "): the overlaps nearer the defaults (tp off, dp and pp on)")
+        .str();
   if (A.MaxMemoryBytes != B.MaxMemoryBytes)
     return (Twine("on a tie in step time (") + fmtSeconds(A.StepTimeS) +
             "): less memory, " + formatBytes(Bytes(A.MaxMemoryBytes)) + " vs " +
@@ -345,7 +351,9 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
     return PC && R.Top.size() > 1 && R.Top[1].Plan.str() == PC->Plan.str();
   };
   bool SameAsOther =
-      IsNext(R.OtherDegrees) || IsNext(R.DefaultOrder) || IsNext(R.FP32Grad);
+      IsNext(R.OtherDegrees) || IsNext(R.DefaultOrder) || IsNext(R.FP32Grad) ||
+      any_of(R.OverlapFlips,
+             [&](const PlanCost &F) { return IsNext(Optional<PlanCost>(F)); });
   if (R.Top.size() > 1 && !SameAsOther)
     OS << "explain: next overall, " << R.Top[1].Plan.str() << ", loses "
        << compareTo(W, R.Top[1]) << "\n";
@@ -355,6 +363,24 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
        << getAxisOrderName(R.DefaultOrder->Plan.Order) << " ("
        << R.DefaultOrderGroups << ") on the same plan "
        << compareTo(W, *R.DefaultOrder) << "\n";
+  for (const PlanCost &F : R.OverlapFlips) {
+    // Which overlap this flip changed, and the winner's setting of it.
+    const ParallelPlan &A = W.Plan, &B = F.Plan;
+    StringRef Key = A.TPOverlap != B.TPOverlap   ? "tp_overlap"
+                    : A.DPOverlap != B.DPOverlap ? "dp_overlap"
+                                                 : "pp_overlap";
+    bool On = Key == "tp_overlap"   ? A.TPOverlap
+              : Key == "dp_overlap" ? A.DPOverlap
+                                    : A.PPOverlap;
+    OS << "explain: " << Key << "=" << (On ? "on" : "off")
+       << (On ? " (communication beside compute, which it holds a share of)"
+              : " (communication waited for)")
+       << ": the same plan with " << Key << "=" << (On ? "off" : "on") << " ";
+    if (isBetterPlan(W, F))
+      OS << "loses " << compareTo(W, F) << "\n";
+    else
+      OS << "wins " << compareTo(F, W) << " (--plan fixed it)\n";
+  }
   if (R.FP32Grad) {
     OS << "explain: grad=bf16 halves the DP gradient traffic and buffer; "
        << "the same plan with fp32 gradients ";

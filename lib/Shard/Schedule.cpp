@@ -181,14 +181,16 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   }
 
   // Per-micro-batch times per chunk (PlanCost is per stage = device).
-  std::vector<double> Fwd(R.NumChunks), Bwd(R.NumChunks), P2P(R.NumChunks);
+  std::vector<double> Fwd(R.NumChunks), Bwd(R.NumChunks), P2P(R.NumChunks),
+      Lag(R.NumChunks);
   for (unsigned C = 0; C < R.NumChunks; ++C) {
     const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
                                                       Cost.Stages.size() - 1)];
     // Exposed TP and EP communication where the evaluator's pipeline puts
     // it: forward's with the forward, backward's with the backward.
-    Fwd[C] = (S.ForwardS + S.ForwardCommS) / VPP;
-    Bwd[C] = (S.BackwardS + S.BackwardCommS) / VPP;
+    // The plan's overlaps (PlanCost.h: OverlapFwdS/BwdS, SendLagS).
+    Fwd[C] = (S.ForwardS + S.ForwardCommS + S.OverlapFwdS) / VPP;
+    Bwd[C] = (S.BackwardS + S.BackwardCommS + S.OverlapBwdS) / VPP;
     // Offload streaming its compute does not hide (the evaluator's
     // pipeline adds it to the backward).
     Bwd[C] += S.Offload.ExposedPerMicroBatchS / VPP;
@@ -196,6 +198,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     // same for every chunk (P2PS counts the forward send and, in training,
     // the backward one).
     P2P[C] = S.P2PS / (Ctx.Train ? 2 : 1);
+    Lag[C] = S.SendLagS;
   }
 
   // Timeline per device: list scheduling of the 1F1B order with the
@@ -232,7 +235,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       if (I.Forward) {
         if (I.Chunk > 0)
           Need(true, I.MB, I.Chunk - 1,
-               (I.Chunk - 1) % PP == D ? 0 : P2P[I.Chunk - 1]);
+               (I.Chunk - 1) % PP == D ? 0 : Lag[I.Chunk - 1]);
       } else {
         Need(true, I.MB, I.Chunk, 0);
         // The gradient crosses back the boundary after this chunk: the
@@ -240,7 +243,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
         // pipeline charges Transfer[d] both ways).
         if (I.Chunk + 1 < R.NumChunks)
           Need(false, I.MB, I.Chunk + 1,
-               (I.Chunk + 1) % PP == D ? 0 : P2P[I.Chunk]);
+               (I.Chunk + 1) % PP == D ? 0 : Lag[I.Chunk]);
       }
       if (!OK)
         continue;
@@ -354,7 +357,9 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       double Grad = PB / getDataTypeSize(DataType::Float) * P.getGradBytes();
       double Buf = std::max(1.0, Ctx.BucketBytes);
       unsigned Buckets = std::max(1u, (unsigned)std::ceil(Grad / Buf));
-      double Hidden = std::max(0.0, S.DPSyncS - S.DPExposedS);
+      // Negative when dp overlap's held compute outlasts the sync: the
+      // buckets then end DPExposedS after the last backward, as costed.
+      double Hidden = S.DPSyncS - S.DPExposedS;
       double T = std::max(LastBwdStart, LastBwdEnd - Hidden);
       double End = LastBwdEnd;
       if (P.DP > 1)

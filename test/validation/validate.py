@@ -127,14 +127,27 @@ def ensure_models(names, zoo):
                         "--quiet"], check=True)
 
 
-def run_row(row, plan_parallel, zoo, fused_mode):
+# The communication-overlap shares (comm_overlap) layered on each hardware
+# group's files when rows are planned with their published overlaps.
+OVERLAP_SHARES = {"A100": "examples/hw/overlap/a100.yaml",
+                  "H100": "examples/hw/overlap/h100.yaml",
+                  "Atlas900A2": "examples/hw/overlap/ascend.yaml"}
+
+
+def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
     if fused_mode == "published" and row["fused"] == "1":
         cmd += ["--hw", FUSED_OVERLAY]
+    plan = row["plan"]
+    if overlap_mode == "published":
+        if row["hw"] in OVERLAP_SHARES:
+            cmd += ["--hw", os.path.join(SRC, OVERLAP_SHARES[row["hw"]])]
+        if row.get("overlap"):
+            plan += "," + row["overlap"]
     cmd += ["--devices", row["devices"], "--batch", row["batch"], "--seq",
-            row["seq"], "--plan", row["plan"], "--format", "json", "--quiet"]
+            row["seq"], "--plan", plan, "--format", "json", "--quiet"]
     if fused_mode in ("published", "attention"):
         cmd.append("--fused-kernels=" + (
             ("all" if fused_mode == "published" else "attention")
@@ -169,6 +182,12 @@ def main(argv=None):
                     default="published",
                     help="fused kernels as each run used them (default), "
                          "fused attention only, or none for any row")
+    ap.add_argument("--overlap", choices=["published", "none"],
+                    default="published",
+                    help="communication overlap as each run used it, with "
+                         "the overlap shares layered on (default), or the "
+                         "implicit defaults without shares (the table "
+                         "before overlap was a plan choice)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a median |error| passes its threshold")
@@ -202,7 +221,8 @@ def main(argv=None):
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
         results = list(ex.map(
-            lambda r: run_row(r, plan_parallel, zoo, fused_mode), rows))
+            lambda r: run_row(r, plan_parallel, zoo, fused_mode,
+                              args.overlap), rows))
 
     failed = False
     table = []

@@ -41,6 +41,11 @@
 //           rmsnorm: {efficiency: 1.0}  # also layernorm, swiglu, rotary:
 //                                     #   vector kernels, efficiency of
 //                                     #   the vector peak and HBM bandwidth
+//         comm_overlap:               # optional (aicore only): share of the
+//           tp: 0.10                  #   class's compute a collective's
+//           dp: 0.05                  #   kernels hold while overlapped
+//           pp: 0.02                  #   with compute, per kind, in [0, 1)
+//           source: "..."             #   (CommOverlap; Cost/Overlap.h)
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -163,6 +168,20 @@ struct FusedKernel {
   }
 };
 
+/// What overlapping communication with compute costs a class: the share
+/// of its compute units (SMs, AI cores) the collective's kernels hold while
+/// they run alongside compute, per kind of overlap (loom/Cost/Overlap.h
+/// has the model). A kind left out is not offered to the search: tp
+/// overlap stays off, dp and pp overlap on at no cost (the model before
+/// this key); `--plan` may still set it, at share 0.
+struct CommOverlap {
+  /// TP collectives beside the sharded GEMMs, DP gradient reduction beside
+  /// the last backward, pipeline sends beside compute; each in [0, 1).
+  llvm::Optional<double> TP, DP, PP;
+  /// Where the numbers come from.
+  std::string Source;
+};
+
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
 /// its AICPU cores, compute next to HBM, or the SSD read path (DESIGN.md §5).
 struct DeviceClass {
@@ -198,6 +217,8 @@ struct DeviceClass {
   std::map<std::string, EfficiencyCurve> EfficiencyCurves;
   /// Fused kernels by name (fused_kernels:); empty if none.
   std::map<std::string, FusedKernel> FusedKernels;
+  /// Communication overlap shares (comm_overlap:); None if not given.
+  llvm::Optional<CommOverlap> Overlap;
   /// The fused kernel named \p Name, or null.
   const FusedKernel *getFusedKernel(llvm::StringRef Name) const {
     auto It = FusedKernels.find(Name.str());

@@ -82,6 +82,21 @@ struct StageCost {
   /// forward and backward with their TP/EP communication (backward before
   /// any exposed offload transfer), and the send to the next stage.
   double PipeForwardS = 0, PipeBackwardS = 0, PipeSendS = 0;
+  /// Per micro-batch: the TP-sharded weight GEMMs' part of ForwardS and
+  /// BackwardS (what tp overlap hides the TP collectives behind).
+  double GemmFwdS = 0, GemmBwdS = 0;
+  /// Per micro-batch: what the plan's overlaps add to the forward and the
+  /// backward as the pipeline runs them (loom/Cost/Overlap.h): tp overlap's
+  /// hidden collectives (negative) and held compute, pp overlap's held
+  /// compute, or, with pp_overlap=off, the sends waited for.
+  double OverlapFwdS = 0, OverlapBwdS = 0;
+  /// The tp overlap's part of OverlapFwdS + OverlapBwdS (what it changes
+  /// of the TP collectives' TPCommS).
+  double TPOverlapS = 0;
+  /// The delay between this stage's forward end and the next stage's
+  /// receipt (the send when it is overlapped; 0 when the forward waited
+  /// for it).
+  double SendLagS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
   double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
   /// When the stage's last forward or backward ends in the pipeline

@@ -196,6 +196,9 @@ struct SearchResult {
   std::string WinnerGroups, DefaultOrderGroups;
   /// When Top[0] reduces gradients in bf16: Top[0] with fp32 gradients.
   llvm::Optional<PlanCost> FP32Grad;
+  /// Top[0] with each overlap flipped (tp with tp > 1, dp with dp > 1 in
+  /// training, pp with pp > 1), in that order.
+  std::vector<PlanCost> OverlapFlips;
   /// When Top[0] leaves devices idle: the best plan on all of them (None
   /// when none fits).
   llvm::Optional<PlanCost> BestAllDevices;
