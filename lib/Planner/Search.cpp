@@ -1201,6 +1201,11 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
     return createStringError(inconvertibleErrorCode(),
                              "--plan grad=%s: inference has no gradients",
                              getGradPrecisionName(*F.Grad).str().c_str());
+  if (F.EP && *F.EP != 1 && !S.Experts.NumExperts && !S.Experts.NotSplit.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan ep=%u: the model's experts are not split "
+                             "by ep: %s; use ep=1",
+                             *F.EP, S.Experts.NotSplit.c_str());
   if (F.EP && *F.EP != 1 && !S.Experts.NumExperts)
     return createStringError(inconvertibleErrorCode(),
                              "--plan ep=%u: the model has no experts (no "
