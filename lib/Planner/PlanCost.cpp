@@ -152,6 +152,38 @@ static bool fusedInternal(
          });
 }
 
+/// What every stage of one plan shares: its degrees, the topology shape of
+/// each communication group, widths and the hardware's overlap shares.
+struct PlanContext {
+  const ParallelPlan &P;
+  unsigned TP, EP;
+  GroupShape TPG, DPG, EPG, DPEPG, PPPair;
+  /// Gradient buffer and DP sync width (Megatron: fp32 main gradients
+  /// unless --grad-reduce-in-bf16).
+  double GradWidth;
+  /// What sequence parallelism divides the replicated activations by.
+  double SeqDiv;
+  /// Micro-batch over the bound batch: scales the analysed activations.
+  double ActScale;
+  /// Shares of compute the overlapped collectives hold (0 where the YAML
+  /// gives none).
+  double OvTP = 0, OvDP = 0, OvPP = 0;
+  const MemoryLevel *HBM = nullptr;
+};
+
+/// One stage's running sums, filled step by step by the stage's costing.
+struct StageSums {
+  double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
+         EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
+  /// The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
+  /// what tp_overlap hides behind the GEMMs.
+  double TPActFwd = 0, TPActBwd = 0;
+  /// The tables the plan shards in this stage (Embedding.h).
+  std::vector<EmbeddingTable> Tables;
+  /// The stage's forward pipeline send, one way, per micro-batch.
+  double SendTime = 0;
+};
+
 } // namespace
 
 struct PlanEvaluator::Impl {
@@ -198,6 +230,67 @@ struct PlanEvaluator::Impl {
                         unsigned EP) const;
   double nodeTime(const NodeFacts &F, double ActScale, unsigned TP, bool SP,
                   bool Backward, unsigned EP) const;
+
+  // The steps of PlanEvaluator::evaluatePlan, in the order it takes them.
+
+  /// Whether \p P is one this model and hardware can run at all: ep must
+  /// divide every expert group and dp, and the offload tiers must exist.
+  Error checkPlan(const ParallelPlan &P) const;
+  /// The plan's cost before its stages: the plan, the MoE imbalance it
+  /// costs with, and the HBM, host and SSD capacities it is held to.
+  PlanCost startPlan(const ParallelPlan &P) const;
+  /// Pipeline stage \p Stage of layers [First, First + NumLayers): all of
+  /// its per-micro-batch times, memory and per-step work. \p PrevSend is
+  /// the previous stage's send time in, this stage's out; embedding costs
+  /// are merged into \p R.
+  StageCost costStage(const PlanContext &C, unsigned Stage, unsigned First,
+                      unsigned NumLayers, double &PrevSend,
+                      PlanCost &R) const;
+  /// The stage's layers one by one: compute (with recomputation), the
+  /// parameters, saved and live activations, KV cache, and the TP and EP
+  /// collectives of each micro-batch.
+  void sumStageLayers(const PlanContext &C, StageCost &SC,
+                      StageSums &S) const;
+  /// Takes the embedding tables the plan shards out of the stage's
+  /// replicated parameters, keeping them for costStageEmbeddings.
+  void takeShardedTables(const PlanContext &C, const StageCost &SC,
+                         StageSums &S) const;
+  /// ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
+  /// stage's weights before its forward and again before its backward
+  /// (Rajbhandari et al. 2020, sec. 5.3: 1.5x the DP volume per step at
+  /// M=1). Counted as exposed communication; prefetching hides part of it.
+  void addZero3Gathers(const PlanContext &C, StageSums &S) const;
+  /// The stage's communication totals and its pipeline send (the
+  /// boundary activations, split across TP ranks: Megatron's
+  /// scatter/gather optimization).
+  void costStageComm(const PlanContext &C, unsigned Stage, StageCost &SC,
+                     StageSums &S) const;
+  /// The plan's overlaps (loom/Cost/Overlap.h): what tp_overlap and the
+  /// pipeline sends add to the stage's forward and backward per
+  /// micro-batch; then the pipeline's per-micro-batch times.
+  void applyOverlaps(const PlanContext &C, StageCost &SC, const StageSums &S,
+                     double PrevSend) const;
+  /// The stage's HBM: weights, gradients, optimizer states, activations
+  /// or KV cache, and the experts' share. Returns the inputs, which the
+  /// offload costing reads.
+  StageMemoryInputs costStageMemory(const PlanContext &C, unsigned Stage,
+                                    StageCost &SC, const StageSums &S) const;
+  /// DP gradient sync (training, dp > 1), overlapped with the last
+  /// micro-batch's backward; it shares links with that backward's TP
+  /// traffic.
+  void costDPSync(const PlanContext &C, StageCost &SC,
+                  const StageSums &S) const;
+  /// The AdamW step's time on the stage's local parameters (training).
+  void costOptimizer(const PlanContext &C, StageCost &SC,
+                     const StageSums &S) const;
+  /// The offload inputs of the stage and, when the plan offloads, what
+  /// the tiers add (cost_models/memory/Offload.cpp).
+  void costOffload(const PlanContext &C, StageCost &SC, const StageSums &S,
+                   const StageMemoryInputs &MI) const;
+  /// The stage's sharded embedding tables (lib/Plan/Embedding.cpp): their
+  /// memory, lookups and exchanges, merged into \p R's embedding cost.
+  void costStageEmbeddings(const PlanContext &C, StageCost &SC, StageSums &S,
+                           PlanCost &R) const;
 };
 
 
@@ -806,20 +899,15 @@ Expected<PlanCost> PlanEvaluator::evaluateStages(const ParallelPlan &P) const {
   return evaluatePlan(P, /*Simulate=*/false);
 }
 
-Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
-                                               bool Simulate) const {
-  const Impl &Im = *I;
-  Expected<std::vector<unsigned>> SL = getStageLayers(P);
-  if (!SL)
-    return SL.takeError();
+Error PlanEvaluator::Impl::checkPlan(const ParallelPlan &P) const {
   if (P.EP > 1) {
-    if (Im.Experts.empty())
+    if (Experts.empty())
       return createStringError(inconvertibleErrorCode(),
                                "ep=%u: the model has no experts (no stacked "
                                "[E, d, f] expert weights and no unrolled "
                                "expert branches)",
                                P.EP);
-    for (const ExpertGroup &EG : Im.Experts)
+    for (const ExpertGroup &EG : Experts)
       if (!isExpertSplitLegal(EG.NumExperts, P.EP))
         return createStringError(
             inconvertibleErrorCode(),
@@ -829,342 +917,421 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
       return createStringError(inconvertibleErrorCode(),
                                "ep=%u does not divide dp=%u", P.EP, P.DP);
   }
-  if (Error E = checkOffloadHardware(P.Offload, Im.HW, Im.Opts.Train))
-    return std::move(E);
+  return checkOffloadHardware(P.Offload, HW, Opts.Train);
+}
+
+PlanCost PlanEvaluator::Impl::startPlan(const ParallelPlan &P) const {
   PlanCost R;
   R.Plan = P;
-  if (P.EP > 1 && any_of(Im.Experts, [](const ExpertGroup &EG) {
+  if (P.EP > 1 && any_of(Experts, [](const ExpertGroup &EG) {
         return EG.isStacked();
       }))
-    R.MoEImbalance = Im.Opts.MoEImbalance;
-  const MemoryLevel *HBM = Im.HW.getMemory("hbm");
+    R.MoEImbalance = Opts.MoEImbalance;
+  const MemoryLevel *HBM = HW.getMemory("hbm");
   R.HBMBytes = HBM ? HBM->getUsableCapacity().value() : 0;
-  if (const MemoryLevel *Host = Im.HW.getMemory("host"))
+  if (const MemoryLevel *Host = HW.getMemory("host"))
     R.HostCapacity = Host->getUsableCapacity().value();
-  if (const MemoryLevel *SSD = Im.HW.getMemory("ssd"))
+  if (const MemoryLevel *SSD = HW.getMemory("ssd"))
     R.SSDCapacity = SSD->getUsableCapacity().value();
-  double ActScale = (double)P.MicroBatchSize / Im.Opts.Batch;
-  unsigned TP = P.TP;
-  // Where each group lands follows the plan's axis order (ParallelPlan.h).
-  unsigned EP = P.EP;
-  GroupShape TPG = getGroupShape(P, "tp");
-  GroupShape DPG = getGroupShape(P, "dp");
-  GroupShape EPG = getGroupShape(P, "ep");
-  GroupShape DPEPG = getGroupShape(P, "dp_ep");
-  GroupShape PPPair = getGroupShape(P, "pp");
-  // Gradient buffer and DP sync width (Megatron: fp32 main gradients unless
-  // --grad-reduce-in-bf16).
-  double GradWidth = P.getGradBytes();
-  double SeqDiv = P.SP ? TP : 1;
+  return R;
+}
 
-  // Shares of compute the overlapped collectives hold (0 where the YAML
-  // gives none).
-  double OvTP = 0, OvDP = 0, OvPP = 0;
-  if (const DeviceClass *AC = Im.HW.getClass("aicore"))
+/// The plan-wide values every stage's costing reads.
+static PlanContext makePlanContext(const PlanEvaluator &PE,
+                                   const ParallelPlan &P,
+                                   const HardwareModel &HW, int64_t Batch) {
+  // Where each group lands follows the plan's axis order (ParallelPlan.h).
+  PlanContext C{P,
+                P.TP,
+                P.EP,
+                PE.getGroupShape(P, "tp"),
+                PE.getGroupShape(P, "dp"),
+                PE.getGroupShape(P, "ep"),
+                PE.getGroupShape(P, "dp_ep"),
+                PE.getGroupShape(P, "pp"),
+                P.getGradBytes(),
+                P.SP ? (double)P.TP : 1.0,
+                (double)P.MicroBatchSize / Batch};
+  if (const DeviceClass *AC = HW.getClass("aicore"))
     if (AC->Overlap) {
-      OvTP = AC->Overlap->TP.getValueOr(0);
-      OvDP = AC->Overlap->DP.getValueOr(0);
-      OvPP = AC->Overlap->PP.getValueOr(0);
+      C.OvTP = AC->Overlap->TP.getValueOr(0);
+      C.OvDP = AC->Overlap->DP.getValueOr(0);
+      C.OvPP = AC->Overlap->PP.getValueOr(0);
     }
+  C.HBM = HW.getMemory("hbm");
+  return C;
+}
+
+void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
+                                         StageSums &S) const {
+  const ParallelPlan &P = C.P;
+  unsigned TP = C.TP, EP = C.EP;
+  auto AllReduceTime = [&](double Bytes) {
+    if (TP == 1)
+      return 0.0;
+    if (P.SP) // Reduce-scatter + all-gather instead of all-reduce.
+      return collectiveTime(CollectiveKind::ReduceScatter, Bytes, C.TPG, HW)
+                 .Seconds +
+             collectiveTime(CollectiveKind::AllGather, Bytes, C.TPG, HW)
+                 .Seconds;
+    return collectiveTime(CollectiveKind::AllReduce, Bytes, C.TPG, HW)
+        .Seconds;
+  };
+  for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L) {
+    const LayerFacts &F = LF[L];
+    LayerTimes T = layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
+    SC.ForwardS += T.Fwd;
+    SC.GemmFwdS += T.GemmFwd;
+    SC.GemmBwdS += T.GemmBwd;
+    double Recompute = P.RC == Recompute::Full        ? T.Fwd
+                       : P.RC == Recompute::Selective ? T.AttnFwd
+                                                      : 0;
+    SC.BackwardS += T.Bwd + (Opts.Train ? Recompute : 0);
+    S.Params += F.ParamsSharded / TP + F.ParamsReplicated;
+    S.ExpertParams += (F.ExpertSharded / TP + F.ExpertReplicated) / EP;
+    // EP: per micro-batch, the tokens (split over TP only with SP) go
+    // out and the expert outputs come back, in forward and in backward.
+    if (EP > 1)
+      for (const EPTraffic &X : F.EP) {
+        // The most loaded rank receives and returns MoEImbalance times
+        // the mean (stacked, routed experts only).
+        double Imb = X.Stacked ? Opts.MoEImbalance : 1.0;
+        double In = X.TokenBytes * C.ActScale / C.SeqDiv * Imb,
+               Out = X.OutputBytes * C.ActScale / C.SeqDiv * Imb;
+        double Cm =
+            X.Stacked
+                ? collectiveTime(CollectiveKind::AllToAll, In, C.EPG, HW)
+                          .Seconds +
+                      collectiveTime(CollectiveKind::AllToAll, Out, C.EPG, HW)
+                          .Seconds
+                // Every expert sees every token: gather the ep ranks'
+                // tokens, reduce-scatter the summed output back.
+                : collectiveTime(CollectiveKind::AllGather, In * EP, C.EPG,
+                                 HW)
+                          .Seconds +
+                      collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
+                                     C.EPG, HW)
+                          .Seconds;
+        S.EPFwd += Cm;
+        if (Opts.Train)
+          S.EPBwd += Cm;
+      }
+    double LayerAct;
+    S.MaxLayerAct = std::max(S.MaxLayerAct, (F.SavedSplit / TP +
+                                             F.SavedReplicated / C.SeqDiv) *
+                                                C.ActScale);
+    if (P.RC == Recompute::Full)
+      LayerAct = F.InputBytes / C.SeqDiv;
+    else
+      LayerAct =
+          F.SavedSplit / TP + F.SavedReplicated / C.SeqDiv -
+          (P.RC == Recompute::Selective ? F.SavedAttentionCore / TP : 0.0);
+    S.Act += std::max(0.0, LayerAct) * C.ActScale;
+    S.KV += F.KVBytes / TP * C.ActScale;
+    S.MaxLayerLive = std::max(S.MaxLayerLive, (F.LiveSplit / TP +
+                                               F.LiveReplicated / C.SeqDiv) *
+                                                  C.ActScale);
+    for (double B : F.FwdAllReduce)
+      S.TPFwd += AllReduceTime(B * C.ActScale);
+    if (Opts.Train)
+      for (double B : F.BwdAllReduce)
+        S.TPBwd += AllReduceTime(B * C.ActScale);
+  }
+}
+
+void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
+                                            const StageCost &SC,
+                                            StageSums &S) const {
+  for (unsigned T = 0; T < Tables.size(); ++T) {
+    unsigned L = TableLayer[T];
+    if (L < SC.FirstLayer || L >= SC.FirstLayer + SC.NumLayers ||
+        (C.P.Emb == EmbeddingMode::Auto && !TableMustShard[T]))
+      continue;
+    S.Params -= Tables[T].getParams() / (TableTPSharded[T] ? C.TP : 1);
+    S.Tables.push_back(Tables[T]);
+  }
+}
+
+void PlanEvaluator::Impl::addZero3Gathers(const PlanContext &C,
+                                          StageSums &S) const {
+  const ParallelPlan &P = C.P;
+  if (P.ZeroStage >= 3 && P.DP > 1) {
+    double Gather =
+        collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
+            .Seconds;
+    if (S.ExpertParams > 0 && P.DP / C.EP > 1)
+      Gather += collectiveTime(CollectiveKind::AllGather,
+                               S.ExpertParams * 2.0, C.DPEPG, HW)
+                    .Seconds;
+    S.TPFwd += Gather;
+    if (Opts.Train)
+      S.TPBwd += Gather;
+  }
+}
+
+void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
+                                        StageCost &SC, StageSums &S) const {
+  const ParallelPlan &P = C.P;
+  SC.TPCommS = S.TPFwd + S.TPBwd;
+  SC.EPCommS = S.EPFwd + S.EPBwd;
+  SC.ForwardCommS = S.TPFwd + S.EPFwd;
+  SC.BackwardCommS = S.TPBwd + S.EPBwd;
+  SC.ParamCount = S.Params + S.ExpertParams;
+  SC.ExpertParamCount = S.ExpertParams;
+  // Pipeline transfers: the boundary activations, split across TP ranks
+  // (Megatron's scatter/gather optimization).
+  double SendBytes =
+      Stage + 1 < P.PP
+          ? BoundaryBytes[SC.FirstLayer + SC.NumLayers] * C.ActScale / C.TP
+          : 0;
+  S.SendTime = SendBytes > 0 ? collectiveTime(CollectiveKind::SendRecv,
+                                              SendBytes, C.PPPair, HW)
+                                   .Seconds
+                             : 0;
+  SC.P2PS = S.SendTime * (Opts.Train ? 2 : 1);
+}
+
+void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
+                                        const StageSums &S,
+                                        double PrevSend) const {
+  const ParallelPlan &P = C.P;
+  if (P.TPOverlap && C.TP > 1) {
+    // The TP all-reduces (reduce-scatters and all-gathers with sp) beside
+    // the sharded GEMMs; full recompute repeats the forward's GEMMs in
+    // the backward, beside its all-reduces as well.
+    double BwdGemm = SC.GemmBwdS + (Opts.Train && P.RC == Recompute::Full
+                                        ? SC.GemmFwdS
+                                        : 0.0);
+    SC.OverlapFwdS +=
+        overlapExposed(SC.GemmFwdS, S.TPActFwd, C.OvTP, true) - S.TPActFwd;
+    if (Opts.Train)
+      SC.OverlapBwdS +=
+          overlapExposed(BwdGemm, S.TPActBwd, C.OvTP, true) - S.TPActBwd;
+    SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
+  }
+  if (P.PPOverlap) {
+    // The send runs beside the stage's next compute, holding its share
+    // while it runs: s * T. The receiver waits for it (the pipeline's
+    // transfer delay); as before these were choices, a send does not
+    // hold the link against the next one.
+    SC.SendLagS = S.SendTime;
+    SC.OverlapFwdS += C.OvPP * S.SendTime;
+    if (Opts.Train)
+      SC.OverlapBwdS += C.OvPP * PrevSend;
+  } else {
+    // Waited for: the sender's forward ends when its activations are
+    // sent, its backward when its input gradient is; the receiver has
+    // them then.
+    SC.OverlapFwdS += S.SendTime;
+    if (Opts.Train)
+      SC.OverlapBwdS += PrevSend;
+  }
+  SC.PipeSendS = SC.SendLagS;
+  SC.PipeForwardS = SC.ForwardS + S.TPFwd + S.EPFwd + SC.OverlapFwdS;
+  SC.PipeBackwardS = SC.BackwardS + S.TPBwd + S.EPBwd + SC.OverlapBwdS;
+}
+
+StageMemoryInputs
+PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
+                                     StageCost &SC, const StageSums &S) const {
+  const ParallelPlan &P = C.P;
+  StageMemoryInputs MI;
+  MI.Train = Opts.Train;
+  MI.ParamCount = S.Params;
+  MI.ActivationBytesPerMicroBatch = Opts.Train ? S.Act : 0;
+  MI.InFlightMicroBatches =
+      inFlightMicroBatches(Stage, P.PP, P.NumMicroBatches, P.VirtualStages);
+  // Full recompute rebuilds one layer's activations at a time during
+  // backward: the largest layer's, alive once.
+  MI.ActivationWorkspaceBytes =
+      Opts.Train && P.RC == Recompute::Full ? S.MaxLayerAct : 0;
+  // Inference keeps nothing between layers but the KV cache: what is
+  // alive at once in the stage's largest layer, for the one micro-batch
+  // the stage runs at a time.
+  if (!Opts.Train)
+    MI.ActivationWorkspaceBytes = S.MaxLayerLive;
+  MI.DP = P.DP;
+  MI.ZeroStage = P.ZeroStage;
+  MI.GradBytesPerParam = C.GradWidth;
+  bool AnyComm = C.TP > 1 || P.DP > 1 || P.PP > 1;
+  MI.CommBufferBytes = AnyComm ? Opts.CommBufferBytes : 0;
+  // Reserved HBM is already outside HBMBytes (capacity - reserved), the
+  // budget the stage is compared with: not counted again here.
+  MI.ReservedBytes = 0;
+  if (!Opts.Train)
+    MI.KVCacheBytes = S.KV * P.NumMicroBatches;
+  SC.Memory = estimateStageMemory(MI);
+  if (S.ExpertParams > 0) {
+    // Expert weights, gradients and optimizer states: 1/ep of the
+    // experts, ZeRO-partitioned over the dp/ep ranks holding the same.
+    StageMemoryInputs XI;
+    XI.Train = Opts.Train;
+    XI.ParamCount = S.ExpertParams;
+    XI.DP = P.DP / C.EP;
+    XI.ZeroStage = P.ZeroStage;
+    XI.GradBytesPerParam = C.GradWidth;
+    XI.InFlightMicroBatches = 0;
+    MemoryBreakdown XM = estimateStageMemory(XI);
+    SC.Memory.Weights += XM.Weights;
+    SC.Memory.Gradients += XM.Gradients;
+    SC.Memory.OptimizerStates += XM.OptimizerStates;
+  }
+  SC.MemoryBytes = SC.Memory.total();
+  return MI;
+}
+
+void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
+                                     const StageSums &S) const {
+  const ParallelPlan &P = C.P;
+  if (!Opts.Train || P.DP <= 1)
+    return;
+  double GradBytes = S.Params * C.GradWidth;
+  CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
+                                      : CollectiveKind::AllReduce;
+  // The last micro-batch's backward TP traffic runs alongside.
+  double TPBytes = 0;
+  for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L)
+    for (double B : LF[L].BwdAllReduce)
+      TPBytes += B * C.ActScale;
+  auto Shares =
+      shareBandwidth({K, CollectiveKind::AllReduce}, {C.DPG, C.TPG},
+                     {GradBytes, C.TP > 1 ? TPBytes : 0.0}, HW);
+  SC.DPSyncS = collectiveTime(K, GradBytes, C.DPG, HW, Shares[0]).Seconds;
+  if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
+    SC.DPSyncS +=
+        collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
+            .Seconds;
+  // Expert gradients over dp_ep (the ranks holding the same experts),
+  // after the rest.
+  double ExpertGrad = S.ExpertParams * C.GradWidth;
+  if (ExpertGrad > 0 && P.DP / C.EP > 1) {
+    SC.DPSyncS += collectiveTime(K, ExpertGrad, C.DPEPG, HW).Seconds;
+    if (P.ZeroStage >= 1)
+      SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
+                                   S.ExpertParams * 2.0, C.DPEPG, HW)
+                        .Seconds;
+  }
+  // dp_overlap: beside the last micro-batch's backward, whose compute
+  // the reduction's kernels share (loom/Cost/Overlap.h); off: after
+  // it, exposed whole.
+  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP,
+                                 P.DPOverlap, OverlapHold::WhileRunning);
+}
+
+void PlanEvaluator::Impl::costOptimizer(const PlanContext &C, StageCost &SC,
+                                        const StageSums &S) const {
+  const ParallelPlan &P = C.P;
+  if (!Opts.Train || !C.HBM)
+    return;
+  // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
+  // read and written, the gradient in, bf16 weight out). The same for
+  // either gradient precision: a bf16-reduced gradient is widened into
+  // the fp32 update anyway, and the 2 bytes it saves are noise next to
+  // the 24 of the states; plans that differ only in gradient precision
+  // tie when the DP sync is hidden, and the tie goes to fp32.
+  double Local = P.ZeroStage >= 1
+                     ? S.Params / P.DP + S.ExpertParams / (P.DP / C.EP)
+                     : S.Params + S.ExpertParams;
+  SC.OptimizerS = Local * 28 / C.HBM->Bandwidth.value();
+}
+
+void PlanEvaluator::Impl::costOffload(const PlanContext &C, StageCost &SC,
+                                      const StageSums &S,
+                                      const StageMemoryInputs &MI) const {
+  // cost_models/memory/Offload.cpp
+  const ParallelPlan &P = C.P;
+  OffloadInputs &OI = SC.OffloadIn;
+  OI.Train = Opts.Train;
+  OI.ActivationBytesPerMicroBatch = MI.ActivationBytesPerMicroBatch;
+  OI.InFlightMicroBatches = MI.InFlightMicroBatches;
+  OI.ActivationWorkspaceBytes = MI.ActivationWorkspaceBytes;
+  OI.UpdatedParams = P.ZeroStage >= 1
+                         ? S.Params / P.DP + S.ExpertParams / (P.DP / C.EP)
+                         : S.Params + S.ExpertParams;
+  OI.NumLayers = SC.NumLayers;
+  OI.NumMicroBatches = P.NumMicroBatches;
+  OI.ComputePerMicroBatchS = SC.ForwardS + SC.BackwardS;
+  if (P.Offload.any())
+    applyOffload(SC, OI, P.Offload, HW);
+}
+
+void PlanEvaluator::Impl::costStageEmbeddings(const PlanContext &C,
+                                              StageCost &SC, StageSums &S,
+                                              PlanCost &R) const {
+  // lib/Plan/Embedding.cpp
+  if (S.Tables.empty())
+    return;
+  const ParallelPlan &P = C.P;
+  EmbeddingInputs EI;
+  EI.Train = Opts.Train;
+  EI.Mode = P.Emb;
+  EI.Group = P.DP;
+  EI.Shape = C.DPG;
+  EI.MicroBatch = P.MicroBatchSize;
+  EI.HBMFree = R.HBMBytes - SC.MemoryBytes;
+  EI.HostFree = R.HostCapacity - SC.Offload.HostBytes;
+  EI.SSDFree = R.SSDCapacity - SC.Offload.SSDBytes;
+  EmbeddingCost E = planEmbeddings(S.Tables, EI, HW);
+  SC.Memory.Embeddings = E.HBMBytes;
+  SC.MemoryBytes = SC.Memory.total();
+  SC.EmbHostBytes = E.HostBytes;
+  SC.EmbSSDBytes = E.SSDBytes;
+  SC.PipeForwardS += E.ForwardS;
+  // The stage's work as schedule.json and the reports see it: lookups
+  // with the compute, the exchange with the exposed communication.
+  SC.ForwardS += E.LookupS;
+  SC.ForwardCommS += E.ExchangeFwdS;
+  if (Opts.Train) {
+    SC.PipeBackwardS += E.BackwardS;
+    SC.BackwardS += E.UpdateS;
+    SC.BackwardCommS += E.ExchangeBwdS;
+  }
+  mergeEmbeddingCost(R.Embeddings, std::move(E));
+}
+
+StageCost PlanEvaluator::Impl::costStage(const PlanContext &C, unsigned Stage,
+                                         unsigned First, unsigned NumLayers,
+                                         double &PrevSend, PlanCost &R) const {
+  StageCost SC;
+  SC.FirstLayer = First;
+  SC.NumLayers = NumLayers;
+  StageSums S;
+  sumStageLayers(C, SC, S);
+  // Tables the plan shards (Embedding.h) leave the replicated parameters:
+  // their shards are placed below, over the dp group.
+  takeShardedTables(C, SC, S);
+  S.TPActFwd = S.TPFwd;
+  S.TPActBwd = S.TPBwd;
+  addZero3Gathers(C, S);
+  costStageComm(C, Stage, SC, S);
+  // The plan's overlaps (loom/Cost/Overlap.h): what each adds to the
+  // stage's forward and backward per micro-batch.
+  applyOverlaps(C, SC, S, PrevSend);
+  PrevSend = S.SendTime;
+  StageMemoryInputs MI = costStageMemory(C, Stage, SC, S);
+  costDPSync(C, SC, S);
+  costOptimizer(C, SC, S);
+  costOffload(C, SC, S, MI);
+  costStageEmbeddings(C, SC, S, R);
+  return SC;
+}
+
+Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
+                                               bool Simulate) const {
+  const Impl &Im = *I;
+  Expected<std::vector<unsigned>> SL = getStageLayers(P);
+  if (!SL)
+    return SL.takeError();
+  if (Error E = Im.checkPlan(P))
+    return std::move(E);
+  PlanCost R = Im.startPlan(P);
+  PlanContext C = makePlanContext(*this, P, Im.HW, Im.Opts.Batch);
   double PrevSend = 0;
   unsigned First = 0;
   for (unsigned S = 0; S < P.PP; ++S) {
-    StageCost SC;
-    SC.FirstLayer = First;
-    SC.NumLayers = (*SL)[S];
-    double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
-           EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
-    // The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
-    // what tp_overlap hides behind the GEMMs.
-    double TPActFwd = 0, TPActBwd = 0;
-    auto AllReduceTime = [&](double Bytes) {
-      if (TP == 1)
-        return 0.0;
-      if (P.SP) // Reduce-scatter + all-gather instead of all-reduce.
-        return collectiveTime(CollectiveKind::ReduceScatter, Bytes, TPG, Im.HW)
-                   .Seconds +
-               collectiveTime(CollectiveKind::AllGather, Bytes, TPG, Im.HW)
-                   .Seconds;
-      return collectiveTime(CollectiveKind::AllReduce, Bytes, TPG, Im.HW)
-          .Seconds;
-    };
-    for (unsigned L = First; L < First + SC.NumLayers; ++L) {
-      const LayerFacts &F = Im.LF[L];
-      LayerTimes T = Im.layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
-      SC.ForwardS += T.Fwd;
-      SC.GemmFwdS += T.GemmFwd;
-      SC.GemmBwdS += T.GemmBwd;
-      double Recompute = P.RC == Recompute::Full        ? T.Fwd
-                         : P.RC == Recompute::Selective ? T.AttnFwd
-                                                        : 0;
-      SC.BackwardS += T.Bwd + (Im.Opts.Train ? Recompute : 0);
-      Params += F.ParamsSharded / TP + F.ParamsReplicated;
-      ExpertParams += (F.ExpertSharded / TP + F.ExpertReplicated) / EP;
-      // EP: per micro-batch, the tokens (split over TP only with SP) go
-      // out and the expert outputs come back, in forward and in backward.
-      if (EP > 1)
-        for (const EPTraffic &X : F.EP) {
-          // The most loaded rank receives and returns MoEImbalance times
-          // the mean (stacked, routed experts only).
-          double Imb = X.Stacked ? Im.Opts.MoEImbalance : 1.0;
-          double In = X.TokenBytes * ActScale / SeqDiv * Imb,
-                 Out = X.OutputBytes * ActScale / SeqDiv * Imb;
-          double C =
-              X.Stacked
-                  ? collectiveTime(CollectiveKind::AllToAll, In, EPG, Im.HW)
-                            .Seconds +
-                        collectiveTime(CollectiveKind::AllToAll, Out, EPG,
-                                       Im.HW)
-                            .Seconds
-                  // Every expert sees every token: gather the ep ranks'
-                  // tokens, reduce-scatter the summed output back.
-                  : collectiveTime(CollectiveKind::AllGather, In * EP, EPG,
-                                   Im.HW)
-                            .Seconds +
-                        collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
-                                       EPG, Im.HW)
-                            .Seconds;
-          EPFwd += C;
-          if (Im.Opts.Train)
-            EPBwd += C;
-        }
-      double LayerAct;
-      MaxLayerAct =
-          std::max(MaxLayerAct,
-                   (F.SavedSplit / TP + F.SavedReplicated / SeqDiv) * ActScale);
-      if (P.RC == Recompute::Full)
-        LayerAct = F.InputBytes / SeqDiv;
-      else
-        LayerAct =
-            F.SavedSplit / TP + F.SavedReplicated / SeqDiv -
-            (P.RC == Recompute::Selective ? F.SavedAttentionCore / TP : 0.0);
-      Act += std::max(0.0, LayerAct) * ActScale;
-      KV += F.KVBytes / TP * ActScale;
-      MaxLayerLive = std::max(
-          MaxLayerLive, (F.LiveSplit / TP + F.LiveReplicated / SeqDiv) * ActScale);
-      for (double B : F.FwdAllReduce)
-        TPFwd += AllReduceTime(B * ActScale);
-      if (Im.Opts.Train)
-        for (double B : F.BwdAllReduce)
-          TPBwd += AllReduceTime(B * ActScale);
-    }
-    // Tables the plan shards (Embedding.h) leave the replicated parameters:
-    // their shards are placed below, over the dp group.
-    std::vector<EmbeddingTable> StageTables;
-    for (unsigned T = 0; T < Im.Tables.size(); ++T) {
-      unsigned L = Im.TableLayer[T];
-      if (L < First || L >= First + SC.NumLayers ||
-          (P.Emb == EmbeddingMode::Auto && !Im.TableMustShard[T]))
-        continue;
-      Params -= Im.Tables[T].getParams() / (Im.TableTPSharded[T] ? TP : 1);
-      StageTables.push_back(Im.Tables[T]);
-    }
-    TPActFwd = TPFwd;
-    TPActBwd = TPBwd;
-    // ZeRO-3 keeps 1/dp of the weights: every micro-batch gathers the
-    // stage's weights before its forward and again before its backward
-    // (Rajbhandari et al. 2020, §5.3: 1.5x the DP volume per step at M=1).
-    // Counted as exposed communication; prefetching hides part of it.
-    if (P.ZeroStage >= 3 && P.DP > 1) {
-      double Gather =
-          collectiveTime(CollectiveKind::AllGather, Params * 2.0, DPG, Im.HW)
-              .Seconds;
-      if (ExpertParams > 0 && P.DP / EP > 1)
-        Gather += collectiveTime(CollectiveKind::AllGather, ExpertParams * 2.0,
-                                 DPEPG, Im.HW)
-                      .Seconds;
-      TPFwd += Gather;
-      if (Im.Opts.Train)
-        TPBwd += Gather;
-    }
-    SC.TPCommS = TPFwd + TPBwd;
-    SC.EPCommS = EPFwd + EPBwd;
-    SC.ForwardCommS = TPFwd + EPFwd;
-    SC.BackwardCommS = TPBwd + EPBwd;
-    SC.ParamCount = Params + ExpertParams;
-    SC.ExpertParamCount = ExpertParams;
-    // Pipeline transfers: the boundary activations, split across TP ranks
-    // (Megatron's scatter/gather optimization).
-    double SendBytes =
-        S + 1 < P.PP ? Im.BoundaryBytes[First + SC.NumLayers] * ActScale / TP
-                     : 0;
-    double SendTime = SendBytes > 0 ? collectiveTime(CollectiveKind::SendRecv,
-                                                     SendBytes, PPPair, Im.HW)
-                                          .Seconds
-                                    : 0;
-    SC.P2PS = SendTime * (Im.Opts.Train ? 2 : 1);
-    // The plan's overlaps (loom/Cost/Overlap.h): what each adds to the
-    // stage's forward and backward per micro-batch.
-    if (P.TPOverlap && TP > 1) {
-      // The TP all-reduces (reduce-scatters and all-gathers with sp) beside
-      // the sharded GEMMs; full recompute repeats the forward's GEMMs in
-      // the backward, beside its all-reduces as well.
-      double BwdGemm = SC.GemmBwdS + (Im.Opts.Train && P.RC == Recompute::Full
-                                          ? SC.GemmFwdS
-                                          : 0.0);
-      SC.OverlapFwdS +=
-          overlapExposed(SC.GemmFwdS, TPActFwd, OvTP, true) - TPActFwd;
-      if (Im.Opts.Train)
-        SC.OverlapBwdS +=
-            overlapExposed(BwdGemm, TPActBwd, OvTP, true) - TPActBwd;
-      SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
-    }
-    if (P.PPOverlap) {
-      // The send runs beside the stage's next compute, holding its share
-      // while it runs: s * T. The receiver waits for it (the pipeline's
-      // transfer delay); as before these were choices, a send does not
-      // hold the link against the next one.
-      SC.SendLagS = SendTime;
-      SC.OverlapFwdS += OvPP * SendTime;
-      if (Im.Opts.Train)
-        SC.OverlapBwdS += OvPP * PrevSend;
-    } else {
-      // Waited for: the sender's forward ends when its activations are
-      // sent, its backward when its input gradient is; the receiver has
-      // them then.
-      SC.OverlapFwdS += SendTime;
-      if (Im.Opts.Train)
-        SC.OverlapBwdS += PrevSend;
-    }
-    PrevSend = SendTime;
-    SC.PipeSendS = SC.SendLagS;
-    SC.PipeForwardS = SC.ForwardS + TPFwd + EPFwd + SC.OverlapFwdS;
-    SC.PipeBackwardS = SC.BackwardS + TPBwd + EPBwd + SC.OverlapBwdS;
-
-    // Memory.
-    StageMemoryInputs MI;
-    MI.Train = Im.Opts.Train;
-    MI.ParamCount = Params;
-    MI.ActivationBytesPerMicroBatch = Im.Opts.Train ? Act : 0;
-    MI.InFlightMicroBatches =
-        inFlightMicroBatches(S, P.PP, P.NumMicroBatches, P.VirtualStages);
-    // Full recompute rebuilds one layer's activations at a time during
-    // backward: the largest layer's, alive once.
-    MI.ActivationWorkspaceBytes =
-        Im.Opts.Train && P.RC == Recompute::Full ? MaxLayerAct : 0;
-    // Inference keeps nothing between layers but the KV cache: what is
-    // alive at once in the stage's largest layer, for the one micro-batch
-    // the stage runs at a time.
-    if (!Im.Opts.Train)
-      MI.ActivationWorkspaceBytes = MaxLayerLive;
-    MI.DP = P.DP;
-    MI.ZeroStage = P.ZeroStage;
-    MI.GradBytesPerParam = GradWidth;
-    bool AnyComm = TP > 1 || P.DP > 1 || P.PP > 1;
-    MI.CommBufferBytes = AnyComm ? Im.Opts.CommBufferBytes : 0;
-    // Reserved HBM is already outside HBMBytes (capacity - reserved), the
-    // budget the stage is compared with: not counted again here.
-    MI.ReservedBytes = 0;
-    if (!Im.Opts.Train)
-      MI.KVCacheBytes = KV * P.NumMicroBatches;
-    SC.Memory = estimateStageMemory(MI);
-    if (ExpertParams > 0) {
-      // Expert weights, gradients and optimizer states: 1/ep of the
-      // experts, ZeRO-partitioned over the dp/ep ranks holding the same.
-      StageMemoryInputs XI;
-      XI.Train = Im.Opts.Train;
-      XI.ParamCount = ExpertParams;
-      XI.DP = P.DP / EP;
-      XI.ZeroStage = P.ZeroStage;
-      XI.GradBytesPerParam = GradWidth;
-      XI.InFlightMicroBatches = 0;
-      MemoryBreakdown XM = estimateStageMemory(XI);
-      SC.Memory.Weights += XM.Weights;
-      SC.Memory.Gradients += XM.Gradients;
-      SC.Memory.OptimizerStates += XM.OptimizerStates;
-    }
-    SC.MemoryBytes = SC.Memory.total();
-
-    // DP gradient sync, overlapped with the last micro-batch's backward;
-    // it shares links with that backward's TP traffic.
-    if (Im.Opts.Train && P.DP > 1) {
-      double GradBytes = Params * GradWidth;
-      CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
-                                          : CollectiveKind::AllReduce;
-      // The last micro-batch's backward TP traffic runs alongside.
-      double TPBytes = 0;
-      for (unsigned L = First; L < First + SC.NumLayers; ++L)
-        for (double B : Im.LF[L].BwdAllReduce)
-          TPBytes += B * ActScale;
-      auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {DPG, TPG},
-                                   {GradBytes, TP > 1 ? TPBytes : 0.0}, Im.HW);
-      SC.DPSyncS = collectiveTime(K, GradBytes, DPG, Im.HW, Shares[0]).Seconds;
-      if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
-        SC.DPSyncS +=
-            collectiveTime(CollectiveKind::AllGather, Params * 2.0, DPG, Im.HW)
-                .Seconds;
-      // Expert gradients over dp_ep (the ranks holding the same experts),
-      // after the rest.
-      double ExpertGrad = ExpertParams * GradWidth;
-      if (ExpertGrad > 0 && P.DP / EP > 1) {
-        SC.DPSyncS += collectiveTime(K, ExpertGrad, DPEPG, Im.HW).Seconds;
-        if (P.ZeroStage >= 1)
-          SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
-                                       ExpertParams * 2.0, DPEPG, Im.HW)
-                            .Seconds;
-      }
-      // dp_overlap: beside the last micro-batch's backward, whose compute
-      // the reduction's kernels share (loom/Cost/Overlap.h); off: after
-      // it, exposed whole.
-      SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, OvDP,
-                                     P.DPOverlap, OverlapHold::WhileRunning);
-    }
-    if (Im.Opts.Train && HBM) {
-      // AdamW touches ~28 bytes per local parameter (fp32 master, m, v
-      // read and written, the gradient in, bf16 weight out). The same for
-      // either gradient precision: a bf16-reduced gradient is widened into
-      // the fp32 update anyway, and the 2 bytes it saves are noise next to
-      // the 24 of the states; plans that differ only in gradient precision
-      // tie when the DP sync is hidden, and the tie goes to fp32.
-      double Local = P.ZeroStage >= 1
-                         ? Params / P.DP + ExpertParams / (P.DP / EP)
-                         : Params + ExpertParams;
-      SC.OptimizerS = Local * 28 / HBM->Bandwidth.value();
-    }
-    { // cost_models/memory/Offload.cpp
-      OffloadInputs &OI = SC.OffloadIn;
-      OI.Train = Im.Opts.Train;
-      OI.ActivationBytesPerMicroBatch = MI.ActivationBytesPerMicroBatch;
-      OI.InFlightMicroBatches = MI.InFlightMicroBatches;
-      OI.ActivationWorkspaceBytes = MI.ActivationWorkspaceBytes;
-      OI.UpdatedParams = P.ZeroStage >= 1
-                             ? Params / P.DP + ExpertParams / (P.DP / EP)
-                             : Params + ExpertParams;
-      OI.NumLayers = SC.NumLayers;
-      OI.NumMicroBatches = P.NumMicroBatches;
-      OI.ComputePerMicroBatchS = SC.ForwardS + SC.BackwardS;
-      if (P.Offload.any())
-        applyOffload(SC, OI, P.Offload, Im.HW);
-    }
-    if (!StageTables.empty()) { // lib/Plan/Embedding.cpp
-      EmbeddingInputs EI;
-      EI.Train = Im.Opts.Train;
-      EI.Mode = P.Emb;
-      EI.Group = P.DP;
-      EI.Shape = DPG;
-      EI.MicroBatch = P.MicroBatchSize;
-      EI.HBMFree = R.HBMBytes - SC.MemoryBytes;
-      EI.HostFree = R.HostCapacity - SC.Offload.HostBytes;
-      EI.SSDFree = R.SSDCapacity - SC.Offload.SSDBytes;
-      EmbeddingCost E = planEmbeddings(StageTables, EI, Im.HW);
-      SC.Memory.Embeddings = E.HBMBytes;
-      SC.MemoryBytes = SC.Memory.total();
-      SC.EmbHostBytes = E.HostBytes;
-      SC.EmbSSDBytes = E.SSDBytes;
-      SC.PipeForwardS += E.ForwardS;
-      // The stage's work as schedule.json and the reports see it: lookups
-      // with the compute, the exchange with the exposed communication.
-      SC.ForwardS += E.LookupS;
-      SC.ForwardCommS += E.ExchangeFwdS;
-      if (Im.Opts.Train) {
-        SC.PipeBackwardS += E.BackwardS;
-        SC.BackwardS += E.UpdateS;
-        SC.BackwardCommS += E.ExchangeBwdS;
-      }
-      mergeEmbeddingCost(R.Embeddings, std::move(E));
-    }
+    StageCost SC = Im.costStage(C, S, First, (*SL)[S], PrevSend, R);
     R.Stages.push_back(SC);
-    First += SC.NumLayers;
+    First += (*SL)[S];
   }
   return finishPlan(std::move(R), Simulate);
 }
