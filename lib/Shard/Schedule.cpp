@@ -333,7 +333,7 @@ std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
   return Out;
 }
 
-/// The compute events of pipeline device \p PPDev in its timeline order,
+/// The compute events of one pipeline device, \p Order being its timeline,
 /// each followed by its offload stream event when the plan offloads.
 /// Sets \p LastBwdStart and \p LastBwdEnd to the last backward's times.
 void appendComputeEvents(std::vector<ScheduleEvent> &Events,
