@@ -58,7 +58,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/Planner/Embedding.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/NodeLabel.h"
 #include "loom/Solver/Placement.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
@@ -85,14 +87,7 @@ Error makeError(const Twine &Msg) {
   return createStringError(inconvertibleErrorCode(), Msg);
 }
 
-std::string nodeLabel(const Node &N) {
-  if (!N.getName().empty())
-    return N.getName().str();
-  for (const Value *V : N.getOutputs())
-    if (V)
-      return "%" + V->getName().str();
-  return "<unnamed " + N.getQualifiedOpType() + ">";
-}
+std::string nodeLabel(const Node &N) { return getNodeLabel(N); }
 
 bool isConstantNode(const Node &N) {
   return N.getOpType() == "Constant" && N.getDomain().empty();
@@ -445,7 +440,15 @@ void DeviceClassPlacer::Impl::buildEdgesAndStorages() {
       E.Bytes += Bytes;
     }
   }
+  // Embedding tables no card holds whole are sharded over the devices by
+  // the plan (lib/Plan/Embedding.cpp): no storage of one device here.
+  DenseSet<const Value *> Sharded;
+  for (const EmbeddingTable &T : findEmbeddingTables(CU.M->getGraph(), 1))
+    if (mustShardTable(T, *CU.HW, Train))
+      Sharded.insert(T.Weight);
   for (const Value *P : ParamOrder) {
+    if (Sharded.count(P))
+      continue;
     std::vector<unsigned> R = Readers[P];
     llvm::sort(R);
     auto [It, New] = StorageOf.try_emplace(R, Base.Storages.size());

@@ -30,13 +30,22 @@
 // attention (Expand, Tile, a Concat of one tensor with itself; HF's
 // repeat_kv exports Unsqueeze+Expand+Reshape). Every value inside the
 // region has all its users inside it and is no graph output; a region that
-// does not match fully is left alone, op by op.
+// does not match fully is left alone, op by op. A mask proven causal
+// (FusedKernelPatterns.h, getCausalOffset) makes the kernel skip the
+// blocks above the diagonal: the region is costed at the fraction of the
+// scores kept.
+//
+// The fused element-wise kernels (rmsnorm, layernorm, swiglu, rotary) are
+// matched by FusedKernelPatterns.cpp, after attention, and costed by
+// fusedElementwiseCost on the node computing their output.
 //
 //===----------------------------------------------------------------------===//
+#include "FusedKernelPatterns.h"
 #include "Passes.h"
 #include "loom/Cost/DeviceTime.h"
 #include "loom/Cost/FusedKernels.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/NodeLabel.h"
 #include "loom/Pass/Pass.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -46,6 +55,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace llvm;
 
@@ -58,6 +68,9 @@ struct AttentionRegion {
   const Value *Q = nullptr, *K = nullptr, *V = nullptr, *Out = nullptr;
   /// The additive mask or the Where condition; null without a mask.
   const Value *Mask = nullptr;
+  MaskUse Use = MaskUse::Additive;
+  /// The fraction of the scores a causal mask keeps (1: not causal).
+  double Causal = 1.0;
   /// K and V repeated per query head (grouped-query attention).
   bool GQA = false;
   /// In graph order.
@@ -211,6 +224,7 @@ private:
         if (!S || !M || S->Type != V->Type)
           continue;
         R.Mask = M;
+        R.Use = MaskUse::Additive;
         if (const Node *Found = Through(S))
           return Found;
         R.Mask = nullptr;
@@ -224,6 +238,7 @@ private:
         if (!S || !Fill || S->Type != V->Type || !isScalarConstant(Fill))
           continue;
         R.Mask = D->getInput(0);
+        R.Use = I == 1 ? MaskUse::KeptWhenTrue : MaskUse::MaskedWhenTrue;
         if (const Node *Found = Through(S))
           return Found;
         R.Mask = nullptr;
@@ -312,6 +327,9 @@ private:
       Out = U->getOutput(0);
     }
     R.Out = Out;
+    if (R.Mask)
+      if (Optional<int64_t> Off = getCausalOffset(R.Mask, R.Use))
+        R.Causal = getCausalKeptFraction(Sq, Sk, *Off);
     R.Members.push_back(R.Score);
     R.Members.push_back(&SM);
     R.Members.push_back(R.Context);
@@ -326,16 +344,14 @@ private:
   }
 };
 
-std::string label(const Node &N) {
-  return N.getName().empty() ? "<unnamed " + N.getOpType().str() + ">"
-                             : N.getName().str();
-}
+std::string label(const Node &N) { return getNodeLabel(N); }
 
 class DetectFusedKernelsPass : public Pass {
 public:
 
   Error run(CompilationUnit &CU) override {
     Regions.clear();
+    ElementwiseRegions.clear();
     Skipped.clear();
     if (!CU.HW)
       return createStringError(inconvertibleErrorCode(),
@@ -344,33 +360,47 @@ public:
       return createStringError(
           inconvertibleErrorCode(),
           "detect-fused-kernels needs annotate-costs to run first");
-    // Which kernels: --fused-kernels, or every one the hardware offers.
-    std::string Class;
-    const FusedKernel *Attention = nullptr;
+    // Which kernels: --fused-kernels (names, or "all"), or every one the
+    // hardware offers. The last class listing a kernel runs it.
+    std::map<std::string, std::pair<std::string, const FusedKernel *>> Offered;
     for (const auto &KV : CU.HW->Device.Classes)
-      if (const FusedKernel *K = KV.second.getFusedKernel("attention")) {
-        Class = KV.first;
-        Attention = K;
-      }
+      for (const auto &K : KV.second.FusedKernels)
+        Offered[K.first] = {KV.first, &K.second};
+    std::vector<std::string> Wanted;
+    for (const auto &KV : Offered)
+      Wanted.push_back(KV.first);
     if (CU.Opts.FusedKernels) {
-      for (const std::string &Name : *CU.Opts.FusedKernels)
-        if (Name != "attention" || !Attention)
-          return createStringError(
-              inconvertibleErrorCode(),
-              "--fused-kernels: hardware '%s' offers no fused kernel '%s' "
-              "(device.classes.aicore.fused_kernels lists %s)",
-              CU.HW->Name.c_str(), Name.c_str(),
-              Attention ? "attention" : "none");
-      if (!is_contained(*CU.Opts.FusedKernels, "attention"))
-        Attention = nullptr;
+      std::string Listed = Wanted.empty() ? "none" : join(Wanted, ", ");
+      bool All = is_contained(*CU.Opts.FusedKernels, "all");
+      if (!All) {
+        for (const std::string &Name : *CU.Opts.FusedKernels)
+          if (!Offered.count(Name))
+            return createStringError(
+                inconvertibleErrorCode(),
+                "--fused-kernels: hardware '%s' offers no fused kernel '%s' "
+                "(device.classes.aicore.fused_kernels lists %s)",
+                CU.HW->Name.c_str(), Name.c_str(), Listed.c_str());
+        Wanted = *CU.Opts.FusedKernels;
+      }
     }
+    const FusedKernel *Attention = nullptr;
+    std::string Class;
+    if (is_contained(Wanted, "attention")) {
+      Class = Offered["attention"].first;
+      Attention = Offered["attention"].second;
+    }
+    std::vector<std::string> Elementwise;
+    for (const std::string &Name : Wanted)
+      if (Name != "attention" && !is_contained(Elementwise, Name))
+        Elementwise.push_back(Name);
     KernelClass = Class;
-    if (!Attention)
+    if (!Attention && Elementwise.empty())
       return Error::success();
 
     const Graph &G = CU.M->getGraph();
     Matcher Mt(G, CU.M->getOpsetVersion(""));
-    for (AttentionRegion &R : Mt.findAttention()) {
+    for (AttentionRegion &R : Attention ? Mt.findAttention()
+                                        : std::vector<AttentionRegion>()) {
       if (R.Mask && !Attention->Masked) {
         Skipped.push_back(label(*R.Context) +
                           ": masked, and the kernel takes no mask");
@@ -394,32 +424,78 @@ public:
       }
       OpCost Fused =
           fusedAttentionCost(SI->second.Cost, CI->second.Cost, R.Q, R.K, R.V,
-                             R.Out, *Attention, R.Members);
+                             R.Out, *Attention, R.Members, R.Causal);
       ClassTime T = estimateClassTime(*R.Context, Fused, Class, *CU.HW);
       if (!T.Supported) {
         Skipped.push_back(label(*R.Context) + ": " + T.Reason);
         continue;
       }
-      std::string Elsewhere = "the fused attention kernel runs on " + Class;
-      for (const Node *M : R.Members) {
-        NodeCostInfo &Info = CU.NodeCosts[M];
-        bool Anchor = M == R.Context;
-        Info.Cost = Anchor ? Fused
-                           : fusedMemberCost(Info.Cost, R.Context, "attention");
-        for (auto &KV : Info.Times) {
-          if (KV.first == Class) {
-            KV.second = Anchor ? T : ClassTime();
-            KV.second.Supported = true;
-          } else {
-            KV.second = ClassTime();
-            KV.second.Reason = Elsewhere;
-          }
-        }
-        Info.Class = Class;
-      }
+      assignRegion(CU, R.Members, R.Context, Fused, T, Class, "attention");
       Regions.push_back(std::move(R));
     }
+    // The element-wise kernels, on nodes attention did not take.
+    DenseSet<const Node *> Taken;
+    for (const AttentionRegion &R : Regions)
+      Taken.insert(R.Members.begin(), R.Members.end());
+    for (ElementwiseRegion &R : findElementwiseRegions(
+             G, CU.M->getOpsetVersion(""), Elementwise, Taken)) {
+      const auto &[KClass, Kernel] = Offered[R.Kernel];
+      std::vector<const OpCost *> MemberCosts;
+      bool Costed = true;
+      for (const Node *M : R.Members) {
+        auto It = CU.NodeCosts.find(M);
+        if (It == CU.NodeCosts.end() || !It->second.Cost.HasRule) {
+          Costed = false;
+          break;
+        }
+        MemberCosts.push_back(&It->second.Cost);
+      }
+      if (!Costed)
+        continue;
+      StringRef DT = getDataTypeName(R.Out->Type.Elem);
+      if (!Kernel->supportsDataType(DT)) {
+        Skipped.push_back(R.Kernel + " '" + label(*R.Anchor) + "': " +
+                          DT.str() + ", and the kernel takes " +
+                          join(Kernel->DataTypes, ", "));
+        continue;
+      }
+      OpCost Fused = fusedElementwiseCost(MemberCosts, R.Inputs, R.Out,
+                                          R.Saved, *Kernel, R.Members);
+      ClassTime T = estimateClassTime(*R.Anchor, Fused, KClass, *CU.HW);
+      if (!T.Supported) {
+        Skipped.push_back(R.Kernel + " '" + label(*R.Anchor) + "': " +
+                          T.Reason);
+        continue;
+      }
+      assignRegion(CU, R.Members, R.Anchor, Fused, T, KClass, R.Kernel);
+      ElementwiseRegions.push_back(std::move(R));
+    }
     return Error::success();
+  }
+
+  /// The anchor carries \p Fused and its time on \p Class; the other
+  /// members cost nothing; no other class runs any of them.
+  static void assignRegion(CompilationUnit &CU,
+                           ArrayRef<const Node *> Members, const Node *Anchor,
+                           const OpCost &Fused, const ClassTime &T,
+                           const std::string &Class, const std::string &Name) {
+    std::string Elsewhere =
+        "the fused " + Name + " kernel runs on " + Class;
+    for (const Node *M : Members) {
+      NodeCostInfo &Info = CU.NodeCosts[M];
+      bool IsAnchor = M == Anchor;
+      Info.Cost = IsAnchor ? Fused : fusedMemberCost(Info.Cost, Anchor, Name);
+      for (auto &KV : Info.Times) {
+        if (KV.first == Class) {
+          KV.second = IsAnchor ? T : ClassTime();
+          KV.second.Supported = true;
+        } else {
+          KV.second = ClassTime();
+          KV.second.Reason = Elsewhere;
+        }
+      }
+      Info.Class = Class;
+    }
   }
 
   /// One line per region: anchor, inputs, mask, GQA, members.
@@ -437,7 +513,28 @@ public:
          << " v=" << R.V->getName() << ":" << R.V->Type.str()
          << " out=" << R.Out->getName() << ":" << R.Out->Type.str()
          << " mask=" << (R.Mask ? R.Mask->getName() : StringRef("none"))
-         << " gqa=" << (R.GQA ? "yes" : "no") << " members=";
+         << " gqa=" << (R.GQA ? "yes" : "no");
+      if (R.Causal < 1)
+        OS << " causal=" << format("%.6f", R.Causal);
+      OS << " members=";
+      ListSeparator LS(",");
+      for (const Node *M : R.Members)
+        OS << LS << label(*M);
+      OS << "\n";
+    }
+    if (!ElementwiseRegions.empty())
+      OS << "# fused kernels: " << ElementwiseRegions.size()
+         << " element-wise region(s)\n";
+    for (const ElementwiseRegion &R : ElementwiseRegions) {
+      OS << R.Kernel << " '" << label(*R.Anchor) << "'";
+      if (R.Anchor->Layer >= 0)
+        OS << " layer=" << R.Anchor->Layer;
+      OS << " in=";
+      ListSeparator LI(",");
+      for (const Value *V : R.Inputs)
+        OS << LI << V->getName() << ":" << V->Type.str();
+      OS << " out=" << R.Out->getName() << ":" << R.Out->Type.str()
+         << " form=" << R.Form << " members=";
       ListSeparator LS(",");
       for (const Node *M : R.Members)
         OS << LS << label(*M);
@@ -449,6 +546,7 @@ public:
 
 private:
   std::vector<AttentionRegion> Regions;
+  std::vector<ElementwiseRegion> ElementwiseRegions;
   std::vector<std::string> Skipped;
   std::string KernelClass;
 };

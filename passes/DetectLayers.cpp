@@ -26,7 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "llvm/ADT/DenseSet.h"
 #include <climits>
 #include <functional>

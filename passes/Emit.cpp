@@ -10,9 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/Report/SearchReport.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Plan/CostReport.h"
-#include "loom/Plan/Search.h"
+#include "loom/Report/CostReport.h"
+#include "loom/Planner/Search.h"
 #include "loom/Report/Export.h"
 #include "loom/Report/HtmlReport.h"
 #include "loom/Shard/OutputDir.h"
@@ -161,7 +162,10 @@ public:
       std::vector<std::string> Problems = verifyShardedProgram(
           *CU.Sharded, Best, HBM ? HBM->getUsableCapacity().value() : 0);
       if (!Problems.empty()) {
+        // About the model's program: named by the model file, as pass
+        // errors are (the other errors of emit name the output directory).
         std::string Msg =
+            (CU.M->SourcePath.empty() ? "" : CU.M->SourcePath + ": error: ") +
             "the emitted program fails verification (" +
             std::to_string(Problems.size()) +
             " problem(s); nothing was written; --no-verify-output skips "
@@ -282,6 +286,10 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   for (const auto &KV : CU.NodeCosts)
     if (KV.second.Cost.FusedKernel == "attention")
       In.FusedAttention = true;
+    else if (!KV.second.Cost.FusedKernel.empty() &&
+             !is_contained(In.FusedElementwise, KV.second.Cost.FusedKernel))
+      In.FusedElementwise.push_back(KV.second.Cost.FusedKernel);
+  llvm::sort(In.FusedElementwise);
   // The plan's batch by construction (dp x mb x nmb = --batch).
   const ParallelPlan &P = Chosen.Plan;
   In.GlobalBatch = (int64_t)P.DP * P.MicroBatchSize * P.NumMicroBatches;

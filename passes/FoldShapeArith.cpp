@@ -13,9 +13,10 @@
 // are read per the model's default-domain opset.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/IR/NodeLabel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -1380,9 +1381,8 @@ public:
     if (Dynamic) {
       const Node *D = First->getDefiningNode();
       CU.warn("fold-shape-arith: " + Twine(Dynamic) +
-              " value(s) keep a non-static shape, first '" +
-              First->getName() + "' of node '" + D->getName() + "' (" +
-              D->getQualifiedOpType() + ")");
+              " value(s) keep a non-static shape, first '" + First->getName() +
+              "' of " + describeNode(*D));
     }
     return Error::success();
   }

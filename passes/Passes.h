@@ -3,7 +3,7 @@
 #define LOOM_PASSES_PASSES_H
 
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/CostReport.h"
+#include "loom/Report/CostReport.h"
 #include "loom/Report/Export.h"
 #include "loom/Solver/Placement.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/Schedule.h"
 #include "llvm/Support/raw_ostream.h"
 

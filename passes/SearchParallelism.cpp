@@ -9,10 +9,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Goodput.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Goodput.h"
+#include "loom/Planner/Search.h"
 #include "loom/Solver/PlanConstraints.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -171,6 +172,9 @@ static Optional<std::string> describeTierOverflow(const SearchResult &R) {
     S += std::string(C.MaxHostBytes > C.HostCapacity ? " and" : "") + " " +
          formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
          formatBytes(Bytes(C.SSDCapacity)) + " of SSD";
+  if (!C.Embeddings.Fits) // lib/Plan/Embedding.cpp
+    return S.substr(0, S.size() - std::string(" but needs").size()) +
+           " but its embedding tables do not fit: " + C.Embeddings.Why;
   return S + " per device";
 }
 
@@ -219,7 +223,7 @@ Error searchParallelism(CompilationUnit &CU) {
       return E;
   EvaluatorOptions EO = getEvaluatorOptions(CU);
   PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
-  // --mode serve: the serving search (loom/Plan/Serving.h) picks tp, pp and
+  // --mode serve: the serving search (loom/Planner/Serving.h) picks tp, pp and
   // the replicas; the search below costs one replica of it, which shard and
   // emit write.
   if (CU.Opts.Serve) {
@@ -259,6 +263,7 @@ Error searchParallelism(CompilationUnit &CU) {
     SO.TopK = std::max(SO.TopK, 16u);
   }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
+  SO.Prune = !CU.Opts.NoPrune;
   if (CU.Serving)
     SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
   if (SO.Fixed.RestPlain) {

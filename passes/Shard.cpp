@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
 #include "loom/ONNX/ONNX.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -91,6 +91,25 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
+    // Sharded embedding tables (lib/Plan/Embedding.cpp): row- and
+    // table-wise shards are written (RoleGraphs.cpp); column-wise ones are
+    // planned and costed only.
+    for (const EmbeddingShard &S : Best.Embeddings.Tables) {
+      const char *Why = S.ShardBytes <= 0              ? "it fits nowhere"
+                        : S.Kind == EmbShardKind::Col ? "column-wise shards "
+                                                        "are not emitted yet"
+                        : Best.Plan.TP > 1 || Best.Plan.EP > 1
+                            ? "sharded tables are emitted at tp=1, ep=1 only"
+                        : S.Kind == EmbShardKind::Row && S.Rows % Best.Plan.DP
+                            ? "row-wise emission needs dp to divide the rows"
+                            : nullptr;
+      if (Why)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "embedding table '%s' (%s-wise over dp=%u): %s (issue 17 item 2)",
+            S.Table.c_str(), getEmbShardKindName(S.Kind).str().c_str(),
+            Best.Plan.DP, Why);
+    }
     auto Prog = std::make_shared<ShardedProgram>();
     ShardingResult &R = Prog->Sharding;
     R.Plan = Best.Plan;
@@ -174,6 +193,7 @@ public:
     if (Error E = propagateSharding(R))
       return E;
     shardKVCache(R);
+    R.EmbShards = Best.Embeddings.Tables;
     for (const std::string &N : R.Notes)
       CU.warn(N);
     CU.Sharded = std::move(Prog);

@@ -43,10 +43,12 @@
 //                  latency for the whole lookup, because the rows are
 //                  independent reads issued together and an NVMe queue
 //                  keeps many in flight, so latencies overlap
-// Fused kernels (OpCost::KernelEfficiency > 0, aicore Cube only): the
-// kernel's own efficiency from the YAML's fused_kernels replaces
-// efficiency x cubeShapeEfficiency, forward and backward, and the backward
-// also does the RecomputeFlops.
+// Fused kernels (OpCost::KernelEfficiency > 0, aicore): on the Cube
+// (attention) the kernel's own efficiency from the YAML's fused_kernels
+// replaces efficiency x cubeShapeEfficiency, forward and backward, and the
+// backward also does the RecomputeFlops; on the Vector unit (rmsnorm,
+// layernorm, swiglu, rotary) it scales the vector peak and the HBM
+// bandwidth: max(F / (vector_peak x e), (R + W) / (HBM bw x e)) + launch.
 // Efficiency (YAML `efficiency`) scales the cube's and the AICPU's peak,
 // as the example YAML describes it ("large well-shaped matmuls", "scalar-
 // heavy code"); the vector peak is taken as given.
@@ -315,6 +317,17 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no vector or cube throughput for " +
                          DT.str() + " (" + Op + ")");
+    if (C.KernelEfficiency > 0) {
+      // A fused element-wise kernel: its efficiency scales the vector peak
+      // and the HBM bandwidth it streams at.
+      double E = C.KernelEfficiency, BE = C.BackwardKernelEfficiency;
+      T.Seconds = roofline(C.Flops, Rate * E, Bytes, HBMBW * E) + Launch;
+      T.BackwardSeconds =
+          Grad ? roofline(C.BackwardFlops, Rate * BE, BackBytes, HBMBW * BE) +
+                     Launch
+               : 0;
+      return T;
+    }
   }
   // Memory ops: bytes only (Flops is 0, or a scatter's few adds, which
   // hide under the traffic).

@@ -14,7 +14,8 @@ static double bytesOf(const Value *V) {
 OpCost fusedAttentionCost(const OpCost &Score, const OpCost &Context,
                           const Value *Q, const Value *K, const Value *V,
                           const Value *Out, const FusedKernel &Kernel,
-                          llvm::ArrayRef<const Node *> Members) {
+                          llvm::ArrayRef<const Node *> Members,
+                          double CausalFraction) {
   OpCost C;
   C.HasRule = true;
   C.Unit = ComputeUnit::Cube;
@@ -30,6 +31,10 @@ OpCost fusedAttentionCost(const OpCost &Score, const OpCost &Context,
   for (const Value *X : {Q, K, V, Out})
     if (X && !isConstantLike(X))
       C.SavedValues.push_back(X);
+  // Causal block skipping: only the kept part of the S x S products.
+  C.Flops *= CausalFraction;
+  C.BackwardFlops *= CausalFraction;
+  C.RecomputeFlops *= CausalFraction;
   C.MM = Context.MM;
   C.KernelEfficiency = Kernel.Efficiency;
   C.BackwardKernelEfficiency = Kernel.getBackwardEfficiency();

@@ -101,7 +101,7 @@ DeviceOrders getDeviceOrders(unsigned P, unsigned M, unsigned V,
 /// Runs the schedule; returns false if some device's next operation can
 /// never start (the order has a cycle).
 bool runSchedule(const PipelineTimes &T, const DeviceOrders &Orders,
-                 unsigned M, unsigned V, double &StepTime) {
+                 unsigned M, unsigned V, std::vector<double> &Finish) {
   unsigned P = Orders.size();
   auto transfer = [&](unsigned I) {
     return I < T.Transfer.size() ? T.Transfer[I] : 0.0;
@@ -186,7 +186,7 @@ bool runSchedule(const PipelineTimes &T, const DeviceOrders &Orders,
   for (unsigned D = 0; D != P; ++D)
     if (Next[D] != Orders[D].size())
       return false;
-  StepTime = *std::max_element(Free.begin(), Free.end());
+  Finish = std::move(Free);
   return true;
 }
 
@@ -201,8 +201,8 @@ getPipelineOrder(unsigned P, unsigned M, unsigned V, bool ForwardOnly) {
   Zero.Forward.assign(P, 0.0);
   Zero.Backward.assign(P, 0.0);
   Zero.ForwardOnly = ForwardOnly;
-  double Step;
-  if (P && M && !runSchedule(Zero, Orders, M, V, Step))
+  std::vector<double> Finish;
+  if (P && M && !runSchedule(Zero, Orders, M, V, Finish))
     Orders = getDeviceOrders(P, M, V, ForwardOnly, true);
   return Orders;
 }
@@ -216,22 +216,22 @@ PipelineResult simulatePipeline(const PipelineTimes &T) {
          "one backward time per stage");
   if (P == 0 || M == 0) {
     R.Idle.assign(P, 0.0);
+    R.Finish.assign(P, 0.0);
     return R;
   }
 
   auto Simulate = [&](unsigned Micro) {
-    double Step = 0;
+    std::vector<double> Finish;
     if (!runSchedule(T, getDeviceOrders(P, Micro, V, T.ForwardOnly, false),
-                     Micro, V, Step)) {
+                     Micro, V, Finish)) {
       bool Ok = runSchedule(
           T, getDeviceOrders(P, Micro, V, T.ForwardOnly, true), Micro, V,
-          Step);
+          Finish);
       assert(Ok && "all-forward-then-all-backward order cannot deadlock");
       (void)Ok;
     }
-    return Step;
+    return Finish;
   };
-  double Step;
   uint64_t Cap = T.MaxSimulatedMicroBatches;
   if (Cap && M > Cap + 2 * (uint64_t)P) {
     // Past the warm-up the step grows by the steady state's time per
@@ -241,12 +241,16 @@ PipelineResult simulatePipeline(const PipelineTimes &T) {
     // within 0.2% of the full simulation on random uneven pipelines
     // (PipelineTest), and only used past a bound no real global batch
     // reaches.
+    // Each device's finish is extrapolated alike.
     unsigned M2 = Cap - Cap % P + M % P, M1 = M2 / 2 - (M2 / 2) % P + M % P;
-    double S1 = Simulate(M1), S2 = Simulate(M2);
-    Step = S2 + (double)(M - M2) * (S2 - S1) / (M2 - M1);
+    std::vector<double> S1 = Simulate(M1), S2 = Simulate(M2);
+    for (unsigned D = 0; D != P; ++D)
+      R.Finish.push_back(S2[D] +
+                         (double)(M - M2) * (S2[D] - S1[D]) / (M2 - M1));
   } else {
-    Step = Simulate(M);
+    R.Finish = Simulate(M);
   }
+  double Step = *std::max_element(R.Finish.begin(), R.Finish.end());
   R.StepTime = Step;
 
   double LeastIdle = Step;

@@ -9,7 +9,7 @@
 
 #include "Validation.h"
 
-#include "loom/IR/DataType.h"
+#include "loom/Support/DataType.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -132,7 +132,8 @@ constexpr uint64_t MaxDevices = 262144;
 
 const char *const KnownClasses[] = {"aicore", "aicpu", "hbm_pim", "ssd"};
 const char *const KnownMemories[] = {"hbm", "host", "ssd"};
-const char *const KnownFusedKernels[] = {"attention"};
+const char *const KnownFusedKernels[] = {"attention", "layernorm", "rmsnorm",
+                                          "rotary", "swiglu"};
 
 std::string formatNumber(double V) {
   std::string S;
@@ -260,6 +261,22 @@ public:
       fail(Path + ".bandwidth", "required for class '" + Name + "'");
     if (Name == "ssd" && !C.Latency)
       fail(Path + ".latency", "required for class 'ssd' (cost per read)");
+    if (C.Overlap) {
+      // A share of 1 would leave the overlapped compute no units at all.
+      std::string OPath = Path + ".comm_overlap";
+      if (Name != "aicore")
+        fail(OPath,
+             "communication overlap takes a share of the matrix unit's "
+             "compute: only class 'aicore' may give it, not '" + Name + "'",
+             /*AtKey=*/true);
+      for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
+                             std::make_pair("dp", C.Overlap->DP),
+                             std::make_pair("pp", C.Overlap->PP)})
+        if (V && !(*V >= 0 && *V < 1))
+          fail(OPath + "." + Kind,
+               "must be in [0, 1) (the share of compute the collective's "
+               "kernels hold), got " + formatNumber(*V));
+    }
     for (const auto &[KName, K] : C.FusedKernels) {
       std::string KPath = Path + ".fused_kernels." + KName;
       if (!is_contained(KnownFusedKernels, KName)) {
@@ -271,7 +288,7 @@ public:
       }
       if (Name != "aicore") {
         fail(KPath,
-             "fused kernels run on the matrix unit: only class 'aicore' "
+             "fused kernels run on the AI core: only class 'aicore' "
              "may list them, not '" + Name + "'",
              /*AtKey=*/true);
         return;
@@ -503,6 +520,17 @@ void HardwareModel::print(raw_ostream &OS) const {
     printList(OS, "ops", C.Ops);
     printList(OS, "exclude ops", C.ExcludeOps);
     printList(OS, "dtypes", C.DataTypes);
+    if (C.Overlap) {
+      OS << "    comm overlap share:";
+      for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
+                             std::make_pair("dp", C.Overlap->DP),
+                             std::make_pair("pp", C.Overlap->PP)})
+        OS << " " << Kind << " "
+           << (V ? formatNumber(*V) : std::string("-"));
+      if (!C.Overlap->Source.empty())
+        OS << " (" << C.Overlap->Source << ")";
+      OS << '\n';
+    }
     for (const auto &[KName, K] : C.FusedKernels) {
       OS << "    fused kernel " << KName << ": efficiency "
          << format("%.2f", K.Efficiency) << ", backward "

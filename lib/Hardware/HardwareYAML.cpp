@@ -194,6 +194,15 @@ template <> struct MappingTraits<FusedKernel> {
   }
 };
 
+template <> struct MappingTraits<CommOverlap> {
+  static void mapping(IO &IO, CommOverlap &O) {
+    IO.mapOptional("tp", O.TP);
+    IO.mapOptional("dp", O.DP);
+    IO.mapOptional("pp", O.PP);
+    IO.mapOptional("source", O.Source);
+  }
+};
+
 /// fused_kernels: the map key is the kernel name.
 template <> struct CustomMappingTraits<std::map<std::string, FusedKernel>> {
   static void inputOne(IO &IO, StringRef Key,
@@ -223,6 +232,7 @@ template <> struct MappingTraits<DeviceClass> {
     IO.mapOptional("latency", C.Latency);
     IO.mapOptional("efficiency_curves", C.EfficiencyCurves);
     IO.mapOptional("fused_kernels", C.FusedKernels);
+    IO.mapOptional("comm_overlap", C.Overlap);
     if (!IO.outputting())
       for (std::string &DType : C.DataTypes) {
         StringRef Canonical = canonicalDataTypeName(DType);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/IR/Graph.h"
+#include "loom/IR/NodeLabel.h"
 #include "llvm/ADT/DenseSet.h"
 
 using namespace llvm;
@@ -15,11 +16,7 @@ static Error fail(const Twine &Msg) {
   return createStringError(inconvertibleErrorCode(), Msg.str());
 }
 
-static std::string describe(const Node &N) {
-  std::string S = "node '" + N.getName().str() + "' (" +
-                  N.getQualifiedOpType() + ")";
-  return S;
-}
+static std::string describe(const Node &N) { return describeNode(N); }
 
 static bool isAncestorOrSelf(const Graph *Anc, const Graph *G) {
   for (; G; G = G->getParent())

@@ -1,5 +1,6 @@
 //===- Exporter.cpp - loom::Model to ONNX, checker, shape inference -------===//
 #include "ProtoTensorData.h"
+#include "loom/IR/ShapeChecks.h"
 #include "loom/ONNX/ONNX.h"
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
@@ -563,6 +564,8 @@ Expected<unsigned> inferShapes(Model &M) {
   }
   unsigned Changed = 0;
   if (Error E = mergeGraph(M.getGraph(), P.graph(), Changed))
+    return std::move(E);
+  if (Error E = checkStaticShapes(M.getGraph()))
     return std::move(E);
   return Changed;
 }

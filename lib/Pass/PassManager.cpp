@@ -151,10 +151,11 @@ Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
     CU.PassesRun.push_back(P->getArgument().str());
     if (PI.VerifyEach)
       if (Error VE = verifyModel(*CU.M))
-        return createStringError(inconvertibleErrorCode(),
-                                 "IR verification failed after %s: %s",
-                                 P->getArgument().str().c_str(),
-                                 toString(std::move(VE)).c_str());
+        return nameModelFile(
+            CU, createStringError(inconvertibleErrorCode(),
+                                  "IR verification failed after %s: %s",
+                                  P->getArgument().str().c_str(),
+                                  toString(std::move(VE)).c_str()));
     if (is_contained(PI.PrintAfter, P->getArgument().str()) ||
         is_contained(PI.PrintAfter, "all")) {
       Out << "# *** IR Dump After " << P->getArgument() << " ***\n";

@@ -1,6 +1,5 @@
 //===- IdleDevices.cpp - Plans that leave devices idle --------------------===//
 #include "loom/Plan/IdleDevices.h"
-#include "loom/Plan/PlanCost.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/Twine.h"
@@ -76,40 +75,6 @@ std::vector<MeshDegrees> enumerateMeshDegrees(const DegreeSpace &S,
     }
   }
   return Out;
-}
-
-std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
-                                int64_t Batch, const PlanCost *BestAll,
-                                bool TriedAll) {
-  uint64_t Used = P.getNumDevices();
-  if (Used >= Devices)
-    return "";
-  uint64_t TPPP = (uint64_t)P.TP * P.PP, Max = Devices / TPPP;
-  std::string S = (Twine(Devices - Used) + " of " + Twine(Devices) +
-                   " devices idle (plan on " + Twine(Used) + "): ")
-                      .str();
-  std::vector<std::string> Why;
-  if (Devices % TPPP)
-    Why.push_back((Twine("tp*pp = ") + Twine(TPPP) + " does not divide " +
-                   Twine(Devices) + ", so at most " + Twine(Max) +
-                   " replicas (" + Twine(Max * TPPP) + " devices)")
-                      .str());
-  if (P.DP < Max)
-    Why.push_back((Twine("the global batch ") + Twine(Batch) +
-                   " divides into at most dp=" + Twine(P.DP) + " of the " +
-                   Twine(Max) + " replicas that fit (dp*mb must divide it)")
-                      .str());
-  if (BestAll)
-    Why.push_back((Twine("faster than the best plan on all ") + Twine(Devices) +
-                   ", " + BestAll->Plan.str() + ": step " +
-                   formatDuration(Seconds(BestAll->StepTimeS)))
-                      .str());
-  else if (TriedAll)
-    Why.push_back(
-        (Twine("no plan on all ") + Twine(Devices) + " devices fits").str());
-  for (unsigned I = 0; I < Why.size(); ++I)
-    S += (I ? "; " : "") + Why[I];
-  return S;
 }
 
 Optional<int64_t> suggestGlobalBatch(const ParallelPlan &P, uint64_t Devices,

@@ -1,7 +1,6 @@
 //===- Offload.cpp - The offload= plan key and its search space -----------===//
 #include "loom/Plan/Offload.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Plan/PlanCost.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
@@ -111,38 +110,13 @@ std::vector<OffloadTiers> getSearchedOffloads(const HardwareModel &HW) {
   return R;
 }
 
-void applyOffload(StageCost &SC, OffloadInputs In, const OffloadTiers &T,
-                  const HardwareModel &HW) {
-  In.InHBM = SC.Memory;
-  In.HBMOptimizerS = SC.OptimizerS;
-  if (const MemoryLevel *Host = HW.getMemory("host")) {
-    In.HostBandwidth = Host->Bandwidth.value();
-    if (Host->UpdateBandwidth)
-      In.HostUpdateBandwidth = Host->UpdateBandwidth->value();
-  }
-  if (const MemoryLevel *SSD = HW.getMemory("ssd"))
-    In.SSDBandwidth = SSD->Bandwidth.value();
-  SC.Offload = estimateOffload(In, T);
-  SC.Memory = SC.Offload.HBM;
-  SC.MemoryBytes = SC.Memory.total();
-  if (In.Train)
-    SC.OptimizerS = SC.Offload.TailS;
-}
-
-void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
-                        const HardwareModel &HW) {
-  PC.Plan.Offload = T;
-  PC.MaxMemoryBytes = PC.MaxHostBytes = PC.MaxSSDBytes = 0;
-  for (StageCost &SC : PC.Stages) {
-    if (T.any())
-      applyOffload(SC, SC.OffloadIn, T, HW);
-    PC.MaxMemoryBytes = std::max(PC.MaxMemoryBytes, SC.MemoryBytes);
-    PC.MaxHostBytes = std::max(PC.MaxHostBytes, SC.Offload.HostBytes);
-    PC.MaxSSDBytes = std::max(PC.MaxSSDBytes, SC.Offload.SSDBytes);
-  }
-  PC.FitsMemory = PC.MaxMemoryBytes <= PC.HBMBytes &&
-                  PC.MaxHostBytes <= PC.HostCapacity &&
-                  PC.MaxSSDBytes <= PC.SSDCapacity;
+/// How far from HBM \p T puts the state: the sum over the kinds of 0 (hbm),
+/// 1 (host), 2 (ssd).
+unsigned getOffloadDistance(const OffloadTiers &T) {
+  unsigned N = 0;
+  for (MemoryTier M : {T.Opt, T.Grad, T.Param, T.Act})
+    N += (unsigned)M;
+  return N;
 }
 
 } // namespace loom

@@ -1,6 +1,7 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
 #include "loom/Plan/Offload.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -119,6 +120,14 @@ std::string ParallelPlan::str() const {
     OS << ",order=" << getAxisOrderName(Order);
   if (Offload.any())
     OS << ",offload=" << Offload.str();
+  if (Emb != EmbeddingMode::Auto)
+    OS << ",emb=" << getEmbeddingModeName(Emb);
+  if (TPOverlap)
+    OS << ",tp_overlap=on";
+  if (!DPOverlap)
+    OS << ",dp_overlap=off";
+  if (!PPOverlap)
+    OS << ",pp_overlap=off";
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -175,14 +184,18 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       if (Val.getAsInteger(10, V) || V > 3)
         return planError("zero=" + Val + ": expected 0, 1, 2 or 3");
       Spec.ZeroStage = V;
-    } else if (Key == "sp") {
+    } else if (Key == "sp" || Key == "tp_overlap" || Key == "dp_overlap" ||
+               Key == "pp_overlap") {
       Optional<bool> B = StringSwitch<Optional<bool>>(Val)
                              .Cases("1", "on", "true", true)
                              .Cases("0", "off", "false", false)
                              .Default(None);
       if (!B)
-        return planError("sp=" + Val + ": expected on or off");
-      Spec.SP = *B;
+        return planError(Key + "=" + Val + ": expected on or off");
+      (Key == "sp"           ? Spec.SP
+       : Key == "tp_overlap" ? Spec.TPOverlap
+       : Key == "dp_overlap" ? Spec.DPOverlap
+                             : Spec.PPOverlap) = *B;
     } else if (Key == "recompute") {
       Optional<Recompute> R = StringSwitch<Optional<Recompute>>(Val)
                                   .Case("none", Recompute::None)
@@ -243,6 +256,11 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       if (!T)
         return T.takeError();
       Spec.Offload = *T;
+    } else if (Key == "emb") {
+      Expected<EmbeddingMode> M = parseEmbeddingMode(Val);
+      if (!M)
+        return M.takeError();
+      Spec.Emb = *M;
     } else if (Key == "rest") {
       if (Val != "plain" && Val != "search")
         return planError("rest=" + Val +
@@ -252,8 +270,8 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero, grad, order, offload, stages or "
-                       "rest");
+                       "recompute, zero, grad, order, offload, emb, "
+                       "tp_overlap, dp_overlap, pp_overlap, stages or rest");
     }
     if (E)
       return std::move(E);
@@ -326,6 +344,13 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.StageLayers = Spec.StageLayers;
   P.Grad = Spec.Grad.getValueOr(GradPrecision::FP32);
   P.Offload = Spec.Offload.getValueOr(OffloadTiers());
+  P.Emb = Spec.Emb.getValueOr(EmbeddingMode::Auto);
+  P.TPOverlap = Spec.TPOverlap.getValueOr(false);
+  P.DPOverlap = Spec.DPOverlap.getValueOr(true);
+  P.PPOverlap = Spec.PPOverlap.getValueOr(true);
+  if (P.TPOverlap && P.TP == 1)
+    return planError("tp_overlap=on needs tp > 1 (there is no TP "
+                     "communication to overlap)");
   P.Order = canonicalAxisOrder(Spec.Order.getValueOr(DefaultAxisOrder), P.EP,
                                P.DP / P.EP, P.PP);
   return P;
@@ -346,8 +371,68 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.Order = P.Order;
   S.Grad = P.Grad;
   S.Offload = P.Offload;
+  S.Emb = P.Emb;
+  S.TPOverlap = P.TPOverlap;
+  S.DPOverlap = P.DPOverlap;
+  S.PPOverlap = P.PPOverlap;
   S.StageLayers = P.StageLayers;
   return S;
+}
+
+StringRef getEmbeddingModeName(EmbeddingMode M) {
+  switch (M) {
+  case EmbeddingMode::Auto:
+    return "auto";
+  case EmbeddingMode::Table:
+    return "table";
+  case EmbeddingMode::Row:
+    return "row";
+  case EmbeddingMode::Col:
+    return "col";
+  }
+  return "auto";
+}
+
+Expected<EmbeddingMode> parseEmbeddingMode(StringRef Text) {
+  Optional<EmbeddingMode> M = StringSwitch<Optional<EmbeddingMode>>(Text)
+                                  .Case("auto", EmbeddingMode::Auto)
+                                  .Case("table", EmbeddingMode::Table)
+                                  .Case("row", EmbeddingMode::Row)
+                                  .Case("col", EmbeddingMode::Col)
+                                  .Default(None);
+  if (!M)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan: emb=%s: expected auto, table, row or "
+                             "col",
+                             Text.str().c_str());
+  return *M;
+}
+
+void writePlanJSON(json::OStream &J, const ParallelPlan &P,
+                   ArrayRef<unsigned> StageLayers) {
+  J.attribute("dp", P.DP);
+  J.attribute("tp", P.TP);
+  J.attribute("pp", P.PP);
+  J.attribute("ep", P.EP);
+  J.attribute("sp", P.SP);
+  J.attribute("micro_batch_size", P.MicroBatchSize);
+  J.attribute("num_micro_batches", P.NumMicroBatches);
+  J.attribute("virtual_stages", P.VirtualStages);
+  J.attribute("recompute", getRecomputeName(P.RC));
+  J.attribute("zero_stage", P.ZeroStage);
+  J.attribute("grad_dtype", getGradPrecisionName(P.Grad));
+  J.attribute("tp_overlap", P.TPOverlap);
+  J.attribute("dp_overlap", P.DPOverlap);
+  J.attribute("pp_overlap", P.PPOverlap);
+  J.attributeArray("axis_order", [&] {
+    J.value("tp");
+    for (MeshAxis A : P.Order)
+      J.value(getMeshAxisName(A));
+  });
+  J.attributeArray("stage_layers", [&] {
+    for (unsigned L : StageLayers)
+      J.value(L);
+  });
 }
 
 } // namespace loom

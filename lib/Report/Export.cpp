@@ -50,7 +50,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Report/Export.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -387,6 +387,19 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   // MindSpeed-LLM's flag (FlashAttention; torch_npu's npu_fusion_attention).
   if (In.FusedAttention)
     Add("--use-flash-attn");
+  // Fused norm, SwiGLU and rotary kernels: MindSpeed-LLM's own flags (its
+  // example scripts, e.g. examples/mcore/llama2/pretrain_llama2_7b_ptd.sh);
+  // Megatron-LM fuses them by default (Transformer Engine's norms,
+  // bias-swiglu and rope fusion on unless --no-... is given).
+  if (Mind)
+    for (const std::string &K : In.FusedElementwise) {
+      if (K == "rmsnorm")
+        Add("--use-fused-rmsnorm");
+      else if (K == "swiglu")
+        Add("--use-fused-swiglu");
+      else if (K == "rotary")
+        Add("--use-fused-rotary-pos-emb");
+    }
   switch (P.RC) {
   case Recompute::None:
     break;
@@ -442,6 +455,33 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
       Warn("grad=bf16 with fp16 weights: " + Name +
            " reduces fp16 gradients (the same width, another format)");
   }
+  // Communication overlap (Cost/Overlap.h). TP: Megatron-Core's
+  // --tp-comm-overlap (Transformer Engine userbuffers) and MindSpeed's
+  // --use-mc2 (Ascend's fused AllGather+MatMul / MatMul+ReduceScatter);
+  // both chunk the sequence-parallel all-gather and reduce-scatter, so
+  // Megatron refuses --tp-comm-overlap without --sequence-parallel.
+  if (P.TPOverlap && P.TP > 1) {
+    Add(Mind ? "--use-mc2" : "--tp-comm-overlap");
+    if (!P.SP)
+      Warn("tp_overlap=on without sp: " + Name + "'s " +
+           (Mind ? "--use-mc2" : "--tp-comm-overlap") +
+           " overlaps the sequence-parallel all-gather and reduce-scatter; "
+           "add sp=on to the plan, or the TP all-reduces stay exposed");
+  }
+  // DP: the distributed optimizer's bucketed reduce-scatter beside the
+  // backward (--overlap-grad-reduce) and, with sharded optimizer states,
+  // the parameter all-gather beside the next forward
+  // (--overlap-param-gather, which needs the distributed optimizer).
+  if (P.DP > 1 && P.DPOverlap) {
+    Add("--overlap-grad-reduce");
+    if (P.ZeroStage >= 1)
+      Add("--overlap-param-gather");
+  }
+  // PP: Megatron's overlap_p2p_comm is on by default and off with
+  // --no-overlap-p2p-communication; its non-interleaved 1F1B turns it off
+  // anyway (arguments.py, validate_args), which pp_overlap=off predicts.
+  if (P.PP > 1 && !P.PPOverlap && P.VirtualStages > 1)
+    Add("--no-overlap-p2p-communication");
   if (F.Blocks == 0)
     Warn("the model has no repeated transformer blocks (--num-layers 0); " +
          Name +

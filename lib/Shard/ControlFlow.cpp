@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
+#include "loom/IR/NodeLabel.h"
 
 using namespace llvm;
 
@@ -18,10 +19,9 @@ emitControlFlowNode(Graph &G, const Node &N, ArrayRef<Value *> In,
   for (const Value *V : getCapturedValues(N))
     if (!Outer.lookup(V))
       return createStringError(inconvertibleErrorCode(),
-                               "node '%s' (%s): its body reads '%s', which "
-                               "is not available in the role graph",
-                               N.getName().str().c_str(),
-                               N.getOpType().str().c_str(),
+                               "%s: its body reads '%s', which is not "
+                               "available in the role graph",
+                               describeNode(N).c_str(),
                                V->getName().str().c_str());
   Expected<Node *> C =
       G.addNode(N.getOpType(), N.getDomain(), N.getName(), In, OutNames);

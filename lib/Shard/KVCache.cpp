@@ -1,7 +1,7 @@
 //===- KVCache.cpp - How the role graphs take and return the KV cache -----===//
 //
 // A decoder's cache inputs (past) and outputs (present), found by structure
-// (include/loom/Plan/KVCache.h), are held by each tp rank as the attention
+// (include/loom/Analysis/KVCache.h), are held by each tp rank as the attention
 // that reads them wants them: the step's K/V is column-split by heads
 // (Megatron), the Concat that appends it to the past wants the past split
 // the same way, so a past input arrives as this rank's heads and a present
@@ -13,7 +13,7 @@
 // layer, which the role builder gives it as it does every model input.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Plan/KVCache.h"
+#include "loom/Analysis/KVCache.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"

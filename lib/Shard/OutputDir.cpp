@@ -265,7 +265,8 @@ std::string getRoleGraphPath(const RoleGraph &R) {
 
 const RoleGraph *findRole(ArrayRef<RoleGraph> Roles, const RankCoords &C) {
   for (const RoleGraph &R : Roles)
-    if (R.PP == C.PP && R.TP == C.TP && R.EP == C.EP)
+    if (R.PP == C.PP && R.TP == C.TP && R.EP == C.EP &&
+        (R.DP < 0 || R.DP == (int)C.DP))
       return &R;
   return nullptr;
 }
@@ -381,28 +382,7 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
       J.attribute("mode", Info.Mode);
       J.attribute("batch", Info.Batch);
       J.attributeObject("plan", [&] {
-        J.attribute("dp", P.DP);
-        J.attribute("tp", P.TP);
-        J.attribute("pp", P.PP);
-        J.attribute("ep", P.EP);
-        J.attribute("sp", P.SP);
-        J.attribute("micro_batch_size", P.MicroBatchSize);
-        J.attribute("num_micro_batches", P.NumMicroBatches);
-        J.attribute("virtual_stages", P.VirtualStages);
-        J.attribute("recompute", getRecomputeName(P.RC));
-        J.attribute("zero_stage", P.ZeroStage);
-        J.attribute("grad_dtype", getGradPrecisionName(P.Grad));
-        // The mesh, innermost first (tp always): ranks' coords and groups
-        // follow it.
-        J.attributeArray("axis_order", [&] {
-          J.value("tp");
-          for (MeshAxis A : P.Order)
-            J.value(getMeshAxisName(A));
-        });
-        J.attributeArray("stage_layers", [&] {
-          for (unsigned L : P.StageLayers)
-            J.value(L);
-        });
+        writePlanJSON(J, P, P.StageLayers);
         J.attributeArray("chunk_layers", [&] {
           for (unsigned L : R.ChunkLayers)
             J.value(L);
@@ -414,7 +394,6 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                     Info.Predicted.Throughput);
         J.attribute("mfu", Info.Predicted.MFU);
         J.attribute("max_memory_bytes", Info.Predicted.MaxMemoryBytes);
-        J.attribute("schedule_step_time_s", SP.ScheduleStepS);
         if (Info.Serving) {
           const ServingPlanCost &S = *Info.Serving;
           J.attribute("ttft_s", S.TTFTS);
@@ -463,6 +442,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
             J.attribute("pp", RG.PP);
             J.attribute("tp", RG.TP);
             J.attribute("ep", RG.EP);
+            if (RG.DP >= 0) // holds its own embedding table shards
+              J.attribute("dp", RG.DP);
             J.attributeArray("inputs", [&] {
               for (const std::string &S : RG.Inputs)
                 J.value(S);
@@ -550,7 +531,8 @@ static int roleIndexOf(const ShardedProgram &SP, unsigned Rank) {
   RankCoords C = getRankCoords(SP.Sharding.Plan, Rank);
   for (size_t I = 0; I < SP.Roles.size(); ++I)
     if (SP.Roles[I].PP == C.PP && SP.Roles[I].TP == C.TP &&
-        SP.Roles[I].EP == C.EP)
+        SP.Roles[I].EP == C.EP &&
+        (SP.Roles[I].DP < 0 || SP.Roles[I].DP == (int)C.DP))
       return (int)I;
   return -1;
 }
@@ -579,6 +561,8 @@ Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
         J.attribute("pp", RG.PP);
         J.attribute("tp", RG.TP);
         J.attribute("ep", RG.EP);
+        if (RG.DP >= 0)
+          J.attribute("dp", RG.DP);
         J.attribute("program",
                     I < SP.RoleProgram.size() ? SP.RoleProgram[I] : 0u);
       });

@@ -6,12 +6,13 @@
 // specs it needs and says what its outputs are. Where the producer's spec
 // differs from what a rule needs, the role builder inserts the reshard
 // (RoleGraphs.cpp). This file adds what is not per op: pipeline chunks,
-// expert branches and regions (EP), and the weight slicing the rules ask
-// for.
+// the marks of the ep rules (include/loom/Shard/ExpertRules.h) and the
+// chunk of each expert region, and the weight slicing the rules ask for.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Shard/Sharding.h"
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
+#include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -181,10 +182,14 @@ Error Propagator::run() {
     const Node &N = *NP;
     SeenReplicated.clear();
     const NodeSharding &Marks = R.Nodes[&N];
-    if (Marks.Expert >= 0 || Marks.Stacked)
+    ExpertRole Role = Marks.Stacked        ? ExpertRole::Stacked
+                      : Marks.Expert >= 0  ? ExpertRole::Branch
+                      : Marks.ExpertCombine ? ExpertRole::Combine
+                                           : ExpertRole::None;
+    if (Role != ExpertRole::None)
       for (const Value *V : N.getInputs()) {
         AxisSpec C = getSpec(V);
-        if (C.isSplit() && C.Dim <= (Marks.Stacked ? 1 : 0))
+        if (getExpertInputSpec(Role, C) != C)
           SeenReplicated.insert(V);
       }
     bool OtherDomain = !N.getDomain().empty() && N.getDomain() != "ai.onnx";
@@ -214,30 +219,6 @@ Error Propagator::run() {
   std::sort(R.Notes.begin(), R.Notes.end());
   // Graph outputs are replicated: the role builder gathers them.
   return Error::success();
-}
-
-/// Marks the Add chain that sums \p EG's unrolled experts, from its first
-/// expert-adding link to the one producing EG.Output; the links are the
-/// single-use Adds findExperts chained.
-void markCombineChain(const Graph &G, const ExpertGroup &EG,
-                      ShardingResult &R) {
-  if (!EG.Combine || !EG.Output)
-    return;
-  DenseMap<const Value *, const Node *> OnlyUser;
-  DenseSet<const Value *> Shared;
-  for (const auto &NP : G.getNodes())
-    for (const Value *V : NP->getInputs())
-      if (V && !Shared.count(V) && !OnlyUser.insert({V, NP.get()}).second) {
-        OnlyUser.erase(V);
-        Shared.insert(V);
-      }
-  for (const Node *N = EG.Combine; N; N = OnlyUser.lookup(N->getOutput(0))) {
-    if (N->getOpType() != "Add")
-      break;
-    R.Nodes[N].ExpertCombine = true;
-    if (N->getOutput(0) == EG.Output)
-      break;
-  }
 }
 
 } // namespace
@@ -300,48 +281,20 @@ Error propagateSharding(ShardingResult &R) {
           Ins.first->second = std::min(Ins.first->second, C);
       }
   }
-  // Expert branches (EP).
+  // Expert work (EP): the ep axis' rules (ExpertRules.h).
   if (P.EP > 1) {
-    std::vector<ExpertGroup> Groups = findExperts(G, R.Layers);
-    unsigned NE = 0;
-    for (const ExpertGroup &EG : Groups)
-      if (!EG.BranchOf.empty()) {
-        NE = NE ? NE : EG.NumExperts;
-        if (EG.NumExperts != NE)
-          return createStringError(inconvertibleErrorCode(),
-                                   "ep=%u: MoE layers have different expert "
-                                   "counts (%u and %u)",
-                                   P.EP, NE, EG.NumExperts);
-        for (const auto &KV : EG.BranchOf)
-          R.Nodes[KV.first].Expert = KV.second;
-        markCombineChain(G, EG, R);
-      }
-    if (!NE)
-      for (const ExpertGroup &EG : Groups)
-        if (EG.isStacked() && !EG.StackedNodes.empty()) {
-          NE = NE ? NE : EG.NumExperts;
-          if (EG.NumExperts != NE)
-            return createStringError(inconvertibleErrorCode(),
-                                     "ep=%u: MoE layers have different "
-                                     "expert counts (%u and %u)",
-                                     P.EP, NE, EG.NumExperts);
-          for (const Node *N : EG.StackedNodes) {
-            R.Nodes[N].Stacked = true;
-            for (const Value *V : N->getInputs())
-              if (V && V->isParameter() && V->Type.getRank() &&
-                  V->Type.Dims[0].Size == (int64_t)NE)
-                R.ExpertParams.insert(V);
-          }
-        }
-    if (!NE)
-      return createStringError(
-          inconvertibleErrorCode(),
-          "ep=%u: the model has no experts to split", P.EP);
-    if (NE % P.EP)
-      return createStringError(inconvertibleErrorCode(),
-                               "ep=%u does not divide the %u experts", P.EP,
-                               NE);
-    R.NumExperts = NE;
+    Expected<ExpertAxisRules> XR =
+        applyExpertRules(G, findExperts(G, R.Layers), P.EP);
+    if (!XR)
+      return XR.takeError();
+    for (const auto &KV : XR->Nodes) {
+      NodeSharding &NS = R.Nodes[KV.first];
+      NS.Expert = KV.second.Role == ExpertRole::Branch ? KV.second.Expert : -1;
+      NS.ExpertCombine = KV.second.Role == ExpertRole::Combine;
+      NS.Stacked = KV.second.Role == ExpertRole::Stacked;
+    }
+    R.ExpertParams = std::move(XR->SplitParams);
+    R.NumExperts = XR->NumExperts;
     // An expert region (branches, the Add chain merging them, and the ops
     // that consume the merged sum) runs in one pipeline chunk: its values
     // hold the ep group's tokens, which only it may see.

@@ -13,8 +13,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
+#include "loom/IR/NodeLabel.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
+#include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -71,13 +73,23 @@ struct Edges {
   DenseMap<const Value *, std::vector<unsigned>> Dests;
 };
 
+/// The dp-sharded table \p N looks up (a Gather on axis 0 of it), if any.
+static const EmbeddingShard *getEmbeddingShard(const ShardingResult &R,
+                                               const Node &N) {
+  if (R.EmbShards.empty() || N.getOpType() != "Gather" ||
+      !N.getDomain().empty() || N.getAttrInt("axis", 0) != 0 ||
+      N.getNumInputs() < 2 || !N.getInput(0) || !N.getInput(0)->isParameter())
+    return nullptr;
+  return R.findEmbShard(N.getInput(0));
+}
+
 class RoleBuilder {
 public:
   RoleBuilder(const ShardingResult &R, const Edges &E,
               const DenseSet<const Value *> &DD, unsigned Dev, unsigned TPR,
-              unsigned EPR)
+              unsigned EPR, int DPR = -1)
       : R(R), E(E), DD(DD), Dev(Dev), TPR(TPR), EPR(EPR), TP(R.Plan.TP),
-        EP(R.Plan.EP), Src(R.M->getGraph()) {}
+        EP(R.Plan.EP), DPR(DPR), Src(R.M->getGraph()) {}
   Expected<RoleGraph> build();
 
 private:
@@ -128,7 +140,9 @@ private:
     UsedNames.insert(N);
     return N;
   }
+  /// Builds \p N; its errors name it (buildNodeUnnamed's do not).
   Error buildNode(const Node &N);
+  Error buildNodeUnnamed(const Node &N);
   Error buildControlFlow(const Node &N, const NodeSharding &NS);
   Expected<Value *> widenFill(const Value *V, Value *X);
   Expected<Value *> allToAll(const Value *V, Value *X, int SplitAxis,
@@ -139,11 +153,16 @@ private:
   Error lowerSpecial(const Node &N, const NodeSharding &NS,
                      ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
+  /// A lookup in an embedding table sharded over dp: the group's ids
+  /// all-gathered, this rank's rows looked up (the others masked to 0),
+  /// the partial embeddings reduce-scattered back to each rank's samples.
+  Error lowerEmbeddingLookup(const Node &N, const EmbeddingShard &S);
 
   const ShardingResult &R;
   const Edges &E;
   const DenseSet<const Value *> &DD;
   unsigned Dev, TPR, EPR, TP, EP;
+  int DPR;
   const Graph &Src;
   std::unique_ptr<Model> M;
   Graph *G = nullptr;
@@ -397,11 +416,16 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
   if (!V)
     return nullptr;
   AxisSpec Cur = producedSpec(V);
-  if (V->isParameter() && !Produced.count(V) && Cur.isReplicated() &&
-      Req.isSplit() && TP > 1) {
+  // The rule table names the reshard (Rules.h); each case below lowers it.
+  Transition T = TP > 1 ? getTransition(Cur, Req) : Transition::None;
+  auto Refuse = [&]() {
+    return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
+               " to " + Req.str() + " (" + getTransitionName(T) + ")");
+  };
+  auto Key = std::make_pair(V, Req.str());
+  if (T == Transition::LocalSlice && V->isParameter() && !Produced.count(V)) {
     // Only this rank's slice of a replicated parameter is needed (a bias
     // beside a column-parallel matmul): never add the whole tensor.
-    auto Key = std::make_pair(V, Req.str());
     auto It = Converted.find(Key);
     if (It != Converted.end())
       return It->second;
@@ -411,8 +435,13 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
     Converted[Key] = *Y;
     return *Y;
   }
-  if (TP > 1 && Cur.isSplit() && Cur != Req && !Req.isPartial() &&
-      !InEPRegion.count(V)) {
+  // A split value needed whole or split otherwise: an all-gather (and a
+  // slice), or, split in blocks, nothing a collective can do.
+  bool Regather = T == Transition::AllGather ||
+                  T == Transition::GatherSlice ||
+                  (T == Transition::Unsupported && Cur.isSplit() &&
+                   !Req.isPartial());
+  if (Regather && !InEPRegion.count(V)) {
     // A weight stored sliced for one consumer and needed whole, or sliced
     // otherwise, by another (torch ties equal initializers: one zero bias
     // feeds a column-parallel Gemm and, through an Identity, a LayerNorm):
@@ -420,7 +449,6 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
     // instead of gathering the slice back at every micro-batch.
     const Value *P = getWeightParameter(V);
     if (P && !R.ExpertParams.count(P)) {
-      auto Key = std::make_pair(V, Req.str());
       auto It = Converted.find(Key);
       if (It != Converted.end())
         return It->second;
@@ -436,12 +464,13 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       return *Y;
     }
   }
+  // (A value this rank does not hold, an expert it does not own, needs
+  // no reshard.)
   Expected<Value *> X = produced(V);
-  if (!X || !*X)
+  if (!X || !*X || T == Transition::None)
     return X;
-  if (Cur == Req || TP == 1)
-    return *X;
-  auto Key = std::make_pair(V, Req.str());
+  if (T == Transition::Unsupported)
+    return Refuse();
   auto It = Converted.find(Key);
   if (It != Converted.end())
     return It->second;
@@ -457,70 +486,53 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       ReqT.Dims[Req.Dim].isStatic())
     ReqT.Dims[Req.Dim] = Dim(ReqT.Dims[Req.Dim].Size / TP);
   std::string Base = V->getName().str();
-  Value *Result = nullptr;
-  bool ConstLike = V->isParameter() ||
-                   (V->getDefiningNode() &&
-                    V->getDefiningNode()->getOpType() == "Constant");
-  if (Cur.isPartial()) {
-    if (Req.isReplicated()) {
-      Expected<Value *> Y = collective(
-          "HcomAllReduce", "tp", *X, Base + ".allreduce", GT,
-          {{"reduction", 0, "sum"}});
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
-    } else if (Req.isSplit() && Req.Blocks.empty()) {
-      Expected<Value *> Y = collective(
-          "HcomReduceScatter", "tp", *X, Base + ".reducescatter", ReqT,
-          {{"reduction", 0, "sum"}, {"rank_size", TP},
-           {"axis", Req.Dim}});
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
-    } else {
-      return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
-                 " to " + Req.str());
+  auto Lower = [&]() -> Expected<Value *> {
+    switch (T) {
+    case Transition::AllReduce:
+      return collective("HcomAllReduce", "tp", *X, Base + ".allreduce", GT,
+                        {{"reduction", 0, "sum"}});
+    case Transition::ReduceScatter:
+      return collective("HcomReduceScatter", "tp", *X,
+                        Base + ".reducescatter", ReqT,
+                        {{"reduction", 0, "sum"}, {"rank_size", TP},
+                         {"axis", Req.Dim}});
+    case Transition::AllGather:
+      return collective("HcomAllGather", "tp", *X, Base + ".allgather", GT,
+                        {{"rank_size", TP}, {"axis", Cur.Dim}});
+    case Transition::LocalSlice: {
+      // A constant's slice as a new constant; an activation's by Slice.
+      bool ConstLike = V->isParameter() ||
+                       (V->getDefiningNode() &&
+                        V->getDefiningNode()->getOpType() == "Constant");
+      if (ConstLike && !Gath) {
+        Expected<Value *> C = sliceConstant(V, *X, Req);
+        if (!C || *C)
+          return C;
+      }
+      return sliceActivation(*X, GT, Req, Base);
     }
-  } else if (Cur.isSplit() && Req.isReplicated()) {
-    if (!Cur.Blocks.empty())
-      return err("cannot gather '" + V->getName() + "' split in blocks");
-    Expected<Value *> Y = collective(
-        "HcomAllGather", "tp", *X, Base + ".allgather", GT,
-        {{"rank_size", TP}, {"axis", Cur.Dim}});
-    if (!Y)
-      return Y.takeError();
-    Result = *Y;
-  } else if (Cur.isReplicated() && Req.isSplit()) {
-    if (ConstLike && !Gath) {
-      Expected<Value *> Y = sliceConstant(V, *X, Req);
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
+    case Transition::GatherSlice: {
+      Expected<Value *> Full = materialize(V, AxisSpec());
+      if (!Full)
+        return Full.takeError();
+      return sliceActivation(*Full, GT, Req, Base);
     }
-    if (!Result) {
-      Expected<Value *> Y = sliceActivation(*X, GT, Req, Base);
-      if (!Y)
-        return Y.takeError();
-      Result = *Y;
+    case Transition::Zeros:
+      // A replicated zero as an addend of a sum of partials: zeros on
+      // every rank sum to zero. The rules ask for it only for a zero
+      // constant.
+      return *X;
+    case Transition::None:
+    case Transition::Unsupported:
+      break;
     }
-  } else if (Cur.isSplit() && Req.isSplit()) {
-    Expected<Value *> Full = materialize(V, AxisSpec());
-    if (!Full)
-      return Full.takeError();
-    Expected<Value *> Y = sliceActivation(*Full, GT, Req, Base);
-    if (!Y)
-      return Y.takeError();
-    Result = *Y;
-  } else if (Req.isPartial()) {
-    // A replicated operand of a sum of partials: only zeros qualify, and
-    // the rules only ask for it then.
-    Result = *X;
-  } else {
-    return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
-               " to " + Req.str());
-  }
-  Converted[Key] = Result;
-  return Result;
+    return Refuse();
+  };
+  Expected<Value *> Y = Lower();
+  if (!Y)
+    return Y.takeError();
+  Converted[Key] = *Y;
+  return *Y;
 }
 
 Expected<Value *> RoleBuilder::epGathered(const Value *V, Value *Local) {
@@ -837,11 +849,19 @@ static bool isWeightOperand(const Node &N, unsigned I) {
 }
 
 Error RoleBuilder::buildNode(const Node &N) {
+  Error E = buildNodeUnnamed(N);
+  if (!E)
+    return E;
+  std::string Msg = toString(std::move(E));
+  return err(namesNode(Msg) ? Msg : describeNode(N) + ": " + Msg);
+}
+
+Error RoleBuilder::buildNodeUnnamed(const Node &N) {
   // Built already (a producer recomputed for an earlier consumer).
   if (N.getNumOutputs() && Produced.count(N.getOutput(0)))
     return Error::success();
   if (!Building.insert(&N).second)
-    return err("node '" + N.getName() + "' depends on itself across devices");
+    return err(describeNode(N) + ": depends on itself across devices");
   // Every node made for N (its reshards, receives and sends included) runs
   // in N's pipeline chunk; nodes of recursively built producers keep their
   // own.
@@ -854,10 +874,12 @@ Error RoleBuilder::buildNode(const Node &N) {
   });
   auto NI = R.Nodes.find(&N);
   if (NI == R.Nodes.end())
-    return err("node '" + N.getName() + "' has no sharding");
+    return err(describeNode(N) + ": has no sharding");
   const NodeSharding &NS = NI->second;
   if (hasSubgraphs(N))
     return buildControlFlow(N, NS);
+  if (const EmbeddingShard *S = getEmbeddingShard(R, N))
+    return lowerEmbeddingLookup(N, *S);
 
   // Expert parallelism: a branch of an expert another ep rank owns is left
   // out; the combine chain skips what is absent.
@@ -939,24 +961,24 @@ Error RoleBuilder::buildNode(const Node &N) {
     Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
     if (!X)
       return X.takeError();
-    if (EP > 1 && *X && StackedRegion.count(V) && !NS.Stacked) {
-      // Leaving stacked expert work: the all-to-all combine returns every
-      // expert's output for this rank's tokens.
-      Expected<Value *> Y = allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0,
-                                     ".combine");
-      if (!Y)
-        return Y.takeError();
-      X = *Y;
-    } else if (EP > 1 && *X && NS.Stacked && DD.count(V) &&
-               !StackedRegion.count(V)) {
-      // Entering: tokens of the ep group for this rank's experts. A
-      // broadcast expert dim ([1, N, d]) is gathered; [E, N, d] dispatched.
-      const TensorType &T = (*X)->Type;
-      if (T.getRank() < 2)
-        return err("node '" + N.getName() + "': expert input '" +
-                   V->getName() + "' has rank < 2");
+    // Into or out of stacked expert work (the ep rules, Rules.h): the
+    // all-to-all dispatch brings this rank's experts the ep group's tokens
+    // (a broadcast expert dim [1, N, d] is gathered); the combine returns
+    // every expert's output for this rank's tokens.
+    ExpertTransition XT = ExpertTransition::None;
+    if (EP > 1 && *X && (StackedRegion.count(V) || (NS.Stacked && DD.count(V))))
+      XT = getStackedTransition(StackedRegion.count(V), NS.Stacked,
+                                (*X)->Type.getRank()
+                                    ? (*X)->Type.Dims[0].Size
+                                    : 0);
+    if (XT != ExpertTransition::None && (*X)->Type.getRank() < 2)
+      return err(describeNode(N) + ": expert input '" +
+                 V->getName() + "' has rank < 2");
+    if (XT != ExpertTransition::None) {
       Expected<Value *> Y =
-          T.Dims[0].Size == 1
+          XT == ExpertTransition::Combine
+              ? allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0, ".combine")
+          : XT == ExpertTransition::GatherTokens
               ? gatherTokens(V, *X)
               : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1,
                          ".dispatch");
@@ -982,7 +1004,7 @@ Error RoleBuilder::buildNode(const Node &N) {
       if (!W)
         return W.takeError();
       if (!*W)
-        return err("node '" + N.getName() + "': constant '" + V->getName() +
+        return err(describeNode(N) + ": constant '" + V->getName() +
                    "' has one row per token and is not a fill; ep>1 cannot "
                    "emit it");
       X = *W;
@@ -1080,7 +1102,7 @@ Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {
   // first (materialize inserts the Hcom op); expert-parallel values, which
   // no rank holds whole, are refused.
   auto Refuse = [&](const Twine &Why) {
-    return err("node '" + N.getName() + "' (" + N.getOpType() + "): " + Why);
+    return err(describeNode(N) + ": " + Why);
   };
   if (NS.Expert >= 0 || NS.Stacked || NS.ExpertCombine)
     return Refuse("control flow inside an expert region cannot be emitted");
@@ -1130,6 +1152,120 @@ Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {
   return Error::success();
 }
 
+Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
+                                        const EmbeddingShard &S) {
+  unsigned NG = R.Plan.DP;
+  const Value *W = N.getInput(0), *IdsV = N.getInput(1);
+  const Value *OutV = N.getOutput(0);
+  if (DPR < 0 || !OutV || !OutV->Type.isStatic() || !IdsV->Type.isStatic() ||
+      !IdsV->Type.getRank())
+    return err("embedding lookup '" + N.getName() +
+               "': needs static, batched ids and a dp role");
+  Expected<Value *> Ids = materialize(IdsV, AxisSpec());
+  if (!Ids)
+    return Ids.takeError();
+  std::string Base = OutV->getName().str();
+  // Names are fresh, so adding a node cannot fail.
+  auto Op = [&](StringRef OpT, StringRef Suffix, ArrayRef<Value *> In,
+                TensorType T) {
+    std::string Name = fresh(Base + "." + Suffix.str());
+    Node *X = cantFail(add(OpT, Name, In, {Name}));
+    X->getOutput(0)->Type = std::move(T);
+    return X->getOutput(0);
+  };
+  Value *I64 = *Ids;
+  if (I64->Type.Elem != DataType::Int64) {
+    I64 = Op("Cast", "ids64", {I64},
+             TensorType(DataType::Int64, I64->Type.getStaticShape()));
+    I64->getDefiningNode()->addAttribute(
+        intAttr("to", (int64_t)DataType::Int64));
+  }
+  // The group's ids, in dp order (sample i of the group is rank i / b's).
+  Shape IdShape = I64->Type.getStaticShape();
+  IdShape[0] *= NG;
+  Expected<Value *> GId = collective(
+      "HcomAllGather", "dp", I64, (IdsV->getName() + ".dpgather").str(),
+      TensorType(DataType::Int64, IdShape), {{"rank_size", NG}, {"axis", 0}});
+  if (!GId)
+    return GId.takeError();
+  DataType ET = W->Type.Elem;
+  int64_t D = W->Type.Dims[1].Size;
+  Shape PShape = OutV->Type.getStaticShape();
+  PShape[0] *= NG;
+  Shape MShape = IdShape;
+  MShape.push_back(1);
+  TensorType IT(DataType::Int64, IdShape), BT(DataType::Bool, IdShape),
+      PT(ET, PShape);
+  // A 0/1 mask of the group's ids, [N*b, ..., 1] in the table's type.
+  auto MaskOf = [&](Value *Bool) {
+    Value *U;
+    if (R.M->getOpsetVersion("") >= 13) {
+      U = Op("Unsqueeze", "mask1", {Bool, constInt64(Base + ".last", {1}, {-1})},
+             TensorType(DataType::Bool, MShape));
+    } else {
+      U = Op("Unsqueeze", "mask1", {Bool}, TensorType(DataType::Bool, MShape));
+      U->getDefiningNode()->addAttribute(intsAttr("axes", {-1}));
+    }
+    Value *C = Op("Cast", "maskf", {U}, TensorType(ET, MShape));
+    C->getDefiningNode()->addAttribute(intAttr("to", (int64_t)ET));
+    return C;
+  };
+  auto I64Const = [&](StringRef Suffix, int64_t V) {
+    return constScalar(Base + "." + Suffix.str(), DataType::Int64, (double)V);
+  };
+  Value *Partial = nullptr;
+  if (S.Kind == EmbShardKind::Row || (int)S.Owner == DPR) {
+    int64_t Rows = S.Kind == EmbShardKind::Row ? W->Type.Dims[0].Size / NG
+                                               : W->Type.Dims[0].Size;
+    TensorType WT = W->Type;
+    WT.Dims[0] = Dim(Rows);
+    std::shared_ptr<const TensorData> Data = W->Data;
+    if (Data && S.Kind == EmbShardKind::Row)
+      Data = std::make_shared<SlicedTensorData>(
+          W->Data, W->Type.getStaticShape(), getDataTypeSize(ET), 0,
+          ArrayRef<int64_t>(), NG, DPR);
+    Expected<Value *> Shard =
+        G->addParameter(fresh(W->getName()), WT, std::move(Data));
+    if (!Shard)
+      return Shard.takeError();
+    if (S.Kind == EmbShardKind::Table) {
+      Partial = Op("Gather", "lookup", {*Shard, *GId}, PT);
+    } else {
+      // Rows [DPR * Rows, (DPR + 1) * Rows) are here; other ids read row 0
+      // and are masked to zero.
+      Value *Rel = Op("Sub", "rel", {*GId, I64Const("start", DPR * Rows)}, IT);
+      Value *Lo = Op("Less", "below", {Rel, I64Const("zero", 0)}, BT);
+      Value *Hi = Op("Less", "inrange", {Rel, I64Const("rows", Rows)}, BT);
+      Value *NotLo = Op("Not", "notbelow", {Lo}, BT);
+      Value *Mine = Op("And", "mine", {NotLo, Hi}, BT);
+      Value *Safe =
+          Op("Where", "safe", {Mine, Rel, I64Const("row0", 0)}, IT);
+      Value *L = Op("Gather", "lookup", {*Shard, Safe}, PT);
+      Partial = Op("Mul", "partial", {L, MaskOf(Mine)}, PT);
+    }
+  } else {
+    // Not the owner of a table-wise table: zeros, shaped by the ids so the
+    // all-gather stays in the graph.
+    Value *Neg = Op("Less", "none", {*GId, I64Const("neg", 0)}, BT);
+    std::string ZN = fresh(Base + ".zeros");
+    Tensor Z = Tensor::makeFromDoubles(ET, {D}, std::vector<double>(D, 0.0));
+    Z.Name = ZN;
+    Node *C = cantFail(G->addNode("Constant", "", ZN, {}, {ZN}));
+    C->getOutput(0)->Type = Z.Type;
+    C->addAttribute(tensorAttr("value", std::move(Z)));
+    Partial = Op("Mul", "partial", {MaskOf(Neg), C->getOutput(0)}, PT);
+  }
+  Expected<Value *> Y = collective(
+      "HcomReduceScatter", "dp", Partial, Base + ".dpscatter", OutV->Type,
+      {{"reduction", 0, "sum"}, {"rank_size", NG}, {"axis", 0}});
+  if (!Y)
+    return Y.takeError();
+  Produced[OutV] = *Y;
+  Building.erase(&N);
+  emitSends(N);
+  return Error::success();
+}
+
 Expected<RoleGraph> RoleBuilder::build() {
   M = std::make_unique<Model>();
   const Model &SM = *R.M;
@@ -1141,8 +1277,10 @@ Expected<RoleGraph> RoleBuilder::build() {
   Out.PP = Dev;
   Out.TP = TPR;
   Out.EP = EPR;
+  Out.DP = DPR;
   Out.FileName = ("pp" + Twine(Dev) + "_tp" + Twine(TPR) +
-                  (EP > 1 ? "_ep" + Twine(EPR) : Twine()) + ".onnx")
+                  (EP > 1 ? "_ep" + Twine(EPR) : Twine()) +
+                  (DPR >= 0 ? "_dp" + Twine(DPR) : Twine()) + ".onnx")
                      .str();
   G = &M->getGraph();
   G->setName((Src.getName() + "_" + StringRef(Out.FileName).drop_back(5)).str());
@@ -1173,10 +1311,12 @@ Expected<RoleGraph> RoleBuilder::build() {
     const KVCacheShard *KV = R.findKVCache(V);
     Expected<Value *> X = materialize(V, KV ? KV->Spec : AxisSpec());
     if (!X)
-      return X.takeError();
+      return err(describeNode(*D) + ": model output '" + V->getName() +
+                 "': " + toString(X.takeError()));
     Value *Y = *X;
     if (EPPartial.count(V))
-      return err("model output '" + V->getName() + "' is an expert sum");
+      return err(describeNode(*D) + ": model output '" + V->getName() +
+                 "' is an expert sum");
     if (Y->getName() != V->getName()) {
       Expected<Node *> Id = G->addNode("Identity", "", fresh(("output." + V->getName()).str()), {Y},
                                        {V->getName().str()});
@@ -1225,18 +1365,26 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
       E.Dests[V].push_back(Dst);
     }
   }
+  // Pipeline devices holding embedding table shards get one role per dp
+  // rank (each holds its own shard).
+  std::vector<bool> PerDP(R.Plan.PP, false);
+  for (const auto &NP : G.getNodes())
+    if (getEmbeddingShard(R, *NP))
+      PerDP[DevOf(NP.get())] = true;
   std::vector<RoleGraph> Roles;
   for (unsigned P = 0; P < R.Plan.PP; ++P)
     for (unsigned T = 0; T < R.Plan.TP; ++T)
-      for (unsigned X = 0; X < R.Plan.EP; ++X) {
-        RoleBuilder B(R, E, DD, P, T, X);
-        Expected<RoleGraph> RG = B.build();
-        if (!RG)
-          return createStringError(inconvertibleErrorCode(),
-                                   "role pp%u/tp%u/ep%u: %s", P, T, X,
-                                   toString(RG.takeError()).c_str());
-        Roles.push_back(std::move(*RG));
-      }
+      for (unsigned X = 0; X < R.Plan.EP; ++X)
+        for (int D = PerDP[P] ? 0 : -1;
+             D < (PerDP[P] ? (int)R.Plan.DP : 0); ++D) {
+          RoleBuilder B(R, E, DD, P, T, X, D);
+          Expected<RoleGraph> RG = B.build();
+          if (!RG)
+            return createStringError(inconvertibleErrorCode(),
+                                     "role pp%u/tp%u/ep%u: %s", P, T, X,
+                                     toString(RG.takeError()).c_str());
+          Roles.push_back(std::move(*RG));
+        }
   return std::move(Roles);
 }
 

@@ -118,32 +118,50 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   }
 }
 
-Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
-                    const ScheduleContext &Ctx) {
+namespace {
+
+/// A role's pipeline device, tp rank and ep rank.
+using RoleKey = std::tuple<unsigned, unsigned, unsigned>;
+
+/// Per role: its communication, chunk by chunk, and its parameter bytes.
+struct RoleComms {
+  std::map<RoleKey, std::vector<Comm>> Comms;
+  std::map<RoleKey, double> ParamBytes;
+};
+
+/// Per-micro-batch times per pipeline chunk.
+struct ChunkTimes {
+  std::vector<double> Fwd, Bwd, P2P, Lag;
+};
+
+/// The name of the outermost topology level group \p S spans ("local"
+/// inside one device).
+std::string levelName(const GroupShape &S, const HardwareModel &HW) {
+  int L = S.outermostLevel();
+  if (L < 0 || (unsigned)L >= HW.Topology.size())
+    return "local";
+  return HW.Topology[L].Name;
+}
+
+/// The collectives, sends and receives of each role graph in node order,
+/// each with the pipeline chunk it belongs to, and the role's parameter
+/// bytes. The dp roles of embedding shards (RG.DP) communicate alike and
+/// are skipped.
+RoleComms collectRoleComms(const ShardedProgram &SP) {
   const ShardingResult &R = SP.Sharding;
-  const ParallelPlan &P = R.Plan;
-  unsigned PP = P.PP, VPP = R.NumChunks / PP, M = P.NumMicroBatches;
   StringMap<unsigned> ChunkOfName;
   for (const auto &NP : R.M->getGraph().getNodes())
     if (!NP->getName().empty())
       ChunkOfName[NP->getName()] = R.Nodes.lookup(NP.get()).Chunk;
-
-  auto LevelName = [&](const GroupShape &S) -> std::string {
-    int L = S.outermostLevel();
-    if (L < 0 || (unsigned)L >= Ctx.HW->Topology.size())
-      return "local";
-    return Ctx.HW->Topology[L].Name;
-  };
-
-  // Per role: its communication, chunk by chunk.
-  std::map<std::tuple<unsigned, unsigned, unsigned>, std::vector<Comm>> Comms;
-  std::map<std::tuple<unsigned, unsigned, unsigned>, double> ParamBytes;
+  RoleComms RC;
   for (const RoleGraph &RG : SP.Roles) {
-    std::vector<Comm> &Cs = Comms[{RG.PP, RG.TP, RG.EP}];
+    if (RG.DP > 0)
+      continue;
+    std::vector<Comm> &Cs = RC.Comms[{RG.PP, RG.TP, RG.EP}];
     double PB = 0;
     for (const Value *V : RG.M->getGraph().getParameters())
       PB += (double)V->Type.getSizeInBytes().getValueOr(0);
-    ParamBytes[{RG.PP, RG.TP, RG.EP}] = PB;
+    RC.ParamBytes[{RG.PP, RG.TP, RG.EP}] = PB;
     unsigned Cur = RG.PP;
     for (const auto &NP : RG.M->getGraph().getNodes()) {
       const Node &N = *NP;
@@ -176,31 +194,47 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       Cs.push_back(C);
     }
   }
+  return RC;
+}
 
-  // Per-micro-batch times per chunk (PlanCost is per stage = device).
-  std::vector<double> Fwd(R.NumChunks), Bwd(R.NumChunks), P2P(R.NumChunks);
-  for (unsigned C = 0; C < R.NumChunks; ++C) {
+/// Per-micro-batch forward, backward, send and send-lag times per chunk,
+/// from the planner's per-stage (= per device) costs.
+ChunkTimes chunkTimes(const PlanCost &Cost, unsigned NumChunks, unsigned PP,
+                      unsigned VPP, bool Train) {
+  ChunkTimes T;
+  T.Fwd.resize(NumChunks);
+  T.Bwd.resize(NumChunks);
+  T.P2P.resize(NumChunks);
+  T.Lag.resize(NumChunks);
+  for (unsigned C = 0; C < NumChunks; ++C) {
     const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
                                                       Cost.Stages.size() - 1)];
     // Exposed TP and EP communication where the evaluator's pipeline puts
     // it: forward's with the forward, backward's with the backward.
-    Fwd[C] = (S.ForwardS + S.ForwardCommS) / VPP;
-    Bwd[C] = (S.BackwardS + S.BackwardCommS) / VPP;
+    // The plan's overlaps (PlanCost.h: OverlapFwdS/BwdS, SendLagS).
+    T.Fwd[C] = (S.ForwardS + S.ForwardCommS + S.OverlapFwdS) / VPP;
+    T.Bwd[C] = (S.BackwardS + S.BackwardCommS + S.OverlapBwdS) / VPP;
     // Offload streaming its compute does not hide (the evaluator's
     // pipeline adds it to the backward).
-    Bwd[C] += S.Offload.ExposedPerMicroBatchS / VPP;
+    T.Bwd[C] += S.Offload.ExposedPerMicroBatchS / VPP;
     // The evaluator's pipeline charges one send per boundary crossing, the
     // same for every chunk (P2PS counts the forward send and, in training,
     // the backward one).
-    P2P[C] = S.P2PS / (Ctx.Train ? 2 : 1);
+    T.P2P[C] = S.P2PS / (Train ? 2 : 1);
+    T.Lag[C] = S.SendLagS;
   }
+  return T;
+}
 
-  // Timeline per device: list scheduling of the 1F1B order with the
-  // cross-chunk dependencies.
-  // The order is the bubble model's (cost_models/pipeline).
+/// The timeline per pipeline device: list scheduling of the 1F1B order
+/// (the bubble model's, cost_models/pipeline) with the cross-chunk
+/// dependencies. Fails if the order deadlocks.
+Expected<std::vector<std::vector<Item>>>
+layTimeline(const ChunkTimes &T, unsigned NumChunks, unsigned PP,
+            unsigned VPP, unsigned M, bool Train) {
   std::vector<std::vector<Item>> Order(PP);
   std::vector<std::vector<PipelineOp>> Ops =
-      getPipelineOrder(PP, M, VPP, /*ForwardOnly=*/!Ctx.Train);
+      getPipelineOrder(PP, M, VPP, /*ForwardOnly=*/!Train);
   for (unsigned D = 0; D < PP; ++D)
     for (const PipelineOp &Op : Ops[D])
       Order[D].push_back(
@@ -229,17 +263,20 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
       if (I.Forward) {
         if (I.Chunk > 0)
           Need(true, I.MB, I.Chunk - 1,
-               (I.Chunk - 1) % PP == D ? 0 : P2P[I.Chunk - 1]);
+               (I.Chunk - 1) % PP == D ? 0 : T.Lag[I.Chunk - 1]);
       } else {
         Need(true, I.MB, I.Chunk, 0);
-        if (I.Chunk + 1 < R.NumChunks)
+        // The gradient crosses back the boundary after this chunk: the
+        // transfer this chunk's forward send takes (the evaluator's
+        // pipeline charges Transfer[d] both ways).
+        if (I.Chunk + 1 < NumChunks)
           Need(false, I.MB, I.Chunk + 1,
-               (I.Chunk + 1) % PP == D ? 0 : P2P[I.Chunk + 1]);
+               (I.Chunk + 1) % PP == D ? 0 : T.Lag[I.Chunk]);
       }
       if (!OK)
         continue;
       I.Start = std::max(Ready, Free[D]);
-      I.End = I.Start + (I.Forward ? Fwd[I.Chunk] : Bwd[I.Chunk]);
+      I.End = I.Start + (I.Forward ? T.Fwd[I.Chunk] : T.Bwd[I.Chunk]);
       Free[D] = I.End;
       EndOf[{I.Forward, I.MB, I.Chunk}] = I.End;
       ++Next[D];
@@ -252,22 +289,181 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
                                "vpp=%u, %u micro-batches)",
                                PP, VPP, M);
   }
+  return Order;
+}
+
+/// The plan's communication groups as the schedule maps them onto the
+/// topology.
+struct ScheduleGroups {
+  GroupShape TPG, EPG, DPG, PPG;
+};
+
+/// A program's communication table: each collective with its time over
+/// its group, each send and receive with the pipeline transfer time of
+/// the boundary it crosses.
+std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
+                                       const ScheduleGroups &G,
+                                       const ChunkTimes &T, unsigned NumChunks,
+                                       const HardwareModel &HW) {
+  std::vector<ScheduleComm> Out;
+  for (const Comm &C : Cs) {
+    ScheduleComm SC;
+    SC.Kind = C.Kind;
+    SC.Op = C.Op;
+    SC.Group = C.Group;
+    SC.Chunk = C.Chunk;
+    if (C.Kind == "send" || C.Kind == "recv") {
+      SC.Level = levelName(G.PPG, HW);
+      SC.Peer = C.Peer;
+      SC.Tag = C.Tag;
+      // A send leaves over the boundary after its chunk; a receive
+      // arrives over the one before.
+      unsigned Boundary = C.Kind == "send" ? C.Chunk : C.Chunk - 1;
+      SC.TimeS = C.Chunk < NumChunks && (C.Kind == "send" || C.Chunk > 0)
+                     ? T.P2P[Boundary]
+                     : 0;
+    } else {
+      const GroupShape &GS = C.Group == "ep" ? G.EPG : G.TPG;
+      SC.Level = levelName(GS, HW);
+      SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, HW).Seconds;
+    }
+    SC.Bytes = C.Bytes;
+    Out.push_back(SC);
+  }
+  return Out;
+}
+
+/// The compute events of one pipeline device, \p Order being its timeline,
+/// each followed by its offload stream event when the plan offloads.
+/// Sets \p LastBwdStart and \p LastBwdEnd to the last backward's times.
+void appendComputeEvents(std::vector<ScheduleEvent> &Events,
+                         ArrayRef<Item> Order, const StageCost &St,
+                         const ParallelPlan &P, unsigned VPP, bool Train,
+                         double &LastBwdStart, double &LastBwdEnd) {
+  LastBwdEnd = 0;
+  LastBwdStart = 0;
+  for (const Item &I : Order) {
+    ScheduleEvent E;
+    E.Kind = I.Forward ? "forward" : "backward";
+    E.MicroBatch = I.MB;
+    E.Chunk = I.Chunk;
+    E.StartS = I.Start;
+    E.EndS = I.End;
+    E.Stream = "compute";
+    Events.push_back(E);
+    // Offload (Cost/Offload.h): the micro-batch's PCIe/NVMe transfers on
+    // their own stream, half with its forward and half with its backward
+    // in training, from the compute's start.
+    if (P.Offload.any() && St.Offload.StreamS > 0) {
+      double Share = (Train ? 0.5 : 1.0) / VPP;
+      ScheduleEvent X;
+      X.Kind = "offload";
+      X.MicroBatch = I.MB;
+      X.Chunk = I.Chunk;
+      X.Op = P.Offload.str();
+      X.Level = St.Offload.StreamSSDBytes > 0 ? "pcie+nvme" : "pcie";
+      X.Stream = "offload";
+      X.Bytes =
+          (St.Offload.StreamHostBytes + St.Offload.StreamSSDBytes) * Share;
+      X.StartS = I.Start;
+      X.EndS = I.Start + St.Offload.StreamS * Share;
+      Events.push_back(X);
+    }
+    if (!I.Forward && I.End >= LastBwdEnd) {
+      LastBwdEnd = I.End;
+      LastBwdStart = I.Start;
+    }
+  }
+}
+
+/// Training's step tail: the DP gradient buckets (dp > 1), overlapped with
+/// the last backward as the evaluator costed it, then the optimizer.
+void appendStepTail(std::vector<ScheduleEvent> &Events, const StageCost &S,
+                    const ParallelPlan &P, double ParamBytes,
+                    double BucketBytes, const std::string &DPLevel,
+                    double LastBwdStart, double LastBwdEnd) {
+  double Grad =
+      ParamBytes / getDataTypeSize(DataType::Float) * P.getGradBytes();
+  double Buf = std::max(1.0, BucketBytes);
+  unsigned Buckets = std::max(1u, (unsigned)std::ceil(Grad / Buf));
+  // Negative when dp overlap's held compute outlasts the sync: the
+  // buckets then end DPExposedS after the last backward, as costed.
+  double Hidden = S.DPSyncS - S.DPExposedS;
+  double T = std::max(LastBwdStart, LastBwdEnd - Hidden);
+  double End = LastBwdEnd;
+  if (P.DP > 1)
+    for (unsigned B = 0; B < Buckets; ++B) {
+      ScheduleEvent G;
+      G.Kind = "grad_sync";
+      G.Op = P.ZeroStage >= 2 ? "reducescatter" : "allreduce";
+      G.FusionId = B;
+      G.Group = "dp";
+      G.Level = DPLevel;
+      G.Stream = "dp";
+      G.Bytes = std::min(Buf, Grad - B * Buf);
+      G.StartS = T;
+      G.EndS = T + S.DPSyncS * G.Bytes / std::max(1.0, Grad);
+      T = G.EndS;
+      End = std::max(End, T);
+      Events.push_back(G);
+    }
+  ScheduleEvent O;
+  O.Kind = "optimizer";
+  // opt:host/ssd: the host CPU updates, between the transfers of the
+  // gradients down and the weights back up.
+  O.Stream = P.Offload.Opt != MemoryTier::HBM ? "offload" : "compute";
+  if (P.Offload.Opt != MemoryTier::HBM) {
+    O.Op = P.Offload.str();
+    O.Bytes = S.Offload.TailHostBytes + S.Offload.TailSSDBytes;
+  }
+  O.StartS = End;
+  O.EndS = End + S.OptimizerS;
+  Events.push_back(O);
+}
+
+/// The latest end of \p Prog's events, the communication inside its
+/// compute events included.
+double programEnd(const ScheduleProgram &Prog) {
+  double Step = 0;
+  for (const ScheduleEvent &E : Prog.Events) {
+    Step = std::max(Step, E.EndS);
+    if (E.Stream == "compute")
+      expandComms(Prog, E, [&](const ScheduleEvent &CE) {
+        Step = std::max(Step, CE.EndS);
+      });
+  }
+  return Step;
+}
+
+} // namespace
+
+Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
+                    const ScheduleContext &Ctx) {
+  const ShardingResult &R = SP.Sharding;
+  const ParallelPlan &P = R.Plan;
+  unsigned PP = P.PP, VPP = R.NumChunks / PP, M = P.NumMicroBatches;
+  RoleComms RC = collectRoleComms(SP);
+  ChunkTimes T = chunkTimes(Cost, R.NumChunks, PP, VPP, Ctx.Train);
+  Expected<std::vector<std::vector<Item>>> Order =
+      layTimeline(T, R.NumChunks, PP, VPP, M, Ctx.Train);
+  if (!Order)
+    return Order.takeError();
 
   // One program per role; DP replicas run their role's, and roles whose
   // communication is alike share one (a program follows from its pipeline
   // device, its collectives and transfers, and its gradient bytes).
-  GroupShape TPG = Ctx.Eval->getGroupShape(P, "tp");
-  GroupShape EPG = Ctx.Eval->getGroupShape(P, "ep");
-  GroupShape DPG = Ctx.Eval->getGroupShape(P, "dp");
-  GroupShape PPG = Ctx.Eval->getGroupShape(P, "pp");
+  ScheduleGroups G{Ctx.Eval->getGroupShape(P, "tp"),
+                   Ctx.Eval->getGroupShape(P, "ep"),
+                   Ctx.Eval->getGroupShape(P, "dp"),
+                   Ctx.Eval->getGroupShape(P, "pp")};
   double Step = 0;
   SP.Programs.clear();
   SP.RoleProgram.clear();
   SP.NumMicroBatches = M;
   std::vector<std::tuple<unsigned, const std::vector<Comm> *, double>> Keys;
   for (const RoleGraph &RG : SP.Roles) {
-    const std::vector<Comm> &Cs = Comms[{RG.PP, RG.TP, RG.EP}];
-    double PB = ParamBytes[{RG.PP, RG.TP, RG.EP}];
+    const std::vector<Comm> &Cs = RC.Comms[{RG.PP, RG.TP, RG.EP}];
+    double PB = RC.ParamBytes[{RG.PP, RG.TP, RG.EP}];
     auto Same =
         [&](const std::tuple<unsigned, const std::vector<Comm> *, double> &K) {
           return std::get<0>(K) == RG.PP && *std::get<1>(K) == Cs &&
@@ -282,110 +478,20 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     Keys.emplace_back(RG.PP, &Cs, PB);
     ScheduleProgram Prog;
     Prog.PP = RG.PP;
-    for (const Comm &C : Cs) {
-      ScheduleComm SC;
-      SC.Kind = C.Kind;
-      SC.Op = C.Op;
-      SC.Group = C.Group;
-      SC.Chunk = C.Chunk;
-      if (C.Kind == "send" || C.Kind == "recv") {
-        SC.Level = LevelName(PPG);
-        SC.Peer = C.Peer;
-        SC.Tag = C.Tag;
-        SC.TimeS = C.Chunk < R.NumChunks ? P2P[C.Chunk] : 0;
-      } else {
-        const GroupShape &GS = C.Group == "ep" ? EPG : TPG;
-        SC.Level = LevelName(GS);
-        SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, *Ctx.HW).Seconds;
-      }
-      SC.Bytes = C.Bytes;
-      Prog.Comms.push_back(SC);
-    }
-    std::vector<ScheduleEvent> &Events = Prog.Events;
-    double LastBwdEnd = 0, LastBwdStart = 0;
-    for (const Item &I : Order[RG.PP]) {
-      ScheduleEvent E;
-      E.Kind = I.Forward ? "forward" : "backward";
-      E.MicroBatch = I.MB;
-      E.Chunk = I.Chunk;
-      E.StartS = I.Start;
-      E.EndS = I.End;
-      E.Stream = "compute";
-      Events.push_back(E);
-      // Offload (Cost/Offload.h): the micro-batch's PCIe/NVMe transfers on
-      // their own stream, half with its forward and half with its backward
-      // in training, from the compute's start.
-      const StageCost &St =
-          Cost.Stages[std::min<size_t>(RG.PP, Cost.Stages.size() - 1)];
-      if (P.Offload.any() && St.Offload.StreamS > 0) {
-        double Share = (Ctx.Train ? 0.5 : 1.0) / VPP;
-        ScheduleEvent X;
-        X.Kind = "offload";
-        X.MicroBatch = I.MB;
-        X.Chunk = I.Chunk;
-        X.Op = P.Offload.str();
-        X.Level = St.Offload.StreamSSDBytes > 0 ? "pcie+nvme" : "pcie";
-        X.Stream = "offload";
-        X.Bytes =
-            (St.Offload.StreamHostBytes + St.Offload.StreamSSDBytes) * Share;
-        X.StartS = I.Start;
-        X.EndS = I.Start + St.Offload.StreamS * Share;
-        Events.push_back(X);
-      }
-      if (!I.Forward && I.End >= LastBwdEnd) {
-        LastBwdEnd = I.End;
-        LastBwdStart = I.Start;
-      }
-    }
-    if (Ctx.Train) {
-      const StageCost &S =
-          Cost.Stages[std::min<size_t>(RG.PP, Cost.Stages.size() - 1)];
-      double Grad = PB / getDataTypeSize(DataType::Float) * P.getGradBytes();
-      double Buf = std::max(1.0, Ctx.BucketBytes);
-      unsigned Buckets = std::max(1u, (unsigned)std::ceil(Grad / Buf));
-      double Hidden = std::max(0.0, S.DPSyncS - S.DPExposedS);
-      double T = std::max(LastBwdStart, LastBwdEnd - Hidden);
-      double End = LastBwdEnd;
-      if (P.DP > 1)
-        for (unsigned B = 0; B < Buckets; ++B) {
-          ScheduleEvent G;
-          G.Kind = "grad_sync";
-          G.Op = P.ZeroStage >= 2 ? "reducescatter" : "allreduce";
-          G.FusionId = B;
-          G.Group = "dp";
-          G.Level = LevelName(DPG);
-          G.Stream = "dp";
-          G.Bytes = std::min(Buf, Grad - B * Buf);
-          G.StartS = T;
-          G.EndS = T + S.DPSyncS * G.Bytes / std::max(1.0, Grad);
-          T = G.EndS;
-          End = std::max(End, T);
-          Events.push_back(G);
-        }
-      ScheduleEvent O;
-      O.Kind = "optimizer";
-      // opt:host/ssd: the host CPU updates, between the transfers of the
-      // gradients down and the weights back up.
-      O.Stream = P.Offload.Opt != MemoryTier::HBM ? "offload" : "compute";
-      if (P.Offload.Opt != MemoryTier::HBM) {
-        O.Op = P.Offload.str();
-        O.Bytes = S.Offload.TailHostBytes + S.Offload.TailSSDBytes;
-      }
-      O.StartS = End;
-      O.EndS = End + S.OptimizerS;
-      Events.push_back(O);
-    }
-    std::stable_sort(Events.begin(), Events.end(),
+    Prog.Comms = programComms(Cs, G, T, R.NumChunks, *Ctx.HW);
+    const StageCost &St =
+        Cost.Stages[std::min<size_t>(RG.PP, Cost.Stages.size() - 1)];
+    double LastBwdStart, LastBwdEnd;
+    appendComputeEvents(Prog.Events, (*Order)[RG.PP], St, P, VPP, Ctx.Train,
+                        LastBwdStart, LastBwdEnd);
+    if (Ctx.Train)
+      appendStepTail(Prog.Events, St, P, PB, Ctx.BucketBytes,
+                     levelName(G.DPG, *Ctx.HW), LastBwdStart, LastBwdEnd);
+    std::stable_sort(Prog.Events.begin(), Prog.Events.end(),
                      [](const ScheduleEvent &A, const ScheduleEvent &B) {
                        return A.StartS < B.StartS;
                      });
-    for (const ScheduleEvent &E : Events) {
-      Step = std::max(Step, E.EndS);
-      if (E.Stream == "compute")
-        expandComms(Prog, E, [&](const ScheduleEvent &CE) {
-          Step = std::max(Step, CE.EndS);
-        });
-    }
+    Step = std::max(Step, programEnd(Prog));
     SP.Programs.push_back(std::move(Prog));
   }
   SP.ScheduleStepS = Step;

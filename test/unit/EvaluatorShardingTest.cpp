@@ -17,8 +17,8 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/PlanCost.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/PlanCost.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/Sharding.h"
 #include "gtest/gtest.h"
 #include <map>

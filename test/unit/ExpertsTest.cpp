@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Plan/Experts.h"
+#include "loom/Analysis/Experts.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 
 #include "RunPipeline.h"
 #include "gtest/gtest.h"

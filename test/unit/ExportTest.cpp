@@ -83,7 +83,9 @@ TEST(ExportTest, MegatronEvenSplitNeedsNoLayout) {
   // Global batch 2 x 1 x 64 = 128.
   EXPECT_EQ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
             "--micro-batch-size 1 --global-batch-size 128 --num-layers 24 "
-            "--seq-length 2048 --fp16 --accumulate-allreduce-grads-in-fp32",
+            "--seq-length 2048 --fp16 --accumulate-allreduce-grads-in-fp32 "
+            // dp_overlap=on, the default: the DP sync beside the backward.
+            "--overlap-grad-reduce",
             flags(R));
   EXPECT_EQ("megatron-args.txt", R.FileName);
 }
@@ -137,7 +139,8 @@ TEST(ExportTest, MegatronFlagsOfEveryChoice) {
             "--recompute-method uniform --recompute-num-layers 1 "
             "--micro-batch-size 2 --global-batch-size 32 "
             "--use-distributed-optimizer --num-layers 4 --seq-length 2048 "
-            "--bf16 --grad-reduce-in-bf16",
+            "--bf16 --grad-reduce-in-bf16 "
+            "--overlap-grad-reduce --overlap-param-gather",
             flags(R));
   // Unrolled experts (every expert sees every token) are not Megatron's
   // routed MoE: a warning, in the file too.

@@ -403,7 +403,7 @@ g (float[2, 4] x, int64[2] target = {4, 2})
   EXPECT_FALSE(isFolded(*M, "nz"));
   ASSERT_EQ(Warnings.size(), 1u);
   EXPECT_EQ(Warnings[0], "fold-shape-arith: 1 value(s) keep a non-static "
-                         "shape, first 'nz' of node '' (NonZero)");
+                         "shape, first 'nz' of node '%nz' (NonZero)");
 }
 
 TEST(FoldShapeArithTest, FoldsInsideSubgraphs) {

@@ -3,7 +3,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 
 #include "RunPipeline.h"
 #include "gtest/gtest.h"

@@ -1,6 +1,6 @@
 //===- GoodputTest.cpp - Young/Daly goodput, derived by hand ---------------===//
 
-#include "loom/Plan/Goodput.h"
+#include "loom/Planner/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
 
 #include "gtest/gtest.h"

@@ -1,6 +1,6 @@
 //===- KVCacheTest.cpp - KV cache tensors found by structure --------------===//
 //
-// findKVCache (include/loom/Plan/KVCache.h) on torch exports of a decoder
+// findKVCache (include/loom/Analysis/KVCache.h) on torch exports of a decoder
 // with and without a past (two namings), and on hand-written graphs: a
 // cache read through a Cast and repeated by Tile (MQA-style), and things
 // that look like a cache but are not (a graph input concatenated with
@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Plan/KVCache.h"
+#include "loom/Analysis/KVCache.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 

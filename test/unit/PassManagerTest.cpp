@@ -251,7 +251,8 @@ TEST(PassManagerTest, VerifyEachCatchesTheBreakingPass) {
   PI.VerifyEach = true;
   Outcome R = runPipeline("first,break,second", PI);
   EXPECT_EQ(R.Error,
-            "IR verification failed after break: node '' (Neg): input 'y' is "
+            "pm.onnxtxt: error: IR verification failed after break: node "
+            "'%a' (Neg): input 'y' is "
             "used before it is defined (graph is not in topological order)");
   EXPECT_EQ(R.Log, (std::vector<std::string>{"first", "break"}));
   // Without --verify-each the pipeline goes on.

@@ -128,6 +128,35 @@ TEST(PipelineTest, TransfersLengthenTheCriticalPath) {
   EXPECT_DOUBLE_EQ(3, R.Idle[1]);
 }
 
+TEST(PipelineTest, EachStageEndsOnItsOwn) {
+  // The timelines above: each stage's last operation ends at Finish[d];
+  // the first stage closes the step, later ones end earlier (their DP
+  // sync and optimizer run meanwhile: PlanCost, Schedule.cpp).
+  //   slow last (UnevenStagesSlowLast): d1 B2 ends 19, d0 B2 21;
+  //   transfers (above): d1 B1 ends 5.5, d0 B1 7.
+  PipelineTimes T;
+  T.Forward = {1, 2};
+  T.Backward = {2, 4};
+  T.Transfer = {0};
+  T.NumMicroBatches = 3;
+  PipelineResult R = simulatePipeline(T);
+  ASSERT_EQ(2u, R.Finish.size());
+  EXPECT_DOUBLE_EQ(21, R.Finish[0]);
+  EXPECT_DOUBLE_EQ(19, R.Finish[1]);
+  PipelineTimes X = evenStages(2, 2, 1, 1);
+  X.Transfer = {0.5};
+  R = simulatePipeline(X);
+  EXPECT_DOUBLE_EQ(7, R.Finish[0]);
+  EXPECT_DOUBLE_EQ(5.5, R.Finish[1]);
+  // Forward only: the last stage ends last. P = 2, M = 2, t_f = 1,
+  // transfer 0.5: d0 F0 [0,1] F1 [1,2]; d1 F0 [1.5,2.5] F1 [2.5,3.5].
+  X.ForwardOnly = true;
+  R = simulatePipeline(X);
+  EXPECT_DOUBLE_EQ(2, R.Finish[0]);
+  EXPECT_DOUBLE_EQ(3.5, R.Finish[1]);
+  EXPECT_DOUBLE_EQ(3.5, R.StepTime);
+}
+
 TEST(PipelineTest, InterleavedWrapTransfer) {
   // P = 2, V = 2, M = 2, per-chunk t_f = t_b = 1 (device totals 2 and 2),
   // every transfer 0.25, including the wrap from device 1 back to device 0.

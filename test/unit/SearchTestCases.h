@@ -11,7 +11,7 @@
 
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 //===- ServingTest.cpp - Serving plans: prefill, decode, SLO --------------===//
-#include "loom/Plan/Serving.h"
+#include "loom/Planner/Serving.h"
 #include "RunPipeline.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"

@@ -10,7 +10,7 @@
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Shard/Rules.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "gtest/gtest.h"
 #include <map>
 

@@ -2,7 +2,7 @@
 #include "Passes.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Shard/Schedule.h"
 #include "loom/Shard/SlicedTensorData.h"
@@ -203,6 +203,60 @@ TEST(VerifyOutput, CatchesBrokenPrograms) {
   for (const std::string &S : Q)
     Memory |= S.find("exceeds usable HBM") != std::string::npos;
   EXPECT_TRUE(Memory);
+}
+
+TEST(RoleGraphs, ReshardsAreTheRuleTablesTransitions) {
+  // mlp-tiny at tp=2: a node reading a column-parallel (Split) value is
+  // made to ask for it otherwise; the role builder lowers what
+  // getTransition names (Rules.h) and refuses what the table refuses.
+  Expected<HardwareModel> HW =
+      loadHardwareModel(LOOM_SOURCE_DIR "/examples/hw/atlas800t-a2.yaml");
+  ASSERT_TRUE(!!HW);
+  std::unique_ptr<CompilationUnit> CU = shardMLP(*HW);
+  ASSERT_TRUE(CU);
+  ShardingResult &R = CU->Sharded->Sharding;
+  const Node *Reader = nullptr;
+  unsigned Operand = 0;
+  for (const auto &NP : R.M->getGraph().getNodes())
+    for (unsigned I = 0; I < NP->getNumInputs() && !Reader; ++I) {
+      const Value *V = NP->getInput(I);
+      if (V && !V->isParameter() && R.Values.lookup(V).isSplit() &&
+          R.Nodes[NP.get()].InputSpecs[I] == R.Values.lookup(V)) {
+        Reader = NP.get();
+        Operand = I;
+      }
+    }
+  ASSERT_NE(Reader, nullptr);
+  const Value *V = Reader->getInput(Operand);
+  AxisSpec Cur = R.Values.lookup(V);
+  auto Count = [](const std::vector<RoleGraph> &Roles, StringRef Op) {
+    unsigned N = 0;
+    for (const auto &NP : Roles[0].M->getGraph().getNodes())
+      N += NP->getOpType() == Op;
+    return N;
+  };
+  Expected<std::vector<RoleGraph>> Base = buildRoleGraphs(R);
+  ASSERT_TRUE(!!Base) << toString(Base.takeError());
+  unsigned Gathers = Count(*Base, "HcomAllGather");
+
+  // Split -> Replicated: AllGather, one more HcomAllGather.
+  AxisSpec &Want = R.Nodes[Reader].InputSpecs[Operand];
+  Want = AxisSpec::replicated();
+  EXPECT_EQ(getTransition(Cur, Want), Transition::AllGather);
+  Expected<std::vector<RoleGraph>> Gathered = buildRoleGraphs(R);
+  ASSERT_TRUE(!!Gathered) << toString(Gathered.takeError());
+  EXPECT_EQ(Count(*Gathered, "HcomAllGather"), Gathers + 1);
+
+  // Split -> Partial: unsupported by the table, refused by name (the
+  // if-chain passed the split value on as a partial sum).
+  Want = AxisSpec::partial();
+  EXPECT_EQ(getTransition(Cur, Want), Transition::Unsupported);
+  Expected<std::vector<RoleGraph>> Bad = buildRoleGraphs(R);
+  ASSERT_FALSE(!!Bad);
+  EXPECT_NE(toString(Bad.takeError())
+                .find("cannot reshard '" + V->getName().str() + "' from " +
+                      Cur.str() + " to P (unsupported)"),
+            std::string::npos);
 }
 
 TEST(Schedule, ExpandCommsAroundComputeEvents) {

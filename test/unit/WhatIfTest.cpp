@@ -1,4 +1,5 @@
 //===- WhatIfTest.cpp - Idle devices, hardware layering and --set ---------===//
+#include "loom/Report/SearchReport.h"
 #include "loom/Hardware/HardwareOverlay.h"
 #include "loom/Plan/IdleDevices.h"
 #include "gtest/gtest.h"

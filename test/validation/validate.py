@@ -3,7 +3,7 @@
 
     /usr/bin/python3 test/validation/validate.py --build build
         [--table test/validation/runs.csv] [--zoo DIR] [--only ID,...]
-        [--fused published|none] [--jobs N] [--check] [--json OUT]
+        [--fused published|attention|none] [--jobs N] [--check] [--json OUT]
 
 For every row of the table (test/validation/runs.csv: model shape, cluster,
 published plan, global batch, sequence length, measured throughput and its
@@ -21,10 +21,13 @@ recorded in the table's header (ctest `validation` runs this).
 A published plan that does not fit Loom's memory model (it ran, so the
 model is wrong there) is marked "no fit" and costed again with the HBM
 capacity raised out of the way, so its time is still compared.
-Fused attention: rows whose `fused` column is 1 (the run used fused / flash
-attention) are planned with --fused-kernels=attention, the others with
---fused-kernels=none; --fused none plans every row without (the table
-before fused attention). A plan-parallel without --fused-kernels costs every
+Fused kernels: rows whose `fused` column is 1 (the run used fused / flash
+attention and the framework's fused norm, SwiGLU and rotary kernels) are
+planned with examples/hw/overlays/fused-elementwise.yaml layered over their
+hardware and --fused-kernels=all, the others with --fused-kernels=none; --fused
+attention fuses only attention in those rows (the table before the
+element-wise kernels), --fused none no row (the table before fused
+attention). A plan-parallel without --fused-kernels costs every
 row op by op, and the script says so.
 
 Only onnx + numpy (through make_zoo) and the standard library.
@@ -52,6 +55,8 @@ MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
 # A100 312 TFLOP/s (Korthikanti et al. 2022 use it; examples/hw/dgx-a100.yaml).
 A100_PEAK = 312e12
 NO_MEMORY_LIMIT = "device.memory.hbm.capacity=1024GiB"
+FUSED_OVERLAY = os.path.join(SRC, "examples", "hw", "overlays",
+                             "fused-elementwise.yaml")
 
 
 def read_table(path):
@@ -122,15 +127,31 @@ def ensure_models(names, zoo):
                         "--quiet"], check=True)
 
 
-def run_row(row, plan_parallel, zoo, fused_mode):
+# The communication-overlap shares (comm_overlap) layered on each hardware
+# group's files when rows are planned with their published overlaps.
+OVERLAP_SHARES = {"A100": "examples/hw/overlap/a100.yaml",
+                  "H100": "examples/hw/overlap/h100.yaml",
+                  "Atlas900A2": "examples/hw/overlap/ascend.yaml"}
+
+
+def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
+    if fused_mode == "published" and row["fused"] == "1":
+        cmd += ["--hw", FUSED_OVERLAY]
+    plan = row["plan"]
+    if overlap_mode == "published":
+        if row["hw"] in OVERLAP_SHARES:
+            cmd += ["--hw", os.path.join(SRC, OVERLAP_SHARES[row["hw"]])]
+        if row.get("overlap"):
+            plan += "," + row["overlap"]
     cmd += ["--devices", row["devices"], "--batch", row["batch"], "--seq",
-            row["seq"], "--plan", row["plan"], "--format", "json", "--quiet"]
-    if fused_mode == "published":
-        cmd.append("--fused-kernels=" +
-                   ("attention" if row["fused"] == "1" else "none"))
+            row["seq"], "--plan", plan, "--format", "json", "--quiet"]
+    if fused_mode in ("published", "attention"):
+        cmd.append("--fused-kernels=" + (
+            ("all" if fused_mode == "published" else "attention")
+            if row["fused"] == "1" else "none"))
     elif fused_mode == "none":
         cmd.append("--fused-kernels=none")
     t0 = time.perf_counter()
@@ -157,10 +178,16 @@ def main(argv=None):
     ap.add_argument("--table", default=os.path.join(HERE, "runs.csv"))
     ap.add_argument("--zoo", help="model cache (default BUILD/validation-zoo)")
     ap.add_argument("--only", help="comma-separated row ids")
-    ap.add_argument("--fused", choices=["published", "none"],
+    ap.add_argument("--fused", choices=["published", "attention", "none"],
                     default="published",
-                    help="fused attention as each run used it (default), or "
-                         "for no row")
+                    help="fused kernels as each run used them (default), "
+                         "fused attention only, or none for any row")
+    ap.add_argument("--overlap", choices=["published", "none"],
+                    default="published",
+                    help="communication overlap as each run used it, with "
+                         "the overlap shares layered on (default), or the "
+                         "implicit defaults without shares (the table "
+                         "before overlap was a plan choice)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a median |error| passes its threshold")
@@ -194,7 +221,8 @@ def main(argv=None):
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
         results = list(ex.map(
-            lambda r: run_row(r, plan_parallel, zoo, fused_mode), rows))
+            lambda r: run_row(r, plan_parallel, zoo, fused_mode,
+                              args.overlap), rows))
 
     failed = False
     table = []

@@ -7,14 +7,16 @@
 // 1 bad input or internal error (one message on stderr), 2 no feasible plan.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/Report/SearchReport.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Hardware/HardwareOverlay.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Plan/CostReport.h"
+#include "loom/Report/CostReport.h"
 #include "loom/Plan/IdleDevices.h"
-#include "loom/Plan/PlanComparison.h"
-#include "loom/Plan/Search.h"
+#include "loom/Report/PlanComparison.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
@@ -201,9 +203,15 @@ static cl::opt<bool> AllowUncosted(
     cl::desc("Plan even when more than 1% of the forward FLOPs or "
              "parameters have no cost rule (the plan leaves them out)"),
     cl::cat(LoomCategory));
+static cl::opt<bool> NoPrune(
+    LOOM_OPT("no-prune"), cl::Hidden,
+    cl::desc("Search without bounds: every candidate evaluated in full (for "
+             "tests comparing the pruned search with the exhaustive one)"),
+    cl::cat(LoomCategory));
 static cl::opt<std::string> FusedKernelsOpt(
-    LOOM_OPT("fused-kernels"), cl::value_desc("none|attention,..."),
-    cl::desc("Fused kernels to cost regions as (default: those the "
+    LOOM_OPT("fused-kernels"),
+    cl::value_desc("none|all|attention,rmsnorm,layernorm,swiglu,rotary"),
+    cl::desc("Fused kernels to cost regions as (default: all those the "
              "hardware's fused_kernels lists)"),
     cl::cat(LoomCategory));
 static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
@@ -782,6 +790,7 @@ int main(int argc, char **argv) {
       (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.AllowUncosted = AllowUncosted;
+  CU.Opts.NoPrune = NoPrune;
   if (FusedKernelsOpt.getNumOccurrences()) {
     SmallVector<StringRef, 4> Names;
     StringRef(FusedKernelsOpt).split(Names, ',', -1, /*KeepEmpty=*/false);
@@ -793,6 +802,11 @@ int main(int argc, char **argv) {
         return reportError(createStringError(
             inconvertibleErrorCode(),
             "--fused-kernels: 'none' cannot be combined with kernel names"));
+    if (is_contained(*CU.Opts.FusedKernels, "all") &&
+        CU.Opts.FusedKernels->size() > 1)
+      return reportError(createStringError(
+          inconvertibleErrorCode(),
+          "--fused-kernels: 'all' cannot be combined with kernel names"));
   }
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
@@ -902,10 +916,13 @@ int main(int argc, char **argv) {
     if (!NoPlan && !Uncosted)
       return reportError(std::move(E), 1);
     const SearchResult *S = CU.Search.get();
+    std::string Msg = toString(std::move(E));
+    // Named by the model file, as every pass error (issue 15 item 7).
     if (PlanIsTheProduct &&
         !(NoPlan && PrintCosts == CostLevel::Stage && S && S->Closest))
-      return reportError(std::move(E), NoPlan ? 2 : 1);
-    std::string Msg = toString(std::move(E));
+      return reportError(createStringError(inconvertibleErrorCode(),
+                                           ModelPath + ": error: " + Msg),
+                         NoPlan ? 2 : 1);
     if (PlanIsTheProduct) {
       NoPlanMsg = Msg;
       NoPlanCode = 2;
@@ -987,7 +1004,8 @@ int main(int argc, char **argv) {
     break;
   }
   if (NoPlanMsg) {
-    WithColor::error(errs(), ToolName) << *NoPlanMsg << '\n';
+    stopProgress();
+    errs() << ModelPath << ": error: " << *NoPlanMsg << '\n';
     return NoPlanCode;
   }
   // --export without -o: the launch arguments replace the summary (with

@@ -5,6 +5,7 @@ architectures, laid out the way torch.onnx exports them.
     /usr/bin/python3 examples/models/zoo/make_zoo.py OUT_DIR
         [--only NAME[,NAME...]] [--layers N] [--with-weights]
         [--dtype float32|float16] [--no-check] [--time-limit S] [--list]
+        [--moe-style einsum|unrolled|dense|indexed]
 
 Every model is written as OUT_DIR/NAME.onnx. Its initializers are
 TensorProtos with data_location EXTERNAL in OUT_DIR/NAME.weights.bin at
@@ -23,6 +24,11 @@ no weight is ever allocated.
   --no-check        skip onnx.checker / shape inference of each model
   --time-limit S    exit 1 if writing all the models took more than S seconds
   --list            print the table of models, configs and parameter counts
+  --moe-style S     the MoE models only, their MoE layers written as another
+                    exporter writes them, as NAME-S (Builder.moe_other):
+                    einsum (GShard capacity dispatch), unrolled (an expert
+                    loop), dense (a loop gated by Equal(TopK index, e)),
+                    indexed (HF Mixtral's NonZero routing)
 
 Graph layout (what torch.onnx.export(opset_version=17, do_constant_folding=
 True) writes for HF / Megatron / timm / DLRM modules, minus its Cast noise):
@@ -150,6 +156,7 @@ class Config:
     dense_layers: int = 0  # leading dense layers (DeepSeek: 1)
     normalize_topk: bool = True
     capacity_factor: float = 1.25
+    moe_style: str = "capacity"  # how the MoE layer is written: MOE_STYLES
     # encoders
     type_vocab: int = 0    # BERT segment embeddings
     image: int = 0         # ViT
@@ -414,7 +421,35 @@ VALIDATION = [
            published_note="model card: 30.5B total, 3.3B activated"),
 ]
 
-ALL = {c.name: c for c in MODELS + TINY + VALIDATION}
+# Seed scenarios that are not in the default set (--only NAME): the DLRM
+# of issue 17 whose eight 10^9-row tables (1.9 TiB each with training
+# state, ~15 TiB in all) no single card holds, so they are sharded.
+SCENARIOS = [
+    Config(name="dlrm-1e9", family="dlrm",
+           source="Naumov et al. 2019 (DLRM) architecture; own sizes: "
+                  "8 x 10^9-row tables (issue 17 seed)",
+           dense_features=13, emb_dim=128,
+           tables=(1_000_000_000,) * 8 + DLRM_SMALL_TABLES,
+           bottom_mlp=(512, 256, 128), top_mlp=(1024, 1024, 512, 256, 1),
+           batch=2048, seq=0, published=0.0,
+           published_note="own configuration (no published count)"),
+]
+
+ALL = {c.name: c for c in MODELS + TINY + VALIDATION + SCENARIOS}
+
+
+# How an MoE layer is written (Builder.moe, Builder.moe_other): the default
+# capacity dispatch by TopK per expert, or another exporter's writing.
+MOE_STYLES = ("capacity", "einsum", "unrolled", "dense", "indexed")
+
+
+def with_moe_style(cfg, style):
+    """cfg written in MoE style `style`, named NAME-STYLE (models without
+    experts are refused by main)."""
+    if style is None or style == "capacity":
+        return cfg
+    return dataclasses.replace(cfg, name=f"{cfg.name}-{style}",
+                               moe_style=style)
 
 
 def with_layers(cfg, layers):
@@ -725,9 +760,12 @@ class Builder:
     # -- MoE ------------------------------------------------------------------
     def moe(self, x, c, router_module, experts_module, names):
         """Capacity-based top-k MoE with stacked expert weights (see the
-        module docstring). names: projection names inside experts_module,
-        three for SwiGLU experts (gate, up, down: Mixtral's w1, w3, w2), two
-        for GELU experts (up, down)."""
+        module docstring), or another writing of the same layer
+        (c.moe_style, MOE_STYLES). names: projection names inside
+        experts_module, three for SwiGLU experts (gate, up, down: Mixtral's
+        w1, w3, w2), two for GELU experts (up, down)."""
+        if c.moe_style != "capacity":
+            return self.moe_other(x, c, router_module, experts_module, names)
         h, E, k, f = c.hidden, c.experts, c.top_k, c.expert_ffn
         xf = self.op("Reshape", [x, self.i64([-1, h])])            # [T, h]
         with self.scope(router_module):
@@ -781,6 +819,148 @@ class Builder:
                        value=self.fill_value(0.0))
         idx = self.op("Unsqueeze", [ci, self.i64([2])])            # [E, C, 1]
         out = self.op("ScatterND", [out0, idx, y], reduction="add")
+        return self.op("Reshape", [out, self.op("Shape", [x])])
+
+    def expert_mlp(self, t, c, names, stacked):
+        """One expert's MLP on t ([n, h]) with its own weights [h, f] /
+        [f, h], or every expert's at once on t ([E, C, h]) with stacked
+        weights [E, h, f] / [E, f, h]."""
+        h, E, f = c.hidden, c.experts, c.expert_ffn
+        lead = [E] if stacked else []
+        if len(names) == 3:      # SwiGLU
+            w1 = self.param(names[0] + ".weight", lead + [h, f])
+            w3 = self.param(names[1] + ".weight", lead + [h, f])
+            w2 = self.param(names[2] + ".weight", lead + [f, h])
+            with self.scope(names[0]):
+                g = self.silu(self.op("MatMul", [t, w1]))
+            with self.scope(names[1]):
+                u = self.op("MatMul", [t, w3])
+            with self.scope(names[2]):
+                return self.op("MatMul", [self.op("Mul", [g, u]), w2])
+        w1 = self.param(names[0] + ".weight", lead + [h, f])
+        w2 = self.param(names[1] + ".weight", lead + [f, h])
+        with self.scope(names[0]):
+            g = self.gelu(self.op("MatMul", [t, w1]))
+        with self.scope(names[1]):
+            return self.op("MatMul", [g, w2])
+
+    def moe_other(self, x, c, router_module, experts_module, names):
+        """The same top-k MoE written as other exporters write it
+        (MOE_STYLES): the router, its Softmax and TopK as in moe(), then
+          einsum:   GShard/Switch/DeepSpeed-MoE capacity dispatch: OneHot
+                    over E -> CumSum positions -> OneHot over the capacity
+                    (shape arithmetic) -> Einsum 'tec,th->ech' -> stacked
+                    experts -> Einsum 'tec,ech->th';
+          unrolled: one branch per expert (an nn.ModuleList loop), every
+                    token, scaled by its column of the scattered gates,
+                    summed by an Add chain;
+          dense:    the same loop gated by Equal(TopK index, e) (torch's
+                    export of `(idx == e)`), as in a dense-gated Mixtral;
+          indexed:  HF Mixtral's eager path: one_hot(idx).permute(2,1,0)[e]
+                    -> NonZero -> Gather of the routed tokens -> expert ->
+                    ScatterND(add) into the output (index_add_)."""
+        h, E, k = c.hidden, c.experts, c.top_k
+        style = c.moe_style
+        xf = self.op("Reshape", [x, self.i64([-1, h])])            # [T, h]
+        with self.scope(router_module):
+            wg = self.param("weight", [h, E])
+            logits = self.op("MatMul", [xf, wg])                   # [T, E]
+        probs = self.op("Softmax", [logits], axis=-1)
+        topv, topi = self.op("TopK", [probs, self.i64([k])], outputs=2,
+                             axis=-1, largest=1, sorted=1)         # [T, k]
+        if c.normalize_topk:
+            denom = self.op("ReduceSum", [topv, self.i64([-1])], keepdims=1)
+            topv = self.op("Div", [topv, denom])
+        onoff = helper.make_tensor(
+            "v", self.elem, [2], np.array([0, 1], dtype=self.npdt).tobytes(),
+            raw=True)
+        if style == "einsum":
+            mask = self.op("OneHot", [topi, self.i64(E),
+                                      self.op("Constant", [], value=onoff)],
+                           axis=-1)                                # [T, k, E]
+            mask = self.op("ReduceSum", [mask, self.i64([1])], keepdims=0)
+            zeros = self.op("ConstantOfShape", [self.op("Shape", [probs])],
+                            value=self.fill_value(0.0))
+            gates = self.op("ScatterElements", [zeros, topi, topv], axis=1)
+            # capacity C = min(T, ceil(T * k * capacity_factor / E)), in
+            # float32 whatever the model's type (the exporter traces Python
+            # arithmetic on the token count)
+            def f32(v):
+                return self.op("Constant", [], value=helper.make_tensor(
+                    "value", TensorProto.FLOAT, [], [float(v)]))
+            t = self.op("Cast", [self.dim(xf, 0, unsqueeze=False)],
+                        to=TensorProto.FLOAT)
+            cap32 = self.op("Ceil", [self.op("Div", [
+                self.op("Mul", [t, f32(k * c.capacity_factor)]),
+                f32(E)])])
+            cap32 = self.op("Min", [cap32, t])
+            cap = self.op("Cast", [cap32], to=TensorProto.INT64)
+            capf = self.op("Cast", [cap32], to=self.elem)
+            pos = self.op("Mul", [self.op("Sub", [
+                self.op("CumSum", [mask, self.i64(0)]), self.fconst(1.0)]),
+                mask])                                             # [T, E]
+            keep = self.op("Mul", [mask, self.op("Cast", [
+                self.op("Less", [pos, capf])], to=self.elem)])
+            posc = self.op("OneHot", [
+                self.op("Cast", [self.op("Mul", [pos, keep])],
+                        to=TensorProto.INT64),
+                cap, self.op("Constant", [], value=onoff)], axis=-1)
+            disp = self.op("Mul", [self.op("Unsqueeze", [
+                keep, self.i64([-1])]), posc])                     # [T, E, C]
+            comb = self.op("Mul", [disp, self.op("Unsqueeze", [
+                gates, self.i64([-1])])])
+            xe = self.op("Einsum", [disp, xf], equation="tec,th->ech")
+            with self.scope(experts_module):
+                y = self.expert_mlp(xe, c, names, stacked=True)   # [E, C, h]
+            out = self.op("Einsum", [comb, y], equation="tec,ech->th")
+            return self.op("Reshape", [out, self.op("Shape", [x])])
+        if style in ("unrolled", "dense"):
+            if style == "unrolled":
+                zeros = self.op("ConstantOfShape",
+                                [self.op("Shape", [probs])],
+                                value=self.fill_value(0.0))
+                gates = self.op("ScatterElements", [zeros, topi, topv],
+                                axis=1)                            # [T, E]
+            acc = None
+            for e in range(E):
+                with self.scope(experts_module, str(e)):
+                    y = self.expert_mlp(xf, c, names, stacked=False)
+                if style == "unrolled":
+                    ge = self.op("Slice", [gates, self.i64([e]),
+                                           self.i64([e + 1]), self.i64([1])])
+                else:
+                    sel = self.op("Cast", [self.op("Equal", [
+                        topi, self.i64(e)])], to=self.elem)        # [T, k]
+                    ge = self.op("ReduceSum", [
+                        self.op("Mul", [topv, sel]), self.i64([1])],
+                        keepdims=1)                                # [T, 1]
+                y = self.op("Mul", [y, ge])
+                acc = y if acc is None else self.op("Add", [acc, y])
+            return self.op("Reshape", [acc, self.op("Shape", [x])])
+        assert style == "indexed", style
+        onoff64 = helper.make_tensor("v", TensorProto.INT64, [2], [0, 1])
+        mask = self.op("OneHot", [topi, self.i64(E),
+                                  self.op("Constant", [], value=onoff64)],
+                       axis=-1)                                    # [T, k, E]
+        mask = self.op("Transpose", [mask], perm=[2, 1, 0])        # [E, k, T]
+        flatw = self.op("Reshape", [topv, self.i64([-1])])         # [T*k]
+        out = self.op("ConstantOfShape", [self.op("Shape", [xf])],
+                      value=self.fill_value(0.0))
+        for e in range(E):
+            nz = self.op("NonZero", [self.op("Gather", [mask, self.i64(e)],
+                                             axis=0)])             # [2, n]
+            slot = self.op("Gather", [nz, self.i64(0)], axis=0)    # [n]
+            tok = self.op("Gather", [nz, self.i64(1)], axis=0)     # [n]
+            cur = self.op("Gather", [xf, tok], axis=0)             # [n, h]
+            with self.scope(experts_module, str(e)):
+                y = self.expert_mlp(cur, c, names, stacked=False)
+            wi = self.op("Add", [self.op("Mul", [tok, self.i64(k)]), slot])
+            w = self.op("Unsqueeze", [self.op("Gather", [flatw, wi], axis=0),
+                                      self.i64([1])])              # [n, 1]
+            y = self.op("Mul", [y, w])
+            out = self.op("ScatterND", [
+                out, self.op("Unsqueeze", [tok, self.i64([1])]), y],
+                reduction="add")
         return self.op("Reshape", [out, self.op("Shape", [x])])
 
     # -- output -------------------------------------------------------------
@@ -1255,6 +1435,9 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, metavar="SECONDS",
                     help="fail if writing the models takes longer")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--moe-style", choices=MOE_STYLES,
+                    help="write the MoE layers as another exporter does "
+                         "(models NAME-STYLE; MoE models only)")
     args = ap.parse_args(argv)
 
     if args.only:
@@ -1267,6 +1450,11 @@ def main(argv=None):
     else:
         cfgs = MODELS + TINY
     cfgs = [with_layers(c, args.layers) for c in cfgs]
+    if args.moe_style and args.moe_style != "capacity":
+        dense = [c.name for c in cfgs if not c.experts]
+        if args.only and dense:
+            ap.error(f"--moe-style: {', '.join(dense)} has no experts")
+        cfgs = [with_moe_style(c, args.moe_style) for c in cfgs if c.experts]
 
     if args.list:
         print_list(cfgs)

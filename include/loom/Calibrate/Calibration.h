@@ -60,7 +60,7 @@
 
 #include "loom/Cost/Collectives.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/IR/DataType.h"
+#include "loom/Support/DataType.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"

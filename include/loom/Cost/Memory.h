@@ -17,9 +17,12 @@ namespace loom {
 struct MemoryBreakdown {
   double Weights = 0, Gradients = 0, OptimizerStates = 0, Activations = 0,
          KVCache = 0, CommBuffers = 0, Reserved = 0;
+  /// Shards of sharded embedding tables kept in HBM, with their training
+  /// state (loom/Planner/Embedding.h).
+  double Embeddings = 0;
   double total() const {
     return Weights + Gradients + OptimizerStates + Activations + KVCache +
-           CommBuffers + Reserved;
+           CommBuffers + Reserved + Embeddings;
   }
 };
 

@@ -38,6 +38,11 @@ struct PipelineResult {
   double StepTime = 0;
   /// Idle time of each stage within StepTime.
   std::vector<double> Idle;
+  /// When each stage (device) ends its last operation; StepTime is the
+  /// latest. In training the first stage ends last (its backward of the
+  /// last micro-batch closes the step); later stages end earlier, and
+  /// their gradient sync and optimizer may run in that time.
+  std::vector<double> Finish;
   /// Idle / StepTime of the busiest stage; (P-1)/(M+P-1) for even stages.
   double BubbleFraction = 0;
 };

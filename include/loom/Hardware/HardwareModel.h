@@ -38,6 +38,14 @@
 //             gqa: true               # optional, default true: K/V with
 //                                     #   fewer heads than Q
 //             dtypes: [fp16, bf16]    # optional; absent = any
+//           rmsnorm: {efficiency: 1.0}  # also layernorm, swiglu, rotary:
+//                                     #   vector kernels, efficiency of
+//                                     #   the vector peak and HBM bandwidth
+//         comm_overlap:               # optional (aicore only): share of the
+//           tp: 0.10                  #   class's compute a collective's
+//           dp: 0.05                  #   kernels hold while overlapped
+//           pp: 0.02                  #   with compute, per kind, in [0, 1)
+//           source: "..."             #   (CommOverlap; Cost/Overlap.h)
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -134,9 +142,14 @@ struct EfficiencyCurve {
 llvm::ArrayRef<llvm::StringRef> getOpFamilyNames();
 
 /// A fused kernel a device class offers: a region of exported ops
-/// (detect-fused-kernels recognises it) that runs as one kernel. Only
-/// "attention" is known: fused scaled-dot-product attention (FlashAttention,
-/// Ascend's FlashAttentionScore), costed in loom/Cost/FusedKernels.h.
+/// (detect-fused-kernels recognises it) that runs as one kernel, costed in
+/// loom/Cost/FusedKernels.h. Known: "attention" (fused scaled-dot-product
+/// attention: FlashAttention, Ascend's FlashAttentionScore; efficiency of
+/// the cube peak), and the vector kernels "rmsnorm", "layernorm", "swiglu"
+/// and "rotary" (MindSpeed's --use-fused-rmsnorm, --use-fused-swiglu,
+/// --use-fused-rotary-pos-emb; Apex/TE fused norms; efficiency of the
+/// vector peak and of the HBM bandwidth). Masked and GQA concern attention
+/// only.
 struct FusedKernel {
   std::string Name;
   /// Fraction of the class's cube peak the forward kernel reaches.
@@ -153,6 +166,20 @@ struct FusedKernel {
   double getBackwardEfficiency() const {
     return BackwardEfficiency.getValueOr(Efficiency);
   }
+};
+
+/// What overlapping communication with compute costs a class: the share
+/// of its compute units (SMs, AI cores) the collective's kernels hold while
+/// they run alongside compute, per kind of overlap (loom/Cost/Overlap.h
+/// has the model). A kind left out is not offered to the search: tp
+/// overlap stays off, dp and pp overlap on at no cost (the model before
+/// this key); `--plan` may still set it, at share 0.
+struct CommOverlap {
+  /// TP collectives beside the sharded GEMMs, DP gradient reduction beside
+  /// the last backward, pipeline sends beside compute; each in [0, 1).
+  llvm::Optional<double> TP, DP, PP;
+  /// Where the numbers come from.
+  std::string Source;
 };
 
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
@@ -190,6 +217,8 @@ struct DeviceClass {
   std::map<std::string, EfficiencyCurve> EfficiencyCurves;
   /// Fused kernels by name (fused_kernels:); empty if none.
   std::map<std::string, FusedKernel> FusedKernels;
+  /// Communication overlap shares (comm_overlap:); None if not given.
+  llvm::Optional<CommOverlap> Overlap;
   /// The fused kernel named \p Name, or null.
   const FusedKernel *getFusedKernel(llvm::StringRef Name) const {
     auto It = FusedKernels.find(Name.str());

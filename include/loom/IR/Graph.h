@@ -10,7 +10,7 @@
 #ifndef LOOM_IR_GRAPH_H
 #define LOOM_IR_GRAPH_H
 
-#include "loom/IR/DataType.h"
+#include "loom/Support/DataType.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"

@@ -11,8 +11,8 @@
 #define LOOM_PASS_PASS_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Plan/PlanCost.h"
-#include "loom/Plan/Serving.h"
+#include "loom/Planner/PlanCost.h"
+#include "loom/Planner/Serving.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
@@ -96,11 +96,14 @@ struct CompileOptions {
   /// Plan even when more than 1% of the FLOPs or parameters have no cost
   /// rule (--allow-uncosted).
   bool AllowUncosted = false;
+  /// --no-prune (hidden, for tests): the search evaluates every candidate
+  /// in full, no bound cuts anything (SearchOptions::Prune).
+  bool NoPrune = false;
   /// --fused-kernels: the fused kernels detect-fused-kernels may use (empty:
   /// none); None: every kernel the hardware offers.
   llvm::Optional<std::vector<std::string>> FusedKernels;
   /// --mode serve (Mode is Infer): the workload, SLO and KV element type
-  /// search-parallelism plans serving for (loom/Plan/Serving.h).
+  /// search-parallelism plans serving for (loom/Planner/Serving.h).
   std::shared_ptr<const ServingOptions> Serve;
 };
 
@@ -116,7 +119,7 @@ public:
   /// What --plan fixed (empty when not given).
   llvm::Optional<PlanSpec> PlanRequest;
   /// Filled by search-parallelism: the chosen plan first, the runners-up,
-  /// and how the search went (loom/Plan/Search.h).
+  /// and how the search went (loom/Planner/Search.h).
   std::shared_ptr<const SearchResult> Search;
   /// --mode serve: the serving search's result (its best plan is the one
   /// search-parallelism costs and shard emits, one replica).

@@ -52,15 +52,6 @@ std::vector<MeshDegrees> enumerateMeshDegrees(const DegreeSpace &S,
                                               const PlanSpec &Fixed,
                                               bool AllowIdle);
 
-/// Why \p P leaves devices idle on \p Devices (empty when it uses them
-/// all): "8 of 128 devices idle: tp*pp = 24 does not divide 128, so at most
-/// 5 replicas (120 devices)". \p BestAll is the best plan on every device;
-/// when null, \p TriedAll says the search had candidates on every device
-/// (none fit) rather than none at all (a --plan, or not searched).
-std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
-                                int64_t Batch, const PlanCost *BestAll,
-                                bool TriedAll = false);
-
 /// A nearby global batch that would let \p P's (tp, pp) use more devices:
 /// the multiple of (the most replicas that fit) * mb nearest to \p Batch
 /// (the larger on a tie). None when P's dp is already the most that fits.

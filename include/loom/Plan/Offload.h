@@ -36,22 +36,9 @@ std::vector<OffloadTiers> getSearchedOffloads(const HardwareModel &HW);
 llvm::Error checkOffloadHardware(const OffloadTiers &T,
                                  const HardwareModel &HW, bool Train);
 
-struct StageCost;
-
-/// Places stage \p SC's state as \p T says: SC.Memory becomes what stays
-/// in HBM, SC.Offload the tiers and transfers, SC.OptimizerS the optimizer
-/// phase. \p In carries the stage's figures (InHBM, bandwidths and
-/// HBMOptimizerS are filled here from \p SC and \p HW).
-void applyOffload(StageCost &SC, OffloadInputs In, const OffloadTiers &T,
-                  const HardwareModel &HW);
-
-struct PlanCost;
-/// \p PC, costed without offload and without simulation (evaluateStages),
-/// re-placed as \p T says: stages, maxima per tier and FitsMemory as
-/// evaluateStages would give for the plan with offload \p T. What the
-/// search uses to cost every placement of one plan from one evaluation.
-void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
-                        const HardwareModel &HW);
+/// How far from HBM \p T puts the state: the sum over the kinds of 0 (hbm),
+/// 1 (host), 2 (ssd). Between plans equal in cost, the nearer wins.
+unsigned getOffloadDistance(const OffloadTiers &T);
 
 } // namespace loom
 

@@ -23,6 +23,12 @@ namespace llvm {
 class raw_ostream;
 }
 
+namespace llvm {
+namespace json {
+class OStream;
+}
+} // namespace llvm
+
 namespace loom {
 
 enum class Recompute { None, Selective, Full };
@@ -50,6 +56,13 @@ std::string getAxisOrderName(const AxisOrder &O);
 /// numerically safer choice, and the default here.
 enum class GradPrecision : uint8_t { FP32, BF16 };
 llvm::StringRef getGradPrecisionName(GradPrecision G);
+
+/// The `emb=` plan key: auto chooses per table by cost (and shards only the
+/// tables no single card can hold whole); table, row and col shard every
+/// recognised table that way.
+enum class EmbeddingMode : uint8_t { Auto, Table, Row, Col };
+llvm::StringRef getEmbeddingModeName(EmbeddingMode M);
+llvm::Expected<EmbeddingMode> parseEmbeddingMode(llvm::StringRef Text);
 
 /// A complete plan.
 ///
@@ -98,6 +111,14 @@ struct ParallelPlan {
   GradPrecision Grad = GradPrecision::FP32;
   /// Where each kind of training state lives (all HBM by default).
   OffloadTiers Offload;
+  /// How embedding tables are sharded over dp (Embedding.h; auto: per
+  /// table by cost).
+  EmbeddingMode Emb = EmbeddingMode::Auto;
+  /// Communication overlapped with compute (loom/Cost/Overlap.h): TP
+  /// collectives with the sharded GEMMs, the DP gradient sync with the
+  /// last backward, pipeline sends with compute. The defaults are what
+  /// Loom costed before these were choices.
+  bool TPOverlap = false, DPOverlap = true, PPOverlap = true;
 
   unsigned getNumDevices() const { return DP * TP * PP; }
   /// Size of axis \p A: ep, dp / ep, pp.
@@ -109,7 +130,8 @@ struct ParallelPlan {
   double getGradBytes() const { return Grad == GradPrecision::BF16 ? 2 : 4; }
   /// "tp=8,pp=4,dp=4,ep=1,sp=0,mb=1,nmb=64,vpp=1,recompute=none,zero=1",
   /// then ",grad=bf16", ",order=tp-pp-ep-dp" and ",offload=opt:host" when
-  /// they are not the defaults, then the stages.
+  /// they are not the defaults, ",tp_overlap=on", ",dp_overlap=off",
+  /// ",pp_overlap=off" likewise, then the stages.
   std::string str() const;
 };
 
@@ -139,6 +161,8 @@ struct PlanSpec {
   llvm::Optional<AxisOrder> Order;
   llvm::Optional<GradPrecision> Grad;
   llvm::Optional<OffloadTiers> Offload;
+  llvm::Optional<EmbeddingMode> Emb;
+  llvm::Optional<bool> TPOverlap, DPOverlap, PPOverlap;
   std::vector<unsigned> StageLayers;
   /// rest=plain: what is not given takes its plain value (completePlan)
   /// instead of being searched.
@@ -149,7 +173,8 @@ PlanSpec getFixedSpec(const ParallelPlan &P);
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
 /// zero=1,grad=bf16,order=tp-pp-ep-dp,offload=opt:host,act:host,
-/// stages=13:13:14,rest=plain" (rest:
+/// emb=row,tp_overlap=on,dp_overlap=off,pp_overlap=on,stages=13:13:14,
+/// rest=plain" (rest:
 /// "search", the default, or "plain"). order lists the
 /// mesh axes innermost first: tp (always innermost; may be left out), then
 /// ep, dp and pp; axes left out go outside the listed ones in the default
@@ -168,6 +193,16 @@ llvm::Expected<PlanSpec> parsePlanSpec(llvm::StringRef Text);
 /// evaluator's check (it knows the model).
 llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
                                           uint64_t Devices, int64_t Batch);
+
+/// The plan as a JSON object's members, written into the object \p J has
+/// open: tp, pp, dp, ep, sp, micro_batch_size, num_micro_batches,
+/// virtual_stages, recompute, zero_stage, grad_dtype, tp_overlap,
+/// dp_overlap, pp_overlap, axis_order
+/// (innermost first, tp always) and stage_layers (\p StageLayers: the
+/// layers of each stage). The one writer of a plan's JSON: the search's
+/// --format json and manifest.json both call it.
+void writePlanJSON(llvm::json::OStream &J, const ParallelPlan &P,
+                   llvm::ArrayRef<unsigned> StageLayers);
 
 } // namespace loom
 

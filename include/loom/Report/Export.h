@@ -10,7 +10,7 @@
 #define LOOM_REPORT_EXPORT_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -50,6 +50,9 @@ struct ExportInput {
   /// Attention was costed as a fused kernel (detect-fused-kernels), so the
   /// run must use one.
   bool FusedAttention = false;
+  /// The fused element-wise kernels costed (rmsnorm, layernorm, swiglu,
+  /// rotary), sorted.
+  std::vector<std::string> FusedElementwise;
 };
 
 /// Fills ExportInput from the planning graph and the chosen plan.

@@ -13,7 +13,7 @@
 #ifndef LOOM_REPORT_HTMLREPORT_H
 #define LOOM_REPORT_HTMLREPORT_H
 
-#include "loom/Plan/Search.h"
+#include "loom/Planner/Search.h"
 #include "loom/Shard/Sharding.h"
 #include <map>
 #include <string>

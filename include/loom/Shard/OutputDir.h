@@ -7,8 +7,8 @@
 #ifndef LOOM_SHARD_OUTPUTDIR_H
 #define LOOM_SHARD_OUTPUTDIR_H
 
-#include "loom/Plan/PlanCost.h"
-#include "loom/Plan/Serving.h"
+#include "loom/Planner/PlanCost.h"
+#include "loom/Planner/Serving.h"
 #include "loom/Shard/Sharding.h"
 #include <functional>
 

@@ -3,7 +3,7 @@
 #define LOOM_SHARD_SCHEDULE_H
 
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 #include "loom/Shard/Sharding.h"
 
 namespace loom {

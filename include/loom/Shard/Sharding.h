@@ -26,7 +26,7 @@
 #define LOOM_SHARD_SHARDING_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Plan/PlanCost.h"
+#include "loom/Planner/PlanCost.h"
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -74,7 +74,7 @@ struct NodeSharding : OpSharding {
   bool Stacked = false;
 };
 
-/// A KV cache tensor of the model (findKVCache, include/loom/Plan/KVCache.h)
+/// A KV cache tensor of the model (findKVCache, include/loom/Analysis/KVCache.h)
 /// as the role graphs take or return it: split along the tp axis as the
 /// attention that reads it (by heads), or replicated.
 struct KVCacheShard {
@@ -123,6 +123,15 @@ struct ShardingResult {
   std::vector<std::string> Notes;
   /// The KV cache inputs and outputs (shardKVCache), layer then key/value.
   std::vector<KVCacheShard> KVCache;
+  /// Embedding tables the plan shards over dp (PlanCost::Embeddings): each
+  /// dp rank's role holds its shard (RoleGraphs.cpp).
+  std::vector<EmbeddingShard> EmbShards;
+  const EmbeddingShard *findEmbShard(const Value *Table) const {
+    for (const EmbeddingShard &S : EmbShards)
+      if (S.Table == Table->getName())
+        return &S;
+    return nullptr;
+  }
   const KVCacheShard *findKVCache(const Value *V) const {
     for (const KVCacheShard &C : KVCache)
       if (C.V == V)
@@ -134,6 +143,9 @@ struct ShardingResult {
 /// One distinct graph of the output: pipeline device x tp rank x ep rank.
 struct RoleGraph {
   unsigned PP = 0, TP = 0, EP = 0;
+  /// The dp rank, when the role holds its own embedding table shards; -1:
+  /// every dp rank runs it.
+  int DP = -1;
   std::string FileName; ///< "pp0_tp1_ep0.onnx"
   std::unique_ptr<Model> M;
   std::vector<std::string> Inputs, Outputs; ///< Model inputs/outputs used.

@@ -1,0 +1,297 @@
+//===- PlanCost.h - Predicted cost of a plan, stage by stage ----*- C++ -*-===//
+//
+// Composes the cost models into the prediction of DESIGN §6: per pipeline
+// stage the compute and exposed communication of its micro-batches, the
+// pipeline bubble, and memory against HBM; the step time, throughput
+// (tokens/s or samples/s) and MFU.
+// Like XLA auto-sharding's evaluate(), it is plain data in, plain data out,
+// so tests check costs without running the search.
+//
+// Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019): a weight
+// matmul whose activation input is replicated is split by columns (its
+// output is split across TP ranks), one whose input is split is split by
+// rows (its output is a partial sum, all-reduced); element-wise work on
+// split values is split too; a Gather on a weight table is vocab-parallel
+// (partial, all-reduced). The analysis runs once per graph; evaluate() is
+// cheap per plan, as the search needs.
+//
+// Expert parallelism (ParallelPlan.h has the semantics and the rank order):
+// expert parameters are divided by ep (and by tp where Megatron splits
+// them); per MoE layer and micro-batch, stacked experts pay an AllToAll
+// dispatch of the dispatched tokens and an AllToAll combine of the expert
+// outputs over the ep group, unrolled dense experts (every expert sees
+// every token) an AllGather of the tokens and a ReduceScatter of the
+// experts' summed output, in forward and again in backward. Each device
+// runs 1/ep of the experts on ep times the tokens: the expert FLOPs per
+// device do not change, the weight reads shrink by ep and the matmuls get
+// ep times more rows (better cube efficiency). Expert gradients sync over
+// dp/ep (dp_ep), the rest over dp; ZeRO partitions each over its group.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLAN_PLANCOST_H
+#define LOOM_PLAN_PLANCOST_H
+
+#include "loom/Cost/Collectives.h"
+#include "loom/Cost/DeviceTime.h"
+#include "loom/Cost/Memory.h"
+#include "loom/Cost/Offload.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/Graph.h"
+#include "loom/Analysis/Experts.h"
+#include "loom/Plan/ParallelPlan.h"
+#include "loom/Planner/Embedding.h"
+#include "loom/Shard/Rules.h"
+#include "llvm/ADT/DenseMap.h"
+#include <map>
+
+namespace loom {
+
+/// The cost of one node at the model's full (global-batch) shapes.
+struct NodeCostInfo {
+  OpCost Cost;
+  /// Time on every class of the hardware, by class name.
+  std::map<std::string, ClassTime> Times;
+  /// The class the node runs on, which predictions cost: the one
+  /// assign-device-classes placed it on; before that pass, the fastest
+  /// supported one.
+  std::string Class;
+  /// Moving the node's inputs to Class from the classes of their producers
+  /// (the placement's edge model), at the full batch: seconds that scale
+  /// with the bytes, and fixed latencies. Backward moves the gradients of
+  /// floating-point inputs back the same way. Zero until placement runs.
+  double TransferS = 0, TransferLatencyS = 0;
+  double BackwardTransferS = 0, BackwardTransferLatencyS = 0;
+};
+using NodeCostMap = llvm::DenseMap<const Node *, NodeCostInfo>;
+
+struct StageCost {
+  unsigned FirstLayer = 0, NumLayers = 0;
+  /// Per micro-batch, one device: compute of forward and backward
+  /// (backward includes recomputation).
+  double ForwardS = 0, BackwardS = 0;
+  /// Per micro-batch: TP collectives (forward + backward), not overlapped.
+  double TPCommS = 0;
+  /// Per micro-batch: EP dispatch and combine (forward + backward), not
+  /// overlapped.
+  double EPCommS = 0;
+  /// Per micro-batch: the TP and EP communication of the forward and of
+  /// the backward (TPCommS + EPCommS split as the pipeline sees it).
+  double ForwardCommS = 0, BackwardCommS = 0;
+  /// Per micro-batch: receive from the previous stage and send to the next.
+  double P2PS = 0;
+  /// What the pipeline simulation takes of this stage, per micro-batch:
+  /// forward and backward with their TP/EP communication (backward before
+  /// any exposed offload transfer), and the send to the next stage.
+  double PipeForwardS = 0, PipeBackwardS = 0, PipeSendS = 0;
+  /// Per micro-batch: the TP-sharded weight GEMMs' part of ForwardS and
+  /// BackwardS (what tp overlap hides the TP collectives behind).
+  double GemmFwdS = 0, GemmBwdS = 0;
+  /// Per micro-batch: what the plan's overlaps add to the forward and the
+  /// backward as the pipeline runs them (loom/Cost/Overlap.h): tp overlap's
+  /// hidden collectives (negative) and held compute, pp overlap's held
+  /// compute, or, with pp_overlap=off, the sends waited for.
+  double OverlapFwdS = 0, OverlapBwdS = 0;
+  /// The tp overlap's part of OverlapFwdS + OverlapBwdS (what it changes
+  /// of the TP collectives' TPCommS).
+  double TPOverlapS = 0;
+  /// The delay between this stage's forward end and the next stage's
+  /// receipt (the send when it is overlapped; 0 when the forward waited
+  /// for it).
+  double SendLagS = 0;
+  /// Whole step: compute, exposed communication, idle in the pipeline.
+  double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
+  /// When the stage's last forward or backward ends in the pipeline
+  /// simulation; its DP sync's exposed part and its optimizer follow.
+  double PipelineEndS = 0;
+  /// DP gradient synchronization (non-expert gradients over dp, expert
+  /// gradients over dp/ep) and its part not hidden by backward.
+  double DPSyncS = 0, DPExposedS = 0;
+  /// Parameters one device of the stage holds after TP/EP sharding (before
+  /// ZeRO), expert parameters among them.
+  double ParamCount = 0, ExpertParamCount = 0;
+  /// The optimizer step; with offload, the whole optimizer phase
+  /// (OffloadCost::TailS).
+  double OptimizerS = 0;
+  /// HBM use per device (what stays in HBM under the plan's offload).
+  MemoryBreakdown Memory;
+  double MemoryBytes = 0;
+  /// The plan's offload on this stage (all zero without): bytes in host
+  /// DRAM and SSD per device, transfers, the exposed part.
+  OffloadCost Offload;
+  /// What the offload model needs of this stage (filled for every plan, so
+  /// a plan without offload can be re-placed: applyOffloadToPlan).
+  OffloadInputs OffloadIn;
+  /// Sharded embedding tables on this stage: bytes per device in host DRAM
+  /// and on the SSD (those in HBM are in Memory.Embeddings).
+  double EmbHostBytes = 0, EmbSSDBytes = 0;
+};
+
+struct PlanCost {
+  ParallelPlan Plan;
+  double StepTimeS = 0, MFU = 0, BubbleFraction = 0;
+  /// Throughput in the model's unit: tokens/s when a sequence length is
+  /// bound (EvaluatorOptions::Seq > 0), samples/s otherwise.
+  double Throughput = 0;
+  bool PerToken = false;
+  /// "tokens/s" or "samples/s"; the JSON key "tokens_per_s" or
+  /// "samples_per_s".
+  llvm::StringRef getThroughputUnit() const {
+    return PerToken ? "tokens/s" : "samples/s";
+  }
+  llvm::StringRef getThroughputKey() const {
+    return PerToken ? "tokens_per_s" : "samples_per_s";
+  }
+  std::vector<StageCost> Stages;
+  double MaxMemoryBytes = 0;
+  /// Usable HBM per device (capacity - reserved).
+  double HBMBytes = 0;
+  /// Offload: the most host DRAM and SSD a device of any stage uses, and
+  /// the usable capacity of each (0 when the YAML has no such level).
+  double MaxHostBytes = 0, MaxSSDBytes = 0, HostCapacity = 0, SSDCapacity = 0;
+  /// Every tier within its capacity.
+  bool FitsMemory = true;
+  /// The MoE load imbalance applied to the most loaded ep rank (routed,
+  /// stacked experts at ep > 1); 1 when none applies.
+  double MoEImbalance = 1;
+  /// FLOPs of one step of the model (forward + backward, no recompute).
+  double ModelFlops = 0;
+  /// The sharded embedding tables (Embedding.h); empty when none.
+  EmbeddingCost Embeddings;
+};
+
+struct EvaluatorOptions {
+  bool Train = true;
+  /// Global batch the graph was bound with, and its sequence length: 0
+  /// when no sequence dim was bound (throughput in samples/s, not
+  /// tokens/s).
+  int64_t Batch = 1, Seq = 0;
+  /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
+  double CommBufferBytes = 256.0 * (1 << 20);
+  /// Load of the most loaded EP rank over the mean for routed tokens
+  /// (stacked experts at ep > 1): its expert compute and all-to-all take
+  /// that much longer, and every rank waits for it. 1: balanced.
+  double MoEImbalance = 1.0;
+  /// The model's default-domain opset (the sharding rules of Softmax and
+  /// Slice depend on it); 0: the latest.
+  int64_t Opset = 0;
+};
+
+/// Computes NodeCostInfo for every node of \p G (subgraphs are folded into
+/// their parent node by the op rules).
+NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
+                              const HardwareModel &HW);
+
+class PlanEvaluator {
+public:
+  PlanEvaluator(const Graph &G, llvm::ArrayRef<LayerInfo> Layers,
+                const NodeCostMap &Costs, const HardwareModel &HW,
+                const EvaluatorOptions &Opts);
+  ~PlanEvaluator();
+
+  /// Layers per stage for \p P: P.StageLayers if given, else blocks split
+  /// evenly with the prologue on the first and the epilogue on the last
+  /// stage. Errors if there are fewer layers than stages.
+  llvm::Expected<std::vector<unsigned>>
+  getStageLayers(const ParallelPlan &P) const;
+
+  llvm::Expected<PlanCost> evaluate(const ParallelPlan &P) const;
+
+  /// evaluate() without simulating the pipeline: stages (per-micro-batch
+  /// times, DP sync, optimizer), memory and FitsMemory are filled; the step
+  /// time, bubble, tokens/s and MFU are 0. The search checks memory and
+  /// bounds the step time with it before paying for the simulation.
+  llvm::Expected<PlanCost> evaluateStages(const ParallelPlan &P) const;
+  /// Completes \p Staged, a result of evaluateStages (possibly re-placed by
+  /// applyOffloadToPlan): simulates the pipeline and fills the step time,
+  /// bubble, throughput and MFU. Equal to evaluate(Staged.Plan), without
+  /// costing the stages again (the search simulates what it has costed).
+  llvm::Expected<PlanCost> simulate(PlanCost Staged) const;
+
+  /// Compute time of layer \p Layer for one micro-batch of \p MB samples
+  /// on one device at \p TP (and SP): forward, backward without
+  /// recomputation, and the attention core's forward (what selective
+  /// recompute repeats). Cached, like evaluate()'s.
+  struct LayerTime {
+    double ForwardS = 0, BackwardS = 0, AttentionForwardS = 0;
+  };
+  LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB, bool SP,
+                         unsigned EP = 1) const;
+  /// Serving (Serving.h): layer \p Layer's forward time on one device at
+  /// \p TP, the nodes outside the attention core at \p ActScale of the
+  /// bound graph's activations and the attention core (activation x
+  /// activation matmuls, their softmax) at \p AttnScale (0 leaves it out).
+  /// Uncached: the caller keys repeated blocks.
+  double getLayerForwardTime(unsigned Layer, unsigned TP, double ActScale,
+                             double AttnScale) const;
+  /// What serving reads of the per-layer analysis, at the bound graph's
+  /// full shapes: the KV cache (K and V before any GQA repeat), the forward
+  /// FLOPs, the row-parallel all-reduces of the forward, and the
+  /// activations leaving the layer for the next (a pipeline transfer).
+  struct LayerSummary {
+    double KVBytes = 0, KVElements = 0, Flops = 0, OutBoundaryBytes = 0;
+    /// Outside the attention core: weight bytes the nodes read and their
+    /// FLOPs, divided by tp (Sharded) or not (Replicated).
+    double ParamBytesSharded = 0, ParamBytesReplicated = 0;
+    double FlopsSharded = 0, FlopsReplicated = 0;
+    llvm::ArrayRef<double> FwdAllReduce;
+  };
+  LayerSummary getLayerSummary(unsigned Layer) const;
+  /// How the rule table (loom/Shard/Rules.h) splits layer \p Layer at
+  /// \p TP, \p SP and \p EP, as every cost above sees it: per node of the
+  /// layer, in graph order, the specs it needs and produces (its per-rank
+  /// shapes are getLocalShape of them) and whether its work is divided
+  /// over tp; the tp collectives of the layer's forward and backward, at
+  /// the graph's full batch.
+  struct TPCollective {
+    CollectiveKind Kind = CollectiveKind::AllReduce;
+    double Bytes = 0;
+    const Value *V = nullptr;
+    bool Backward = false;
+  };
+  struct TPSplit {
+    std::vector<const Node *> Nodes;
+    std::vector<OpSharding> Specs;
+    std::vector<bool> Sharded;
+    std::vector<TPCollective> Collectives;
+  };
+  TPSplit getTPSplit(unsigned Layer, unsigned TP, bool SP,
+                     unsigned EP = 1) const;
+  /// The cube peak MFU is measured against (FLOP/s).
+  double getPeakFlops() const;
+  /// The model's expert groups (findExperts).
+  llvm::ArrayRef<ExpertGroup> getExpertGroups() const;
+  /// Layers as evaluate() numbers them (at least 1).
+  unsigned getNumLayers() const;
+  /// The embedding tables of the graph (findEmbeddingTables); every one is
+  /// left out of the replicated parameters and added back per plan unless
+  /// the plan shards it.
+  llvm::ArrayRef<EmbeddingTable> getEmbeddingTables() const;
+  bool isEmbeddingTable(const Value *V) const;
+  /// Whether a plan with \p Mode shards table \p V (isShardedTable).
+  bool isShardedTable(const Value *V, EmbeddingMode Mode) const;
+
+  /// Mesh axis -> topology: how group \p Group of \p P's mesh spreads over
+  /// the topology levels. Groups as getGroupRanks names them: "tp", "ep",
+  /// "dp" (axes ep and dp), "dp_ep" (axis dp), and "pp" for two
+  /// neighbouring stages (a pipeline transfer). TP is innermost; the rest
+  /// follow P.Order (ParallelPlan.h gives the rank order).
+  GroupShape getGroupShape(const ParallelPlan &P, llvm::StringRef Group) const;
+  /// The group of ranks sum_i k_i * Stride_i (k_i < Size_i) for \p Axes =
+  /// {(Stride_i, Size_i)}: per topology level, how many distinct indices
+  /// its members take there.
+  GroupShape
+  getGroupShape(llvm::ArrayRef<std::pair<unsigned, unsigned>> Axes) const;
+
+private:
+  llvm::Expected<PlanCost> evaluatePlan(const ParallelPlan &P,
+                                        bool Simulate) const;
+  /// The part of evaluatePlan after the stages: maxima, fit, and with
+  /// \p Simulate the pipeline and what follows from it.
+  llvm::Expected<PlanCost> finishPlan(PlanCost R, bool Simulate) const;
+  struct Impl;
+  std::unique_ptr<Impl> I;
+};
+
+} // namespace loom
+
+#endif // LOOM_PLAN_PLANCOST_H

@@ -1,0 +1,184 @@
+//===- Serving.h - Serving plans: prefill, decode, KV cache, SLO -*- C++
+//-*-===//
+//
+// --mode serve: how a decoder serves requests of prompt length P and G
+// generated tokens under continuous batching (vLLM, MindIE): each request
+// is prefilled once (P tokens in one forward, compute-bound), then decoded
+// one token per step together with the other sequences in flight, every
+// step reading the stage's weights and the KV cache of every sequence
+// (memory-bandwidth-bound). Both phases are costed from the evaluator's
+// per-node costs (PlanEvaluator::getLayerForwardTime: the same roofline,
+// cube efficiency and launch overhead as training and inference plans) and
+// its per-layer facts (KV cache from the K and V tensors before any GQA
+// repeat, TP all-reduces, pipeline transfers); nothing here models an op.
+//
+// Per replica of tp x pp devices, with b sequences in flight, mean context
+// c (the prompt plus half the generated tokens) and m = ceil(b / pp)
+// sequences per pipeline micro-batch:
+//   stage decode T_s(m) = sum of its layers' forward at m tokens (attention
+//                         core left out) + m * c * KV bytes per token of its
+//                         layers / tp / HBM bandwidth + TP all-reduces
+//   decode step         = max(sum_s T_s + transfers, pp * max_s T_s)
+//   TPOT                = decode step + b * prefill time of the busiest
+//                         stage / G (the prefills that interrupt decoding,
+//                         spread over each request's G tokens)
+//   TTFT                = prefill of one prompt through the stages + one
+//                         decode step (a new request waits for the running
+//                         step)
+//   output tokens/s     = b / TPOT per replica, times the replicas (dp)
+//   max concurrency     = min over stages of (usable HBM - weights -
+//                         workspace - comm buffers) / (KV bytes per
+//                         sequence at P + G tokens)
+// The decode attention core (scores and context against the cache) does
+// ~2 FLOPs per cached element it reads, far below any accelerator's ridge
+// point: it is costed as the cache read. With a length distribution, the
+// means are weighted by the requests' weights (contexts and KV by their
+// generated tokens, the time they stay in flight). The search tries every
+// tp (dividing the heads, within the TP limit) and pp with tp * pp
+// dividing the devices, dp = devices / (tp * pp), and for each the largest
+// batch that fits the KV cache and meets the SLO (TPOT and TTFT grow with
+// the batch); it maximises output tokens/s per device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLAN_SERVING_H
+#define LOOM_PLAN_SERVING_H
+
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/Graph.h"
+#include "loom/Planner/PlanCost.h"
+#include "loom/Planner/Search.h"
+#include "llvm/ADT/Optional.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// The request lengths a server sees: one (prompt, generated) pair
+/// (--prompt-len, --gen-len) or a weighted mix (--lengths FILE).
+struct ServingWorkload {
+  struct Row {
+    int64_t Prompt = 0, Gen = 0;
+    double Weight = 1;
+  };
+  std::vector<Row> Rows;
+  int64_t getMaxPrompt() const;
+};
+
+/// Reads a length-distribution file: one request class a line,
+/// "prompt_len,gen_len,weight" (positive integers, a positive weight; the
+/// weights need not sum to 1). Blank lines and lines starting with '#' are
+/// skipped; a first line "prompt_len,gen_len,weight" is a header. Errors
+/// name the file and line.
+llvm::Expected<ServingWorkload> parseLengthFile(llvm::StringRef Path);
+
+/// Latency targets (--slo ttft=500ms,tpot=50ms); either may be absent.
+struct ServingSLO {
+  llvm::Optional<double> TTFT, TPOT;
+};
+llvm::Expected<ServingSLO> parseSLO(llvm::StringRef Text);
+
+struct ServingOptions {
+  ServingWorkload Load;
+  ServingSLO SLO;
+  /// Bytes per KV cache element (--set serve.kv_dtype=int8); 0: the
+  /// element type of the graph's K and V.
+  double KVElementBytes = 0;
+  std::string KVDType;
+  /// Devices to plan on; 0: the hardware's.
+  uint64_t Devices = 0;
+};
+
+/// --set serve.kv_dtype=NAME: bytes per element of fp32, fp16, bf16, fp8,
+/// int8; None for anything else.
+llvm::Optional<double> getKVDTypeBytes(llvm::StringRef Name);
+
+/// What binds a serving plan: its decode step (compute, HBM bandwidth,
+/// communication) or the KV cache's room (memory).
+/// Other kernels: the rest of the decode step, the activations' traffic
+/// and launch overheads of many small kernels (eager mode).
+enum class ServingTerm {
+  Compute,
+  HBMBandwidth,
+  Communication,
+  Memory,
+  OtherKernels
+};
+llvm::StringRef getServingTermName(ServingTerm T);
+
+/// What keeps the batch from growing.
+enum class BatchLimit { Memory, TTFT, TPOT };
+llvm::StringRef getBatchLimitName(BatchLimit L);
+
+struct ServingPlanCost {
+  unsigned TP = 1, PP = 1, DP = 1;
+  /// Sequences in flight per replica, and the most the KV cache holds.
+  unsigned Batch = 0, MaxConcurrency = 0;
+  /// Prefill of one prompt through every stage (mean over the workload),
+  /// and of the busiest stage.
+  double PrefillS = 0, PrefillStageS = 0;
+  /// One decode step of the batch (a token for every sequence).
+  double DecodeStepS = 0;
+  double TTFTS = 0, TPOTS = 0;
+  /// Output tokens/s of all replicas, and per device.
+  double TokensPerS = 0, TokensPerSPerDevice = 0;
+  /// The busiest stage's decode step, term by term: matmul FLOPs at the
+  /// cube peak (2 per weight per token), the weights and the KV cache read
+  /// at HBM bandwidth, TP all-reduces and the pipeline transfer.
+  double ComputeS = 0, WeightReadS = 0, KVReadS = 0, CommS = 0;
+  /// Those terms are per micro-batch of MicroBatch sequences (ceil(Batch /
+  /// pp)) on the busiest stage, whose time is StageS (the rest of it:
+  /// activations and kernel launches).
+  unsigned MicroBatch = 0;
+  double StageS = 0;
+  /// Per device of the busiest stage: the KV cache at Batch sequences, the
+  /// room for it, the weights.
+  double KVCacheBytes = 0, KVCapacityBytes = 0, WeightBytes = 0;
+  /// What binds the decode step (compute, HBM bandwidth, communication),
+  /// and the plan (memory when the KV cache caps the batch).
+  ServingTerm StepBound = ServingTerm::HBMBandwidth;
+  ServingTerm Bound = ServingTerm::HBMBandwidth;
+  BatchLimit Limit = BatchLimit::Memory;
+  bool MeetsSLO = false;
+  /// "tp=8,pp=1,dp=2,batch=96".
+  std::string str() const;
+};
+
+struct ServingResult {
+  ServingOptions Opts;
+  /// The best of each (tp, pp): those meeting the SLO first, most output
+  /// tokens/s per device first; then the rest at batch 1, least TPOT first.
+  std::vector<ServingPlanCost> Plans;
+  bool Feasible = false;
+  /// The whole model's KV cache per token, at the KV element type.
+  double KVBytesPerToken = 0;
+  /// Means over the workload: prompt, generated tokens, decode context,
+  /// tokens a sequence holds in the KV cache.
+  double MeanPrompt = 0, MeanGen = 0, MeanContext = 0, MeanKVTokens = 0;
+  uint64_t Devices = 0;
+  /// Batches costed, for --time-passes.
+  uint64_t Candidates = 0;
+  double Seconds = 0;
+};
+
+/// Costs the serving plan tp x pp (dp replicas) at \p Batch sequences in
+/// flight (0: the most that fit); errors when pp exceeds the layers or
+/// the weights leave no room for one sequence's KV cache.
+llvm::Expected<ServingPlanCost>
+costServingPlan(const PlanEvaluator &Eval, llvm::ArrayRef<LayerInfo> Layers,
+                const HardwareModel &HW, const EvaluatorOptions &EO,
+                const ServingOptions &O, unsigned TP, unsigned PP, unsigned DP,
+                unsigned Batch);
+
+/// The search. No plan meeting the SLO is not an error here: Feasible is
+/// false (describeNoServingPlan says why). Errors: a model without a KV
+/// cache (no attention) or without a sequence dim.
+llvm::Expected<ServingResult>
+searchServing(const PlanEvaluator &Eval, llvm::ArrayRef<LayerInfo> Layers,
+              const HardwareModel &HW, const EvaluatorOptions &EO,
+              const SearchSpace &Space, const ServingOptions &O);
+
+} // namespace loom
+
+#endif // LOOM_PLAN_SERVING_H

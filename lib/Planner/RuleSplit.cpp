@@ -1,0 +1,485 @@
+//===- RuleSplit.cpp - How a candidate splits each layer, from the rules --===//
+//
+// The propagation here is lib/Shard/Propagation.cpp's, step for step (the
+// rule table in graph order, weight chains decided by their consumer,
+// tokens entering expert work seen replicated at ep > 1, everything
+// replicated at tp = 1), run on the planning graph and skipping layers
+// that repeat a representative (RuleSplit.h).
+//
+//===----------------------------------------------------------------------===//
+#include "RuleSplit.h"
+#include "llvm/ADT/STLExtras.h"
+#include <cstdint>
+#include <set>
+#include <string>
+
+using namespace llvm;
+
+namespace loom {
+namespace rulesplit {
+
+static double valueBytes(const Value *V) {
+  return (double)V->Type.getSizeInBytes().getValueOr(0);
+}
+
+RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
+                           const ExpertAxisRules &Experts, int64_t Opset)
+    : G(G), Layers(std::move(LVs)), Opset(Opset), Users(buildUseMap(G)) {
+  DenseMap<const Node *, unsigned> Order;
+  for (const auto &NP : G.getNodes())
+    Order[NP.get()] = Order.size();
+  for (unsigned L = 0; L < Layers.size(); ++L)
+    for (unsigned I = 0; I < Layers[L].Nodes.size(); ++I)
+      Where[Layers[L].Nodes[I]] = {L, I};
+  for (const auto &KV : Experts.Nodes)
+    if (KV.second.Role != ExpertRole::None)
+      Roles[KV.first] = KV.second.Role;
+  GraphOutputs.insert(G.getOutputs().begin(), G.getOutputs().end());
+  // Values with a gradient: floating point, computed from a parameter.
+  for (const auto &NP : G.getNodes())
+    if (any_of(NP->getInputs(), [&](const Value *V) {
+          return V && (NeedsGrad.count(V) ||
+                       (V->isParameter() && isFloatingPoint(V->Type.Elem)));
+        }))
+      for (const Value *V : NP->getOutputs())
+        if (V && isFloatingPoint(V->Type.Elem))
+          NeedsGrad.insert(V);
+
+  // Layers of the same structure: node by node the same op and output
+  // types, every outside input made before the layer starts, and no
+  // parameter shared with another layer (a tied weight may be split by
+  // whichever layer reads it first).
+  DupOf.assign(Layers.size(), -1);
+  External.resize(Layers.size());
+  DenseMap<const Value *, unsigned> ParamLayer;
+  std::vector<bool> OwnParams(Layers.size(), true), InputsBefore(
+                                                       Layers.size(), true);
+  for (unsigned L = 0; L < Layers.size(); ++L) {
+    const LayerValues &LV = Layers[L];
+    unsigned First = LV.Nodes.empty() ? 0 : Order.lookup(LV.Nodes.front());
+    for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
+      const Node *N = LV.Nodes[I];
+      for (unsigned J = 0; J < N->getNumInputs(); ++J) {
+        const Value *V = N->getInput(J);
+        if (!V)
+          continue;
+        if (V->isParameter()) {
+          auto Ins = ParamLayer.try_emplace(V, L);
+          if (!Ins.second && Ins.first->second != L)
+            OwnParams[L] = OwnParams[Ins.first->second] = false;
+          continue;
+        }
+        const Node *D = V->getDefiningNode();
+        auto W = D ? Where.find(D) : Where.end();
+        if (W != Where.end() && W->second.first == L)
+          continue;
+        External[L].push_back({I, J});
+        if (D && Order.lookup(D) >= First)
+          InputsBefore[L] = false;
+      }
+    }
+  }
+  auto SameStructure = [&](unsigned A, unsigned B) {
+    const LayerValues &X = Layers[A], &Y = Layers[B];
+    if (X.Nodes.size() != Y.Nodes.size() ||
+        External[A].size() != External[B].size())
+      return false;
+    for (unsigned I = 0; I < X.Nodes.size(); ++I) {
+      const Node *M = X.Nodes[I], *N = Y.Nodes[I];
+      if (M->getOpType() != N->getOpType() ||
+          M->getNumInputs() != N->getNumInputs() ||
+          M->getNumOutputs() != N->getNumOutputs())
+        return false;
+      for (unsigned O = 0; O < M->getNumOutputs(); ++O) {
+        const Value *P = M->getOutput(O), *Q = N->getOutput(O);
+        if (!P != !Q || (P && !(P->Type == Q->Type)))
+          return false;
+      }
+    }
+    return External[A] == External[B];
+  };
+  for (unsigned L = 1; L < Layers.size(); ++L) {
+    if (!OwnParams[L] || !InputsBefore[L])
+      continue;
+    for (unsigned J = 0; J < L; ++J)
+      if (DupOf[J] < 0 && OwnParams[J] && SameStructure(J, L)) {
+        DupOf[L] = J;
+        break;
+      }
+  }
+}
+
+/// The rules' context at one configuration (Propagation.cpp's Propagator,
+/// over representatives only).
+class SplitContext final : public RuleContext {
+public:
+  SplitContext(const RuleSplitter &RS, ConfigSplit &C, unsigned TP, bool SP,
+               bool EP)
+      : RuleContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX), RS(RS),
+        C(C), EP(EP) {}
+
+  /// The value a skipped layer's \p V stands for in its representative.
+  const Value *canon(const Value *V) const {
+    const Node *D = V ? V->getDefiningNode() : nullptr;
+    if (!D)
+      return V;
+    auto W = RS.Where.find(D);
+    if (W == RS.Where.end())
+      return V;
+    unsigned Rep = C.RepOf[W->second.first];
+    if (Rep == W->second.first)
+      return V;
+    const Node *RD = RS.Layers[Rep].Nodes[W->second.second];
+    for (unsigned O = 0; O < D->getNumOutputs(); ++O)
+      if (D->getOutput(O) == V)
+        return RD->getOutput(O);
+    return V;
+  }
+  AxisSpec getSpec(const Value *V) const override {
+    if (!V || SeenReplicated.count(V))
+      return AxisSpec();
+    return Values.lookup(canon(V));
+  }
+  AxisSpec getStoredSpec(const Value *V) const override {
+    return V ? Values.lookup(canon(V)) : AxisSpec();
+  }
+  ArrayRef<const Node *> getUsers(const Value *V) const override {
+    auto It = RS.Users.find(V);
+    if (It == RS.Users.end())
+      return {};
+    return It->second;
+  }
+  bool isStackedExpertWork(const Node *N) const override {
+    return EP && RS.Roles.lookup(N) == ExpertRole::Stacked;
+  }
+  bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
+
+  void run();
+
+private:
+  void decide(unsigned L);
+  void summarize(unsigned L);
+  void countForward(unsigned L);
+  void countBackward(unsigned L);
+  const OpSharding &specsOf(const Node *N) const {
+    auto It = Specs.find(N);
+    assert(It != Specs.end() && "node not propagated");
+    return It->second;
+  }
+
+  const RuleSplitter &RS;
+  ConfigSplit &C;
+  bool EP;
+  /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
+  std::vector<uint8_t> State;
+  DenseMap<const Value *, AxisSpec> Values;
+  DenseMap<const Node *, OpSharding> Specs;
+  /// Weight chains (Transpose/Cast/Identity) their consumer decided.
+  DenseSet<const Node *> Decided;
+  DenseSet<const Value *> SeenReplicated;
+};
+
+bool SplitContext::splitWeight(const Value *V, int Dim,
+                               ArrayRef<int64_t> Blocks) {
+  int PDim = Dim;
+  const Value *Param = traceWeight(V, PDim);
+  if (!Param)
+    return false;
+  AxisSpec PS = AxisSpec::split(PDim);
+  PS.Blocks.assign(Blocks.begin(), Blocks.end());
+  auto It = Values.find(Param);
+  if (It != Values.end() && It->second != PS)
+    return false;
+  Values[Param] = PS;
+  // The chain from the parameter to V, re-derived going forward.
+  SmallVector<const Value *, 4> Chain;
+  for (const Value *W = V; W != Param; W = W->getDefiningNode()->getInput(0))
+    Chain.push_back(W);
+  int D = PDim;
+  for (auto C2 = Chain.rbegin(); C2 != Chain.rend(); ++C2) {
+    const Node *Def = (*C2)->getDefiningNode();
+    if (Def->getOpType() == "Transpose") {
+      Optional<std::vector<int64_t>> Perm = Def->getAttrInts("perm");
+      unsigned Rank = (*C2)->Type.getRank();
+      int To = -1;
+      for (unsigned J = 0; J < Rank; ++J)
+        if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == D)
+          To = J;
+      D = To;
+    }
+    AxisSpec S = AxisSpec::split(D);
+    S.Blocks = PS.Blocks;
+    OpSharding &NS = Specs[Def];
+    NS.InputSpecs.assign(1, Values.lookup(Def->getInput(0)));
+    NS.OutputSpecs.assign(1, S);
+    Values[*C2] = S;
+    Decided.insert(Def);
+  }
+  return true;
+}
+
+void SplitContext::decide(unsigned L) {
+  State[L] = 1;
+  int J = RS.DupOf[L];
+  if (J < 0)
+    return;
+  unsigned Rep = C.RepOf[J];
+  const LayerValues &Mine = RS.Layers[L], &Theirs = RS.Layers[Rep];
+  for (const auto &E : RS.External[L])
+    if (getStoredSpec(Mine.Nodes[E.first]->getInput(E.second)) !=
+        getStoredSpec(Theirs.Nodes[E.first]->getInput(E.second)))
+      return;
+  State[L] = 2;
+  C.RepOf[L] = Rep;
+}
+
+void SplitContext::run() {
+  unsigned NL = RS.Layers.size();
+  State.assign(NL, 0);
+  C.RepOf.resize(NL);
+  for (unsigned L = 0; L < NL; ++L)
+    C.RepOf[L] = L;
+  C.Layers.assign(NL, LayerSplit());
+  unsigned TP = getAxisSize();
+  for (const auto &NP : RS.G.getNodes()) {
+    const Node &N = *NP;
+    auto W = RS.Where.find(&N);
+    if (W == RS.Where.end())
+      continue;
+    unsigned L = W->second.first;
+    if (!State[L])
+      decide(L);
+    if (State[L] == 2 || Decided.count(&N))
+      continue;
+    SeenReplicated.clear();
+    // Expert work at ep > 1 sees the tokens ep moves replicated over tp
+    // (Propagation.cpp).
+    ExpertRole Role = EP ? RS.Roles.lookup(&N) : ExpertRole::None;
+    if (Role != ExpertRole::None)
+      for (const Value *V : N.getInputs()) {
+        AxisSpec S = getSpec(V);
+        if (getExpertInputSpec(Role, S) != S)
+          SeenReplicated.insert(V);
+      }
+    OpSharding S;
+    if (TP == 1) {
+      S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
+      S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
+    } else {
+      bool HasRule;
+      S = applyShardingRule(N, *this, HasRule);
+    }
+    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+      if (const Value *V = N.getOutput(O))
+        Values[V] = S.OutputSpecs[O];
+    Specs[&N] = std::move(S);
+  }
+  SeenReplicated.clear();
+  for (unsigned L = 0; L < NL; ++L)
+    if (State[L] == 1) {
+      summarize(L);
+      countForward(L);
+      countBackward(L);
+    }
+}
+
+/// The matmul dim a split node divides (cost_models/ops: MatMul's Batch,
+/// M, N, K; Gemm's M x N over K; Conv's M = N x pixels, N = Cout, K = Cin x
+/// kernel).
+static MMDim getSplitMMDim(const Node &N, const OpSharding &S) {
+  if (S.OutputSpecs.empty())
+    return MMDim::None;
+  const AxisSpec &O = S.OutputSpecs[0];
+  if (O.isPartial() || S.Lower == ShardLowering::BiasAfterReduce)
+    return MMDim::K;
+  if (!O.isSplit())
+    return MMDim::None;
+  unsigned RY = N.getOutput(0) ? N.getOutput(0)->Type.getRank() : 0;
+  StringRef Op = N.getOpType();
+  if (Op == "Conv")
+    return O.Dim == 1 ? MMDim::N : MMDim::M;
+  if (O.Dim == (int)RY - 1)
+    return MMDim::N;
+  if (O.Dim == (int)RY - 2 || RY < 3)
+    return MMDim::M;
+  return MMDim::Batch;
+}
+
+void SplitContext::summarize(unsigned L) {
+  const LayerValues &LV = RS.Layers[L];
+  LayerSplit &LS = C.Layers[L];
+  LS.Nodes.resize(LV.Nodes.size());
+  for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
+    const Node *N = LV.Nodes[I];
+    NodeSplit &NS = LS.Nodes[I];
+    NS.S = specsOf(N);
+    auto IsSplit = [](const AxisSpec &S) { return S.isSplit(); };
+    NS.Sharded =
+        any_of(NS.S.InputSpecs, IsSplit) || any_of(NS.S.OutputSpecs, IsSplit);
+    double WBytes = 0, WSplit = 0;
+    for (unsigned J = 0; J < N->getNumInputs(); ++J) {
+      const Value *V = N->getInput(J);
+      if (!V || !isWeightLike(V))
+        continue;
+      WBytes += valueBytes(V);
+      if (NS.S.InputSpecs[J].isSplit())
+        WSplit += valueBytes(V);
+    }
+    NS.ParamSplitFrac = WBytes > 0 ? WSplit / WBytes : 0;
+    if (NS.Sharded || NS.S.Lower == ShardLowering::BiasAfterReduce)
+      NS.MM = getSplitMMDim(*N, NS.S);
+  }
+  auto Split = [&](const Value *V) { return getStoredSpec(V).isSplit(); };
+  for (const auto &P : LV.Params) {
+    LS.ParamSplit.push_back(Split(P.first));
+    double Count = P.first->Type.getNumElements().getValueOr(0);
+    if (P.second)
+      (Split(P.first) ? LS.ExpertSplit : LS.ExpertWhole) += Count;
+    else
+      (Split(P.first) ? LS.ParamsSplit : LS.ParamsWhole) += Count;
+  }
+  for (const auto &S : LV.Saved) {
+    double B = valueBytes(S.first);
+    bool Sp = Split(S.first);
+    (Sp ? LS.SavedSplit : LS.SavedWhole) += B;
+    if (S.second)
+      (Sp ? LS.SavedAttnSplit : LS.SavedAttnWhole) += B;
+  }
+  for (const Value *V : LV.Inputs)
+    (Split(V) ? LS.InputSplit : LS.InputWhole) += valueBytes(V);
+  for (const Value *V : LV.PeakLive)
+    (Split(V) ? LS.LiveSplit : LS.LiveWhole) += valueBytes(V);
+}
+
+/// The collective a transition needs (AllGather for a gather-then-slice);
+/// false for none (same spec, a local slice, zeros).
+static bool getCollective(Transition T, CollectiveKind &K) {
+  switch (T) {
+  case Transition::AllReduce:
+    K = CollectiveKind::AllReduce;
+    return true;
+  case Transition::ReduceScatter:
+    K = CollectiveKind::ReduceScatter;
+    return true;
+  case Transition::AllGather:
+  case Transition::GatherSlice:
+    K = CollectiveKind::AllGather;
+    return true;
+  default:
+    return false;
+  }
+}
+
+void SplitContext::countForward(unsigned L) {
+  const LayerValues &LV = RS.Layers[L];
+  LayerSplit &LS = C.Layers[L];
+  // The role builder converts a value once per spec asked of it.
+  std::set<std::pair<const Value *, std::string>> Done;
+  for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
+    const Node *N = LV.Nodes[I];
+    const OpSharding &S = LS.Nodes[I].S;
+    for (unsigned J = 0; J < N->getNumInputs(); ++J) {
+      const Value *V = N->getInput(J);
+      // Weights are stored whole or in the slice a rule needs, constants
+      // sliced locally: no collective.
+      if (!V || isConstantLike(V) || isWeightLike(V))
+        continue;
+      CollectiveKind K;
+      if (!getCollective(getTransition(getStoredSpec(V), S.InputSpecs[J]), K))
+        continue;
+      if (Done.insert({canon(V), S.InputSpecs[J].str()}).second)
+        LS.Fwd.push_back({K, valueBytes(V), V});
+    }
+    const Value *Y = N->getNumOutputs() ? N->getOutput(0) : nullptr;
+    if (Y && S.Lower == ShardLowering::BiasAfterReduce)
+      LS.Fwd.push_back({CollectiveKind::AllReduce, valueBytes(Y), Y});
+    // Graph outputs leave replicated.
+    for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
+      const Value *V = N->getOutput(O);
+      CollectiveKind K;
+      if (V && RS.GraphOutputs.count(V) &&
+          getCollective(getTransition(S.OutputSpecs[O], AxisSpec()), K))
+        LS.Fwd.push_back({K, valueBytes(V), V});
+    }
+  }
+}
+
+/// The collective that turns a gradient arriving as \p Grad into the spec
+/// \p From its value was produced in: the dual of the forward transition
+/// (all-gather <-> reduce-scatter; an all-reduce's gradient passes as is; a
+/// partial gradient of a replicated value is all-reduced).
+static bool getBackwardCollective(const AxisSpec &Grad, const AxisSpec &From,
+                                  CollectiveKind &K) {
+  if (Grad == From)
+    return false;
+  if (Grad.isPartial()) {
+    if (From.isReplicated()) {
+      K = CollectiveKind::AllReduce;
+      return true;
+    }
+    if (From.isSplit() && From.Blocks.empty()) {
+      K = CollectiveKind::ReduceScatter;
+      return true;
+    }
+    return false;
+  }
+  if (Grad.isSplit() && Grad.Blocks.empty()) {
+    K = CollectiveKind::AllGather; // From R or P (dual of a reduce-scatter),
+    return true;                   // or a split elsewhere.
+  }
+  return false;
+}
+
+void SplitContext::countBackward(unsigned L) {
+  const LayerValues &LV = RS.Layers[L];
+  LayerSplit &LS = C.Layers[L];
+  // Per activation read here, the gradients its readers give back (summed
+  // locally, then one collective).
+  DenseMap<const Value *, SmallVector<AxisSpec, 2>> Grads;
+  std::vector<const Value *> Order;
+  for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
+    const Node *N = LV.Nodes[I];
+    const NodeSplit &NS = LS.Nodes[I];
+    for (unsigned J = 0; J < N->getNumInputs(); ++J) {
+      const Value *V = N->getInput(J);
+      if (!V || !RS.NeedsGrad.count(V) || isConstantLike(V) ||
+          isWeightLike(V))
+        continue;
+      const AxisSpec &In = NS.S.InputSpecs[J];
+      // Split work on a replicated operand: each rank's gradient of it is
+      // an addend (Megatron's f operator). An operand read as a partial sum
+      // gets the whole gradient on every rank (each addend's is the sum's).
+      AxisSpec G = NS.Sharded && In.isReplicated() ? AxisSpec::partial()
+                   : In.isPartial()                 ? AxisSpec()
+                                                    : In;
+      auto Ins = Grads.try_emplace(V);
+      if (Ins.second)
+        Order.push_back(V);
+      if (!is_contained(Ins.first->second, G))
+        Ins.first->second.push_back(G);
+    }
+  }
+  for (const Value *V : Order) {
+    const SmallVector<AxisSpec, 2> &Gs = Grads[V];
+    AxisSpec From = getStoredSpec(V);
+    CollectiveKind K;
+    if (any_of(Gs, [](const AxisSpec &S) { return S.isPartial(); })) {
+      if (getBackwardCollective(AxisSpec::partial(), From, K))
+        LS.Bwd.push_back({K, valueBytes(V), V});
+      continue;
+    }
+    for (const AxisSpec &G : Gs)
+      if (getBackwardCollective(G, From, K))
+        LS.Bwd.push_back({K, valueBytes(V), V});
+  }
+}
+
+ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP) const {
+  ConfigSplit C;
+  SplitContext Ctx(*this, C, TP, SP, EP);
+  Ctx.run();
+  return C;
+}
+
+} // namespace rulesplit
+} // namespace loom

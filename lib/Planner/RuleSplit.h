@@ -1,0 +1,125 @@
+//===- RuleSplit.h - How a candidate splits each layer, from the rules -*- C++ -*-===//
+//
+// The evaluator's (PlanCost.cpp) view of tensor and sequence parallelism:
+// the per-op rule table (include/loom/Shard/Rules.h) propagated over the
+// planning graph at one (tp, sp, ep) -- the same rules, context and
+// transitions the sharder (lib/Shard/Propagation.cpp, RoleGraphs.cpp)
+// applies -- but only over one representative layer per layer structure:
+// a layer whose nodes repeat an earlier one's (op types and output shapes,
+// node by node), whose inputs arrive in the same specs and whose
+// parameters are its own takes the earlier layer's result. So a 80-block
+// LLaMA costs three layers of rule applications per configuration
+// (prologue, block, epilogue), and the evaluator caches them per
+// configuration.
+//
+// What comes out per layer: per node its specs (hence its per-rank shapes:
+// getLocalShape of each output), whether its work is divided across the tp
+// group and which matmul dim that divides; per value class the bytes that
+// are split and whole (parameters, saved activations, layer inputs, the
+// live peak); and the tp collectives of the forward (the transitions
+// getTransition names at every input, a row-parallel bias' all-reduce,
+// graph outputs gathered) and of the backward (their duals: the gradient
+// of a replicated input of split work is a partial sum, all-reduced or
+// reduce-scattered; the gradient of a reduce-scatter is an all-gather).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_LIB_PLANNER_RULESPLIT_H
+#define LOOM_LIB_PLANNER_RULESPLIT_H
+
+#include "loom/Cost/Collectives.h"
+#include "loom/Shard/ExpertRules.h"
+#include "loom/Shard/Rules.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include <vector>
+
+namespace loom {
+namespace rulesplit {
+
+/// The matmul dim (OpCost::MM) split work divides.
+enum class MMDim : uint8_t { None, Batch, M, N, K };
+
+struct NodeSplit {
+  /// The rule's decision: the specs the node needs and produces.
+  OpSharding S;
+  /// Its work is divided across the tp group (some operand or result it
+  /// computes on is split).
+  bool Sharded = false;
+  /// Share of the bytes of its weight-like operands that arrive split.
+  double ParamSplitFrac = 0;
+  MMDim MM = MMDim::None;
+};
+
+/// One tp collective at the graph's full batch.
+struct TPComm {
+  CollectiveKind Kind = CollectiveKind::AllReduce;
+  double Bytes = 0;
+  const Value *V = nullptr;
+};
+
+/// A representative layer at one configuration. Bytes and counts are at
+/// the graph's full (global) shapes; the split part divides by tp.
+struct LayerSplit {
+  std::vector<NodeSplit> Nodes;
+  double ParamsSplit = 0, ParamsWhole = 0, ExpertSplit = 0, ExpertWhole = 0;
+  /// Per LayerValues::Params entry: whether it arrives split.
+  std::vector<bool> ParamSplit;
+  double SavedSplit = 0, SavedWhole = 0, SavedAttnSplit = 0,
+         SavedAttnWhole = 0;
+  double InputSplit = 0, InputWhole = 0, LiveSplit = 0, LiveWhole = 0;
+  std::vector<TPComm> Fwd, Bwd;
+};
+
+/// What the configurations classify, per layer (config-independent).
+struct LayerValues {
+  std::vector<const Node *> Nodes;
+  /// Parameters first read here; whether each is an expert's.
+  std::vector<std::pair<const Value *, bool>> Params;
+  /// Saved activations; whether each is the attention core's.
+  std::vector<std::pair<const Value *, bool>> Saved;
+  /// Activations entering the layer; those alive at its forward's peak.
+  std::vector<const Value *> Inputs, PeakLive;
+};
+
+struct ConfigSplit {
+  /// Per layer: the representative whose LayerSplit it takes.
+  std::vector<unsigned> RepOf;
+  /// Filled at representatives.
+  std::vector<LayerSplit> Layers;
+  const LayerSplit &get(unsigned L) const { return Layers[RepOf[L]]; }
+};
+
+class RuleSplitter {
+public:
+  /// \p Experts: the ep rules' roles (ExpertRules.h), applied at ep > 1.
+  RuleSplitter(const Graph &G, std::vector<LayerValues> Layers,
+               const ExpertAxisRules &Experts, int64_t Opset);
+  /// The rules at tp \p TP (RuleContext::AnyDivides: every split any
+  /// degree could take), sequence parallelism \p SP, and ep > 1 (\p EP:
+  /// tokens entering expert work arrive replicated over tp).
+  ConfigSplit run(unsigned TP, bool SP, bool EP) const;
+
+private:
+  friend class SplitContext;
+  const Graph &G;
+  std::vector<LayerValues> Layers;
+  int64_t Opset;
+  UseMap Users;
+  /// Node -> (layer, index in it).
+  llvm::DenseMap<const Node *, std::pair<unsigned, unsigned>> Where;
+  /// Per layer: an earlier layer of the same structure whose result it
+  /// may take (-1: none), and its inputs (node index, input index) coming
+  /// from outside it.
+  std::vector<int> DupOf;
+  std::vector<std::vector<std::pair<unsigned, unsigned>>> External;
+  /// EP: each expert node's role (branch, stacked work, combine).
+  llvm::DenseMap<const Node *, ExpertRole> Roles;
+  llvm::DenseSet<const Value *> GraphOutputs;
+  /// Activations with a gradient (computed from a parameter).
+  llvm::DenseSet<const Value *> NeedsGrad;
+};
+
+} // namespace rulesplit
+} // namespace loom
+
+#endif // LOOM_LIB_PLANNER_RULESPLIT_H

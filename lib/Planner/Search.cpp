@@ -1,0 +1,1296 @@
+//===- Search.cpp - The parallelism search of DESIGN §6 -------------------===//
+//
+// The space. tp runs over the divisors of the device count up to the TP
+// domain (the innermost topology levels that allow TP) that divide every
+// split dim of the graph; pp over the divisors of devices / tp up to the
+// number of layers; dp = devices / (tp * pp) must divide the global batch;
+// the micro-batch size over the divisors of batch / dp (nmb = batch /
+// (dp * mb)); sp on or off when tp > 1; recompute none, selective or full
+// and ZeRO 0-3 (0 when dp = 1) when training; virtual stages vpp > 1 where
+// Megatron-LM allows them (pp > 1, nmb % pp == 0, the blocks split evenly over
+// the stages and vpp divides each stage's blocks); stage boundaries even (the
+// evaluator's split) or balanced by partitionStages() on the per-layer
+// compute times (vpp = 1). ep over the divisors of dp that divide every
+// MoE layer's experts. The mesh's axis order (ParallelPlan.h): every
+// distinct placement of ep, dp and pp above tp (getDistinctAxisOrders:
+// orders that differ only where axes of size 1 sit are one mesh). The DP
+// gradient precision: fp32 or bf16 when training with dp > 1, fp32
+// otherwise.
+//
+// The order. Each candidate gets two cheap bounds before anything is
+// evaluated:
+//   memory >= parameters / (tp * pp) * bytes per parameter after ZeRO
+//             + buffers + reserve  (the busiest stage holds at least the
+//             average, and at least 1/tp of every parameter),
+//   step   >= max over stages s of  sum_{j<s} F_j / v  +  M (F_s + B_s)
+//             +  sum_{j<s} B_j / v
+// with F, B the compute of one micro-batch (backward with recomputation):
+// a device cannot start before the first micro-batch has crossed the
+// stages before it, is busy M (F_s + B_s), and its last backward still has
+// to cross them back. To that the step bound adds the optimizer phase the
+// step ends with (tailBound): at least the average stage's AdamW over HBM,
+// or with offload its placement's transfers and host update (opt:ssd: the
+// states read and written over NVMe), so the placements of one plan are
+// visited cheapest first and the slow ones are cut before they are costed;
+// the memory bound likewise checks each placement's host and SSD tiers.
+// Candidates are visited in increasing step bound;
+// once the bound exceeds the K-th best step time found (and the second best
+// among distinct (tp, pp), kept for explanations) the rest cannot enter the
+// answer. A candidate that survives is evaluated without the pipeline
+// simulation (exact memory, per-micro-batch stage times with TP
+// communication, DP sync and optimizer), bounded again the same way with
+// those times and the exact tail, and only then simulated, from the stage
+// costs just computed (PlanEvaluator::simulate). The offload placements of
+// a plan share its stage costs (costed once, re-placed by
+// applyOffloadToPlan, kept in a first-in first-out cache while the
+// placements come up). An act:host placement with one micro-batch in
+// flight per stage costs exactly what its act:hbm twin costs and loses the
+// tie to it: it is skipped when the twin ranks K-th or worse. The axis order
+// and the gradient precision change only communication (and the gradient
+// buffer), not compute: their candidates share the step bound and are told
+// apart by the exact evaluation.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Planner/Search.h"
+#include "loom/Planner/OffloadCost.h"
+#include "loom/Plan/IdleDevices.h"
+#include "loom/Planner/Goodput.h"
+#include "loom/Hardware/HardwareModel.h"
+#include "loom/Shard/ExpertRules.h"
+#include "loom/Shard/Rules.h"
+#include "loom/Support/Divisors.h"
+#include "loom/Support/Units.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include <limits>
+
+using namespace llvm;
+
+namespace loom {
+
+char NoFeasiblePlanError::ID;
+
+void NoFeasiblePlanError::log(raw_ostream &OS) const { OS << Msg; }
+
+std::error_code NoFeasiblePlanError::convertToErrorCode() const {
+  return inconvertibleErrorCode();
+}
+
+//===----------------------------------------------------------------------===//
+// TP divisibility
+//===----------------------------------------------------------------------===//
+
+TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset) {
+  // The dims the sharding rules split (Rules.h), not a second analysis.
+  SplitDimSizes Dims = collectSplitDims(G, Opset);
+  TPDivisibility R;
+  R.NumSplitDims = Dims.size();
+  uint64_t GCD = 0;
+  for (const auto &KV : Dims)
+    GCD = std::gcd(GCD, KV.first);
+  R.Divisor = GCD;
+  if (!GCD)
+    return R;
+  // The fewest sizes, smallest first, whose gcd is the divisor.
+  std::vector<std::string> Why;
+  uint64_t Run = 0;
+  for (const auto &KV : Dims) {
+    if (Run && std::gcd(Run, KV.first) == Run)
+      continue;
+    Run = std::gcd(Run, KV.first);
+    Why.push_back(std::to_string(KV.first) + " = " + KV.second);
+    if (Run == GCD)
+      break;
+  }
+  R.Why = Why.size() == 1 ? Why.front() : "gcd of " + join(Why, ", ");
+  return R;
+}
+
+ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
+  ExpertInfo E;
+  std::vector<std::pair<std::string, unsigned>> Patterns;
+  for (const ExpertGroup &EG : Groups) {
+    std::string P = getExpertPattern(EG);
+    auto It = find_if(Patterns, [&](const auto &KV) { return KV.first == P; });
+    if (It == Patterns.end())
+      Patterns.push_back({P, 1});
+    else
+      ++It->second;
+    E.NumExperts = std::gcd(E.NumExperts, EG.NumExperts);
+    ++E.NumGroups;
+    E.NumStacked += EG.isStacked();
+    if (E.Parameter.empty()) {
+      if (EG.isStacked())
+        E.Parameter = EG.StackedParams.front()->getName().str();
+      else if (!EG.BranchParams.empty() && !EG.BranchParams[0].empty())
+        E.Parameter = EG.BranchParams[0].front()->getName().str();
+    }
+  }
+  for (const auto &KV : Patterns)
+    E.Patterns += (E.Patterns.empty() ? "" : ", ") + KV.first +
+                  (Patterns.size() > 1 ? " (" + std::to_string(KV.second) + ")"
+                                       : "");
+  return E;
+}
+
+//===----------------------------------------------------------------------===//
+// Stage boundaries
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct StageCosts {
+  std::vector<double> Prefix;
+  double First, Last;
+  unsigned L;
+  StageCosts(ArrayRef<double> C, double First, double Last)
+      : Prefix(C.size() + 1, 0.0), First(First), Last(Last), L(C.size()) {
+    for (unsigned I = 0; I < C.size(); ++I)
+      Prefix[I + 1] = Prefix[I] + C[I];
+  }
+  /// Layers [I, J) as one stage.
+  double operator()(unsigned I, unsigned J) const {
+    return Prefix[J] - Prefix[I] + (I == 0 ? First : 0.0) +
+           (J == L ? Last : 0.0);
+  }
+};
+} // namespace
+
+double getBottleneck(ArrayRef<double> LayerCost, ArrayRef<unsigned> Counts,
+                     double FirstExtra, double LastExtra) {
+  StageCosts Cost(LayerCost, FirstExtra, LastExtra);
+  double Max = 0;
+  unsigned I = 0;
+  for (unsigned C : Counts) {
+    Max = std::max(Max, Cost(I, I + C));
+    I += C;
+  }
+  return Max;
+}
+
+double getLayerWork(const PlanEvaluator::LayerTime &T, Recompute RC,
+                    bool Train) {
+  if (!Train)
+    return T.ForwardS;
+  double Extra = RC == Recompute::Full        ? T.ForwardS
+                 : RC == Recompute::Selective ? T.AttentionForwardS
+                                              : 0.0;
+  return T.ForwardS + T.BackwardS + Extra;
+}
+
+std::vector<unsigned> partitionStages(ArrayRef<double> LayerCost,
+                                      unsigned NumStages, double FirstExtra,
+                                      double LastExtra) {
+  unsigned L = LayerCost.size(), P = NumStages;
+  assert(P >= 1 && P <= L && "need 1 <= stages <= layers");
+  StageCosts Cost(LayerCost, FirstExtra, LastExtra);
+  // Best[S][I]: the least bottleneck of layers [I, L) in stages S..P-1;
+  // defined for S <= I <= L - (P - S).
+  std::vector<std::vector<double>> Best(P, std::vector<double>(L + 1, 0.0));
+  for (unsigned I = P - 1; I < L; ++I)
+    Best[P - 1][I] = Cost(I, L);
+  for (unsigned S = P - 1; S-- > 0;) {
+    const std::vector<double> &Next = Best[S + 1];
+    for (unsigned I = S; I + (P - S) <= L; ++I) {
+      // Stage S takes [I, K): Cost(I, K) grows with K, Next[K] does not;
+      // the optimum is at the first K where Cost >= Next, or just before.
+      unsigned Lo = I + 1, Hi = L - (P - S - 1);
+      unsigned A = Lo, B = Hi + 1;
+      while (A < B) {
+        unsigned Mid = A + (B - A) / 2;
+        if (Cost(I, Mid) >= Next[Mid])
+          B = Mid;
+        else
+          A = Mid + 1;
+      }
+      double V = INFINITY;
+      if (A <= Hi)
+        V = std::max(Cost(I, A), Next[A]);
+      if (A > Lo)
+        V = std::min(V, std::max(Cost(I, A - 1), Next[A - 1]));
+      Best[S][I] = V;
+    }
+  }
+  // The lexicographically smallest counts reaching the optimum: each stage
+  // ends at the first K from which the rest can still meet it.
+  double Target = Best[0][0];
+  std::vector<unsigned> Counts;
+  unsigned I = 0;
+  for (unsigned S = 0; S < P; ++S) {
+    unsigned K = L;
+    if (S + 1 < P)
+      for (K = I + 1; K < L - (P - S - 2); ++K)
+        if (Cost(I, K) <= Target && Best[S + 1][K] <= Target)
+          break;
+    Counts.push_back(K - I);
+    I = K;
+  }
+  return Counts;
+}
+
+//===----------------------------------------------------------------------===//
+// Cost terms and order
+//===----------------------------------------------------------------------===//
+
+StringRef getCostTermName(CostTerm T) {
+  switch (T) {
+  case CostTerm::Compute:
+    return "compute";
+  case CostTerm::TPComm:
+    return "tp comm";
+  case CostTerm::EPComm:
+    return "ep comm";
+  case CostTerm::Bubble:
+    return "bubble";
+  case CostTerm::DPComm:
+    return "dp comm";
+  case CostTerm::Optimizer:
+    return "optimizer";
+  case CostTerm::Offload:
+    return "offload";
+  }
+  return "compute";
+}
+
+double StepBreakdown::get(CostTerm T) const {
+  switch (T) {
+  case CostTerm::Compute:
+    return ComputeS;
+  case CostTerm::TPComm:
+    return TPCommS;
+  case CostTerm::EPComm:
+    return EPCommS;
+  case CostTerm::Bubble:
+    return BubbleS;
+  case CostTerm::DPComm:
+    return DPCommS;
+  case CostTerm::Optimizer:
+    return OptimizerS;
+  case CostTerm::Offload:
+    return OffloadS;
+  }
+  return 0;
+}
+
+CostTerm StepBreakdown::getDominant() const {
+  CostTerm Best = CostTerm::Compute;
+  for (CostTerm T : {CostTerm::TPComm, CostTerm::EPComm, CostTerm::Bubble,
+                     CostTerm::DPComm, CostTerm::Optimizer, CostTerm::Offload})
+    if (get(T) > get(Best))
+      Best = T;
+  return Best;
+}
+
+StepBreakdown getStepBreakdown(const PlanCost &PC) {
+  StepBreakdown B;
+  if (PC.Stages.empty())
+    return B;
+  // Tail: the stage whose end plus DP sync and optimizer ends the step.
+  unsigned Busiest = 0, Tail = 0, Last = 0;
+  auto EndOf = [&](unsigned S) {
+    const StageCost &A = PC.Stages[S];
+    return A.PipelineEndS + A.DPExposedS + A.OptimizerS;
+  };
+  for (unsigned S = 1; S < PC.Stages.size(); ++S) {
+    if (PC.Stages[S].BubbleS < PC.Stages[Busiest].BubbleS)
+      Busiest = S;
+    if (EndOf(S) > EndOf(Tail))
+      Tail = S;
+    if (PC.Stages[S].PipelineEndS > PC.Stages[Last].PipelineEndS)
+      Last = S;
+  }
+  // A stage that ends the pipeline before the last one and still ends the
+  // step (its tail is longer) is the one device the step is spent on.
+  double Early = PC.Stages[Last].PipelineEndS - PC.Stages[Tail].PipelineEndS;
+  if (Early > 0)
+    Busiest = Tail;
+  const StageCost &S = PC.Stages[Busiest];
+  B.ComputeS = S.ComputeS;
+  // tp overlap's hidden collectives and held compute (TPOverlapS).
+  B.TPCommS = PC.Plan.NumMicroBatches * (S.TPCommS + S.TPOverlapS);
+  B.EPCommS = PC.Plan.NumMicroBatches * S.EPCommS;
+  B.BubbleS = S.BubbleS - (Early > 0 ? Early : 0.0);
+  B.DPCommS = PC.Stages[Tail].DPExposedS;
+  B.OptimizerS = PC.Stages[Tail].OptimizerS;
+  B.OffloadS = PC.Plan.NumMicroBatches * S.Offload.ExposedPerMicroBatchS;
+  return B;
+}
+
+
+bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
+  if (A.StepTimeS != B.StepTimeS)
+    return A.StepTimeS < B.StepTimeS;
+  if (A.Plan.Grad != B.Plan.Grad)
+    return A.Plan.Grad == GradPrecision::FP32;
+  if (A.Plan.Order != B.Plan.Order)
+    return getAxisOrderIndex(A.Plan.Order) < getAxisOrderIndex(B.Plan.Order);
+  if (A.Plan.ZeroStage != B.Plan.ZeroStage)
+    return A.Plan.ZeroStage < B.Plan.ZeroStage;
+  // On a tie, less offloaded: fewer kinds off HBM, nearer tiers.
+  if (getOffloadDistance(A.Plan.Offload) != getOffloadDistance(B.Plan.Offload))
+    return getOffloadDistance(A.Plan.Offload) <
+           getOffloadDistance(B.Plan.Offload);
+  // On a tie, the fewer overlaps changed from the defaults.
+  auto Changed = [](const ParallelPlan &P) {
+    return (int)P.TPOverlap + (int)!P.DPOverlap + (int)!P.PPOverlap;
+  };
+  if (Changed(A.Plan) != Changed(B.Plan))
+    return Changed(A.Plan) < Changed(B.Plan);
+  if (A.MaxMemoryBytes != B.MaxMemoryBytes)
+    return A.MaxMemoryBytes < B.MaxMemoryBytes;
+  return A.Plan.str() < B.Plan.str();
+}
+
+//===----------------------------------------------------------------------===//
+// The space
+//===----------------------------------------------------------------------===//
+
+
+/// Layers between the leading prologue and trailing epilogue layers: what
+/// PlanEvaluator::getStageLayers splits evenly.
+static unsigned getNumMiddleLayers(ArrayRef<LayerInfo> Layers) {
+  unsigned NL = Layers.size(), Pro = 0, Epi = 0;
+  while (Pro < NL && Layers[Pro].K == LayerInfo::Kind::Prologue)
+    ++Pro;
+  while (Epi < NL - Pro && Layers[NL - 1 - Epi].K == LayerInfo::Kind::Epilogue)
+    ++Epi;
+  return NL - Pro - Epi;
+}
+
+SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
+                                const HardwareModel &HW,
+                                const EvaluatorOptions &EO, uint64_t Devices) {
+  SearchSpace S;
+  S.Devices = Devices ? Devices : HW.getNumDevices();
+  S.Batch = std::max<int64_t>(1, EO.Batch);
+  S.NumLayers = std::max<size_t>(1, Layers.size());
+  S.NumBlocks = Layers.empty() ? 1 : getNumMiddleLayers(Layers);
+  S.Train = EO.Train;
+  S.TPLimit = 1;
+  for (const TopologyLevel &L : HW.Topology) {
+    if (!L.AllowTP)
+      break;
+    S.TPLimit *= L.Size;
+    S.TPLimitWhy = L.Name + " domain";
+  }
+  if (S.TPLimitWhy.empty())
+    S.TPLimitWhy = "no topology level allows TP";
+  S.TPDiv = computeTPDivisibility(G, EO.Opset);
+  S.Experts = summarizeExperts(findExperts(G, Layers));
+  std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
+  if (!Indexed.empty())
+    S.Experts.NotSplit =
+        (Twine(Indexed.size()) +
+         " index-routed expert(s) (NonZero over the routing mask, e.g. '" +
+         Indexed.front()->getName() +
+         "'), planned at the expected tokens per expert; ep does not split "
+         "this pattern yet, so they stay whole on every ep rank")
+            .str();
+  return S;
+}
+
+namespace {
+
+/// Per-layer compute prefix sums at one (tp, mb, sp).
+struct LayerPrefix {
+  std::vector<PlanEvaluator::LayerTime> Layers;
+  std::vector<double> F, B, A; // forward, backward, attention forward
+};
+
+struct Candidate {
+  ParallelPlan Plan;
+  /// Layers per stage (the even split or the balanced one).
+  const std::vector<unsigned> *Counts = nullptr;
+  const LayerPrefix *Prefix = nullptr;
+  double TimeBound = 0, MemoryBound = 0;
+  /// The candidates that differ only in offload share a base: consecutive
+  /// in enumeration, and (same time bound) in the sorted order too.
+  unsigned Base = 0;
+};
+
+class Searcher {
+public:
+  Searcher(const PlanEvaluator &Eval, const Graph &G, const SearchSpace &Space,
+           const HardwareModel &HW, const EvaluatorOptions &EO,
+           const SearchOptions &Opts)
+      : Eval(Eval), Space(Space), HW(HW), EO(EO), Opts(Opts) {
+    if (const MemoryLevel *HBM = HW.getMemory("hbm")) {
+      HBMUsable = HBM->getUsableCapacity().value();
+      Reserved = HBM->Reserved.value();
+    }
+    if (const MemoryLevel *HBM = HW.getMemory("hbm"))
+      HBMBandwidth = HBM->Bandwidth.value();
+    if (const MemoryLevel *Host = HW.getMemory("host")) {
+      HostCap = Host->getUsableCapacity().value();
+      HostBandwidth = Host->Bandwidth.value();
+      if (Host->UpdateBandwidth)
+        HostUpdateBandwidth = Host->UpdateBandwidth->value();
+    }
+    if (const MemoryLevel *SSD = HW.getMemory("ssd")) {
+      SSDCap = SSD->getUsableCapacity().value();
+      SSDBandwidth = SSD->Bandwidth.value();
+    }
+    // Parameters as the evaluator counts them: distinct, read by a node;
+    // expert parameters apart (divided by ep); embedding tables the plans
+    // shard over dp apart too (their shards are costed per plan).
+    DenseSet<const Value *> Seen, Expert;
+    for (const ExpertGroup &EG : Eval.getExpertGroups()) {
+      Expert.insert(EG.StackedParams.begin(), EG.StackedParams.end());
+      for (const auto &Ps : EG.BranchParams)
+        Expert.insert(Ps.begin(), Ps.end());
+    }
+    for (const auto &NP : G.getNodes())
+      for (const Value *V : NP->getInputs())
+        if (V && V->isParameter() &&
+            !Eval.isShardedTable(
+                V, Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto)) &&
+            Seen.insert(V).second)
+          (Expert.count(V) ? ExpertParams : TotalParams) +=
+              V->Type.getNumElements().getValueOr(0);
+  }
+
+  void enumerate(std::vector<Candidate> &Out);
+  Expected<SearchResult> run();
+  /// The offload placements enumerated (when --plan fixes none).
+  std::vector<OffloadTiers> Offloads = {OffloadTiers()};
+
+private:
+  const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP, unsigned EP);
+  const std::vector<unsigned> &getEvenCounts(unsigned PP);
+  const std::vector<unsigned> *getBalancedCounts(const LayerPrefix &LP,
+                                                 unsigned PP, Recompute RC);
+  double timeBound(const Candidate &C) const;
+  double tailBound(const ParallelPlan &P) const;
+  double memoryBound(const ParallelPlan &P) const;
+  double stageBound(const PlanCost &PC) const;
+  std::string describeGroups(const ParallelPlan &P) const;
+  Expected<Optional<PlanCost>>
+  bestOnAllDevices(const std::vector<Candidate> &Cands,
+                   ArrayRef<unsigned> Order) const;
+
+  const PlanEvaluator &Eval;
+  const SearchSpace &Space;
+  const HardwareModel &HW;
+  const EvaluatorOptions &EO;
+  const SearchOptions &Opts;
+  /// Non-expert and expert parameters.
+  double HBMUsable = 0, Reserved = 0, TotalParams = 0, ExpertParams = 0;
+  /// Usable host DRAM and SSD per device (offload).
+  double HostCap = 0, SSDCap = 0;
+  /// Per device: HBM, PCIe to the host and NVMe bandwidth, and the host
+  /// CPU's optimizer throughput (0 where the YAML gives none).
+  double HBMBandwidth = 0, HostBandwidth = 0, SSDBandwidth = 0,
+         HostUpdateBandwidth = 0;
+  std::map<std::tuple<unsigned, unsigned, bool, unsigned>, LayerPrefix>
+      Prefixes;
+  std::map<unsigned, std::vector<unsigned>> Even;
+  std::map<std::tuple<const LayerPrefix *, unsigned, int>,
+           std::unique_ptr<std::vector<unsigned>>>
+      Balanced;
+
+public:
+  uint64_t Partitions = 0;
+  /// Offload placements per plan in the last enumeration.
+  size_t NumPlacements = 1;
+};
+
+const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
+                                       unsigned EP) {
+  auto Key = std::make_tuple(TP, MB, SP, EP);
+  auto It = Prefixes.find(Key);
+  if (It != Prefixes.end())
+    return It->second;
+  LayerPrefix &LP = Prefixes[Key];
+  unsigned NL = Eval.getNumLayers();
+  LP.F.assign(NL + 1, 0.0);
+  LP.B = LP.A = LP.F;
+  for (unsigned L = 0; L < NL; ++L) {
+    PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP, EP);
+    LP.Layers.push_back(T);
+    LP.F[L + 1] = LP.F[L] + T.ForwardS;
+    LP.B[L + 1] = LP.B[L] + T.BackwardS;
+    LP.A[L + 1] = LP.A[L] + T.AttentionForwardS;
+  }
+  return LP;
+}
+
+const std::vector<unsigned> &Searcher::getEvenCounts(unsigned PP) {
+  auto It = Even.find(PP);
+  if (It != Even.end())
+    return It->second;
+  ParallelPlan P;
+  P.PP = PP;
+  Expected<std::vector<unsigned>> C = Eval.getStageLayers(P);
+  std::vector<unsigned> Counts;
+  if (C)
+    Counts = std::move(*C);
+  else
+    consumeError(C.takeError());
+  return Even[PP] = std::move(Counts);
+}
+
+const std::vector<unsigned> *
+Searcher::getBalancedCounts(const LayerPrefix &LP, unsigned PP, Recompute RC) {
+  auto Key = std::make_tuple(&LP, PP, (int)RC);
+  auto It = Balanced.find(Key);
+  if (It != Balanced.end())
+    return It->second.get();
+  unsigned NL = LP.Layers.size();
+  std::vector<double> Work(NL);
+  for (unsigned L = 0; L < NL; ++L)
+    Work[L] = getLayerWork(LP.Layers[L], RC, EO.Train);
+  ++Partitions;
+  auto Counts =
+      std::make_unique<std::vector<unsigned>>(partitionStages(Work, PP));
+  const std::vector<unsigned> &E = getEvenCounts(PP);
+  // The even split is a candidate already; keep the balanced one only if
+  // it differs and is strictly better balanced.
+  if (*Counts == E || getBottleneck(Work, *Counts) >= getBottleneck(Work, E))
+    Counts.reset();
+  return (Balanced[Key] = std::move(Counts)).get();
+}
+
+double Searcher::timeBound(const Candidate &C) const {
+  const LayerPrefix &LP = *C.Prefix;
+  const ParallelPlan &P = C.Plan;
+  double V = P.VirtualStages, M = P.NumMicroBatches;
+  double PreF = 0, PreB = 0, Bound = 0;
+  unsigned First = 0;
+  for (unsigned Count : *C.Counts) {
+    unsigned End = First + Count;
+    double F = LP.F[End] - LP.F[First];
+    double B = 0;
+    if (EO.Train) {
+      B = LP.B[End] - LP.B[First];
+      if (P.RC == Recompute::Full)
+        B += F;
+      else if (P.RC == Recompute::Selective)
+        B += LP.A[End] - LP.A[First];
+    }
+    Bound = std::max(Bound, PreF / V + M * (F + B) + PreB / V);
+    PreF += F;
+    PreB += B;
+    First = End;
+  }
+  return (Bound + tailBound(P)) * (1 - 1e-9);
+}
+
+double Searcher::tailBound(const ParallelPlan &P) const {
+  // The step ends with max over stages of (exposed DP sync + optimizer
+  // phase) after the pipeline; that is at least the optimizer phase of the
+  // average stage (every term below is linear in the stage's parameters
+  // with non-negative coefficients, so the busiest stage has at least the
+  // average; parameters as memoryBound counts them). Per stage the
+  // evaluator (PlanCost.cpp) and applyOffload (Offload.cpp) charge:
+  //  - everything in HBM: AdamW, 28 B per updated parameter over HBM;
+  //  - opt in HBM, the rest offloaded: the gradients back from their tier,
+  //    the HBM update, the weights out to theirs;
+  //  - opt off HBM: the gradients still in HBM down to the host, then the
+  //    longer of the host CPU's update (28 B per updated parameter) and,
+  //    for opt:ssd, the states read and written over NVMe (2 x 12 B per
+  //    parameter after ZeRO-1), then the weights back unless on the host.
+  if (!EO.Train)
+    return 0;
+  double TPPP = (double)P.TP * P.PP;
+  double Dense = TotalParams / TPPP, Experts = ExpertParams / (TPPP * P.EP);
+  double DPE = (double)P.DP / P.EP;
+  // Per-parameter bytes after ZeRO, summed over dense and expert parameters.
+  auto Sum = [&](double BytesPerParam, unsigned MinZero) {
+    bool Part = P.ZeroStage >= MinZero;
+    return Dense * BytesPerParam / (Part ? P.DP : 1.0) +
+           Experts * BytesPerParam / (Part ? DPE : 1.0);
+  };
+  double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
+         O = Sum(12.0, 1);
+  auto Secs = [](double Bytes, double BW) {
+    return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
+  };
+  auto BW = [&](MemoryTier T) {
+    return T == MemoryTier::SSD ? SSDBandwidth : HostBandwidth;
+  };
+  const OffloadTiers &T = P.Offload;
+  double HBMUpdate = Secs(Updated * 28, HBMBandwidth);
+  if (!T.any())
+    return HBMUpdate;
+  if (T.Opt == MemoryTier::HBM)
+    return (T.Grad != MemoryTier::HBM ? Secs(G, BW(T.Grad)) : 0.0) + HBMUpdate +
+           (T.Param != MemoryTier::HBM ? Secs(W, BW(T.Param)) : 0.0);
+  double Pre = T.Grad == MemoryTier::HBM ? Secs(G, HostBandwidth) : 0.0;
+  double Update = Secs(Updated * 28, HostUpdateBandwidth);
+  if (T.Opt == MemoryTier::SSD)
+    Update = std::max(Update, Secs(2 * O, SSDBandwidth));
+  double Post = T.Param == MemoryTier::HBM   ? Secs(W, HostBandwidth)
+                : T.Param == MemoryTier::SSD ? Secs(W, SSDBandwidth)
+                                             : 0.0;
+  return Pre + Update + Post;
+}
+
+double Searcher::memoryBound(const ParallelPlan &P) const {
+  // Expert parameters: 1/ep of them, ZeRO over the dp/ep ranks.
+  // Offloaded kinds leave only buffers in HBM: bound them by 0.
+  const OffloadTiers &Off = P.Offload;
+  auto InHBM = [](MemoryTier T) { return T == MemoryTier::HBM ? 1.0 : 0.0; };
+  auto PerParam = [&](double DP) {
+    double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * InHBM(Off.Param);
+    if (EO.Train)
+      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) *
+               InHBM(Off.Grad) +
+           12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * InHBM(Off.Opt);
+    return B;
+  };
+  double TPPP = (double)P.TP * P.PP;
+  double Bytes = TotalParams / TPPP * PerParam(P.DP) +
+                 ExpertParams / (TPPP * P.EP) * PerParam(P.DP / P.EP);
+  if (Off.any() && EO.Train) {
+    // The state offloaded must fit its tier: a lower bound as above (the
+    // parameters spread evenly), else the candidate is out.
+    auto InTier = [&](MemoryTier Tier, double DP) {
+      auto Is = [&](MemoryTier T) { return T == Tier ? 1.0 : 0.0; };
+      return 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * Is(Off.Param) +
+             P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * Is(Off.Grad) +
+             12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * Is(Off.Opt);
+    };
+    for (auto [Tier, Cap] : {std::make_pair(MemoryTier::Host, HostCap),
+                             std::make_pair(MemoryTier::SSD, SSDCap)})
+      if (TotalParams / TPPP * InTier(Tier, P.DP) +
+              ExpertParams / (TPPP * P.EP) * InTier(Tier, P.DP / P.EP) >
+          Cap)
+        return INFINITY;
+  }
+  bool AnyComm = P.TP > 1 || P.DP > 1 || P.PP > 1;
+  return (Bytes + (AnyComm ? EO.CommBufferBytes : 0.0) + Reserved) * (1 - 1e-9);
+}
+
+double Searcher::stageBound(const PlanCost &PC) const {
+  const ParallelPlan &P = PC.Plan;
+  double V = P.VirtualStages, M = P.NumMicroBatches;
+  // A stage ends no earlier than its first input's arrival plus its busy
+  // time, and its tail (exposed DP sync, optimizer) follows its own end;
+  // in training the first stage ends last, after every later stage's
+  // backward of the last micro-batch.
+  double PreF = 0, PreB = 0, Bound = 0, Last = 0;
+  for (unsigned S = 0; S < PC.Stages.size(); ++S) {
+    const StageCost &SC = PC.Stages[S];
+    // The overlaps' part (negative where tp overlap hides collectives).
+    double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS +
+                       SC.OverlapFwdS + SC.OverlapBwdS);
+    Bound = std::max(Bound, PreF + Busy + SC.DPExposedS + SC.OptimizerS);
+    Last = std::max(Last, PreF + Busy + (EO.Train ? PreB : 0.0));
+    double Transfer = SC.SendLagS;
+    PreF += SC.ForwardS / V + Transfer;
+    PreB += SC.BackwardS / V + Transfer;
+  }
+  if (EO.Train && !PC.Stages.empty())
+    Last += PC.Stages[0].DPExposedS + PC.Stages[0].OptimizerS;
+  return std::max(Bound, Last) * (1 - 1e-9);
+}
+
+std::string Searcher::describeGroups(const ParallelPlan &P) const {
+  std::vector<std::string> Parts;
+  for (StringRef G : {"tp", "ep", "dp", "dp_ep", "pp"}) {
+    // dp_ep: the expert gradients' sync, apart from dp's only with ep > 1.
+    unsigned Size = G == "tp"      ? P.TP
+                    : G == "ep"    ? P.EP
+                    : G == "dp"    ? P.DP
+                    : G == "dp_ep" ? (P.EP > 1 ? P.DP / P.EP : 1)
+                                   : P.PP;
+    if (Size <= 1)
+      continue;
+    int L = Eval.getGroupShape(P, G).outermostLevel();
+    if (L < 0 || (unsigned)L >= HW.Topology.size())
+      continue;
+    Parts.push_back((G + (L == 0 ? " inside " : " across ") +
+                     HW.Topology[L].Name)
+                        .str());
+  }
+  return join(Parts, ", ");
+}
+
+void Searcher::enumerate(std::vector<Candidate> &Out) {
+  const PlanSpec &F = Opts.Fixed;
+  uint64_t N = Space.Devices;
+  uint64_t Batch = Space.Batch;
+  std::vector<Recompute> RCs = {Recompute::None};
+  std::vector<unsigned> Zeros = {0};
+  std::vector<GradPrecision> Grads = {GradPrecision::FP32};
+  if (EO.Train) {
+    RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
+    Zeros = {0, 1, 2, 3};
+    Grads = {GradPrecision::FP32, GradPrecision::BF16};
+  }
+  std::vector<OffloadTiers> Offs = Offloads;
+  if (F.Offload)
+    Offs.assign(1, *F.Offload);
+  NumPlacements = Offs.size();
+  // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives
+  // its share of compute and the plan has that communication; else fixed
+  // or its default.
+  const DeviceClass *Core = HW.getClass("aicore");
+  Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+  auto Choices = [&](const Optional<bool> &Fixed, bool Default, bool Offered,
+                     bool Relevant) -> SmallVector<bool, 2> {
+    if (Fixed)
+      return {*Fixed};
+    if (Offered && Relevant)
+      return {Default, !Default};
+    return {Default};
+  };
+  unsigned NumBases = 0;
+  DegreeSpace DS;
+  DS.Devices = N;
+  DS.Batch = Space.Batch;
+  DS.NumLayers = Space.NumLayers;
+  DS.NumBlocks = Space.NumBlocks;
+  DS.TPLimit = Space.TPLimit;
+  DS.TPDivisor = Space.TPDiv.Divisor;
+  for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
+    uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
+    {
+      const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
+      if (EvenCounts.empty())
+        continue;
+      // ep: the inner part of dp, dividing every MoE layer's experts.
+      for (uint64_t EP : getDivisors(DP)) {
+        if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
+            (F.EP && *F.EP != EP))
+          continue;
+        // The distinct meshes (a fixed order matches the one it is the
+        // same mesh as).
+        SmallVector<AxisOrder, 6> Orders =
+            getDistinctAxisOrders(EP, DP / EP, PP);
+        if (F.Order) {
+          AxisOrder Want = canonicalAxisOrder(*F.Order, EP, DP / EP, PP);
+          Orders.assign(1, Want);
+        }
+        for (uint64_t MB : getDivisors(Batch / DP)) {
+          if (F.MicroBatchSize && *F.MicroBatchSize != MB)
+            continue;
+          uint64_t NMB = Batch / (DP * MB);
+          if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+            continue;
+          // Plans count micro-batches and their size in 32 bits (what
+          // completePlan accepts); a bigger count is a larger micro-batch.
+          if (NMB > std::numeric_limits<unsigned>::max() ||
+              MB > std::numeric_limits<unsigned>::max())
+            continue;
+          for (bool SP : {false, true}) {
+            if ((SP && TP == 1) || (F.SP && *F.SP != SP))
+              continue;
+            const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
+            for (Recompute RC : RCs) {
+              if (F.RC && *F.RC != RC)
+                continue;
+              // Stage layouts: vpp values and their counts.
+              struct Layout {
+                unsigned VPP;
+                const std::vector<unsigned> *Counts;
+                bool Balanced;
+              };
+              SmallVector<Layout, 8> Layouts;
+              if (!F.StageLayers.empty()) {
+                Layouts.push_back({1, &F.StageLayers, false});
+              } else {
+                Layouts.push_back({1, &EvenCounts, false});
+                if (Opts.BalanceStages && PP > 1)
+                  if (const std::vector<unsigned> *B =
+                          getBalancedCounts(LP, PP, RC))
+                    Layouts.push_back({1, B, true});
+                unsigned Mid = Space.NumBlocks;
+                if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
+                  for (uint64_t V : getDivisors(Mid / PP))
+                    if (V > 1)
+                      Layouts.push_back({(unsigned)V, &EvenCounts, false});
+              }
+              for (const Layout &Lay : Layouts) {
+                if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
+                  continue;
+                for (unsigned Z : Zeros) {
+                  // ZeRO partitions over dp: with dp = 1 it is plain data.
+                  if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+                    continue;
+                  for (GradPrecision GP : Grads) {
+                    // Without a DP sync there is no reduction to narrow.
+                    if ((F.Grad && *F.Grad != GP) ||
+                        (GP == GradPrecision::BF16 && DP == 1))
+                      continue;
+                    SmallVector<bool, 2> TPOvs = Choices(
+                        F.TPOverlap, false, Ov && Ov->TP, TP > 1);
+                    // dp and pp overlap at share 0 never lose to waiting
+                    // (Cost/Overlap.h: max(C, W) <= W + C; a send waited
+                    // for arrives no earlier): only on is tried.
+                    SmallVector<bool, 2> DPOvs =
+                        Choices(F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0,
+                                EO.Train && DP > 1);
+                    SmallVector<bool, 2> PPOvs =
+                        Choices(F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0,
+                                PP > 1);
+                    for (const AxisOrder &Order : Orders)
+                    for (bool TPOv : TPOvs)
+                    for (bool DPOv : DPOvs)
+                    for (bool PPOv : PPOvs)
+                    for (const OffloadTiers &Off : Offs) {
+                      // tp overlap needs TP communication.
+                      if (TPOv && TP == 1)
+                        continue;
+                      Candidate C;
+                      C.Base = NumBases + (&Off == &Offs.front());
+                      ParallelPlan &P = C.Plan;
+                      P.TP = TP;
+                      P.PP = PP;
+                      P.DP = DP;
+                      P.EP = EP;
+                      P.SP = SP;
+                      P.MicroBatchSize = MB;
+                      P.NumMicroBatches = NMB;
+                      P.VirtualStages = Lay.VPP;
+                      P.RC = RC;
+                      P.ZeroStage = Z;
+                      P.Grad = GP;
+                      P.Order = Order;
+                      P.Offload = Off;
+                      P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
+                      P.TPOverlap = TPOv;
+                      P.DPOverlap = DPOv;
+                      P.PPOverlap = PPOv;
+                      if (Lay.Balanced || !F.StageLayers.empty())
+                        P.StageLayers = *Lay.Counts;
+                      C.Counts = Lay.Counts;
+                      C.Prefix = &LP;
+                      NumBases = C.Base;
+                      Out.push_back(std::move(C));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/// The best candidate using every device, by the same bounds: what a
+/// winner that leaves devices idle is compared with.
+Expected<Optional<PlanCost>>
+Searcher::bestOnAllDevices(const std::vector<Candidate> &Cands,
+                           ArrayRef<unsigned> Order) const {
+  Optional<PlanCost> Best;
+  for (unsigned Idx : Order) {
+    const Candidate &C = Cands[Idx];
+    if (C.Plan.getNumDevices() != Space.Devices)
+      continue;
+    if (Opts.Prune && Best && C.TimeBound > Best->StepTimeS)
+      break;
+    if (Opts.Prune && C.MemoryBound > HBMUsable)
+      continue;
+    Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+    if (!PC)
+      return PC.takeError();
+    if (PC->FitsMemory && (!Best || isBetterPlan(*PC, *Best)))
+      Best = std::move(*PC);
+  }
+  return Best;
+}
+
+Expected<SearchResult> Searcher::run() {
+  auto Start = std::chrono::steady_clock::now();
+  SearchResult R;
+  R.Space = Space;
+  R.StagesGiven = !Opts.Fixed.StageLayers.empty();
+  std::vector<Candidate> Cands;
+  enumerate(Cands);
+  R.Stats.Candidates = Cands.size();
+  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
+    return C.Plan.getNumDevices() == Space.Devices;
+  });
+  for (Candidate &C : Cands) {
+    C.TimeBound = timeBound(C);
+    C.MemoryBound = memoryBound(C.Plan);
+  }
+  std::vector<unsigned> Order(Cands.size());
+  std::iota(Order.begin(), Order.end(), 0);
+  if (Opts.Prune)
+    std::stable_sort(Order.begin(), Order.end(), [&](unsigned A, unsigned B) {
+      return Cands[A].TimeBound < Cands[B].TimeBound;
+    });
+
+  unsigned K = std::max(1u, Opts.TopK);
+  std::vector<PlanCost> &Top = R.Top;
+  // The degrees explanations compare: (tp, pp, ep).
+  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
+  auto DegreesOf = [](const ParallelPlan &P) {
+    return Degrees(P.TP, P.PP, P.EP);
+  };
+  std::map<Degrees, PlanCost> PairBest;
+  std::set<Degrees> Pairs;
+  for (const Candidate &C : Cands)
+    Pairs.insert(DegreesOf(C.Plan));
+  auto Threshold = [&]() {
+    double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
+    if (Pairs.size() < 2) // no best plan with other degrees to find
+      return T;
+    double Second = INFINITY, First = INFINITY;
+    for (const auto &KV : PairBest) {
+      double S = KV.second.StepTimeS;
+      if (S < First) {
+        Second = First;
+        First = S;
+      } else if (S < Second) {
+        Second = S;
+      }
+    }
+    return std::max(T, Second);
+  };
+  double Thr = INFINITY;
+  // The offload placements of one plan share its stage costs: costed once
+  // without offload (evaluateStages), each placement re-placed from them
+  // (applyOffloadToPlan). The step bound sorts a plan's placements apart
+  // (their optimizer phases differ), so the costs are kept for a while:
+  // first in, first out, up to a number of stages in all.
+  std::map<unsigned, PlanCost> BaseStages;
+  std::deque<unsigned> BaseFIFO;
+  size_t BaseStagesHeld = 0;
+  const size_t MaxBaseStagesHeld = 1 << 15;
+  auto GetBaseStages = [&](const Candidate &C) -> Expected<const PlanCost *> {
+    auto It = BaseStages.find(C.Base);
+    if (It != BaseStages.end())
+      return &It->second;
+    ParallelPlan Q = C.Plan;
+    Q.Offload = OffloadTiers();
+    Expected<PlanCost> B = Eval.evaluateStages(Q);
+    if (!B)
+      return B.takeError();
+    if (NumPlacements == 1) { // nothing to share: hold only this one
+      BaseStages.clear();
+      BaseFIFO.clear();
+      BaseStagesHeld = 0;
+    }
+    while (!BaseFIFO.empty() &&
+           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
+      auto Old = BaseStages.find(BaseFIFO.front());
+      BaseStagesHeld -= Old->second.Stages.size();
+      BaseStages.erase(Old);
+      BaseFIFO.pop_front();
+    }
+    BaseStagesHeld += B->Stages.size();
+    BaseFIFO.push_back(C.Base);
+    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+  };
+  // The last candidate simulated, and where it entered Top (K: it did
+  // not).
+  unsigned LastSimulated = ~0u, LastRank = K;
+  for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
+    Candidate &C = Cands[Order[Idx]];
+    if (Opts.Prune && C.TimeBound > Thr) {
+      R.Stats.TimeBoundPruned += Order.size() - Idx;
+      break;
+    }
+    if (Opts.Prune && C.MemoryBound > HBMUsable) {
+      ++R.Stats.MemoryBoundPruned;
+      continue;
+    }
+    if (Opts.Prune && C.Plan.Offload.Act == MemoryTier::Host && Idx > 0 &&
+        LastSimulated == Order[Idx - 1] && LastRank + 1 >= K) {
+      // act:host with at most one micro-batch in flight on every stage
+      // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
+      // costs exactly what its act:hbm twin costs and loses the tie to it
+      // (isBetterPlan: it offloads more). The twin is enumerated just
+      // before it with the same bounds, so it was the candidate just
+      // simulated; it ranks K-th or worse, so this one cannot rank.
+      const Candidate &Y = Cands[Order[Idx - 1]];
+      OffloadTiers Twin = C.Plan.Offload;
+      Twin.Act = MemoryTier::HBM;
+      if (Y.Base == C.Base && Y.Plan.Offload == Twin) {
+        Expected<const PlanCost *> B = GetBaseStages(C);
+        if (!B)
+          return B.takeError();
+        if (all_of((*B)->Stages, [](const StageCost &SC) {
+              return SC.OffloadIn.InFlightMicroBatches <= 1;
+            })) {
+          ++R.Stats.Dominated;
+          continue;
+        }
+      }
+    }
+    Optional<PlanCost> Staged;
+    if (Opts.Prune) {
+      // Offload variants of one plan: cost the plan once, re-place it.
+      Expected<PlanCost> SC = [&]() -> Expected<PlanCost> {
+        if (!C.Plan.Offload.any())
+          return Eval.evaluateStages(C.Plan);
+        Expected<const PlanCost *> B = GetBaseStages(C);
+        if (!B)
+          return B.takeError();
+        PlanCost PC = **B;
+        applyOffloadToPlan(PC, C.Plan.Offload, HW);
+        return PC;
+      }();
+      if (!SC)
+        return SC.takeError();
+      ++R.Stats.StagesEvaluated;
+      if (!SC->FitsMemory) {
+        ++R.Stats.OverMemory;
+        continue;
+      }
+      if (stageBound(*SC) > Thr) {
+        ++R.Stats.TimeBoundPruned;
+        continue;
+      }
+      Staged = std::move(*SC);
+    }
+    // Simulate what was costed (evaluate() would cost the stages again);
+    // without pruning, every candidate is evaluated from scratch.
+    Expected<PlanCost> PC =
+        Staged ? Eval.simulate(std::move(*Staged)) : Eval.evaluate(C.Plan);
+    if (!PC)
+      return PC.takeError();
+    ++R.Stats.Simulated;
+    LastSimulated = Order[Idx];
+    LastRank = K;
+    if (!PC->FitsMemory) {
+      ++R.Stats.OverMemory;
+      continue;
+    }
+    Degrees Pair = DegreesOf(C.Plan);
+    auto It = PairBest.find(Pair);
+    if (It == PairBest.end())
+      PairBest.emplace(Pair, *PC);
+    else if (isBetterPlan(*PC, It->second))
+      It->second = *PC;
+    auto Pos = std::upper_bound(Top.begin(), Top.end(), *PC, isBetterPlan);
+    if (Pos - Top.begin() < (long)K) {
+      LastRank = Pos - Top.begin();
+      Top.insert(Pos, std::move(*PC));
+      if (Top.size() > K)
+        Top.pop_back();
+    }
+    Thr = Threshold();
+  }
+
+  if (!Top.empty()) {
+    Degrees Win = DegreesOf(Top[0].Plan);
+    for (const auto &KV : PairBest)
+      if (KV.first != Win &&
+          (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
+        R.OtherDegrees = KV.second;
+    // What the winner's mesh and gradient precision buy: the same plan with
+    // the defaults, costed.
+    const ParallelPlan &W = Top[0].Plan;
+    if (W.Order != DefaultAxisOrder) {
+      ParallelPlan Q = W;
+      Q.Order = DefaultAxisOrder;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.DefaultOrder = std::move(*PC);
+      R.WinnerGroups = describeGroups(W);
+      R.DefaultOrderGroups = describeGroups(Q);
+    }
+    if (W.getNumDevices() < Space.Devices) {
+      Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
+      if (!All)
+        return All.takeError();
+      R.BestAllDevices = std::move(*All);
+    }
+    // The winner with each overlap it has communication for flipped
+    // (--explain says what each choice is worth).
+    // Only the kinds the hardware gives a share for (the searched ones).
+    const DeviceClass *Core = HW.getClass("aicore");
+    Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+    for (unsigned K = 0; K < 3; ++K) {
+      if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
+          (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
+          (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
+        continue;
+      ParallelPlan Q = W;
+      bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
+      Flag = !Flag;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.OverlapFlips.push_back(std::move(*PC));
+    }
+    if (W.Grad != GradPrecision::FP32) {
+      ParallelPlan Q = W;
+      Q.Grad = GradPrecision::FP32;
+      Expected<PlanCost> PC = Eval.evaluate(Q);
+      if (!PC)
+        return PC.takeError();
+      R.FP32Grad = std::move(*PC);
+    }
+  } else {
+    // Nothing fits: the least memory at every (tp, pp), exactly. Within a
+    // pair, candidates in increasing memory bound until the bound passes
+    // the least memory found.
+    std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
+    for (unsigned I = 0; I < Cands.size(); ++I)
+      ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
+    for (auto &KV : ByPair) {
+      std::vector<unsigned> &Is = KV.second;
+      std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
+        return Cands[A].MemoryBound < Cands[B].MemoryBound;
+      });
+      Optional<MemoryFloor> Floor;
+      for (unsigned I : Is) {
+        if (Floor && Cands[I].MemoryBound > Floor->Bytes)
+          break;
+        Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
+        if (!SC)
+          return SC.takeError();
+        ++R.Stats.StagesEvaluated;
+        if (Floor && SC->MaxMemoryBytes >= Floor->Bytes)
+          continue;
+        MemoryFloor MF;
+        MF.TP = KV.first.first;
+        MF.PP = KV.first.second;
+        MF.Bytes = SC->MaxMemoryBytes;
+        for (unsigned S = 0; S < SC->Stages.size(); ++S)
+          if (SC->Stages[S].MemoryBytes == SC->MaxMemoryBytes) {
+            MF.Stage = S;
+            break;
+          }
+        MF.Plan = Cands[I].Plan;
+        Floor = MF;
+      }
+      if (Floor)
+        R.Floors.push_back(*Floor);
+    }
+    // The nearest miss, costed in full for the stage report (first of the
+    // least memory: deterministic).
+    const MemoryFloor *Least = nullptr;
+    for (const MemoryFloor &F : R.Floors)
+      if (!Least || F.Bytes < Least->Bytes)
+        Least = &F;
+    if (Least) {
+      Expected<PlanCost> PC = Eval.evaluate(Least->Plan);
+      if (!PC)
+        return PC.takeError();
+      R.Closest = std::move(*PC);
+    }
+  }
+  R.Stats.Partitions = Partitions;
+  R.Stats.Seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
+  return R;
+}
+
+Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+  // tp overlap needs TP communication: tp > 1, given or possible.
+  if (F.TPOverlap && *F.TPOverlap &&
+      ((F.TP && *F.TP == 1) || S.TPLimit <= 1 || S.TPDiv.Divisor == 1))
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan tp_overlap=on needs tp > 1 (there is no "
+                             "TP communication to overlap)");
+  if (F.Grad && *F.Grad != GradPrecision::FP32 && !S.Train)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan grad=%s: inference has no gradients",
+                             getGradPrecisionName(*F.Grad).str().c_str());
+  if (F.EP && *F.EP != 1 && !S.Experts.NumExperts && !S.Experts.NotSplit.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan ep=%u: the model's experts are not split "
+                             "by ep: %s; use ep=1",
+                             *F.EP, S.Experts.NotSplit.c_str());
+  if (F.EP && *F.EP != 1 && !S.Experts.NumExperts)
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan ep=%u: the model has no experts (no "
+                             "stacked [E, d, f] expert weights and no "
+                             "unrolled expert branches); use ep=1",
+                             *F.EP);
+  if (F.EP && S.Experts.NumExperts &&
+      !isExpertSplitLegal(S.Experts.NumExperts, *F.EP))
+    return createStringError(inconvertibleErrorCode(),
+                             "--plan ep=%u does not divide the %u experts "
+                             "per MoE layer",
+                             *F.EP, S.Experts.NumExperts);
+  if (!F.StageLayers.empty()) {
+    unsigned Sum = 0;
+    for (unsigned C : F.StageLayers)
+      Sum += C;
+    if (Sum != S.NumLayers)
+      return createStringError(inconvertibleErrorCode(),
+                               "--plan stages=...: %u layers in all, but the "
+                               "model has %u layers",
+                               Sum, S.NumLayers);
+  }
+  return Error::success();
+}
+
+} // namespace
+
+std::vector<ParallelPlan>
+enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
+                    ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+                    const EvaluatorOptions &EO, const SearchOptions &Opts) {
+  SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
+  Space.NumLayers = Eval.getNumLayers();
+  Searcher S(Eval, G, Space, HW, EO, Opts);
+  std::vector<Candidate> Cands;
+  S.enumerate(Cands);
+  std::vector<ParallelPlan> Plans;
+  for (Candidate &C : Cands)
+    Plans.push_back(std::move(C.Plan));
+  return Plans;
+}
+
+Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
+                                   ArrayRef<LayerInfo> Layers,
+                                   const HardwareModel &HW,
+                                   const EvaluatorOptions &EO,
+                                   const SearchOptions &Opts) {
+  SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
+  Space.NumLayers = Eval.getNumLayers();
+  if (Error E = checkFixed(Opts.Fixed, Space))
+    return std::move(E);
+  Searcher S(Eval, G, Space, HW, EO, Opts);
+  Expected<SearchResult> R = S.run();
+  if (!R || !EO.Train)
+    return R;
+  std::vector<OffloadTiers> Offloads = getSearchedOffloads(HW);
+  if (R->Top.empty() && !Opts.Fixed.Offload && Offloads.size() > 1) {
+    // Nothing fits in HBM: place training state in host DRAM and SSD too
+    // (the first entry is "none", already tried).
+    Searcher S2(Eval, G, Space, HW, EO, Opts);
+    S2.Offloads.assign(Offloads.begin() + 1, Offloads.end());
+    Expected<SearchResult> R2 = S2.run();
+    if (!R2)
+      return R2.takeError();
+    if (!R2->Top.empty()) {
+      R2->OffloadNeeded = true;
+      R2->Stats.Seconds += R->Stats.Seconds;
+      return R2;
+    }
+    return R;
+  }
+  if (!R->Top.empty() && R->Top.front().Plan.Offload.any()) {
+    // What offload costs: the best plan with everything in HBM under the
+    // same constraints, if one fits.
+    SearchOptions O = Opts;
+    O.Fixed.Offload = OffloadTiers();
+    O.TopK = 1;
+    Searcher S3(Eval, G, Space, HW, EO, O);
+    Expected<SearchResult> R3 = S3.run();
+    if (!R3)
+      return R3.takeError();
+    if (!R3->Top.empty())
+      R->NoOffload = R3->Top.front();
+  }
+  return R;
+}
+
+} // namespace loom

@@ -1,0 +1,264 @@
+//===- ServingReport.cpp - The serving search's text and JSON reports -----===//
+//
+// What --mode serve prints: the chosen plan, --top, --explain and
+// --format json, from the serving search's results (lib/Planner/Serving.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Report/ServingReport.h"
+#include "loom/Support/Units.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
+
+using namespace llvm;
+
+namespace loom {
+
+namespace {
+
+std::string ms(double S) { return formatDuration(Seconds(S)); }
+
+std::string tokensPerS(double T) {
+  // Thousands separated, as the other reports print token rates.
+  std::string Digits = std::to_string((long long)std::llround(T));
+  std::string Out;
+  for (size_t I = 0; I < Digits.size(); ++I) {
+    if (I && (Digits.size() - I) % 3 == 0)
+      Out += ',';
+    Out += Digits[I];
+  }
+  return Out;
+}
+
+std::string describeSLO(const ServingSLO &S) {
+  std::vector<std::string> P;
+  if (S.TTFT)
+    P.push_back("TTFT <= " + ms(*S.TTFT));
+  if (S.TPOT)
+    P.push_back("TPOT <= " + ms(*S.TPOT));
+  return P.empty() ? "none" : join(P, ", ");
+}
+
+std::string shapeOf(const ServingPlanCost &P) {
+  std::string S = "tp=" + std::to_string(P.TP);
+  if (P.PP > 1)
+    S += ",pp=" + std::to_string(P.PP);
+  return (P.DP > 1 ? std::to_string(P.DP) + " x " : "") + S;
+}
+
+/// The step's terms as a sentence: what one decode step spends.
+std::string describeStep(const ServingPlanCost &P) {
+  return "(busiest stage, " + std::to_string(P.MicroBatch) +
+         (P.MicroBatch == 1 ? " sequence" : " sequences") +
+         " a visit: " + ms(P.StageS) + ") reads the weights in " +
+         ms(P.WeightReadS) + " and " + formatBytes(Bytes(P.KVCacheBytes)) +
+         " of KV cache in " + ms(P.KVReadS) + " per device, computes " +
+         ms(P.ComputeS) + ", communicates " + ms(P.CommS);
+}
+
+std::vector<std::string> explain(const ServingResult &R) {
+  std::vector<std::string> Out;
+  if (R.Plans.empty())
+    return Out;
+  const ServingPlanCost &W = R.Plans.front();
+  auto Line = [&](const ServingPlanCost &P) {
+    return shapeOf(P) + ": " + std::to_string(P.Batch) +
+           " sequences per replica (limit: " +
+           getBatchLimitName(P.Limit).str() + "), TTFT " + ms(P.TTFTS) +
+           ", TPOT " + ms(P.TPOTS) + ", " + tokensPerS(P.TokensPerSPerDevice) +
+           " tokens/s per device";
+  };
+  Out.push_back("chosen " + Line(W) + "; its decode step " + describeStep(W) +
+                ": bound by " + getServingTermName(W.StepBound).str());
+  const ServingPlanCost *Next = R.Plans.size() > 1 ? &R.Plans[1] : nullptr;
+  if (!Next)
+    return Out;
+  if (!Next->MeetsSLO) {
+    Out.push_back("next " + shapeOf(*Next) +
+                  " misses the SLO even at one "
+                  "sequence: TTFT " +
+                  ms(Next->TTFTS) + ", TPOT " + ms(Next->TPOTS));
+    return Out;
+  }
+  Out.push_back("next " + Line(*Next));
+  // Per device: the sequences each device keeps in flight and the TPOT
+  // they see (tokens/s per device = sequences per device / TPOT).
+  auto PerDevice = [&](const ServingPlanCost &P) {
+    return formatv("{0:F1}", (double)P.Batch / (P.TP * P.PP)).str() +
+           " sequences per device at TPOT " + ms(P.TPOTS);
+  };
+  std::string Why = shapeOf(W) + " keeps " + PerDevice(W) + ", " +
+                    shapeOf(*Next) + " " + PerDevice(*Next);
+  if (Next->Limit == BatchLimit::Memory)
+    Why += "; the KV cache caps " + shapeOf(*Next) + " at " +
+           std::to_string(Next->MaxConcurrency) + " sequences per replica (" +
+           formatBytes(Bytes(Next->KVCapacityBytes)) + " free per device)";
+  else
+    Why += "; the " + getBatchLimitName(Next->Limit).str() + " caps " +
+           shapeOf(*Next) + " at " + std::to_string(Next->Batch) +
+           " sequences per replica";
+  Out.push_back(
+      shapeOf(W) + " wins by " +
+      formatv("{0:F2}x", W.TokensPerSPerDevice /
+                             std::max(1e-30, Next->TokensPerSPerDevice))
+          .str() +
+      " in output tokens/s per device: " + Why);
+  return Out;
+}
+
+
+} // namespace
+
+std::string describeNoServingPlan(const ServingResult &R) {
+  std::string SLO = describeSLO(R.Opts.SLO);
+  if (R.Plans.empty())
+    return "no serving plan on " + std::to_string(R.Devices) +
+           " devices: the weights leave no room for one sequence's KV cache "
+           "(" +
+           formatBytes(Bytes(R.KVBytesPerToken * R.MeanKVTokens)) +
+           " per sequence) on any tp x pp; bound by memory";
+  const ServingPlanCost &P = R.Plans.front();
+  bool TPOT = P.Limit == BatchLimit::TPOT;
+  double Got = TPOT ? P.TPOTS : P.TTFTS;
+  std::string Term =
+      TPOT ? getServingTermName(P.StepBound).str()
+           : "compute (prefill of " +
+                 std::to_string((long long)std::llround(R.MeanPrompt)) +
+                 " tokens: " + ms(P.PrefillS) + ")";
+  return "no serving plan meets the SLO (" + SLO + "): the closest, " +
+         shapeOf(P) + " at one sequence per replica, has " +
+         (TPOT ? "TPOT " : "TTFT ") + ms(Got) + "; bound by " + Term +
+         (TPOT ? " (its decode step " + describeStep(P) + ")" : "");
+}
+
+void printServingSummary(const ServingResult &R, raw_ostream &OS) {
+  const ServingOptions &O = R.Opts;
+  OS << "serving: ";
+  if (O.Load.Rows.size() == 1)
+    OS << "prompt " << O.Load.Rows[0].Prompt << " tokens, "
+       << O.Load.Rows[0].Gen << " generated";
+  else
+    OS << O.Load.Rows.size() << " request classes, mean prompt "
+       << format("%.0f", R.MeanPrompt) << " tokens, mean generated "
+       << format("%.0f", R.MeanGen);
+  OS << "; SLO " << describeSLO(O.SLO) << "; KV cache "
+     << formatBytes(Bytes(R.KVBytesPerToken)) << " per token"
+     << (O.KVDType.empty() ? "" : " (" + O.KVDType + ")") << "\n";
+  if (!R.Feasible || R.Plans.empty()) {
+    OS << "serving plan: none meets the SLO\n";
+    return;
+  }
+  const ServingPlanCost &P = R.Plans.front();
+  OS << "serving plan: " << P.DP << " replica" << (P.DP == 1 ? "" : "s")
+     << " of tp=" << P.TP << ",pp=" << P.PP << " (" << R.Devices
+     << (R.Devices == 1 ? " device), " : " devices), ") << P.Batch
+     << " sequences in flight per replica (max " << P.MaxConcurrency << ")\n";
+  OS << "predicted: TTFT " << ms(P.TTFTS) << " (prefill " << ms(P.PrefillS)
+     << "), TPOT " << ms(P.TPOTS) << " (decode step " << ms(P.DecodeStepS)
+     << "), " << tokensPerS(P.TokensPerS) << " output tokens/s ("
+     << tokensPerS(P.TokensPerSPerDevice) << " per device)\n";
+  OS << "kv cache: " << formatBytes(Bytes(P.KVCacheBytes)) << " per device of "
+     << formatBytes(Bytes(P.KVCapacityBytes)) << " free after "
+     << formatBytes(Bytes(P.WeightBytes)) << " of weights\n";
+  OS << "bound: " << getServingTermName(P.Bound) << " (busiest stage, "
+     << P.MicroBatch << " sequence" << (P.MicroBatch == 1 ? "" : "s")
+     << " a visit: " << ms(P.StageS) << " = weights " << ms(P.WeightReadS)
+     << " + KV cache " << ms(P.KVReadS) << " + communication " << ms(P.CommS)
+     << " + other kernels "
+     << ms(std::max(0.0, P.StageS - P.WeightReadS - P.KVReadS - P.CommS))
+     << "; compute floor " << ms(P.ComputeS) << "; batch limited by "
+     << getBatchLimitName(P.Limit) << ")\n";
+}
+
+void printServingTop(const ServingResult &R, unsigned K, raw_ostream &OS) {
+  OS << "rank  plan                       batch  max   TTFT        TPOT        "
+        "tokens/s/dev  limit\n";
+  unsigned N = std::min<size_t>(K, R.Plans.size());
+  for (unsigned I = 0; I < N; ++I) {
+    const ServingPlanCost &P = R.Plans[I];
+    OS << format(
+        "%-5u %-26s %-6u %-5u %-11s %-11s %-13s %s\n", I + 1, P.str().c_str(),
+        P.Batch, P.MaxConcurrency, ms(P.TTFTS).c_str(), ms(P.TPOTS).c_str(),
+        tokensPerS(P.TokensPerSPerDevice).c_str(),
+        P.MeetsSLO ? getBatchLimitName(P.Limit).str().c_str()
+                   : ("misses " + getBatchLimitName(P.Limit).str()).c_str());
+  }
+}
+
+void printServingExplanation(const ServingResult &R, raw_ostream &OS) {
+  OS << "why this serving plan:\n";
+  for (const std::string &S : explain(R))
+    OS << "  " << S << "\n";
+}
+
+json::Object getServingPredictedJSON(const ServingPlanCost &P) {
+  return json::Object{
+      {"ttft_s", P.TTFTS},
+      {"tpot_s", P.TPOTS},
+      {"output_tokens_per_s", P.TokensPerS},
+      {"output_tokens_per_s_per_device", P.TokensPerSPerDevice},
+      {"max_concurrency", (int64_t)P.MaxConcurrency},
+      {"batch", (int64_t)P.Batch},
+      {"kv_cache_bytes", P.KVCacheBytes},
+      {"kv_capacity_bytes", P.KVCapacityBytes},
+      {"prefill_s", P.PrefillS},
+      {"decode_step_s", P.DecodeStepS},
+      {"bound", getServingTermName(P.Bound)},
+      {"batch_limit", getBatchLimitName(P.Limit)},
+      {"decode_breakdown", json::Object{{"micro_batch", (int64_t)P.MicroBatch},
+                                        {"stage_s", P.StageS},
+                                        {"compute_s", P.ComputeS},
+                                        {"weight_read_s", P.WeightReadS},
+                                        {"kv_read_s", P.KVReadS},
+                                        {"comm_s", P.CommS}}}};
+}
+
+void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
+                      raw_ostream &OS) {
+  json::Object Root;
+  json::Array Rows;
+  for (const ServingWorkload::Row &W : R.Opts.Load.Rows)
+    Rows.push_back(json::Object{
+        {"prompt_len", W.Prompt}, {"gen_len", W.Gen}, {"weight", W.Weight}});
+  json::Object SLO;
+  if (R.Opts.SLO.TTFT)
+    SLO["ttft_s"] = *R.Opts.SLO.TTFT;
+  if (R.Opts.SLO.TPOT)
+    SLO["tpot_s"] = *R.Opts.SLO.TPOT;
+  Root["mode"] = "serve";
+  Root["workload"] = std::move(Rows);
+  Root["slo"] = std::move(SLO);
+  Root["kv_bytes_per_token"] = R.KVBytesPerToken;
+  Root["devices"] = (int64_t)R.Devices;
+  Root["feasible"] = R.Feasible;
+  if (R.Feasible) {
+    const ServingPlanCost &P = R.Plans.front();
+    Root["plan"] = json::Object{{"tp", (int64_t)P.TP},
+                                {"pp", (int64_t)P.PP},
+                                {"dp", (int64_t)P.DP},
+                                {"batch", (int64_t)P.Batch}};
+    Root["plan_string"] = P.str();
+    Root["predicted"] = getServingPredictedJSON(P);
+  }
+  json::Array Top;
+  for (unsigned I = 0; I < std::min<size_t>(K, R.Plans.size()); ++I) {
+    json::Object O = getServingPredictedJSON(R.Plans[I]);
+    O["plan_string"] = R.Plans[I].str();
+    O["meets_slo"] = R.Plans[I].MeetsSLO;
+    Top.push_back(std::move(O));
+  }
+  Root["top"] = std::move(Top);
+  if (Explain) {
+    json::Array E;
+    for (const std::string &S : explain(R))
+      E.push_back(S);
+    Root["explain"] = std::move(E);
+  }
+  OS << formatv("{0:2}", json::Value(std::move(Root))) << "\n";
+}
+
+} // namespace loom

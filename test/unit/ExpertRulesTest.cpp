@@ -1,0 +1,178 @@
+//===- ExpertRulesTest.cpp - The ep axis' rules (Rules.h) -----------------===//
+//
+// applyExpertRules on the torch export with unrolled experts (moe-tiny) and
+// on a stacked-expert graph, its errors, and the ep transitions and token
+// specs the sharder, the evaluator and the search read from it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Shard/ExpertRules.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Analysis/Experts.h"
+
+#include "RunPipeline.h"
+#include <algorithm>
+#include "gtest/gtest.h"
+
+using namespace loom;
+using namespace llvm;
+
+namespace {
+
+CompilationUnit loadExample(const char *Name) {
+  CompilationUnit CU;
+  auto M = importModelFile(std::string(LOOM_SOURCE_DIR) + "/examples/models/" +
+                           Name);
+  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
+  CU.M = std::move(*M);
+  CU.Opts.Batch = 2;
+  CU.Opts.Seq = 16;
+  runPipeline(CU, "bind-symbols,infer-shapes,fold-shape-arith,detect-layers");
+  return CU;
+}
+
+CompilationUnit loadText(const char *Text) {
+  CompilationUnit CU;
+  auto M = importModelFromText(Text, "model.onnxtxt");
+  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
+  CU.M = std::move(*M);
+  runPipeline(CU, "infer-shapes,detect-layers");
+  return CU;
+}
+
+// Eight stacked experts: xe [E=8, C=4, d=16] through w1 [8,16,32], a Relu
+// and w2 [8,32,16]; z is dense work beside them.
+const char *StackedModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[8,4,16] xe, float[32,16] x) => (float[8,4,16] y, float[32,16] z)
+<float[16,16] wd, float[8,16,32] w1, float[8,32,16] w2> {
+  z = MatMul (x, wd)
+  h = MatMul (xe, w1)
+  r = Relu (h)
+  y = MatMul (r, w2)
+}
+)";
+
+std::string errorOf(Expected<ExpertAxisRules> R) {
+  return R ? std::string("no error") : toString(R.takeError());
+}
+
+TEST(ExpertRules, UnrolledBranchesAndTheirCombineChain) {
+  // moe-tiny: 2 MoE layers of 4 experts, each summed by an Add chain.
+  CompilationUnit CU = loadExample("moe-tiny.onnx");
+  const Graph &G = CU.M->getGraph();
+  std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
+  ASSERT_EQ(Groups.size(), 2u);
+  Expected<ExpertAxisRules> R = applyExpertRules(G, Groups, 2);
+  ASSERT_TRUE(!!R) << toString(R.takeError());
+  EXPECT_EQ(R->NumExperts, 4u);
+  // Unrolled experts hold their own weights: nothing is sliced along dim 0.
+  EXPECT_TRUE(R->SplitParams.empty());
+  EXPECT_FALSE(R->BranchParams.empty());
+  unsigned Branch = 0, Combine = 0;
+  for (const ExpertGroup &EG : Groups)
+    for (const auto &KV : EG.BranchOf) {
+      ExpertNodeRule NR = R->lookup(KV.first);
+      EXPECT_EQ(NR.Role, ExpertRole::Branch);
+      EXPECT_EQ(NR.Expert, (int)KV.second);
+      EXPECT_EQ(NR.GroupExperts, 4u);
+    }
+  for (const auto &KV : R->Nodes) {
+    Branch += KV.second.Role == ExpertRole::Branch;
+    if (KV.second.Role == ExpertRole::Combine) {
+      ++Combine;
+      EXPECT_EQ(KV.first->getOpType(), "Add");
+    }
+  }
+  EXPECT_EQ(Branch, Groups[0].BranchOf.size() + Groups[1].BranchOf.size());
+  // Each chain ends at the group's output; 4 experts need 3 Adds, and the
+  // torch loop's first link adds expert 0 to the zero accumulator: 3 or 4
+  // per layer.
+  EXPECT_GE(Combine, 6u);
+  EXPECT_LE(Combine, 8u);
+  for (const ExpertGroup &EG : Groups)
+    EXPECT_EQ(R->lookup(EG.Output->getDefiningNode()).Role,
+              ExpertRole::Combine);
+}
+
+TEST(ExpertRules, StackedWorkAndItsWeights) {
+  CompilationUnit CU = loadText(StackedModel);
+  const Graph &G = CU.M->getGraph();
+  std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
+  Expected<ExpertAxisRules> R = applyExpertRules(G, Groups, 4);
+  ASSERT_TRUE(!!R) << toString(R.takeError());
+  EXPECT_EQ(R->NumExperts, 8u);
+  std::vector<std::string> Split;
+  for (const Value *V : R->SplitParams)
+    Split.push_back(V->getName().str());
+  std::sort(Split.begin(), Split.end());
+  EXPECT_EQ(Split, (std::vector<std::string>{"w1", "w2"}));
+  unsigned Stacked = 0;
+  for (const auto &NP : G.getNodes()) {
+    ExpertNodeRule NR = R->lookup(NP.get());
+    bool Dense = NP->getOutput(0)->getName() == "z";
+    EXPECT_EQ(NR.Role, Dense ? ExpertRole::None : ExpertRole::Stacked)
+        << NP->getName().str();
+    Stacked += NR.Role == ExpertRole::Stacked;
+  }
+  EXPECT_EQ(Stacked, 3u);
+  // The evaluator's view (any degree) is the same work.
+  Expected<ExpertAxisRules> Any =
+      applyExpertRules(G, Groups, RuleContext::AnyDivides);
+  ASSERT_TRUE(!!Any);
+  EXPECT_EQ(Any->Nodes.size(), 3u);
+  EXPECT_EQ(Any->SplitParams.size(), 2u);
+}
+
+TEST(ExpertRules, Errors) {
+  CompilationUnit CU = loadText(StackedModel);
+  const Graph &G = CU.M->getGraph();
+  std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
+  EXPECT_EQ(errorOf(applyExpertRules(G, Groups, 3)),
+            "ep=3 does not divide the 8 experts");
+  EXPECT_EQ(errorOf(applyExpertRules(G, {}, 2)),
+            "ep=2: the model has no experts to split");
+  // ep = 1 splits nothing.
+  Expected<ExpertAxisRules> One = applyExpertRules(G, Groups, 1);
+  ASSERT_TRUE(!!One);
+  EXPECT_TRUE(One->Nodes.empty());
+  // Two layers with different counts cannot share one ep numbering.
+  std::vector<ExpertGroup> Two = {Groups[0], Groups[0]};
+  Two[1].NumExperts = 4;
+  EXPECT_EQ(errorOf(applyExpertRules(G, Two, 2)),
+            "ep=2: MoE layers have different expert counts (8 and 4)");
+  EXPECT_TRUE(isExpertSplitLegal(8, 1));
+  EXPECT_TRUE(isExpertSplitLegal(8, 4));
+  EXPECT_FALSE(isExpertSplitLegal(8, 3));
+  EXPECT_FALSE(isExpertSplitLegal(0, 2));
+  EXPECT_TRUE(isExpertSplitLegal(0, 1));
+}
+
+TEST(ExpertRules, TokenSpecsAndTransitions) {
+  // Stacked work moves tokens along dims 0 (experts) and 1 (tokens);
+  // branches gather them along dim 0; a tp split elsewhere survives.
+  EXPECT_EQ(getExpertInputSpec(ExpertRole::Stacked, AxisSpec::split(1)),
+            AxisSpec::replicated());
+  EXPECT_EQ(getExpertInputSpec(ExpertRole::Stacked, AxisSpec::split(2)),
+            AxisSpec::split(2));
+  EXPECT_EQ(getExpertInputSpec(ExpertRole::Branch, AxisSpec::split(0)),
+            AxisSpec::replicated());
+  EXPECT_EQ(getExpertInputSpec(ExpertRole::Branch, AxisSpec::split(1)),
+            AxisSpec::split(1));
+  EXPECT_EQ(getExpertInputSpec(ExpertRole::Combine, AxisSpec::split(0)),
+            AxisSpec::split(0));
+  EXPECT_EQ(getExpertInputSpec(ExpertRole::Branch, AxisSpec::partial()),
+            AxisSpec::partial());
+  // Into stacked work [E, C, d]: dispatched; a broadcast [1, N, d]:
+  // gathered; out of it: combined; within or outside: nothing.
+  EXPECT_EQ(getStackedTransition(false, true, 8), ExpertTransition::Dispatch);
+  EXPECT_EQ(getStackedTransition(false, true, 1),
+            ExpertTransition::GatherTokens);
+  EXPECT_EQ(getStackedTransition(true, false, 8), ExpertTransition::Combine);
+  EXPECT_EQ(getStackedTransition(true, true, 8), ExpertTransition::None);
+  EXPECT_EQ(getStackedTransition(false, false, 8), ExpertTransition::None);
+  EXPECT_EQ(getExpertTransitionName(ExpertTransition::Dispatch).str(),
+            "all-to-all dispatch");
+}
+
+} // namespace
