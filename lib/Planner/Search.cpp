@@ -1257,6 +1257,11 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
   Space.NumLayers = Eval.getNumLayers();
   if (Error E = checkFixed(Opts.Fixed, Space))
     return std::move(E);
+  // A pinned offload= the hardware cannot hold is no plan at all (the
+  // pruned search re-places costed stages without the evaluator's check).
+  if (Opts.Fixed.Offload)
+    if (Error E = checkOffloadHardware(*Opts.Fixed.Offload, HW, EO.Train))
+      return std::move(E);
   Searcher S(Eval, G, Space, HW, EO, Opts);
   Expected<SearchResult> R = S.run();
   if (!R || !EO.Train)
