@@ -238,8 +238,22 @@ struct PlanEvaluator::Impl {
     analyze();
   }
 
+  /// What the evaluator knows of the graph whatever the plan, in steps:
   void analyze();
+  /// Each node's facts (cost, expert role, weight GEMM) by layer.
+  void collectNodes(const ExpertAxisRules &XR);
+  /// The attention core (selective recompute, KV cache).
   void findAttentionCore(const UseMap &Users);
+  /// Per layer the parameters, saved activations and layer inputs the
+  /// rules classify (RuleSplit.h's LayerValues).
+  void collectLayerValues(const UseMap &Users,
+                          const DenseSet<const Value *> &ExpertParams);
+  /// Per layer the activations alive at the peak of its forward.
+  void findPeakLive(const UseMap &Users);
+  /// The MoE layers' ep traffic and the bytes crossing layer boundaries.
+  void collectTransfers();
+  /// Model FLOPs and the peak MFU is measured against.
+  void computeModelFlops();
   /// How (tp, sp, ep) splits every layer; tp = 0: every split a degree
   /// could take (RuleContext::AnyDivides), what serving's per-layer
   /// summary classifies by.
@@ -343,7 +357,22 @@ void PlanEvaluator::Impl::analyze() {
     consumeError(X.takeError()); // Unchecked at AnyDivides: cannot fail.
   DenseSet<const Value *> ExpertParams = XR.SplitParams;
   ExpertParams.insert(XR.BranchParams.begin(), XR.BranchParams.end());
-  DenseSet<const Value *> CountedParams;
+  collectNodes(XR);
+  UseMap Users = buildUseMap(G);
+  findAttentionCore(Users);
+  collectLayerValues(Users, ExpertParams);
+  findPeakLive(Users);
+  collectTransfers();
+  computeModelFlops();
+
+  std::vector<rulesplit::LayerValues> Values;
+  for (LayerFacts &L : LF)
+    Values.push_back(std::move(L.Values));
+  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values),
+                                                       XR, Opts.Opset);
+}
+
+void PlanEvaluator::Impl::collectNodes(const ExpertAxisRules &XR) {
   auto LayerOf = [&](const Node &N) {
     return (unsigned)std::max(0, std::min<int>(N.Layer, LF.size() - 1));
   };
@@ -381,7 +410,11 @@ void PlanEvaluator::Impl::analyze() {
     L.Nodes.push_back(F);
     L.Values.Nodes.push_back(&N);
   }
+}
 
+void PlanEvaluator::Impl::collectLayerValues(
+    const UseMap &Users, const DenseSet<const Value *> &ExpertParams) {
+  DenseSet<const Value *> CountedParams;
   // Element-wise chains run as one fused kernel (GeLU exported as
   // Div/Erf/Add/Mul/Mul, the tail of a decomposed RMSNorm): its backward
   // recomputes internal values from the chain's inputs, so a saved value
@@ -397,8 +430,6 @@ void PlanEvaluator::Impl::analyze() {
     Parent[N] = Root;
     return Root;
   };
-  UseMap Users = buildUseMap(G);
-  findAttentionCore(Users);
   for (const auto &NP : G.getNodes()) {
     const Node *N = NP.get();
     if (!isElementwiseOp(*N))
@@ -407,7 +438,7 @@ void PlanEvaluator::Impl::analyze() {
     for (const Value *V : N->getInputs()) {
       const Node *D = V ? V->getDefiningNode() : nullptr;
       if (!D || !isElementwiseOp(*D) || D->Layer != N->Layer ||
-          any_of(Users[V],
+          any_of(Users.lookup(V),
                  [](const Node *U) { return !isElementwiseOp(*U); }) ||
           is_contained(G.getOutputs(), V))
         continue;
@@ -479,7 +510,9 @@ void PlanEvaluator::Impl::analyze() {
           L.Values.Saved.push_back({V, F.AttentionCore});
     }
   }
+}
 
+void PlanEvaluator::Impl::findPeakLive(const UseMap &Users) {
   // Inference activations: per layer, the values alive at once at the
   // peak of its forward, walking its nodes in order. Alive: the layer's
   // inputs until their last use here, each output from its node until its
@@ -504,7 +537,7 @@ void PlanEvaluator::Impl::analyze() {
         if (!Live(V))
           continue;
         bool Later = GraphOutputs.count(V) ||
-                     any_of(Users[V], [&](const Node *U) {
+                     any_of(Users.lookup(V), [&](const Node *U) {
                        return (unsigned)std::max(0, U->Layer) != LI;
                      });
         if (Later)
@@ -551,7 +584,9 @@ void PlanEvaluator::Impl::analyze() {
           Free(V);
     }
   }
+}
 
+void PlanEvaluator::Impl::collectTransfers() {
   // EP traffic per MoE layer.
   for (const ExpertGroup &EG : Experts) {
     if (EG.Layer >= LF.size() || !EG.Tokens || !EG.Output)
@@ -582,7 +617,9 @@ void PlanEvaluator::Impl::analyze() {
            ++B)
         BoundaryBytes[B] += valueBytes(V);
     }
+}
 
+void PlanEvaluator::Impl::computeModelFlops() {
   // Model FLOPs and the peak MFU is measured against: the cube's fastest
   // rate among the element types the matmuls run in (a model with one
   // fp32 matmul among fp16 ones is measured against the fp16 peak, so
@@ -599,12 +636,6 @@ void PlanEvaluator::Impl::analyze() {
     for (const auto &KV : HW.Device.Classes)
       for (const auto &T : KV.second.Throughput)
         Peak = std::max(Peak, T.second.value());
-
-  std::vector<rulesplit::LayerValues> Values;
-  for (LayerFacts &L : LF)
-    Values.push_back(std::move(L.Values));
-  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values),
-                                                       XR, Opts.Opset);
 }
 
 /// The attention core (what selective recompute recomputes instead of

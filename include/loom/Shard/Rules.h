@@ -168,6 +168,13 @@ public:
   /// Replicated (an all-reduce). Stacked expert work reshapes its leading
   /// dims over ep; a tp split there would not survive the all-to-all.
   AxisSpec resolvePartial(const Value *V) const;
+  /// Whether a partial sum \p V may stay partial through a linear op: every
+  /// reader of it takes a partial sum (a linear element-wise op, a layout
+  /// op, a product with a replicated operand).
+  /// Where one reader needs it reduced anyway (a norm's square, a
+  /// Softmax), the others read the reduced value: one collective, as
+  /// Megatron's row-parallel all-reduce, instead of one per path.
+  bool mayStayPartial(const Value *V) const;
   /// Dim of \p V a sequence-parallel ReduceScatter splits: the outermost
   /// non-feature dim the axis divides (the tokens), or -1.
   int getTokenDim(const Value *V) const;

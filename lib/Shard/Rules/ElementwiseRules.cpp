@@ -51,6 +51,11 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     } else if (Op == "Cast") {
       Linear = OutV && isFloatingPoint(OutV->Type.Elem);
     }
+    // A partial sum some other reader needs reduced is reduced once, here
+    // too (RuleContext::mayStayPartial).
+    for (unsigned I = 0; I < NIn && Linear; ++I)
+      if (In[I].isPartial() && !Ctx.mayStayPartial(N.getInput(I)))
+        Linear = false;
     if (Linear) {
       NS.InputSpecs.assign(In.begin(), In.end());
       NS.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace llvm;
@@ -126,6 +127,21 @@ AxisSpec RuleContext::resolvePartial(const Value *V) const {
       return AxisSpec::split(T);
   }
   return AxisSpec::replicated();
+}
+
+bool RuleContext::mayStayPartial(const Value *V) const {
+  static const StringSet<> TakesPartial = {
+      "Add",     "Sub",     "Mul",       "Div",     "Neg",
+      "Identity", "Dropout", "Cast",     "Reshape", "Transpose",
+      "Squeeze", "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
+  if (!V)
+    return false;
+  ArrayRef<const Node *> Users = getUsers(V);
+  if (Users.empty())
+    return false; // a graph output, or read by nothing: reduce it
+  return all_of(Users, [](const Node *U) {
+    return U->getDomain().empty() && TakesPartial.count(U->getOpType());
+  });
 }
 
 const Value *traceWeight(const Value *V, int &Dim) {
