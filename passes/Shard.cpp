@@ -91,17 +91,16 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
-    // Sharded embedding tables (lib/Plan/Embedding.cpp): row- and
-    // table-wise shards are written (RoleGraphs.cpp); column-wise ones are
-    // planned and costed only.
+    // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
+    // and column-wise shards are written at tp=1, ep=1 (RoleGraphs.cpp);
+    // the evaluator does not fit other plans (Embedding.h), so a plan
+    // refused here was fixed by hand.
     for (const EmbeddingShard &S : Best.Embeddings.Tables) {
-      const char *Why = S.ShardBytes <= 0              ? "it fits nowhere"
-                        : S.Kind == EmbShardKind::Col ? "column-wise shards "
-                                                        "are not emitted yet"
+      const char *Why = S.ShardBytes <= 0 ? "it fits nowhere"
                         : Best.Plan.TP > 1 || Best.Plan.EP > 1
                             ? "sharded tables are emitted at tp=1, ep=1 only"
-                        : S.Kind == EmbShardKind::Row && S.Rows % Best.Plan.DP
-                            ? "row-wise emission needs dp to divide the rows"
+                        : S.Kind == EmbShardKind::Col && S.Dim % Best.Plan.DP
+                            ? "column-wise emission needs dp to divide the dim"
                             : nullptr;
       if (Why)
         return createStringError(

@@ -167,6 +167,10 @@ CASES = [
     ("dlrm_sharded-dp4-row", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=row", "infer", 8, None),
     ("dlrm_sharded-dp2-table", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=table", "infer", 8, None),
     ("dlrm_sharded-dp4-table", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=2,emb=table", "infer", 8, None),
+    # column-wise: each rank holds all rows at dim/dp columns, looks up the
+    # group's ids and sends each rank its samples' columns by an all-to-all
+    ("dlrm_sharded-dp2-col", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
+    ("dlrm_sharded-dp4-col", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
 ]
 
 # Decoders with a KV cache (make_kvdecoder.py; issue 18): the prompt's
