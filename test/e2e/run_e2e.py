@@ -171,6 +171,9 @@ CASES = [
     # group's ids and sends each rank its samples' columns by an all-to-all
     ("dlrm_sharded-dp2-col", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
     ("dlrm_sharded-dp4-col", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
+    # row-wise over 3 ranks: 64, 40 and 32 rows do not divide by 3:
+    # shards of ceil(rows/3), the last padded with zero rows
+    ("dlrm_sharded-dp3-row", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=3,mb=2,emb=row", "infer", 6, None),
 ]
 
 # Decoders with a KV cache (make_kvdecoder.py; issue 18): the prompt's
