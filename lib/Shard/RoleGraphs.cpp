@@ -98,6 +98,9 @@ private:
     return R.Nodes.lookup(N).Chunk % R.Plan.PP;
   }
   AxisSpec producedSpec(const Value *V) const {
+    // A dp-sharded table's lookup is made whole on every tp rank.
+    if (EmbLookups.count(V))
+      return AxisSpec();
     auto It = R.Values.find(V);
     return It == R.Values.end() ? AxisSpec() : It->second;
   }
@@ -158,6 +161,9 @@ private:
   /// all-gathered, this rank's rows looked up (the others masked to 0),
   /// the partial embeddings reduce-scattered back to each rank's samples.
   Error lowerEmbeddingLookup(const Node &N, const EmbeddingShard &S);
+  /// Results of lowerEmbeddingLookup: replicated over tp whatever spec
+  /// the propagation gave the lookup.
+  DenseSet<const Value *> EmbLookups;
   /// HcomAllToAllV of \p X over the dp group (equal blocks): block j of
   /// \p SplitAxis to rank j, the received blocks concatenated along
   /// \p ConcatAxis in rank order.
@@ -1197,6 +1203,7 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
   Expected<Value *> Ids = materialize(IdsV, AxisSpec());
   if (!Ids)
     return Ids.takeError();
+  EmbLookups.insert(OutV);
   std::string Base = OutV->getName().str();
   // Names are fresh, so adding a node cannot fail.
   auto Op = [&](StringRef OpT, StringRef Suffix, ArrayRef<Value *> In,
@@ -1414,10 +1421,12 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
   }
   // Pipeline devices holding embedding table shards get one role per dp
   // rank (each holds its own shard).
-  std::vector<bool> PerDP(R.Plan.PP, false);
-  for (const auto &NP : G.getNodes())
-    if (getEmbeddingShard(R, *NP))
-      PerDP[DevOf(NP.get())] = true;
+  // Then every device does, so that each dp rank's pipeline is its own
+  // chain of roles (a send from pp0_dp1 goes to pp1_dp1).
+  bool AnyShard = any_of(G.getNodes(), [&](const auto &NP) {
+    return getEmbeddingShard(R, *NP) != nullptr;
+  });
+  std::vector<bool> PerDP(R.Plan.PP, AnyShard);
   std::vector<RoleGraph> Roles;
   for (unsigned P = 0; P < R.Plan.PP; ++P)
     for (unsigned T = 0; T < R.Plan.TP; ++T)
