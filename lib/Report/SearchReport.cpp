@@ -11,6 +11,7 @@
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Offload.h"
 #include "loom/Report/CostReport.h"
+#include "loom/Report/EmbeddingReport.h"
 #include "loom/Planner/Goodput.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/StringExtras.h"
