@@ -91,17 +91,16 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
-    // Sharded embedding tables (lib/Plan/Embedding.cpp): row- and
-    // table-wise shards are written (RoleGraphs.cpp); column-wise ones are
-    // planned and costed only.
+    // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
+    // and column-wise shards are written at ep=1 (RoleGraphs.cpp);
+    // the evaluator does not fit other plans (Embedding.h), so a plan
+    // refused here was fixed by hand.
     for (const EmbeddingShard &S : Best.Embeddings.Tables) {
-      const char *Why = S.ShardBytes <= 0              ? "it fits nowhere"
-                        : S.Kind == EmbShardKind::Col ? "column-wise shards "
-                                                        "are not emitted yet"
-                        : Best.Plan.TP > 1 || Best.Plan.EP > 1
-                            ? "sharded tables are emitted at tp=1, ep=1 only"
-                        : S.Kind == EmbShardKind::Row && S.Rows % Best.Plan.DP
-                            ? "row-wise emission needs dp to divide the rows"
+      const char *Why = S.ShardBytes <= 0 ? "it fits nowhere"
+                        : Best.Plan.EP > 1
+                            ? "sharded tables are emitted at ep=1 only"
+                        : S.Kind == EmbShardKind::Col && S.Dim % Best.Plan.DP
+                            ? "column-wise emission needs dp to divide the dim"
                             : nullptr;
       if (Why)
         return createStringError(
@@ -190,10 +189,12 @@ public:
       R.OutputBatchAxis[N] =
           findAxis(OrigOut[N], BatchSym, R.GlobalOutputTypes[N], V->Type);
     }
+    // Before propagation: it keeps dp-sharded tables' lookups whole on
+    // every tp rank.
+    R.EmbShards = Best.Embeddings.Tables;
     if (Error E = propagateSharding(R))
       return E;
     shardKVCache(R);
-    R.EmbShards = Best.Embeddings.Tables;
     for (const std::string &N : R.Notes)
       CU.warn(N);
     CU.Sharded = std::move(Prog);

@@ -766,7 +766,8 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
       // ep: the inner part of dp, dividing every MoE layer's experts.
       for (uint64_t EP : getDivisors(DP)) {
         if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
-            (F.EP && *F.EP != EP))
+            (F.EP && *F.EP != EP) ||
+            (EP > 1 && !Space.EPNotSearched.empty()))
           continue;
         // The distinct meshes (a fixed order matches the one it is the
         // same mesh as).
@@ -1218,6 +1219,9 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
                              "--plan ep=%u does not divide the %u experts "
                              "per MoE layer",
                              *F.EP, S.Experts.NumExperts);
+  if (F.EP && *F.EP != 1 && !S.EPNotSearched.empty())
+    return createStringError(inconvertibleErrorCode(), "--plan ep=%u: %s",
+                             *F.EP, S.EPNotSearched.c_str());
   if (!F.StageLayers.empty()) {
     unsigned Sum = 0;
     for (unsigned C : F.StageLayers)
@@ -1233,12 +1237,31 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
 
 } // namespace
 
+/// Embedding tables sharded over dp are emitted with one role per dp rank
+/// (lib/Shard/RoleGraphs.cpp), which ep's roles (an ep rank per dp rank)
+/// do not combine with yet: ep > 1 is not searched when a plan shards one.
+static void noteEPNotSearched(SearchSpace &S, const PlanEvaluator &Eval,
+                              const PlanSpec &F) {
+  if (!S.Experts.NumExperts)
+    return;
+  EmbeddingMode M = F.Emb.getValueOr(EmbeddingMode::Auto);
+  for (const EmbeddingTable &T : Eval.getEmbeddingTables())
+    if (Eval.isShardedTable(T.Weight, M)) {
+      S.EPNotSearched = "ep > 1 is not searched: embedding table '" + T.Name +
+                        "' is sharded over dp (emb=" +
+                        getEmbeddingModeName(M).str() +
+                        ") and sharded tables are emitted at ep=1 only";
+      return;
+    }
+}
+
 std::vector<ParallelPlan>
 enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
                     ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
                     const EvaluatorOptions &EO, const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
+  noteEPNotSearched(Space, Eval, Opts.Fixed);
   Searcher S(Eval, G, Space, HW, EO, Opts);
   std::vector<Candidate> Cands;
   S.enumerate(Cands);
@@ -1255,6 +1278,7 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
                                    const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
+  noteEPNotSearched(Space, Eval, Opts.Fixed);
   if (Error E = checkFixed(Opts.Fixed, Space))
     return std::move(E);
   // A pinned offload= the hardware cannot hold is no plan at all (the

@@ -1,5 +1,6 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Report/CostReport.h"
+#include "loom/Report/EmbeddingReport.h"
 #include "loom/IR/NodeLabel.h"
 #include <cmath>
 #include "llvm/ADT/StringExtras.h"

@@ -11,6 +11,7 @@
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Offload.h"
 #include "loom/Report/CostReport.h"
+#include "loom/Report/EmbeddingReport.h"
 #include "loom/Planner/Goodput.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/StringExtras.h"
@@ -183,6 +184,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
        << "\n";
   if (!X.NotSplit.empty())
     OS << "experts: " << X.NotSplit << "\n";
+  if (!R.Space.EPNotSearched.empty())
+    OS << "experts: " << R.Space.EPNotSearched << "\n";
   printEmbeddingCost(PC.Embeddings, OS);
 }
 
@@ -507,7 +510,8 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
                                  {"patterns", X.Patterns},
                                  {"experts_per_layer", (int64_t)X.NumExperts},
                                  {"example_parameter", X.Parameter},
-                                 {"not_split_by_ep", X.NotSplit}};
+                                 {"not_split_by_ep", X.NotSplit},
+                                 {"ep_not_searched", R.Space.EPNotSearched}};
   json::Array Top;
   for (unsigned I = 0; I < std::min<size_t>(K, R.Top.size()); ++I) {
     json::Object O = planJSON(R.Top[I], R.Reliab ? &*R.Reliab : nullptr);

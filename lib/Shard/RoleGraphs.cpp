@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
 #include "loom/IR/NodeLabel.h"
+#include "loom/Shard/EmbeddingShards.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "loom/Shard/Sharding.h"
 #include "loom/Shard/ExpertRules.h"
@@ -97,6 +98,9 @@ private:
     return R.Nodes.lookup(N).Chunk % R.Plan.PP;
   }
   AxisSpec producedSpec(const Value *V) const {
+    // A dp-sharded table's lookup is made whole on every tp rank.
+    if (EmbLookups.count(V))
+      return AxisSpec();
     auto It = R.Values.find(V);
     return It == R.Values.end() ? AxisSpec() : It->second;
   }
@@ -157,6 +161,14 @@ private:
   /// all-gathered, this rank's rows looked up (the others masked to 0),
   /// the partial embeddings reduce-scattered back to each rank's samples.
   Error lowerEmbeddingLookup(const Node &N, const EmbeddingShard &S);
+  /// Results of lowerEmbeddingLookup: replicated over tp whatever spec
+  /// the propagation gave the lookup.
+  DenseSet<const Value *> EmbLookups;
+  /// HcomAllToAllV of \p X over the dp group (equal blocks): block j of
+  /// \p SplitAxis to rank j, the received blocks concatenated along
+  /// \p ConcatAxis in rank order.
+  Expected<Value *> allToAllDP(Value *X, StringRef Name, int SplitAxis,
+                               int ConcatAxis, TensorType OutType);
 
   const ShardingResult &R;
   const Edges &E;
@@ -633,6 +645,33 @@ Expected<Value *> RoleBuilder::allToAll(const Value *V, Value *X,
   (*N)->addAttribute(intAttr("concat_axis", ConcatAxis));
   (*N)->getOutput(0)->Type = T;
   Converted[Key] = (*N)->getOutput(0);
+  return (*N)->getOutput(0);
+}
+
+Expected<Value *> RoleBuilder::allToAllDP(Value *X, StringRef Name,
+                                          int SplitAxis, int ConcatAxis,
+                                          TensorType OutType) {
+  unsigned NG = R.Plan.DP;
+  // HCCL's AllToAllV counts: elements per peer, equal here.
+  int64_t Per = X->Type.getNumElements().getValueOr(0) / NG;
+  std::vector<int64_t> Counts(NG, Per), Displ;
+  for (unsigned I = 0; I < NG; ++I)
+    Displ.push_back(I * Per);
+  std::string Base = Name.str();
+  Value *SC = constInt64(Base + ".send_counts", {(int64_t)NG}, Counts);
+  Value *SD = constInt64(Base + ".send_displacements", {(int64_t)NG}, Displ);
+  Value *RC = constInt64(Base + ".recv_counts", {(int64_t)NG}, Counts);
+  Value *RD = constInt64(Base + ".recv_displacements", {(int64_t)NG}, Displ);
+  Expected<Node *> N =
+      G->addNode("HcomAllToAllV", "hccl", fresh("hcom.dp." + Base),
+                 {X, SC, SD, RC, RD}, {fresh(Base)});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(strAttr("group", "dp"));
+  (*N)->addAttribute(intAttr("rank_size", NG));
+  (*N)->addAttribute(intAttr("split_axis", SplitAxis));
+  (*N)->addAttribute(intAttr("concat_axis", ConcatAxis));
+  (*N)->getOutput(0)->Type = std::move(OutType);
   return (*N)->getOutput(0);
 }
 
@@ -1164,6 +1203,7 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
   Expected<Value *> Ids = materialize(IdsV, AxisSpec());
   if (!Ids)
     return Ids.takeError();
+  EmbLookups.insert(OutV);
   std::string Base = OutV->getName().str();
   // Names are fresh, so adding a node cannot fail.
   auto Op = [&](StringRef OpT, StringRef Suffix, ArrayRef<Value *> In,
@@ -1214,26 +1254,40 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
     return constScalar(Base + "." + Suffix.str(), DataType::Int64, (double)V);
   };
   Value *Partial = nullptr;
-  if (S.Kind == EmbShardKind::Row || (int)S.Owner == DPR) {
-    int64_t Rows = S.Kind == EmbShardKind::Row ? W->Type.Dims[0].Size / NG
-                                               : W->Type.Dims[0].Size;
-    TensorType WT = W->Type;
-    WT.Dims[0] = Dim(Rows);
-    std::shared_ptr<const TensorData> Data = W->Data;
-    if (Data && S.Kind == EmbShardKind::Row)
-      Data = std::make_shared<SlicedTensorData>(
-          W->Data, W->Type.getStaticShape(), getDataTypeSize(ET), 0,
-          ArrayRef<int64_t>(), NG, DPR);
+  if (S.Kind == EmbShardKind::Col || S.Kind == EmbShardKind::Row ||
+      (int)S.Owner == DPR) {
+    Expected<EmbeddingShardData> SD =
+        getEmbeddingShardData(*W, S.Kind, NG, (unsigned)DPR);
+    if (!SD)
+      return SD.takeError();
     Expected<Value *> Shard =
-        G->addParameter(fresh(W->getName()), WT, std::move(Data));
+        G->addParameter(fresh(W->getName()), SD->Type, SD->Data);
     if (!Shard)
       return Shard.takeError();
+    if (S.Kind == EmbShardKind::Col) {
+      // This rank's D/N columns of the group's rows, [N*b, ..., D/N]; an
+      // all-to-all over dp sends rank j its samples' block and concatenates
+      // the column slices in rank order: [b, ..., D].
+      Shape LShape = PShape;
+      LShape.back() = SD->Type.Dims[1].Size;
+      Value *L = Op("Gather", "lookup", {*Shard, *GId}, TensorType(ET, LShape));
+      Expected<Value *> Y = allToAllDP(L, Base + ".dpa2a", 0,
+                                       (int)LShape.size() - 1, OutV->Type);
+      if (!Y)
+        return Y.takeError();
+      Produced[OutV] = *Y;
+      Building.erase(&N);
+      emitSends(N);
+      return Error::success();
+    }
     if (S.Kind == EmbShardKind::Table) {
       Partial = Op("Gather", "lookup", {*Shard, *GId}, PT);
     } else {
-      // Rows [DPR * Rows, (DPR + 1) * Rows) are here; other ids read row 0
+      // Rows [FirstRow, FirstRow + Rows) are here; other ids read row 0
       // and are masked to zero.
-      Value *Rel = Op("Sub", "rel", {*GId, I64Const("start", DPR * Rows)}, IT);
+      int64_t Rows = SD->Rows;
+      Value *Rel =
+          Op("Sub", "rel", {*GId, I64Const("start", SD->FirstRow)}, IT);
       Value *Lo = Op("Less", "below", {Rel, I64Const("zero", 0)}, BT);
       Value *Hi = Op("Less", "inrange", {Rel, I64Const("rows", Rows)}, BT);
       Value *NotLo = Op("Not", "notbelow", {Lo}, BT);
@@ -1367,10 +1421,12 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
   }
   // Pipeline devices holding embedding table shards get one role per dp
   // rank (each holds its own shard).
-  std::vector<bool> PerDP(R.Plan.PP, false);
-  for (const auto &NP : G.getNodes())
-    if (getEmbeddingShard(R, *NP))
-      PerDP[DevOf(NP.get())] = true;
+  // Then every device does, so that each dp rank's pipeline is its own
+  // chain of roles (a send from pp0_dp1 goes to pp1_dp1).
+  bool AnyShard = any_of(G.getNodes(), [&](const auto &NP) {
+    return getEmbeddingShard(R, *NP) != nullptr;
+  });
+  std::vector<bool> PerDP(R.Plan.PP, AnyShard);
   std::vector<RoleGraph> Roles;
   for (unsigned P = 0; P < R.Plan.PP; ++P)
     for (unsigned T = 0; T < R.Plan.TP; ++T)

@@ -323,7 +323,10 @@ std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
                      ? T.P2P[Boundary]
                      : 0;
     } else {
-      const GroupShape &GS = C.Group == "ep" ? G.EPG : G.TPG;
+      // dp: the embedding tables' id gathers and exchanges (RG.DP roles).
+      const GroupShape &GS = C.Group == "ep"   ? G.EPG
+                             : C.Group == "dp" ? G.DPG
+                                               : G.TPG;
       SC.Level = levelName(GS, HW);
       SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, HW).Seconds;
     }

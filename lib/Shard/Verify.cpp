@@ -37,7 +37,10 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
   const ParallelPlan &P = SP.Sharding.Plan;
 
   // 1. Sends and receives.
-  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, int64_t>, P2P>
+  // Keyed by the dp rank too: with embedding table shards every device
+  // has one role per dp rank (RoleGraphs.cpp; -1 otherwise).
+  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, int, int64_t>,
+           P2P>
       Sends, Recvs;
   for (const RoleGraph &R : SP.Roles)
     for (const auto &NP : R.M->getGraph().getNodes()) {
@@ -50,7 +53,7 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
               N.getAttrInt("sr_tag", -1), {}, (int64_t)X->Type.Elem};
         for (int64_t D : X->Type.getStaticShape())
           S.Shape.push_back(D);
-        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, S.Tag);
+        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
         if (!Sends.emplace(Key, S).second)
           Fail("role " + R.FileName + ": two HcomSend with sr_tag " +
                Twine(S.Tag) + " to device " + Twine(S.To));
@@ -59,7 +62,7 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
               N.getAttrInt("sr_tag", -1),
               N.getAttrInts("shape").getValueOr(std::vector<int64_t>()),
               N.getAttrInt("dtype", 0)};
-        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, S.Tag);
+        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
         if (!Recvs.emplace(Key, S).second)
           Fail("role " + R.FileName + ": two HcomReceive with sr_tag " +
                Twine(S.Tag) + " from device " + Twine(S.From));

@@ -167,6 +167,22 @@ CASES = [
     ("dlrm_sharded-dp4-row", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=row", "infer", 8, None),
     ("dlrm_sharded-dp2-table", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=table", "infer", 8, None),
     ("dlrm_sharded-dp4-table", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=2,emb=table", "infer", 8, None),
+    # column-wise: each rank holds all rows at dim/dp columns, looks up the
+    # group's ids and sends each rank its samples' columns by an all-to-all
+    ("dlrm_sharded-dp2-col", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
+    ("dlrm_sharded-dp4-col", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
+    # row-wise over 3 ranks: 64, 40 and 32 rows do not divide by 3:
+    # shards of ceil(rows/3), the last padded with zero rows
+    ("dlrm_sharded-dp3-row", "test:dlrm-sharded-tiny.onnx", "tp=1,pp=1,dp=3,mb=2,emb=row", "infer", 6, None),
+    # beside tp: each tp rank of a dp rank holds the same shard and the
+    # lookup is whole on every tp rank (no vocab-parallel split of it)
+    ("dlrm_sharded-tp2dp2-col", "test:dlrm-sharded-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
+    ("dlrm_sharded-tp2dp2-row", "test:dlrm-sharded-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    # beside pp (the DLRMs have one layer): a language model's token
+    # embedding sharded over dp; the first stage has one role per dp rank
+    ("embed_lm-pp2dp2-emb_col", "gen:embed_lm", "tp=1,pp=2,dp=2,mb=1,emb=col", "infer", 4, 8),
+    ("embed_lm-tp2pp2dp2-emb_row", "gen:embed_lm", "tp=2,pp=2,dp=2,mb=1,emb=row", "infer", 4, 8),
+    ("embed_lm-pp2dp2-emb_table-train", "gen:embed_lm", "tp=1,pp=2,dp=2,mb=1,emb=table", "train", 4, 8),
 ]
 
 # Decoders with a KV cache (make_kvdecoder.py; issue 18): the prompt's

@@ -22,7 +22,7 @@
 // training also reads and writes the looked-up rows' training state
 // (16 B per parameter) for the sparse update.
 //
-// The exchange is what the emitted graphs do (lib/Shard/Embedding.cpp):
+// The exchange is what the emitted graphs do (lib/Shard/RoleGraphs.cpp):
 // the group's ids are all-gathered (int64), and row- and table-wise shards'
 // partial embeddings of the group's micro-batch are reduce-scattered (the
 // ranks that do not hold a row contribute zeros); column-wise slices go
@@ -39,7 +39,6 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
 #include <string>
 #include <vector>
 
@@ -158,12 +157,6 @@ void mergeEmbeddingCost(EmbeddingCost &Into, EmbeddingCost From);
 /// Access granule of a tier (bytes read per row lookup are rounded up to
 /// it) and its bandwidth and latency from the YAML.
 double getTierGranule(MemoryTier T);
-
-/// "  embedding tables over dp=N: ..." and one line per table.
-void printEmbeddingCost(const EmbeddingCost &E, llvm::raw_ostream &OS);
-/// "explain: embedding table ...": per table why its kind and tier won.
-void explainEmbeddingCost(const EmbeddingCost &E, llvm::raw_ostream &OS);
-llvm::json::Value embeddingCostToJSON(const EmbeddingCost &E);
 
 } // namespace loom
 

@@ -155,6 +155,9 @@ struct SearchSpace {
   TPDivisibility TPDiv;
   ExpertInfo Experts;
   bool Train = true;
+  /// Why ep > 1 is left out of the search ('' when it is searched): the
+  /// plans shard an embedding table over dp, emitted at ep=1 only.
+  std::string EPNotSearched;
 };
 
 /// The least memory found at one (tp, pp) (for explanations).
