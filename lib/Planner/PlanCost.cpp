@@ -208,14 +208,17 @@ struct PlanEvaluator::Impl {
   /// Lookups of the tables emb=auto shards: they read the rows of their
   /// ids, not the (huge) table their ParamBytes count.
   DenseSet<const Node *> ShardedLookups;
+  /// Lookups of every table (emb=row|table|col shards them all).
+  DenseSet<const Node *> AllLookups;
   /// The rule table over representative layers (RuleSplit.h), and its
   /// result per (tp, sp, ep > 1).
   std::unique_ptr<rulesplit::RuleSplitter> Splitter;
-  mutable std::map<std::tuple<unsigned, bool, bool>,
+  mutable std::map<std::tuple<unsigned, bool, bool, bool>,
                    std::unique_ptr<ConfigSplit>>
       Configs;
-  mutable std::map<std::tuple<unsigned, unsigned, unsigned, bool, unsigned>,
-                   LayerTimes>
+  mutable std::map<
+      std::tuple<unsigned, unsigned, unsigned, bool, unsigned, bool>,
+      LayerTimes>
       Cache;
   /// getLayerSummary's all-reduces, per layer.
   mutable std::map<unsigned, std::vector<double>> SummaryAllReduce;
@@ -257,18 +260,24 @@ struct PlanEvaluator::Impl {
   /// How (tp, sp, ep) splits every layer; tp = 0: every split a degree
   /// could take (RuleContext::AnyDivides), what serving's per-layer
   /// summary classifies by.
-  const ConfigSplit &getConfig(unsigned TP, bool SP, unsigned EP) const {
-    auto K = std::make_tuple(TP, SP && TP > 1, EP > 1);
+  /// \p AllTables: every embedding table is sharded over dp (emb= other
+  /// than auto), else those emb=auto shards; their lookups stay whole on
+  /// every tp rank.
+  const ConfigSplit &getConfig(unsigned TP, bool SP, unsigned EP,
+                               bool AllTables = false) const {
+    AllTables &= !Tables.empty();
+    auto K = std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables);
     auto It = Configs.find(K);
     if (It == Configs.end())
       It = Configs
                .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
-                               TP, SP && TP > 1, EP > 1)))
+                               TP, SP && TP > 1, EP > 1,
+                               AllTables ? AllLookups : ShardedLookups)))
                .first;
     return *It->second;
   }
   LayerTimes layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
-                        unsigned EP) const;
+                        unsigned EP, bool AllTables = false) const;
   double nodeTime(const NodeFacts &F, const NodeSplit &S, double ActScale,
                   unsigned TP, bool Backward, unsigned EP) const;
 
@@ -344,6 +353,7 @@ void PlanEvaluator::Impl::analyze() {
   for (unsigned T = 0; T < Tables.size(); ++T) {
     TableIndex[Tables[T].Weight] = T;
     TableMustShard.push_back(mustShardTable(Tables[T], HW, Opts.Train));
+    AllLookups.insert(Tables[T].Lookups.begin(), Tables[T].Lookups.end());
     if (TableMustShard.back())
       ShardedLookups.insert(Tables[T].Lookups.begin(), Tables[T].Lookups.end());
   }
@@ -812,14 +822,16 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
 }
 
 LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
-                                           bool SP, unsigned EP) const {
+                                           bool SP, unsigned EP,
+                                           bool AllTables) const {
   // Identical blocks cost the same: key by the representative the rules
   // ran over.
-  const ConfigSplit &CS = getConfig(TP, SP, EP);
+  AllTables &= !Tables.empty();
+  const ConfigSplit &CS = getConfig(TP, SP, EP, AllTables);
   unsigned Key = CS.RepOf[L];
   if (LF[L].EP.empty())
     EP = 1; // no experts: the same times at every ep
-  auto K = std::make_tuple(Key, TP, MB, SP, EP);
+  auto K = std::make_tuple(Key, TP, MB, SP, EP, AllTables);
   auto It = Cache.find(K);
   if (It != Cache.end())
     return It->second;
@@ -1125,11 +1137,12 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   const ParallelPlan &P = C.P;
   unsigned TP = C.TP, EP = C.EP;
   // How the plan's tp, sp and ep split each layer (the rule table).
-  const ConfigSplit &CS = getConfig(TP, P.SP, EP);
+  bool AllTables = P.Emb != EmbeddingMode::Auto;
+  const ConfigSplit &CS = getConfig(TP, P.SP, EP, AllTables);
   for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L) {
     const LayerFacts &F = LF[L];
     const LayerSplit &LS = CS.get(L);
-    LayerTimes T = layerTimes(L, TP, P.MicroBatchSize, P.SP, EP);
+    LayerTimes T = layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
     SC.ForwardS += T.Fwd;
     SC.GemmFwdS += T.GemmFwd;
     SC.GemmBwdS += T.GemmBwd;
@@ -1196,7 +1209,8 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
         (C.P.Emb == EmbeddingMode::Auto && !TableMustShard[T]))
       continue;
     // Its split as the rules decide it at the plan's tp (vocab-parallel).
-    bool TPSplit = getConfig(C.TP, C.P.SP, C.EP)
+    bool TPSplit = getConfig(C.TP, C.P.SP, C.EP,
+                             C.P.Emb != EmbeddingMode::Auto)
                        .get(L)
                        .ParamSplit[TableParamIndex[T]];
     S.Params -= Tables[T].getParams() / (TPSplit ? C.TP : 1);

@@ -114,9 +114,9 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
 class SplitContext final : public RuleContext {
 public:
   SplitContext(const RuleSplitter &RS, ConfigSplit &C, unsigned TP, bool SP,
-               bool EP)
+               bool EP, const DenseSet<const Node *> &WholeLookups)
       : RuleContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX), RS(RS),
-        C(C), EP(EP) {}
+        C(C), EP(EP), WholeLookups(WholeLookups) {}
 
   /// The value a skipped layer's \p V stands for in its representative.
   const Value *canon(const Value *V) const {
@@ -170,6 +170,7 @@ private:
   const RuleSplitter &RS;
   ConfigSplit &C;
   bool EP;
+  const DenseSet<const Node *> &WholeLookups;
   /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
   std::vector<uint8_t> State;
   DenseMap<const Value *, AxisSpec> Values;
@@ -262,7 +263,7 @@ void SplitContext::run() {
           SeenReplicated.insert(V);
       }
     OpSharding S;
-    if (TP == 1) {
+    if (TP == 1 || WholeLookups.count(&N)) {
       S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
       S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
     } else {
@@ -474,9 +475,10 @@ void SplitContext::countBackward(unsigned L) {
   }
 }
 
-ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP) const {
+ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP,
+                             const DenseSet<const Node *> &WholeLookups) const {
   ConfigSplit C;
-  SplitContext Ctx(*this, C, TP, SP, EP);
+  SplitContext Ctx(*this, C, TP, SP, EP, WholeLookups);
   Ctx.run();
   return C;
 }

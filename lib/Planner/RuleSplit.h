@@ -97,7 +97,10 @@ public:
   /// The rules at tp \p TP (RuleContext::AnyDivides: every split any
   /// degree could take), sequence parallelism \p SP, and ep > 1 (\p EP:
   /// tokens entering expert work arrive replicated over tp).
-  ConfigSplit run(unsigned TP, bool SP, bool EP) const;
+  /// \p WholeLookups: lookups of embedding tables sharded over dp, which
+  /// the sharder keeps whole on every tp rank (Propagation.cpp).
+  ConfigSplit run(unsigned TP, bool SP, bool EP,
+                  const llvm::DenseSet<const Node *> &WholeLookups) const;
 
 private:
   friend class SplitContext;
