@@ -422,6 +422,113 @@ struct Candidate {
   unsigned Base = 0;
 };
 
+/// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
+/// (the explanations compare the winner with the best of other degrees).
+struct Ranking {
+  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
+  static Degrees getDegrees(const ParallelPlan &P) {
+    return Degrees(P.TP, P.PP, P.EP);
+  }
+
+  Ranking(unsigned K, std::vector<PlanCost> &Top,
+          const std::vector<Candidate> &Cands)
+      : K(K), Top(Top) {
+    for (const Candidate &C : Cands)
+      Pairs.insert(getDegrees(C.Plan));
+  }
+
+  /// The step time a candidate must beat to matter: the K-th best, or the
+  /// second best among distinct degrees where that is larger (INFINITY
+  /// until there are K, resp. two).
+  double getThreshold() const {
+    double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
+    if (Pairs.size() < 2) // no best plan with other degrees to find
+      return T;
+    double Second = INFINITY, First = INFINITY;
+    for (const auto &KV : PairBest) {
+      double S = KV.second.StepTimeS;
+      if (S < First) {
+        Second = First;
+        First = S;
+      } else if (S < Second) {
+        Second = S;
+      }
+    }
+    return std::max(T, Second);
+  }
+
+  /// Ranks the simulated cost PC of Plan, which fits; returns where it entered Top (K: it
+  /// did not).
+  unsigned add(const ParallelPlan &Plan, PlanCost PC) {
+    Degrees Pair = getDegrees(Plan);
+    auto It = PairBest.find(Pair);
+    if (It == PairBest.end())
+      PairBest.emplace(Pair, PC);
+    else if (isBetterPlan(PC, It->second))
+      It->second = PC;
+    auto Pos = std::upper_bound(Top.begin(), Top.end(), PC, isBetterPlan);
+    if (Pos - Top.begin() >= (long)K)
+      return K;
+    unsigned Rank = Pos - Top.begin();
+    Top.insert(Pos, std::move(PC));
+    if (Top.size() > K)
+      Top.pop_back();
+    return Rank;
+  }
+
+  unsigned K;
+  std::vector<PlanCost> &Top;
+  std::map<Degrees, PlanCost> PairBest;
+  /// The degrees among all candidates.
+  std::set<Degrees> Pairs;
+};
+
+/// The offload placements of one plan share its stage costs: costed once
+/// without offload (evaluateStages), each placement re-placed from them
+/// (applyOffloadToPlan). The step bound sorts a plan's placements apart
+/// (their optimizer phases differ), so the costs are kept for a while:
+/// first in, first out, up to a number of stages in all.
+class BaseStageCache {
+public:
+  BaseStageCache(const PlanEvaluator &Eval, size_t NumPlacements)
+      : Eval(Eval), NumPlacements(NumPlacements) {}
+
+  /// The stage costs of C's plan without offload (C.Base names it).
+  Expected<const PlanCost *> get(const Candidate &C) {
+    auto It = BaseStages.find(C.Base);
+    if (It != BaseStages.end())
+      return &It->second;
+    ParallelPlan Q = C.Plan;
+    Q.Offload = OffloadTiers();
+    Expected<PlanCost> B = Eval.evaluateStages(Q);
+    if (!B)
+      return B.takeError();
+    if (NumPlacements == 1) { // nothing to share: hold only this one
+      BaseStages.clear();
+      BaseFIFO.clear();
+      BaseStagesHeld = 0;
+    }
+    while (!BaseFIFO.empty() &&
+           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
+      auto Old = BaseStages.find(BaseFIFO.front());
+      BaseStagesHeld -= Old->second.Stages.size();
+      BaseStages.erase(Old);
+      BaseFIFO.pop_front();
+    }
+    BaseStagesHeld += B->Stages.size();
+    BaseFIFO.push_back(C.Base);
+    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+  }
+
+private:
+  const PlanEvaluator &Eval;
+  size_t NumPlacements;
+  std::map<unsigned, PlanCost> BaseStages;
+  std::deque<unsigned> BaseFIFO;
+  size_t BaseStagesHeld = 0;
+  static constexpr size_t MaxBaseStagesHeld = 1 << 15;
+};
+
 class Searcher {
 public:
   Searcher(const PlanEvaluator &Eval, const Graph &G, const SearchSpace &Space,
@@ -481,6 +588,22 @@ private:
   Expected<Optional<PlanCost>>
   bestOnAllDevices(const std::vector<Candidate> &Cands,
                    ArrayRef<unsigned> Order) const;
+  // The steps of run().
+  std::vector<unsigned> boundCandidates(std::vector<Candidate> &Cands);
+  Expected<bool> isDominatedTwin(const std::vector<Candidate> &Cands,
+                                 ArrayRef<unsigned> Order, unsigned Idx,
+                                 unsigned LastSimulated, unsigned LastRank,
+                                 unsigned K, BaseStageCache &Cache) const;
+  Expected<PlanCost> costStages(const Candidate &C,
+                                BaseStageCache &Cache) const;
+  Error rankCandidates(const std::vector<Candidate> &Cands,
+                       ArrayRef<unsigned> Order, Ranking &Rank,
+                       SearchResult &R) const;
+  Error explainWinner(const std::vector<Candidate> &Cands,
+                      ArrayRef<unsigned> Order, const Ranking &Rank,
+                      SearchResult &R) const;
+  Error findMemoryFloors(const std::vector<Candidate> &Cands,
+                         SearchResult &R) const;
 
   const PlanEvaluator &Eval;
   const SearchSpace &Space;
@@ -907,17 +1030,9 @@ Searcher::bestOnAllDevices(const std::vector<Candidate> &Cands,
   return Best;
 }
 
-Expected<SearchResult> Searcher::run() {
-  auto Start = std::chrono::steady_clock::now();
-  SearchResult R;
-  R.Space = Space;
-  R.StagesGiven = !Opts.Fixed.StageLayers.empty();
-  std::vector<Candidate> Cands;
-  enumerate(Cands);
-  R.Stats.Candidates = Cands.size();
-  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
-    return C.Plan.getNumDevices() == Space.Devices;
-  });
+/// Computes every candidate's bounds; returns the order to visit them in:
+/// increasing step bound when pruning, enumeration order otherwise.
+std::vector<unsigned> Searcher::boundCandidates(std::vector<Candidate> &Cands) {
   for (Candidate &C : Cands) {
     C.TimeBound = timeBound(C);
     C.MemoryBound = memoryBound(C.Plan);
@@ -928,74 +1043,69 @@ Expected<SearchResult> Searcher::run() {
     std::stable_sort(Order.begin(), Order.end(), [&](unsigned A, unsigned B) {
       return Cands[A].TimeBound < Cands[B].TimeBound;
     });
+  return Order;
+}
 
-  unsigned K = std::max(1u, Opts.TopK);
-  std::vector<PlanCost> &Top = R.Top;
-  // The degrees explanations compare: (tp, pp, ep).
-  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
-  auto DegreesOf = [](const ParallelPlan &P) {
-    return Degrees(P.TP, P.PP, P.EP);
-  };
-  std::map<Degrees, PlanCost> PairBest;
-  std::set<Degrees> Pairs;
-  for (const Candidate &C : Cands)
-    Pairs.insert(DegreesOf(C.Plan));
-  auto Threshold = [&]() {
-    double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
-    if (Pairs.size() < 2) // no best plan with other degrees to find
-      return T;
-    double Second = INFINITY, First = INFINITY;
-    for (const auto &KV : PairBest) {
-      double S = KV.second.StepTimeS;
-      if (S < First) {
-        Second = First;
-        First = S;
-      } else if (S < Second) {
-        Second = S;
-      }
-    }
-    return std::max(T, Second);
-  };
+/// Whether the act:host candidate Cands[Order[Idx]] cannot rank because its
+/// act:hbm twin, the candidate just simulated (LastSimulated), ranked K-th
+/// or worse (LastRank) and every stage keeps at most one micro-batch in
+/// flight.
+Expected<bool> Searcher::isDominatedTwin(const std::vector<Candidate> &Cands,
+                                         ArrayRef<unsigned> Order,
+                                         unsigned Idx, unsigned LastSimulated,
+                                         unsigned LastRank, unsigned K,
+                                         BaseStageCache &Cache) const {
+  const Candidate &C = Cands[Order[Idx]];
+  if (!Opts.Prune || C.Plan.Offload.Act != MemoryTier::Host || Idx == 0 ||
+      LastSimulated != Order[Idx - 1] || LastRank + 1 < K)
+    return false;
+  // act:host with at most one micro-batch in flight on every stage
+  // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
+  // costs exactly what its act:hbm twin costs and loses the tie to it
+  // (isBetterPlan: it offloads more). The twin is enumerated just
+  // before it with the same bounds, so it was the candidate just
+  // simulated; it ranks K-th or worse, so this one cannot rank.
+  const Candidate &Y = Cands[Order[Idx - 1]];
+  OffloadTiers Twin = C.Plan.Offload;
+  Twin.Act = MemoryTier::HBM;
+  if (Y.Base != C.Base || !(Y.Plan.Offload == Twin))
+    return false;
+  Expected<const PlanCost *> B = Cache.get(C);
+  if (!B)
+    return B.takeError();
+  return all_of((*B)->Stages, [](const StageCost &SC) {
+    return SC.OffloadIn.InFlightMicroBatches <= 1;
+  });
+}
+
+/// C's stage costs without the pipeline simulation; offload variants of
+/// one plan are costed once and re-placed.
+Expected<PlanCost> Searcher::costStages(const Candidate &C,
+                                        BaseStageCache &Cache) const {
+  if (!C.Plan.Offload.any())
+    return Eval.evaluateStages(C.Plan);
+  Expected<const PlanCost *> B = Cache.get(C);
+  if (!B)
+    return B.takeError();
+  PlanCost PC = **B;
+  applyOffloadToPlan(PC, C.Plan.Offload, HW);
+  return PC;
+}
+
+/// Visits the candidates in Order, pruning by the bounds against the
+/// ranking's threshold, and ranks every one simulated that fits. Counts
+/// into R.Stats.
+Error Searcher::rankCandidates(const std::vector<Candidate> &Cands,
+                               ArrayRef<unsigned> Order, Ranking &Rank,
+                               SearchResult &R) const {
+  const unsigned K = Rank.K;
   double Thr = INFINITY;
-  // The offload placements of one plan share its stage costs: costed once
-  // without offload (evaluateStages), each placement re-placed from them
-  // (applyOffloadToPlan). The step bound sorts a plan's placements apart
-  // (their optimizer phases differ), so the costs are kept for a while:
-  // first in, first out, up to a number of stages in all.
-  std::map<unsigned, PlanCost> BaseStages;
-  std::deque<unsigned> BaseFIFO;
-  size_t BaseStagesHeld = 0;
-  const size_t MaxBaseStagesHeld = 1 << 15;
-  auto GetBaseStages = [&](const Candidate &C) -> Expected<const PlanCost *> {
-    auto It = BaseStages.find(C.Base);
-    if (It != BaseStages.end())
-      return &It->second;
-    ParallelPlan Q = C.Plan;
-    Q.Offload = OffloadTiers();
-    Expected<PlanCost> B = Eval.evaluateStages(Q);
-    if (!B)
-      return B.takeError();
-    if (NumPlacements == 1) { // nothing to share: hold only this one
-      BaseStages.clear();
-      BaseFIFO.clear();
-      BaseStagesHeld = 0;
-    }
-    while (!BaseFIFO.empty() &&
-           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
-      auto Old = BaseStages.find(BaseFIFO.front());
-      BaseStagesHeld -= Old->second.Stages.size();
-      BaseStages.erase(Old);
-      BaseFIFO.pop_front();
-    }
-    BaseStagesHeld += B->Stages.size();
-    BaseFIFO.push_back(C.Base);
-    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
-  };
+  BaseStageCache Cache(Eval, NumPlacements);
   // The last candidate simulated, and where it entered Top (K: it did
   // not).
   unsigned LastSimulated = ~0u, LastRank = K;
   for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
-    Candidate &C = Cands[Order[Idx]];
+    const Candidate &C = Cands[Order[Idx]];
     if (Opts.Prune && C.TimeBound > Thr) {
       R.Stats.TimeBoundPruned += Order.size() - Idx;
       break;
@@ -1004,42 +1114,17 @@ Expected<SearchResult> Searcher::run() {
       ++R.Stats.MemoryBoundPruned;
       continue;
     }
-    if (Opts.Prune && C.Plan.Offload.Act == MemoryTier::Host && Idx > 0 &&
-        LastSimulated == Order[Idx - 1] && LastRank + 1 >= K) {
-      // act:host with at most one micro-batch in flight on every stage
-      // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
-      // costs exactly what its act:hbm twin costs and loses the tie to it
-      // (isBetterPlan: it offloads more). The twin is enumerated just
-      // before it with the same bounds, so it was the candidate just
-      // simulated; it ranks K-th or worse, so this one cannot rank.
-      const Candidate &Y = Cands[Order[Idx - 1]];
-      OffloadTiers Twin = C.Plan.Offload;
-      Twin.Act = MemoryTier::HBM;
-      if (Y.Base == C.Base && Y.Plan.Offload == Twin) {
-        Expected<const PlanCost *> B = GetBaseStages(C);
-        if (!B)
-          return B.takeError();
-        if (all_of((*B)->Stages, [](const StageCost &SC) {
-              return SC.OffloadIn.InFlightMicroBatches <= 1;
-            })) {
-          ++R.Stats.Dominated;
-          continue;
-        }
-      }
+    Expected<bool> Dominated =
+        isDominatedTwin(Cands, Order, Idx, LastSimulated, LastRank, K, Cache);
+    if (!Dominated)
+      return Dominated.takeError();
+    if (*Dominated) {
+      ++R.Stats.Dominated;
+      continue;
     }
     Optional<PlanCost> Staged;
     if (Opts.Prune) {
-      // Offload variants of one plan: cost the plan once, re-place it.
-      Expected<PlanCost> SC = [&]() -> Expected<PlanCost> {
-        if (!C.Plan.Offload.any())
-          return Eval.evaluateStages(C.Plan);
-        Expected<const PlanCost *> B = GetBaseStages(C);
-        if (!B)
-          return B.takeError();
-        PlanCost PC = **B;
-        applyOffloadToPlan(PC, C.Plan.Offload, HW);
-        return PC;
-      }();
+      Expected<PlanCost> SC = costStages(C, Cache);
       if (!SC)
         return SC.takeError();
       ++R.Stats.StagesEvaluated;
@@ -1066,123 +1151,145 @@ Expected<SearchResult> Searcher::run() {
       ++R.Stats.OverMemory;
       continue;
     }
-    Degrees Pair = DegreesOf(C.Plan);
-    auto It = PairBest.find(Pair);
-    if (It == PairBest.end())
-      PairBest.emplace(Pair, *PC);
-    else if (isBetterPlan(*PC, It->second))
-      It->second = *PC;
-    auto Pos = std::upper_bound(Top.begin(), Top.end(), *PC, isBetterPlan);
-    if (Pos - Top.begin() < (long)K) {
-      LastRank = Pos - Top.begin();
-      Top.insert(Pos, std::move(*PC));
-      if (Top.size() > K)
-        Top.pop_back();
-    }
-    Thr = Threshold();
+    LastRank = Rank.add(C.Plan, std::move(*PC));
+    Thr = Rank.getThreshold();
   }
+  return Error::success();
+}
 
-  if (!Top.empty()) {
-    Degrees Win = DegreesOf(Top[0].Plan);
-    for (const auto &KV : PairBest)
-      if (KV.first != Win &&
-          (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
-        R.OtherDegrees = KV.second;
-    // What the winner's mesh and gradient precision buy: the same plan with
-    // the defaults, costed.
-    const ParallelPlan &W = Top[0].Plan;
-    if (W.Order != DefaultAxisOrder) {
-      ParallelPlan Q = W;
-      Q.Order = DefaultAxisOrder;
-      Expected<PlanCost> PC = Eval.evaluate(Q);
-      if (!PC)
-        return PC.takeError();
-      R.DefaultOrder = std::move(*PC);
-      R.WinnerGroups = describeGroups(W);
-      R.DefaultOrderGroups = describeGroups(Q);
-    }
-    if (W.getNumDevices() < Space.Devices) {
-      Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
-      if (!All)
-        return All.takeError();
-      R.BestAllDevices = std::move(*All);
-    }
-    // The winner with each overlap it has communication for flipped
-    // (--explain says what each choice is worth).
-    // Only the kinds the hardware gives a share for (the searched ones).
-    const DeviceClass *Core = HW.getClass("aicore");
-    Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
-    for (unsigned K = 0; K < 3; ++K) {
-      if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
-          (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
-          (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
-        continue;
-      ParallelPlan Q = W;
-      bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
-      Flag = !Flag;
-      Expected<PlanCost> PC = Eval.evaluate(Q);
-      if (!PC)
-        return PC.takeError();
-      R.OverlapFlips.push_back(std::move(*PC));
-    }
-    if (W.Grad != GradPrecision::FP32) {
-      ParallelPlan Q = W;
-      Q.Grad = GradPrecision::FP32;
-      Expected<PlanCost> PC = Eval.evaluate(Q);
-      if (!PC)
-        return PC.takeError();
-      R.FP32Grad = std::move(*PC);
-    }
-  } else {
-    // Nothing fits: the least memory at every (tp, pp), exactly. Within a
-    // pair, candidates in increasing memory bound until the bound passes
-    // the least memory found.
-    std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
-    for (unsigned I = 0; I < Cands.size(); ++I)
-      ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
-    for (auto &KV : ByPair) {
-      std::vector<unsigned> &Is = KV.second;
-      std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
-        return Cands[A].MemoryBound < Cands[B].MemoryBound;
-      });
-      Optional<MemoryFloor> Floor;
-      for (unsigned I : Is) {
-        if (Floor && Cands[I].MemoryBound > Floor->Bytes)
-          break;
-        Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
-        if (!SC)
-          return SC.takeError();
-        ++R.Stats.StagesEvaluated;
-        if (Floor && SC->MaxMemoryBytes >= Floor->Bytes)
-          continue;
-        MemoryFloor MF;
-        MF.TP = KV.first.first;
-        MF.PP = KV.first.second;
-        MF.Bytes = SC->MaxMemoryBytes;
-        for (unsigned S = 0; S < SC->Stages.size(); ++S)
-          if (SC->Stages[S].MemoryBytes == SC->MaxMemoryBytes) {
-            MF.Stage = S;
-            break;
-          }
-        MF.Plan = Cands[I].Plan;
-        Floor = MF;
-      }
-      if (Floor)
-        R.Floors.push_back(*Floor);
-    }
-    // The nearest miss, costed in full for the stage report (first of the
-    // least memory: deterministic).
-    const MemoryFloor *Least = nullptr;
-    for (const MemoryFloor &F : R.Floors)
-      if (!Least || F.Bytes < Least->Bytes)
-        Least = &F;
-    if (Least) {
-      Expected<PlanCost> PC = Eval.evaluate(Least->Plan);
-      if (!PC)
-        return PC.takeError();
-      R.Closest = std::move(*PC);
-    }
+/// What the winner Top[0] is compared with, for --explain: the best plan
+/// of other degrees, the winner on the default mesh order, the best plan
+/// on all devices (when the winner leaves some idle), the winner with each
+/// overlap flipped and with fp32 gradients.
+Error Searcher::explainWinner(const std::vector<Candidate> &Cands,
+                              ArrayRef<unsigned> Order, const Ranking &Rank,
+                              SearchResult &R) const {
+  const std::vector<PlanCost> &Top = Rank.Top;
+  Ranking::Degrees Win = Ranking::getDegrees(Top[0].Plan);
+  for (const auto &KV : Rank.PairBest)
+    if (KV.first != Win &&
+        (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
+      R.OtherDegrees = KV.second;
+  // What the winner's mesh and gradient precision buy: the same plan with
+  // the defaults, costed.
+  const ParallelPlan &W = Top[0].Plan;
+  if (W.Order != DefaultAxisOrder) {
+    ParallelPlan Q = W;
+    Q.Order = DefaultAxisOrder;
+    Expected<PlanCost> PC = Eval.evaluate(Q);
+    if (!PC)
+      return PC.takeError();
+    R.DefaultOrder = std::move(*PC);
+    R.WinnerGroups = describeGroups(W);
+    R.DefaultOrderGroups = describeGroups(Q);
   }
+  if (W.getNumDevices() < Space.Devices) {
+    Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
+    if (!All)
+      return All.takeError();
+    R.BestAllDevices = std::move(*All);
+  }
+  // The winner with each overlap it has communication for flipped
+  // (--explain says what each choice is worth).
+  // Only the kinds the hardware gives a share for (the searched ones).
+  const DeviceClass *Core = HW.getClass("aicore");
+  Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+  for (unsigned K = 0; K < 3; ++K) {
+    if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
+        (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
+        (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
+      continue;
+    ParallelPlan Q = W;
+    bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
+    Flag = !Flag;
+    Expected<PlanCost> PC = Eval.evaluate(Q);
+    if (!PC)
+      return PC.takeError();
+    R.OverlapFlips.push_back(std::move(*PC));
+  }
+  if (W.Grad != GradPrecision::FP32) {
+    ParallelPlan Q = W;
+    Q.Grad = GradPrecision::FP32;
+    Expected<PlanCost> PC = Eval.evaluate(Q);
+    if (!PC)
+      return PC.takeError();
+    R.FP32Grad = std::move(*PC);
+  }
+  return Error::success();
+}
+
+/// Nothing fits: the least memory at every (tp, pp), exactly (R.Floors),
+/// and the nearest miss costed in full (R.Closest). Within a pair,
+/// candidates in increasing memory bound until the bound passes the least
+/// memory found.
+Error Searcher::findMemoryFloors(const std::vector<Candidate> &Cands,
+                                 SearchResult &R) const {
+  std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
+  for (unsigned I = 0; I < Cands.size(); ++I)
+    ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
+  for (auto &KV : ByPair) {
+    std::vector<unsigned> &Is = KV.second;
+    std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
+      return Cands[A].MemoryBound < Cands[B].MemoryBound;
+    });
+    Optional<MemoryFloor> Floor;
+    for (unsigned I : Is) {
+      if (Floor && Cands[I].MemoryBound > Floor->Bytes)
+        break;
+      Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
+      if (!SC)
+        return SC.takeError();
+      ++R.Stats.StagesEvaluated;
+      if (Floor && SC->MaxMemoryBytes >= Floor->Bytes)
+        continue;
+      MemoryFloor MF;
+      MF.TP = KV.first.first;
+      MF.PP = KV.first.second;
+      MF.Bytes = SC->MaxMemoryBytes;
+      for (unsigned S = 0; S < SC->Stages.size(); ++S)
+        if (SC->Stages[S].MemoryBytes == SC->MaxMemoryBytes) {
+          MF.Stage = S;
+          break;
+        }
+      MF.Plan = Cands[I].Plan;
+      Floor = MF;
+    }
+    if (Floor)
+      R.Floors.push_back(*Floor);
+  }
+  // The nearest miss, costed in full for the stage report (first of the
+  // least memory: deterministic).
+  const MemoryFloor *Least = nullptr;
+  for (const MemoryFloor &F : R.Floors)
+    if (!Least || F.Bytes < Least->Bytes)
+      Least = &F;
+  if (Least) {
+    Expected<PlanCost> PC = Eval.evaluate(Least->Plan);
+    if (!PC)
+      return PC.takeError();
+    R.Closest = std::move(*PC);
+  }
+  return Error::success();
+}
+
+Expected<SearchResult> Searcher::run() {
+  auto Start = std::chrono::steady_clock::now();
+  SearchResult R;
+  R.Space = Space;
+  R.StagesGiven = !Opts.Fixed.StageLayers.empty();
+  std::vector<Candidate> Cands;
+  enumerate(Cands);
+  R.Stats.Candidates = Cands.size();
+  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
+    return C.Plan.getNumDevices() == Space.Devices;
+  });
+  std::vector<unsigned> Order = boundCandidates(Cands);
+  Ranking Rank(std::max(1u, Opts.TopK), R.Top, Cands);
+  if (Error E = rankCandidates(Cands, Order, Rank, R))
+    return std::move(E);
+  if (Error E = R.Top.empty() ? findMemoryFloors(Cands, R)
+                              : explainWinner(Cands, Order, Rank, R))
+    return std::move(E);
   R.Stats.Partitions = Partitions;
   R.Stats.Seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
