@@ -457,8 +457,8 @@ struct Ranking {
     return std::max(T, Second);
   }
 
-  /// Ranks the simulated cost PC of Plan, which fits; returns where it entered Top (K: it
-  /// did not).
+  /// Ranks the simulated cost PC of Plan, which fits; returns where it entered
+  /// Top (K: it did not).
   unsigned add(const ParallelPlan &Plan, PlanCost PC) {
     Degrees Pair = getDegrees(Plan);
     auto It = PairBest.find(Pair);
@@ -1051,8 +1051,8 @@ std::vector<unsigned> Searcher::boundCandidates(std::vector<Candidate> &Cands) {
 /// or worse (LastRank) and every stage keeps at most one micro-batch in
 /// flight.
 Expected<bool> Searcher::isDominatedTwin(const std::vector<Candidate> &Cands,
-                                         ArrayRef<unsigned> Order,
-                                         unsigned Idx, unsigned LastSimulated,
+                                         ArrayRef<unsigned> Order, unsigned Idx,
+                                         unsigned LastSimulated,
                                          unsigned LastRank, unsigned K,
                                          BaseStageCache &Cache) const {
   const Candidate &C = Cands[Order[Idx]];

@@ -309,8 +309,8 @@ public:
   MegatronFlags(ExportTarget T, const ExportInput &In, const Facts &F,
                 std::vector<std::string> &Warnings)
       : T(T), Mind(T == ExportTarget::MindSpeed),
-        Name(Mind ? "MindSpeed-LLM" : "Megatron-LM"), In(In),
-        P(In.Cost.Plan), F(F), Warnings(Warnings) {}
+        Name(Mind ? "MindSpeed-LLM" : "Megatron-LM"), In(In), P(In.Cost.Plan),
+        F(F), Warnings(Warnings) {}
 
   /// tp, pp and the rank order.
   void addMesh();

@@ -197,10 +197,9 @@ void printServingExplanation(const ServingResult &R, raw_ostream &OS) {
 
 json::Object getServingPredictedJSON(const ServingPlanCost &P) {
   json::Object O;
-  forEachServingPredicted(P, /*Detail=*/true,
-                          [&](StringRef Key, json::Value V) {
-                            O[Key] = std::move(V);
-                          });
+  forEachServingPredicted(
+      P, /*Detail=*/true,
+      [&](StringRef Key, json::Value V) { O[Key] = std::move(V); });
   return O;
 }
 

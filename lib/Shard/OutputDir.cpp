@@ -396,10 +396,9 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
         J.attribute("max_memory_bytes", Info.Predicted.MaxMemoryBytes);
         if (Info.Serving) {
           const ServingPlanCost &S = *Info.Serving;
-          forEachServingPredicted(S, /*Detail=*/false,
-                                  [&](StringRef Key, json::Value V) {
-                                    J.attribute(Key, V);
-                                  });
+          forEachServingPredicted(
+              S, /*Detail=*/false,
+              [&](StringRef Key, json::Value V) { J.attribute(Key, V); });
           // The graphs are one replica: how many run, and the batch of each.
           J.attribute("replicas", S.DP);
           J.attribute("batch_per_replica", S.Batch);

@@ -162,9 +162,8 @@ private:
   /// Fresh names of \p N's outputs; a model output computed sharded or in
   /// expert work (\p InExpertWork) is named "<name>.local", its final
   /// replicated value keeping the name.
-  SmallVector<std::string, 2> getOutputNames(const Node &N,
-                                             const NodeSharding &NS,
-                                             bool InExpertWork);
+  SmallVector<std::string, 2>
+  getOutputNames(const Node &N, const NodeSharding &NS, bool InExpertWork);
   /// \p N copied into the rank's graph on inputs \p In with local shapes:
   /// its shape and split-size inputs and attributes made local, its
   /// outputs typed per their specs (stacked expert outputs: this rank's
@@ -995,9 +994,8 @@ Expected<bool> RoleBuilder::buildExpertCombine(const Node &N,
   return false;
 }
 
-Expected<Value *> RoleBuilder::buildInput(const Node &N,
-                                          const NodeSharding &NS, unsigned I,
-                                          bool IsBranch) {
+Expected<Value *> RoleBuilder::buildInput(const Node &N, const NodeSharding &NS,
+                                          unsigned I, bool IsBranch) {
   const Value *V = N.getInput(I);
   if (!V || NS.Lower == NodeSharding::Lowering::GlobalShape)
     return nullptr;
@@ -1034,9 +1032,9 @@ Expected<Value *> RoleBuilder::buildInput(const Node &N,
     // the ep group.
     return epGathered(V, *X);
   }
-  if (IsBranch && *X && !DD.count(V) && EPTokens > 0 &&
-      (*X)->Type.getRank() && (*X)->Type.Dims[0].Size == EPTokens &&
-      !V->isParameter() && !isWeightOperand(N, I)) {
+  if (IsBranch && *X && !DD.count(V) && EPTokens > 0 && (*X)->Type.getRank() &&
+      (*X)->Type.Dims[0].Size == EPTokens && !V->isParameter() &&
+      !isWeightOperand(N, I)) {
     // A constant with one row per token (torch's zeros_like): widen it
     // to the gathered tokens when it is a fill. (A weight folded to a
     // constant, e.g. a transposed projection, may have as many rows as
@@ -1074,9 +1072,9 @@ Expected<Value *> RoleBuilder::leaveExpertRegion(const Value *V,
   return It->second;
 }
 
-SmallVector<std::string, 2>
-RoleBuilder::getOutputNames(const Node &N, const NodeSharding &NS,
-                            bool InExpertWork) {
+SmallVector<std::string, 2> RoleBuilder::getOutputNames(const Node &N,
+                                                        const NodeSharding &NS,
+                                                        bool InExpertWork) {
   SmallVector<std::string, 2> OutNames;
   for (unsigned O = 0; O < N.getNumOutputs(); ++O) {
     const Value *V = N.getOutput(O);

@@ -13,8 +13,8 @@
 
 #include "ExpertModels.h"
 #include "LoadModel.h"
-#include <algorithm>
 #include "gtest/gtest.h"
+#include <algorithm>
 
 using namespace loom;
 using namespace llvm;

@@ -13,8 +13,8 @@
 #include "loom/Pass/Pass.h"
 
 #include "LoadModel.h"
-#include "gtest/gtest.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "gtest/gtest.h"
 
 using namespace loom;
 using namespace llvm;

@@ -763,12 +763,12 @@ static Error applyDeviceLimits(const HardwareModel &HW, CompileOptions &O) {
           ("units of " + HW.Topology.front().Name).c_str());
     O.FailedDevices = N * Unit;
     O.Devices = Total - N * Unit;
-    O.FailureWhat =
-        ByDevice ? (Twine(N) + (N == 1 ? " device" : " devices")).str()
-                 : (Twine(N) + (N == 1 ? " server" : " servers") + " (" +
-                    HW.Topology.front().Name + " unit of " + Twine(Unit) +
-                    " devices each)")
-                       .str();
+    O.FailureWhat = ByDevice
+                        ? (Twine(N) + (N == 1 ? " device" : " devices")).str()
+                        : (Twine(N) + (N == 1 ? " server" : " servers") + " (" +
+                           HW.Topology.front().Name + " unit of " +
+                           Twine(Unit) + " devices each)")
+                              .str();
   }
   if (DevicesOpt.getNumOccurrences()) {
     if (DevicesOpt == 0 || DevicesOpt > HW.getNumDevices())
@@ -967,12 +967,11 @@ static Optional<int> handlePipelineError(Error E, const CompilationUnit &CU,
                                          const PassInstrumentation &PI,
                                          bool HaveExports,
                                          Optional<std::string> &NoPlanMsg) {
-  bool PlanIsTheProduct =
-      TopPlans.getNumOccurrences() || ExplainPlan ||
-      PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage ||
-      HaveExports ||
-      (!PrintHW && !PrintGraph && PI.PrintAfter.empty() && !PrintPlacement &&
-       PrintCosts == CostLevel::None);
+  bool PlanIsTheProduct = TopPlans.getNumOccurrences() || ExplainPlan ||
+                          PlanText.getNumOccurrences() ||
+                          PrintCosts == CostLevel::Stage || HaveExports ||
+                          (!PrintHW && !PrintGraph && PI.PrintAfter.empty() &&
+                           !PrintPlacement && PrintCosts == CostLevel::None);
   bool NoPlan = E.isA<NoFeasiblePlanError>();
   bool Uncosted = E.isA<UncostedWorkError>();
   if (!NoPlan && !Uncosted)
@@ -998,9 +997,8 @@ static Optional<int> handlePipelineError(Error E, const CompilationUnit &CU,
 /// searches' timings of --time-passes. Returns the plan the run chose (or,
 /// when nothing fits, the nearest miss; null when neither): what
 /// --print-costs=stage reports.
-static Expected<const PlanCost *> getCostedPlan(const CompilationUnit &CU,
-                                                bool HaveCosts,
-                                                bool NoPlanPending) {
+static Expected<const PlanCost *>
+getCostedPlan(const CompilationUnit &CU, bool HaveCosts, bool NoPlanPending) {
   const SearchResult *Searched = getSearched(CU);
   if ((TopPlans.getNumOccurrences() || ExplainPlan) && !Searched &&
       !NoPlanPending)
