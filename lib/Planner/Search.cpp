@@ -588,6 +588,30 @@ private:
   Expected<Optional<PlanCost>>
   bestOnAllDevices(const std::vector<Candidate> &Cands,
                    ArrayRef<unsigned> Order) const;
+  /// How a candidate's layers are split into stages: vpp, the layers per
+  /// stage, and whether they are balanced on compute (not the even split).
+  struct StageLayout {
+    unsigned VPP;
+    const std::vector<unsigned> *Counts;
+    bool Balanced;
+  };
+  // The steps of enumerate().
+  /// The stage layouts to try at \p PP stages and \p NMB micro-batches:
+  /// --plan's stages, or the even split, the split balanced on \p LP's
+  /// compute (at recompute \p RC), and each vpp Megatron-LM allows.
+  SmallVector<StageLayout, 8>
+  getStageLayouts(const LayerPrefix &LP,
+                  const std::vector<unsigned> &EvenCounts, unsigned PP,
+                  uint64_t NMB, Recompute RC);
+  /// The candidates of \p Proto (degrees, batch split, recompute, ZeRO and
+  /// gradient precision set) on layout \p Lay: one per mesh order in
+  /// \p Orders, overlap setting and offload placement in \p Offs (the
+  /// placements of one plan share a base, counted in \p NumBases).
+  void addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
+                     const LayerPrefix &LP, ArrayRef<AxisOrder> Orders,
+                     ArrayRef<OffloadTiers> Offs,
+                     const Optional<CommOverlap> &Ov, unsigned &NumBases,
+                     std::vector<Candidate> &Out) const;
   // The steps of run().
   std::vector<unsigned> boundCandidates(std::vector<Candidate> &Cands);
   Expected<bool> isDominatedTwin(const std::vector<Candidate> &Cands,
@@ -843,6 +867,83 @@ std::string Searcher::describeGroups(const ParallelPlan &P) const {
   return join(Parts, ", ");
 }
 
+/// The settings of one overlap kind to try: the fixed one; both (the
+/// default first) where the hardware offers a share and the plan has the
+/// communication; else the default.
+static SmallVector<bool, 2> getOverlapChoices(const Optional<bool> &Fixed,
+                                              bool Default, bool Offered,
+                                              bool Relevant) {
+  if (Fixed)
+    return {*Fixed};
+  if (Offered && Relevant)
+    return {Default, !Default};
+  return {Default};
+}
+
+SmallVector<Searcher::StageLayout, 8>
+Searcher::getStageLayouts(const LayerPrefix &LP,
+                          const std::vector<unsigned> &EvenCounts, unsigned PP,
+                          uint64_t NMB, Recompute RC) {
+  const PlanSpec &F = Opts.Fixed;
+  SmallVector<StageLayout, 8> Layouts;
+  if (!F.StageLayers.empty()) {
+    Layouts.push_back({1, &F.StageLayers, false});
+    return Layouts;
+  }
+  Layouts.push_back({1, &EvenCounts, false});
+  if (Opts.BalanceStages && PP > 1)
+    if (const std::vector<unsigned> *B = getBalancedCounts(LP, PP, RC))
+      Layouts.push_back({1, B, true});
+  unsigned Mid = Space.NumBlocks;
+  if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
+    for (uint64_t V : getDivisors(Mid / PP))
+      if (V > 1)
+        Layouts.push_back({(unsigned)V, &EvenCounts, false});
+  return Layouts;
+}
+
+void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
+                             const LayerPrefix &LP, ArrayRef<AxisOrder> Orders,
+                             ArrayRef<OffloadTiers> Offs,
+                             const Optional<CommOverlap> &Ov,
+                             unsigned &NumBases,
+                             std::vector<Candidate> &Out) const {
+  const PlanSpec &F = Opts.Fixed;
+  SmallVector<bool, 2> TPOvs =
+      getOverlapChoices(F.TPOverlap, false, Ov && Ov->TP, Proto.TP > 1);
+  // dp and pp overlap at share 0 never lose to waiting (Cost/Overlap.h:
+  // max(C, W) <= W + C; a send waited for arrives no earlier): only on is
+  // tried.
+  SmallVector<bool, 2> DPOvs = getOverlapChoices(
+      F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0, EO.Train && Proto.DP > 1);
+  SmallVector<bool, 2> PPOvs = getOverlapChoices(
+      F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0, Proto.PP > 1);
+  for (const AxisOrder &Order : Orders)
+    for (bool TPOv : TPOvs)
+      for (bool DPOv : DPOvs)
+        for (bool PPOv : PPOvs)
+          for (const OffloadTiers &Off : Offs) {
+            // tp overlap needs TP communication.
+            if (TPOv && Proto.TP == 1)
+              continue;
+            Candidate C;
+            C.Base = NumBases + (&Off == &Offs.front());
+            C.Plan = Proto;
+            ParallelPlan &P = C.Plan;
+            P.Order = Order;
+            P.Offload = Off;
+            P.TPOverlap = TPOv;
+            P.DPOverlap = DPOv;
+            P.PPOverlap = PPOv;
+            if (Lay.Balanced || !F.StageLayers.empty())
+              P.StageLayers = *Lay.Counts;
+            C.Counts = Lay.Counts;
+            C.Prefix = &LP;
+            NumBases = C.Base;
+            Out.push_back(std::move(C));
+          }
+}
+
 void Searcher::enumerate(std::vector<Candidate> &Out) {
   const PlanSpec &F = Opts.Fixed;
   uint64_t N = Space.Devices;
@@ -864,14 +965,6 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   // or its default.
   const DeviceClass *Core = HW.getClass("aicore");
   Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
-  auto Choices = [&](const Optional<bool> &Fixed, bool Default, bool Offered,
-                     bool Relevant) -> SmallVector<bool, 2> {
-    if (Fixed)
-      return {*Fixed};
-    if (Offered && Relevant)
-      return {Default, !Default};
-    return {Default};
-  };
   unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
@@ -882,121 +975,66 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   DS.TPDivisor = Space.TPDiv.Divisor;
   for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
     uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
-    {
-      const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
-      if (EvenCounts.empty())
+    const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
+    if (EvenCounts.empty())
+      continue;
+    // ep: the inner part of dp, dividing every MoE layer's experts.
+    for (uint64_t EP : getDivisors(DP)) {
+      if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
+          (F.EP && *F.EP != EP))
         continue;
-      // ep: the inner part of dp, dividing every MoE layer's experts.
-      for (uint64_t EP : getDivisors(DP)) {
-        if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
-            (F.EP && *F.EP != EP))
+      // The distinct meshes (a fixed order matches the one it is the
+      // same mesh as).
+      SmallVector<AxisOrder, 6> Orders = getDistinctAxisOrders(EP, DP / EP, PP);
+      if (F.Order) {
+        AxisOrder Want = canonicalAxisOrder(*F.Order, EP, DP / EP, PP);
+        Orders.assign(1, Want);
+      }
+      for (uint64_t MB : getDivisors(Batch / DP)) {
+        if (F.MicroBatchSize && *F.MicroBatchSize != MB)
           continue;
-        // The distinct meshes (a fixed order matches the one it is the
-        // same mesh as).
-        SmallVector<AxisOrder, 6> Orders =
-            getDistinctAxisOrders(EP, DP / EP, PP);
-        if (F.Order) {
-          AxisOrder Want = canonicalAxisOrder(*F.Order, EP, DP / EP, PP);
-          Orders.assign(1, Want);
-        }
-        for (uint64_t MB : getDivisors(Batch / DP)) {
-          if (F.MicroBatchSize && *F.MicroBatchSize != MB)
+        uint64_t NMB = Batch / (DP * MB);
+        if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+          continue;
+        // Plans count micro-batches and their size in 32 bits (what
+        // completePlan accepts); a bigger count is a larger micro-batch.
+        if (NMB > std::numeric_limits<unsigned>::max() ||
+            MB > std::numeric_limits<unsigned>::max())
+          continue;
+        for (bool SP : {false, true}) {
+          if ((SP && TP == 1) || (F.SP && *F.SP != SP))
             continue;
-          uint64_t NMB = Batch / (DP * MB);
-          if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
-            continue;
-          // Plans count micro-batches and their size in 32 bits (what
-          // completePlan accepts); a bigger count is a larger micro-batch.
-          if (NMB > std::numeric_limits<unsigned>::max() ||
-              MB > std::numeric_limits<unsigned>::max())
-            continue;
-          for (bool SP : {false, true}) {
-            if ((SP && TP == 1) || (F.SP && *F.SP != SP))
+          const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
+          for (Recompute RC : RCs) {
+            if (F.RC && *F.RC != RC)
               continue;
-            const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
-            for (Recompute RC : RCs) {
-              if (F.RC && *F.RC != RC)
+            for (const StageLayout &Lay :
+                 getStageLayouts(LP, EvenCounts, PP, NMB, RC)) {
+              if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
                 continue;
-              // Stage layouts: vpp values and their counts.
-              struct Layout {
-                unsigned VPP;
-                const std::vector<unsigned> *Counts;
-                bool Balanced;
-              };
-              SmallVector<Layout, 8> Layouts;
-              if (!F.StageLayers.empty()) {
-                Layouts.push_back({1, &F.StageLayers, false});
-              } else {
-                Layouts.push_back({1, &EvenCounts, false});
-                if (Opts.BalanceStages && PP > 1)
-                  if (const std::vector<unsigned> *B =
-                          getBalancedCounts(LP, PP, RC))
-                    Layouts.push_back({1, B, true});
-                unsigned Mid = Space.NumBlocks;
-                if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
-                  for (uint64_t V : getDivisors(Mid / PP))
-                    if (V > 1)
-                      Layouts.push_back({(unsigned)V, &EvenCounts, false});
-              }
-              for (const Layout &Lay : Layouts) {
-                if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
+              for (unsigned Z : Zeros) {
+                // ZeRO partitions over dp: with dp = 1 it is plain data.
+                if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
                   continue;
-                for (unsigned Z : Zeros) {
-                  // ZeRO partitions over dp: with dp = 1 it is plain data.
-                  if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+                for (GradPrecision GP : Grads) {
+                  // Without a DP sync there is no reduction to narrow.
+                  if ((F.Grad && *F.Grad != GP) ||
+                      (GP == GradPrecision::BF16 && DP == 1))
                     continue;
-                  for (GradPrecision GP : Grads) {
-                    // Without a DP sync there is no reduction to narrow.
-                    if ((F.Grad && *F.Grad != GP) ||
-                        (GP == GradPrecision::BF16 && DP == 1))
-                      continue;
-                    SmallVector<bool, 2> TPOvs = Choices(
-                        F.TPOverlap, false, Ov && Ov->TP, TP > 1);
-                    // dp and pp overlap at share 0 never lose to waiting
-                    // (Cost/Overlap.h: max(C, W) <= W + C; a send waited
-                    // for arrives no earlier): only on is tried.
-                    SmallVector<bool, 2> DPOvs =
-                        Choices(F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0,
-                                EO.Train && DP > 1);
-                    SmallVector<bool, 2> PPOvs =
-                        Choices(F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0,
-                                PP > 1);
-                    for (const AxisOrder &Order : Orders)
-                    for (bool TPOv : TPOvs)
-                    for (bool DPOv : DPOvs)
-                    for (bool PPOv : PPOvs)
-                    for (const OffloadTiers &Off : Offs) {
-                      // tp overlap needs TP communication.
-                      if (TPOv && TP == 1)
-                        continue;
-                      Candidate C;
-                      C.Base = NumBases + (&Off == &Offs.front());
-                      ParallelPlan &P = C.Plan;
-                      P.TP = TP;
-                      P.PP = PP;
-                      P.DP = DP;
-                      P.EP = EP;
-                      P.SP = SP;
-                      P.MicroBatchSize = MB;
-                      P.NumMicroBatches = NMB;
-                      P.VirtualStages = Lay.VPP;
-                      P.RC = RC;
-                      P.ZeroStage = Z;
-                      P.Grad = GP;
-                      P.Order = Order;
-                      P.Offload = Off;
-                      P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
-                      P.TPOverlap = TPOv;
-                      P.DPOverlap = DPOv;
-                      P.PPOverlap = PPOv;
-                      if (Lay.Balanced || !F.StageLayers.empty())
-                        P.StageLayers = *Lay.Counts;
-                      C.Counts = Lay.Counts;
-                      C.Prefix = &LP;
-                      NumBases = C.Base;
-                      Out.push_back(std::move(C));
-                    }
-                  }
+                  ParallelPlan P;
+                  P.TP = TP;
+                  P.PP = PP;
+                  P.DP = DP;
+                  P.EP = EP;
+                  P.SP = SP;
+                  P.MicroBatchSize = MB;
+                  P.NumMicroBatches = NMB;
+                  P.VirtualStages = Lay.VPP;
+                  P.RC = RC;
+                  P.ZeroStage = Z;
+                  P.Grad = GP;
+                  P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
+                  addCandidates(P, Lay, LP, Orders, Offs, Ov, NumBases, Out);
                 }
               }
             }
