@@ -189,6 +189,16 @@ private:
   DenseSet<const Value *> StackedRegion;
   Error lowerSpecial(const Node &N, const NodeSharding &NS,
                      ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
+  /// Size or Shape of a value sharded here: the global answer, a constant.
+  Error lowerGlobalShape(const Node &N, ArrayRef<std::string> OutNames);
+  /// A Gather from a vocab-parallel table: this rank's rows looked up, ids
+  /// outside them masked to zero rows: a partial output over tp.
+  Error lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
+                                 ArrayRef<std::string> OutNames);
+  /// Row-parallel Gemm/Conv: partial products all-reduced over tp, then the
+  /// bias added once.
+  Error lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
+                             ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
   /// A lookup in an embedding table sharded over dp: the group's ids
   /// all-gathered, this rank's rows looked up (the others masked to 0),
@@ -715,166 +725,180 @@ void RoleBuilder::emitSends(const Node &N) {
 Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
                                 ArrayRef<Value *> In,
                                 ArrayRef<std::string> OutNames) {
-  const Value *Y = N.getOutput(0);
   switch (NS.Lower) {
-  case NodeSharding::Lowering::GlobalShape: {
-    Shape S = N.getInput(0)->Type.getStaticShape();
-    std::vector<int64_t> Vals;
-    if (N.getOpType() == "Size") {
-      int64_t P = 1;
-      for (int64_t D : S)
-        P *= D;
-      Vals.push_back(P);
-    } else {
-      int64_t Start = N.getAttrInt("start", 0), End = N.getAttrInt("end", S.size());
-      if (Start < 0)
-        Start += S.size();
-      if (End < 0)
-        End += S.size();
-      Start = std::max<int64_t>(0, std::min<int64_t>(Start, S.size()));
-      End = std::max<int64_t>(Start, std::min<int64_t>(End, S.size()));
-      Vals.assign(S.begin() + Start, S.begin() + End);
-    }
-    Tensor T = Tensor::makeInt64(
-        N.getOpType() == "Size" ? ArrayRef<int64_t>() : ArrayRef<int64_t>((int64_t)Vals.size()),
-        Vals);
-    T.Name = OutNames[0];
-    Expected<Node *> C = add("Constant", N.getName(), {}, {OutNames[0]});
-    if (!C)
-      return C.takeError();
-    (*C)->getOutput(0)->Type = T.Type;
-    (*C)->addAttribute(tensorAttr("value", std::move(T)));
-    Produced[Y] = (*C)->getOutput(0);
-    return Error::success();
-  }
-  case NodeSharding::Lowering::VocabParallelGather: {
-    Value *Table = In[0], *Ids = In[1];
-    int64_t Rows = Table->Type.Dims[0].Size;
-    DataType IT = Ids->Type.Elem;
-    std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
-    Value *Start = constScalar(B + ".vocab_start", IT, (double)(TPR * Rows));
-    Value *Count = constScalar(B + ".vocab_rows", IT, (double)Rows);
-    Value *Zero = constScalar(B + ".zero_index", IT, 0);
-    TensorType IdT = Ids->Type;
-    TensorType BoolT = IdT;
-    BoolT.Elem = DataType::Bool;
-    auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
-                  TensorType T) -> Expected<Value *> {
-      std::string ON = fresh(B + "." + Suffix.str());
-      Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
-      if (!Nd)
-        return Nd.takeError();
-      (*Nd)->getOutput(0)->Type = std::move(T);
-      return (*Nd)->getOutput(0);
-    };
-    Expected<Value *> Local = Op("Sub", {Ids, Start}, "local_ids", IdT);
-    if (!Local)
-      return Local.takeError();
-    Expected<Value *> Below = Op("Less", {*Local, Zero}, "below", BoolT);
-    if (!Below)
-      return Below.takeError();
-    Expected<Value *> NotBelow = Op("Not", {*Below}, "not_below", BoolT);
-    if (!NotBelow)
-      return NotBelow.takeError();
-    Expected<Value *> InRange = Op("Less", {*Local, Count}, "in_range", BoolT);
-    if (!InRange)
-      return InRange.takeError();
-    Expected<Value *> Valid = Op("And", {*NotBelow, *InRange}, "valid", BoolT);
-    if (!Valid)
-      return Valid.takeError();
-    Expected<Value *> Safe = Op("Where", {*Valid, *Local, Zero}, "safe_ids", IdT);
-    if (!Safe)
-      return Safe.takeError();
-    TensorType GTy = localType(Y, AxisSpec(), false);
-    Expected<Value *> Rows2 = Op("Gather", {Table, *Safe}, "rows", GTy);
-    if (!Rows2)
-      return Rows2.takeError();
-    TensorType MaskT = BoolT;
-    MaskT.Dims.push_back(Dim(1));
-    Value *Mask;
-    if (R.M->getOpsetVersion("") >= 13) {
-      Value *Ax = constInt64(B + ".mask_axis", {1}, {-1});
-      Expected<Value *> U = Op("Unsqueeze", {*Valid, Ax}, "mask", MaskT);
-      if (!U)
-        return U.takeError();
-      Mask = *U;
-    } else {
-      std::string ON = fresh(B + ".mask");
-      Expected<Node *> Nd = add("Unsqueeze", fresh(B + "/mask"), {*Valid}, {ON});
-      if (!Nd)
-        return Nd.takeError();
-      (*Nd)->addAttribute(intsAttr("axes", {(int64_t)IdT.getRank()}));
-      (*Nd)->getOutput(0)->Type = MaskT;
-      Mask = (*Nd)->getOutput(0);
-    }
-    Value *ZeroF = constScalar(B + ".zero", Y->Type.Elem, 0);
-    Expected<Node *> W = add("Where", N.getName(), {Mask, *Rows2, ZeroF},
-                             {OutNames[0]});
-    if (!W)
-      return W.takeError();
-    (*W)->getOutput(0)->Type = GTy;
-    Produced[Y] = (*W)->getOutput(0);
-    return Error::success();
-  }
-  case NodeSharding::Lowering::BiasAfterReduce: {
-    // Row-parallel Gemm/Conv: partial products, reduced, then the bias once.
-    std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
-    std::string PN = fresh(OutNames[0] + ".partial");
-    SmallVector<Value *, 2> Ins = {In[0], In[1]};
-    Expected<Node *> Mm = add(N.getOpType(), N.getName(), Ins, {PN});
-    if (!Mm)
-      return Mm.takeError();
-    for (const Attribute &A : N.getAttributes())
-      if (A.Name != "beta")
-        (*Mm)->addAttribute(copyAttributeValues(A));
-    TensorType T = localType(Y, AxisSpec(), false);
-    (*Mm)->getOutput(0)->Type = T;
-    Expected<Value *> Red =
-        collective("HcomAllReduce", "tp", (*Mm)->getOutput(0),
-                   OutNames[0] + ".allreduce", T, {{"reduction", 0, "sum"}});
-    if (!Red)
-      return Red.takeError();
-    Value *Bias = In[2];
-    if (N.getOpType() == "Conv") {
-      // [Co] -> [Co, 1, ..., 1] to broadcast over the spatial dims.
-      unsigned Spatial = T.getRank() - 2;
-      std::vector<int64_t> S = {Bias->Type.Dims[0].Size};
-      S.insert(S.end(), Spatial, 1);
-      Value *SV = constInt64(B + ".bias_shape", {(int64_t)S.size()}, S);
-      std::string RN = fresh(B + ".bias");
-      Expected<Node *> Rs = add("Reshape", fresh(B + "/bias_reshape"),
-                                {Bias, SV}, {RN});
-      if (!Rs)
-        return Rs.takeError();
-      TensorType BT = Bias->Type;
-      BT.Dims.clear();
-      for (int64_t D : S)
-        BT.Dims.push_back(Dim(D));
-      (*Rs)->getOutput(0)->Type = BT;
-      Bias = (*Rs)->getOutput(0);
-    } else if (N.getAttrFloat("beta", 1.0f) != 1.0f) {
-      Tensor BetaT = Tensor::makeFromDoubles(Bias->Type.Elem, {},
-                                             {N.getAttrFloat("beta", 1.0f)});
-      Value *Beta = constScalar(B + ".beta", Bias->Type.Elem,
-                                N.getAttrFloat("beta", 1.0f));
-      std::string MN = fresh(B + ".scaled_bias");
-      Expected<Node *> Mu = add("Mul", fresh(B + "/beta"), {Bias, Beta}, {MN});
-      if (!Mu)
-        return Mu.takeError();
-      (*Mu)->getOutput(0)->Type = Bias->Type;
-      Bias = (*Mu)->getOutput(0);
-    }
-    Expected<Node *> Ad = add("Add", fresh(B + "/bias"), {*Red, Bias},
-                              {OutNames[0]});
-    if (!Ad)
-      return Ad.takeError();
-    (*Ad)->getOutput(0)->Type = T;
-    Produced[Y] = (*Ad)->getOutput(0);
-    return Error::success();
-  }
+  case NodeSharding::Lowering::GlobalShape:
+    return lowerGlobalShape(N, OutNames);
+  case NodeSharding::Lowering::VocabParallelGather:
+    return lowerVocabParallelGather(N, In, OutNames);
+  case NodeSharding::Lowering::BiasAfterReduce:
+    return lowerBiasAfterReduce(N, In, OutNames);
   case NodeSharding::Lowering::None:
     break;
   }
+  return Error::success();
+}
+
+Error RoleBuilder::lowerGlobalShape(const Node &N,
+                                    ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  Shape S = N.getInput(0)->Type.getStaticShape();
+  std::vector<int64_t> Vals;
+  if (N.getOpType() == "Size") {
+    int64_t P = 1;
+    for (int64_t D : S)
+      P *= D;
+    Vals.push_back(P);
+  } else {
+    int64_t Start = N.getAttrInt("start", 0),
+            End = N.getAttrInt("end", S.size());
+    if (Start < 0)
+      Start += S.size();
+    if (End < 0)
+      End += S.size();
+    Start = std::max<int64_t>(0, std::min<int64_t>(Start, S.size()));
+    End = std::max<int64_t>(Start, std::min<int64_t>(End, S.size()));
+    Vals.assign(S.begin() + Start, S.begin() + End);
+  }
+  Tensor T = Tensor::makeInt64(N.getOpType() == "Size"
+                                   ? ArrayRef<int64_t>()
+                                   : ArrayRef<int64_t>((int64_t)Vals.size()),
+                               Vals);
+  T.Name = OutNames[0];
+  Expected<Node *> C = add("Constant", N.getName(), {}, {OutNames[0]});
+  if (!C)
+    return C.takeError();
+  (*C)->getOutput(0)->Type = T.Type;
+  (*C)->addAttribute(tensorAttr("value", std::move(T)));
+  Produced[Y] = (*C)->getOutput(0);
+  return Error::success();
+}
+
+Error RoleBuilder::lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
+                                            ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  Value *Table = In[0], *Ids = In[1];
+  int64_t Rows = Table->Type.Dims[0].Size;
+  DataType IT = Ids->Type.Elem;
+  std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+  Value *Start = constScalar(B + ".vocab_start", IT, (double)(TPR * Rows));
+  Value *Count = constScalar(B + ".vocab_rows", IT, (double)Rows);
+  Value *Zero = constScalar(B + ".zero_index", IT, 0);
+  TensorType IdT = Ids->Type;
+  TensorType BoolT = IdT;
+  BoolT.Elem = DataType::Bool;
+  auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
+                TensorType T) -> Expected<Value *> {
+    std::string ON = fresh(B + "." + Suffix.str());
+    Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
+    if (!Nd)
+      return Nd.takeError();
+    (*Nd)->getOutput(0)->Type = std::move(T);
+    return (*Nd)->getOutput(0);
+  };
+  Expected<Value *> Local = Op("Sub", {Ids, Start}, "local_ids", IdT);
+  if (!Local)
+    return Local.takeError();
+  Expected<Value *> Below = Op("Less", {*Local, Zero}, "below", BoolT);
+  if (!Below)
+    return Below.takeError();
+  Expected<Value *> NotBelow = Op("Not", {*Below}, "not_below", BoolT);
+  if (!NotBelow)
+    return NotBelow.takeError();
+  Expected<Value *> InRange = Op("Less", {*Local, Count}, "in_range", BoolT);
+  if (!InRange)
+    return InRange.takeError();
+  Expected<Value *> Valid = Op("And", {*NotBelow, *InRange}, "valid", BoolT);
+  if (!Valid)
+    return Valid.takeError();
+  Expected<Value *> Safe = Op("Where", {*Valid, *Local, Zero}, "safe_ids", IdT);
+  if (!Safe)
+    return Safe.takeError();
+  TensorType GTy = localType(Y, AxisSpec(), false);
+  Expected<Value *> Rows2 = Op("Gather", {Table, *Safe}, "rows", GTy);
+  if (!Rows2)
+    return Rows2.takeError();
+  TensorType MaskT = BoolT;
+  MaskT.Dims.push_back(Dim(1));
+  Value *Mask;
+  if (R.M->getOpsetVersion("") >= 13) {
+    Value *Ax = constInt64(B + ".mask_axis", {1}, {-1});
+    Expected<Value *> U = Op("Unsqueeze", {*Valid, Ax}, "mask", MaskT);
+    if (!U)
+      return U.takeError();
+    Mask = *U;
+  } else {
+    std::string ON = fresh(B + ".mask");
+    Expected<Node *> Nd = add("Unsqueeze", fresh(B + "/mask"), {*Valid}, {ON});
+    if (!Nd)
+      return Nd.takeError();
+    (*Nd)->addAttribute(intsAttr("axes", {(int64_t)IdT.getRank()}));
+    (*Nd)->getOutput(0)->Type = MaskT;
+    Mask = (*Nd)->getOutput(0);
+  }
+  Value *ZeroF = constScalar(B + ".zero", Y->Type.Elem, 0);
+  Expected<Node *> W =
+      add("Where", N.getName(), {Mask, *Rows2, ZeroF}, {OutNames[0]});
+  if (!W)
+    return W.takeError();
+  (*W)->getOutput(0)->Type = GTy;
+  Produced[Y] = (*W)->getOutput(0);
+  return Error::success();
+}
+
+Error RoleBuilder::lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
+                                        ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  // Row-parallel Gemm/Conv: partial products, reduced, then the bias once.
+  std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+  std::string PN = fresh(OutNames[0] + ".partial");
+  SmallVector<Value *, 2> Ins = {In[0], In[1]};
+  Expected<Node *> Mm = add(N.getOpType(), N.getName(), Ins, {PN});
+  if (!Mm)
+    return Mm.takeError();
+  for (const Attribute &A : N.getAttributes())
+    if (A.Name != "beta")
+      (*Mm)->addAttribute(copyAttributeValues(A));
+  TensorType T = localType(Y, AxisSpec(), false);
+  (*Mm)->getOutput(0)->Type = T;
+  Expected<Value *> Red =
+      collective("HcomAllReduce", "tp", (*Mm)->getOutput(0),
+                 OutNames[0] + ".allreduce", T, {{"reduction", 0, "sum"}});
+  if (!Red)
+    return Red.takeError();
+  Value *Bias = In[2];
+  if (N.getOpType() == "Conv") {
+    // [Co] -> [Co, 1, ..., 1] to broadcast over the spatial dims.
+    unsigned Spatial = T.getRank() - 2;
+    std::vector<int64_t> S = {Bias->Type.Dims[0].Size};
+    S.insert(S.end(), Spatial, 1);
+    Value *SV = constInt64(B + ".bias_shape", {(int64_t)S.size()}, S);
+    std::string RN = fresh(B + ".bias");
+    Expected<Node *> Rs =
+        add("Reshape", fresh(B + "/bias_reshape"), {Bias, SV}, {RN});
+    if (!Rs)
+      return Rs.takeError();
+    TensorType BT = Bias->Type;
+    BT.Dims.clear();
+    for (int64_t D : S)
+      BT.Dims.push_back(Dim(D));
+    (*Rs)->getOutput(0)->Type = BT;
+    Bias = (*Rs)->getOutput(0);
+  } else if (N.getAttrFloat("beta", 1.0f) != 1.0f) {
+    Value *Beta =
+        constScalar(B + ".beta", Bias->Type.Elem, N.getAttrFloat("beta", 1.0f));
+    std::string MN = fresh(B + ".scaled_bias");
+    Expected<Node *> Mu = add("Mul", fresh(B + "/beta"), {Bias, Beta}, {MN});
+    if (!Mu)
+      return Mu.takeError();
+    (*Mu)->getOutput(0)->Type = Bias->Type;
+    Bias = (*Mu)->getOutput(0);
+  }
+  Expected<Node *> Ad =
+      add("Add", fresh(B + "/bias"), {*Red, Bias}, {OutNames[0]});
+  if (!Ad)
+    return Ad.takeError();
+  (*Ad)->getOutput(0)->Type = T;
+  Produced[Y] = (*Ad)->getOutput(0);
   return Error::success();
 }
 
