@@ -225,11 +225,33 @@ static Optional<ClassTime> refuseOnClass(const Node &N, const OpCost &C,
   return None;
 }
 
-/// ssd: only the gathered rows come from the drive, at its bandwidth and
-/// latency.
-static ClassTime timeOnSSD(const OpCost &C, const DeviceClass &DC) {
+/// A time the class can give (filled in by the caller).
+static ClassTime supportedTime() {
   ClassTime T;
   T.Supported = true;
+  return T;
+}
+
+namespace {
+
+/// What a kernel's time is built from: its launch overhead, the bytes it
+/// moves forward and backward, and whether it has a backward.
+struct KernelTraffic {
+  double Launch, Bytes, BackBytes;
+  bool Grad;
+};
+
+} // namespace
+
+static KernelTraffic getKernelTraffic(const OpCost &C, const DeviceClass &DC) {
+  double Bytes = C.BytesRead + C.BytesWritten;
+  return {DC.LaunchOverhead.value(), Bytes, BackwardTrafficFactor * Bytes,
+          hasGradient(C)};
+}
+
+/// ssd: the gathered rows at its bandwidth and latency.
+static ClassTime timeOnSSD(const OpCost &C, const DeviceClass &DC) {
+  ClassTime T = supportedTime();
   double Launch = DC.LaunchOverhead.value();
   bool Grad = hasGradient(C);
   // Only the gathered rows come from the drive: the bytes the Gather
@@ -249,12 +271,8 @@ static ClassTime timeOnSSD(const OpCost &C, const DeviceClass &DC) {
 /// hbm_pim: the roofline of its own throughput and bandwidth.
 static ClassTime timeOnPIM(const OpCost &C, const DeviceClass &DC,
                            StringRef DT) {
-  ClassTime T;
-  T.Supported = true;
-  double Launch = DC.LaunchOverhead.value();
-  double Bytes = C.BytesRead + C.BytesWritten;
-  bool Grad = hasGradient(C);
-  double BackBytes = BackwardTrafficFactor * Bytes;
+  ClassTime T = supportedTime();
+  auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
   double BW = DC.Bandwidth ? DC.Bandwidth->value() : 0;
   if (BW <= 0)
     return unsupported("hbm_pim has no bandwidth");
@@ -270,12 +288,8 @@ static ClassTime timeOnPIM(const OpCost &C, const DeviceClass &DC,
 static ClassTime timeOnAICPU(const Node &N, const OpCost &C,
                              const DeviceClass &DC, StringRef DT,
                              double HBMBW) {
-  ClassTime T;
-  T.Supported = true;
-  double Launch = DC.LaunchOverhead.value();
-  double Bytes = C.BytesRead + C.BytesWritten;
-  bool Grad = hasGradient(C);
-  double BackBytes = BackwardTrafficFactor * Bytes;
+  ClassTime T = supportedTime();
+  auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
   double Rate = rateOf(DC.getThroughput(DT));
   if (Rate == 0)
     Rate = slowestRate(DC);
@@ -302,12 +316,8 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
                               const DeviceClass &DC, StringRef DT,
                               double HBMBW) {
   std::string Op = N.getQualifiedOpType();
-  ClassTime T;
-  T.Supported = true;
-  double Launch = DC.LaunchOverhead.value();
-  double Bytes = C.BytesRead + C.BytesWritten;
-  bool Grad = hasGradient(C);
-  double BackBytes = BackwardTrafficFactor * Bytes;
+  ClassTime T = supportedTime();
+  auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
   const EfficiencyCurve *Curve = findCurve(DC, C.Family);
   double Rate = 0;
   if (C.Unit == ComputeUnit::Cube) {
@@ -372,11 +382,8 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
                        "' in hardware '" + HW.Name + "'");
   if (Optional<ClassTime> No = refuseOnClass(N, C, ClassName, *DC))
     return *No;
-  if (C.Unit == ComputeUnit::None) {
-    ClassTime T;
-    T.Supported = true;
-    return T; // No kernel, no launch.
-  }
+  if (C.Unit == ComputeUnit::None)
+    return supportedTime(); // No kernel, no launch.
   StringRef DT = getDataTypeName(C.Elem);
   if (ClassName == "ssd")
     return timeOnSSD(C, *DC);
