@@ -178,19 +178,15 @@ double cubeShapeEfficiency(const MatmulShape &MM, unsigned Alignment) {
   return Pad(MM.M) * Pad(MM.N) * Pad(MM.K) * Fill(MM.M) * Fill(MM.N);
 }
 
-ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
-                            const HardwareModel &HW) {
+/// Why \p N (costed \p C) cannot run on class \p ClassName (\p DC): the
+/// unit or data type the class lacks, or a class without a time model; None
+/// when it can.
+static Optional<ClassTime> refuseOnClass(const Node &N, const OpCost &C,
+                                         StringRef ClassName,
+                                         const DeviceClass &DC) {
   std::string Op = N.getQualifiedOpType();
-  if (!C.HasRule)
-    return unsupported(C.NoRuleReason.empty()
-                           ? "no cost rule for op '" + Op + "'"
-                           : C.NoRuleReason);
-  const DeviceClass *DC = HW.getClass(ClassName);
-  if (!DC)
-    return unsupported("no device class '" + ClassName.str() +
-                       "' in hardware '" + HW.Name + "'");
   std::string Cls = ClassName.str();
-  if (!DC->supportsOp(N.getOpType()))
+  if (!DC.supportsOp(N.getOpType()))
     return unsupported(Cls + " does not support op " + Op);
 
   bool IsAICore = ClassName == "aicore", IsAICPU = ClassName == "aicpu";
@@ -223,77 +219,109 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
     return unsupported("no time model for device class '" + Cls + "'");
   }
 
-  bool Free = C.Unit == ComputeUnit::None;
-  if (!Free && !DC->supportsDataType(DT))
+  if (C.Unit != ComputeUnit::None && !DC.supportsDataType(DT))
     return unsupported(Cls + " does not support data type " + DT.str() + " (" +
                        Op + ")");
+  return None;
+}
 
+/// A time the class can give (filled in by the caller).
+static ClassTime supportedTime() {
   ClassTime T;
   T.Supported = true;
-  if (Free)
-    return T; // No kernel, no launch.
+  return T;
+}
 
-  double Launch = DC->LaunchOverhead.value();
+namespace {
+
+/// What a kernel's time is built from: its launch overhead, the bytes it
+/// moves forward and backward, and whether it has a backward.
+struct KernelTraffic {
+  double Launch, Bytes, BackBytes;
+  bool Grad;
+};
+
+} // namespace
+
+static KernelTraffic getKernelTraffic(const OpCost &C, const DeviceClass &DC) {
   double Bytes = C.BytesRead + C.BytesWritten;
+  return {DC.LaunchOverhead.value(), Bytes, BackwardTrafficFactor * Bytes,
+          hasGradient(C)};
+}
+
+/// ssd: the gathered rows at its bandwidth and latency.
+static ClassTime timeOnSSD(const OpCost &C, const DeviceClass &DC) {
+  ClassTime T = supportedTime();
+  double Launch = DC.LaunchOverhead.value();
   bool Grad = hasGradient(C);
-  double BackBytes = BackwardTrafficFactor * Bytes;
+  // Only the gathered rows come from the drive: the bytes the Gather
+  // writes (taken from the cost, so callers that rescale it for a
+  // micro-batch get a rescaled time).
+  double Rows = C.BytesWritten;
+  double BW = DC.Bandwidth ? DC.Bandwidth->value() : 0;
+  if (BW <= 0)
+    return unsupported("ssd has no bandwidth");
+  double Latency = DC.Latency ? DC.Latency->value() : 0;
+  T.Seconds = Rows / BW + Latency + Launch;
+  T.BackwardSeconds =
+      Grad ? BackwardTrafficFactor * Rows / BW + Latency + Launch : 0;
+  return T;
+}
 
-  if (IsSSD) {
-    // Only the gathered rows come from the drive: the bytes the Gather
-    // writes (taken from the cost, so callers that rescale it for a
-    // micro-batch get a rescaled time).
-    double Rows = C.BytesWritten;
-    double BW = DC->Bandwidth ? DC->Bandwidth->value() : 0;
-    if (BW <= 0)
-      return unsupported("ssd has no bandwidth");
-    double Latency = DC->Latency ? DC->Latency->value() : 0;
-    T.Seconds = Rows / BW + Latency + Launch;
-    T.BackwardSeconds =
-        Grad ? BackwardTrafficFactor * Rows / BW + Latency + Launch : 0;
-    return T;
-  }
+/// hbm_pim: the roofline of its own throughput and bandwidth.
+static ClassTime timeOnPIM(const OpCost &C, const DeviceClass &DC,
+                           StringRef DT) {
+  ClassTime T = supportedTime();
+  auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
+  double BW = DC.Bandwidth ? DC.Bandwidth->value() : 0;
+  if (BW <= 0)
+    return unsupported("hbm_pim has no bandwidth");
+  double Rate = rateOf(DC.getThroughput(DT)) * DC.Efficiency;
+  T.Seconds = roofline(C.Flops, Rate, Bytes, BW) + Launch;
+  T.BackwardSeconds =
+      Grad ? roofline(C.BackwardFlops, Rate, BackBytes, BW) + Launch : 0;
+  return T;
+}
 
-  if (IsPIM) {
-    double BW = DC->Bandwidth ? DC->Bandwidth->value() : 0;
-    if (BW <= 0)
-      return unsupported("hbm_pim has no bandwidth");
-    double Rate = rateOf(DC->getThroughput(DT)) * DC->Efficiency;
-    T.Seconds = roofline(C.Flops, Rate, Bytes, BW) + Launch;
-    T.BackwardSeconds =
-        Grad ? roofline(C.BackwardFlops, Rate, BackBytes, BW) + Launch : 0;
-    return T;
-  }
+/// aicpu: the roofline over HBM (\p HBMBW), at its throughput or the slowest
+/// it lists, one launch per op its control flow runs.
+static ClassTime timeOnAICPU(const Node &N, const OpCost &C,
+                             const DeviceClass &DC, StringRef DT,
+                             double HBMBW) {
+  ClassTime T = supportedTime();
+  auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
+  double Rate = rateOf(DC.getThroughput(DT));
+  if (Rate == 0)
+    Rate = slowestRate(DC);
+  const EfficiencyCurve *Curve = findCurve(DC, C.Family);
+  Rate *= Curve ? 1.0 : DC.Efficiency;
+  if (Rate <= 0 && (C.Flops > 0 || C.BackwardFlops > 0))
+    return unsupported("aicpu lists no throughput");
+  // Control flow launches its body's ops on every iteration.
+  double Launches = 1 + C.TripCount * countBodyNodes(N);
+  T.Seconds = applyCurve(roofline(C.Flops, Rate, Bytes, HBMBW), Curve) +
+              Launch * Launches;
+  T.BackwardSeconds =
+      Grad ? applyCurve(roofline(C.BackwardFlops, Rate, BackBytes, HBMBW),
+                        Curve) +
+                 Launch * Launches
+           : 0;
+  return T;
+}
 
-  const MemoryLevel *HBM = HW.getMemory("hbm");
-  double HBMBW = HBM ? HBM->Bandwidth.value() : 0;
-  if (HBMBW <= 0)
-    return unsupported("no hbm bandwidth in hardware '" + HW.Name + "'");
-
-  if (IsAICPU) {
-    double Rate = rateOf(DC->getThroughput(DT));
-    if (Rate == 0)
-      Rate = slowestRate(*DC);
-    const EfficiencyCurve *Curve = findCurve(*DC, C.Family);
-    Rate *= Curve ? 1.0 : DC->Efficiency;
-    if (Rate <= 0 && (C.Flops > 0 || C.BackwardFlops > 0))
-      return unsupported("aicpu lists no throughput");
-    // Control flow launches its body's ops on every iteration.
-    double Launches = 1 + C.TripCount * countBodyNodes(N);
-    T.Seconds = applyCurve(roofline(C.Flops, Rate, Bytes, HBMBW), Curve) +
-                Launch * Launches;
-    T.BackwardSeconds =
-        Grad ? applyCurve(roofline(C.BackwardFlops, Rate, BackBytes, HBMBW),
-                          Curve) +
-                   Launch * Launches
-             : 0;
-    return T;
-  }
-
-  // aicore.
-  const EfficiencyCurve *Curve = findCurve(*DC, C.Family);
+/// aicore: cube work at the cube throughput scaled by shape efficiency,
+/// vector work at the vector throughput, fused kernels at their own
+/// efficiency, memory ops by bytes over HBM (\p HBMBW).
+static ClassTime timeOnAICore(const Node &N, const OpCost &C,
+                              const DeviceClass &DC, StringRef DT,
+                              double HBMBW) {
+  std::string Op = N.getQualifiedOpType();
+  ClassTime T = supportedTime();
+  auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
+  const EfficiencyCurve *Curve = findCurve(DC, C.Family);
   double Rate = 0;
   if (C.Unit == ComputeUnit::Cube) {
-    Rate = rateOf(DC->getThroughput(DT));
+    Rate = rateOf(DC.getThroughput(DT));
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no cube throughput for " + DT.str() +
                          " (" + Op + ")");
@@ -308,12 +336,12 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
                : 0;
       return T;
     }
-    Rate *= (Curve ? 1.0 : DC->Efficiency) *
-            cubeShapeEfficiency(C.MM, DC->Alignment);
+    Rate *=
+        (Curve ? 1.0 : DC.Efficiency) * cubeShapeEfficiency(C.MM, DC.Alignment);
   } else if (C.Unit == ComputeUnit::Vector) {
-    Rate = rateOf(DC->getVectorThroughput(DT));
+    Rate = rateOf(DC.getVectorThroughput(DT));
     if (Rate == 0)
-      Rate = rateOf(DC->getThroughput(DT)) / VectorFallbackRatio;
+      Rate = rateOf(DC.getThroughput(DT)) / VectorFallbackRatio;
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no vector or cube throughput for " +
                          DT.str() + " (" + Op + ")");
@@ -339,6 +367,35 @@ ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
                  Launch
            : 0;
   return T;
+}
+
+ClassTime estimateClassTime(const Node &N, const OpCost &C, StringRef ClassName,
+                            const HardwareModel &HW) {
+  std::string Op = N.getQualifiedOpType();
+  if (!C.HasRule)
+    return unsupported(C.NoRuleReason.empty()
+                           ? "no cost rule for op '" + Op + "'"
+                           : C.NoRuleReason);
+  const DeviceClass *DC = HW.getClass(ClassName);
+  if (!DC)
+    return unsupported("no device class '" + ClassName.str() +
+                       "' in hardware '" + HW.Name + "'");
+  if (Optional<ClassTime> No = refuseOnClass(N, C, ClassName, *DC))
+    return *No;
+  if (C.Unit == ComputeUnit::None)
+    return supportedTime(); // No kernel, no launch.
+  StringRef DT = getDataTypeName(C.Elem);
+  if (ClassName == "ssd")
+    return timeOnSSD(C, *DC);
+  if (ClassName == "hbm_pim")
+    return timeOnPIM(C, *DC, DT);
+  const MemoryLevel *HBM = HW.getMemory("hbm");
+  double HBMBW = HBM ? HBM->Bandwidth.value() : 0;
+  if (HBMBW <= 0)
+    return unsupported("no hbm bandwidth in hardware '" + HW.Name + "'");
+  if (ClassName == "aicpu")
+    return timeOnAICPU(N, C, *DC, DT, HBMBW);
+  return timeOnAICore(N, C, *DC, DT, HBMBW);
 }
 
 } // namespace loom

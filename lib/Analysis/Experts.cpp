@@ -100,6 +100,17 @@ public:
     return Out;
   }
 
+  /// A candidate expert branch of a combine chain: the nodes only one of
+  /// the chain's operands reaches.
+  struct Branch {
+    unsigned Operand;
+    std::vector<const Node *> Nodes; // topological order
+    std::vector<const Value *> Params;
+    /// Activations read by the branch's weight matmuls from outside it.
+    std::vector<const Value *> Inputs;
+    std::vector<uint64_t> Sig;
+  };
+
 private:
   unsigned layerOf(const Node &N) const {
     return N.Layer < 0 ? 0 : (unsigned)N.Layer;
@@ -107,6 +118,9 @@ private:
   void findStacked(std::vector<ExpertGroup> &Out);
   void findUnrolled(std::vector<ExpertGroup> &Out);
   void tryChain(ArrayRef<const Node *> Chain, std::vector<ExpertGroup> &Out);
+  Optional<Branch>
+  getBranch(unsigned Operand, ArrayRef<const Node *> Anc,
+            const DenseMap<const Node *, unsigned> &Count) const;
 
   const Graph &G;
   ArrayRef<LayerInfo> Layers;
@@ -215,6 +229,101 @@ void ExpertFinder::findUnrolled(std::vector<ExpertGroup> &Out) {
   }
 }
 
+/// The nodes only operand \p Operand of a chain reaches (its ancestors
+/// \p Anc that no other operand's reach, per \p Count) as a candidate
+/// expert branch: None unless a weight matmul in it reads an activation
+/// from outside.
+Optional<ExpertFinder::Branch>
+ExpertFinder::getBranch(unsigned Operand, ArrayRef<const Node *> Anc,
+                        const DenseMap<const Node *, unsigned> &Count) const {
+  Branch B;
+  B.Operand = Operand;
+  for (const Node *N : Anc)
+    if (Count.lookup(N) == 1)
+      B.Nodes.push_back(N);
+  llvm::sort(B.Nodes, [&](const Node *X, const Node *Y) {
+    return Order.lookup(X) < Order.lookup(Y);
+  });
+  DenseSet<const Node *> In(B.Nodes.begin(), B.Nodes.end());
+  bool HasWeightMatmul = false;
+  for (const Node *N : B.Nodes) {
+    B.Sig.push_back(nodeSignature(*N));
+    for (const Value *V : N->getInputs())
+      if (V && V->isParameter() && !is_contained(B.Params, V))
+        B.Params.push_back(V);
+    if (!isMatmulLike(*N))
+      continue;
+    bool Weight = false;
+    const Value *Act = nullptr;
+    for (const Value *V : N->getInputs()) {
+      if (!V)
+        continue;
+      if (getWeightParameter(V))
+        Weight = true;
+      else if (!isConstantLike(V) &&
+               !(V->getDefiningNode() && In.count(V->getDefiningNode())))
+        Act = V;
+    }
+    HasWeightMatmul |= Weight;
+    if (Weight && Act && !is_contained(B.Inputs, Act))
+      B.Inputs.push_back(Act);
+  }
+  if (!HasWeightMatmul || B.Inputs.empty())
+    return None;
+  llvm::sort(B.Sig);
+  return B;
+}
+
+/// The largest class of isomorphic \p Branches (equal signatures; the
+/// earliest on a tie) of at least two, as indices; empty when none.
+static std::vector<unsigned>
+findIsomorphicBranches(ArrayRef<ExpertFinder::Branch> Branches) {
+  std::map<std::vector<uint64_t>, std::vector<unsigned>> Classes;
+  for (unsigned I = 0; I < Branches.size(); ++I)
+    Classes[Branches[I].Sig].push_back(I);
+  const std::vector<unsigned> *Best = nullptr;
+  for (const auto &KV : Classes)
+    if (KV.second.size() >= 2 && (!Best || KV.second.size() > Best->size() ||
+                                  (KV.second.size() == Best->size() &&
+                                   KV.second.front() < Best->front())))
+      Best = &KV.second;
+  return Best ? *Best : std::vector<unsigned>();
+}
+
+/// Numbers the experts \p Best of \p Branches into \p EG (BranchOf,
+/// BranchParams): the names' when every branch spells a distinct one in
+/// range, else the order along the chain.
+static void numberExperts(ArrayRef<ExpertFinder::Branch> Branches,
+                          ArrayRef<unsigned> Best, ExpertGroup &EG) {
+  std::vector<int> Numbers;
+  for (unsigned I : Best) {
+    int N = -1;
+    for (const Value *P : Branches[I].Params) {
+      int K = getExpertNumber(P->getName());
+      if (K >= 0 && (N < 0 || K == N))
+        N = K;
+      else if (K >= 0) {
+        N = -1;
+        break;
+      }
+    }
+    Numbers.push_back(N);
+  }
+  std::vector<int> Sorted = Numbers;
+  llvm::sort(Sorted);
+  bool ByName = true;
+  for (unsigned I = 0; I < Sorted.size(); ++I)
+    ByName &= Sorted[I] == (int)I;
+  EG.BranchParams.resize(EG.NumExperts);
+  for (unsigned K = 0; K < Best.size(); ++K) {
+    const ExpertFinder::Branch &B = Branches[Best[K]];
+    unsigned E = ByName ? (unsigned)Numbers[K] : K;
+    for (const Node *N : B.Nodes)
+      EG.BranchOf[N] = E;
+    EG.BranchParams[E] = B.Params;
+  }
+}
+
 void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
                             std::vector<ExpertGroup> &Out) {
   unsigned Layer = layerOf(*Chain.front());
@@ -248,69 +357,17 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
           Work.push_back(D);
     }
   }
-  struct Branch {
-    unsigned Operand;
-    std::vector<const Node *> Nodes; // topological order
-    std::vector<const Value *> Params;
-    /// Activations read by the branch's weight matmuls from outside it.
-    std::vector<const Value *> Inputs;
-    std::vector<uint64_t> Sig;
-  };
   std::vector<Branch> Branches;
-  for (unsigned I = 0; I < Operands.size(); ++I) {
-    Branch B;
-    B.Operand = I;
-    for (const Node *N : Anc[I])
-      if (Count.lookup(N) == 1)
-        B.Nodes.push_back(N);
-    llvm::sort(B.Nodes, [&](const Node *X, const Node *Y) {
-      return Order.lookup(X) < Order.lookup(Y);
-    });
-    DenseSet<const Node *> In(B.Nodes.begin(), B.Nodes.end());
-    bool HasWeightMatmul = false;
-    for (const Node *N : B.Nodes) {
-      B.Sig.push_back(nodeSignature(*N));
-      for (const Value *V : N->getInputs())
-        if (V && V->isParameter() && !is_contained(B.Params, V))
-          B.Params.push_back(V);
-      if (!isMatmulLike(*N))
-        continue;
-      bool Weight = false;
-      const Value *Act = nullptr;
-      for (const Value *V : N->getInputs()) {
-        if (!V)
-          continue;
-        if (getWeightParameter(V))
-          Weight = true;
-        else if (!isConstantLike(V) &&
-                 !(V->getDefiningNode() && In.count(V->getDefiningNode())))
-          Act = V;
-      }
-      HasWeightMatmul |= Weight;
-      if (Weight && Act && !is_contained(B.Inputs, Act))
-        B.Inputs.push_back(Act);
-    }
-    if (!HasWeightMatmul || B.Inputs.empty())
-      continue;
-    llvm::sort(B.Sig);
-    Branches.push_back(std::move(B));
-  }
-  // The largest class of isomorphic branches (the earliest on a tie).
-  std::map<std::vector<uint64_t>, std::vector<unsigned>> Classes;
-  for (unsigned I = 0; I < Branches.size(); ++I)
-    Classes[Branches[I].Sig].push_back(I);
-  const std::vector<unsigned> *Best = nullptr;
-  for (const auto &KV : Classes)
-    if (KV.second.size() >= 2 && (!Best || KV.second.size() > Best->size() ||
-                                  (KV.second.size() == Best->size() &&
-                                   KV.second.front() < Best->front())))
-      Best = &KV.second;
-  if (!Best)
+  for (unsigned I = 0; I < Operands.size(); ++I)
+    if (Optional<Branch> B = getBranch(I, Anc[I], Count))
+      Branches.push_back(std::move(*B));
+  std::vector<unsigned> Best = findIsomorphicBranches(Branches);
+  if (Best.empty())
     return;
   // One token tensor read by every expert; parameters of their own.
   const Value *Tokens = nullptr;
-  for (const Value *V : Branches[Best->front()].Inputs)
-    if (all_of(*Best, [&](unsigned I) {
+  for (const Value *V : Branches[Best.front()].Inputs)
+    if (all_of(Best, [&](unsigned I) {
           return is_contained(Branches[I].Inputs, V);
         })) {
       Tokens = V;
@@ -319,52 +376,24 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
   if (!Tokens)
     return;
   DenseSet<const Value *> Params;
-  for (unsigned I : *Best)
+  for (unsigned I : Best)
     for (const Value *P : Branches[I].Params)
       if (!Params.insert(P).second)
         return;
 
   ExpertGroup EG;
   EG.Layer = Layer;
-  EG.NumExperts = Best->size();
+  EG.NumExperts = Best.size();
   EG.Tokens = Tokens;
   // The links that add experts: a residual add may continue the chain.
   unsigned FirstLink = Chain.size(), LastLink = 0;
-  for (unsigned I : *Best) {
+  for (unsigned I : Best) {
     FirstLink = std::min(FirstLink, LinkOf[Branches[I].Operand]);
     LastLink = std::max(LastLink, LinkOf[Branches[I].Operand]);
   }
   EG.Output = Chain[LastLink]->getOutput(0);
   EG.Combine = Chain[FirstLink];
-  // Expert numbers: the names' when every branch spells a distinct one in
-  // range, else the order along the chain.
-  std::vector<int> Numbers;
-  for (unsigned I : *Best) {
-    int N = -1;
-    for (const Value *P : Branches[I].Params) {
-      int K = getExpertNumber(P->getName());
-      if (K >= 0 && (N < 0 || K == N))
-        N = K;
-      else if (K >= 0) {
-        N = -1;
-        break;
-      }
-    }
-    Numbers.push_back(N);
-  }
-  std::vector<int> Sorted = Numbers;
-  llvm::sort(Sorted);
-  bool ByName = true;
-  for (unsigned I = 0; I < Sorted.size(); ++I)
-    ByName &= Sorted[I] == (int)I;
-  EG.BranchParams.resize(EG.NumExperts);
-  for (unsigned K = 0; K < Best->size(); ++K) {
-    const Branch &B = Branches[(*Best)[K]];
-    unsigned E = ByName ? (unsigned)Numbers[K] : K;
-    for (const Node *N : B.Nodes)
-      EG.BranchOf[N] = E;
-    EG.BranchParams[E] = B.Params;
-  }
+  numberExperts(Branches, Best, EG);
   Out.push_back(std::move(EG));
 }
 

@@ -343,20 +343,30 @@ Expected<LevelFit> fitTopologyLevel(const HardwareModel &HW, StringRef Level,
 // The whole calibration
 //===----------------------------------------------------------------------===//
 
-Expected<CalibrationResult> calibrate(const HardwareModel &Base,
-                                      StringRef BaseText, StringRef BaseName,
-                                      const CalibrationInput &In) {
-  CalibrationResult R;
-  OpCoster Coster;
+namespace {
 
-  // Rows by (class, family): the sample, its node, w, and before.
-  struct Row {
-    const OpSample *S;
-    const CostedOp *C;
-    double Ideal, Before;
-  };
-  std::map<std::pair<std::string, std::string>, std::vector<Row>> Groups;
-  std::map<std::pair<std::string, std::string>, std::set<std::string>> Files;
+/// A profiled op's row: the sample, its costed node, the time w it takes
+/// at ideal efficiency, and the time the base hardware predicts.
+struct Row {
+  const OpSample *S;
+  const CostedOp *C;
+  double Ideal, Before;
+};
+/// Rows and the profile files they came from, by (class, op family).
+using FamilyKey = std::pair<std::string, std::string>;
+using RowGroups = std::map<FamilyKey, std::vector<Row>>;
+using GroupFiles = std::map<FamilyKey, std::set<std::string>>;
+/// Collective benchmarks by topology level.
+using LevelTables = std::map<std::string, std::vector<CollectiveTable>>;
+
+} // namespace
+
+/// The profiles' rows costed on \p Base, grouped by (class, family) into
+/// \p Groups (their files into \p Files); rows that cannot be costed are
+/// left out with a warning in \p R.
+static void groupSamples(const HardwareModel &Base, const CalibrationInput &In,
+                         OpCoster &Coster, CalibrationResult &R,
+                         RowGroups &Groups, GroupFiles &Files) {
   for (const auto &[File, Read] : In.Profiles) {
     for (const std::string &W : Read.Warnings)
       R.Warnings.push_back(W);
@@ -381,17 +391,14 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
       Files[Key].insert(File);
     }
   }
+}
 
-  // Fit each group.
-  std::string Overlay;
-  raw_string_ostream OS(Overlay);
-  OS << "# Hardware overlay written by loom-calibrate. Layer it over the base:\n"
-     << "#   plan-parallel --hw " << BaseName << " --hw <this file>\n"
-     << "# Every number below was fitted to the measurements named beside "
-        "it.\n";
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>>
-      CurveLines; // class -> (comment, line)
-  for (auto &[Key, Rows] : Groups) {
+/// Fits each group with at least MinRows rows to an efficiency curve (into
+/// R.Families, with the error before); warns about the rest.
+static void fitFamilies(const HardwareModel &Base, const CalibrationInput &In,
+                        const RowGroups &Groups, const GroupFiles &Files,
+                        CalibrationResult &R) {
+  for (const auto &[Key, Rows] : Groups) {
     const auto &[Class, Family] = Key;
     std::string What = Class + " " + Family;
     if (Rows.size() < In.MinRows) {
@@ -417,7 +424,7 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
     Rep.Family = Family;
     Rep.Rows = Rows.size();
     Rep.Curve = F->Curve;
-    Rep.Curve.Source = "loom-calibrate: " + joinFiles(Files[Key]);
+    Rep.Curve.Source = "loom-calibrate: " + joinFiles(Files.at(Key));
     Rep.Notes = F->Notes;
     std::vector<double> Errs;
     for (const Row &X : Rows)
@@ -425,11 +432,13 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
     Rep.MedianErrorBefore = median(Errs);
     R.Families.push_back(Rep);
   }
+}
 
-  // Collectives, level by level.
-  std::map<std::string, std::vector<CollectiveTable>> ByLevel;
-  for (const CollectiveTable &T : In.Collectives)
-    ByLevel[T.Level].push_back(T);
+/// Fits each topology level's latency and efficiency to its collective
+/// benchmarks (into R.Levels, with the error before); a level the hardware
+/// lacks or a rank count it cannot hold is an error.
+static Error fitLevels(const HardwareModel &Base, const CalibrationInput &In,
+                       const LevelTables &ByLevel, CalibrationResult &R) {
   for (const auto &[Level, Tables] : ByLevel) {
     int Index = levelIndex(Base, Level);
     if (Index < 0)
@@ -474,8 +483,21 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
     Rep.Notes = F->Notes;
     R.Levels.push_back(Rep);
   }
+  return Error::success();
+}
 
-  // The overlay text.
+/// The overlay's YAML: the fitted curves and levels, each with the files
+/// it was fitted to.
+static std::string writeOverlay(const CalibrationResult &R, StringRef BaseName,
+                                const GroupFiles &Files,
+                                const LevelTables &ByLevel) {
+  std::string Overlay;
+  raw_string_ostream OS(Overlay);
+  OS << "# Hardware overlay written by loom-calibrate. Layer it over the "
+        "base:\n"
+     << "#   plan-parallel --hw " << BaseName << " --hw <this file>\n"
+     << "# Every number below was fitted to the measurements named beside "
+        "it.\n";
   if (!R.Families.empty()) {
     OS << "device:\n  classes:\n";
     std::string Cls;
@@ -485,7 +507,7 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
         OS << "    " << Cls << ":\n      efficiency_curves:\n";
       }
       auto Key = std::make_pair(F.Class, F.Family);
-      OS << "        # calibrated from " << joinFiles(Files[Key]) << ": "
+      OS << "        # calibrated from " << joinFiles(Files.at(Key)) << ": "
          << F.Rows << " rows; eff(w) = max * w / (w + half_time)\n"
          << "        " << F.Family << ": {max: " << formatFixed(F.Curve.Max, 4)
          << ", half_time: " << formatMicros(F.Curve.HalfTime.value())
@@ -496,7 +518,7 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
     OS << "topology:\n";
     for (const LevelReport &L : R.Levels) {
       std::set<std::string> Fs;
-      for (const CollectiveTable &T : ByLevel[L.Level])
+      for (const CollectiveTable &T : ByLevel.at(L.Level))
         Fs.insert(T.File);
       OS << "  # latency and efficiency calibrated from " << joinFiles(Fs)
          << ": " << L.Rows << " rows\n"
@@ -506,14 +528,17 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
     }
   }
   OS.flush();
-  R.Overlay = Overlay;
-  if (R.Families.empty() && R.Levels.empty())
-    return R;
+  return Overlay;
+}
 
-  // After: the base layered with the overlay, as plan-parallel reads it.
+/// The errors after calibration (MedianErrorAfter): the rows costed again
+/// on the base layered with the overlay, as plan-parallel reads it.
+static Error measureAfter(StringRef BaseText, StringRef BaseName,
+                          const RowGroups &Groups, const LevelTables &ByLevel,
+                          CalibrationResult &R) {
   std::vector<HardwareOverride> Overrides;
   Expected<HardwareModel> After = parseLayeredHardware(
-      {BaseText.str(), Overlay}, {BaseName.str(), "(calibrated overlay)"}, {},
+      {BaseText.str(), R.Overlay}, {BaseName.str(), "(calibrated overlay)"}, {},
       Overrides);
   if (!After)
     return createStringError(inconvertibleErrorCode(),
@@ -521,7 +546,7 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
                                  toString(After.takeError()));
   for (FamilyReport &F : R.Families) {
     std::vector<double> Errs;
-    for (const Row &X : Groups[{F.Class, F.Family}]) {
+    for (const Row &X : Groups.at({F.Class, F.Family})) {
       ClassTime T = estimateClassTime(*X.C->N, X.C->Cost, F.Class, *After);
       Errs.push_back(relError(T.Seconds, X.S->Seconds));
     }
@@ -530,7 +555,7 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
   for (LevelReport &L : R.Levels) {
     std::vector<double> Errs;
     int Index = levelIndex(*After, L.Level);
-    for (const CollectiveTable &T : ByLevel[L.Level]) {
+    for (const CollectiveTable &T : ByLevel.at(L.Level)) {
       GroupShape G = groupOn(*After, Index, T.Ranks);
       for (const CollectiveSample &S : T.Samples)
         Errs.push_back(relError(
@@ -538,6 +563,28 @@ Expected<CalibrationResult> calibrate(const HardwareModel &Base,
     }
     L.MedianErrorAfter = median(Errs);
   }
+  return Error::success();
+}
+
+Expected<CalibrationResult> calibrate(const HardwareModel &Base,
+                                      StringRef BaseText, StringRef BaseName,
+                                      const CalibrationInput &In) {
+  CalibrationResult R;
+  OpCoster Coster; // owns the costed nodes the rows point to
+  RowGroups Groups;
+  GroupFiles Files;
+  groupSamples(Base, In, Coster, R, Groups, Files);
+  fitFamilies(Base, In, Groups, Files, R);
+  LevelTables ByLevel;
+  for (const CollectiveTable &T : In.Collectives)
+    ByLevel[T.Level].push_back(T);
+  if (Error E = fitLevels(Base, In, ByLevel, R))
+    return std::move(E);
+  R.Overlay = writeOverlay(R, BaseName, Files, ByLevel);
+  if (R.Families.empty() && R.Levels.empty())
+    return R;
+  if (Error E = measureAfter(BaseText, BaseName, Groups, ByLevel, R))
+    return std::move(E);
   return R;
 }
 

@@ -497,6 +497,155 @@ static unsigned jsonDepth(StringRef Text) {
   return Max;
 }
 
+namespace {
+
+/// A cpu_op (or operator) event of a PyTorch profiler trace.
+struct TraceOp {
+  size_t Index;
+  const json::Object *E;
+  std::string Name;
+  int64_t Pid = 0, Tid = 0;
+  double Ts = 0, Dur = 0;
+  Optional<int64_t> Ext;
+};
+
+/// The complete ("X") events of a trace that Loom reads.
+struct TraceEvents {
+  std::vector<TraceOp> Ops;
+  /// External id -> summed kernel time (us).
+  std::map<int64_t, double> KernelUs;
+  /// Whether the trace has device kernels at all.
+  bool AnyKernel = false;
+};
+
+} // namespace
+
+/// The trace's host ops, and the device time of the kernels each launched
+/// (matched by External id).
+static TraceEvents collectTraceEvents(const json::Array &Events) {
+  TraceEvents T;
+  auto IntOf = [](const json::Object &O, StringRef K) -> int64_t {
+    if (Optional<int64_t> I = O.getInteger(K))
+      return *I;
+    return 0;
+  };
+  for (size_t I = 0; I < Events.size(); ++I) {
+    const json::Object *E = Events[I].getAsObject();
+    if (!E)
+      continue;
+    Optional<StringRef> Ph = E->getString("ph");
+    if (!Ph || *Ph != "X")
+      continue;
+    StringRef Cat = E->getString("cat").getValueOr("");
+    const json::Object *Args = E->getObject("args");
+    Optional<int64_t> Ext =
+        Args ? Args->getInteger("External id") : Optional<int64_t>();
+    if (Cat.equals_insensitive("kernel") || Cat == "gpu_op") {
+      T.AnyKernel = true;
+      if (Ext)
+        T.KernelUs[*Ext] += E->getNumber("dur").getValueOr(0);
+      continue;
+    }
+    if (Cat != "cpu_op" && Cat != "operator")
+      continue;
+    TraceOp O;
+    O.Index = I;
+    O.E = E;
+    O.Name = E->getString("name").getValueOr("").str();
+    O.Pid = IntOf(*E, "pid");
+    O.Tid = IntOf(*E, "tid");
+    O.Ts = E->getNumber("ts").getValueOr(0);
+    O.Dur = E->getNumber("dur").getValueOr(-1);
+    O.Ext = Ext;
+    T.Ops.push_back(std::move(O));
+  }
+  return T;
+}
+
+/// Host-only traces: an op that encloses a mapped op on the same thread
+/// (aten::matmul around aten::mm) is not a kernel. Events nest, so the
+/// enclosed ones follow it in (pid, tid, ts, longest first) order. Returns,
+/// per op, whether it encloses one.
+static std::vector<bool> findEnclosingOps(ArrayRef<TraceOp> Ops) {
+  std::vector<size_t> Order(Ops.size());
+  for (size_t I = 0; I < Order.size(); ++I)
+    Order[I] = I;
+  llvm::sort(Order, [&](size_t A, size_t B) {
+    const TraceOp &X = Ops[A], &Y = Ops[B];
+    return std::make_tuple(X.Pid, X.Tid, X.Ts, -X.Dur, X.Index) <
+           std::make_tuple(Y.Pid, Y.Tid, Y.Ts, -Y.Dur, Y.Index);
+  });
+  std::vector<bool> Encloses(Ops.size(), false);
+  for (size_t I = 0; I < Order.size(); ++I) {
+    const TraceOp &O = Ops[Order[I]];
+    for (size_t J = I + 1; J < Order.size(); ++J) {
+      const TraceOp &P = Ops[Order[J]];
+      if (P.Pid != O.Pid || P.Tid != O.Tid || P.Ts >= O.Ts + O.Dur)
+        break;
+      if (!onnxOpForAten(P.Name).empty()) {
+        Encloses[Order[I]] = true;
+        break;
+      }
+    }
+  }
+  return Encloses;
+}
+
+/// The input shapes and types of \p O's "Input Dims"/"Input type" args
+/// into \p S; false (with a warning for \p Where in \p Out) when they are
+/// missing or malformed: the row is left out.
+static bool readInputShapes(const TraceOp &O, StringRef Where, OpSample &S,
+                            ProfileRead &Out) {
+  const json::Object *Args = O.E->getObject("args");
+  const json::Array *Dims = Args ? Args->getArray("Input Dims") : nullptr;
+  const json::Array *Types = Args ? Args->getArray("Input type") : nullptr;
+  if (!Dims || !Types || Dims->size() != Types->size()) {
+    Out.Warnings.push_back(warning(
+        Where, "no 'Input Dims'/'Input type' args of equal length (record "
+               "with profile(record_shapes=True)); row left out"));
+    return false;
+  }
+  bool Bad = false;
+  for (size_t I = 0; I < Dims->size() && !Bad; ++I) {
+    const json::Array *D = (*Dims)[I].getAsArray();
+    StringRef T = (*Types)[I].getAsString().getValueOr("");
+    std::vector<int64_t> Shape;
+    if (!D) {
+      Bad = true;
+      break;
+    }
+    for (const json::Value &V : *D) {
+      Optional<int64_t> X = V.getAsInteger();
+      if (!X || *X < 0) {
+        Bad = true;
+        break;
+      }
+      Shape.push_back(*X);
+    }
+    // Scalars and lists of ints (normalized_shape, dims) have no tensor
+    // type; they stay as placeholders shapeOperands drops or fills.
+    Optional<DataType> DT = parseProfileType(T);
+    if (T == "Scalar" || T == "ScalarList" || T.empty())
+      DT = DataType::Undefined;
+    else if (!DT) {
+      Out.Warnings.push_back(
+          warning(Where, "unknown data type '" + T + "'; row left out"));
+      Bad = true;
+      break;
+    }
+    S.InputShapes.push_back(std::move(Shape));
+    S.InputTypes.push_back(*DT);
+  }
+  if (Bad) {
+    if (Out.Warnings.empty() ||
+        StringRef(Out.Warnings.back()).find(Where) == StringRef::npos)
+      Out.Warnings.push_back(
+          warning(Where, "malformed 'Input Dims'; row left out"));
+    return false;
+  }
+  return true;
+}
+
 Expected<ProfileRead> readTorchTrace(StringRef Text, StringRef Name) {
   // A trace nests 5 deep (traceEvents, event, args, Input Dims, a shape).
   constexpr unsigned MaxDepth = 64;
@@ -512,82 +661,13 @@ Expected<ProfileRead> readTorchTrace(StringRef Text, StringRef Name) {
   if (!Events)
     return fileError(Name, "no 'traceEvents' array (expected a PyTorch "
                            "profiler Chrome trace)");
-
-  struct Op {
-    size_t Index;
-    const json::Object *E;
-    std::string Name;
-    int64_t Pid = 0, Tid = 0;
-    double Ts = 0, Dur = 0;
-    Optional<int64_t> Ext;
-  };
-  std::vector<Op> Ops;
-  std::map<int64_t, double> KernelUs; // External id -> summed kernel time.
-  bool AnyKernel = false;
-  auto IntOf = [](const json::Object &O, StringRef K) -> int64_t {
-    if (Optional<int64_t> I = O.getInteger(K))
-      return *I;
-    return 0;
-  };
-  for (size_t I = 0; I < Events->size(); ++I) {
-    const json::Object *E = (*Events)[I].getAsObject();
-    if (!E)
-      continue;
-    Optional<StringRef> Ph = E->getString("ph");
-    if (!Ph || *Ph != "X")
-      continue;
-    StringRef Cat = E->getString("cat").getValueOr("");
-    const json::Object *Args = E->getObject("args");
-    Optional<int64_t> Ext =
-        Args ? Args->getInteger("External id") : Optional<int64_t>();
-    if (Cat.equals_insensitive("kernel") || Cat == "gpu_op") {
-      AnyKernel = true;
-      if (Ext)
-        KernelUs[*Ext] += E->getNumber("dur").getValueOr(0);
-      continue;
-    }
-    if (Cat != "cpu_op" && Cat != "operator")
-      continue;
-    Op O;
-    O.Index = I;
-    O.E = E;
-    O.Name = E->getString("name").getValueOr("").str();
-    O.Pid = IntOf(*E, "pid");
-    O.Tid = IntOf(*E, "tid");
-    O.Ts = E->getNumber("ts").getValueOr(0);
-    O.Dur = E->getNumber("dur").getValueOr(-1);
-    O.Ext = Ext;
-    Ops.push_back(std::move(O));
-  }
-
-  // Host-only traces: an op that encloses a mapped op on the same thread
-  // (aten::matmul around aten::mm) is not a kernel. Events nest, so the
-  // enclosed ones follow it in (pid, tid, ts, longest first) order.
-  std::vector<size_t> Order(Ops.size());
-  for (size_t I = 0; I < Order.size(); ++I)
-    Order[I] = I;
-  llvm::sort(Order, [&](size_t A, size_t B) {
-    const Op &X = Ops[A], &Y = Ops[B];
-    return std::make_tuple(X.Pid, X.Tid, X.Ts, -X.Dur, X.Index) <
-           std::make_tuple(Y.Pid, Y.Tid, Y.Ts, -Y.Dur, Y.Index);
-  });
-  std::vector<bool> Encloses(Ops.size(), false);
-  for (size_t I = 0; I < Order.size(); ++I) {
-    const Op &O = Ops[Order[I]];
-    for (size_t J = I + 1; J < Order.size(); ++J) {
-      const Op &P = Ops[Order[J]];
-      if (P.Pid != O.Pid || P.Tid != O.Tid || P.Ts >= O.Ts + O.Dur)
-        break;
-      if (!onnxOpForAten(P.Name).empty()) {
-        Encloses[Order[I]] = true;
-        break;
-      }
-    }
-  }
+  TraceEvents T = collectTraceEvents(*Events);
+  const std::vector<TraceOp> &Ops = T.Ops;
+  std::vector<bool> Encloses = findEnclosingOps(Ops);
 
   ProfileRead Out;
   for (size_t K = 0; K < Ops.size(); ++K) {
-    const Op &O = Ops[K];
+    const TraceOp &O = Ops[K];
     std::string Where =
         (Name + ": event " + Twine(O.Index) + " (" + O.Name + ")").str();
     OpSample S;
@@ -596,12 +676,12 @@ Expected<ProfileRead> readTorchTrace(StringRef Text, StringRef Name) {
     S.Class = "aicore";
     S.OpType = onnxOpForAten(O.Name).str();
     double Us;
-    if (AnyKernel) {
+    if (T.AnyKernel) {
       // The device time of the kernels this op launched; ops that
       // launched none (wrappers such as aten::matmul, views) are not
       // kernels.
-      auto It = O.Ext ? KernelUs.find(*O.Ext) : KernelUs.end();
-      if (It == KernelUs.end())
+      auto It = O.Ext ? T.KernelUs.find(*O.Ext) : T.KernelUs.end();
+      if (It == T.KernelUs.end())
         continue;
       Us = It->second;
     } else {
@@ -623,53 +703,8 @@ Expected<ProfileRead> readTorchTrace(StringRef Text, StringRef Name) {
       continue;
     }
     S.Seconds = Us * 1e-6;
-    const json::Object *Args = O.E->getObject("args");
-    const json::Array *Dims = Args ? Args->getArray("Input Dims") : nullptr;
-    const json::Array *Types = Args ? Args->getArray("Input type") : nullptr;
-    if (!Dims || !Types || Dims->size() != Types->size()) {
-      Out.Warnings.push_back(warning(
-          Where, "no 'Input Dims'/'Input type' args of equal length (record "
-                 "with profile(record_shapes=True)); row left out"));
+    if (!readInputShapes(O, Where, S, Out))
       continue;
-    }
-    bool Bad = false;
-    for (size_t I = 0; I < Dims->size() && !Bad; ++I) {
-      const json::Array *D = (*Dims)[I].getAsArray();
-      StringRef T = (*Types)[I].getAsString().getValueOr("");
-      std::vector<int64_t> Shape;
-      if (!D) {
-        Bad = true;
-        break;
-      }
-      for (const json::Value &V : *D) {
-        Optional<int64_t> X = V.getAsInteger();
-        if (!X || *X < 0) {
-          Bad = true;
-          break;
-        }
-        Shape.push_back(*X);
-      }
-      // Scalars and lists of ints (normalized_shape, dims) have no tensor
-      // type; they stay as placeholders shapeOperands drops or fills.
-      Optional<DataType> DT = parseProfileType(T);
-      if (T == "Scalar" || T == "ScalarList" || T.empty())
-        DT = DataType::Undefined;
-      else if (!DT) {
-        Out.Warnings.push_back(
-            warning(Where, "unknown data type '" + T + "'; row left out"));
-        Bad = true;
-        break;
-      }
-      S.InputShapes.push_back(std::move(Shape));
-      S.InputTypes.push_back(*DT);
-    }
-    if (Bad) {
-      if (Out.Warnings.empty() ||
-          StringRef(Out.Warnings.back()).find(Where) == StringRef::npos)
-        Out.Warnings.push_back(
-            warning(Where, "malformed 'Input Dims'; row left out"));
-      continue;
-    }
     Expected<bool> Ok = shapeOperands(S);
     if (Ok && !S.InputTypes.empty() &&
         S.InputTypes[0] == DataType::Undefined)

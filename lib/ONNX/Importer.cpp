@@ -194,6 +194,18 @@ private:
                              Buffer + ": error: " + Msg);
   }
   Error importGraph(const onnx::GraphProto &GP, Graph &G);
+  // The steps of importGraph.
+  Error importInputsAndInitializers(const onnx::GraphProto &GP, Graph &G);
+  Error mapProducers(const onnx::GraphProto &GP, const Graph &G,
+                     StringMap<unsigned> &Producer);
+  Error importShapeOnlyParameters(const onnx::GraphProto &GP, Graph &G,
+                                  const StringMap<unsigned> &Producer);
+  Expected<std::vector<unsigned>>
+  sortNodes(const onnx::GraphProto &GP, const Graph &G,
+            const StringMap<unsigned> &Producer);
+  Error importNodes(const onnx::GraphProto &GP, Graph &G,
+                    ArrayRef<unsigned> Order);
+  Error importValueTypes(const onnx::GraphProto &GP, Graph &G);
   Error checkLimits(const onnx::GraphProto &GP, unsigned Depth,
                     uint64_t &Nodes, uint64_t &Values);
   Expected<TensorType> convertType(const onnx::TypeProto &T,
@@ -559,9 +571,26 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
   if (GP.sparse_initializer_size())
     return fail("graph '" + GP.name() +
                 "' has sparse initializers; not supported");
+  if (Error E = importInputsAndInitializers(GP, G))
+    return E;
+  StringMap<unsigned> Producer;
+  if (Error E = mapProducers(GP, G, Producer))
+    return E;
+  if (IsText)
+    if (Error E = importShapeOnlyParameters(GP, G, Producer))
+      return E;
+  Expected<std::vector<unsigned>> Order = sortNodes(GP, G, Producer);
+  if (!Order)
+    return Order.takeError();
+  if (Error E = importNodes(GP, G, *Order))
+    return E;
+  return importValueTypes(GP, G);
+}
 
-  // Initializers first: an input that is also an initializer is an
-  // overridable parameter.
+/// The graph's inputs and initializers into \p G. Initializers first: an
+/// input that is also an initializer is an overridable parameter.
+Error Importer::importInputsAndInitializers(const onnx::GraphProto &GP,
+                                            Graph &G) {
   StringMap<const onnx::TensorProto *> Inits;
   for (const onnx::TensorProto &TP : GP.initializer())
     if (!Inits.try_emplace(TP.name(), &TP).second)
@@ -591,9 +620,13 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
       return fail(toString(V.takeError()));
     (*V)->AlsoGraphInput = InputNames.count(TP.name());
   }
+  return Error::success();
+}
 
-  // Which node produces each name.
-  StringMap<unsigned> Producer;
+/// Which node of \p GP produces each name (into \p Producer); a name
+/// defined twice is an error.
+Error Importer::mapProducers(const onnx::GraphProto &GP, const Graph &G,
+                             StringMap<unsigned> &Producer) {
   for (int I = 0, E = GP.node_size(); I < E; ++I)
     for (const std::string &O : GP.node(I).output()) {
       if (O.empty())
@@ -602,31 +635,42 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
         return fail(nodeDesc(GP.node(I)) +
                     ": duplicate definition of value '" + O + "'");
     }
+  return Error::success();
+}
 
-  // Text syntax: a typed value nobody defines is a weight without data.
-  if (IsText)
-    for (const onnx::ValueInfoProto &VI : GP.value_info()) {
-      if (G.lookupLocal(VI.name()) || Producer.count(VI.name()))
-        continue;
-      Expected<TensorType> T = convertValueInfo(VI);
-      if (!T)
-        return T.takeError();
-      if (!T->isStatic())
-        return fail("shape-only parameter '" + VI.name() +
-                    "' needs a static type, got " + T->str());
-      if (getDataTypeSize(T->Elem) == 0)
-        return fail("shape-only parameter '" + VI.name() + "' of type " +
-                    T->str() + " needs a numeric element type");
-      if (!T->getSizeInBytes())
-        return fail("shape-only parameter '" + VI.name() + "' of type " +
-                    T->str() + " has a size that overflows int64");
-      Expected<Value *> V = G.addParameter(VI.name(), std::move(*T), nullptr);
-      if (!V)
-        return fail(toString(V.takeError()));
-      ++Stats->ShapeOnlyParameters;
-    }
+/// Text syntax: a typed value nobody defines is a weight without data (a
+/// shape-only parameter), which needs a static numeric type.
+Error Importer::importShapeOnlyParameters(const onnx::GraphProto &GP, Graph &G,
+                                          const StringMap<unsigned> &Producer) {
+  for (const onnx::ValueInfoProto &VI : GP.value_info()) {
+    if (G.lookupLocal(VI.name()) || Producer.count(VI.name()))
+      continue;
+    Expected<TensorType> T = convertValueInfo(VI);
+    if (!T)
+      return T.takeError();
+    if (!T->isStatic())
+      return fail("shape-only parameter '" + VI.name() +
+                  "' needs a static type, got " + T->str());
+    if (getDataTypeSize(T->Elem) == 0)
+      return fail("shape-only parameter '" + VI.name() + "' of type " +
+                  T->str() + " needs a numeric element type");
+    if (!T->getSizeInBytes())
+      return fail("shape-only parameter '" + VI.name() + "' of type " +
+                  T->str() + " has a size that overflows int64");
+    Expected<Value *> V = G.addParameter(VI.name(), std::move(*T), nullptr);
+    if (!V)
+      return fail(toString(V.takeError()));
+    ++Stats->ShapeOnlyParameters;
+  }
+  return Error::success();
+}
 
-  // Dependencies, including the outer-scope names subgraphs read.
+/// The order to import \p GP's nodes in: its dependencies (including the
+/// outer-scope names subgraphs read) sorted topologically; an undefined
+/// input or a cycle is an error.
+Expected<std::vector<unsigned>>
+Importer::sortNodes(const onnx::GraphProto &GP, const Graph &G,
+                    const StringMap<unsigned> &Producer) {
   unsigned N = GP.node_size();
   std::vector<SmallVector<unsigned, 4>> Succs(N);
   std::vector<unsigned> InDegree(N, 0);
@@ -685,7 +729,12 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
         return fail("graph '" + GP.name() + "' has a cycle through " +
                     nodeDesc(GP.node(I)));
   }
+  return Order;
+}
 
+/// \p GP's nodes, in \p Order, into \p G with their attributes.
+Error Importer::importNodes(const onnx::GraphProto &GP, Graph &G,
+                            ArrayRef<unsigned> Order) {
   for (unsigned I : Order) {
     const onnx::NodeProto &NP = GP.node(I);
     SmallVector<Value *, 4> Ins;
@@ -710,7 +759,11 @@ Error Importer::importGraph(const onnx::GraphProto &GP, Graph &G) {
       Nd->addAttribute(std::move(A));
     }
   }
+  return Error::success();
+}
 
+/// The types value_info gives computed values, and the graph's outputs.
+Error Importer::importValueTypes(const onnx::GraphProto &GP, Graph &G) {
   for (const onnx::ValueInfoProto &VI : GP.value_info()) {
     Value *V = G.lookupLocal(VI.name());
     if (!V || !V->getDefiningNode())

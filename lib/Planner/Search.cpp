@@ -422,6 +422,113 @@ struct Candidate {
   unsigned Base = 0;
 };
 
+/// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
+/// (the explanations compare the winner with the best of other degrees).
+struct Ranking {
+  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
+  static Degrees getDegrees(const ParallelPlan &P) {
+    return Degrees(P.TP, P.PP, P.EP);
+  }
+
+  Ranking(unsigned K, std::vector<PlanCost> &Top,
+          const std::vector<Candidate> &Cands)
+      : K(K), Top(Top) {
+    for (const Candidate &C : Cands)
+      Pairs.insert(getDegrees(C.Plan));
+  }
+
+  /// The step time a candidate must beat to matter: the K-th best, or the
+  /// second best among distinct degrees where that is larger (INFINITY
+  /// until there are K, resp. two).
+  double getThreshold() const {
+    double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
+    if (Pairs.size() < 2) // no best plan with other degrees to find
+      return T;
+    double Second = INFINITY, First = INFINITY;
+    for (const auto &KV : PairBest) {
+      double S = KV.second.StepTimeS;
+      if (S < First) {
+        Second = First;
+        First = S;
+      } else if (S < Second) {
+        Second = S;
+      }
+    }
+    return std::max(T, Second);
+  }
+
+  /// Ranks the simulated cost PC of Plan, which fits; returns where it entered
+  /// Top (K: it did not).
+  unsigned add(const ParallelPlan &Plan, PlanCost PC) {
+    Degrees Pair = getDegrees(Plan);
+    auto It = PairBest.find(Pair);
+    if (It == PairBest.end())
+      PairBest.emplace(Pair, PC);
+    else if (isBetterPlan(PC, It->second))
+      It->second = PC;
+    auto Pos = std::upper_bound(Top.begin(), Top.end(), PC, isBetterPlan);
+    if (Pos - Top.begin() >= (long)K)
+      return K;
+    unsigned Rank = Pos - Top.begin();
+    Top.insert(Pos, std::move(PC));
+    if (Top.size() > K)
+      Top.pop_back();
+    return Rank;
+  }
+
+  unsigned K;
+  std::vector<PlanCost> &Top;
+  std::map<Degrees, PlanCost> PairBest;
+  /// The degrees among all candidates.
+  std::set<Degrees> Pairs;
+};
+
+/// The offload placements of one plan share its stage costs: costed once
+/// without offload (evaluateStages), each placement re-placed from them
+/// (applyOffloadToPlan). The step bound sorts a plan's placements apart
+/// (their optimizer phases differ), so the costs are kept for a while:
+/// first in, first out, up to a number of stages in all.
+class BaseStageCache {
+public:
+  BaseStageCache(const PlanEvaluator &Eval, size_t NumPlacements)
+      : Eval(Eval), NumPlacements(NumPlacements) {}
+
+  /// The stage costs of C's plan without offload (C.Base names it).
+  Expected<const PlanCost *> get(const Candidate &C) {
+    auto It = BaseStages.find(C.Base);
+    if (It != BaseStages.end())
+      return &It->second;
+    ParallelPlan Q = C.Plan;
+    Q.Offload = OffloadTiers();
+    Expected<PlanCost> B = Eval.evaluateStages(Q);
+    if (!B)
+      return B.takeError();
+    if (NumPlacements == 1) { // nothing to share: hold only this one
+      BaseStages.clear();
+      BaseFIFO.clear();
+      BaseStagesHeld = 0;
+    }
+    while (!BaseFIFO.empty() &&
+           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
+      auto Old = BaseStages.find(BaseFIFO.front());
+      BaseStagesHeld -= Old->second.Stages.size();
+      BaseStages.erase(Old);
+      BaseFIFO.pop_front();
+    }
+    BaseStagesHeld += B->Stages.size();
+    BaseFIFO.push_back(C.Base);
+    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+  }
+
+private:
+  const PlanEvaluator &Eval;
+  size_t NumPlacements;
+  std::map<unsigned, PlanCost> BaseStages;
+  std::deque<unsigned> BaseFIFO;
+  size_t BaseStagesHeld = 0;
+  static constexpr size_t MaxBaseStagesHeld = 1 << 15;
+};
+
 class Searcher {
 public:
   Searcher(const PlanEvaluator &Eval, const Graph &G, const SearchSpace &Space,
@@ -481,6 +588,46 @@ private:
   Expected<Optional<PlanCost>>
   bestOnAllDevices(const std::vector<Candidate> &Cands,
                    ArrayRef<unsigned> Order) const;
+  /// How a candidate's layers are split into stages: vpp, the layers per
+  /// stage, and whether they are balanced on compute (not the even split).
+  struct StageLayout {
+    unsigned VPP;
+    const std::vector<unsigned> *Counts;
+    bool Balanced;
+  };
+  // The steps of enumerate().
+  /// The stage layouts to try at \p PP stages and \p NMB micro-batches:
+  /// --plan's stages, or the even split, the split balanced on \p LP's
+  /// compute (at recompute \p RC), and each vpp Megatron-LM allows.
+  SmallVector<StageLayout, 8>
+  getStageLayouts(const LayerPrefix &LP,
+                  const std::vector<unsigned> &EvenCounts, unsigned PP,
+                  uint64_t NMB, Recompute RC);
+  /// The candidates of \p Proto (degrees, batch split, recompute, ZeRO and
+  /// gradient precision set) on layout \p Lay: one per mesh order in
+  /// \p Orders, overlap setting and offload placement in \p Offs (the
+  /// placements of one plan share a base, counted in \p NumBases).
+  void addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
+                     const LayerPrefix &LP, ArrayRef<AxisOrder> Orders,
+                     ArrayRef<OffloadTiers> Offs,
+                     const Optional<CommOverlap> &Ov, unsigned &NumBases,
+                     std::vector<Candidate> &Out) const;
+  // The steps of run().
+  std::vector<unsigned> boundCandidates(std::vector<Candidate> &Cands);
+  Expected<bool> isDominatedTwin(const std::vector<Candidate> &Cands,
+                                 ArrayRef<unsigned> Order, unsigned Idx,
+                                 unsigned LastSimulated, unsigned LastRank,
+                                 unsigned K, BaseStageCache &Cache) const;
+  Expected<PlanCost> costStages(const Candidate &C,
+                                BaseStageCache &Cache) const;
+  Error rankCandidates(const std::vector<Candidate> &Cands,
+                       ArrayRef<unsigned> Order, Ranking &Rank,
+                       SearchResult &R) const;
+  Error explainWinner(const std::vector<Candidate> &Cands,
+                      ArrayRef<unsigned> Order, const Ranking &Rank,
+                      SearchResult &R) const;
+  Error findMemoryFloors(const std::vector<Candidate> &Cands,
+                         SearchResult &R) const;
 
   const PlanEvaluator &Eval;
   const SearchSpace &Space;
@@ -720,6 +867,83 @@ std::string Searcher::describeGroups(const ParallelPlan &P) const {
   return join(Parts, ", ");
 }
 
+/// The settings of one overlap kind to try: the fixed one; both (the
+/// default first) where the hardware offers a share and the plan has the
+/// communication; else the default.
+static SmallVector<bool, 2> getOverlapChoices(const Optional<bool> &Fixed,
+                                              bool Default, bool Offered,
+                                              bool Relevant) {
+  if (Fixed)
+    return {*Fixed};
+  if (Offered && Relevant)
+    return {Default, !Default};
+  return {Default};
+}
+
+SmallVector<Searcher::StageLayout, 8>
+Searcher::getStageLayouts(const LayerPrefix &LP,
+                          const std::vector<unsigned> &EvenCounts, unsigned PP,
+                          uint64_t NMB, Recompute RC) {
+  const PlanSpec &F = Opts.Fixed;
+  SmallVector<StageLayout, 8> Layouts;
+  if (!F.StageLayers.empty()) {
+    Layouts.push_back({1, &F.StageLayers, false});
+    return Layouts;
+  }
+  Layouts.push_back({1, &EvenCounts, false});
+  if (Opts.BalanceStages && PP > 1)
+    if (const std::vector<unsigned> *B = getBalancedCounts(LP, PP, RC))
+      Layouts.push_back({1, B, true});
+  unsigned Mid = Space.NumBlocks;
+  if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
+    for (uint64_t V : getDivisors(Mid / PP))
+      if (V > 1)
+        Layouts.push_back({(unsigned)V, &EvenCounts, false});
+  return Layouts;
+}
+
+void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
+                             const LayerPrefix &LP, ArrayRef<AxisOrder> Orders,
+                             ArrayRef<OffloadTiers> Offs,
+                             const Optional<CommOverlap> &Ov,
+                             unsigned &NumBases,
+                             std::vector<Candidate> &Out) const {
+  const PlanSpec &F = Opts.Fixed;
+  SmallVector<bool, 2> TPOvs =
+      getOverlapChoices(F.TPOverlap, false, Ov && Ov->TP, Proto.TP > 1);
+  // dp and pp overlap at share 0 never lose to waiting (Cost/Overlap.h:
+  // max(C, W) <= W + C; a send waited for arrives no earlier): only on is
+  // tried.
+  SmallVector<bool, 2> DPOvs = getOverlapChoices(
+      F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0, EO.Train && Proto.DP > 1);
+  SmallVector<bool, 2> PPOvs = getOverlapChoices(
+      F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0, Proto.PP > 1);
+  for (const AxisOrder &Order : Orders)
+    for (bool TPOv : TPOvs)
+      for (bool DPOv : DPOvs)
+        for (bool PPOv : PPOvs)
+          for (const OffloadTiers &Off : Offs) {
+            // tp overlap needs TP communication.
+            if (TPOv && Proto.TP == 1)
+              continue;
+            Candidate C;
+            C.Base = NumBases + (&Off == &Offs.front());
+            C.Plan = Proto;
+            ParallelPlan &P = C.Plan;
+            P.Order = Order;
+            P.Offload = Off;
+            P.TPOverlap = TPOv;
+            P.DPOverlap = DPOv;
+            P.PPOverlap = PPOv;
+            if (Lay.Balanced || !F.StageLayers.empty())
+              P.StageLayers = *Lay.Counts;
+            C.Counts = Lay.Counts;
+            C.Prefix = &LP;
+            NumBases = C.Base;
+            Out.push_back(std::move(C));
+          }
+}
+
 void Searcher::enumerate(std::vector<Candidate> &Out) {
   const PlanSpec &F = Opts.Fixed;
   uint64_t N = Space.Devices;
@@ -741,14 +965,6 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   // or its default.
   const DeviceClass *Core = HW.getClass("aicore");
   Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
-  auto Choices = [&](const Optional<bool> &Fixed, bool Default, bool Offered,
-                     bool Relevant) -> SmallVector<bool, 2> {
-    if (Fixed)
-      return {*Fixed};
-    if (Offered && Relevant)
-      return {Default, !Default};
-    return {Default};
-  };
   unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
@@ -759,122 +975,67 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
   DS.TPDivisor = Space.TPDiv.Divisor;
   for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
     uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
-    {
-      const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
-      if (EvenCounts.empty())
+    const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
+    if (EvenCounts.empty())
+      continue;
+    // ep: the inner part of dp, dividing every MoE layer's experts.
+    for (uint64_t EP : getDivisors(DP)) {
+      if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
+          (F.EP && *F.EP != EP) ||
+          (EP > 1 && !Space.EPNotSearched.empty()))
         continue;
-      // ep: the inner part of dp, dividing every MoE layer's experts.
-      for (uint64_t EP : getDivisors(DP)) {
-        if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
-            (F.EP && *F.EP != EP) ||
-            (EP > 1 && !Space.EPNotSearched.empty()))
+      // The distinct meshes (a fixed order matches the one it is the
+      // same mesh as).
+      SmallVector<AxisOrder, 6> Orders = getDistinctAxisOrders(EP, DP / EP, PP);
+      if (F.Order) {
+        AxisOrder Want = canonicalAxisOrder(*F.Order, EP, DP / EP, PP);
+        Orders.assign(1, Want);
+      }
+      for (uint64_t MB : getDivisors(Batch / DP)) {
+        if (F.MicroBatchSize && *F.MicroBatchSize != MB)
           continue;
-        // The distinct meshes (a fixed order matches the one it is the
-        // same mesh as).
-        SmallVector<AxisOrder, 6> Orders =
-            getDistinctAxisOrders(EP, DP / EP, PP);
-        if (F.Order) {
-          AxisOrder Want = canonicalAxisOrder(*F.Order, EP, DP / EP, PP);
-          Orders.assign(1, Want);
-        }
-        for (uint64_t MB : getDivisors(Batch / DP)) {
-          if (F.MicroBatchSize && *F.MicroBatchSize != MB)
+        uint64_t NMB = Batch / (DP * MB);
+        if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+          continue;
+        // Plans count micro-batches and their size in 32 bits (what
+        // completePlan accepts); a bigger count is a larger micro-batch.
+        if (NMB > std::numeric_limits<unsigned>::max() ||
+            MB > std::numeric_limits<unsigned>::max())
+          continue;
+        for (bool SP : {false, true}) {
+          if ((SP && TP == 1) || (F.SP && *F.SP != SP))
             continue;
-          uint64_t NMB = Batch / (DP * MB);
-          if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
-            continue;
-          // Plans count micro-batches and their size in 32 bits (what
-          // completePlan accepts); a bigger count is a larger micro-batch.
-          if (NMB > std::numeric_limits<unsigned>::max() ||
-              MB > std::numeric_limits<unsigned>::max())
-            continue;
-          for (bool SP : {false, true}) {
-            if ((SP && TP == 1) || (F.SP && *F.SP != SP))
+          const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
+          for (Recompute RC : RCs) {
+            if (F.RC && *F.RC != RC)
               continue;
-            const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
-            for (Recompute RC : RCs) {
-              if (F.RC && *F.RC != RC)
+            for (const StageLayout &Lay :
+                 getStageLayouts(LP, EvenCounts, PP, NMB, RC)) {
+              if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
                 continue;
-              // Stage layouts: vpp values and their counts.
-              struct Layout {
-                unsigned VPP;
-                const std::vector<unsigned> *Counts;
-                bool Balanced;
-              };
-              SmallVector<Layout, 8> Layouts;
-              if (!F.StageLayers.empty()) {
-                Layouts.push_back({1, &F.StageLayers, false});
-              } else {
-                Layouts.push_back({1, &EvenCounts, false});
-                if (Opts.BalanceStages && PP > 1)
-                  if (const std::vector<unsigned> *B =
-                          getBalancedCounts(LP, PP, RC))
-                    Layouts.push_back({1, B, true});
-                unsigned Mid = Space.NumBlocks;
-                if (PP > 1 && NMB % PP == 0 && Mid && Mid % PP == 0)
-                  for (uint64_t V : getDivisors(Mid / PP))
-                    if (V > 1)
-                      Layouts.push_back({(unsigned)V, &EvenCounts, false});
-              }
-              for (const Layout &Lay : Layouts) {
-                if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
+              for (unsigned Z : Zeros) {
+                // ZeRO partitions over dp: with dp = 1 it is plain data.
+                if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
                   continue;
-                for (unsigned Z : Zeros) {
-                  // ZeRO partitions over dp: with dp = 1 it is plain data.
-                  if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+                for (GradPrecision GP : Grads) {
+                  // Without a DP sync there is no reduction to narrow.
+                  if ((F.Grad && *F.Grad != GP) ||
+                      (GP == GradPrecision::BF16 && DP == 1))
                     continue;
-                  for (GradPrecision GP : Grads) {
-                    // Without a DP sync there is no reduction to narrow.
-                    if ((F.Grad && *F.Grad != GP) ||
-                        (GP == GradPrecision::BF16 && DP == 1))
-                      continue;
-                    SmallVector<bool, 2> TPOvs = Choices(
-                        F.TPOverlap, false, Ov && Ov->TP, TP > 1);
-                    // dp and pp overlap at share 0 never lose to waiting
-                    // (Cost/Overlap.h: max(C, W) <= W + C; a send waited
-                    // for arrives no earlier): only on is tried.
-                    SmallVector<bool, 2> DPOvs =
-                        Choices(F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0,
-                                EO.Train && DP > 1);
-                    SmallVector<bool, 2> PPOvs =
-                        Choices(F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0,
-                                PP > 1);
-                    for (const AxisOrder &Order : Orders)
-                    for (bool TPOv : TPOvs)
-                    for (bool DPOv : DPOvs)
-                    for (bool PPOv : PPOvs)
-                    for (const OffloadTiers &Off : Offs) {
-                      // tp overlap needs TP communication.
-                      if (TPOv && TP == 1)
-                        continue;
-                      Candidate C;
-                      C.Base = NumBases + (&Off == &Offs.front());
-                      ParallelPlan &P = C.Plan;
-                      P.TP = TP;
-                      P.PP = PP;
-                      P.DP = DP;
-                      P.EP = EP;
-                      P.SP = SP;
-                      P.MicroBatchSize = MB;
-                      P.NumMicroBatches = NMB;
-                      P.VirtualStages = Lay.VPP;
-                      P.RC = RC;
-                      P.ZeroStage = Z;
-                      P.Grad = GP;
-                      P.Order = Order;
-                      P.Offload = Off;
-                      P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
-                      P.TPOverlap = TPOv;
-                      P.DPOverlap = DPOv;
-                      P.PPOverlap = PPOv;
-                      if (Lay.Balanced || !F.StageLayers.empty())
-                        P.StageLayers = *Lay.Counts;
-                      C.Counts = Lay.Counts;
-                      C.Prefix = &LP;
-                      NumBases = C.Base;
-                      Out.push_back(std::move(C));
-                    }
-                  }
+                  ParallelPlan P;
+                  P.TP = TP;
+                  P.PP = PP;
+                  P.DP = DP;
+                  P.EP = EP;
+                  P.SP = SP;
+                  P.MicroBatchSize = MB;
+                  P.NumMicroBatches = NMB;
+                  P.VirtualStages = Lay.VPP;
+                  P.RC = RC;
+                  P.ZeroStage = Z;
+                  P.Grad = GP;
+                  P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
+                  addCandidates(P, Lay, LP, Orders, Offs, Ov, NumBases, Out);
                 }
               }
             }
@@ -908,17 +1069,9 @@ Searcher::bestOnAllDevices(const std::vector<Candidate> &Cands,
   return Best;
 }
 
-Expected<SearchResult> Searcher::run() {
-  auto Start = std::chrono::steady_clock::now();
-  SearchResult R;
-  R.Space = Space;
-  R.StagesGiven = !Opts.Fixed.StageLayers.empty();
-  std::vector<Candidate> Cands;
-  enumerate(Cands);
-  R.Stats.Candidates = Cands.size();
-  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
-    return C.Plan.getNumDevices() == Space.Devices;
-  });
+/// Computes every candidate's bounds; returns the order to visit them in:
+/// increasing step bound when pruning, enumeration order otherwise.
+std::vector<unsigned> Searcher::boundCandidates(std::vector<Candidate> &Cands) {
   for (Candidate &C : Cands) {
     C.TimeBound = timeBound(C);
     C.MemoryBound = memoryBound(C.Plan);
@@ -929,74 +1082,69 @@ Expected<SearchResult> Searcher::run() {
     std::stable_sort(Order.begin(), Order.end(), [&](unsigned A, unsigned B) {
       return Cands[A].TimeBound < Cands[B].TimeBound;
     });
+  return Order;
+}
 
-  unsigned K = std::max(1u, Opts.TopK);
-  std::vector<PlanCost> &Top = R.Top;
-  // The degrees explanations compare: (tp, pp, ep).
-  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
-  auto DegreesOf = [](const ParallelPlan &P) {
-    return Degrees(P.TP, P.PP, P.EP);
-  };
-  std::map<Degrees, PlanCost> PairBest;
-  std::set<Degrees> Pairs;
-  for (const Candidate &C : Cands)
-    Pairs.insert(DegreesOf(C.Plan));
-  auto Threshold = [&]() {
-    double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
-    if (Pairs.size() < 2) // no best plan with other degrees to find
-      return T;
-    double Second = INFINITY, First = INFINITY;
-    for (const auto &KV : PairBest) {
-      double S = KV.second.StepTimeS;
-      if (S < First) {
-        Second = First;
-        First = S;
-      } else if (S < Second) {
-        Second = S;
-      }
-    }
-    return std::max(T, Second);
-  };
+/// Whether the act:host candidate Cands[Order[Idx]] cannot rank because its
+/// act:hbm twin, the candidate just simulated (LastSimulated), ranked K-th
+/// or worse (LastRank) and every stage keeps at most one micro-batch in
+/// flight.
+Expected<bool> Searcher::isDominatedTwin(const std::vector<Candidate> &Cands,
+                                         ArrayRef<unsigned> Order, unsigned Idx,
+                                         unsigned LastSimulated,
+                                         unsigned LastRank, unsigned K,
+                                         BaseStageCache &Cache) const {
+  const Candidate &C = Cands[Order[Idx]];
+  if (!Opts.Prune || C.Plan.Offload.Act != MemoryTier::Host || Idx == 0 ||
+      LastSimulated != Order[Idx - 1] || LastRank + 1 < K)
+    return false;
+  // act:host with at most one micro-batch in flight on every stage
+  // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
+  // costs exactly what its act:hbm twin costs and loses the tie to it
+  // (isBetterPlan: it offloads more). The twin is enumerated just
+  // before it with the same bounds, so it was the candidate just
+  // simulated; it ranks K-th or worse, so this one cannot rank.
+  const Candidate &Y = Cands[Order[Idx - 1]];
+  OffloadTiers Twin = C.Plan.Offload;
+  Twin.Act = MemoryTier::HBM;
+  if (Y.Base != C.Base || !(Y.Plan.Offload == Twin))
+    return false;
+  Expected<const PlanCost *> B = Cache.get(C);
+  if (!B)
+    return B.takeError();
+  return all_of((*B)->Stages, [](const StageCost &SC) {
+    return SC.OffloadIn.InFlightMicroBatches <= 1;
+  });
+}
+
+/// C's stage costs without the pipeline simulation; offload variants of
+/// one plan are costed once and re-placed.
+Expected<PlanCost> Searcher::costStages(const Candidate &C,
+                                        BaseStageCache &Cache) const {
+  if (!C.Plan.Offload.any())
+    return Eval.evaluateStages(C.Plan);
+  Expected<const PlanCost *> B = Cache.get(C);
+  if (!B)
+    return B.takeError();
+  PlanCost PC = **B;
+  applyOffloadToPlan(PC, C.Plan.Offload, HW);
+  return PC;
+}
+
+/// Visits the candidates in Order, pruning by the bounds against the
+/// ranking's threshold, and ranks every one simulated that fits. Counts
+/// into R.Stats.
+Error Searcher::rankCandidates(const std::vector<Candidate> &Cands,
+                               ArrayRef<unsigned> Order, Ranking &Rank,
+                               SearchResult &R) const {
+  const unsigned K = Rank.K;
   double Thr = INFINITY;
-  // The offload placements of one plan share its stage costs: costed once
-  // without offload (evaluateStages), each placement re-placed from them
-  // (applyOffloadToPlan). The step bound sorts a plan's placements apart
-  // (their optimizer phases differ), so the costs are kept for a while:
-  // first in, first out, up to a number of stages in all.
-  std::map<unsigned, PlanCost> BaseStages;
-  std::deque<unsigned> BaseFIFO;
-  size_t BaseStagesHeld = 0;
-  const size_t MaxBaseStagesHeld = 1 << 15;
-  auto GetBaseStages = [&](const Candidate &C) -> Expected<const PlanCost *> {
-    auto It = BaseStages.find(C.Base);
-    if (It != BaseStages.end())
-      return &It->second;
-    ParallelPlan Q = C.Plan;
-    Q.Offload = OffloadTiers();
-    Expected<PlanCost> B = Eval.evaluateStages(Q);
-    if (!B)
-      return B.takeError();
-    if (NumPlacements == 1) { // nothing to share: hold only this one
-      BaseStages.clear();
-      BaseFIFO.clear();
-      BaseStagesHeld = 0;
-    }
-    while (!BaseFIFO.empty() &&
-           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
-      auto Old = BaseStages.find(BaseFIFO.front());
-      BaseStagesHeld -= Old->second.Stages.size();
-      BaseStages.erase(Old);
-      BaseFIFO.pop_front();
-    }
-    BaseStagesHeld += B->Stages.size();
-    BaseFIFO.push_back(C.Base);
-    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
-  };
+  BaseStageCache Cache(Eval, NumPlacements);
   // The last candidate simulated, and where it entered Top (K: it did
   // not).
   unsigned LastSimulated = ~0u, LastRank = K;
   for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
-    Candidate &C = Cands[Order[Idx]];
+    const Candidate &C = Cands[Order[Idx]];
     if (Opts.Prune && C.TimeBound > Thr) {
       R.Stats.TimeBoundPruned += Order.size() - Idx;
       break;
@@ -1005,42 +1153,17 @@ Expected<SearchResult> Searcher::run() {
       ++R.Stats.MemoryBoundPruned;
       continue;
     }
-    if (Opts.Prune && C.Plan.Offload.Act == MemoryTier::Host && Idx > 0 &&
-        LastSimulated == Order[Idx - 1] && LastRank + 1 >= K) {
-      // act:host with at most one micro-batch in flight on every stage
-      // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
-      // costs exactly what its act:hbm twin costs and loses the tie to it
-      // (isBetterPlan: it offloads more). The twin is enumerated just
-      // before it with the same bounds, so it was the candidate just
-      // simulated; it ranks K-th or worse, so this one cannot rank.
-      const Candidate &Y = Cands[Order[Idx - 1]];
-      OffloadTiers Twin = C.Plan.Offload;
-      Twin.Act = MemoryTier::HBM;
-      if (Y.Base == C.Base && Y.Plan.Offload == Twin) {
-        Expected<const PlanCost *> B = GetBaseStages(C);
-        if (!B)
-          return B.takeError();
-        if (all_of((*B)->Stages, [](const StageCost &SC) {
-              return SC.OffloadIn.InFlightMicroBatches <= 1;
-            })) {
-          ++R.Stats.Dominated;
-          continue;
-        }
-      }
+    Expected<bool> Dominated =
+        isDominatedTwin(Cands, Order, Idx, LastSimulated, LastRank, K, Cache);
+    if (!Dominated)
+      return Dominated.takeError();
+    if (*Dominated) {
+      ++R.Stats.Dominated;
+      continue;
     }
     Optional<PlanCost> Staged;
     if (Opts.Prune) {
-      // Offload variants of one plan: cost the plan once, re-place it.
-      Expected<PlanCost> SC = [&]() -> Expected<PlanCost> {
-        if (!C.Plan.Offload.any())
-          return Eval.evaluateStages(C.Plan);
-        Expected<const PlanCost *> B = GetBaseStages(C);
-        if (!B)
-          return B.takeError();
-        PlanCost PC = **B;
-        applyOffloadToPlan(PC, C.Plan.Offload, HW);
-        return PC;
-      }();
+      Expected<PlanCost> SC = costStages(C, Cache);
       if (!SC)
         return SC.takeError();
       ++R.Stats.StagesEvaluated;
@@ -1067,123 +1190,145 @@ Expected<SearchResult> Searcher::run() {
       ++R.Stats.OverMemory;
       continue;
     }
-    Degrees Pair = DegreesOf(C.Plan);
-    auto It = PairBest.find(Pair);
-    if (It == PairBest.end())
-      PairBest.emplace(Pair, *PC);
-    else if (isBetterPlan(*PC, It->second))
-      It->second = *PC;
-    auto Pos = std::upper_bound(Top.begin(), Top.end(), *PC, isBetterPlan);
-    if (Pos - Top.begin() < (long)K) {
-      LastRank = Pos - Top.begin();
-      Top.insert(Pos, std::move(*PC));
-      if (Top.size() > K)
-        Top.pop_back();
-    }
-    Thr = Threshold();
+    LastRank = Rank.add(C.Plan, std::move(*PC));
+    Thr = Rank.getThreshold();
   }
+  return Error::success();
+}
 
-  if (!Top.empty()) {
-    Degrees Win = DegreesOf(Top[0].Plan);
-    for (const auto &KV : PairBest)
-      if (KV.first != Win &&
-          (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
-        R.OtherDegrees = KV.second;
-    // What the winner's mesh and gradient precision buy: the same plan with
-    // the defaults, costed.
-    const ParallelPlan &W = Top[0].Plan;
-    if (W.Order != DefaultAxisOrder) {
-      ParallelPlan Q = W;
-      Q.Order = DefaultAxisOrder;
-      Expected<PlanCost> PC = Eval.evaluate(Q);
-      if (!PC)
-        return PC.takeError();
-      R.DefaultOrder = std::move(*PC);
-      R.WinnerGroups = describeGroups(W);
-      R.DefaultOrderGroups = describeGroups(Q);
-    }
-    if (W.getNumDevices() < Space.Devices) {
-      Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
-      if (!All)
-        return All.takeError();
-      R.BestAllDevices = std::move(*All);
-    }
-    // The winner with each overlap it has communication for flipped
-    // (--explain says what each choice is worth).
-    // Only the kinds the hardware gives a share for (the searched ones).
-    const DeviceClass *Core = HW.getClass("aicore");
-    Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
-    for (unsigned K = 0; K < 3; ++K) {
-      if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
-          (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
-          (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
-        continue;
-      ParallelPlan Q = W;
-      bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
-      Flag = !Flag;
-      Expected<PlanCost> PC = Eval.evaluate(Q);
-      if (!PC)
-        return PC.takeError();
-      R.OverlapFlips.push_back(std::move(*PC));
-    }
-    if (W.Grad != GradPrecision::FP32) {
-      ParallelPlan Q = W;
-      Q.Grad = GradPrecision::FP32;
-      Expected<PlanCost> PC = Eval.evaluate(Q);
-      if (!PC)
-        return PC.takeError();
-      R.FP32Grad = std::move(*PC);
-    }
-  } else {
-    // Nothing fits: the least memory at every (tp, pp), exactly. Within a
-    // pair, candidates in increasing memory bound until the bound passes
-    // the least memory found.
-    std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
-    for (unsigned I = 0; I < Cands.size(); ++I)
-      ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
-    for (auto &KV : ByPair) {
-      std::vector<unsigned> &Is = KV.second;
-      std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
-        return Cands[A].MemoryBound < Cands[B].MemoryBound;
-      });
-      Optional<MemoryFloor> Floor;
-      for (unsigned I : Is) {
-        if (Floor && Cands[I].MemoryBound > Floor->Bytes)
-          break;
-        Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
-        if (!SC)
-          return SC.takeError();
-        ++R.Stats.StagesEvaluated;
-        if (Floor && SC->MaxMemoryBytes >= Floor->Bytes)
-          continue;
-        MemoryFloor MF;
-        MF.TP = KV.first.first;
-        MF.PP = KV.first.second;
-        MF.Bytes = SC->MaxMemoryBytes;
-        for (unsigned S = 0; S < SC->Stages.size(); ++S)
-          if (SC->Stages[S].MemoryBytes == SC->MaxMemoryBytes) {
-            MF.Stage = S;
-            break;
-          }
-        MF.Plan = Cands[I].Plan;
-        Floor = MF;
-      }
-      if (Floor)
-        R.Floors.push_back(*Floor);
-    }
-    // The nearest miss, costed in full for the stage report (first of the
-    // least memory: deterministic).
-    const MemoryFloor *Least = nullptr;
-    for (const MemoryFloor &F : R.Floors)
-      if (!Least || F.Bytes < Least->Bytes)
-        Least = &F;
-    if (Least) {
-      Expected<PlanCost> PC = Eval.evaluate(Least->Plan);
-      if (!PC)
-        return PC.takeError();
-      R.Closest = std::move(*PC);
-    }
+/// What the winner Top[0] is compared with, for --explain: the best plan
+/// of other degrees, the winner on the default mesh order, the best plan
+/// on all devices (when the winner leaves some idle), the winner with each
+/// overlap flipped and with fp32 gradients.
+Error Searcher::explainWinner(const std::vector<Candidate> &Cands,
+                              ArrayRef<unsigned> Order, const Ranking &Rank,
+                              SearchResult &R) const {
+  const std::vector<PlanCost> &Top = Rank.Top;
+  Ranking::Degrees Win = Ranking::getDegrees(Top[0].Plan);
+  for (const auto &KV : Rank.PairBest)
+    if (KV.first != Win &&
+        (!R.OtherDegrees || isBetterPlan(KV.second, *R.OtherDegrees)))
+      R.OtherDegrees = KV.second;
+  // What the winner's mesh and gradient precision buy: the same plan with
+  // the defaults, costed.
+  const ParallelPlan &W = Top[0].Plan;
+  if (W.Order != DefaultAxisOrder) {
+    ParallelPlan Q = W;
+    Q.Order = DefaultAxisOrder;
+    Expected<PlanCost> PC = Eval.evaluate(Q);
+    if (!PC)
+      return PC.takeError();
+    R.DefaultOrder = std::move(*PC);
+    R.WinnerGroups = describeGroups(W);
+    R.DefaultOrderGroups = describeGroups(Q);
   }
+  if (W.getNumDevices() < Space.Devices) {
+    Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
+    if (!All)
+      return All.takeError();
+    R.BestAllDevices = std::move(*All);
+  }
+  // The winner with each overlap it has communication for flipped
+  // (--explain says what each choice is worth).
+  // Only the kinds the hardware gives a share for (the searched ones).
+  const DeviceClass *Core = HW.getClass("aicore");
+  Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
+  for (unsigned K = 0; K < 3; ++K) {
+    if ((K == 0 && (W.TP == 1 || !Ov || !Ov->TP)) ||
+        (K == 1 && (W.DP == 1 || !EO.Train || !Ov || !Ov->DP)) ||
+        (K == 2 && (W.PP == 1 || !Ov || !Ov->PP)))
+      continue;
+    ParallelPlan Q = W;
+    bool &Flag = K == 0 ? Q.TPOverlap : K == 1 ? Q.DPOverlap : Q.PPOverlap;
+    Flag = !Flag;
+    Expected<PlanCost> PC = Eval.evaluate(Q);
+    if (!PC)
+      return PC.takeError();
+    R.OverlapFlips.push_back(std::move(*PC));
+  }
+  if (W.Grad != GradPrecision::FP32) {
+    ParallelPlan Q = W;
+    Q.Grad = GradPrecision::FP32;
+    Expected<PlanCost> PC = Eval.evaluate(Q);
+    if (!PC)
+      return PC.takeError();
+    R.FP32Grad = std::move(*PC);
+  }
+  return Error::success();
+}
+
+/// Nothing fits: the least memory at every (tp, pp), exactly (R.Floors),
+/// and the nearest miss costed in full (R.Closest). Within a pair,
+/// candidates in increasing memory bound until the bound passes the least
+/// memory found.
+Error Searcher::findMemoryFloors(const std::vector<Candidate> &Cands,
+                                 SearchResult &R) const {
+  std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
+  for (unsigned I = 0; I < Cands.size(); ++I)
+    ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
+  for (auto &KV : ByPair) {
+    std::vector<unsigned> &Is = KV.second;
+    std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
+      return Cands[A].MemoryBound < Cands[B].MemoryBound;
+    });
+    Optional<MemoryFloor> Floor;
+    for (unsigned I : Is) {
+      if (Floor && Cands[I].MemoryBound > Floor->Bytes)
+        break;
+      Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
+      if (!SC)
+        return SC.takeError();
+      ++R.Stats.StagesEvaluated;
+      if (Floor && SC->MaxMemoryBytes >= Floor->Bytes)
+        continue;
+      MemoryFloor MF;
+      MF.TP = KV.first.first;
+      MF.PP = KV.first.second;
+      MF.Bytes = SC->MaxMemoryBytes;
+      for (unsigned S = 0; S < SC->Stages.size(); ++S)
+        if (SC->Stages[S].MemoryBytes == SC->MaxMemoryBytes) {
+          MF.Stage = S;
+          break;
+        }
+      MF.Plan = Cands[I].Plan;
+      Floor = MF;
+    }
+    if (Floor)
+      R.Floors.push_back(*Floor);
+  }
+  // The nearest miss, costed in full for the stage report (first of the
+  // least memory: deterministic).
+  const MemoryFloor *Least = nullptr;
+  for (const MemoryFloor &F : R.Floors)
+    if (!Least || F.Bytes < Least->Bytes)
+      Least = &F;
+  if (Least) {
+    Expected<PlanCost> PC = Eval.evaluate(Least->Plan);
+    if (!PC)
+      return PC.takeError();
+    R.Closest = std::move(*PC);
+  }
+  return Error::success();
+}
+
+Expected<SearchResult> Searcher::run() {
+  auto Start = std::chrono::steady_clock::now();
+  SearchResult R;
+  R.Space = Space;
+  R.StagesGiven = !Opts.Fixed.StageLayers.empty();
+  std::vector<Candidate> Cands;
+  enumerate(Cands);
+  R.Stats.Candidates = Cands.size();
+  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
+    return C.Plan.getNumDevices() == Space.Devices;
+  });
+  std::vector<unsigned> Order = boundCandidates(Cands);
+  Ranking Rank(std::max(1u, Opts.TopK), R.Top, Cands);
+  if (Error E = rankCandidates(Cands, Order, Rank, R))
+    return std::move(E);
+  if (Error E = R.Top.empty() ? findMemoryFloors(Cands, R)
+                              : explainWinner(Cands, Order, Rank, R))
+    return std::move(E);
   R.Stats.Partitions = Partitions;
   R.Stats.Seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)

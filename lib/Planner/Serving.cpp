@@ -149,6 +149,31 @@ std::string ServingPlanCost::str() const {
       .str();
 }
 
+void forEachServingPredicted(
+    const ServingPlanCost &P, bool Detail,
+    function_ref<void(StringRef Key, json::Value V)> Emit) {
+  Emit("ttft_s", P.TTFTS);
+  Emit("tpot_s", P.TPOTS);
+  Emit("output_tokens_per_s", P.TokensPerS);
+  Emit("max_concurrency", (int64_t)P.MaxConcurrency);
+  Emit("kv_cache_bytes", P.KVCacheBytes);
+  if (!Detail)
+    return;
+  Emit("output_tokens_per_s_per_device", P.TokensPerSPerDevice);
+  Emit("batch", (int64_t)P.Batch);
+  Emit("kv_capacity_bytes", P.KVCapacityBytes);
+  Emit("prefill_s", P.PrefillS);
+  Emit("decode_step_s", P.DecodeStepS);
+  Emit("bound", getServingTermName(P.Bound));
+  Emit("batch_limit", getBatchLimitName(P.Limit));
+  Emit("decode_breakdown", json::Object{{"micro_batch", (int64_t)P.MicroBatch},
+                                        {"stage_s", P.StageS},
+                                        {"compute_s", P.ComputeS},
+                                        {"weight_read_s", P.WeightReadS},
+                                        {"kv_read_s", P.KVReadS},
+                                        {"comm_s", P.CommS}});
+}
+
 namespace {
 
 /// The serving model of one graph: per-layer facts, repeated blocks keyed,

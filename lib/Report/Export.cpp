@@ -301,55 +301,93 @@ void printHeader(StringRef Framework, const ExportInput &In, const Facts &F,
      << getStageCounts(PC) << "\n";
 }
 
-/// Megatron-LM and MindSpeed-LLM share most flags (MindSpeed-LLM patches
-/// Megatron's argument parser).
-ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
-  ExportResult R;
-  R.Target = T;
-  R.FileName = getExportFileName(T).str();
-  bool Mind = T == ExportTarget::MindSpeed;
-  StringRef Name = Mind ? "MindSpeed-LLM" : "Megatron-LM";
-  const ParallelPlan &P = In.Cost.Plan;
-  Facts F = getFacts(In);
+/// The launch flags of a Megatron-like export (Megatron-LM or
+/// MindSpeed-LLM) of one plan, built step by step in the order they are
+/// written, with the warnings of what the flags cannot say.
+class MegatronFlags {
+public:
+  MegatronFlags(ExportTarget T, const ExportInput &In, const Facts &F,
+                std::vector<std::string> &Warnings)
+      : T(T), Mind(T == ExportTarget::MindSpeed),
+        Name(Mind ? "MindSpeed-LLM" : "Megatron-LM"), In(In), P(In.Cost.Plan),
+        F(F), Warnings(Warnings) {}
+
+  /// tp, pp and the rank order.
+  void addMesh();
+  /// Uneven stages and interleaving.
+  void addStages();
+  /// ep and the number of experts.
+  void addExperts();
+  /// sp and the fused kernels the prediction assumed.
+  void addKernels();
+  void addRecompute();
+  /// Batch sizes, ZeRO (the distributed optimizer) and the model's shape.
+  void addBatchAndShape();
+  /// Weight and gradient precision.
+  void addPrecision();
+  /// tp, dp and pp communication overlap.
+  void addOverlaps();
+  /// Warns where the model is not the transformer the framework builds.
+  void checkModelShape();
+
+  StringRef getName() const { return Name; }
+  bool isMindSpeed() const { return Mind; }
+  const std::vector<std::string> &getFlags() const { return Flags; }
+
+private:
+  void add(const Twine &Flag) { Flags.push_back(Flag.str()); }
+  void warn(const Twine &W) {
+    Warnings.push_back((getExportTargetName(T) + ": " + W).str());
+  }
+
+  ExportTarget T;
+  bool Mind;
+  StringRef Name;
+  const ExportInput &In;
+  const ParallelPlan &P;
+  const Facts &F;
   std::vector<std::string> Flags;
-  auto Add = [&](const Twine &Flag) { Flags.push_back(Flag.str()); };
-  auto Warn = [&](const Twine &W) {
-    R.Warnings.push_back((getExportTargetName(T) + ": " + W).str());
-  };
+  std::vector<std::string> &Warnings;
+};
+
+void MegatronFlags::addMesh() {
   if (Mind)
-    Add("--use-mcore-models");
-  Add("--tensor-model-parallel-size " + Twine(P.TP));
-  Add("--pipeline-model-parallel-size " + Twine(P.PP));
+    add("--use-mcore-models");
+  add("--tensor-model-parallel-size " + Twine(P.TP));
+  add("--pipeline-model-parallel-size " + Twine(P.PP));
   // Rank order: Megatron's default is tp-cp-ep-dp-pp, --use-tp-pp-dp-mapping
   // makes it tp-cp-ep-pp-dp (megatron/training/initialize.py).
   if (!meshIs(P, DefaultAxisOrder)) {
     if (meshIs(P, {MeshAxis::EP, MeshAxis::PP, MeshAxis::DP}))
-      Add("--use-tp-pp-dp-mapping");
+      add("--use-tp-pp-dp-mapping");
     else
-      Warn("order=" + getAxisOrderName(P.Order) + ": " + Name +
+      warn("order=" + getAxisOrderName(P.Order) + ": " + Name +
            " orders ranks tp-ep-dp-pp, or tp-ep-pp-dp with "
            "--use-tp-pp-dp-mapping; this mesh is lost, so groups land on "
            "other links than Loom costed");
   }
+}
+
+void MegatronFlags::addStages() {
   // Stages: Megatron's default when Loom's split is it; otherwise the
   // framework's flag for uneven stages.
   if (!F.DefaultSplit) {
     if (!Mind) {
-      Add("--pipeline-model-parallel-layout \"" + getLayoutString(F.Chunks) +
+      add("--pipeline-model-parallel-layout \"" + getLayoutString(F.Chunks) +
           "\"");
     } else if (P.VirtualStages == 1 && F.EndsInPlace && P.PP > 1) {
       std::string List;
       for (const std::string &C : F.Chunks)
         List += (List.empty() ? "" : ",") + std::to_string(countBlocks(C));
-      Add("--num-layer-list " + List);
+      add("--num-layer-list " + List);
     } else {
       if (P.VirtualStages > 1)
-        Warn("Loom's virtual stages (" + getLayoutString(F.Chunks) +
+        warn("Loom's virtual stages (" + getLayoutString(F.Chunks) +
              ") are uneven and MindSpeed-LLM has no flag for that "
              "(--num-layer-list excludes virtual stages); it splits the " +
              Twine(F.Blocks) + " layers evenly");
       else
-        Warn("Loom's stages (" + getLayoutString(F.Chunks) +
+        warn("Loom's stages (" + getLayoutString(F.Chunks) +
              ") move the embedding or the head, which MindSpeed-LLM has "
              "no flag for; it splits the " +
              Twine(F.Blocks) + " layers evenly");
@@ -360,33 +398,39 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   if (P.VirtualStages > 1 && (Mind || F.DefaultSplit)) {
     unsigned Chunks = P.PP * P.VirtualStages;
     if (F.Blocks % Chunks == 0)
-      Add("--num-layers-per-virtual-pipeline-stage " +
+      add("--num-layers-per-virtual-pipeline-stage " +
           Twine(F.Blocks / Chunks));
     else
-      Warn("vpp=" + Twine(P.VirtualStages) + ": " + Twine(F.Blocks) +
+      warn("vpp=" + Twine(P.VirtualStages) + ": " + Twine(F.Blocks) +
            " layers do not split evenly into " + Twine(Chunks) +
            " virtual stages, as " + Name +
            " needs; no interleaving flag, so the bubble will be larger "
            "than predicted");
   }
-  if (P.EP > 1) {
-    Add("--expert-model-parallel-size " + Twine(P.EP));
-    Add("--num-experts " + Twine(In.NumExperts));
-    if (!In.StackedExperts)
-      Warn("ep=" + Twine(P.EP) +
-           ": the model's experts are unrolled "
-           "branches that every token visits; " +
-           Name +
-           "'s MoE routes each token to its top-k experts, so the flags "
-           "shard the experts but the computation differs from what Loom "
-           "costed");
-  }
+}
+
+void MegatronFlags::addExperts() {
+  if (P.EP <= 1)
+    return;
+  add("--expert-model-parallel-size " + Twine(P.EP));
+  add("--num-experts " + Twine(In.NumExperts));
+  if (!In.StackedExperts)
+    warn("ep=" + Twine(P.EP) +
+         ": the model's experts are unrolled "
+         "branches that every token visits; " +
+         Name +
+         "'s MoE routes each token to its top-k experts, so the flags "
+         "shard the experts but the computation differs from what Loom "
+         "costed");
+}
+
+void MegatronFlags::addKernels() {
   if (P.SP && P.TP > 1)
-    Add("--sequence-parallel");
+    add("--sequence-parallel");
   // The prediction assumed fused attention: Megatron-LM's and
   // MindSpeed-LLM's flag (FlashAttention; torch_npu's npu_fusion_attention).
   if (In.FusedAttention)
-    Add("--use-flash-attn");
+    add("--use-flash-attn");
   // Fused norm, SwiGLU and rotary kernels: MindSpeed-LLM's own flags (its
   // example scripts, e.g. examples/mcore/llama2/pretrain_llama2_7b_ptd.sh);
   // Megatron-LM fuses them by default (Transformer Engine's norms,
@@ -394,34 +438,40 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   if (Mind)
     for (const std::string &K : In.FusedElementwise) {
       if (K == "rmsnorm")
-        Add("--use-fused-rmsnorm");
+        add("--use-fused-rmsnorm");
       else if (K == "swiglu")
-        Add("--use-fused-swiglu");
+        add("--use-fused-swiglu");
       else if (K == "rotary")
-        Add("--use-fused-rotary-pos-emb");
+        add("--use-fused-rotary-pos-emb");
     }
+}
+
+void MegatronFlags::addRecompute() {
   switch (P.RC) {
   case Recompute::None:
     break;
   case Recompute::Selective:
     // Megatron's selective recompute repeats the attention core
     // (core_attn), as Loom's does.
-    Add("--recompute-granularity selective");
+    add("--recompute-granularity selective");
     break;
   case Recompute::Full:
     // Loom's full recompute keeps each layer's input and recomputes the
     // layer: uniform units of one layer.
-    Add("--recompute-granularity full");
-    Add("--recompute-method uniform");
-    Add("--recompute-num-layers 1");
+    add("--recompute-granularity full");
+    add("--recompute-method uniform");
+    add("--recompute-num-layers 1");
     break;
   }
-  Add("--micro-batch-size " + Twine(P.MicroBatchSize));
-  Add("--global-batch-size " + Twine(In.GlobalBatch));
+}
+
+void MegatronFlags::addBatchAndShape() {
+  add("--micro-batch-size " + Twine(P.MicroBatchSize));
+  add("--global-batch-size " + Twine(In.GlobalBatch));
   if (P.ZeroStage >= 1)
-    Add("--use-distributed-optimizer");
+    add("--use-distributed-optimizer");
   if (P.ZeroStage >= 2)
-    Warn("zero=" + Twine(P.ZeroStage) +
+    warn("zero=" + Twine(P.ZeroStage) +
          ": --use-distributed-optimizer shards only the optimizer states "
          "(ZeRO-1); the " +
          (P.ZeroStage == 2 ? "gradient" : "gradient and parameter") +
@@ -432,14 +482,17 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
                      (P.ZeroStage == 2 ? "optim_grads" : "optim_grads_params") +
                      " has it)") +
          ", so each device needs more memory than predicted");
-  Add("--num-layers " + Twine(F.Blocks));
-  Add("--seq-length " + Twine(In.Seq));
+  add("--num-layers " + Twine(F.Blocks));
+  add("--seq-length " + Twine(In.Seq));
+}
+
+void MegatronFlags::addPrecision() {
   if (In.ParamType == DataType::BFloat16)
-    Add("--bf16");
+    add("--bf16");
   else if (In.ParamType == DataType::Float16)
-    Add("--fp16");
+    add("--fp16");
   else
-    Warn("the model's weights are " + getDataTypeName(In.ParamType) +
+    warn("the model's weights are " + getDataTypeName(In.ParamType) +
          ": no --bf16/--fp16, but Loom costed mixed-precision training "
          "(2-byte weights and gradients); add --bf16 for that memory");
   // Gradient width: with --bf16 Megatron accumulates and reduces in fp32
@@ -447,23 +500,26 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   // unless --accumulate-allreduce-grads-in-fp32 (arguments.py,
   // validate_args).
   if (In.ParamType == DataType::BFloat16 && P.Grad == GradPrecision::BF16)
-    Add("--grad-reduce-in-bf16");
+    add("--grad-reduce-in-bf16");
   if (In.ParamType == DataType::Float16) {
     if (P.Grad == GradPrecision::FP32)
-      Add("--accumulate-allreduce-grads-in-fp32");
+      add("--accumulate-allreduce-grads-in-fp32");
     else
-      Warn("grad=bf16 with fp16 weights: " + Name +
+      warn("grad=bf16 with fp16 weights: " + Name +
            " reduces fp16 gradients (the same width, another format)");
   }
+}
+
+void MegatronFlags::addOverlaps() {
   // Communication overlap (Cost/Overlap.h). TP: Megatron-Core's
   // --tp-comm-overlap (Transformer Engine userbuffers) and MindSpeed's
   // --use-mc2 (Ascend's fused AllGather+MatMul / MatMul+ReduceScatter);
   // both chunk the sequence-parallel all-gather and reduce-scatter, so
   // Megatron refuses --tp-comm-overlap without --sequence-parallel.
   if (P.TPOverlap && P.TP > 1) {
-    Add(Mind ? "--use-mc2" : "--tp-comm-overlap");
+    add(Mind ? "--use-mc2" : "--tp-comm-overlap");
     if (!P.SP)
-      Warn("tp_overlap=on without sp: " + Name + "'s " +
+      warn("tp_overlap=on without sp: " + Name + "'s " +
            (Mind ? "--use-mc2" : "--tp-comm-overlap") +
            " overlaps the sequence-parallel all-gather and reduce-scatter; "
            "add sp=on to the plan, or the TP all-reduces stay exposed");
@@ -473,37 +529,59 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   // the parameter all-gather beside the next forward
   // (--overlap-param-gather, which needs the distributed optimizer).
   if (P.DP > 1 && P.DPOverlap) {
-    Add("--overlap-grad-reduce");
+    add("--overlap-grad-reduce");
     if (P.ZeroStage >= 1)
-      Add("--overlap-param-gather");
+      add("--overlap-param-gather");
   }
   // PP: Megatron's overlap_p2p_comm is on by default and off with
   // --no-overlap-p2p-communication; its non-interleaved 1F1B turns it off
   // anyway (arguments.py, validate_args), which pp_overlap=off predicts.
   if (P.PP > 1 && !P.PPOverlap && P.VirtualStages > 1)
-    Add("--no-overlap-p2p-communication");
+    add("--no-overlap-p2p-communication");
+}
+
+void MegatronFlags::checkModelShape() {
   if (F.Blocks == 0)
-    Warn("the model has no repeated transformer blocks (--num-layers 0); " +
+    warn("the model has no repeated transformer blocks (--num-layers 0); " +
          Name +
          " builds transformer models, so only the parallelism and "
          "batch flags carry over");
   else if (F.OtherLayers > 2 || (F.OtherLayers && !F.Chunks.empty() &&
                                  !StringRef(F.Chunks.front()).contains('E') &&
                                  !StringRef(F.Chunks.back()).contains('L')))
-    Warn(Twine(F.OtherLayers) +
+    warn(Twine(F.OtherLayers) +
          " of the model's layers are not repeated blocks; " + Name +
          " builds an embedding, --num-layers transformer layers and a head");
+}
+
+/// Megatron-LM and MindSpeed-LLM share most flags (MindSpeed-LLM patches
+/// Megatron's argument parser).
+ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
+  ExportResult R;
+  R.Target = T;
+  R.FileName = getExportFileName(T).str();
+  Facts F = getFacts(In);
+  MegatronFlags MF(T, In, F, R.Warnings);
+  MF.addMesh();
+  MF.addStages();
+  MF.addExperts();
+  MF.addKernels();
+  MF.addRecompute();
+  MF.addBatchAndShape();
+  MF.addPrecision();
+  MF.addOverlaps();
+  MF.checkModelShape();
 
   raw_string_ostream OS(R.Text);
-  printHeader(Name, In, F, OS);
-  OS << "# Flag names: " << (Mind ? "Ascend/MindSpeed-LLM on " : "")
+  printHeader(MF.getName(), In, F, OS);
+  OS << "# Flag names: " << (MF.isMindSpeed() ? "Ascend/MindSpeed-LLM on " : "")
      << "NVIDIA/Megatron-LM's megatron/training/arguments.py; add the "
         "model's shape, data and optimizer flags.\n";
   OS << "# Use: torchrun ... pretrain_gpt.py $(grep -v '^#' " << R.FileName
      << ") ...\n";
   for (const std::string &W : R.Warnings)
     OS << "# warning: " << W << "\n";
-  OS << join(Flags, " ") << "\n";
+  OS << join(MF.getFlags(), " ") << "\n";
   OS.flush();
   return R;
 }

@@ -196,25 +196,11 @@ void printServingExplanation(const ServingResult &R, raw_ostream &OS) {
 }
 
 json::Object getServingPredictedJSON(const ServingPlanCost &P) {
-  return json::Object{
-      {"ttft_s", P.TTFTS},
-      {"tpot_s", P.TPOTS},
-      {"output_tokens_per_s", P.TokensPerS},
-      {"output_tokens_per_s_per_device", P.TokensPerSPerDevice},
-      {"max_concurrency", (int64_t)P.MaxConcurrency},
-      {"batch", (int64_t)P.Batch},
-      {"kv_cache_bytes", P.KVCacheBytes},
-      {"kv_capacity_bytes", P.KVCapacityBytes},
-      {"prefill_s", P.PrefillS},
-      {"decode_step_s", P.DecodeStepS},
-      {"bound", getServingTermName(P.Bound)},
-      {"batch_limit", getBatchLimitName(P.Limit)},
-      {"decode_breakdown", json::Object{{"micro_batch", (int64_t)P.MicroBatch},
-                                        {"stage_s", P.StageS},
-                                        {"compute_s", P.ComputeS},
-                                        {"weight_read_s", P.WeightReadS},
-                                        {"kv_read_s", P.KVReadS},
-                                        {"comm_s", P.CommS}}}};
+  json::Object O;
+  forEachServingPredicted(
+      P, /*Detail=*/true,
+      [&](StringRef Key, json::Value V) { O[Key] = std::move(V); });
+  return O;
 }
 
 void printServingJSON(const ServingResult &R, unsigned K, bool Explain,

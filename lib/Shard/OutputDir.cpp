@@ -396,11 +396,10 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
         J.attribute("max_memory_bytes", Info.Predicted.MaxMemoryBytes);
         if (Info.Serving) {
           const ServingPlanCost &S = *Info.Serving;
-          J.attribute("ttft_s", S.TTFTS);
-          J.attribute("tpot_s", S.TPOTS);
-          J.attribute("output_tokens_per_s", S.TokensPerS);
-          J.attribute("max_concurrency", S.MaxConcurrency);
-          J.attribute("kv_cache_bytes", S.KVCacheBytes);
+          forEachServingPredicted(
+              S, /*Detail=*/false,
+              [&](StringRef Key, json::Value V) { J.attribute(Key, V); });
+          // The graphs are one replica: how many run, and the batch of each.
           J.attribute("replicas", S.DP);
           J.attribute("batch_per_replica", S.Batch);
         }

@@ -147,6 +147,43 @@ private:
   /// Builds \p N; its errors name it (buildNodeUnnamed's do not).
   Error buildNode(const Node &N);
   Error buildNodeUnnamed(const Node &N);
+  // The steps of buildNodeUnnamed.
+  /// A node of the expert combine chain (a sum over experts): returns
+  /// whether it is built already (both addends absent on this rank, or one:
+  /// the other passes through); otherwise marks its output a partial sum
+  /// over ep.
+  Expected<bool> buildExpertCombine(const Node &N, const NodeSharding &NS);
+  /// The value this rank's copy of \p N reads as input \p I: materialized
+  /// in the spec \p NS wants, through the ep dispatch/combine or gather
+  /// where it crosses into or out of expert work (\p IsBranch: \p N is
+  /// an expert branch's). Null for an absent input or a global-shape
+  /// lowering.
+  Expected<Value *> buildInput(const Node &N, const NodeSharding &NS,
+                               unsigned I, bool IsBranch);
+  /// Leaving the expert region: the sum over experts of \p V in \p Spec,
+  /// reduce-scattered back to this rank's tokens (once per value and spec).
+  Expected<Value *> leaveExpertRegion(const Value *V, const AxisSpec &Spec);
+  /// Fresh names of \p N's outputs; a model output computed sharded or in
+  /// expert work (\p InExpertWork) is named "<name>.local", its final
+  /// replicated value keeping the name.
+  SmallVector<std::string, 2>
+  getOutputNames(const Node &N, const NodeSharding &NS, bool InExpertWork);
+  /// \p N copied into the rank's graph on inputs \p In with local shapes:
+  /// its shape and split-size inputs and attributes made local, its
+  /// outputs typed per their specs (stacked expert outputs: this rank's
+  /// experts, the group's tokens) and recorded as produced.
+  Error cloneLocal(const Node &N, const NodeSharding &NS,
+                   MutableArrayRef<Value *> In, ArrayRef<std::string> OutNames,
+                   bool IsBranch);
+  /// Reshape/Expand: the target shape input replaced by the local output
+  /// shape (\p YGathered: the output holds the ep group's tokens).
+  void localizeShapeInput(const Node &N, const NodeSharding &NS,
+                          MutableArrayRef<Value *> In, bool YGathered);
+  /// Split of a blocked input: each block's size divided by tp, in the
+  /// "split" attribute or the sizes input.
+  void localizeSplitSizes(const Node &N, const NodeSharding &NS,
+                          MutableArrayRef<Value *> In,
+                          std::vector<Attribute> &Attrs);
   Error buildControlFlow(const Node &N, const NodeSharding &NS);
   Expected<Value *> widenFill(const Value *V, Value *X);
   Expected<Value *> allToAll(const Value *V, Value *X, int SplitAxis,
@@ -156,6 +193,16 @@ private:
   DenseSet<const Value *> StackedRegion;
   Error lowerSpecial(const Node &N, const NodeSharding &NS,
                      ArrayRef<Value *> In, ArrayRef<std::string> OutNames);
+  /// Size or Shape of a value sharded here: the global answer, a constant.
+  Error lowerGlobalShape(const Node &N, ArrayRef<std::string> OutNames);
+  /// A Gather from a vocab-parallel table: this rank's rows looked up, ids
+  /// outside them masked to zero rows: a partial output over tp.
+  Error lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
+                                 ArrayRef<std::string> OutNames);
+  /// Row-parallel Gemm/Conv: partial products all-reduced over tp, then the
+  /// bias added once.
+  Error lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
+                             ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
   /// A lookup in an embedding table sharded over dp: the group's ids
   /// all-gathered, this rank's rows looked up (the others masked to 0),
@@ -717,166 +764,180 @@ void RoleBuilder::emitSends(const Node &N) {
 Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
                                 ArrayRef<Value *> In,
                                 ArrayRef<std::string> OutNames) {
-  const Value *Y = N.getOutput(0);
   switch (NS.Lower) {
-  case NodeSharding::Lowering::GlobalShape: {
-    Shape S = N.getInput(0)->Type.getStaticShape();
-    std::vector<int64_t> Vals;
-    if (N.getOpType() == "Size") {
-      int64_t P = 1;
-      for (int64_t D : S)
-        P *= D;
-      Vals.push_back(P);
-    } else {
-      int64_t Start = N.getAttrInt("start", 0), End = N.getAttrInt("end", S.size());
-      if (Start < 0)
-        Start += S.size();
-      if (End < 0)
-        End += S.size();
-      Start = std::max<int64_t>(0, std::min<int64_t>(Start, S.size()));
-      End = std::max<int64_t>(Start, std::min<int64_t>(End, S.size()));
-      Vals.assign(S.begin() + Start, S.begin() + End);
-    }
-    Tensor T = Tensor::makeInt64(
-        N.getOpType() == "Size" ? ArrayRef<int64_t>() : ArrayRef<int64_t>((int64_t)Vals.size()),
-        Vals);
-    T.Name = OutNames[0];
-    Expected<Node *> C = add("Constant", N.getName(), {}, {OutNames[0]});
-    if (!C)
-      return C.takeError();
-    (*C)->getOutput(0)->Type = T.Type;
-    (*C)->addAttribute(tensorAttr("value", std::move(T)));
-    Produced[Y] = (*C)->getOutput(0);
-    return Error::success();
-  }
-  case NodeSharding::Lowering::VocabParallelGather: {
-    Value *Table = In[0], *Ids = In[1];
-    int64_t Rows = Table->Type.Dims[0].Size;
-    DataType IT = Ids->Type.Elem;
-    std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
-    Value *Start = constScalar(B + ".vocab_start", IT, (double)(TPR * Rows));
-    Value *Count = constScalar(B + ".vocab_rows", IT, (double)Rows);
-    Value *Zero = constScalar(B + ".zero_index", IT, 0);
-    TensorType IdT = Ids->Type;
-    TensorType BoolT = IdT;
-    BoolT.Elem = DataType::Bool;
-    auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
-                  TensorType T) -> Expected<Value *> {
-      std::string ON = fresh(B + "." + Suffix.str());
-      Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
-      if (!Nd)
-        return Nd.takeError();
-      (*Nd)->getOutput(0)->Type = std::move(T);
-      return (*Nd)->getOutput(0);
-    };
-    Expected<Value *> Local = Op("Sub", {Ids, Start}, "local_ids", IdT);
-    if (!Local)
-      return Local.takeError();
-    Expected<Value *> Below = Op("Less", {*Local, Zero}, "below", BoolT);
-    if (!Below)
-      return Below.takeError();
-    Expected<Value *> NotBelow = Op("Not", {*Below}, "not_below", BoolT);
-    if (!NotBelow)
-      return NotBelow.takeError();
-    Expected<Value *> InRange = Op("Less", {*Local, Count}, "in_range", BoolT);
-    if (!InRange)
-      return InRange.takeError();
-    Expected<Value *> Valid = Op("And", {*NotBelow, *InRange}, "valid", BoolT);
-    if (!Valid)
-      return Valid.takeError();
-    Expected<Value *> Safe = Op("Where", {*Valid, *Local, Zero}, "safe_ids", IdT);
-    if (!Safe)
-      return Safe.takeError();
-    TensorType GTy = localType(Y, AxisSpec(), false);
-    Expected<Value *> Rows2 = Op("Gather", {Table, *Safe}, "rows", GTy);
-    if (!Rows2)
-      return Rows2.takeError();
-    TensorType MaskT = BoolT;
-    MaskT.Dims.push_back(Dim(1));
-    Value *Mask;
-    if (R.M->getOpsetVersion("") >= 13) {
-      Value *Ax = constInt64(B + ".mask_axis", {1}, {-1});
-      Expected<Value *> U = Op("Unsqueeze", {*Valid, Ax}, "mask", MaskT);
-      if (!U)
-        return U.takeError();
-      Mask = *U;
-    } else {
-      std::string ON = fresh(B + ".mask");
-      Expected<Node *> Nd = add("Unsqueeze", fresh(B + "/mask"), {*Valid}, {ON});
-      if (!Nd)
-        return Nd.takeError();
-      (*Nd)->addAttribute(intsAttr("axes", {(int64_t)IdT.getRank()}));
-      (*Nd)->getOutput(0)->Type = MaskT;
-      Mask = (*Nd)->getOutput(0);
-    }
-    Value *ZeroF = constScalar(B + ".zero", Y->Type.Elem, 0);
-    Expected<Node *> W = add("Where", N.getName(), {Mask, *Rows2, ZeroF},
-                             {OutNames[0]});
-    if (!W)
-      return W.takeError();
-    (*W)->getOutput(0)->Type = GTy;
-    Produced[Y] = (*W)->getOutput(0);
-    return Error::success();
-  }
-  case NodeSharding::Lowering::BiasAfterReduce: {
-    // Row-parallel Gemm/Conv: partial products, reduced, then the bias once.
-    std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
-    std::string PN = fresh(OutNames[0] + ".partial");
-    SmallVector<Value *, 2> Ins = {In[0], In[1]};
-    Expected<Node *> Mm = add(N.getOpType(), N.getName(), Ins, {PN});
-    if (!Mm)
-      return Mm.takeError();
-    for (const Attribute &A : N.getAttributes())
-      if (A.Name != "beta")
-        (*Mm)->addAttribute(copyAttributeValues(A));
-    TensorType T = localType(Y, AxisSpec(), false);
-    (*Mm)->getOutput(0)->Type = T;
-    Expected<Value *> Red =
-        collective("HcomAllReduce", "tp", (*Mm)->getOutput(0),
-                   OutNames[0] + ".allreduce", T, {{"reduction", 0, "sum"}});
-    if (!Red)
-      return Red.takeError();
-    Value *Bias = In[2];
-    if (N.getOpType() == "Conv") {
-      // [Co] -> [Co, 1, ..., 1] to broadcast over the spatial dims.
-      unsigned Spatial = T.getRank() - 2;
-      std::vector<int64_t> S = {Bias->Type.Dims[0].Size};
-      S.insert(S.end(), Spatial, 1);
-      Value *SV = constInt64(B + ".bias_shape", {(int64_t)S.size()}, S);
-      std::string RN = fresh(B + ".bias");
-      Expected<Node *> Rs = add("Reshape", fresh(B + "/bias_reshape"),
-                                {Bias, SV}, {RN});
-      if (!Rs)
-        return Rs.takeError();
-      TensorType BT = Bias->Type;
-      BT.Dims.clear();
-      for (int64_t D : S)
-        BT.Dims.push_back(Dim(D));
-      (*Rs)->getOutput(0)->Type = BT;
-      Bias = (*Rs)->getOutput(0);
-    } else if (N.getAttrFloat("beta", 1.0f) != 1.0f) {
-      Tensor BetaT = Tensor::makeFromDoubles(Bias->Type.Elem, {},
-                                             {N.getAttrFloat("beta", 1.0f)});
-      Value *Beta = constScalar(B + ".beta", Bias->Type.Elem,
-                                N.getAttrFloat("beta", 1.0f));
-      std::string MN = fresh(B + ".scaled_bias");
-      Expected<Node *> Mu = add("Mul", fresh(B + "/beta"), {Bias, Beta}, {MN});
-      if (!Mu)
-        return Mu.takeError();
-      (*Mu)->getOutput(0)->Type = Bias->Type;
-      Bias = (*Mu)->getOutput(0);
-    }
-    Expected<Node *> Ad = add("Add", fresh(B + "/bias"), {*Red, Bias},
-                              {OutNames[0]});
-    if (!Ad)
-      return Ad.takeError();
-    (*Ad)->getOutput(0)->Type = T;
-    Produced[Y] = (*Ad)->getOutput(0);
-    return Error::success();
-  }
+  case NodeSharding::Lowering::GlobalShape:
+    return lowerGlobalShape(N, OutNames);
+  case NodeSharding::Lowering::VocabParallelGather:
+    return lowerVocabParallelGather(N, In, OutNames);
+  case NodeSharding::Lowering::BiasAfterReduce:
+    return lowerBiasAfterReduce(N, In, OutNames);
   case NodeSharding::Lowering::None:
     break;
   }
+  return Error::success();
+}
+
+Error RoleBuilder::lowerGlobalShape(const Node &N,
+                                    ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  Shape S = N.getInput(0)->Type.getStaticShape();
+  std::vector<int64_t> Vals;
+  if (N.getOpType() == "Size") {
+    int64_t P = 1;
+    for (int64_t D : S)
+      P *= D;
+    Vals.push_back(P);
+  } else {
+    int64_t Start = N.getAttrInt("start", 0),
+            End = N.getAttrInt("end", S.size());
+    if (Start < 0)
+      Start += S.size();
+    if (End < 0)
+      End += S.size();
+    Start = std::max<int64_t>(0, std::min<int64_t>(Start, S.size()));
+    End = std::max<int64_t>(Start, std::min<int64_t>(End, S.size()));
+    Vals.assign(S.begin() + Start, S.begin() + End);
+  }
+  Tensor T = Tensor::makeInt64(N.getOpType() == "Size"
+                                   ? ArrayRef<int64_t>()
+                                   : ArrayRef<int64_t>((int64_t)Vals.size()),
+                               Vals);
+  T.Name = OutNames[0];
+  Expected<Node *> C = add("Constant", N.getName(), {}, {OutNames[0]});
+  if (!C)
+    return C.takeError();
+  (*C)->getOutput(0)->Type = T.Type;
+  (*C)->addAttribute(tensorAttr("value", std::move(T)));
+  Produced[Y] = (*C)->getOutput(0);
+  return Error::success();
+}
+
+Error RoleBuilder::lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
+                                            ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  Value *Table = In[0], *Ids = In[1];
+  int64_t Rows = Table->Type.Dims[0].Size;
+  DataType IT = Ids->Type.Elem;
+  std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+  Value *Start = constScalar(B + ".vocab_start", IT, (double)(TPR * Rows));
+  Value *Count = constScalar(B + ".vocab_rows", IT, (double)Rows);
+  Value *Zero = constScalar(B + ".zero_index", IT, 0);
+  TensorType IdT = Ids->Type;
+  TensorType BoolT = IdT;
+  BoolT.Elem = DataType::Bool;
+  auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
+                TensorType T) -> Expected<Value *> {
+    std::string ON = fresh(B + "." + Suffix.str());
+    Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
+    if (!Nd)
+      return Nd.takeError();
+    (*Nd)->getOutput(0)->Type = std::move(T);
+    return (*Nd)->getOutput(0);
+  };
+  Expected<Value *> Local = Op("Sub", {Ids, Start}, "local_ids", IdT);
+  if (!Local)
+    return Local.takeError();
+  Expected<Value *> Below = Op("Less", {*Local, Zero}, "below", BoolT);
+  if (!Below)
+    return Below.takeError();
+  Expected<Value *> NotBelow = Op("Not", {*Below}, "not_below", BoolT);
+  if (!NotBelow)
+    return NotBelow.takeError();
+  Expected<Value *> InRange = Op("Less", {*Local, Count}, "in_range", BoolT);
+  if (!InRange)
+    return InRange.takeError();
+  Expected<Value *> Valid = Op("And", {*NotBelow, *InRange}, "valid", BoolT);
+  if (!Valid)
+    return Valid.takeError();
+  Expected<Value *> Safe = Op("Where", {*Valid, *Local, Zero}, "safe_ids", IdT);
+  if (!Safe)
+    return Safe.takeError();
+  TensorType GTy = localType(Y, AxisSpec(), false);
+  Expected<Value *> Rows2 = Op("Gather", {Table, *Safe}, "rows", GTy);
+  if (!Rows2)
+    return Rows2.takeError();
+  TensorType MaskT = BoolT;
+  MaskT.Dims.push_back(Dim(1));
+  Value *Mask;
+  if (R.M->getOpsetVersion("") >= 13) {
+    Value *Ax = constInt64(B + ".mask_axis", {1}, {-1});
+    Expected<Value *> U = Op("Unsqueeze", {*Valid, Ax}, "mask", MaskT);
+    if (!U)
+      return U.takeError();
+    Mask = *U;
+  } else {
+    std::string ON = fresh(B + ".mask");
+    Expected<Node *> Nd = add("Unsqueeze", fresh(B + "/mask"), {*Valid}, {ON});
+    if (!Nd)
+      return Nd.takeError();
+    (*Nd)->addAttribute(intsAttr("axes", {(int64_t)IdT.getRank()}));
+    (*Nd)->getOutput(0)->Type = MaskT;
+    Mask = (*Nd)->getOutput(0);
+  }
+  Value *ZeroF = constScalar(B + ".zero", Y->Type.Elem, 0);
+  Expected<Node *> W =
+      add("Where", N.getName(), {Mask, *Rows2, ZeroF}, {OutNames[0]});
+  if (!W)
+    return W.takeError();
+  (*W)->getOutput(0)->Type = GTy;
+  Produced[Y] = (*W)->getOutput(0);
+  return Error::success();
+}
+
+Error RoleBuilder::lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
+                                        ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  // Row-parallel Gemm/Conv: partial products, reduced, then the bias once.
+  std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+  std::string PN = fresh(OutNames[0] + ".partial");
+  SmallVector<Value *, 2> Ins = {In[0], In[1]};
+  Expected<Node *> Mm = add(N.getOpType(), N.getName(), Ins, {PN});
+  if (!Mm)
+    return Mm.takeError();
+  for (const Attribute &A : N.getAttributes())
+    if (A.Name != "beta")
+      (*Mm)->addAttribute(copyAttributeValues(A));
+  TensorType T = localType(Y, AxisSpec(), false);
+  (*Mm)->getOutput(0)->Type = T;
+  Expected<Value *> Red =
+      collective("HcomAllReduce", "tp", (*Mm)->getOutput(0),
+                 OutNames[0] + ".allreduce", T, {{"reduction", 0, "sum"}});
+  if (!Red)
+    return Red.takeError();
+  Value *Bias = In[2];
+  if (N.getOpType() == "Conv") {
+    // [Co] -> [Co, 1, ..., 1] to broadcast over the spatial dims.
+    unsigned Spatial = T.getRank() - 2;
+    std::vector<int64_t> S = {Bias->Type.Dims[0].Size};
+    S.insert(S.end(), Spatial, 1);
+    Value *SV = constInt64(B + ".bias_shape", {(int64_t)S.size()}, S);
+    std::string RN = fresh(B + ".bias");
+    Expected<Node *> Rs =
+        add("Reshape", fresh(B + "/bias_reshape"), {Bias, SV}, {RN});
+    if (!Rs)
+      return Rs.takeError();
+    TensorType BT = Bias->Type;
+    BT.Dims.clear();
+    for (int64_t D : S)
+      BT.Dims.push_back(Dim(D));
+    (*Rs)->getOutput(0)->Type = BT;
+    Bias = (*Rs)->getOutput(0);
+  } else if (N.getAttrFloat("beta", 1.0f) != 1.0f) {
+    Value *Beta =
+        constScalar(B + ".beta", Bias->Type.Elem, N.getAttrFloat("beta", 1.0f));
+    std::string MN = fresh(B + ".scaled_bias");
+    Expected<Node *> Mu = add("Mul", fresh(B + "/beta"), {Bias, Beta}, {MN});
+    if (!Mu)
+      return Mu.takeError();
+    (*Mu)->getOutput(0)->Type = Bias->Type;
+    Bias = (*Mu)->getOutput(0);
+  }
+  Expected<Node *> Ad =
+      add("Add", fresh(B + "/bias"), {*Red, Bias}, {OutNames[0]});
+  if (!Ad)
+    return Ad.takeError();
+  (*Ad)->getOutput(0)->Type = T;
+  Produced[Y] = (*Ad)->getOutput(0);
   return Error::success();
 }
 
@@ -935,124 +996,148 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
     if (V && (Absent.count(V) || EPPartial.count(V) || InEPRegion.count(V)))
       AnyEPIn = true;
   if (NS.ExpertCombine) {
-    // The combine chain: a sum over experts of which this rank holds some.
-    const Value *A = N.getInput(0), *B = N.getInput(1);
-    auto Skip = [&](const Value *V) {
-      return Absent.count(V) || (!InEPRegion.count(V) && !EPPartial.count(V) &&
-                                 !DD.count(V));
-    };
-    const Value *Y = N.getOutput(0);
-    bool SA = Skip(A), SB = Skip(B);
-    if (SA && SB) {
-      Absent.insert(Y);
-      Produced[Y] = nullptr;
+    Expected<bool> Done = buildExpertCombine(N, NS);
+    if (!Done)
+      return Done.takeError();
+    if (*Done)
       return Error::success();
-    }
-    if (SA || SB) {
-      const Value *Keep = SA ? B : A;
-      Expected<Value *> X = materialize(Keep, NS.InputSpecs[SA ? 1 : 0]);
-      if (!X)
-        return X.takeError();
-      Produced[Y] = *X;
-      EPPartial.insert(Y);
-      InEPRegion.insert(Y);
-      return Error::success();
-    }
-    EPPartial.insert(Y);
-    InEPRegion.insert(Y);
   }
 
   SmallVector<Value *, 4> In;
   for (unsigned I = 0; I < N.getNumInputs(); ++I) {
-    const Value *V = N.getInput(I);
-    if (!V) {
-      In.push_back(nullptr);
-      continue;
-    }
-    if (NS.Lower == NodeSharding::Lowering::GlobalShape) {
-      In.push_back(nullptr);
-      continue;
-    }
-    if (EPPartial.count(V) && !(EPPartial.count(N.getOutput(0)))) {
-      // Leaving the expert region: the sum over experts, scattered back to
-      // this rank's tokens.
-      Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
-      if (!X)
-        return X.takeError();
-      TensorType T = (*X)->Type;
-      if (!T.Dims.empty())
-        T.Dims[0] = Dim(T.Dims[0].Size / EP);
-      auto Key = std::make_pair(V, std::string("ep-rs") + NS.InputSpecs[I].str());
-      auto It = Converted.find(Key);
-      if (It == Converted.end()) {
-        Expected<Value *> Y = collective(
-            "HcomReduceScatter", "ep", *X, (V->getName() + ".epscatter").str(),
-            T,
-            {{"reduction", 0, "sum"}, {"rank_size", EP},
-             {"axis", 0}});
-        if (!Y)
-          return Y.takeError();
-        It = Converted.emplace(Key, *Y).first;
-      }
-      In.push_back(It->second);
-      continue;
-    }
-    Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
+    Expected<Value *> X = buildInput(N, NS, I, IsBranch);
     if (!X)
       return X.takeError();
-    // Into or out of stacked expert work (the ep rules, Rules.h): the
-    // all-to-all dispatch brings this rank's experts the ep group's tokens
-    // (a broadcast expert dim [1, N, d] is gathered); the combine returns
-    // every expert's output for this rank's tokens.
-    ExpertTransition XT = ExpertTransition::None;
-    if (EP > 1 && *X && (StackedRegion.count(V) || (NS.Stacked && DD.count(V))))
-      XT = getStackedTransition(StackedRegion.count(V), NS.Stacked,
-                                (*X)->Type.getRank()
-                                    ? (*X)->Type.Dims[0].Size
-                                    : 0);
-    if (XT != ExpertTransition::None && (*X)->Type.getRank() < 2)
-      return err(describeNode(N) + ": expert input '" +
-                 V->getName() + "' has rank < 2");
-    if (XT != ExpertTransition::None) {
-      Expected<Value *> Y =
-          XT == ExpertTransition::Combine
-              ? allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0, ".combine")
-          : XT == ExpertTransition::GatherTokens
-              ? gatherTokens(V, *X)
-              : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1,
-                         ".dispatch");
-      if (!Y)
-        return Y.takeError();
-      X = *Y;
-    }
-    if (IsBranch && *X && DD.count(V) && !InEPRegion.count(V)) {
-      // Tokens entering an expert branch: every expert sees every token of
-      // the ep group.
-      Expected<Value *> Y = epGathered(V, *X);
-      if (!Y)
-        return Y.takeError();
-      X = *Y;
-    } else if (IsBranch && *X && !DD.count(V) && EPTokens > 0 &&
-               (*X)->Type.getRank() && (*X)->Type.Dims[0].Size == EPTokens &&
-               !V->isParameter() && !isWeightOperand(N, I)) {
-      // A constant with one row per token (torch's zeros_like): widen it
-      // to the gathered tokens when it is a fill. (A weight folded to a
-      // constant, e.g. a transposed projection, may have as many rows as
-      // there are tokens by chance; it is not per-token.)
-      Expected<Value *> W = widenFill(V, *X);
-      if (!W)
-        return W.takeError();
-      if (!*W)
-        return err(describeNode(N) + ": constant '" + V->getName() +
-                   "' has one row per token and is not a fill; ep>1 cannot "
-                   "emit it");
-      X = *W;
-    }
     In.push_back(*X);
   }
+  SmallVector<std::string, 2> OutNames =
+      getOutputNames(N, NS, IsBranch || AnyEPIn);
+  if (NS.Lower != NodeSharding::Lowering::None) {
+    if (Error Er = lowerSpecial(N, NS, In, OutNames))
+      return Er;
+  } else if (Error Er = cloneLocal(N, NS, In, OutNames, IsBranch)) {
+    return Er;
+  }
+  for (const Value *O : N.getOutputs())
+    if (O && DD.count(O) &&
+        (IsBranch || (AnyEPIn && EPPartial.count(N.getOutput(0)))))
+      InEPRegion.insert(O);
+  Building.erase(&N);
+  emitSends(N);
+  return Error::success();
+}
 
-  // Output names: model outputs keep their names for the final,
-  // replicated value.
+Expected<bool> RoleBuilder::buildExpertCombine(const Node &N,
+                                               const NodeSharding &NS) {
+  // The combine chain: a sum over experts of which this rank holds some.
+  const Value *A = N.getInput(0), *B = N.getInput(1);
+  auto Skip = [&](const Value *V) {
+    return Absent.count(V) ||
+           (!InEPRegion.count(V) && !EPPartial.count(V) && !DD.count(V));
+  };
+  const Value *Y = N.getOutput(0);
+  bool SA = Skip(A), SB = Skip(B);
+  if (SA && SB) {
+    Absent.insert(Y);
+    Produced[Y] = nullptr;
+    return true;
+  }
+  if (SA || SB) {
+    const Value *Keep = SA ? B : A;
+    Expected<Value *> X = materialize(Keep, NS.InputSpecs[SA ? 1 : 0]);
+    if (!X)
+      return X.takeError();
+    Produced[Y] = *X;
+    EPPartial.insert(Y);
+    InEPRegion.insert(Y);
+    return true;
+  }
+  EPPartial.insert(Y);
+  InEPRegion.insert(Y);
+  return false;
+}
+
+Expected<Value *> RoleBuilder::buildInput(const Node &N, const NodeSharding &NS,
+                                          unsigned I, bool IsBranch) {
+  const Value *V = N.getInput(I);
+  if (!V || NS.Lower == NodeSharding::Lowering::GlobalShape)
+    return nullptr;
+  if (EPPartial.count(V) && !(EPPartial.count(N.getOutput(0))))
+    return leaveExpertRegion(V, NS.InputSpecs[I]);
+  Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
+  if (!X)
+    return X.takeError();
+  // Into or out of stacked expert work (the ep rules, Rules.h): the
+  // all-to-all dispatch brings this rank's experts the ep group's tokens
+  // (a broadcast expert dim [1, N, d] is gathered); the combine returns
+  // every expert's output for this rank's tokens.
+  ExpertTransition XT = ExpertTransition::None;
+  if (EP > 1 && *X && (StackedRegion.count(V) || (NS.Stacked && DD.count(V))))
+    XT = getStackedTransition(StackedRegion.count(V), NS.Stacked,
+                              (*X)->Type.getRank() ? (*X)->Type.Dims[0].Size
+                                                   : 0);
+  if (XT != ExpertTransition::None && (*X)->Type.getRank() < 2)
+    return err(describeNode(N) + ": expert input '" + V->getName() +
+               "' has rank < 2");
+  if (XT != ExpertTransition::None) {
+    Expected<Value *> Y =
+        XT == ExpertTransition::Combine
+            ? allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0, ".combine")
+        : XT == ExpertTransition::GatherTokens
+            ? gatherTokens(V, *X)
+            : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1, ".dispatch");
+    if (!Y)
+      return Y.takeError();
+    X = *Y;
+  }
+  if (IsBranch && *X && DD.count(V) && !InEPRegion.count(V)) {
+    // Tokens entering an expert branch: every expert sees every token of
+    // the ep group.
+    return epGathered(V, *X);
+  }
+  if (IsBranch && *X && !DD.count(V) && EPTokens > 0 && (*X)->Type.getRank() &&
+      (*X)->Type.Dims[0].Size == EPTokens && !V->isParameter() &&
+      !isWeightOperand(N, I)) {
+    // A constant with one row per token (torch's zeros_like): widen it
+    // to the gathered tokens when it is a fill. (A weight folded to a
+    // constant, e.g. a transposed projection, may have as many rows as
+    // there are tokens by chance; it is not per-token.)
+    Expected<Value *> W = widenFill(V, *X);
+    if (!W)
+      return W.takeError();
+    if (!*W)
+      return err(describeNode(N) + ": constant '" + V->getName() +
+                 "' has one row per token and is not a fill; ep>1 cannot "
+                 "emit it");
+    return *W;
+  }
+  return *X;
+}
+
+Expected<Value *> RoleBuilder::leaveExpertRegion(const Value *V,
+                                                 const AxisSpec &Spec) {
+  Expected<Value *> X = materialize(V, Spec);
+  if (!X)
+    return X.takeError();
+  TensorType T = (*X)->Type;
+  if (!T.Dims.empty())
+    T.Dims[0] = Dim(T.Dims[0].Size / EP);
+  auto Key = std::make_pair(V, std::string("ep-rs") + Spec.str());
+  auto It = Converted.find(Key);
+  if (It == Converted.end()) {
+    Expected<Value *> Y = collective(
+        "HcomReduceScatter", "ep", *X, (V->getName() + ".epscatter").str(), T,
+        {{"reduction", 0, "sum"}, {"rank_size", EP}, {"axis", 0}});
+    if (!Y)
+      return Y.takeError();
+    It = Converted.emplace(Key, *Y).first;
+  }
+  return It->second;
+}
+
+SmallVector<std::string, 2> RoleBuilder::getOutputNames(const Node &N,
+                                                        const NodeSharding &NS,
+                                                        bool InExpertWork) {
   SmallVector<std::string, 2> OutNames;
   for (unsigned O = 0; O < N.getNumOutputs(); ++O) {
     const Value *V = N.getOutput(O);
@@ -1062,77 +1147,83 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
     }
     bool IsModelOut = is_contained(Src.getOutputs(), V);
     std::string Name = V->getName().str();
-    if (IsModelOut && (NS.OutputSpecs[O] != AxisSpec() || IsBranch || AnyEPIn))
+    if (IsModelOut && (NS.OutputSpecs[O] != AxisSpec() || InExpertWork))
       Name += ".local";
     OutNames.push_back(fresh(Name));
   }
+  return OutNames;
+}
 
-  if (NS.Lower != NodeSharding::Lowering::None) {
-    if (Error Er = lowerSpecial(N, NS, In, OutNames))
-      return Er;
-  } else {
-    // Shape-carrying inputs follow the local output shape.
-    StringRef Op = N.getOpType();
-    const Value *Y = N.getOutput(0);
-    // Token values of the expert region hold the ep group's tokens.
-    bool YGathered = (IsBranch || EPPartial.count(Y)) && DD.count(Y);
-    if ((Op == "Reshape" || Op == "Expand") && Y &&
-        (!NS.OutputSpecs[0].isReplicated() || YGathered) &&
-        !NS.OutputSpecs[0].isPartial()) {
-      TensorType LT = localType(Y, NS.OutputSpecs[0], YGathered);
-      if (LT.isStatic())
-        In[1] = constInt64(N.getName().str() + ".local_shape",
-                           {(int64_t)LT.getRank()}, LT.getStaticShape());
+Error RoleBuilder::cloneLocal(const Node &N, const NodeSharding &NS,
+                              MutableArrayRef<Value *> In,
+                              ArrayRef<std::string> OutNames, bool IsBranch) {
+  StringRef Op = N.getOpType();
+  const Value *Y = N.getOutput(0);
+  // Token values of the expert region hold the ep group's tokens.
+  bool YGathered = (IsBranch || EPPartial.count(Y)) && DD.count(Y);
+  localizeShapeInput(N, NS, In, YGathered);
+  std::vector<Attribute> Attrs;
+  for (const Attribute &A : N.getAttributes())
+    Attrs.push_back(copyAttributeValues(A));
+  localizeSplitSizes(N, NS, In, Attrs);
+  Expected<Node *> C = G->addNode(Op, N.getDomain(), N.getName(), In, OutNames);
+  if (!C)
+    return C.takeError();
+  (*C)->setAttributes(std::move(Attrs));
+  for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+    if (const Value *V = N.getOutput(O)) {
+      TensorType LT = localType(V, NS.OutputSpecs[O], YGathered && DD.count(V));
+      if (NS.Stacked && EP > 1 && DD.count(V) && LT.getRank() >= 2) {
+        // This rank's experts, the group's tokens.
+        if (LT.Dims[0].Size == (int64_t)R.NumExperts)
+          LT.Dims[0] = Dim(LT.Dims[0].Size / EP);
+        LT.Dims[1] = Dim(LT.Dims[1].Size * EP);
+        StackedRegion.insert(V);
+      }
+      (*C)->getOutput(O)->Type = LT;
+      Produced[V] = (*C)->getOutput(O);
     }
-    if (Op == "Reshape" && Y && NS.OutputSpecs[0].isPartial() && YGathered) {
-      TensorType LT = localType(Y, AxisSpec(), true);
+  return Error::success();
+}
+
+void RoleBuilder::localizeShapeInput(const Node &N, const NodeSharding &NS,
+                                     MutableArrayRef<Value *> In,
+                                     bool YGathered) {
+  StringRef Op = N.getOpType();
+  const Value *Y = N.getOutput(0);
+  if ((Op == "Reshape" || Op == "Expand") && Y &&
+      (!NS.OutputSpecs[0].isReplicated() || YGathered) &&
+      !NS.OutputSpecs[0].isPartial()) {
+    TensorType LT = localType(Y, NS.OutputSpecs[0], YGathered);
+    if (LT.isStatic())
       In[1] = constInt64(N.getName().str() + ".local_shape",
                          {(int64_t)LT.getRank()}, LT.getStaticShape());
-    }
-    std::vector<Attribute> Attrs;
-    for (const Attribute &A : N.getAttributes())
-      Attrs.push_back(copyAttributeValues(A));
-    if (Op == "Split" && !NS.InputSpecs.empty() &&
-        !NS.InputSpecs[0].Blocks.empty()) {
-      std::vector<int64_t> Local;
-      for (int64_t B : NS.InputSpecs[0].Blocks)
-        Local.push_back(B / TP);
-      bool InAttr = false;
-      for (Attribute &A : Attrs)
-        if (A.Name == "split") {
-          A.Is = Local;
-          InAttr = true;
-        }
-      if (!InAttr && N.getNumInputs() > 1 && N.getInput(1))
-        In[1] = constInt64(N.getName().str() + ".local_split",
-                           {(int64_t)Local.size()}, Local);
-    }
-    Expected<Node *> C =
-        G->addNode(Op, N.getDomain(), N.getName(), In, OutNames);
-    if (!C)
-      return C.takeError();
-    (*C)->setAttributes(std::move(Attrs));
-    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
-      if (const Value *V = N.getOutput(O)) {
-        TensorType LT = localType(V, NS.OutputSpecs[O], YGathered && DD.count(V));
-        if (NS.Stacked && EP > 1 && DD.count(V) && LT.getRank() >= 2) {
-          // This rank's experts, the group's tokens.
-          if (LT.Dims[0].Size == (int64_t)R.NumExperts)
-            LT.Dims[0] = Dim(LT.Dims[0].Size / EP);
-          LT.Dims[1] = Dim(LT.Dims[1].Size * EP);
-          StackedRegion.insert(V);
-        }
-        (*C)->getOutput(O)->Type = LT;
-        Produced[V] = (*C)->getOutput(O);
-      }
   }
-  for (const Value *O : N.getOutputs())
-    if (O && DD.count(O) &&
-        (IsBranch || (AnyEPIn && EPPartial.count(N.getOutput(0)))))
-      InEPRegion.insert(O);
-  Building.erase(&N);
-  emitSends(N);
-  return Error::success();
+  if (Op == "Reshape" && Y && NS.OutputSpecs[0].isPartial() && YGathered) {
+    TensorType LT = localType(Y, AxisSpec(), true);
+    In[1] = constInt64(N.getName().str() + ".local_shape",
+                       {(int64_t)LT.getRank()}, LT.getStaticShape());
+  }
+}
+
+void RoleBuilder::localizeSplitSizes(const Node &N, const NodeSharding &NS,
+                                     MutableArrayRef<Value *> In,
+                                     std::vector<Attribute> &Attrs) {
+  if (N.getOpType() != "Split" || NS.InputSpecs.empty() ||
+      NS.InputSpecs[0].Blocks.empty())
+    return;
+  std::vector<int64_t> Local;
+  for (int64_t B : NS.InputSpecs[0].Blocks)
+    Local.push_back(B / TP);
+  bool InAttr = false;
+  for (Attribute &A : Attrs)
+    if (A.Name == "split") {
+      A.Is = Local;
+      InAttr = true;
+    }
+  if (!InAttr && N.getNumInputs() > 1 && N.getInput(1))
+    In[1] = constInt64(N.getName().str() + ".local_split",
+                       {(int64_t)Local.size()}, Local);
 }
 
 Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {

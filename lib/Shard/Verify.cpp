@@ -29,14 +29,12 @@ struct P2P {
 
 } // namespace
 
-std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
-                                              const PlanCost &Cost,
-                                              double HBMBytes) {
-  std::vector<std::string> Problems;
+/// 1. Sends and receives: every HcomSend has the HcomReceive of the same
+/// devices, tp and ep rank and tag, with the same shape and dtype, and no
+/// tag is used twice.
+static void checkTransfers(const ShardedProgram &SP,
+                           std::vector<std::string> &Problems) {
   auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
-  const ParallelPlan &P = SP.Sharding.Plan;
-
-  // 1. Sends and receives.
   // Keyed by the dp rank too: with embedding table shards every device
   // has one role per dp rank (RoleGraphs.cpp; -1 otherwise).
   std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, int, int64_t>,
@@ -87,9 +85,14 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
       Fail("HcomReceive sr_tag " + Twine(KV.second.Tag) + " on pp" +
            Twine(KV.second.To) + "/tp" + Twine(KV.second.TP) +
            " has no matching HcomSend");
+}
 
-  // 2. Collective order per group: the members of a tp group are the roles
-  // that differ only in tp; of an ep group, only in ep.
+/// 2. Collective order per group: the members of a tp group (the roles that
+/// differ only in tp) and of an ep group (only in ep) issue the same
+/// collectives in the same order.
+static void checkCollectiveOrder(const ShardedProgram &SP,
+                                 std::vector<std::string> &Problems) {
+  auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   auto Sequence = [](const RoleGraph &R, StringRef Group) {
     std::vector<std::string> Seq;
     for (const auto &NP : R.M->getGraph().getNodes())
@@ -112,8 +115,13 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
         Fail("ep group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
              " and " + B.FileName + " issue different collectives");
     }
+}
 
-  // 3. Groups.
+/// 3. Groups: every rank is in its own tp, pp, dp, ep and dp_ep groups, and
+/// their members agree on them.
+static void checkGroups(const ParallelPlan &P,
+                        std::vector<std::string> &Problems) {
+  auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   unsigned N = P.getNumDevices();
   for (unsigned Rank = 0; Rank < N; ++Rank)
     for (const char *G : {"tp", "pp", "dp", "ep", "dp_ep"}) {
@@ -125,8 +133,13 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
           Fail("rank " + Twine(Rank) + " and rank " + Twine(O) +
                " disagree on their " + G + " group");
     }
+}
 
-  // 4. Memory.
+/// 4. Memory: the predicted memory and each role's weights within usable
+/// HBM (\p HBMBytes; 0: unchecked).
+static void checkMemory(const ShardedProgram &SP, const PlanCost &Cost,
+                        double HBMBytes, std::vector<std::string> &Problems) {
+  auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   if (HBMBytes > 0 && Cost.MaxMemoryBytes > HBMBytes)
     Fail("predicted memory " + Twine((uint64_t)Cost.MaxMemoryBytes) +
          " bytes per device exceeds usable HBM " + Twine((uint64_t)HBMBytes));
@@ -138,10 +151,14 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
       Fail("role " + R.FileName + " holds " + Twine((uint64_t)Bytes) +
            " bytes of weights, more than HBM");
   }
+}
 
-  // 5. Schedule (per role program): every receive after its send (on the
-  // program of the peer's role: same tp and ep rank, the peer's pipeline
-  // device); compute never overlaps.
+/// 5. Schedule (per role program): every receive after its send (on the
+/// program of the peer's role: same tp and ep rank, the peer's pipeline
+/// device); compute never overlaps.
+static void checkSchedule(const ShardedProgram &SP,
+                          std::vector<std::string> &Problems) {
+  auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   if (SP.RoleProgram.size() != SP.Roles.size())
     Fail("schedule: " + Twine(SP.RoleProgram.size()) + " role programs for " +
          Twine(SP.Roles.size()) + " roles");
@@ -199,8 +216,12 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
              " ends before its send starts");
     }
   }
+}
 
-  // 6. ONNX accepts every graph, with Loom's shapes.
+/// 6. ONNX accepts every graph (onnx::checker), with Loom's shapes (its
+/// shape inference agrees).
+static void checkONNX(ShardedProgram &SP, std::vector<std::string> &Problems) {
+  auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   for (RoleGraph &R : SP.Roles) {
     if (Error E = checkModel(*R.M)) {
       Fail("graph " + R.FileName + ": onnx::checker: " +
@@ -212,6 +233,18 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
       Fail("graph " + R.FileName + ": shape inference: " +
            toString(Changed.takeError()));
   }
+}
+
+std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
+                                              const PlanCost &Cost,
+                                              double HBMBytes) {
+  std::vector<std::string> Problems;
+  checkTransfers(SP, Problems);
+  checkCollectiveOrder(SP, Problems);
+  checkGroups(SP.Sharding.Plan, Problems);
+  checkMemory(SP, Cost, HBMBytes, Problems);
+  checkSchedule(SP, Problems);
+  checkONNX(SP, Problems);
   return Problems;
 }
 

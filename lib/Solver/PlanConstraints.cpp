@@ -149,6 +149,15 @@ public:
   }
 
 private:
+  // The constraints, in the order they are named in explanations.
+  void addDeviceConstraints(uint64_t N);
+  void addExpertConstraints();
+  void addBatchConstraints(uint64_t B);
+  void addOptionConstraints();
+  std::vector<z3::expr> addOrderConstraints();
+  void addFixedChoices(uint64_t N, uint64_t B,
+                       const std::vector<z3::expr> &FixedOrder);
+
   z3::expr_vector oneHot(const char *Prefix,
                          const std::vector<uint64_t> &Values) {
     z3::expr_vector V(C);
@@ -204,8 +213,17 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
   Order = oneHot("order", Orders);
   uint64_t N = std::max<uint64_t>(1, S.Devices),
            B = std::max<uint64_t>(1, S.Batch);
+  addDeviceConstraints(N);
+  addExpertConstraints();
+  addBatchConstraints(B);
+  addOptionConstraints();
+  std::vector<z3::expr> FixedOrder = addOrderConstraints();
+  addFixedChoices(N, B, FixedOrder);
+}
 
-  // dp * tp * pp = devices.
+/// dp * tp * pp = the \p N devices; tp within the fast domain and dividing
+/// the split dims; pp within the layers.
+void ConstraintModel::addDeviceConstraints(uint64_t N) {
   std::vector<z3::expr> Product;
   for (unsigned I = 0; I < DevDivs.size(); ++I)
     for (unsigned J = 0; J < DevDivs.size(); ++J) {
@@ -240,8 +258,10 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
   if (!Layers.empty())
     add(conj(Layers), "pp <= " + Twine(S.NumLayers) + " (layers)", Topic::PP,
         "pp <= " + Twine(S.NumLayers) + " (layers)");
+}
 
-  // Expert parallelism: ep divides dp and the experts.
+/// ep divides dp and the experts.
+void ConstraintModel::addExpertConstraints() {
   std::vector<z3::expr> EPInDP, EPExperts;
   for (unsigned I = 0; I < DevDivs.size(); ++I) {
     uint64_t E = DevDivs[I];
@@ -262,8 +282,10 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
             ? "ep divides the " + Twine(S.NumExperts) + " experts per MoE layer"
             : Twine("ep = 1 (the model has no experts)"),
         Topic::Other);
+}
 
-  // Global batch = dp * mb * nmb.
+/// Global batch \p B = dp * mb * nmb.
+void ConstraintModel::addBatchConstraints(uint64_t B) {
   std::vector<z3::expr> Divisible, Count;
   for (unsigned I = 0; I < DevDivs.size(); ++I)
     for (unsigned J = 0; J < BatchDivs.size(); ++J) {
@@ -279,7 +301,11 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
         Topic::Structural);
   add(conj(Count), "nmb = global batch / (dp*mb), at most 2^32 - 1",
       Topic::Structural);
+}
 
+/// What sp, vpp, ZeRO, balanced stages and bf16 gradients need; no
+/// training options for inference.
+void ConstraintModel::addOptionConstraints() {
   add(z3::implies(SP, !lit(TP, DevDivs, 1)), "sp needs tp > 1", Topic::Other);
 
   // Interleaving (Megatron-LM): pp > 1, nmb a multiple of pp, the blocks
@@ -314,9 +340,13 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
   if (!S.Train)
     add(lit(RC, RCs, 0) && lit(Zero, Zeros, 0) && !BF16,
         "inference: no recompute, no ZeRO, no gradients", Topic::Other);
+}
 
-  // One order per mesh: of the orders that put the axes of size > 1 in the
-  // same sequence, the representative (canonicalOrder).
+/// One order per mesh: of the orders that put the axes of size > 1 in the
+/// same sequence, the representative (canonicalOrder). Returns the
+/// exclusions of the orders that are not --plan's mesh (empty without a
+/// fixed order), for addFixedChoices.
+std::vector<z3::expr> ConstraintModel::addOrderConstraints() {
   std::vector<z3::expr> Canonical, FixedOrder;
   for (unsigned I = 0; I < DevDivs.size(); ++I)
     for (unsigned J = 0; J < DevDivs.size(); ++J) {
@@ -340,8 +370,14 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
         "one axis order per mesh (orders that differ only where axes of "
         "size 1 sit are the same mesh)",
         Topic::Other);
+  return FixedOrder;
+}
 
-  // What --plan fixed.
+/// What --plan fixed, each named for the explanation (with why a value is
+/// impossible: not a divisor of the \p N devices or the global batch
+/// \p B); \p FixedOrder from addOrderConstraints.
+void ConstraintModel::addFixedChoices(uint64_t N, uint64_t B,
+                                      const std::vector<z3::expr> &FixedOrder) {
   auto Fix = [&](const char *Key, unsigned V, const z3::expr_vector &Vs,
                  const std::vector<uint64_t> &Values, const Twine &Of,
                  Topic T) {

@@ -11,47 +11,15 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Analysis/Experts.h"
 
-#include "RunPipeline.h"
-#include <algorithm>
+#include "ExpertModels.h"
+#include "LoadModel.h"
 #include "gtest/gtest.h"
+#include <algorithm>
 
 using namespace loom;
 using namespace llvm;
 
 namespace {
-
-CompilationUnit loadExample(const char *Name) {
-  CompilationUnit CU;
-  auto M = importModelFile(std::string(LOOM_SOURCE_DIR) + "/examples/models/" +
-                           Name);
-  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-  CU.M = std::move(*M);
-  CU.Opts.Batch = 2;
-  CU.Opts.Seq = 16;
-  runPipeline(CU, "bind-symbols,infer-shapes,fold-shape-arith,detect-layers");
-  return CU;
-}
-
-CompilationUnit loadText(const char *Text) {
-  CompilationUnit CU;
-  auto M = importModelFromText(Text, "model.onnxtxt");
-  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-  CU.M = std::move(*M);
-  runPipeline(CU, "infer-shapes,detect-layers");
-  return CU;
-}
-
-// Eight stacked experts: xe [E=8, C=4, d=16] through w1 [8,16,32], a Relu
-// and w2 [8,32,16]; z is dense work beside them.
-const char *StackedModel = R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[8,4,16] xe, float[32,16] x) => (float[8,4,16] y, float[32,16] z)
-<float[16,16] wd, float[8,16,32] w1, float[8,32,16] w2> {
-  z = MatMul (x, wd)
-  h = MatMul (xe, w1)
-  r = Relu (h)
-  y = MatMul (r, w2)
-}
-)";
 
 std::string errorOf(Expected<ExpertAxisRules> R) {
   return R ? std::string("no error") : toString(R.takeError());
@@ -59,7 +27,7 @@ std::string errorOf(Expected<ExpertAxisRules> R) {
 
 TEST(ExpertRules, UnrolledBranchesAndTheirCombineChain) {
   // moe-tiny: 2 MoE layers of 4 experts, each summed by an Add chain.
-  CompilationUnit CU = loadExample("moe-tiny.onnx");
+  CompilationUnit CU = loadExampleModel("moe-tiny.onnx");
   const Graph &G = CU.M->getGraph();
   std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
   ASSERT_EQ(Groups.size(), 2u);
@@ -96,7 +64,7 @@ TEST(ExpertRules, UnrolledBranchesAndTheirCombineChain) {
 }
 
 TEST(ExpertRules, StackedWorkAndItsWeights) {
-  CompilationUnit CU = loadText(StackedModel);
+  CompilationUnit CU = loadTextModel(StackedModel);
   const Graph &G = CU.M->getGraph();
   std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
   Expected<ExpertAxisRules> R = applyExpertRules(G, Groups, 4);
@@ -125,7 +93,7 @@ TEST(ExpertRules, StackedWorkAndItsWeights) {
 }
 
 TEST(ExpertRules, Errors) {
-  CompilationUnit CU = loadText(StackedModel);
+  CompilationUnit CU = loadTextModel(StackedModel);
   const Graph &G = CU.M->getGraph();
   std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
   EXPECT_EQ(errorOf(applyExpertRules(G, Groups, 3)),

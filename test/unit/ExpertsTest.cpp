@@ -12,7 +12,8 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Planner/PlanCost.h"
 
-#include "RunPipeline.h"
+#include "ExpertModels.h"
+#include "LoadModel.h"
 #include "gtest/gtest.h"
 #include <set>
 
@@ -20,29 +21,6 @@ using namespace loom;
 using namespace llvm;
 
 namespace {
-
-
-CompilationUnit loadExample(const char *Name) {
-  CompilationUnit CU;
-  auto M = importModelFile(std::string(LOOM_SOURCE_DIR) + "/examples/models/" +
-                           Name);
-  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-  CU.M = std::move(*M);
-  CU.Opts.Batch = 2;
-  CU.Opts.Seq = 16;
-  runPipeline(CU, "bind-symbols,infer-shapes,fold-shape-arith,detect-layers");
-  return CU;
-}
-
-CompilationUnit loadText(const std::string &Text,
-                         StringRef Pipeline = "infer-shapes,detect-layers") {
-  CompilationUnit CU;
-  auto M = importModelFromText(Text, "model.onnxtxt");
-  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-  CU.M = std::move(*M);
-  runPipeline(CU, Pipeline);
-  return CU;
-}
 
 /// The expert number in a torch node name ".../experts.3/...", or -1.
 int expertInName(StringRef Name) {
@@ -59,7 +37,7 @@ int expertInName(StringRef Name) {
 TEST(ExpertsTest, UnrolledTorchExperts) {
   // moe-tiny: 2 decoder layers, each a MoE of 4 SwiGLU experts written as a
   // Python loop (tiny_models.py, MoEMLP): out = out + expert_e(x) * w_e.
-  CompilationUnit CU = loadExample("moe-tiny.onnx");
+  CompilationUnit CU = loadExampleModel("moe-tiny.onnx");
   std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);
   ASSERT_EQ(Groups.size(), 2u);
   EXPECT_LT(Groups[0].Layer, Groups[1].Layer);
@@ -114,20 +92,8 @@ TEST(ExpertsTest, UnrolledTorchExperts) {
         EXPECT_FALSE(EG.contains(NP.get())) << NP->getName().str();
 }
 
-/// Dispatched tokens [E, C, h] through stacked experts, in a layer with a
-/// dense projection before: E = 8, C = 4, h = 16, f = 32.
-const char *StackedModel = R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[8,4,16] xe, float[32,16] x) => (float[8,4,16] y, float[32,16] z)
-<float[16,16] wd, float[8,16,32] w1, float[8,32,16] w2> {
-  z = MatMul (x, wd)
-  h = MatMul (xe, w1)
-  r = Relu (h)
-  y = MatMul (r, w2)
-}
-)";
-
 TEST(ExpertsTest, StackedExperts) {
-  CompilationUnit CU = loadText(StackedModel);
+  CompilationUnit CU = loadTextModel(StackedModel);
   std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);
   ASSERT_EQ(Groups.size(), 1u);
   const ExpertGroup &EG = Groups[0];
@@ -161,7 +127,7 @@ TEST(ExpertsTest, IsomorphicBranchesOnly) {
   // Without detect-layers (which would take two identical branches for two
   // layers of a model this small) the graph is one layer.
   auto Load = [](const std::string &Second) {
-    return loadText(makeBranches(Second), "infer-shapes");
+    return loadTextModel(makeBranches(Second), "infer-shapes");
   };
   // Isomorphic: two experts, numbered by chain order (no names).
   {
@@ -202,7 +168,7 @@ TEST(ExpertsTest, IsomorphicBranchesOnly) {
 }
 
 TEST(ExpertsTest, ExpertParallelCost) {
-  CompilationUnit CU = loadText(StackedModel);
+  CompilationUnit CU = loadTextModel(StackedModel);
   // One Atlas 800T A2 server: 8 NPUs over HCCS.
   Expected<HardwareModel> HW = loadHardwareModel(
       std::string(LOOM_SOURCE_DIR) + "/examples/hw/atlas800t-a2.yaml");

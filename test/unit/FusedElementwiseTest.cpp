@@ -6,7 +6,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Planner/PlanCost.h"
 
-#include "RunPipeline.h"
+#include "LoadModel.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -24,33 +24,13 @@ g (float16[2,8,64] gate, float16[2,8,64] up) => (float16[2,8,64] o)
 }
 )";
 
-const char *HW = R"(name: fusedunit
-device:
-  name: npu
-  classes:
-    aicore:
-      throughput: {fp16: 100TFLOPS}
-      vector_throughput: {fp16: 1TFLOPS}
-      launch_overhead: 1us
-      ops: ["*"]
-      fused_kernels:
-        swiglu: {efficiency: 0.5, backward_efficiency: 0.25}
-  memory:
-    hbm: {capacity: 64GiB, bandwidth: 1GB/s}
-topology:
-  - {name: hccs, size: 8, bandwidth: 100GB/s, latency: 1us}
-)";
+// SwiGLU at 0.5 (0.25 backward) of the 1 TFLOPS vector unit, HBM at 1 GB/s.
+const std::string HW = getFusedKernelHW("swiglu", "1GB/s", "1TFLOPS");
 
 TEST(FusedElementwiseTest, SwiGLUCostedAsOneKernel) {
   auto H = parseHardwareModel(HW, "hw.yaml");
   ASSERT_TRUE(!!H) << toString(H.takeError());
-  CompilationUnit CU;
-  auto M = importModelFromText(Model, "model.onnxtxt");
-  ASSERT_TRUE(!!M) << toString(M.takeError());
-  CU.M = std::move(*M);
-  CU.HW = &*H;
-  runPipeline(CU, "infer-shapes,detect-layers,annotate-costs,"
-                  "detect-fused-kernels");
+  CompilationUnit CU = costFused(Model, *H);
   const Graph &G = CU.M->getGraph();
   const Node *O = G.getOutputs()[0]->getDefiningNode();
   const NodeCostInfo &A = CU.NodeCosts.find(O)->second;

@@ -5,7 +5,7 @@
 #include "loom/Pass/Pass.h"
 #include "loom/Planner/PlanCost.h"
 
-#include "RunPipeline.h"
+#include "LoadModel.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -23,21 +23,8 @@ g (float16[1,4,64,16] q, float16[1,4,16,64] kt, float16[1,4,64,16] v)
 }
 )";
 
-const char *HW = R"(name: fusedunit
-device:
-  name: npu
-  classes:
-    aicore:
-      throughput: {fp16: 100TFLOPS}
-      launch_overhead: 1us
-      ops: ["*"]
-      fused_kernels:
-        attention: {efficiency: 0.5, backward_efficiency: 0.25}
-  memory:
-    hbm: {capacity: 64GiB, bandwidth: 1TB/s}
-topology:
-  - {name: hccs, size: 8, bandwidth: 100GB/s, latency: 1us}
-)";
+// Fused attention at 0.5 (0.25 backward) of 100 TFLOPS, HBM at 1 TB/s.
+const std::string HW = getFusedKernelHW("attention", "1TB/s");
 
 const Node *nodeNamedBy(const Graph &G, StringRef Output) {
   for (const auto &NP : G.getNodes())
@@ -49,13 +36,7 @@ const Node *nodeNamedBy(const Graph &G, StringRef Output) {
 TEST(FusedKernelsTest, AttentionCostedAsOneKernel) {
   auto H = parseHardwareModel(HW, "hw.yaml");
   ASSERT_TRUE(!!H) << toString(H.takeError());
-  CompilationUnit CU;
-  auto M = importModelFromText(Model, "model.onnxtxt");
-  ASSERT_TRUE(!!M) << toString(M.takeError());
-  CU.M = std::move(*M);
-  CU.HW = &*H;
-  runPipeline(CU, "infer-shapes,detect-layers,annotate-costs,"
-                  "detect-fused-kernels");
+  CompilationUnit CU = costFused(Model, *H);
   const Graph &G = CU.M->getGraph();
   const Node *S = nodeNamedBy(G, "s"), *P = nodeNamedBy(G, "p"),
              *O = nodeNamedBy(G, "o");
@@ -94,14 +75,9 @@ TEST(FusedKernelsTest, AttentionCostedAsOneKernel) {
 TEST(FusedKernelsTest, NoneLeavesOpsAlone) {
   auto H = parseHardwareModel(HW, "hw.yaml");
   ASSERT_TRUE(!!H) << toString(H.takeError());
-  CompilationUnit CU;
-  auto M = importModelFromText(Model, "model.onnxtxt");
-  ASSERT_TRUE(!!M) << toString(M.takeError());
-  CU.M = std::move(*M);
-  CU.HW = &*H;
-  CU.Opts.FusedKernels.emplace(); // --fused-kernels=none
-  runPipeline(CU, "infer-shapes,detect-layers,annotate-costs,"
-                  "detect-fused-kernels");
+  CompileOptions Opts;
+  Opts.FusedKernels.emplace(); // --fused-kernels=none
+  CompilationUnit CU = costFused(Model, *H, Opts);
   const Node *O = nodeNamedBy(CU.M->getGraph(), "o");
   const NodeCostInfo &A = CU.NodeCosts.find(O)->second;
   EXPECT_TRUE(A.Cost.FusedKernel.empty());

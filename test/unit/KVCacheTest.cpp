@@ -12,9 +12,9 @@
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 
-#include "RunPipeline.h"
-#include "gtest/gtest.h"
+#include "LoadModel.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "gtest/gtest.h"
 
 using namespace loom;
 using namespace llvm;
@@ -38,12 +38,7 @@ CompilationUnit loadE2EModel(const char *Name, int64_t Past) {
 }
 
 CompilationUnit loadText(const std::string &Text) {
-  CompilationUnit CU;
-  auto M = importModelFromText(Text, "model.onnxtxt");
-  EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-  CU.M = std::move(*M);
-  runPipeline(CU, "infer-shapes");
-  return CU;
+  return loadTextModel(Text, "infer-shapes");
 }
 
 std::string name(const Value *V) { return V ? V->getName().str() : "-"; }

@@ -513,10 +513,15 @@ static Expected<CompileOptions> buildOptions() {
   return O;
 }
 
+/// The best plans of CU's search, or null when it found none (or did not
+/// run).
+static const SearchResult *getSearched(const CompilationUnit &CU) {
+  return CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
+}
+
 static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
                          const PassManager &PM, raw_ostream &OS) {
-  const SearchResult *Searched =
-      CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
+  const SearchResult *Searched = getSearched(CU);
   const Model &M = *CU.M;
   const Graph &G = M.getGraph();
   OS << "model: " << sys::path::filename(M.SourcePath) << " (opset "
@@ -685,8 +690,8 @@ spellLongOptions(int Argc, char **Argv, std::vector<std::string> &Store) {
   return Out;
 }
 
-int main(int argc, char **argv) {
-  InitLLVM X(argc, argv);
+/// Parses the command line into the cl::opt globals.
+static void parseCommandLine(int argc, char **argv) {
   claimOptionNames();
   cl::HideUnrelatedOptions(LoomCategory);
   cl::SetVersionPrinter(printVersion);
@@ -697,91 +702,132 @@ int main(int argc, char **argv) {
       "Loom: plan tensor/pipeline/data/expert parallelism for an ONNX model "
       "on an accelerator cluster\n",
       /*Errs=*/nullptr, /*EnvVar=*/nullptr, /*LongOptionsUseDoubleDash=*/true);
+}
+
+/// --max-memory (default: three quarters of the machine) becomes the
+/// process's memory limit; -o's directory is checked. Before any work, so
+/// that a refusal costs nothing.
+static Error checkLimits() {
   uint64_t MemoryBound = getPhysicalMemoryBytes() / 4 * 3;
   if (MaxMemory.getNumOccurrences()) {
     Expected<Bytes> B = parseBytes(MaxMemory);
     if (!B)
-      return reportError(B.takeError());
+      return B.takeError();
     MemoryBound = (uint64_t)B->value();
   }
   installMemoryLimit(MemoryBound, "plan-parallel");
-  // Before any work, so that a refusal costs nothing.
   if (!OutputDir.empty())
     if (Error E = checkOutputDir(OutputDir, Force))
-      return reportError(std::move(E));
+      return E;
+  return Error::success();
+}
 
+/// The cluster of --hw (the files layered in order) with the hardware
+/// paths of --set applied; what they changed goes to \p Overrides.
+static Expected<HardwareModel>
+loadHardware(std::vector<HardwareOverride> &Overrides) {
   std::vector<std::string> HWSets;
   for (const std::string &S : Sets)
     if (!isModelKnob(S))
       HWSets.push_back(S);
-  std::vector<HardwareOverride> Overrides;
-  Expected<HardwareModel> HW = loadLayeredHardware(
+  return loadLayeredHardware(
       std::vector<std::string>(HWPaths.begin(), HWPaths.end()), HWSets,
       Overrides);
-  if (!HW)
-    return reportError(HW.takeError());
+}
 
-  CompilationUnit CU;
-  Expected<CompileOptions> Opts = buildOptions();
-  if (!Opts)
-    return reportError(Opts.takeError());
-  CU.Opts = std::move(*Opts);
-  {
-    std::vector<std::string> Described;
-    for (const HardwareOverride &O : Overrides)
-      Described.push_back(describeOverride(O));
-    CU.Opts.HardwareOverrides.insert(CU.Opts.HardwareOverrides.begin(),
-                                     Described.begin(), Described.end());
-  }
+/// --fail and --devices: the devices of \p HW that \p O plans on (and what
+/// failed).
+static Error applyDeviceLimits(const HardwareModel &HW, CompileOptions &O) {
   if (FailOpt.getNumOccurrences()) {
     if (DevicesOpt.getNumOccurrences())
-      return reportError(createStringError(
+      return createStringError(
           inconvertibleErrorCode(),
           "--fail and --devices: give one (--fail re-plans on the cluster "
-          "minus the failed part)"));
+          "minus the failed part)");
     StringRef F = StringRef(FailOpt).trim();
     bool ByDevice = F.consume_front("devices=");
-    uint64_t N = 0, Total = HW->getNumDevices();
-    uint64_t Unit = ByDevice ? 1 : HW->Topology.front().Size;
+    uint64_t N = 0, Total = HW.getNumDevices();
+    uint64_t Unit = ByDevice ? 1 : HW.Topology.front().Size;
     if (F.getAsInteger(10, N) || N == 0)
-      return reportError(createStringError(
+      return createStringError(
           inconvertibleErrorCode(),
           "--fail %s: expected a number of servers (N) or devices=K",
-          FailOpt.c_str()));
+          FailOpt.c_str());
     if (N >= Total || N * Unit >= Total)
-      return reportError(createStringError(
+      return createStringError(
           inconvertibleErrorCode(),
           "--fail %s: the cluster '%s' has %llu devices (%llu %s); at least "
           "one must remain",
-          FailOpt.c_str(), HW->Name.c_str(), (unsigned long long)Total,
-          (unsigned long long)(Total / HW->Topology.front().Size),
-          ("units of " + HW->Topology.front().Name).c_str()));
-    CU.Opts.FailedDevices = N * Unit;
-    CU.Opts.Devices = Total - N * Unit;
-    CU.Opts.FailureWhat =
-        ByDevice ? (Twine(N) + (N == 1 ? " device" : " devices")).str()
-                 : (Twine(N) + (N == 1 ? " server" : " servers") + " (" +
-                    HW->Topology.front().Name + " unit of " + Twine(Unit) +
-                    " devices each)")
-                       .str();
+          FailOpt.c_str(), HW.Name.c_str(), (unsigned long long)Total,
+          (unsigned long long)(Total / HW.Topology.front().Size),
+          ("units of " + HW.Topology.front().Name).c_str());
+    O.FailedDevices = N * Unit;
+    O.Devices = Total - N * Unit;
+    O.FailureWhat = ByDevice
+                        ? (Twine(N) + (N == 1 ? " device" : " devices")).str()
+                        : (Twine(N) + (N == 1 ? " server" : " servers") + " (" +
+                           HW.Topology.front().Name + " unit of " +
+                           Twine(Unit) + " devices each)")
+                              .str();
   }
   if (DevicesOpt.getNumOccurrences()) {
-    if (DevicesOpt == 0 || DevicesOpt > HW->getNumDevices())
-      return reportError(createStringError(
+    if (DevicesOpt == 0 || DevicesOpt > HW.getNumDevices())
+      return createStringError(
           inconvertibleErrorCode(),
           "--devices %u: the cluster '%s' has %llu devices; give 1 to %llu",
-          (unsigned)DevicesOpt, HW->Name.c_str(),
-          (unsigned long long)HW->getNumDevices(),
-          (unsigned long long)HW->getNumDevices()));
-    CU.Opts.Devices = DevicesOpt;
+          (unsigned)DevicesOpt, HW.Name.c_str(),
+          (unsigned long long)HW.getNumDevices(),
+          (unsigned long long)HW.getNumDevices());
+    O.Devices = DevicesOpt;
   }
+  return Error::success();
+}
+
+/// --fused-kernels=none|all|LIST into \p O (unset: the hardware's kernels).
+static Error parseFusedKernels(CompileOptions &O) {
+  if (!FusedKernelsOpt.getNumOccurrences())
+    return Error::success();
+  SmallVector<StringRef, 4> Names;
+  StringRef(FusedKernelsOpt).split(Names, ',', -1, /*KeepEmpty=*/false);
+  O.FusedKernels.emplace();
+  for (StringRef N : Names)
+    if (N.trim() != "none")
+      O.FusedKernels->push_back(N.trim().str());
+    else if (Names.size() > 1)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--fused-kernels: 'none' cannot be combined with kernel names");
+  if (is_contained(*O.FusedKernels, "all") && O.FusedKernels->size() > 1)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--fused-kernels: 'all' cannot be combined with kernel names");
+  return Error::success();
+}
+
+/// Fills \p CU from the command line: its options (with \p HW's overrides
+/// described, the devices planned on, the progress line's callback), the
+/// hardware and what --plan fixes. Returns the --export targets.
+static Expected<std::vector<ExportTarget>>
+parseInputs(const HardwareModel &HW, ArrayRef<HardwareOverride> Overrides,
+            ProgressLine &Progress, CompilationUnit &CU) {
+  Expected<CompileOptions> Opts = buildOptions();
+  if (!Opts)
+    return Opts.takeError();
+  CU.Opts = std::move(*Opts);
+  std::vector<std::string> Described;
+  for (const HardwareOverride &O : Overrides)
+    Described.push_back(describeOverride(O));
+  CU.Opts.HardwareOverrides.insert(CU.Opts.HardwareOverrides.begin(),
+                                   Described.begin(), Described.end());
+  if (Error E = applyDeviceLimits(HW, CU.Opts))
+    return std::move(E);
   CU.Opts.TopPlans = std::max(1u, (unsigned)TopPlans);
-  if (ObjectiveOpt == Objective::Goodput && !HW->Reliab)
-    return reportError(createStringError(
+  if (ObjectiveOpt == Objective::Goodput && !HW.Reliab)
+    return createStringError(
         inconvertibleErrorCode(),
         "--objective goodput: the hardware '%s' has no reliability section "
         "(failure rates and checkpoint bandwidth; see README)",
-        HW->Name.c_str()));
+        HW.Name.c_str());
   CU.Opts.RankByGoodput = ObjectiveOpt == Objective::Goodput;
   CU.Opts.OutputDir = OutputDir;
   CU.Opts.Force = Force;
@@ -791,49 +837,39 @@ int main(int argc, char **argv) {
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.AllowUncosted = AllowUncosted;
   CU.Opts.NoPrune = NoPrune;
-  if (FusedKernelsOpt.getNumOccurrences()) {
-    SmallVector<StringRef, 4> Names;
-    StringRef(FusedKernelsOpt).split(Names, ',', -1, /*KeepEmpty=*/false);
-    CU.Opts.FusedKernels.emplace();
-    for (StringRef N : Names)
-      if (N.trim() != "none")
-        CU.Opts.FusedKernels->push_back(N.trim().str());
-      else if (Names.size() > 1)
-        return reportError(createStringError(
-            inconvertibleErrorCode(),
-            "--fused-kernels: 'none' cannot be combined with kernel names"));
-    if (is_contained(*CU.Opts.FusedKernels, "all") &&
-        CU.Opts.FusedKernels->size() > 1)
-      return reportError(createStringError(
-          inconvertibleErrorCode(),
-          "--fused-kernels: 'all' cannot be combined with kernel names"));
-  }
+  if (Error E = parseFusedKernels(CU.Opts))
+    return std::move(E);
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
-  ProgressLine Progress;
-  CU.Opts.Progress = [&](const std::string &S) { Progress.set(S); };
+  CU.Opts.Progress = [&Progress](const std::string &S) { Progress.set(S); };
   Expected<std::vector<ExportTarget>> Exports = parseExportTargets(ExportTo);
   if (!Exports)
-    return reportError(Exports.takeError());
+    return Exports.takeError();
   if (!Exports->empty() && CU.Opts.Mode != RunMode::Train)
-    return reportError(createStringError(
+    return createStringError(
         inconvertibleErrorCode(),
-        "--export writes training launch arguments; it needs --mode train"));
+        "--export writes training launch arguments; it needs --mode train");
   CU.Opts.Export.assign(ExportTo.begin(), ExportTo.end());
-  CU.HW = &*HW;
+  CU.HW = &HW;
   // What --plan fixes; search-parallelism searches the rest.
   if (PlanText.getNumOccurrences()) {
     Expected<PlanSpec> S = parsePlanSpec(PlanText);
     if (!S)
-      return reportError(S.takeError());
+      return S.takeError();
     CU.PlanRequest = *S;
   }
+  return Exports;
+}
 
+/// Imports and verifies the model of the command line into \p CU. Returns
+/// its number of nodes before the pipeline.
+static Expected<unsigned> importInput(CompilationUnit &CU,
+                                      ProgressLine &Progress) {
   Progress.set("import " + sys::path::filename(ModelPath).str());
   ImportStats Stats;
   Expected<std::unique_ptr<Model>> M = importModelFile(ModelPath, &Stats);
   if (!M)
-    return reportError(M.takeError());
+    return M.takeError();
   CU.M = std::move(*M);
   CU.ShapeOnlyParameters = Stats.ShapeOnlyParameters;
   // --mode serve binds batch 1 and the longest prompt only where the model
@@ -847,42 +883,64 @@ int main(int argc, char **argv) {
       CU.Opts.Seq = None;
   }
   if (Error E = verifyModel(*CU.M))
-    return reportError(createStringError(inconvertibleErrorCode(),
-                                         ModelPath + ": error: " +
-                                             toString(std::move(E))));
-  unsigned NodesBefore = CU.M->getGraph().getNumNodes();
+    return createStringError(inconvertibleErrorCode(),
+                             ModelPath + ": error: " + toString(std::move(E)));
+  return CU.M->getGraph().getNumNodes();
+}
 
-  PassManager PM(getRegisteredPasses());
-  if (PassPipeline.getNumOccurrences()) {
-    if (Error E = PM.parsePipeline(PassPipeline))
-      return reportError(std::move(E));
-  } else {
-    // Planning passes; the transform passes when there is an output
-    // directory, or when asked to print or stop after one of them.
-    bool Transforms = !OutputDir.empty() || PM.isTransformPass(StopAfter) ||
-                      any_of(PrintAfter, [&](const std::string &P) {
-                        return PM.isTransformPass(P);
-                      });
-    PM.addDefaultPipeline({Transforms, /*Emit=*/!OutputDir.empty()});
-  }
+/// Fills \p PM: --pass-pipeline, or the default pipeline with the
+/// transform passes when there is an output directory or a dump or stop
+/// after one of them asks for them (and emit with -o).
+static Error buildPipeline(PassManager &PM) {
+  if (PassPipeline.getNumOccurrences())
+    return PM.parsePipeline(PassPipeline);
+  bool Transforms = !OutputDir.empty() || PM.isTransformPass(StopAfter) ||
+                    any_of(PrintAfter, [&](const std::string &P) {
+                      return PM.isTransformPass(P);
+                    });
+  PM.addDefaultPipeline({Transforms, /*Emit=*/!OutputDir.empty()});
+  return Error::success();
+}
+
+/// --print-after, --stop-after, --verify-each and --time-passes.
+static PassInstrumentation getInstrumentation() {
   PassInstrumentation PI;
   PI.PrintAfter.assign(PrintAfter.begin(), PrintAfter.end());
   PI.StopAfter = StopAfter;
   PI.VerifyEach = VerifyEach;
   PI.TimePasses = TimePasses;
+  return PI;
+}
 
-  // Dumps are buffered so that a failing pipeline prints only its error.
+/// What a run of the pipeline leaves besides the compilation unit.
+struct FrontEndResult {
+  /// The IR dumps, buffered so that a failing pipeline prints only its
+  /// error.
   std::string Dumps;
-  raw_string_ostream DumpOS(Dumps);
+  /// Whether annotate-costs ran (node costs exist).
+  bool HaveCosts = false;
+  /// Whether emit wrote the output directory.
+  bool Wrote = false;
+};
+
+/// Runs \p PM over \p CU (and the search --plan and --print-costs=stage
+/// ask for where the pipeline left it out), then stops the progress line
+/// and prints the pass timings and the warnings on stderr. Returns the
+/// pipeline's error; \p Out what else it left.
+static Error runFrontEnd(CompilationUnit &CU, PassManager &PM,
+                         const PassInstrumentation &PI, ProgressLine &Progress,
+                         FrontEndResult &Out) {
+  raw_string_ostream DumpOS(Out.Dumps);
   // The timing report waits for the progress line to go.
   std::string Timing;
   raw_string_ostream TimingOS(Timing);
   Error E = PM.run(CU, PI, DumpOS, TimingOS);
+  DumpOS.flush();
   // --plan and --print-costs=stage ask for a plan: when the pipeline
   // stopped before search-parallelism (or left it out), the same search
   // runs here, so that a plan is costed one way only.
-  bool HaveCosts = !CU.NodeCosts.empty();
-  if (!E && !CU.Search && HaveCosts && CU.HW &&
+  Out.HaveCosts = !CU.NodeCosts.empty();
+  if (!E && !CU.Search && Out.HaveCosts && CU.HW &&
       (PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage))
     E = searchParallelism(CU);
   Progress.stop();
@@ -890,54 +948,64 @@ int main(int argc, char **argv) {
   if (!Quiet)
     for (const std::string &W : CU.getWarnings())
       WithColor::warning(errs(), ToolName) << W << '\n';
-  // Whether emit wrote the output directory.
   std::vector<std::string> Ran = PM.getPipelineNames();
-  bool Wrote = !E && !OutputDir.empty() && is_contained(Ran, "emit") &&
-               (StopAfter.empty() ||
-                find(Ran, StopAfter.getValue()) >= find(Ran, "emit"));
-  // Deferred until the reports that need no plan are printed.
-  Optional<std::string> NoPlanMsg;
-  int NoPlanCode = 0;
-  if (E) {
-    // No plan (nothing fits, or too much work without a cost rule): when
-    // the plan is what was asked for, the explanation and exit status 2
-    // (1 for uncosted work), after the stage report of the nearest miss
-    // where one was asked for; reports that do not need a plan
-    // (--print-hw, --print-costs=node|layer, --print-placement, IR dumps)
-    // go on, with a warning.
-    bool PlanIsTheProduct =
-        TopPlans.getNumOccurrences() || ExplainPlan ||
-        PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage ||
-        !Exports->empty() ||
-        (!PrintHW && !PrintGraph && PI.PrintAfter.empty() && !PrintPlacement &&
-         PrintCosts == CostLevel::None);
-    bool NoPlan = E.isA<NoFeasiblePlanError>();
-    bool Uncosted = E.isA<UncostedWorkError>();
-    if (!NoPlan && !Uncosted)
-      return reportError(std::move(E), 1);
-    const SearchResult *S = CU.Search.get();
-    std::string Msg = toString(std::move(E));
-    // Named by the model file, as every pass error (issue 15 item 7).
-    if (PlanIsTheProduct &&
-        !(NoPlan && PrintCosts == CostLevel::Stage && S && S->Closest))
-      return reportError(createStringError(inconvertibleErrorCode(),
-                                           ModelPath + ": error: " + Msg),
-                         NoPlan ? 2 : 1);
-    if (PlanIsTheProduct) {
-      NoPlanMsg = Msg;
-      NoPlanCode = 2;
-    } else if (!Quiet) {
-      WithColor::warning(errs(), ToolName)
-          << "search-parallelism: " << StringRef(Msg).split('\n').first << '\n';
-    }
-  }
-  const SearchResult *Searched =
-      CU.Search && !CU.Search->Top.empty() ? CU.Search.get() : nullptr;
-  if ((TopPlans.getNumOccurrences() || ExplainPlan) && !Searched && !NoPlanMsg)
-    return reportError(createStringError(
+  Out.Wrote = !E && !OutputDir.empty() && is_contained(Ran, "emit") &&
+              (StopAfter.empty() ||
+               find(Ran, StopAfter.getValue()) >= find(Ran, "emit"));
+  return E;
+}
+
+/// The pipeline failed with \p E. No plan (nothing fits, or too much work
+/// without a cost rule): when the plan is what was asked for, the
+/// explanation and exit status 2 (1 for uncosted work), after the stage
+/// report of the nearest miss where one was asked for; reports that do not
+/// need a plan (--print-hw, --print-costs=node|layer, --print-placement, IR
+/// dumps) go on, with a warning. Returns the exit status when the run ends
+/// here (the error reported), or None to go on; a message whose report
+/// waits for the other reports (then exit status 2) goes to \p NoPlanMsg.
+static Optional<int> handlePipelineError(Error E, const CompilationUnit &CU,
+                                         const PassInstrumentation &PI,
+                                         bool HaveExports,
+                                         Optional<std::string> &NoPlanMsg) {
+  bool PlanIsTheProduct = TopPlans.getNumOccurrences() || ExplainPlan ||
+                          PlanText.getNumOccurrences() ||
+                          PrintCosts == CostLevel::Stage || HaveExports ||
+                          (!PrintHW && !PrintGraph && PI.PrintAfter.empty() &&
+                           !PrintPlacement && PrintCosts == CostLevel::None);
+  bool NoPlan = E.isA<NoFeasiblePlanError>();
+  bool Uncosted = E.isA<UncostedWorkError>();
+  if (!NoPlan && !Uncosted)
+    return reportError(std::move(E), 1);
+  const SearchResult *S = CU.Search.get();
+  std::string Msg = toString(std::move(E));
+  // Named by the model file, as every pass error (issue 15 item 7).
+  if (PlanIsTheProduct &&
+      !(NoPlan && PrintCosts == CostLevel::Stage && S && S->Closest))
+    return reportError(createStringError(inconvertibleErrorCode(),
+                                         ModelPath + ": error: " + Msg),
+                       NoPlan ? 2 : 1);
+  if (PlanIsTheProduct)
+    NoPlanMsg = Msg;
+  else if (!Quiet)
+    WithColor::warning(errs(), ToolName)
+        << "search-parallelism: " << StringRef(Msg).split('\n').first << '\n';
+  return None;
+}
+
+/// Checks that what the reports ask for was computed (a search for --top
+/// and --explain, costs for --plan and --print-costs), and prints the
+/// searches' timings of --time-passes. Returns the plan the run chose (or,
+/// when nothing fits, the nearest miss; null when neither): what
+/// --print-costs=stage reports.
+static Expected<const PlanCost *>
+getCostedPlan(const CompilationUnit &CU, bool HaveCosts, bool NoPlanPending) {
+  const SearchResult *Searched = getSearched(CU);
+  if ((TopPlans.getNumOccurrences() || ExplainPlan) && !Searched &&
+      !NoPlanPending)
+    return createStringError(
         inconvertibleErrorCode(),
         "--top and --explain need the search-parallelism pass in the "
-        "pipeline"));
+        "pipeline");
   if (CU.Serving && TimePasses)
     errs() << format("serving search: %llu batches costed in %.4f s\n",
                      (unsigned long long)CU.Serving->Candidates,
@@ -951,26 +1019,31 @@ int main(int argc, char **argv) {
             ? 1e6 * Searched->Stats.Seconds / Searched->Stats.Candidates
             : 0.0,
         (unsigned long long)Searched->Stats.Simulated);
-
-  // The plan the run chose (or, when nothing fits, the nearest miss): what
-  // --print-costs=stage reports.
   const PlanCost *Costed = Searched ? &Searched->Top.front()
                            : CU.Search && CU.Search->Closest
                                ? &*CU.Search->Closest
                                : nullptr;
   if ((PlanText.getNumOccurrences() || PrintCosts == CostLevel::Stage) &&
       !HaveCosts)
-    return reportError(createStringError(
+    return createStringError(
         inconvertibleErrorCode(),
-        "costing a plan needs the annotate-costs pass in the pipeline"));
+        "costing a plan needs the annotate-costs pass in the pipeline");
   if (PrintCosts != CostLevel::None && !HaveCosts)
-    return reportError(createStringError(
+    return createStringError(
         inconvertibleErrorCode(),
-        "--print-costs needs the annotate-costs pass in the pipeline"));
+        "--print-costs needs the annotate-costs pass in the pipeline");
+  return Costed;
+}
 
-  outs() << DumpOS.str();
+/// The reports that need no plan, on stdout: the IR dumps, --print-hw,
+/// --print-graph and --print-costs (the stage level of \p Costed).
+static void printPlanlessReports(const CompilationUnit &CU,
+                                 const std::string &Dumps,
+                                 const PlanCost *Costed) {
+  const HardwareModel &HW = *CU.HW;
+  outs() << Dumps;
   if (PrintHW)
-    HW->print(outs());
+    HW.print(outs());
   if (PrintGraph)
     printModel(*CU.M, outs());
   const Graph &G = CU.M->getGraph();
@@ -981,7 +1054,7 @@ int main(int argc, char **argv) {
     if (Costed && Costed->Plan.TP > 1 && PlanText.getNumOccurrences()) {
       // How the costed plan splits each node (the rule table, as emitted).
       const ParallelPlan &P = Costed->Plan;
-      PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *HW,
+      PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, HW,
                          getEvaluatorOptions(CU));
       DenseMap<const Node *, AxisSpec> Specs;
       for (unsigned L = 0; L < Eval.getNumLayers(); ++L) {
@@ -990,9 +1063,9 @@ int main(int argc, char **argv) {
           if (!S.Specs[I].OutputSpecs.empty())
             Specs[S.Nodes[I]] = S.Specs[I].OutputSpecs[0];
       }
-      printNodeCosts(G, CU.NodeCosts, *HW, Format, outs(), &Specs);
+      printNodeCosts(G, CU.NodeCosts, HW, Format, outs(), &Specs);
     } else {
-      printNodeCosts(G, CU.NodeCosts, *HW, Format, outs());
+      printNodeCosts(G, CU.NodeCosts, HW, Format, outs());
     }
     break;
   case CostLevel::Layer:
@@ -1003,35 +1076,95 @@ int main(int argc, char **argv) {
       printStageCosts(G, CU.NodeCosts, *Costed, Format, outs());
     break;
   }
-  if (NoPlanMsg) {
-    stopProgress();
-    errs() << ModelPath << ": error: " << *NoPlanMsg << '\n';
-    return NoPlanCode;
+}
+
+/// --export without -o: \p Costed's launch arguments for each of
+/// \p Exports on stdout, in place of the summary.
+static int printLaunchArgs(const CompilationUnit &CU,
+                           ArrayRef<ExportTarget> Exports,
+                           const PlanCost *Costed) {
+  if (!Costed)
+    return reportError(createStringError(
+        inconvertibleErrorCode(),
+        "--export needs a plan: the search-parallelism pass or --plan"));
+  for (ExportTarget T : Exports) {
+    ExportResult R = exportLaunchArgs(T, makeExportInput(CU, *Costed));
+    if (Exports.size() > 1)
+      outs() << "==> " << R.FileName << " <==\n";
+    outs() << R.Text;
+    if (!Quiet)
+      for (const std::string &W : R.Warnings)
+        WithColor::warning(errs(), ToolName) << W << '\n';
   }
+  return 0;
+}
+
+/// --compare: the searched plan beside the best without constraints and
+/// each compared plan.
+static void printPlanComparison(const SearchResult &Searched) {
+  std::vector<ComparisonColumn> Cols;
+  Cols.push_back({"best", "the search without constraints",
+                  Searched.Unconstrained ? &*Searched.Unconstrained : nullptr});
+  for (unsigned I = 0; I < Searched.Compared.size(); ++I) {
+    const auto &C = Searched.Compared[I];
+    Cols.push_back({"[" + std::to_string(I + 1) + "]", "--compare " + C.first,
+                    C.second ? &*C.second : nullptr});
+  }
+  printComparison(Cols, outs());
+}
+
+/// --compare-hw: the best plan on each other cluster beside \p Searched's.
+/// Returns the exit status of a failure (reported), or 0.
+static int printHardwareComparison(const CompilationUnit &CU,
+                                   const SearchResult &Searched) {
+  std::vector<std::shared_ptr<const SearchResult>> Others;
+  std::vector<HardwareModel> OtherHW;
+  OtherHW.reserve(CompareHW.size());
+  for (const std::string &Path : CompareHW) {
+    Expected<HardwareModel> H = loadHardwareModel(Path);
+    if (!H)
+      return reportError(H.takeError());
+    OtherHW.push_back(std::move(*H));
+    Expected<std::shared_ptr<const SearchResult>> R =
+        planOnOtherHardware(OtherHW.back(), CU);
+    if (!R) {
+      bool NoPlan = R.errorIsA<NoFeasiblePlanError>();
+      return reportError(createStringError(inconvertibleErrorCode(),
+                                           "--compare-hw " + Path + ": " +
+                                               toString(R.takeError())),
+                         NoPlan ? 2 : 1);
+    }
+    Others.push_back(std::move(*R));
+  }
+  std::vector<ComparisonColumn> Cols;
+  Cols.push_back({CU.HW->Name, "--hw, best plan", &Searched.Top.front()});
+  for (unsigned I = 0; I < Others.size(); ++I)
+    Cols.push_back(
+        {OtherHW[I].Name, "--compare-hw " + CompareHW[I] + ", best plan",
+         Others[I]->Top.empty() ? nullptr : &Others[I]->Top.front()});
+  printComparison(Cols, outs());
+  return 0;
+}
+
+/// The plan's reports on stdout: --export's launch arguments without -o,
+/// --print-placement or the JSON search result in place of the summary;
+/// otherwise the summary, --top, --explain, --compare and --compare-hw.
+/// Ends with the line saying what -o holds. Returns the exit status.
+static int writeOutputs(const CompilationUnit &CU, const PassManager &PM,
+                        const PassInstrumentation &PI,
+                        ArrayRef<ExportTarget> Exports, const PlanCost *Costed,
+                        unsigned NodesBefore, bool Wrote) {
   // --export without -o: the launch arguments replace the summary (with
   // -o, emit wrote them into the directory).
-  if (!Exports->empty() && OutputDir.empty()) {
-    if (!Costed)
-      return reportError(createStringError(
-          inconvertibleErrorCode(),
-          "--export needs a plan: the search-parallelism pass or --plan"));
-    for (ExportTarget T : *Exports) {
-      ExportResult R = exportLaunchArgs(T, makeExportInput(CU, *Costed));
-      if (Exports->size() > 1)
-        outs() << "==> " << R.FileName << " <==\n";
-      outs() << R.Text;
-      if (!Quiet)
-        for (const std::string &W : R.Warnings)
-          WithColor::warning(errs(), ToolName) << W << '\n';
-    }
-    return 0;
-  }
+  if (!Exports.empty() && OutputDir.empty())
+    return printLaunchArgs(CU, Exports, Costed);
   // --print-placement: the placement report replaces the summary.
   if (PrintPlacement) {
     if (Error E = printPlacement(CU, Format, outs()))
       return reportError(std::move(E));
     return finish(CU, Wrote);
   }
+  const SearchResult *Searched = getSearched(CU);
   // --format json with a search: the search result as one JSON object
   // (plan, predicted numbers, --top table, explanation) replaces the
   // summary.
@@ -1053,46 +1186,53 @@ int main(int argc, char **argv) {
   if (Searched && ExplainPlan)
     CU.Serving ? printServingExplanation(*CU.Serving, outs())
                : printExplanation(*Searched, outs());
-  if (Searched && !Searched->Compared.empty()) {
-    std::vector<ComparisonColumn> Cols;
-    Cols.push_back({"best", "the search without constraints",
-                    Searched->Unconstrained ? &*Searched->Unconstrained
-                                            : nullptr});
-    for (unsigned I = 0; I < Searched->Compared.size(); ++I) {
-      const auto &C = Searched->Compared[I];
-      Cols.push_back({"[" + std::to_string(I + 1) + "]",
-                      "--compare " + C.first, C.second ? &*C.second : nullptr});
-    }
-    printComparison(Cols, outs());
-  }
-  if (Searched && !CompareHW.empty()) {
-    std::vector<std::shared_ptr<const SearchResult>> Others;
-    std::vector<HardwareModel> OtherHW;
-    OtherHW.reserve(CompareHW.size());
-    for (const std::string &Path : CompareHW) {
-      Expected<HardwareModel> H = loadHardwareModel(Path);
-      if (!H)
-        return reportError(H.takeError());
-      OtherHW.push_back(std::move(*H));
-      Expected<std::shared_ptr<const SearchResult>> R =
-          planOnOtherHardware(OtherHW.back(), CU);
-      if (!R) {
-        bool NoPlan = R.errorIsA<NoFeasiblePlanError>();
-        return reportError(createStringError(inconvertibleErrorCode(),
-                                             "--compare-hw " + Path + ": " +
-                                                 toString(R.takeError())),
-                           NoPlan ? 2 : 1);
-      }
-      Others.push_back(std::move(*R));
-    }
-    std::vector<ComparisonColumn> Cols;
-    Cols.push_back({HW->Name, "--hw, best plan", &Searched->Top.front()});
-    for (unsigned I = 0; I < Others.size(); ++I)
-      Cols.push_back({OtherHW[I].Name, "--compare-hw " + CompareHW[I] +
-                                           ", best plan",
-                      Others[I]->Top.empty() ? nullptr
-                                             : &Others[I]->Top.front()});
-    printComparison(Cols, outs());
-  }
+  if (Searched && !Searched->Compared.empty())
+    printPlanComparison(*Searched);
+  if (Searched && !CompareHW.empty())
+    if (int Code = printHardwareComparison(CU, *Searched))
+      return Code;
   return finish(CU, Wrote);
+}
+
+int main(int argc, char **argv) {
+  InitLLVM X(argc, argv);
+  parseCommandLine(argc, argv);
+  if (Error E = checkLimits())
+    return reportError(std::move(E));
+  std::vector<HardwareOverride> Overrides;
+  Expected<HardwareModel> HW = loadHardware(Overrides);
+  if (!HW)
+    return reportError(HW.takeError());
+  CompilationUnit CU;
+  ProgressLine Progress;
+  Expected<std::vector<ExportTarget>> Exports =
+      parseInputs(*HW, Overrides, Progress, CU);
+  if (!Exports)
+    return reportError(Exports.takeError());
+  Expected<unsigned> NodesBefore = importInput(CU, Progress);
+  if (!NodesBefore)
+    return reportError(NodesBefore.takeError());
+
+  PassManager PM(getRegisteredPasses());
+  if (Error E = buildPipeline(PM))
+    return reportError(std::move(E));
+  PassInstrumentation PI = getInstrumentation();
+  FrontEndResult FE;
+  // Deferred until the reports that need no plan are printed.
+  Optional<std::string> NoPlanMsg;
+  if (Error E = runFrontEnd(CU, PM, PI, Progress, FE))
+    if (Optional<int> Code = handlePipelineError(std::move(E), CU, PI,
+                                                 !Exports->empty(), NoPlanMsg))
+      return *Code;
+  Expected<const PlanCost *> Costed =
+      getCostedPlan(CU, FE.HaveCosts, NoPlanMsg.hasValue());
+  if (!Costed)
+    return reportError(Costed.takeError());
+  printPlanlessReports(CU, FE.Dumps, *Costed);
+  if (NoPlanMsg) {
+    stopProgress();
+    errs() << ModelPath << ": error: " << *NoPlanMsg << '\n';
+    return 2;
+  }
+  return writeOutputs(CU, PM, PI, *Exports, *Costed, *NodesBefore, FE.Wrote);
 }

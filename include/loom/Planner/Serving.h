@@ -48,6 +48,7 @@
 #include "loom/Planner/PlanCost.h"
 #include "loom/Planner/Search.h"
 #include "llvm/ADT/Optional.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <string>
@@ -144,6 +145,15 @@ struct ServingPlanCost {
   /// "tp=8,pp=1,dp=2,batch=96".
   std::string str() const;
 };
+
+/// The predicted serving numbers of \p P as JSON keys and values, the one
+/// list both writers use: first the headline numbers (ttft_s, tpot_s,
+/// output_tokens_per_s, max_concurrency, kv_cache_bytes), which the
+/// manifest of -o carries; with \p Detail the rest too, which --format
+/// json's predicted{} and top[] carry (getServingPredictedJSON).
+void forEachServingPredicted(
+    const ServingPlanCost &P, bool Detail,
+    llvm::function_ref<void(llvm::StringRef Key, llvm::json::Value V)> Emit);
 
 struct ServingResult {
   ServingOptions Opts;

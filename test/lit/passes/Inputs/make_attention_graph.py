@@ -4,13 +4,14 @@ detect-fused-kernels.test; the regions are described there.
 
     /usr/bin/python3 make_attention_graph.py OUT.onnx
 """
+import os
 import sys
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
-F16, F32, BOOL = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.BOOL
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_graph_helpers import F16, F32, BOOL, const, node as n, save_model  # noqa: E402
+
 
 
 def main():
@@ -32,18 +33,15 @@ def main():
         ("d_o", F16, [1, 4, 64, 16]), ("e_o", F32, [1, 4, 64, 16]),
     ]
     inits = [
-        numpy_helper.from_array(np.array(0.25, np.float16), "scale"),
-        numpy_helper.from_array(np.array(-65504, np.float16), "neginf"),
-        numpy_helper.from_array(np.array([1, 4, 64, 16], np.int64), "bshape"),
-        numpy_helper.from_array(np.array([1, 2, 2, 64, 16], np.int64), "bexp"),
-        numpy_helper.from_array(np.array([1, 64, 64], np.int64), "ashape"),
-        numpy_helper.from_array(np.array([2], np.int64), "ax2"),
-        numpy_helper.from_array(np.array(0.5, np.float16), "qscale"),
-        numpy_helper.from_array(np.array(0.25, np.float32), "escale"),
+        const("scale", 0.25, np.float16),
+        const("neginf", -65504, np.float16),
+        const("bshape", [1, 4, 64, 16], np.int64),
+        const("bexp", [1, 2, 2, 64, 16], np.int64),
+        const("ashape", [1, 64, 64], np.int64),
+        const("ax2", [2], np.int64),
+        const("qscale", 0.5, np.float16),
+        const("escale", 0.25, np.float32),
     ]
-
-    def n(op, ins, outs, name, **attrs):
-        return helper.make_node(op, ins, outs, name=name, **attrs)
 
     nodes = [
         # a: K^T, scale, additive mask, Softmax, P V, back to tokens.
@@ -84,14 +82,7 @@ def main():
         n("Softmax", ["e_s2"], ["e_p"], "e_sm", axis=-1),
         n("MatMul", ["e_p", "ev"], ["e_o"], "e_ctx"),
     ]
-    graph = helper.make_graph(
-        nodes, "attention",
-        [helper.make_tensor_value_info(*i) for i in inputs],
-        [helper.make_tensor_value_info(*o) for o in outputs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, sys.argv[1])
+    save_model(sys.argv[1], "attention", nodes, inputs, outputs, inits)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@
 
     /usr/bin/python3 make_causal_graph.py OUT.onnx
 """
+import os
 import sys
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
-F16, BOOL = TensorProto.FLOAT16, TensorProto.BOOL
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_graph_helpers import F16, BOOL, const, node as n, save_model  # noqa: E402
+
 S = 64
 QKV = [1, 4, S, 16]
 NEG = np.float16(-65504)
@@ -32,19 +34,16 @@ def main():
     past_add = np.where(fj > fi + (S - 16), NEG,
                         np.float16(0)).astype(np.float16)
     inits = [
-        numpy_helper.from_array(np.array(0.25, np.float16), "scale"),
-        numpy_helper.from_array(np.array(NEG, np.float16), "neginf"),
+        const("scale", 0.25, np.float16),
+        const("neginf", NEG, np.float16),
         numpy_helper.from_array(causal_add.reshape(1, 1, S, S), "a_mask"),
-        numpy_helper.from_array(np.array([S, S], np.int64), "b_shape"),
-        numpy_helper.from_array(np.array(1, np.int64), "one"),
-        numpy_helper.from_array(np.array([0, 1], np.int64), "axes01"),
+        const("b_shape", [S, S], np.int64),
+        const("one", 1, np.int64),
+        const("axes01", [0, 1], np.int64),
         numpy_helper.from_array(np.ones((S, S), bool), "ones"),
         numpy_helper.from_array(pad_add.reshape(1, 1, S, S), "d_mask"),
         numpy_helper.from_array(past_add, "f_mask"),
     ]
-
-    def n(op, ins, outs, name, **attrs):
-        return helper.make_node(op, ins, outs, name=name, **attrs)
 
     def attention(r, mask_nodes, masked):
         """QK^T, scale, mask (mask_nodes end in {r}_s2), Softmax, PV."""
@@ -87,14 +86,7 @@ def main():
          n("Add", ["f_s1", "f_mask"], ["f_s2"], "f_add"),
          n("Softmax", ["f_s2"], ["f_p"], "f_sm", axis=-1),
          n("MatMul", ["f_p", "fv"], ["f_o"], "f_ctx")])
-    graph = helper.make_graph(
-        nodes, "causal",
-        [helper.make_tensor_value_info(*i) for i in inputs],
-        [helper.make_tensor_value_info(*o) for o in outputs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, sys.argv[1])
+    save_model(sys.argv[1], "causal", nodes, inputs, outputs, inits)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,15 @@ each region; two writings of each kernel and five that must not match.
 
     /usr/bin/python3 make_elementwise_graph.py OUT.onnx
 """
+import os
 import sys
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
-F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_graph_helpers import F16, F32, const, node as n, save_model  # noqa: E402
+
 X = [2, 8, 64]        # tokens x hidden
 G = [2, 8, 128]       # tokens x ffn
 H = [2, 4, 8, 16]     # batch, heads, seq, head_dim
@@ -34,26 +36,17 @@ def main():
         return numpy_helper.from_array(
             rng.standard_normal(shape).astype(np.float16), name)
 
-    def c16(name, v):
-        return numpy_helper.from_array(np.array(v, np.float16), name)
-
-    def i64(name, v):
-        return numpy_helper.from_array(np.array(v, np.int64), name)
-
     inits = [
         f16("w1", [64]), f16("w2", [64]), f16("w3", [64]), f16("b3", [64]),
         f16("w5", [64]),
-        numpy_helper.from_array(np.array(2.0, np.float32), "two32"),
-        numpy_helper.from_array(np.array(1e-6, np.float32), "eps32"),
-        numpy_helper.from_array(np.array(1.0, np.float32), "one32"),
-        c16("two", 2.0), c16("three", 3.0), c16("eps", 1e-5),
+        const("two32", 2.0, np.float32),
+        const("eps32", 1e-6, np.float32),
+        const("one32", 1.0, np.float32),
+        const("two", 2.0, np.float16), const("three", 3.0, np.float16), const("eps", 1e-5, np.float16),
         f16("cos", [8, 16]), f16("sin", [8, 16]),
-        i64("half", [8]), i64("full", [16]), i64("zero", [0]),
-        i64("last", [-1]), i64("split128", [128, 128]),
+        const("half", [8], np.int64), const("full", [16], np.int64), const("zero", [0], np.int64),
+        const("last", [-1], np.int64), const("split128", [128, 128], np.int64),
     ]
-
-    def n(op, ins, outs, name, **attrs):
-        return helper.make_node(op, ins, outs, name=name, **attrs)
 
     nodes = [
         # r1: HF LlamaRMSNorm: f32 between Casts, rsqrt as Sqrt + Div(1, .),
@@ -139,14 +132,7 @@ def main():
         n("Div", ["n5x", "n5_s"], ["n5_y"], "n5_div"),
         n("Mul", ["n5_y", "w5"], ["n5_out"], "n5_weight"),
     ]
-    graph = helper.make_graph(
-        nodes, "elementwise",
-        [helper.make_tensor_value_info(*i) for i in inputs],
-        [helper.make_tensor_value_info(*o) for o in outputs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, sys.argv[1])
+    save_model(sys.argv[1], "elementwise", nodes, inputs, outputs, inits)
 
 
 if __name__ == "__main__":
