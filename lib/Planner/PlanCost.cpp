@@ -182,6 +182,10 @@ struct StageSums {
   std::vector<EmbeddingTable> Tables;
   /// The stage's forward pipeline send, one way, per micro-batch.
   double SendTime = 0;
+  /// Interleaved (vpp = V > 1): one send across a chunk boundary inside
+  /// the stage's layers (or, on the last stage, over the wrap to stage 0),
+  /// which each micro-batch makes V - 1 more times each way.
+  double ChunkSendTime = 0;
 };
 
 } // namespace
@@ -1088,7 +1092,26 @@ void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
                                               SendBytes, C.PPPair, HW)
                                    .Seconds
                              : 0;
-  SC.P2PS = S.SendTime * (Opts.Train ? 2 : 1);
+  // Interleaved 1F1B (vpp = V > 1): each device runs V chunks, and a
+  // micro-batch leaves every chunk but the very last virtual stage, so
+  // each stage sends V times per micro-batch each way (the last stage
+  // V - 1 times, over the wrap to stage 0; stage 0 V - 1 gradients
+  // back): "the amount of communication also increases by v"
+  // (Narayanan et al. 2021, arXiv 2104.04473, sec. 2.2.2). The chunk
+  // boundaries are layer boundaries like the stage's own; the last
+  // stage's wrap carries what its first layer receives.
+  unsigned V = std::max(1u, P.VirtualStages);
+  if (V > 1 && P.PP > 1) {
+    double ChunkBytes =
+        Stage + 1 < P.PP ? SendBytes
+                         : BoundaryBytes[SC.FirstLayer] * C.ActScale / C.TP;
+    S.ChunkSendTime = ChunkBytes > 0
+                          ? collectiveTime(CollectiveKind::SendRecv,
+                                           ChunkBytes, C.PPPair, HW)
+                                .Seconds
+                          : 0;
+  }
+  SC.P2PS = std::max(S.SendTime, S.ChunkSendTime) * (Opts.Train ? 2 : 1);
 }
 
 void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
@@ -1109,22 +1132,27 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
           overlapExposed(BwdGemm, S.TPActBwd, C.OvTP, true) - S.TPActBwd;
     SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
   }
+  // Per micro-batch, all chunks together: the stage's own boundary send
+  // (its input gradient back) plus, interleaved, V - 1 chunk sends each
+  // way (sumStageLayers).
+  double ChunkSends = (std::max(1u, P.VirtualStages) - 1) * S.ChunkSendTime;
+  double FwdSends = S.SendTime + ChunkSends, BwdSends = PrevSend + ChunkSends;
   if (P.PPOverlap) {
     // The send runs beside the stage's next compute, holding its share
     // while it runs: s * T. The receiver waits for it (the pipeline's
     // transfer delay); as before these were choices, a send does not
     // hold the link against the next one.
-    SC.SendLagS = S.SendTime;
-    SC.OverlapFwdS += C.OvPP * S.SendTime;
+    SC.SendLagS = std::max(S.SendTime, S.ChunkSendTime);
+    SC.OverlapFwdS += C.OvPP * FwdSends;
     if (Opts.Train)
-      SC.OverlapBwdS += C.OvPP * PrevSend;
+      SC.OverlapBwdS += C.OvPP * BwdSends;
   } else {
     // Waited for: the sender's forward ends when its activations are
     // sent, its backward when its input gradient is; the receiver has
     // them then.
-    SC.OverlapFwdS += S.SendTime;
+    SC.OverlapFwdS += FwdSends;
     if (Opts.Train)
-      SC.OverlapBwdS += PrevSend;
+      SC.OverlapBwdS += BwdSends;
   }
   SC.PipeSendS = SC.SendLagS;
   SC.PipeForwardS = SC.ForwardS + S.TPFwd + S.EPFwd + SC.OverlapFwdS;
@@ -1368,7 +1396,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   PT.MaxSimulatedMicroBatches = 1024;
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     const StageCost &SC = R.Stages[S];
-    if (S + 1 < R.Stages.size())
+    // The last stage's is the wrap to stage 0 (interleaved only).
+    if (S + 1 < R.Stages.size() || P.VirtualStages > 1)
       PT.Transfer.push_back(SC.PipeSendS);
     PT.Forward.push_back(SC.PipeForwardS);
     PT.Backward.push_back(SC.PipeBackwardS);
