@@ -5,6 +5,7 @@
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/Pipeline.h"
 #include "loom/Shard/ExpertRules.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
@@ -92,6 +93,10 @@ struct LayerTimes {
   double Fwd = 0, Bwd = 0, AttnFwd = 0;
   /// The TP-sharded weight GEMMs' part of Fwd and Bwd.
   double GemmFwd = 0, GemmBwd = 0;
+  /// The same per linear layer: the weight GEMMs reading one activation
+  /// (q, k and v projections, or gate and up, are one linear, one GEMM
+  /// in Megatron's fused QKV and fc1), in graph order.
+  std::vector<double> LinearFwd, LinearBwd;
 };
 
 static double valueBytes(const Value *V) {
@@ -178,6 +183,10 @@ struct StageSums {
   /// The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
   /// what tp_overlap hides behind the GEMMs.
   double TPActFwd = 0, TPActBwd = 0;
+  /// tp_overlap with sp: what the activation collectives add to the
+  /// forward and backward when each hides behind its own linear's GEMM
+  /// (sumStageLayers; loom/Cost/Overlap.h).
+  double TPPairedFwd = 0, TPPairedBwd = 0;
   /// The tables the plan shards in this stage (Embedding.h).
   std::vector<EmbeddingTable> Tables;
   /// The stage's forward pipeline send, one way, per micro-batch.
@@ -720,6 +729,7 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     return It->second;
   double ActScale = (double)MB / Opts.Batch;
   LayerTimes T;
+  DenseMap<const Value *, unsigned> LinearOf;
   for (const NodeFacts &F : LF[L].Nodes) {
     // Routed tokens spread unevenly over the ep ranks: the most loaded one
     // runs its experts on MoEImbalance times the mean, and the rest wait.
@@ -732,6 +742,20 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     if (F.TPGemm) {
       T.GemmFwd += Fwd;
       T.GemmBwd += Bwd;
+      const Value *Act = nullptr;
+      for (const Value *V : F.N->getInputs())
+        if (V && !(isWeightLike(V) && V->Type.getRank() >= 2) &&
+            !isConstantLike(V)) {
+          Act = V;
+          break;
+        }
+      auto Ins = LinearOf.try_emplace(Act, T.LinearFwd.size());
+      if (Ins.second) {
+        T.LinearFwd.push_back(0);
+        T.LinearBwd.push_back(0);
+      }
+      T.LinearFwd[Ins.first->second] += Fwd;
+      T.LinearBwd[Ins.first->second] += Bwd;
     }
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
@@ -1039,11 +1063,46 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
     S.MaxLayerLive = std::max(S.MaxLayerLive, (F.LiveSplit / TP +
                                                F.LiveReplicated / C.SeqDiv) *
                                                   C.ActScale);
+    double LayerTPFwd = 0, LayerTPBwd = 0;
     for (double B : F.FwdAllReduce)
-      S.TPFwd += AllReduceTime(B * C.ActScale);
+      LayerTPFwd += AllReduceTime(B * C.ActScale);
     if (Opts.Train)
       for (double B : F.BwdAllReduce)
-        S.TPBwd += AllReduceTime(B * C.ActScale);
+        LayerTPBwd += AllReduceTime(B * C.ActScale);
+    S.TPFwd += LayerTPFwd;
+    S.TPBwd += LayerTPBwd;
+    if (P.TPOverlap && P.SP && TP > 1) {
+      // Each collective is fused with one linear layer's GEMM and hides
+      // behind that GEMM only: Transformer Engine's userbuffers overlap
+      // one GEMM per linear (qkv/proj/fc1/fc2 fprop, dgrad and wgrad),
+      // and CANN's MC2 ops wrap one matmul each (AllGatherMatmul,
+      // MatmulReduceScatter). With sp every TP collective of a layer
+      // moves the same [s*b/tp, h] hidden states, one per linear in the
+      // forward (all-gather into a column linear, reduce-scatter out of a
+      // row linear), so the layer's collective time splits equally over
+      // its linears; the backward's likewise. A linear shorter than its
+      // collective leaves the rest exposed (the attention output
+      // projection, an h x h/tp GEMM, against a full hidden-state
+      // reduce-scatter), which the stage-wide max(C, W / (1 - s)) hid
+      // behind the MLP's GEMMs. A layer with collectives but no linear
+      // (a vocab-parallel embedding's all-reduce) hides nothing.
+      size_t NLin = T.LinearFwd.size();
+      if (NLin == 0) {
+        S.TPPairedFwd += LayerTPFwd;
+        S.TPPairedBwd += LayerTPBwd;
+      } else {
+        for (size_t I = 0; I < NLin; ++I) {
+          double Bwd = T.LinearBwd[I] +
+                       (Opts.Train && P.RC == Recompute::Full ? T.LinearFwd[I]
+                                                              : 0.0);
+          S.TPPairedFwd += overlapExposed(T.LinearFwd[I], LayerTPFwd / NLin,
+                                          C.OvTP, true);
+          if (Opts.Train)
+            S.TPPairedBwd +=
+                overlapExposed(Bwd, LayerTPBwd / NLin, C.OvTP, true);
+        }
+      }
+    }
   }
 }
 
@@ -1129,11 +1188,18 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
     double BwdGemm = SC.GemmBwdS + (Opts.Train && P.RC == Recompute::Full
                                         ? SC.GemmFwdS
                                         : 0.0);
+    // With sp, per linear (sumStageLayers); without (Megatron's
+    // --tp-comm-overlap requires sp), the stage's all-reduces against
+    // all its GEMMs.
     SC.OverlapFwdS +=
-        overlapExposed(SC.GemmFwdS, S.TPActFwd, C.OvTP, true) - S.TPActFwd;
+        (P.SP ? S.TPPairedFwd
+              : overlapExposed(SC.GemmFwdS, S.TPActFwd, C.OvTP, true)) -
+        S.TPActFwd;
     if (Opts.Train)
       SC.OverlapBwdS +=
-          overlapExposed(BwdGemm, S.TPActBwd, C.OvTP, true) - S.TPActBwd;
+          (P.SP ? S.TPPairedBwd
+                : overlapExposed(BwdGemm, S.TPActBwd, C.OvTP, true)) -
+          S.TPActBwd;
     SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
   }
   // Per micro-batch, all chunks together: the stage's own boundary send
