@@ -60,6 +60,13 @@ A100_PEAK = 312e12
 NO_MEMORY_LIMIT = "device.memory.hbm.capacity=1024GiB"
 FUSED_OVERLAY = os.path.join(SRC, "examples", "hw", "overlays",
                              "fused-elementwise.yaml")
+# What the base files leave out of a hardware group's interconnect, layered
+# on every row of the group right after its own files: the 910B server's
+# HCCS is a full mesh of point-to-point links (the overlay's header), so a
+# group smaller than the server reaches only the links to its peers.
+TOPOLOGY_OVERLAYS = {"Atlas900A2": [os.path.join(SRC, "examples", "hw",
+                                                 "overlays",
+                                                 "hccs-mesh.yaml")]}
 
 
 def read_table(path):
@@ -162,6 +169,8 @@ def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
+    for hw in TOPOLOGY_OVERLAYS.get(row["hw"], []):
+        cmd += ["--hw", hw]
     kernels = fused_kernels(row)
     if fused_mode == "published" and kernels != "none":
         cmd += ["--hw", FUSED_OVERLAY]
