@@ -281,10 +281,6 @@ struct PlanEvaluator::Impl {
   /// The plan's overlaps (loom/Cost/Overlap.h): what tp_overlap and the
   /// pipeline sends add to the stage's forward and backward per
   /// micro-batch; then the pipeline's per-micro-batch times.
-  /// The DP sync of the stage's first bucket, which overlap cannot hide
-  /// (costDPSync).
-  double dpBucketTail(const PlanContext &C, const StageCost &SC,
-                      const StageSums &S, CollectiveKind K) const;
   void applyOverlaps(const PlanContext &C, StageCost &SC, const StageSums &S,
                      double PrevSend) const;
   /// The stage's HBM: weights, gradients, optimizer states, activations
@@ -1312,41 +1308,8 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   // dp_overlap: beside the last micro-batch's backward, whose compute
   // the reduction's kernels share (loom/Cost/Overlap.h); off: after
   // it, exposed whole.
-  double Tail = P.DPOverlap ? dpBucketTail(C, SC, S, K) : 0.0;
-  Tail = std::min(Tail, SC.DPSyncS);
-  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS - Tail, C.OvDP,
-                                 P.DPOverlap, OverlapHold::WhileRunning) +
-                  Tail;
-}
-
-double PlanEvaluator::Impl::dpBucketTail(const PlanContext &C,
-                                         const StageCost &SC,
-                                         const StageSums &S,
-                                         CollectiveKind K) const {
-  // Overlapped DP sync runs bucket by bucket, each bucket's reduction
-  // starting when its last gradient is ready; the gradients come in
-  // reverse layer order, so the bucket holding the stage's first layers
-  // fills at the very end of the backward and its reduction has nothing
-  // left to hide behind. With ZeRO its updated parameters are also the
-  // first the next forward needs, so their all-gather (the param gather)
-  // is waited for as well. A bucket closes once it holds at least
-  // max(4e7, 1e6 * dp) parameters: Megatron-Core's default
-  // (DistributedDataParallelConfig.bucket_size), whose buckets end at
-  // parameter boundaries, here layer boundaries (a layer's parameters
-  // finish their gradients together at the end of its backward).
-  const ParallelPlan &P = C.P;
-  double Bucket = std::max(4e7, 1e6 * P.DP), Params = 0;
-  for (unsigned L = SC.FirstLayer;
-       L < SC.FirstLayer + SC.NumLayers && Params < Bucket; ++L)
-    Params += LF[L].ParamsSharded / C.TP + LF[L].ParamsReplicated;
-  Params = std::min(Params, S.Params);
-  if (Params <= 0)
-    return 0;
-  double T = collectiveTime(K, Params * C.GradWidth, C.DPG, HW).Seconds;
-  if (P.ZeroStage >= 1)
-    T += collectiveTime(CollectiveKind::AllGather, Params * 2.0, C.DPG, HW)
-             .Seconds;
-  return T;
+  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP,
+                                 P.DPOverlap, OverlapHold::WhileRunning);
 }
 
 void PlanEvaluator::Impl::costOptimizer(const PlanContext &C, StageCost &SC,
