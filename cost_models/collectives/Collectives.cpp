@@ -17,7 +17,9 @@
 //
 // BW on level i is Bandwidth * Efficiency / Oversubscription (the YAML's
 // figures; TopologyLevel::getEffectiveBandwidth) times Share[i] (contention,
-// see shareBandwidth) times busEfficiency(S_i), where S_i is the buffer the
+// see shareBandwidth) times, on a full-mesh level, (n-1)/(Size-1) (the
+// links to the group's peers; meshFraction) times busEfficiency(S_i), where
+// S_i is the buffer the
 // level's ring works on. busEfficiency(m) = m / (m + m_half) is Hockney's
 // model of a link that reaches half its asymptotic rate at message size
 // n_1/2 (R. W. Hockney, "The communication challenge for MPP: Intel Paragon
@@ -193,6 +195,18 @@ SmallVector<LevelStep, 4> getLevelSteps(CollectiveKind K, double Bytes,
   return Steps;
 }
 
+/// A full-mesh level (TopologyLevel::FullMesh): its bandwidth is the sum
+/// of Size - 1 point-to-point links, and a group of N units sends over the
+/// N - 1 links to its peers only -- all at once, as HCCL's mesh algorithms
+/// inside a 910B server do, each rank sending 1/(N-1) of its share down
+/// each link -- so it reaches (N - 1)/(Size - 1) of it; a send (N = 2),
+/// one link. A switched level gives any group the whole bandwidth.
+double meshFraction(unsigned N, const TopologyLevel &L) {
+  if (!L.FullMesh || L.Size <= 1)
+    return 1.0;
+  return double(std::min(std::max(N, 2u), L.Size) - 1) / double(L.Size - 1);
+}
+
 double getShare(ArrayRef<double> Share, unsigned Level) {
   if (Level >= Share.size())
     return 1.0;
@@ -228,7 +242,7 @@ CollectiveTime collectiveTime(CollectiveKind K, double Bytes,
     assert((S.N <= L.Size || K == CollectiveKind::SendRecv) &&
            "group larger than its topology level");
     double BW = L.getEffectiveBandwidth().value() * getShare(Share, S.Level) *
-                busEfficiency(S.Buffer, L);
+                busEfficiency(S.Buffer, L) * meshFraction(S.N, L);
     double BandwidthTerm = S.BusFactor * S.Buffer / BW;
     double LatencyTerm = S.LatencySteps * L.Latency.value();
     T.PerLevelSeconds[S.Level] = BandwidthTerm + LatencyTerm;

@@ -568,6 +568,7 @@ void HardwareModel::print(raw_ostream &OS) const {
        << format("%.2f", L.Efficiency) << ", oversubscription "
        << format("%.2f", L.Oversubscription) << ", effective "
        << formatBandwidth(L.getEffectiveBandwidth())
+       << (L.FullMesh ? ", full mesh" : "")
        << (L.AllowTP ? ", tp allowed" : "") << '\n';
   }
   if (Reliab) {

@@ -249,7 +249,7 @@ bool isAddableKey(StringRef Parent, StringRef Key) {
   if (Parent.endswith("throughput"))
     return true;
   return is_contained(std::vector<StringRef>{"efficiency", "oversubscription",
-                                             "allow_tp", "reserved", "latency",
+                                             "allow_tp", "full_mesh", "reserved", "latency",
                                              "alignment", "cores",
                                              "description", "devices"},
                       Key);

@@ -306,6 +306,7 @@ template <> struct MappingTraits<TopologyLevel> {
     mapRequiredLate(IO, "latency", L.Latency);
     IO.mapOptional("efficiency", L.Efficiency, 1.0);
     IO.mapOptional("oversubscription", L.Oversubscription, 1.0);
+    IO.mapOptional("full_mesh", L.FullMesh, false);
     if (IO.outputting()) {
       IO.mapRequired("allow_tp", L.AllowTP);
     } else {

@@ -6,6 +6,7 @@
 #include "loom/Cost/Pipeline.h"
 #include "loom/Shard/ExpertRules.h"
 #include "RuleSplit.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
@@ -89,6 +90,10 @@ struct LayerTimes {
   /// The tp collectives of the forward and of the backward, and the
   /// backward's bytes (what the DP sync shares links with).
   double CommFwd = 0, CommBwd = 0, BwdBytes = 0;
+  /// The same per linear layer: the weight GEMMs reading one activation
+  /// (q, k and v projections, or gate and up, are one linear, one GEMM
+  /// in Megatron's fused QKV and fc1), in graph order.
+  std::vector<double> LinearFwd, LinearBwd;
 };
 
 static double valueBytes(const Value *V) {
@@ -178,10 +183,18 @@ struct StageSums {
   /// The last micro-batch's backward tp bytes (what the DP sync shares
   /// links with).
   double TPBwdBytes = 0;
+  /// tp_overlap with sp: what the activation collectives add to the
+  /// forward and backward when each hides behind its own linear's GEMM
+  /// (sumStageLayers; loom/Cost/Overlap.h).
+  double TPPairedFwd = 0, TPPairedBwd = 0;
   /// The tables the plan shards in this stage (Embedding.h).
   std::vector<EmbeddingTable> Tables;
   /// The stage's forward pipeline send, one way, per micro-batch.
   double SendTime = 0;
+  /// Interleaved (vpp = V > 1): one send across a chunk boundary inside
+  /// the stage's layers (or, on the last stage, over the wrap to stage 0),
+  /// which each micro-batch makes V - 1 more times each way.
+  double ChunkSendTime = 0;
 };
 
 } // namespace
@@ -837,6 +850,7 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     return It->second;
   double ActScale = (double)MB / Opts.Batch;
   LayerTimes T;
+  DenseMap<const Value *, unsigned> LinearOf;
   const LayerSplit &LS = CS.get(L);
   for (unsigned I = 0; I < LF[Key].Nodes.size(); ++I) {
     const NodeFacts &F = LF[Key].Nodes[I];
@@ -852,6 +866,20 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
     if (F.WeightGemm && NS.Sharded) {
       T.GemmFwd += Fwd;
       T.GemmBwd += Bwd;
+      const Value *Act = nullptr;
+      for (const Value *V : F.N->getInputs())
+        if (V && !(isWeightLike(V) && V->Type.getRank() >= 2) &&
+            !isConstantLike(V)) {
+          Act = V;
+          break;
+        }
+      auto Ins = LinearOf.try_emplace(Act, T.LinearFwd.size());
+      if (Ins.second) {
+        T.LinearFwd.push_back(0);
+        T.LinearBwd.push_back(0);
+      }
+      T.LinearFwd[Ins.first->second] += Fwd;
+      T.LinearBwd[Ins.first->second] += Bwd;
     }
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
@@ -1194,9 +1222,42 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
     S.KV += F.KVBytes / TP * C.ActScale;
     S.MaxLayerLive = std::max(S.MaxLayerLive,
                               (LS.LiveSplit / TP + LS.LiveWhole) * C.ActScale);
-    S.TPFwd += T.CommFwd;
-    S.TPBwd += T.CommBwd;
+    double LayerTPFwd = T.CommFwd, LayerTPBwd = T.CommBwd;
+    S.TPFwd += LayerTPFwd;
+    S.TPBwd += LayerTPBwd;
     S.TPBwdBytes += T.BwdBytes;
+    if (P.TPOverlap && P.SP && TP > 1) {
+      // Each collective is fused with one linear layer's GEMM and hides
+      // behind that GEMM only: Transformer Engine's userbuffers overlap
+      // one GEMM per linear (qkv/proj/fc1/fc2 fprop, dgrad and wgrad),
+      // and CANN's MC2 ops wrap one matmul each (AllGatherMatmul,
+      // MatmulReduceScatter). With sp every TP collective of a layer
+      // moves the same [s*b/tp, h] hidden states, one per linear in the
+      // forward (all-gather into a column linear, reduce-scatter out of a
+      // row linear), so the layer's collective time splits equally over
+      // its linears; the backward's likewise. A linear shorter than its
+      // collective leaves the rest exposed (the attention output
+      // projection, an h x h/tp GEMM, against a full hidden-state
+      // reduce-scatter), which the stage-wide max(C, W / (1 - s)) hid
+      // behind the MLP's GEMMs. A layer with collectives but no linear
+      // (a vocab-parallel embedding's all-reduce) hides nothing.
+      size_t NLin = T.LinearFwd.size();
+      if (NLin == 0) {
+        S.TPPairedFwd += LayerTPFwd;
+        S.TPPairedBwd += LayerTPBwd;
+      } else {
+        for (size_t I = 0; I < NLin; ++I) {
+          double Bwd = T.LinearBwd[I] +
+                       (Opts.Train && P.RC == Recompute::Full ? T.LinearFwd[I]
+                                                              : 0.0);
+          S.TPPairedFwd += overlapExposed(T.LinearFwd[I], LayerTPFwd / NLin,
+                                          C.OvTP, true);
+          if (Opts.Train)
+            S.TPPairedBwd +=
+                overlapExposed(Bwd, LayerTPBwd / NLin, C.OvTP, true);
+        }
+      }
+    }
   }
 }
 
@@ -1254,7 +1315,26 @@ void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
                                               SendBytes, C.PPPair, HW)
                                    .Seconds
                              : 0;
-  SC.P2PS = S.SendTime * (Opts.Train ? 2 : 1);
+  // Interleaved 1F1B (vpp = V > 1): each device runs V chunks, and a
+  // micro-batch leaves every chunk but the very last virtual stage, so
+  // each stage sends V times per micro-batch each way (the last stage
+  // V - 1 times, over the wrap to stage 0; stage 0 V - 1 gradients
+  // back): "the amount of communication also increases by v"
+  // (Narayanan et al. 2021, arXiv 2104.04473, sec. 2.2.2). The chunk
+  // boundaries are layer boundaries like the stage's own; the last
+  // stage's wrap carries what its first layer receives.
+  unsigned V = std::max(1u, P.VirtualStages);
+  if (V > 1 && P.PP > 1) {
+    double ChunkBytes =
+        Stage + 1 < P.PP ? SendBytes
+                         : BoundaryBytes[SC.FirstLayer] * C.ActScale / C.TP;
+    S.ChunkSendTime = ChunkBytes > 0
+                          ? collectiveTime(CollectiveKind::SendRecv,
+                                           ChunkBytes, C.PPPair, HW)
+                                .Seconds
+                          : 0;
+  }
+  SC.P2PS = std::max(S.SendTime, S.ChunkSendTime) * (Opts.Train ? 2 : 1);
 }
 
 void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
@@ -1268,29 +1348,41 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
     double BwdGemm = SC.GemmBwdS + (Opts.Train && P.RC == Recompute::Full
                                         ? SC.GemmFwdS
                                         : 0.0);
+    // With sp, per linear (sumStageLayers); without (Megatron's
+    // --tp-comm-overlap requires sp), the stage's all-reduces against
+    // all its GEMMs.
     SC.OverlapFwdS +=
-        overlapExposed(SC.GemmFwdS, S.TPActFwd, C.OvTP, true) - S.TPActFwd;
+        (P.SP ? S.TPPairedFwd
+              : overlapExposed(SC.GemmFwdS, S.TPActFwd, C.OvTP, true)) -
+        S.TPActFwd;
     if (Opts.Train)
       SC.OverlapBwdS +=
-          overlapExposed(BwdGemm, S.TPActBwd, C.OvTP, true) - S.TPActBwd;
+          (P.SP ? S.TPPairedBwd
+                : overlapExposed(BwdGemm, S.TPActBwd, C.OvTP, true)) -
+          S.TPActBwd;
     SC.TPOverlapS = SC.OverlapFwdS + SC.OverlapBwdS;
   }
+  // Per micro-batch, all chunks together: the stage's own boundary send
+  // (its input gradient back) plus, interleaved, V - 1 chunk sends each
+  // way (sumStageLayers).
+  double ChunkSends = (std::max(1u, P.VirtualStages) - 1) * S.ChunkSendTime;
+  double FwdSends = S.SendTime + ChunkSends, BwdSends = PrevSend + ChunkSends;
   if (P.PPOverlap) {
     // The send runs beside the stage's next compute, holding its share
     // while it runs: s * T. The receiver waits for it (the pipeline's
     // transfer delay); as before these were choices, a send does not
     // hold the link against the next one.
-    SC.SendLagS = S.SendTime;
-    SC.OverlapFwdS += C.OvPP * S.SendTime;
+    SC.SendLagS = std::max(S.SendTime, S.ChunkSendTime);
+    SC.OverlapFwdS += C.OvPP * FwdSends;
     if (Opts.Train)
-      SC.OverlapBwdS += C.OvPP * PrevSend;
+      SC.OverlapBwdS += C.OvPP * BwdSends;
   } else {
     // Waited for: the sender's forward ends when its activations are
     // sent, its backward when its input gradient is; the receiver has
     // them then.
-    SC.OverlapFwdS += S.SendTime;
+    SC.OverlapFwdS += FwdSends;
     if (Opts.Train)
-      SC.OverlapBwdS += PrevSend;
+      SC.OverlapBwdS += BwdSends;
   }
   SC.PipeSendS = SC.SendLagS;
   SC.PipeForwardS = SC.ForwardS + S.TPFwd + S.EPFwd + SC.OverlapFwdS;
@@ -1530,7 +1622,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   PT.MaxSimulatedMicroBatches = 1024;
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     const StageCost &SC = R.Stages[S];
-    if (S + 1 < R.Stages.size())
+    // The last stage's is the wrap to stage 0 (interleaved only).
+    if (S + 1 < R.Stages.size() || P.VirtualStages > 1)
       PT.Transfer.push_back(SC.PipeSendS);
     PT.Forward.push_back(SC.PipeForwardS);
     PT.Backward.push_back(SC.PipeBackwardS);

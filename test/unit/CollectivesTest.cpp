@@ -365,3 +365,40 @@ TEST(CollectivesTest, SharesFollowBytesOfEachKind) {
 }
 
 } // namespace
+
+// A full-mesh level (topology[].full_mesh): the 196 GB/s of hccs is the sum
+// of 7 point-to-point links, so a group of N reaches (N - 1)/7 of it.
+TEST(CollectivesTest, FullMeshGroupReachesOnlyItsPeersLinks) {
+  HardwareModel HW = atlas900();
+  HardwareModel Mesh = atlas900();
+  Mesh.Topology[0].FullMesh = true;
+  // AllGather 1 GiB over 4 of the 8: 3 links, 156.8e9 * 3/7 = 67.2e9 B/s:
+  //   3/4 * (2^30 + 2^20) / 67.2e9 + 3 * 1.2us
+  //   = 806092800 / 67.2e9 + 3.6e-6 = 0.011995428571 + 0.0000036
+  //   = 0.011999028571 s
+  expectClose(0.011999028571428571,
+              collectiveTime(CollectiveKind::AllGather, GiB, group({4, 1}),
+                             Mesh)
+                  .Seconds);
+  // Switched: 806092800 / 156.8e9 + 3.6e-6 = 0.005144497959 s.
+  expectClose(0.005144497959183674,
+              collectiveTime(CollectiveKind::AllGather, GiB, group({4, 1}), HW)
+                  .Seconds);
+  // All 8 use all 7 links: the AllReduceOneLevel figure, 0.012012228571 s.
+  expectClose(0.012012228571428573,
+              collectiveTime(CollectiveKind::AllReduce, GiB, group({8, 1}),
+                             Mesh)
+                  .Seconds);
+  // A send inside the server: one link, 156.8e9 / 7 = 22.4e9 B/s:
+  //   (2^30 + 2^20) / 22.4e9 + 1.2us = 0.047981714286 + 0.0000012
+  //   = 0.047982914286 s
+  expectClose(0.04798291428571429,
+              collectiveTime(CollectiveKind::SendRecv, GiB, group({2, 1}),
+                             Mesh)
+                  .Seconds);
+  // Across servers roce is switched: the send is what it was.
+  expectClose(0.0011009718153846156,
+              collectiveTime(CollectiveKind::SendRecv, 16 * MiB,
+                             group({1, 2}), Mesh)
+                  .Seconds);
+}

@@ -24,7 +24,10 @@ capacity raised out of the way, so its time is still compared.
 Fused kernels: rows whose `fused` column is 1 (the run used fused / flash
 attention and the framework's fused norm, SwiGLU and rotary kernels) are
 planned with examples/hw/overlays/fused-elementwise.yaml layered over their
-hardware and --fused-kernels=all, the others with --fused-kernels=none; --fused
+hardware and --fused-kernels=all; rows that name their kernels (e.g.
+attention+rmsnorm: the script passes --use-flash-attn and --use-fused-rmsnorm
+only) with the overlay and --fused-kernels=attention,rmsnorm; rows with 0 with
+--fused-kernels=none; --fused
 attention fuses only attention in those rows (the table before the
 element-wise kernels), --fused none no row (the table before fused
 attention). A plan-parallel without --fused-kernels costs every
@@ -57,6 +60,13 @@ A100_PEAK = 312e12
 NO_MEMORY_LIMIT = "device.memory.hbm.capacity=1024GiB"
 FUSED_OVERLAY = os.path.join(SRC, "examples", "hw", "overlays",
                              "fused-elementwise.yaml")
+# What the base files leave out of a hardware group's interconnect, layered
+# on every row of the group right after its own files: the 910B server's
+# HCCS is a full mesh of point-to-point links (the overlay's header), so a
+# group smaller than the server reaches only the links to its peers.
+TOPOLOGY_OVERLAYS = {"Atlas900A2": [os.path.join(SRC, "examples", "hw",
+                                                 "overlays",
+                                                 "hccs-mesh.yaml")]}
 
 
 def read_table(path):
@@ -115,6 +125,27 @@ def tokens_per_device(row, cfg):
     sys.exit(f"row {row['id']}: unknown unit '{unit}'")
 
 
+FUSED_NAMES = ("attention", "rmsnorm", "layernorm", "swiglu", "rotary")
+
+
+def fused_kernels(row):
+    """The --fused-kernels value for a row's `fused` column: 0 -> none, 1 ->
+    all (fused attention and every fused element-wise kernel the overlay
+    lists), or the kernels the run's script asks for, '+' between them
+    (e.g. attention+rmsnorm)."""
+    f = row["fused"].strip()
+    if f == "0":
+        return "none"
+    if f == "1":
+        return "all"
+    names = f.split("+")
+    bad = [n for n in names if n not in FUSED_NAMES]
+    if bad:
+        sys.exit(f"row {row['id']}: unknown fused kernel '{bad[0]}' (0, 1 or "
+                 f"{'+'.join(FUSED_NAMES)})")
+    return ",".join(names)
+
+
 def ensure_models(names, zoo):
     os.makedirs(zoo, exist_ok=True)
     stamp = os.path.getmtime(MAKE_ZOO)
@@ -138,7 +169,10 @@ def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
-    if fused_mode == "published" and row["fused"] == "1":
+    for hw in TOPOLOGY_OVERLAYS.get(row["hw"], []):
+        cmd += ["--hw", hw]
+    kernels = fused_kernels(row)
+    if fused_mode == "published" and kernels != "none":
         cmd += ["--hw", FUSED_OVERLAY]
     plan = row["plan"]
     if overlap_mode == "published":
@@ -150,8 +184,8 @@ def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
             row["seq"], "--plan", plan, "--format", "json", "--quiet"]
     if fused_mode in ("published", "attention"):
         cmd.append("--fused-kernels=" + (
-            ("all" if fused_mode == "published" else "attention")
-            if row["fused"] == "1" else "none"))
+            ("attention" if kernels != "none" else "none")
+            if fused_mode == "attention" else kernels))
     elif fused_mode == "none":
         cmd.append("--fused-kernels=none")
     t0 = time.perf_counter()

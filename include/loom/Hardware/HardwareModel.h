@@ -291,6 +291,12 @@ struct TopologyLevel {
   double Efficiency = 1.0;
   /// Uplink oversubscription, >= 1 (1 = non-blocking); divides bandwidth.
   double Oversubscription = 1.0;
+  /// The level's units are joined by point-to-point links, one to each of
+  /// the other Size - 1 (a full mesh, e.g. the 910B server's HCCS), not by
+  /// a switch: Bandwidth is the sum over those links, and a group of N of
+  /// them reaches only the N - 1 links to its peers, a send one link
+  /// (Collectives.cpp). YAML `full_mesh`, default false (switched).
+  bool FullMesh = false;
   /// Whether tensor-parallel groups may span this level. In YAML it
   /// defaults to true for the innermost level and false for the others.
   bool AllowTP = false;

@@ -77,7 +77,9 @@ struct StageCost {
   /// Per micro-batch: the TP and EP communication of the forward and of
   /// the backward (TPCommS + EPCommS split as the pipeline sees it).
   double ForwardCommS = 0, BackwardCommS = 0;
-  /// Per micro-batch: receive from the previous stage and send to the next.
+  /// One pipeline send each way (forward activations, backward gradient):
+  /// per micro-batch at vpp = 1; interleaved, each chunk's (the last
+  /// stage's is its wrap send to stage 0), made vpp times per micro-batch.
   double P2PS = 0;
   /// What the pipeline simulation takes of this stage, per micro-batch:
   /// forward and backward with their TP/EP communication (backward before
@@ -89,14 +91,16 @@ struct StageCost {
   /// Per micro-batch: what the plan's overlaps add to the forward and the
   /// backward as the pipeline runs them (loom/Cost/Overlap.h): tp overlap's
   /// hidden collectives (negative) and held compute, pp overlap's held
-  /// compute, or, with pp_overlap=off, the sends waited for.
+  /// compute, or, with pp_overlap=off, the sends waited for (all of a
+  /// micro-batch's chunk sends when interleaved).
   double OverlapFwdS = 0, OverlapBwdS = 0;
   /// The tp overlap's part of OverlapFwdS + OverlapBwdS (what it changes
   /// of the TP collectives' TPCommS).
   double TPOverlapS = 0;
   /// The delay between this stage's forward end and the next stage's
   /// receipt (the send when it is overlapped; 0 when the forward waited
-  /// for it).
+  /// for it); on the last stage of an interleaved pipeline, the wrap to
+  /// stage 0.
   double SendLagS = 0;
   /// Whole step: compute, exposed communication, idle in the pipeline.
   double ComputeS = 0, CommExposedS = 0, BubbleS = 0;
