@@ -147,19 +147,50 @@ struct Option {
   std::vector<unsigned> Ranks;
   double Score = 0;
 };
-} // namespace
 
-EmbeddingCost planEmbeddings(ArrayRef<EmbeddingTable> Tables,
-                             const EmbeddingInputs &In,
-                             const HardwareModel &HW) {
-  EmbeddingCost E;
-  E.Group = std::max(1u, In.Group);
-  E.Mode = In.Mode;
-  if (Tables.empty())
-    return E;
-  unsigned N = E.Group;
+/// planEmbeddings' state: the tiers and, per tier and group rank, what the
+/// tables placed so far use and take.
+class TablePlacer {
+public:
+  TablePlacer(const EmbeddingInputs &In, const HardwareModel &HW,
+              unsigned N)
+      : In(In), HW(HW), N(N), Used(3, std::vector<double>(N, 0.0)),
+        Fwd(N, 0.0), Upd(N, 0.0) {
+    readTiers();
+  }
+
+  /// Places \p T by the cheapest of the sharding kinds In.Mode allows;
+  /// false (with \p Out holding the reasons) when none fits.
+  bool place(const EmbeddingTable &T, EmbeddingShard &Out);
+  /// The group's totals over the tables placed (\p Placed).
+  void finish(EmbeddingCost &E, ArrayRef<EmbeddingShard> Chosen,
+              const std::vector<bool> &Placed) const;
+
+private:
+  void readTiers();
+  /// The kinds In.Mode allows, in the order they are tried.
+  SmallVector<EmbShardKind, 3> getKinds() const;
+  /// \p T sharded as \p K: its shard, tier, lookup, update and exchange
+  /// times; None (a reason added to \p Rejected) when it fits no tier.
+  Optional<Option> cost(const EmbeddingTable &T, EmbShardKind K,
+                        std::vector<std::string> &Rejected) const;
+  double coll(CollectiveKind K, double Bytes) const {
+    return N > 1 && Bytes > 0 ? collectiveTime(K, Bytes, In.Shape, HW).Seconds
+                              : 0.0;
+  }
+
+  static constexpr const char *Names[3] = {"hbm", "host", "ssd"};
+  const EmbeddingInputs &In;
+  const HardwareModel &HW;
+  unsigned N;
   Tier Tiers[3];
-  const char *Names[3] = {"hbm", "host", "ssd"};
+  std::vector<std::vector<double>> Used;
+  std::vector<double> Fwd, Upd;
+};
+
+constexpr const char *TablePlacer::Names[3];
+
+void TablePlacer::readTiers() {
   const MemoryTier Ts[3] = {MemoryTier::HBM, MemoryTier::Host,
                             MemoryTier::SSD};
   const double Free[3] = {In.HBMFree, In.HostFree, In.SSDFree};
@@ -172,8 +203,181 @@ EmbeddingCost planEmbeddings(ArrayRef<EmbeddingTable> Tables,
       Tiers[I].Free = std::max(0.0, Free[I]);
     }
   }
-  std::vector<std::vector<double>> Used(3, std::vector<double>(N, 0.0));
-  std::vector<double> Fwd(N, 0.0), Upd(N, 0.0);
+}
+
+SmallVector<EmbShardKind, 3> TablePlacer::getKinds() const {
+  switch (In.Mode) {
+  case EmbeddingMode::Auto:
+    return {EmbShardKind::Row, EmbShardKind::Col, EmbShardKind::Table};
+  case EmbeddingMode::Table:
+    return {EmbShardKind::Table};
+  case EmbeddingMode::Row:
+    return {EmbShardKind::Row};
+  case EmbeddingMode::Col:
+    return {EmbShardKind::Col};
+  }
+  return {};
+}
+
+Optional<Option> TablePlacer::cost(const EmbeddingTable &T, EmbShardKind K,
+                                   std::vector<std::string> &Rejected) const {
+  double BPP = getTableBytesPerParam(T, In.Train);
+  double L = T.LookupsPerSample * In.MicroBatch; // per rank
+  Option O;
+  EmbeddingShard &S = O.S;
+  S.Table = T.Name;
+  S.Rows = T.Rows;
+  S.Dim = T.Dim;
+  S.Kind = K;
+  std::string KN = getEmbShardKindName(K).str();
+  if (K == EmbShardKind::Col && T.Dim % N) {
+    Rejected.push_back(KN + ": dim " + std::to_string(T.Dim) +
+                       " is not divisible by " + std::to_string(N));
+    return None;
+  }
+  S.Shards = K == EmbShardKind::Table ? 1 : N;
+  S.ShardRows = K == EmbShardKind::Row ? (T.Rows + N - 1) / N : T.Rows;
+  S.ShardCols = K == EmbShardKind::Col ? T.Dim / N : T.Dim;
+  S.ShardBytes = (double)S.ShardRows * S.ShardCols * BPP;
+  if (K == EmbShardKind::Table) {
+    // The rank with the fewest table bytes so far, lowest first.
+    unsigned Best = 0;
+    double BestBytes = INFINITY;
+    for (unsigned R = 0; R < N; ++R) {
+      double B = Used[0][R] + Used[1][R] + Used[2][R];
+      if (B < BestBytes) {
+        BestBytes = B;
+        Best = R;
+      }
+    }
+    S.Owner = Best;
+    O.Ranks = {Best};
+  } else {
+    O.Ranks.resize(N);
+    std::iota(O.Ranks.begin(), O.Ranks.end(), 0);
+  }
+  int Chosen = -1;
+  for (unsigned I = 0; I < 3 && Chosen < 0; ++I) {
+    if (!Tiers[I].Present)
+      continue;
+    if (all_of(O.Ranks, [&](unsigned R) {
+          return Used[I][R] + S.ShardBytes <= Tiers[I].Free;
+        }))
+      Chosen = I;
+  }
+  if (Chosen < 0) {
+    std::string Why = KN + ": a shard of " +
+                      formatBytes(Bytes(S.ShardBytes)) + " fits no tier";
+    for (unsigned I = 0; I < 3; ++I)
+      if (Tiers[I].Present)
+        Why += std::string(I ? "," : " (free") + " " + Names[I] + " " +
+               formatBytes(Bytes(std::max(
+                   0.0, Tiers[I].Free - *std::max_element(Used[I].begin(),
+                                                          Used[I].end()))));
+    Rejected.push_back(Why + ")");
+    return None;
+  }
+  const Tier &Ti = Tiers[Chosen];
+  S.Tier = Ti.T;
+  // Row-wise: each rank sees its 1/N of the group's N * L ids; table-
+  // and column-wise: the holder looks up all of them.
+  S.Lookups = K == EmbShardKind::Row ? L : L * N;
+  S.LookupS = Ti.access(S.Lookups, S.ShardCols * T.ElemBytes);
+  // The sparse update reads and writes the rows' training state.
+  S.UpdateS = In.Train ? 2 * Ti.access(S.Lookups, S.ShardCols * BPP) : 0.0;
+  // Exchange: ids all-gathered (the per-rank output: the group's ids),
+  // then the embeddings of the group's micro-batch reduce-scattered
+  // (row, table: per-rank input N * L rows of Dim) or all-to-all'ed
+  // back (col: per-rank input N * L rows of Dim / N).
+  S.IdBytes = N > 1 ? N * L * 8.0 : 0.0;
+  S.EmbBytes = N > 1 ? N * L * S.ShardCols * T.ElemBytes : 0.0;
+  CollectiveKind EK = K == EmbShardKind::Col ? CollectiveKind::AllToAll
+                                             : CollectiveKind::ReduceScatter;
+  S.ExchangeFwdS =
+      coll(CollectiveKind::AllGather, S.IdBytes) + coll(EK, S.EmbBytes);
+  // Backward: the gradient of a reduce-scatter is an all-gather whose
+  // per-rank output is the same N * L rows; an all-to-all's is one.
+  if (In.Train)
+    S.ExchangeBwdS = coll(K == EmbShardKind::Col ? CollectiveKind::AllToAll
+                                                 : CollectiveKind::AllGather,
+                          S.EmbBytes);
+  double Busy = 0;
+  for (unsigned R : O.Ranks)
+    Busy = std::max(Busy, Fwd[R] + Upd[R] + S.LookupS + S.UpdateS);
+  O.Score = Busy + S.ExchangeFwdS + S.ExchangeBwdS;
+  S.Score = O.Score;
+  // Nearer tiers first on equal time (an SSD shard is never better).
+  O.Score += 1e-15 * Chosen;
+  return O;
+}
+
+bool TablePlacer::place(const EmbeddingTable &T, EmbeddingShard &Out) {
+  std::vector<Option> Opts;
+  std::vector<std::string> Rejected;
+  for (EmbShardKind K : getKinds())
+    if (Optional<Option> O = cost(T, K, Rejected))
+      Opts.push_back(std::move(*O));
+  if (Opts.empty()) {
+    Out = EmbeddingShard();
+    Out.Table = T.Name;
+    Out.Rows = T.Rows;
+    Out.Dim = T.Dim;
+    Out.Rejected = Rejected;
+    return false;
+  }
+  unsigned Best = 0;
+  for (unsigned I = 1; I < Opts.size(); ++I)
+    if (Opts[I].Score < Opts[Best].Score)
+      Best = I;
+  for (unsigned I = 0; I < Opts.size(); ++I)
+    if (I != Best)
+      Rejected.push_back(getEmbShardKindName(Opts[I].S.Kind).str() + " " +
+                         getMemoryTierName(Opts[I].S.Tier).str() + " " +
+                         formatDuration(Seconds(Opts[I].S.Score)));
+  Option &O = Opts[Best];
+  unsigned TierIdx = O.S.Tier == MemoryTier::HBM    ? 0
+                     : O.S.Tier == MemoryTier::Host ? 1
+                                                    : 2;
+  for (unsigned R : O.Ranks) {
+    Used[TierIdx][R] += O.S.ShardBytes;
+    Fwd[R] += O.S.LookupS;
+    Upd[R] += O.S.UpdateS;
+  }
+  O.S.Rejected = std::move(Rejected);
+  Out = std::move(O.S);
+  return true;
+}
+
+void TablePlacer::finish(EmbeddingCost &E, ArrayRef<EmbeddingShard> Chosen,
+                         const std::vector<bool> &Placed) const {
+  double ExF = 0, ExB = 0;
+  for (unsigned I = 0; I < Chosen.size(); ++I)
+    if (Placed[I]) {
+      ExF += Chosen[I].ExchangeFwdS;
+      ExB += Chosen[I].ExchangeBwdS;
+    }
+  E.HBMBytes = *std::max_element(Used[0].begin(), Used[0].end());
+  E.HostBytes = *std::max_element(Used[1].begin(), Used[1].end());
+  E.SSDBytes = *std::max_element(Used[2].begin(), Used[2].end());
+  E.ForwardS = *std::max_element(Fwd.begin(), Fwd.end()) + ExF;
+  E.BackwardS = *std::max_element(Upd.begin(), Upd.end()) + ExB;
+  E.ExchangeS = ExF + ExB;
+  E.ExchangeFwdS = ExF;
+  E.ExchangeBwdS = ExB;
+  E.LookupS = E.ForwardS - ExF;
+  E.UpdateS = E.BackwardS - ExB;
+}
+} // namespace
+
+EmbeddingCost planEmbeddings(ArrayRef<EmbeddingTable> Tables,
+                             const EmbeddingInputs &In,
+                             const HardwareModel &HW) {
+  EmbeddingCost E;
+  E.Group = std::max(1u, In.Group);
+  E.Mode = In.Mode;
+  if (Tables.empty())
+    return E;
+  TablePlacer TP(In, HW, E.Group);
 
   // Hottest per byte first, so the nearest tier holds the most lookups.
   std::vector<unsigned> Order(Tables.size());
@@ -185,181 +389,22 @@ EmbeddingCost planEmbeddings(ArrayRef<EmbeddingTable> Tables,
       return HA > HB;
     return Tables[A].Name < Tables[B].Name;
   });
-
-  auto Coll = [&](CollectiveKind K, double Bytes) {
-    return N > 1 && Bytes > 0
-               ? collectiveTime(K, Bytes, In.Shape, HW).Seconds
-               : 0.0;
-  };
   std::vector<EmbeddingShard> Chosen(Tables.size());
   std::vector<bool> Placed(Tables.size(), false);
   for (unsigned TI : Order) {
-    const EmbeddingTable &T = Tables[TI];
-    double BPP = getTableBytesPerParam(T, In.Train);
-    double L = T.LookupsPerSample * In.MicroBatch; // per rank
-    SmallVector<EmbShardKind, 3> Kinds;
-    switch (In.Mode) {
-    case EmbeddingMode::Auto:
-      Kinds = {EmbShardKind::Row, EmbShardKind::Col, EmbShardKind::Table};
-      break;
-    case EmbeddingMode::Table:
-      Kinds = {EmbShardKind::Table};
-      break;
-    case EmbeddingMode::Row:
-      Kinds = {EmbShardKind::Row};
-      break;
-    case EmbeddingMode::Col:
-      Kinds = {EmbShardKind::Col};
-      break;
-    }
-    std::vector<Option> Opts;
-    std::vector<std::string> Rejected;
-    for (EmbShardKind K : Kinds) {
-      Option O;
-      EmbeddingShard &S = O.S;
-      S.Table = T.Name;
-      S.Rows = T.Rows;
-      S.Dim = T.Dim;
-      S.Kind = K;
-      std::string KN = getEmbShardKindName(K).str();
-      if (K == EmbShardKind::Col && T.Dim % N) {
-        Rejected.push_back(KN + ": dim " + std::to_string(T.Dim) +
-                           " is not divisible by " + std::to_string(N));
-        continue;
-      }
-      S.Shards = K == EmbShardKind::Table ? 1 : N;
-      S.ShardRows = K == EmbShardKind::Row ? (T.Rows + N - 1) / N : T.Rows;
-      S.ShardCols = K == EmbShardKind::Col ? T.Dim / N : T.Dim;
-      S.ShardBytes = (double)S.ShardRows * S.ShardCols * BPP;
-      if (K == EmbShardKind::Table) {
-        // The rank with the fewest table bytes so far, lowest first.
-        unsigned Best = 0;
-        double BestBytes = INFINITY;
-        for (unsigned R = 0; R < N; ++R) {
-          double B = Used[0][R] + Used[1][R] + Used[2][R];
-          if (B < BestBytes) {
-            BestBytes = B;
-            Best = R;
-          }
-        }
-        S.Owner = Best;
-        O.Ranks = {Best};
-      } else {
-        O.Ranks.resize(N);
-        std::iota(O.Ranks.begin(), O.Ranks.end(), 0);
-      }
-      int Chosen = -1;
-      for (unsigned I = 0; I < 3 && Chosen < 0; ++I) {
-        if (!Tiers[I].Present)
-          continue;
-        if (all_of(O.Ranks, [&](unsigned R) {
-              return Used[I][R] + S.ShardBytes <= Tiers[I].Free;
-            }))
-          Chosen = I;
-      }
-      if (Chosen < 0) {
-        std::string Why = KN + ": a shard of " +
-                          formatBytes(Bytes(S.ShardBytes)) + " fits no tier";
-        for (unsigned I = 0; I < 3; ++I)
-          if (Tiers[I].Present)
-            Why += std::string(I ? "," : " (free") + " " + Names[I] + " " +
-                   formatBytes(Bytes(std::max(
-                       0.0, Tiers[I].Free - *std::max_element(
-                                                Used[I].begin(),
-                                                Used[I].end()))));
-        Rejected.push_back(Why + ")");
-        continue;
-      }
-      const Tier &Ti = Tiers[Chosen];
-      S.Tier = Ti.T;
-      // Row-wise: each rank sees its 1/N of the group's N * L ids; table-
-      // and column-wise: the holder looks up all of them.
-      S.Lookups = K == EmbShardKind::Row ? L : L * N;
-      S.LookupS = Ti.access(S.Lookups, S.ShardCols * T.ElemBytes);
-      // The sparse update reads and writes the rows' training state.
-      S.UpdateS =
-          In.Train ? 2 * Ti.access(S.Lookups, S.ShardCols * BPP) : 0.0;
-      // Exchange: ids all-gathered (the per-rank output: the group's ids),
-      // then the embeddings of the group's micro-batch reduce-scattered
-      // (row, table: per-rank input N * L rows of Dim) or all-to-all'ed
-      // back (col: per-rank input N * L rows of Dim / N).
-      S.IdBytes = N > 1 ? N * L * 8.0 : 0.0;
-      S.EmbBytes = N > 1 ? N * L * S.ShardCols * T.ElemBytes : 0.0;
-      CollectiveKind EK = K == EmbShardKind::Col ? CollectiveKind::AllToAll
-                                                 : CollectiveKind::ReduceScatter;
-      S.ExchangeFwdS = Coll(CollectiveKind::AllGather, S.IdBytes) +
-                       Coll(EK, S.EmbBytes);
-      // Backward: the gradient of a reduce-scatter is an all-gather whose
-      // per-rank output is the same N * L rows; an all-to-all's is one.
-      if (In.Train)
-        S.ExchangeBwdS = Coll(K == EmbShardKind::Col
-                                  ? CollectiveKind::AllToAll
-                                  : CollectiveKind::AllGather,
-                              S.EmbBytes);
-      double Busy = 0;
-      for (unsigned R : O.Ranks)
-        Busy = std::max(Busy, Fwd[R] + Upd[R] + S.LookupS + S.UpdateS);
-      O.Score = Busy + S.ExchangeFwdS + S.ExchangeBwdS;
-      S.Score = O.Score;
-      // Nearer tiers first on equal time (an SSD shard is never better).
-      O.Score += 1e-15 * Chosen;
-      Opts.push_back(std::move(O));
-    }
-    if (Opts.empty()) {
+    Placed[TI] = TP.place(Tables[TI], Chosen[TI]);
+    if (!Placed[TI]) {
       E.Fits = false;
       if (E.Why.empty()) {
-        E.Why = "table '" + T.Name + "': ";
-        for (unsigned I = 0; I < Rejected.size(); ++I)
-          E.Why += (I ? "; " : "") + Rejected[I];
+        E.Why = "table '" + Tables[TI].Name + "': ";
+        for (unsigned I = 0; I < Chosen[TI].Rejected.size(); ++I)
+          E.Why += (I ? "; " : "") + Chosen[TI].Rejected[I];
       }
-      EmbeddingShard S;
-      S.Table = T.Name;
-      S.Rows = T.Rows;
-      S.Dim = T.Dim;
-      S.Rejected = Rejected;
-      Chosen[TI] = S;
-      continue;
     }
-    unsigned Best = 0;
-    for (unsigned I = 1; I < Opts.size(); ++I)
-      if (Opts[I].Score < Opts[Best].Score)
-        Best = I;
-    for (unsigned I = 0; I < Opts.size(); ++I)
-      if (I != Best)
-        Rejected.push_back(getEmbShardKindName(Opts[I].S.Kind).str() + " " +
-                           getMemoryTierName(Opts[I].S.Tier).str() + " " +
-                           formatDuration(Seconds(Opts[I].S.Score)));
-    Option &O = Opts[Best];
-    unsigned TierIdx = O.S.Tier == MemoryTier::HBM    ? 0
-                       : O.S.Tier == MemoryTier::Host ? 1
-                                                      : 2;
-    for (unsigned R : O.Ranks) {
-      Used[TierIdx][R] += O.S.ShardBytes;
-      Fwd[R] += O.S.LookupS;
-      Upd[R] += O.S.UpdateS;
-    }
-    O.S.Rejected = std::move(Rejected);
-    Chosen[TI] = std::move(O.S);
-    Placed[TI] = true;
   }
-  double ExF = 0, ExB = 0;
-  for (unsigned I = 0; I < Tables.size(); ++I) {
-    if (Placed[I]) {
-      ExF += Chosen[I].ExchangeFwdS;
-      ExB += Chosen[I].ExchangeBwdS;
-    }
-    E.Tables.push_back(std::move(Chosen[I]));
-  }
-  E.HBMBytes = *std::max_element(Used[0].begin(), Used[0].end());
-  E.HostBytes = *std::max_element(Used[1].begin(), Used[1].end());
-  E.SSDBytes = *std::max_element(Used[2].begin(), Used[2].end());
-  E.ForwardS = *std::max_element(Fwd.begin(), Fwd.end()) + ExF;
-  E.BackwardS = *std::max_element(Upd.begin(), Upd.end()) + ExB;
-  E.ExchangeS = ExF + ExB;
-  E.ExchangeFwdS = ExF;
-  E.ExchangeBwdS = ExB;
-  E.LookupS = E.ForwardS - ExF;
-  E.UpdateS = E.BackwardS - ExB;
+  TP.finish(E, Chosen, Placed);
+  for (EmbeddingShard &S : Chosen)
+    E.Tables.push_back(std::move(S));
   return E;
 }
 
