@@ -289,7 +289,7 @@ struct PlanEvaluator::Impl {
                .first;
     return *It->second;
   }
-  LayerTimes layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
+  const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
                         unsigned EP, bool AllTables = false) const;
   double nodeTime(const NodeFacts &F, const NodeSplit &S, double ActScale,
                   unsigned TP, bool Backward, unsigned EP) const;
@@ -834,9 +834,9 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
   return ((Backward ? T.BackwardSeconds : T.Seconds) + Transfer) * Share;
 }
 
-LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
-                                           bool SP, unsigned EP,
-                                           bool AllTables) const {
+const LayerTimes &
+PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
+                                unsigned EP, bool AllTables) const {
   // Identical blocks cost the same: key by the representative the rules
   // ran over.
   AllTables &= !Tables.empty();
@@ -895,8 +895,7 @@ LayerTimes PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB,
         T.BwdBytes += X.Bytes * ActScale;
       }
   }
-  Cache.emplace(K, T);
-  return T;
+  return Cache.emplace(K, std::move(T)).first->second;
 }
 
 PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
@@ -998,8 +997,8 @@ PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
                                                      unsigned TP, unsigned MB,
                                                      bool SP,
                                                      unsigned EP) const {
-  LayerTimes T = I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP,
-                               MB, SP, EP);
+  const LayerTimes &T = I->layerTimes(
+      std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP, EP);
   return {T.Fwd, T.Bwd, T.AttnFwd};
 }
 
@@ -1170,7 +1169,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L) {
     const LayerFacts &F = LF[L];
     const LayerSplit &LS = CS.get(L);
-    LayerTimes T = layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
+    const LayerTimes &T =
+        layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
     SC.ForwardS += T.Fwd;
     SC.GemmFwdS += T.GemmFwd;
     SC.GemmBwdS += T.GemmBwd;

@@ -173,6 +173,8 @@ private:
   const DenseSet<const Node *> &WholeLookups;
   /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
   std::vector<uint8_t> State;
+  /// Per structure (its first layer): the representatives propagated.
+  DenseMap<unsigned, SmallVector<unsigned, 2>> RepsOf;
   DenseMap<const Value *, AxisSpec> Values;
   DenseMap<const Node *, OpSharding> Specs;
   /// Weight chains (Transpose/Cast/Identity) their consumer decided.
@@ -222,16 +224,23 @@ bool SplitContext::splitWeight(const Value *V, int Dim,
 void SplitContext::decide(unsigned L) {
   State[L] = 1;
   int J = RS.DupOf[L];
-  if (J < 0)
-    return;
-  unsigned Rep = C.RepOf[J];
-  const LayerValues &Mine = RS.Layers[L], &Theirs = RS.Layers[Rep];
-  for (const auto &E : RS.External[L])
-    if (getStoredSpec(Mine.Nodes[E.first]->getInput(E.second)) !=
-        getStoredSpec(Theirs.Nodes[E.first]->getInput(E.second)))
+  // The representatives of L's structure so far: the first block whose
+  // input arrives otherwise (the embedding's output, say) starts a second
+  // one that the blocks after it take.
+  SmallVector<unsigned, 2> &Reps = RepsOf[J < 0 ? L : (unsigned)J];
+  const LayerValues &Mine = RS.Layers[L];
+  for (unsigned Rep : llvm::reverse(Reps)) {
+    const LayerValues &Theirs = RS.Layers[Rep];
+    if (all_of(RS.External[L], [&](const std::pair<unsigned, unsigned> &E) {
+          return getStoredSpec(Mine.Nodes[E.first]->getInput(E.second)) ==
+                 getStoredSpec(Theirs.Nodes[E.first]->getInput(E.second));
+        })) {
+      State[L] = 2;
+      C.RepOf[L] = Rep;
       return;
-  State[L] = 2;
-  C.RepOf[L] = Rep;
+    }
+  }
+  Reps.push_back(L);
 }
 
 void SplitContext::run() {

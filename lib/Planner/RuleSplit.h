@@ -7,10 +7,11 @@
 // applies -- but only over one representative layer per layer structure:
 // a layer whose nodes repeat an earlier one's (op types and output shapes,
 // node by node), whose inputs arrive in the same specs and whose
-// parameters are its own takes the earlier layer's result. So a 80-block
-// LLaMA costs three layers of rule applications per configuration
-// (prologue, block, epilogue), and the evaluator caches them per
-// configuration.
+// parameters are its own takes the result of the latest such layer whose
+// inputs arrived alike. So an 80-block LLaMA costs four layers of rule
+// applications per configuration (prologue, the first block -- its input
+// is the embedding's -- the block after it, which the other 78 take, and
+// epilogue), and the evaluator caches them per configuration.
 //
 // What comes out per layer: per node its specs (hence its per-rank shapes:
 // getLocalShape of each output), whether its work is divided across the tp
