@@ -195,27 +195,12 @@ bool SplitContext::splitWeight(const Value *V, int Dim,
     return false;
   Values[Param] = PS;
   // The chain from the parameter to V, re-derived going forward.
-  SmallVector<const Value *, 4> Chain;
-  for (const Value *W = V; W != Param; W = W->getDefiningNode()->getInput(0))
-    Chain.push_back(W);
-  int D = PDim;
-  for (auto C2 = Chain.rbegin(); C2 != Chain.rend(); ++C2) {
-    const Node *Def = (*C2)->getDefiningNode();
-    if (Def->getOpType() == "Transpose") {
-      Optional<std::vector<int64_t>> Perm = Def->getAttrInts("perm");
-      unsigned Rank = (*C2)->Type.getRank();
-      int To = -1;
-      for (unsigned J = 0; J < Rank; ++J)
-        if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == D)
-          To = J;
-      D = To;
-    }
-    AxisSpec S = AxisSpec::split(D);
-    S.Blocks = PS.Blocks;
+  for (const auto &CS : getWeightChainSpecs(V, Param, PDim, Blocks)) {
+    const Node *Def = CS.first->getDefiningNode();
     OpSharding &NS = Specs[Def];
     NS.InputSpecs.assign(1, Values.lookup(Def->getInput(0)));
-    NS.OutputSpecs.assign(1, S);
-    Values[*C2] = S;
+    NS.OutputSpecs.assign(1, CS.second);
+    Values[CS.first] = CS.second;
     Decided.insert(Def);
   }
   return true;

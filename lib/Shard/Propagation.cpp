@@ -139,27 +139,12 @@ bool Propagator::splitWeight(const Value *V, int Dim,
   PS.Blocks = Want.Blocks;
   R.Values[Param] = PS;
   // The chain: re-derive each value's spec going forward.
-  SmallVector<const Value *, 4> Chain;
-  for (const Value *W = V; W != Param; W = W->getDefiningNode()->getInput(0))
-    Chain.push_back(W);
-  int D = PDim;
-  for (auto It2 = Chain.rbegin(); It2 != Chain.rend(); ++It2) {
-    const Node *Def = (*It2)->getDefiningNode();
-    if (Def->getOpType() == "Transpose") {
-      Optional<std::vector<int64_t>> Perm = Def->getAttrInts("perm");
-      unsigned Rank = (*It2)->Type.getRank();
-      int Out = -1;
-      for (unsigned J = 0; J < Rank; ++J)
-        if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == D)
-          Out = J;
-      D = Out;
-    }
-    AxisSpec S = AxisSpec::split(D);
-    S.Blocks = Want.Blocks;
-    R.Values[*It2] = S;
+  for (const auto &CS : getWeightChainSpecs(V, Param, PDim, Want.Blocks)) {
+    const Node *Def = CS.first->getDefiningNode();
+    R.Values[CS.first] = CS.second;
     NodeSharding &NS = R.Nodes[Def];
     NS.InputSpecs.assign(1, R.Values[Def->getInput(0)]);
-    NS.OutputSpecs.assign(1, S);
+    NS.OutputSpecs.assign(1, CS.second);
   }
   return true;
 }

@@ -189,6 +189,13 @@ private:
 /// of one, at most 4 deep) back to its parameter; maps \p Dim of \p V to
 /// the parameter's dim. Null when \p V is not weight-like.
 const Value *traceWeight(const Value *V, int &Dim);
+/// The values of the chain traceWeight walked from \p Param (split along
+/// \p PDim, in \p Blocks) to \p V, from the parameter's first reader on,
+/// each with the split it carries (a Transpose moves the dim): what the
+/// weight-slicing of every propagation records.
+llvm::SmallVector<std::pair<const Value *, AxisSpec>, 4>
+getWeightChainSpecs(const Value *V, const Value *Param, int PDim,
+                    llvm::ArrayRef<int64_t> Blocks);
 
 /// Applies the rule of \p N's op. \p HasRule is false when the op has no
 /// rule (it then runs replicated). Non-default domains have no rule.

@@ -144,6 +144,32 @@ bool RuleContext::mayStayPartial(const Value *V) const {
   });
 }
 
+SmallVector<std::pair<const Value *, AxisSpec>, 4>
+getWeightChainSpecs(const Value *V, const Value *Param, int PDim,
+                    ArrayRef<int64_t> Blocks) {
+  SmallVector<const Value *, 4> Chain;
+  for (const Value *W = V; W != Param; W = W->getDefiningNode()->getInput(0))
+    Chain.push_back(W);
+  SmallVector<std::pair<const Value *, AxisSpec>, 4> Out;
+  int D = PDim;
+  for (auto It = Chain.rbegin(); It != Chain.rend(); ++It) {
+    const Node *Def = (*It)->getDefiningNode();
+    if (Def->getOpType() == "Transpose") {
+      Optional<std::vector<int64_t>> Perm = Def->getAttrInts("perm");
+      unsigned Rank = (*It)->Type.getRank();
+      int To = -1;
+      for (unsigned J = 0; J < Rank; ++J)
+        if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == D)
+          To = J;
+      D = To;
+    }
+    AxisSpec S = AxisSpec::split(D);
+    S.Blocks.assign(Blocks.begin(), Blocks.end());
+    Out.push_back({*It, S});
+  }
+  return Out;
+}
+
 const Value *traceWeight(const Value *V, int &Dim) {
   for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
     if (V->isParameter())

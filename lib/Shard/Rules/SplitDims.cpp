@@ -92,25 +92,9 @@ bool SymbolicContext::splitWeight(const Value *V, int Dim,
   }
   Values[Param] = PS;
   // The chain from the parameter to V, as Propagation.cpp re-derives it.
-  SmallVector<const Value *, 4> Chain;
-  for (const Value *W = V; W != Param; W = W->getDefiningNode()->getInput(0))
-    Chain.push_back(W);
-  int D = PDim;
-  for (auto C = Chain.rbegin(); C != Chain.rend(); ++C) {
-    const Node *Def = (*C)->getDefiningNode();
-    if (Def->getOpType() == "Transpose") {
-      Optional<std::vector<int64_t>> Perm = Def->getAttrInts("perm");
-      unsigned Rank = (*C)->Type.getRank();
-      int To = -1;
-      for (unsigned J = 0; J < Rank; ++J)
-        if ((Perm ? (*Perm)[J] : (int64_t)(Rank - 1 - J)) == D)
-          To = J;
-      D = To;
-    }
-    AxisSpec S = AxisSpec::split(D);
-    S.Blocks = PS.Blocks;
-    Values[*C] = S;
-    Decided.insert(Def);
+  for (const auto &CS : getWeightChainSpecs(V, Param, PDim, Blocks)) {
+    Values[CS.first] = CS.second;
+    Decided.insert(CS.first->getDefiningNode());
   }
   return true;
 }
