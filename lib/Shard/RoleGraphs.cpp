@@ -216,6 +216,11 @@ private:
   /// \p ConcatAxis in rank order.
   Expected<Value *> allToAllDP(Value *X, StringRef Name, int SplitAxis,
                                int ConcatAxis, TensorType OutType);
+  /// HcomAllToAllV of \p X over \p Group (\p NG ranks, equal blocks),
+  /// its count and displacement inputs named after \p Base.
+  Expected<Value *> addAllToAllV(Value *X, StringRef Group, unsigned NG,
+                                 StringRef Base, int SplitAxis, int ConcatAxis,
+                                 TensorType OutType);
 
   const ShardingResult &R;
   const Edges &E;
@@ -671,55 +676,46 @@ Expected<Value *> RoleBuilder::allToAll(const Value *V, Value *X,
                " does not split over ep=" + Twine(EP));
   T.Dims[SplitAxis] = Dim(T.Dims[SplitAxis].Size / EP);
   T.Dims[ConcatAxis] = Dim(T.Dims[ConcatAxis].Size * EP);
-  // HCCL's AllToAllV counts: elements per peer, equal here.
-  int64_t Per = X->Type.getNumElements().getValueOr(0) / EP;
-  std::vector<int64_t> Counts(EP, Per), Displ;
-  for (unsigned I = 0; I < EP; ++I)
-    Displ.push_back(I * Per);
   std::string Base = (V->getName() + Suffix).str();
-  Value *SC = constInt64(Base + ".send_counts", {(int64_t)EP}, Counts);
-  Value *SD = constInt64(Base + ".send_displacements", {(int64_t)EP}, Displ);
-  Value *RC = constInt64(Base + ".recv_counts", {(int64_t)EP}, Counts);
-  Value *RD = constInt64(Base + ".recv_displacements", {(int64_t)EP}, Displ);
-  std::string ON = fresh(Base);
-  Expected<Node *> N = G->addNode("HcomAllToAllV", "hccl", fresh("hcom.ep." + Base),
-                                  {X, SC, SD, RC, RD}, {ON});
+  Expected<Value *> Y =
+      addAllToAllV(X, "ep", EP, Base, SplitAxis, ConcatAxis, T);
+  if (Y)
+    Converted[Key] = *Y;
+  return Y;
+}
+
+Expected<Value *> RoleBuilder::addAllToAllV(Value *X, StringRef Group,
+                                            unsigned NG, StringRef BaseName,
+                                            int SplitAxis, int ConcatAxis,
+                                            TensorType OutType) {
+  std::string Base = BaseName.str();
+  // HCCL's AllToAllV counts: elements per peer, equal here.
+  int64_t Per = X->Type.getNumElements().getValueOr(0) / NG;
+  std::vector<int64_t> Counts(NG, Per), Displ;
+  for (unsigned I = 0; I < NG; ++I)
+    Displ.push_back(I * Per);
+  Value *SC = constInt64(Base + ".send_counts", {(int64_t)NG}, Counts);
+  Value *SD = constInt64(Base + ".send_displacements", {(int64_t)NG}, Displ);
+  Value *RC = constInt64(Base + ".recv_counts", {(int64_t)NG}, Counts);
+  Value *RD = constInt64(Base + ".recv_displacements", {(int64_t)NG}, Displ);
+  Expected<Node *> N = G->addNode("HcomAllToAllV", "hccl",
+                                  fresh("hcom." + Group.str() + "." + Base),
+                                  {X, SC, SD, RC, RD}, {fresh(Base)});
   if (!N)
     return N.takeError();
-  (*N)->addAttribute(strAttr("group", "ep"));
-  (*N)->addAttribute(intAttr("rank_size", EP));
+  (*N)->addAttribute(strAttr("group", Group));
+  (*N)->addAttribute(intAttr("rank_size", NG));
   (*N)->addAttribute(intAttr("split_axis", SplitAxis));
   (*N)->addAttribute(intAttr("concat_axis", ConcatAxis));
-  (*N)->getOutput(0)->Type = T;
-  Converted[Key] = (*N)->getOutput(0);
+  (*N)->getOutput(0)->Type = std::move(OutType);
   return (*N)->getOutput(0);
 }
 
 Expected<Value *> RoleBuilder::allToAllDP(Value *X, StringRef Name,
                                           int SplitAxis, int ConcatAxis,
                                           TensorType OutType) {
-  unsigned NG = R.Plan.DP;
-  // HCCL's AllToAllV counts: elements per peer, equal here.
-  int64_t Per = X->Type.getNumElements().getValueOr(0) / NG;
-  std::vector<int64_t> Counts(NG, Per), Displ;
-  for (unsigned I = 0; I < NG; ++I)
-    Displ.push_back(I * Per);
-  std::string Base = Name.str();
-  Value *SC = constInt64(Base + ".send_counts", {(int64_t)NG}, Counts);
-  Value *SD = constInt64(Base + ".send_displacements", {(int64_t)NG}, Displ);
-  Value *RC = constInt64(Base + ".recv_counts", {(int64_t)NG}, Counts);
-  Value *RD = constInt64(Base + ".recv_displacements", {(int64_t)NG}, Displ);
-  Expected<Node *> N =
-      G->addNode("HcomAllToAllV", "hccl", fresh("hcom.dp." + Base),
-                 {X, SC, SD, RC, RD}, {fresh(Base)});
-  if (!N)
-    return N.takeError();
-  (*N)->addAttribute(strAttr("group", "dp"));
-  (*N)->addAttribute(intAttr("rank_size", NG));
-  (*N)->addAttribute(intAttr("split_axis", SplitAxis));
-  (*N)->addAttribute(intAttr("concat_axis", ConcatAxis));
-  (*N)->getOutput(0)->Type = std::move(OutType);
-  return (*N)->getOutput(0);
+  return addAllToAllV(X, "dp", R.Plan.DP, Name, SplitAxis, ConcatAxis,
+                      std::move(OutType));
 }
 
 Expected<Value *> RoleBuilder::gatherTokens(const Value *V, Value *X) {
