@@ -221,8 +221,8 @@ struct PlanEvaluator::Impl {
   /// Lookups of the tables emb=auto shards: they read the rows of their
   /// ids, not the (huge) table their ParamBytes count.
   DenseSet<const Node *> ShardedLookups;
-  /// Lookups of every table (emb=row|table|col shards them all).
-  DenseSet<const Node *> AllLookups;
+  /// The tables emb=auto shards, and every table (emb=row|table|col).
+  DenseSet<const Value *> ShardedTableWeights, AllTableWeights;
   /// The rule table over representative layers (RuleSplit.h), and its
   /// result per (tp, sp, ep > 1).
   std::unique_ptr<rulesplit::RuleSplitter> Splitter;
@@ -285,7 +285,8 @@ struct PlanEvaluator::Impl {
       It = Configs
                .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
                                TP, SP && TP > 1, EP > 1,
-                               AllTables ? AllLookups : ShardedLookups)))
+                               AllTables ? AllTableWeights
+                                         : ShardedTableWeights)))
                .first;
     return *It->second;
   }
@@ -366,9 +367,11 @@ void PlanEvaluator::Impl::analyze() {
   for (unsigned T = 0; T < Tables.size(); ++T) {
     TableIndex[Tables[T].Weight] = T;
     TableMustShard.push_back(mustShardTable(Tables[T], HW, Opts.Train));
-    AllLookups.insert(Tables[T].Lookups.begin(), Tables[T].Lookups.end());
-    if (TableMustShard.back())
+    AllTableWeights.insert(Tables[T].Weight);
+    if (TableMustShard.back()) {
+      ShardedTableWeights.insert(Tables[T].Weight);
       ShardedLookups.insert(Tables[T].Lookups.begin(), Tables[T].Lookups.end());
+    }
   }
   // Expert work and weights as the ep rules (Rules.h) see them at any
   // degree.

@@ -114,9 +114,9 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
 class SplitContext final : public RuleContext {
 public:
   SplitContext(const RuleSplitter &RS, ConfigSplit &C, unsigned TP, bool SP,
-               bool EP, const DenseSet<const Node *> &WholeLookups)
+               bool EP, const DenseSet<const Value *> &DPTables)
       : RuleContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX), RS(RS),
-        C(C), EP(EP), WholeLookups(WholeLookups) {}
+        C(C), EP(EP), DPTables(DPTables) {}
 
   /// The value a skipped layer's \p V stands for in its representative.
   const Value *canon(const Value *V) const {
@@ -153,6 +153,9 @@ public:
     return EP && RS.Roles.lookup(N) == ExpertRole::Stacked;
   }
   bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
+  bool isShardedOverDP(const Value *Table) const override {
+    return DPTables.count(Table);
+  }
 
   void run();
 
@@ -170,7 +173,7 @@ private:
   const RuleSplitter &RS;
   ConfigSplit &C;
   bool EP;
-  const DenseSet<const Node *> &WholeLookups;
+  const DenseSet<const Value *> &DPTables;
   /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
   std::vector<uint8_t> State;
   /// Per structure (its first layer): the representatives propagated.
@@ -257,7 +260,7 @@ void SplitContext::run() {
           SeenReplicated.insert(V);
       }
     OpSharding S;
-    if (TP == 1 || WholeLookups.count(&N)) {
+    if (TP == 1) {
       S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
       S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
     } else {
@@ -470,9 +473,9 @@ void SplitContext::countBackward(unsigned L) {
 }
 
 ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP,
-                             const DenseSet<const Node *> &WholeLookups) const {
+                             const DenseSet<const Value *> &DPTables) const {
   ConfigSplit C;
-  SplitContext Ctx(*this, C, TP, SP, EP, WholeLookups);
+  SplitContext Ctx(*this, C, TP, SP, EP, DPTables);
   Ctx.run();
   return C;
 }

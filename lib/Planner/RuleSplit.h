@@ -98,10 +98,10 @@ public:
   /// The rules at tp \p TP (RuleContext::AnyDivides: every split any
   /// degree could take), sequence parallelism \p SP, and ep > 1 (\p EP:
   /// tokens entering expert work arrive replicated over tp).
-  /// \p WholeLookups: lookups of embedding tables sharded over dp, which
-  /// the sharder keeps whole on every tp rank (Propagation.cpp).
+  /// \p DPTables: embedding tables sharded over dp (their lookups stay
+  /// whole on every tp rank: RuleContext::isShardedOverDP).
   ConfigSplit run(unsigned TP, bool SP, bool EP,
-                  const llvm::DenseSet<const Node *> &WholeLookups) const;
+                  const llvm::DenseSet<const Value *> &DPTables) const;
 
 private:
   friend class SplitContext;

@@ -103,6 +103,9 @@ public:
     auto It = R.Nodes.find(N);
     return It != R.Nodes.end() && It->second.Stacked;
   }
+  bool isShardedOverDP(const Value *Table) const override {
+    return R.findEmbShard(Table);
+  }
 
 private:
   void record(const Node &N, OpSharding S);
@@ -178,14 +181,8 @@ Error Propagator::run() {
           SeenReplicated.insert(V);
       }
     bool OtherDomain = !N.getDomain().empty() && N.getDomain() != "ai.onnx";
-    // A lookup in a table sharded over dp (RoleGraphs.cpp) is whole on
-    // every tp rank: no vocab-parallel split of the table.
-    bool DPTable = N.getOpType() == "Gather" && N.getDomain().empty() &&
-                   N.getAttrInt("axis", 0) == 0 && N.getNumInputs() >= 2 &&
-                   N.getInput(0) && N.getInput(0)->isParameter() &&
-                   R.findEmbShard(N.getInput(0));
     OpSharding S;
-    if (OtherDomain || TP == 1 || DPTable) {
+    if (OtherDomain || TP == 1) {
       S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
       S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
     } else if (!Marks.OutputSpecs.empty()) {

@@ -162,6 +162,9 @@ public:
   virtual llvm::ArrayRef<const Node *> getUsers(const Value *V) const = 0;
   /// \p N is stacked expert work (Sharding.h, NodeSharding::Stacked).
   virtual bool isStackedExpertWork(const Node *N) const { return false; }
+  /// \p Table is an embedding table the plan shards over dp (Sharding.h,
+  /// EmbeddingShard): its lookups stay whole on every tp rank.
+  virtual bool isShardedOverDP(const Value *Table) const { return false; }
 
   /// The spec a Partial \p V takes for a consumer not linear in it:
   /// Split(token dim) under sequence parallelism (a reduce-scatter), else

@@ -22,7 +22,9 @@ void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   const Value *Data = N.getInput(0), *Idx = N.getInput(1);
   Shape SD = shapeOf(Data);
   replicateAll(N, NS);
-  if (SD.empty() || !Idx)
+  // A table sharded over dp is looked up whole on every tp rank (the dp
+  // exchange, RoleGraphs.cpp, replaces the lookup): no vocab split.
+  if (SD.empty() || !Idx || Ctx.isShardedOverDP(Data))
     return;
   int Axis = normAxis(N.getAttrInt("axis", 0), SD.size());
   int Dummy = 0;
