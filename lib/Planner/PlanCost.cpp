@@ -183,6 +183,9 @@ struct StageSums {
   /// The last micro-batch's backward tp bytes (what the DP sync shares
   /// links with).
   double TPBwdBytes = 0;
+  /// The largest parameter tensor (elements per rank) of the stage's
+  /// first layer, whose gradients the backward produces last.
+  double FirstLayerMaxParam = 0;
   /// tp_overlap with sp: what the activation collectives add to the
   /// forward and backward when each hides behind its own linear's GEMM
   /// (sumStageLayers; loom/Cost/Overlap.h).
@@ -344,6 +347,11 @@ struct PlanEvaluator::Impl {
   /// traffic.
   void costDPSync(const PlanContext &C, StageCost &SC,
                   const StageSums &S) const;
+  /// With dp overlap, the DP sync left exposed after the backward: the
+  /// last gradient bucket's reduction (and, with ZeRO, its parameter
+  /// all-gather before the next forward).
+  double dpTailS(const PlanContext &C, const StageSums &S,
+                 CollectiveKind K) const;
   /// The AdamW step's time on the stage's local parameters (training).
   void costOptimizer(const PlanContext &C, StageCost &SC,
                      const StageSums &S) const;
@@ -1182,6 +1190,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
                                                       : 0;
     SC.BackwardS += T.Bwd + (Opts.Train ? Recompute : 0);
     S.Params += LS.ParamsSplit / TP + LS.ParamsWhole;
+    if (L == SC.FirstLayer)
+      S.FirstLayerMaxParam = std::max(LS.MaxParamSplit / TP, LS.MaxParamWhole);
     S.ExpertParams += (LS.ExpertSplit / TP + LS.ExpertWhole) / EP;
     // EP: per micro-batch, the tokens (split over TP only with SP) go
     // out and the expert outputs come back, in forward and in backward.
@@ -1473,6 +1483,30 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   // it, exposed whole.
   SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP,
                                  P.DPOverlap, OverlapHold::WhileRunning);
+  if (P.DPOverlap)
+    SC.DPExposedS =
+        std::max(SC.DPExposedS, std::min(SC.DPSyncS, dpTailS(C, S, K)));
+}
+
+double PlanEvaluator::Impl::dpTailS(const PlanContext &C, const StageSums &S,
+                                    CollectiveKind K) const {
+  // What dp overlap cannot hide. Megatron-Core's DDP fills gradient
+  // buckets in reverse parameter order and closes one once it holds
+  // bucket_size = max(40M, 1M x dp) parameters (its default with
+  // --overlap-grad-reduce, distributed_data_parallel.py), so the last
+  // bucket holds the stage's first-read parameters, at least the first
+  // layer's largest tensor (an embedding table, whole); their gradients
+  // are ready when the backward ends, and the bucket's reduction runs
+  // after it. With ZeRO (--overlap-param-gather) the same bucket's
+  // parameter all-gather is the first the next forward waits for.
+  const ParallelPlan &P = C.P;
+  double Bucket = std::max(40e6, 1e6 * P.DP);
+  double Tail = std::min(S.Params, std::max(Bucket, S.FirstLayerMaxParam));
+  double T = collectiveTime(K, Tail * C.GradWidth, C.DPG, HW).Seconds;
+  if (P.ZeroStage >= 1)
+    T += collectiveTime(CollectiveKind::AllGather, Tail * 2.0, C.DPG, HW)
+             .Seconds;
+  return T;
 }
 
 void PlanEvaluator::Impl::costOptimizer(const PlanContext &C, StageCost &SC,

@@ -331,10 +331,13 @@ void SplitContext::summarize(unsigned L) {
   for (const auto &P : LV.Params) {
     LS.ParamSplit.push_back(Split(P.first));
     double Count = P.first->Type.getNumElements().getValueOr(0);
-    if (P.second)
+    if (P.second) {
       (Split(P.first) ? LS.ExpertSplit : LS.ExpertWhole) += Count;
-    else
-      (Split(P.first) ? LS.ParamsSplit : LS.ParamsWhole) += Count;
+      continue;
+    }
+    (Split(P.first) ? LS.ParamsSplit : LS.ParamsWhole) += Count;
+    double &Max = Split(P.first) ? LS.MaxParamSplit : LS.MaxParamWhole;
+    Max = std::max(Max, Count);
   }
   for (const auto &S : LV.Saved) {
     double B = valueBytes(S.first);

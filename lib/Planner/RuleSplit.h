@@ -63,6 +63,9 @@ struct TPComm {
 struct LayerSplit {
   std::vector<NodeSplit> Nodes;
   double ParamsSplit = 0, ParamsWhole = 0, ExpertSplit = 0, ExpertWhole = 0;
+  /// The largest non-expert parameter tensor arriving split, and whole
+  /// (elements): what one DP gradient bucket holds at least.
+  double MaxParamSplit = 0, MaxParamWhole = 0;
   /// Per LayerValues::Params entry: whether it arrives split.
   std::vector<bool> ParamSplit;
   double SavedSplit = 0, SavedWhole = 0, SavedAttnSplit = 0,

@@ -416,7 +416,7 @@ VALIDATION = [
            layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
            ffn=768, vocab=151936, max_pos=4096, norm_eps=1e-6,
            rope_theta=1e6, qk_norm=True, experts=128, top_k=8,
-           expert_ffn=768, seq=4096, published=30.5e9,
+           expert_ffn=768, seq=4096, published=30.5e9, capacity_factor=1.0,
            published_rounding=1e9,
            published_note="model card: 30.5B total, 3.3B activated"),
 ]
