@@ -187,6 +187,7 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   // share, and the planner assumes the busiest rank reaches it.
   EO.MoEImbalance = CU.Opts.MoEImbalance.getValueOr(
       std::max(1.0, CU.Opts.MoECapacityFactor.getValueOr(1.0)));
+  EO.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
   EO.Opset = CU.M->getOpsetVersion("");
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.

@@ -1500,7 +1500,8 @@ double PlanEvaluator::Impl::dpTailS(const PlanContext &C, const StageSums &S,
   // after it. With ZeRO (--overlap-param-gather) the same bucket's
   // parameter all-gather is the first the next forward waits for.
   const ParallelPlan &P = C.P;
-  double Bucket = std::max(40e6, 1e6 * P.DP);
+  double Bucket = Opts.DDPBucketParams > 0 ? Opts.DDPBucketParams
+                                           : std::max(40e6, 1e6 * P.DP);
   double Tail = std::min(S.Params, std::max(Bucket, S.FirstLayerMaxParam));
   double T = collectiveTime(K, Tail * C.GradWidth, C.DPG, HW).Seconds;
   if (P.ZeroStage >= 1)

@@ -59,7 +59,8 @@ static cl::list<std::string> Sets(
     LOOM_OPT("set"), cl::value_desc("PATH=VALUE"),
     cl::desc("Override a hardware YAML field (topology.roce.bandwidth=400Gbps"
              ", device.memory.hbm.capacity=96GiB) or a model knob "
-             "(moe.capacity_factor=1.25); applied in order"),
+             "(moe.capacity_factor=1.25, ddp.bucket_size=40000000); applied "
+             "in order"),
     cl::cat(LoomCategory));
 static cl::list<std::string> ComparePlans(
     LOOM_OPT("compare"), cl::value_desc("PLAN"),
@@ -371,6 +372,30 @@ static void stopProgress() {
     ProgressLine::Active->stop();
 }
 
+/// --set ddp.bucket_size=N: the DP gradient bucket in parameters
+/// (Megatron-Core's --ddp-bucket-size).
+static Error applyDDPKnob(StringRef Set, CompileOptions &O) {
+  auto KV = Set.split('=');
+  StringRef Key = KV.first.trim().drop_front(strlen("ddp."));
+  if (Key != "bucket_size")
+    return createStringError(inconvertibleErrorCode(),
+                             "--set %s: '%s' matches nothing at 'ddp'; valid "
+                             "keys: bucket_size",
+                             Set.str().c_str(), Key.str().c_str());
+  uint64_t N;
+  if (KV.second.trim().getAsInteger(10, N) || N == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "--set %s: expected a positive whole number of "
+                             "parameters",
+                             Set.str().c_str());
+  O.DDPBucketParams = (double)N;
+  O.HardwareOverrides.push_back(
+      ("ddp.bucket_size: max(40000000, 1000000 x dp) -> " + KV.second.trim() +
+       " (--set)")
+          .str());
+  return Error::success();
+}
+
 /// --set moe.KEY=V: the model-level knobs; the rest are hardware paths.
 static Error applyModelKnob(StringRef Set, CompileOptions &O) {
   auto KV = Set.split('=');
@@ -397,7 +422,8 @@ static Error applyModelKnob(StringRef Set, CompileOptions &O) {
 }
 
 static bool isModelKnob(StringRef Set) {
-  return Set.startswith("moe.") || Set.startswith("serve.");
+  return Set.startswith("moe.") || Set.startswith("serve.") ||
+         Set.startswith("ddp.");
 }
 
 /// --mode serve's flags (and that they come only with it); --set
@@ -494,9 +520,10 @@ static Expected<CompileOptions> buildOptions() {
     O.Compare.emplace_back(C, *S);
   }
   for (StringRef S : Sets)
-    if (S.startswith("moe."))
-      if (Error E = applyModelKnob(S, O))
-        return std::move(E);
+    if (Error E = S.startswith("moe.")   ? applyModelKnob(S, O)
+                  : S.startswith("ddp.") ? applyDDPKnob(S, O)
+                                         : Error::success())
+      return std::move(E);
   if (Batch.getNumOccurrences())
     O.Batch = Batch;
   if (Seq.getNumOccurrences())

@@ -54,6 +54,9 @@ struct CompileOptions {
   /// the mean (>= 1); unset: the capacity factor (at least 1), the most an
   /// expert may take, so the load of a rank at capacity.
   llvm::Optional<double> MoEImbalance;
+  /// --set ddp.bucket_size=N: the DP gradient bucket, in parameters;
+  /// unset: Megatron-Core's default (EvaluatorOptions::DDPBucketParams).
+  llvm::Optional<double> DDPBucketParams;
   /// --compare PLAN (as given, and parsed): plans search-parallelism also
   /// completes and costs beside the unconstrained best.
   std::vector<std::pair<std::string, PlanSpec>> Compare;

@@ -175,6 +175,10 @@ struct EvaluatorOptions {
   /// (stacked experts at ep > 1): its expert compute and all-to-all take
   /// that much longer, and every rank waits for it. 1: balanced.
   double MoEImbalance = 1.0;
+  /// The DP gradient bucket in parameters; 0: Megatron-Core's default
+  /// with --overlap-grad-reduce, max(40M, 1M x dp) (DDP's bucket_size).
+  /// With dp overlap the last bucket's reduction is exposed.
+  double DDPBucketParams = 0;
   /// The model's default-domain opset (the sharding rules of Softmax and
   /// Slice depend on it); 0: the latest.
   int64_t Opset = 0;
