@@ -409,7 +409,10 @@ VALIDATION = [
            published_rounding=1e9),
     # Qwen3-30B-A3B (HF Qwen/Qwen3-30B-A3B config.json): 48 layers, h 2048,
     # 32 heads / 4 KV of head_dim 128, QK-norm, 128 experts of FFN 768,
-    # top-8 (renormalised), no shared expert, vocab 151936, untied.
+    # top-8 (renormalised), no shared expert, vocab 151936, untied. Qwen3
+    # routes dropless (HF's Qwen3MoeSparseMoeBlock, DeepEP in the measured
+    # run): capacity factor 1.0 sizes each expert at the mean load T k / E
+    # rather than padding to GShard's 1.25.
     Config(name="qwen3-30b-a3b", family="llama",
            source="Qwen3 technical report 2025; HF Qwen/Qwen3-30B-A3B "
                   "config.json",
