@@ -219,9 +219,10 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
 # ... and one expert weight slice (this ep rank's experts) in this one's.
 MOE_NEGATIVE_CASE = "moe_stacked-tp2ep2pp2"
-# ... and this one rank 0's shard of table emb_c (ids_c reads rows < 32, so
-# dp rank 0's rows 0-19 are looked up by every rank's samples).
-EMB_NEGATIVE_CASE = "dlrm_sharded-dp2-row"
+# ... and these ones' rank 0 shard of table emb_c: row-wise (ids_c reads
+# rows < 32, so dp rank 0's rows 0-19 are looked up by every rank's
+# samples) and column-wise (dp rank 0's columns are in every lookup).
+EMB_NEGATIVE_CASES = ("dlrm_sharded-dp2-row", "dlrm_sharded-dp2-col")
 
 # Harness self-test: hand-made output dir -> expected outcome (None: pass;
 # else a regex that the harness output must match, with a non-zero exit).
@@ -577,18 +578,18 @@ def corrupt_one_slice(outdir, prefer=""):
     return role["graph"], t.name, ranks
 
 
-def emb_negative_test(args):
-    """Adds 0.5 to every element of dp rank 0's shard of emb_c: the harness
-    must report a mismatch."""
+def emb_negative_test(args, name):
+    """Adds 0.5 to every element of dp rank 0's shard of emb_c in case
+    `name`'s output: the harness must report a mismatch."""
     import onnx
     from onnx import numpy_helper
-    case = next(c for c in CASES if c[0] == EMB_NEGATIVE_CASE)
-    src = os.path.join(args.work, "out", EMB_NEGATIVE_CASE)
+    case = next(c for c in CASES if c[0] == name)
+    src = os.path.join(args.work, "out", name)
     if not os.path.exists(os.path.join(src, "manifest.json")):
         r = run_case(args, case)
         if not r["ok"]:
-            return False, f"negative: the base case {EMB_NEGATIVE_CASE} did not pass: {r['detail'][-500:]}"
-    dst = os.path.join(args.work, "out", "negative-emb-corrupt")
+            return False, f"negative: the base case {name} did not pass: {r['detail'][-500:]}"
+    dst = os.path.join(args.work, "out", "negative-emb-corrupt-" + name)
     if os.path.exists(dst):
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
@@ -603,12 +604,12 @@ def emb_negative_test(args):
     if not hit:
         return False, "negative: no shard of emb_c in pp0_tp0_dp0.onnx"
     onnx.save(m, gpath)
-    ok, detail, js = split_and_check(dst, os.path.join(args.work, "split", "negative-emb-corrupt"),
+    ok, detail, js = split_and_check(dst, os.path.join(args.work, "split", "negative-emb-corrupt-" + name),
                                      model_path(args.work, case[1]), int_range="0:32")
     fails = (js or {}).get("failures", [])
     if ok or not fails:
         return False, f"negative: corrupting {hit} in pp0_tp0_dp0.onnx was NOT caught: {detail[-500:]}"
-    return True, f"negative: corrupted embedding shard '{hit}' of dp rank 0 -> caught: {fails[0]}"
+    return True, f"negative: corrupted embedding shard '{hit}' of dp rank 0 in {name} -> caught: {fails[0]}"
 
 
 def negative_test(args, name=NEGATIVE_CASE, prefer=""):
@@ -738,10 +739,11 @@ def main():
         ok, msg = negative_test(args, MOE_NEGATIVE_CASE, prefer="experts")
         print(("PASS  " if ok else "FAIL  ") + msg)
         good &= ok
-    if not args.no_negative and (not args.filter or args.filter in EMB_NEGATIVE_CASE):
-        ok, msg = emb_negative_test(args)
-        print(("PASS  " if ok else "FAIL  ") + msg)
-        good &= ok
+    for name in EMB_NEGATIVE_CASES:
+        if not args.no_negative and (not args.filter or args.filter in name):
+            ok, msg = emb_negative_test(args, name)
+            print(("PASS  " if ok else "FAIL  ") + msg)
+            good &= ok
     if not args.no_negative and (not args.filter or args.filter in KV_NEGATIVE_CASE):
         ok, msg = kv_negative_test(args)
         print(("PASS  " if ok else "FAIL  ") + msg)
