@@ -1287,7 +1287,12 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
                              C.P.Emb != EmbeddingMode::Auto)
                        .get(L)
                        .ParamSplit[TableParamIndex[T]];
-    S.Params -= Tables[T].getParams() / (TPSplit ? C.TP : 1);
+    double PerRank = Tables[T].getParams() / (TPSplit ? C.TP : 1);
+    S.Params -= PerRank;
+    // Its gradients are the shard's own, outside the DP sync: not the
+    // tensor the last bucket holds (dpTailS).
+    if (L == SC.FirstLayer && PerRank >= S.FirstLayerMaxParam)
+      S.FirstLayerMaxParam = 0;
     S.Tables.push_back(Tables[T]);
   }
 }
