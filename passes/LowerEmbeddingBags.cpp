@@ -106,11 +106,21 @@ const Value *matchBound(const Value *V, const Graph &Body, const Value *Iter,
   return Offsets;
 }
 
+/// Where a bag's ids start and end: constant offsets vectors read at the
+/// iteration, the end either its own vector (torch: offsets shifted by
+/// one) or the start plus a constant bag size (a hand-written body).
+struct BagBounds {
+  const Value *Starts = nullptr, *Ends = nullptr;
+  int64_t EndDelta = 0;
+  bool operator==(const BagBounds &O) const {
+    return Starts == O.Starts && Ends == O.Ends && EndDelta == O.EndDelta;
+  }
+};
+
 /// Slice(Flat, start, end[, axes=[0][, steps=[1]]]) of an outer rank-1
-/// value; sets the offsets vectors the bounds read.
+/// value; sets (or checks against) the bounds it reads.
 Value *matchBagSlice(const Value *V, const Graph &Body, const Value *Iter,
-                     const Value *&Starts, const Value *&Ends,
-                     SmallPtrSetImpl<const Node *> &Used) {
+                     BagBounds &Bounds, SmallPtrSetImpl<const Node *> &Used) {
   Node *S = defIn(V, Body, "Slice");
   if (!S || S->getNumInputs() < 3)
     return nullptr;
@@ -125,12 +135,27 @@ Value *matchBagSlice(const Value *V, const Graph &Body, const Value *Iter,
     if (!St || *St != std::vector<int64_t>{1})
       return nullptr;
   }
-  const Value *St = matchBound(S->getInput(1), Body, Iter, Used);
-  const Value *En = matchBound(S->getInput(2), Body, Iter, Used);
-  if (!St || !En || (Starts && (St != Starts || En != Ends)))
+  BagBounds B;
+  B.Starts = matchBound(S->getInput(1), Body, Iter, Used);
+  if (Node *A = defIn(S->getInput(2), Body, "Add")) {
+    for (unsigned K = 0; K < 2; ++K) {
+      Optional<std::vector<int64_t>> C =
+          A->getInput(1 - K) ? getConstantInts(A->getInput(1 - K)) : None;
+      if (A->getInput(K) == S->getInput(1) && C && C->size() == 1 &&
+          (*C)[0] > 0) {
+        B.EndDelta = (*C)[0];
+        Used.insert(A);
+        if (A->getInput(1 - K)->getGraph() == &Body)
+          Used.insert(A->getInput(1 - K)->getDefiningNode());
+      }
+    }
+  } else {
+    B.Ends = matchBound(S->getInput(2), Body, Iter, Used);
+  }
+  if (!B.Starts || (!B.Ends && !B.EndDelta) ||
+      (Bounds.Starts && !(Bounds == B)))
     return nullptr;
-  Starts = St;
-  Ends = En;
+  Bounds = B;
   Used.insert(S);
   return S->getInput(0);
 }
@@ -217,11 +242,11 @@ bool matchBagLoop(Node &L, BagLoop &R) {
       !Table->Type.isStatic() || !isFloatingPoint(Table->Type.Elem))
     return false;
   Used.insert(G);
-  const Value *Starts = nullptr, *Ends = nullptr;
-  Value *Flat = matchBagSlice(G->getInput(1), Body, Iter, Starts, Ends, Used);
+  BagBounds Bounds;
+  Value *Flat = matchBagSlice(G->getInput(1), Body, Iter, Bounds, Used);
   Value *FlatW = nullptr;
   if (!Flat ||
-      (Wts && !(FlatW = matchBagSlice(Wts, Body, Iter, Starts, Ends, Used))))
+      (Wts && !(FlatW = matchBagSlice(Wts, Body, Iter, Bounds, Used))))
     return false;
   // The body does nothing else (constants of the axes aside).
   for (const auto &N : Body.getNodes())
@@ -231,15 +256,24 @@ bool matchBagLoop(Node &L, BagLoop &R) {
 
   // Offsets of one stride L: bag b is ids[b L, (b + 1) L).
   int64_t B = (*Trip)[0];
-  Optional<std::vector<int64_t>> S = getConstantInts(Starts);
-  Optional<std::vector<int64_t>> E = getConstantInts(Ends);
-  if (!S || !E || (int64_t)S->size() < B || (int64_t)E->size() < B)
+  Optional<std::vector<int64_t>> S = getConstantInts(Bounds.Starts);
+  if (!S || (int64_t)S->size() < B)
     return false;
-  int64_t Len = (*E)[0] - (*S)[0];
+  std::vector<int64_t> E;
+  if (Bounds.Ends) {
+    Optional<std::vector<int64_t>> EV = getConstantInts(Bounds.Ends);
+    if (!EV || (int64_t)EV->size() < B)
+      return false;
+    E = std::move(*EV);
+  } else {
+    for (int64_t K = 0; K < B; ++K)
+      E.push_back((*S)[K] + Bounds.EndDelta);
+  }
+  int64_t Len = E[0] - (*S)[0];
   if (Len < 1)
     return false;
   for (int64_t K = 0; K < B; ++K)
-    if ((*S)[K] != K * Len || (*E)[K] != (K + 1) * Len)
+    if ((*S)[K] != K * Len || E[K] != (K + 1) * Len)
       return false;
   if (!isOuterFlat(Flat, Body, B * Len) ||
       (FlatW && !isOuterFlat(FlatW, Body, B * Len)))
