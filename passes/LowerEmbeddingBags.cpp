@@ -524,8 +524,14 @@ public:
     }
     if (Bags.empty())
       return Error::success();
+    std::string First = Bags[0].Loop->getName().str();
     Rewriter(*CU.M).run(Bags);
     eraseDeadNodes(G);
+    // fold-shape-arith may have named these Loops' outputs as non-static.
+    CU.warn("lower-embedding-bags: " + Twine(Bags.size()) +
+            " Loop(s) over fixed-size bags, first '" + First +
+            "', rewritten to Gather + Reduce (static shapes, tables "
+            "shardable)");
     return verifyGraph(G);
   }
 };
