@@ -189,6 +189,8 @@ CASES = [
     # make_embbag.py's opset-12 Loops, sharded
     ("embbag_loop-dp2-row", "test:embbag-loop-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
     ("embbag_loop-pp2dp2-col", "test:embbag-loop-tiny.onnx", "tp=1,pp=2,dp=2,mb=2,emb=col", "infer", 8, None),
+    ("embbag_loop-tp2pp2dp2-row", "test:embbag-loop-tiny.onnx", "tp=2,pp=2,dp=2,mb=1,emb=row", "infer", 8, None),
+    ("embbag_dlrm-dp2-row-train", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "train", 8, None),
     # hand-written (make_bagloop_helper.py) Loop bags: the end is start + 4
     ("bagloop_helper-dp2-row", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
     ("bagloop_helper-dp4-col", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
