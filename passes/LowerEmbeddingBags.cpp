@@ -254,29 +254,26 @@ bool matchBagLoop(Node &L, BagLoop &R) {
         !(isDefault(*N) && N->getOpType() == "Constant"))
       return false;
 
-  // Offsets of one stride L: bag b is ids[b L, (b + 1) L).
+  // Offsets of one stride L over all N ids: bag b is ids[b L, (b + 1) L).
+  // Bounds are checked against N before any product (no overflow on
+  // hostile offsets).
   int64_t B = (*Trip)[0];
-  Optional<std::vector<int64_t>> S = getConstantInts(Bounds.Starts);
-  if (!S || (int64_t)S->size() < B)
+  if (Flat->Type.getRank() != 1 || !Flat->Type.isStatic())
     return false;
-  std::vector<int64_t> E;
-  if (Bounds.Ends) {
-    Optional<std::vector<int64_t>> EV = getConstantInts(Bounds.Ends);
-    if (!EV || (int64_t)EV->size() < B)
-      return false;
-    E = std::move(*EV);
-  } else {
-    for (int64_t K = 0; K < B; ++K)
-      E.push_back((*S)[K] + Bounds.EndDelta);
-  }
-  int64_t Len = E[0] - (*S)[0];
-  if (Len < 1)
+  int64_t N = Flat->Type.Dims[0].Size;
+  if (N < B || N % B)
+    return false;
+  int64_t Len = N / B;
+  Optional<std::vector<int64_t>> S = getConstantInts(Bounds.Starts);
+  Optional<std::vector<int64_t>> E =
+      Bounds.Ends ? getConstantInts(Bounds.Ends) : None;
+  if (!S || (int64_t)S->size() < B || (Bounds.Ends && (!E ||
+      (int64_t)E->size() < B)) || (!Bounds.Ends && Bounds.EndDelta != Len))
     return false;
   for (int64_t K = 0; K < B; ++K)
-    if ((*S)[K] != K * Len || E[K] != (K + 1) * Len)
+    if ((*S)[K] != K * Len || (Bounds.Ends && (*E)[K] != (K + 1) * Len))
       return false;
-  if (!isOuterFlat(Flat, Body, B * Len) ||
-      (FlatW && !isOuterFlat(FlatW, Body, B * Len)))
+  if (!isOuterFlat(Flat, Body, N) || (FlatW && !isOuterFlat(FlatW, Body, N)))
     return false;
   if (!isInteger(Flat->Type.Elem) ||
       (FlatW && FlatW->Type.Elem != Table->Type.Elem))

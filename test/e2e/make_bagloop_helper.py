@@ -17,6 +17,7 @@ Kinds (--kind):
   cumsum  not a lookup per bag: a loop-carried running sum of the bags
   exp     not a lookup of the table: the body sums Exp of the rows
   stride  not all ids: bags of 3 of every 4 ids (offsets stride 4, end s+3)
+  hostile end = start + 2^62 (bag sizes whose products overflow int64)
 --rows R --dim D size the table (default 32 x 8); --shape-only writes W as
 external data whose file is absent (for 10^9-row tables).
 Usage: make_bagloop_helper.py OUT.onnx [--kind K] [--rows R] [--dim D] [--shape-only]
@@ -38,7 +39,7 @@ def body(kind, dim):
         helper.make_node("Gather", ["offsets", "i"], ["s0"], axis=0),
         const("ax0", [0]),
         helper.make_node("Unsqueeze", ["s0", "ax0"], ["s"]),
-        const("len", [3 if kind == "stride" else 4]),
+        const("len", [{"stride": 3, "hostile": 1 << 62}.get(kind, 4)]),
         helper.make_node("Add", ["s", "len"], ["e"]),
         helper.make_node("Slice", ["flat", "s", "e", "ax0"], ["bag_ids"]),
         helper.make_node("Gather", ["W", "bag_ids"], ["rows"], axis=0),
@@ -65,7 +66,7 @@ def body(kind, dim):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--kind", default="bag", choices=["bag", "cumsum", "exp", "stride"])
+    ap.add_argument("--kind", default="bag", choices=["bag", "cumsum", "exp", "stride", "hostile"])
     ap.add_argument("--rows", type=int, default=32)
     ap.add_argument("--dim", type=int, default=8)
     ap.add_argument("--shape-only", action="store_true")
