@@ -17,6 +17,10 @@ static const PassInfo Registry[] = {
     {"fold-shape-arith",
      "Fold shape arithmetic on static shapes into constants",
      createFoldShapeArithPass, PassKind::Planning},
+    {"lower-embedding-bags",
+     "Rewrite pooled lookups exported as a Loop (torch EmbeddingBag) into "
+     "Gather + Reduce, so their tables can be sharded",
+     createLowerEmbeddingBagsPass, PassKind::Planning},
     {"detect-layers", "Number repeated blocks (layers) by structural hashing",
      createDetectLayersPass, PassKind::Planning},
     {"annotate-costs",

@@ -54,7 +54,8 @@ int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
 /// of them that ran on the planning graph, in the same order.
 bool isFrontEndPass(StringRef Name) {
   return Name == "bind-symbols" || Name == "infer-shapes" ||
-         Name == "fold-shape-arith" || Name == "detect-layers";
+         Name == "fold-shape-arith" || Name == "lower-embedding-bags" ||
+         Name == "detect-layers";
 }
 
 /// The message of an error of the replayed passes without the "MODEL:

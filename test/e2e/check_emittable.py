@@ -90,7 +90,8 @@ EP_TOP = 2
 # Embedding tables sharded over dp (issue 17 item 2): emb=auto shards only
 # tables no card holds, which these tiny models never have, so each sharding
 # kind is asked for (--plan emb=K) and its --top plans emitted: two DLRMs
-# (onnx.helper with multi-hot bags; the zoo's torch-style one), a language
+# (onnx.helper with multi-hot bags; the zoo's torch-style one; a torch
+# export with EmbeddingBag Loops), a language
 # model's token embedding (pp > 1 reaches it) and an MoE (the search must
 # leave ep > 1 out when a table is sharded).
 EMB_MODELS = [
@@ -98,6 +99,9 @@ EMB_MODELS = [
     ("zoo:dlrm-tiny", None, "0:10"),
     ("gen:embed_lm", 8, "0:128"),
     ("ex:moe-tiny.onnx", 16, "0:256"),
+    # torch's EmbeddingBag Loops (sum, mean, max, per_sample_weights),
+    # rewritten by lower-embedding-bags
+    ("test:embbag-dlrm-tiny.onnx", None, "0:32"),
 ]
 EMB_KINDS = ["row", "table", "col"]
 EMB_DEVICES = [2, 4, 8]

@@ -178,6 +178,26 @@ CASES = [
     # lookup is whole on every tp rank (no vocab-parallel split of it)
     ("dlrm_sharded-tp2dp2-col", "test:dlrm-sharded-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
     ("dlrm_sharded-tp2dp2-row", "test:dlrm-sharded-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    # torch-exported pooled lookups (make_embbag_dlrm.py): EmbeddingBag
+    # sum / mean / max / per_sample_weights as a Loop, rewritten by
+    # lower-embedding-bags to Gather + Reduce, and Embedding + mean(1)
+    ("embbag_dlrm-dp2-row", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("embbag_dlrm-dp2-col", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
+    ("embbag_dlrm-dp4-row", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=row", "infer", 8, None),
+    ("embbag_dlrm-dp4-table", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=4,mb=2,emb=table", "infer", 8, None),
+    ("embbag_dlrm-tp2dp2-col", "test:embbag-dlrm-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=col", "infer", 8, None),
+    # make_embbag.py's opset-12 Loops, sharded
+    ("embbag_loop-dp2-row", "test:embbag-loop-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("embbag_loop-pp2dp2-col", "test:embbag-loop-tiny.onnx", "tp=1,pp=2,dp=2,mb=2,emb=col", "infer", 8, None),
+    ("embbag_loop-tp2pp2dp2-row", "test:embbag-loop-tiny.onnx", "tp=2,pp=2,dp=2,mb=1,emb=row", "infer", 8, None),
+    ("embbag_dlrm-dp2-row-train", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "train", 8, None),
+    # hand-written (make_bagloop_helper.py) Loop bags: the end is start + 4
+    ("bagloop_helper-dp2-row", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("bagloop_helper-dp4-col", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
+    ("bagloop_helper-tp2dp2-row", "test:bagloop-helper-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    # not a pooled lookup (the body sums Exp of the rows): the Loop and its
+    # table stay whole on every rank, whatever emb= asks
+    ("bagloop_exp-dp2-row", "test:bagloop-exp-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
     # beside pp (the DLRMs have one layer): a language model's token
     # embedding sharded over dp; the first stage has one role per dp rank
     ("embed_lm-pp2dp2-emb_col", "gen:embed_lm", "tp=1,pp=2,dp=2,mb=1,emb=col", "infer", 4, 8),
@@ -213,7 +233,11 @@ KV_NEGATIVE_CASE = "kv_optimum-tp2"
 INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-tiny.onnx": "0:256",
              "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
              "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50",
-             "test:dlrm-sharded-tiny.onnx": "0:32"}
+             "test:dlrm-sharded-tiny.onnx": "0:32", "test:embbag-dlrm-tiny.onnx": "0:32",
+             "test:bagloop-helper-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
+# Extra plan-parallel flags per model: the replicated Loop of this tiny
+# model is over 1% of its FLOPs and has no cost rule.
+EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
@@ -396,6 +420,7 @@ def run_case_1(args, case):
     outdir = os.path.join(work, "out", name)
     hw = hw_file(work, plan_devices(plan))
     base = [args.plan_parallel, model, "--hw", hw, "--batch", str(batch), "--mode", mode]
+    base += EXTRA_FLAGS.get(spec, [])
     if seq is not None:
         base += ["--seq", str(seq)]
     if "stages=uneven" in plan:
