@@ -1,4 +1,5 @@
 //===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
+#include "loom/IR/Subgraphs.h"
 #include "loom/Planner/PlanCost.h"
 #include "loom/Planner/OffloadCost.h"
 #include "loom/Cost/Overlap.h"
@@ -514,7 +515,14 @@ void PlanEvaluator::Impl::collectLayerValues(
     Saved.clear();
     DenseSet<const Value *> Inputs;
     for (const NodeFacts &F : L.Nodes) {
-      for (const Value *V : F.N->getInputs()) {
+      // A Loop/If/Scan reads the values its bodies capture (a table an
+      // EmbeddingBag Loop gathers from) as well as its inputs.
+      std::vector<const Value *> Reads(F.N->getInputs().begin(),
+                                       F.N->getInputs().end());
+      if (hasSubgraphs(*F.N))
+        for (const Value *V : getCapturedValues(*F.N))
+          Reads.push_back(V);
+      for (const Value *V : Reads) {
         if (!V)
           continue;
         if (V->isParameter()) {
