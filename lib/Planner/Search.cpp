@@ -425,6 +425,9 @@ struct Candidate {
   /// its placements' tail and memory bounds.
   double PipeBound = 0;
   const PlacementTable *Places = nullptr;
+  /// The bases that differ only in the mesh order share a family (the
+  /// index of the first): the order changes communication, not memory.
+  unsigned Family = 0;
 };
 
 /// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
@@ -573,6 +576,10 @@ public:
             Seen.insert(V).second)
           (Expert.count(V) ? ExpertParams : TotalParams) +=
               V->Type.getNumElements().getValueOr(0);
+    EmbeddingMode Mode = Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto);
+    OrderKeepsMemory = none_of(
+        Eval.getEmbeddingTables(),
+        [&](const EmbeddingTable &T) { return Eval.isShardedTable(T.Weight, Mode); });
   }
 
   /// Every candidate, in enumeration order (each base's placements in a
@@ -685,6 +692,10 @@ public:
   uint64_t Partitions = 0;
   /// Offload placements per plan in the last enumeration.
   size_t NumPlacements = 1;
+  /// Whether a plan's memory is the same at every mesh order: no plan
+  /// shards an embedding table (their shards are placed by cost, which
+  /// the order changes).
+  bool OrderKeepsMemory = true;
 };
 
 const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
@@ -948,7 +959,9 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
       F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0, EO.Train && Proto.DP > 1);
   SmallVector<bool, 2> PPOvs = getOverlapChoices(
       F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0, Proto.PP > 1);
-  for (const AxisOrder &Order : Orders)
+  unsigned First = Out.size();
+  for (const AxisOrder &Order : Orders) {
+    unsigned Setting = 0;
     for (bool TPOv : TPOvs)
       for (bool DPOv : DPOvs)
         for (bool PPOv : PPOvs) {
@@ -957,6 +970,7 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
             continue;
           Candidate C;
           C.Base = Out.size();
+          C.Family = First + Setting++;
           C.Plan = Proto;
           ParallelPlan &P = C.Plan;
           P.Order = Order;
@@ -969,6 +983,7 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
           C.Prefix = &LP;
           Out.push_back(std::move(C));
         }
+  }
 }
 
 void Searcher::enumerate(std::vector<Candidate> &Out) {
@@ -1292,6 +1307,13 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   unsigned LastRank = K;
   uint64_t Visited = 0;
   Optional<CandidateQueue::Item> Last;
+  // The (family, placement)s found over memory: a plan's other mesh
+  // orders at that placement hold the same memory (the order moves
+  // communication only, and embedding shards, placed by their exchange's
+  // cost, are not in the plans this is used for), so they are over too
+  // and are not costed.
+  DenseSet<uint64_t> OverFamilies;
+  uint64_t NumOffs = Offs.size();
   auto Visit = [&](const CandidateQueue::Item &I) -> Expected<bool> {
     if (I.Bound > Thr)
       return false;
@@ -1310,12 +1332,19 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
       ++R.Stats.Dominated;
       return true;
     }
+    uint64_t FamilyKey = (uint64_t)C.Family * NumOffs +
+                         Bases[I.Base].Places->Entries[I.Pos].Off;
+    if (OrderKeepsMemory && OverFamilies.count(FamilyKey)) {
+      ++R.Stats.SameMemoryOver;
+      return true;
+    }
     Expected<PlanCost> SC = costStages(C, Cache);
     if (!SC)
       return SC.takeError();
     ++R.Stats.StagesEvaluated;
     if (!SC->FitsMemory) {
       ++R.Stats.OverMemory;
+      OverFamilies.insert(FamilyKey);
       return true;
     }
     if (stageBound(*SC) > Thr) {
