@@ -588,7 +588,13 @@ public:
   /// One candidate per base (the plan without offload); its placements are
   /// Offs.
   void enumerateBases(std::vector<Candidate> &Bases);
-  Expected<SearchResult> run();
+  /// Searches; when nothing fits, finds the memory floors unless
+  /// \p Floors is false (addFloors then can, later).
+  Expected<SearchResult> run(bool Floors = true);
+  Error addFloors(SearchResult &R) const;
+  /// Takes the plans \p Other enumerated (the same space and options but
+  /// for the offload placements, which this searcher's Offloads give).
+  void reuseBases(const Searcher &Other);
   /// The offload placements enumerated (when --plan fixes none).
   std::vector<OffloadTiers> Offloads = {OffloadTiers()};
 
@@ -683,7 +689,11 @@ private:
       Balanced;
   /// The placements enumerated, and their bounds per (tp, pp, dp, ep,
   /// ZeRO stage, gradient precision).
+  void setPlacements();
   std::vector<OffloadTiers> Offs;
+  /// The bases of the last run (or those reuseBases took).
+  std::vector<Candidate> Bases;
+  bool HaveBases = false;
   std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int>,
            PlacementTable>
       Tables;
@@ -997,6 +1007,19 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
     }
 }
 
+void Searcher::setPlacements() {
+  Offs = Offloads;
+  if (Opts.Fixed.Offload)
+    Offs.assign(1, *Opts.Fixed.Offload);
+  NumPlacements = Offs.size();
+}
+
+void Searcher::reuseBases(const Searcher &Other) {
+  Bases = Other.Bases;
+  Partitions = Other.Partitions;
+  HaveBases = true;
+}
+
 void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   const PlanSpec &F = Opts.Fixed;
   uint64_t N = Space.Devices;
@@ -1009,10 +1032,7 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
     Zeros = {0, 1, 2, 3};
     Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
-  Offs = Offloads;
-  if (F.Offload)
-    Offs.assign(1, *F.Offload);
-  NumPlacements = Offs.size();
+  setPlacements();
   // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives
   // its share of compute and the plan has that communication; else fixed
   // or its default.
@@ -1502,15 +1522,18 @@ Error Searcher::findMemoryFloors(const std::vector<Candidate> &Bases,
   return Error::success();
 }
 
-Expected<SearchResult> Searcher::run() {
+Expected<SearchResult> Searcher::run(bool Floors) {
   auto Start = std::chrono::steady_clock::now();
   SearchResult R;
   R.Space = Space;
   R.StagesGiven = !Opts.Fixed.StageLayers.empty();
   // One base per plan; its offload placements are visited lazily
   // (CandidateOrder.h).
-  std::vector<Candidate> Bases;
-  enumerateBases(Bases);
+  if (HaveBases)
+    setPlacements();
+  else
+    enumerateBases(Bases);
+  HaveBases = true;
   R.Stats.Candidates = (uint64_t)Bases.size() * Offs.size();
   R.TriedAllDevices = !Offs.empty() && any_of(Bases, [&](const Candidate &C) {
     return C.Plan.getNumDevices() == Space.Devices;
@@ -1519,14 +1542,27 @@ Expected<SearchResult> Searcher::run() {
   Ranking Rank(std::max(1u, Opts.TopK), R.Top, Bases);
   if (Error E = rankCandidates(Bases, Rank, R))
     return std::move(E);
-  if (Error E = R.Top.empty() ? findMemoryFloors(Bases, R)
-                              : explainWinner(Bases, Rank, R))
-    return std::move(E);
+  if (!R.Top.empty())
+    if (Error E = explainWinner(Bases, Rank, R))
+      return std::move(E);
   R.Stats.Partitions = Partitions;
   R.Stats.Seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
           .count();
+  if (Floors && R.Top.empty())
+    if (Error E = addFloors(R))
+      return std::move(E);
   return R;
+}
+
+Error Searcher::addFloors(SearchResult &R) const {
+  auto Start = std::chrono::steady_clock::now();
+  if (Error E = findMemoryFloors(Bases, R))
+    return E;
+  R.Stats.Seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
+  return Error::success();
 }
 
 Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
@@ -1625,15 +1661,20 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
     if (Error E = checkOffloadHardware(*Opts.Fixed.Offload, HW, EO.Train))
       return std::move(E);
   Searcher S(Eval, G, Space, HW, EO, Opts);
-  Expected<SearchResult> R = S.run();
+  std::vector<OffloadTiers> Offloads =
+      EO.Train ? getSearchedOffloads(HW) : std::vector<OffloadTiers>();
+  bool MayOffload = !Opts.Fixed.Offload && Offloads.size() > 1;
+  // Where offload may follow, the memory floors wait until it finds
+  // nothing either (they explain only a search that fails).
+  Expected<SearchResult> R = S.run(/*Floors=*/!MayOffload);
   if (!R || !EO.Train)
     return R;
-  std::vector<OffloadTiers> Offloads = getSearchedOffloads(HW);
-  if (R->Top.empty() && !Opts.Fixed.Offload && Offloads.size() > 1) {
+  if (R->Top.empty() && MayOffload) {
     // Nothing fits in HBM: place training state in host DRAM and SSD too
-    // (the first entry is "none", already tried).
+    // (the first entry is "none", already tried), over the same plans.
     Searcher S2(Eval, G, Space, HW, EO, Opts);
     S2.Offloads.assign(Offloads.begin() + 1, Offloads.end());
+    S2.reuseBases(S);
     Expected<SearchResult> R2 = S2.run();
     if (!R2)
       return R2.takeError();
@@ -1642,6 +1683,8 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
       R2->Stats.Seconds += R->Stats.Seconds;
       return R2;
     }
+    if (Error E = S.addFloors(*R))
+      return std::move(E);
     return R;
   }
   if (!R->Top.empty() && R->Top.front().Plan.Offload.any()) {
