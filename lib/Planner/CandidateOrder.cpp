@@ -1,5 +1,5 @@
 //===- CandidateOrder.cpp - The search's candidates, visited lazily -------===//
-#include "CandidateOrder.h"
+#include "loom/Planner/CandidateOrder.h"
 
 #include <cassert>
 

@@ -52,7 +52,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Search.h"
-#include "CandidateOrder.h"
+#include "loom/Planner/CandidateOrder.h"
 #include "loom/Planner/OffloadCost.h"
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Planner/Goodput.h"

@@ -17,8 +17,8 @@
 //    built.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LOOM_LIB_PLANNER_CANDIDATEORDER_H
-#define LOOM_LIB_PLANNER_CANDIDATEORDER_H
+#ifndef LOOM_PLANNER_CANDIDATEORDER_H
+#define LOOM_PLANNER_CANDIDATEORDER_H
 
 #include <algorithm>
 #include <cstdint>
@@ -95,4 +95,4 @@ private:
 
 } // namespace loom
 
-#endif // LOOM_LIB_PLANNER_CANDIDATEORDER_H
+#endif // LOOM_PLANNER_CANDIDATEORDER_H
