@@ -518,14 +518,22 @@ public:
     }
     while (!BaseFIFO.empty() &&
            BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
-      auto Old = BaseStages.find(BaseFIFO.front());
-      BaseStagesHeld -= Old->second.Stages.size();
-      BaseStages.erase(Old);
+      drop(BaseFIFO.front());
       BaseFIFO.pop_front();
     }
     BaseStagesHeld += B->Stages.size();
     BaseFIFO.push_back(C.Base);
     return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+  }
+
+  /// Forgets \p Base's costs (its last placement was visited; the FIFO
+  /// skips it when its turn comes).
+  void drop(unsigned Base) {
+    auto It = BaseStages.find(Base);
+    if (It == BaseStages.end())
+      return;
+    BaseStagesHeld -= It->second.Stages.size();
+    BaseStages.erase(It);
   }
 
 private:
@@ -534,7 +542,10 @@ private:
   std::map<unsigned, PlanCost> BaseStages;
   std::deque<unsigned> BaseFIFO;
   size_t BaseStagesHeld = 0;
-  static constexpr size_t MaxBaseStagesHeld = 1 << 15;
+  /// About 140 MB of stage costs (1 KiB each): at a training batch the
+  /// 10T MoE's placements of one plan come up far apart, and a smaller
+  /// cache costs a third of its plans twice.
+  static constexpr size_t MaxBaseStagesHeld = 1 << 17;
 };
 
 class Searcher {
@@ -654,7 +665,13 @@ private:
                                  const Optional<CandidateQueue::Item> &Stop,
                                  const Optional<CandidateQueue::Item> &Last,
                                  double Thr) const;
-  Expected<bool> isDominatedTwin(const Candidate &C, const Candidate *Prev,
+  /// A candidate visited: its base and placement.
+  struct VisitedPlacement {
+    unsigned Base;
+    OffloadTiers Off;
+  };
+  Expected<bool> isDominatedTwin(const Candidate &C,
+                                 const VisitedPlacement *Prev,
                                  bool PrevSimulated, unsigned LastRank,
                                  unsigned K, BaseStageCache &Cache) const;
   Expected<PlanCost> costStages(const Candidate &C,
@@ -693,7 +710,7 @@ private:
   std::vector<OffloadTiers> Offs;
   /// The bases of the last run (or those reuseBases took).
   std::vector<Candidate> Bases;
-  bool HaveBases = false;
+  bool HaveBases = false, Reused = false;
   std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int>,
            PlacementTable>
       Tables;
@@ -1017,7 +1034,7 @@ void Searcher::setPlacements() {
 void Searcher::reuseBases(const Searcher &Other) {
   Bases = Other.Bases;
   Partitions = Other.Partitions;
-  HaveBases = true;
+  HaveBases = Reused = Other.HaveBases;
 }
 
 void Searcher::enumerateBases(std::vector<Candidate> &Out) {
@@ -1164,7 +1181,8 @@ const PlacementTable &Searcher::getPlacements(const ParallelPlan &P) {
 /// memory bounds (a candidate's step bound is the sum, combineStepBound).
 void Searcher::boundCandidates(std::vector<Candidate> &Bases) {
   for (Candidate &C : Bases) {
-    C.PipeBound = pipelineBound(C);
+    if (!Reused) // reused bases keep theirs: it does not read offload
+      C.PipeBound = pipelineBound(C);
     C.Places = &getPlacements(C.Plan);
   }
 }
@@ -1250,7 +1268,7 @@ uint64_t Searcher::countOverMemoryBefore(
 /// K-th or worse (LastRank) and every stage keeps at most one micro-batch
 /// in flight.
 Expected<bool> Searcher::isDominatedTwin(const Candidate &C,
-                                         const Candidate *Prev,
+                                         const VisitedPlacement *Prev,
                                          bool PrevSimulated, unsigned LastRank,
                                          unsigned K,
                                          BaseStageCache &Cache) const {
@@ -1266,7 +1284,7 @@ Expected<bool> Searcher::isDominatedTwin(const Candidate &C,
   // cannot rank.
   OffloadTiers Twin = C.Plan.Offload;
   Twin.Act = MemoryTier::HBM;
-  if (Prev->Base != C.Base || !(Prev->Plan.Offload == Twin))
+  if (Prev->Base != C.Base || !(Prev->Off == Twin))
     return false;
   Expected<const PlanCost *> B = Cache.get(C);
   if (!B)
@@ -1322,7 +1340,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   BaseStageCache Cache(Eval, NumPlacements);
   // The candidate visited last, whether it was simulated, and where it
   // entered Top (K: it did not).
-  Optional<Candidate> Prev;
+  Optional<VisitedPlacement> Prev;
   bool PrevSimulated = false;
   unsigned LastRank = K;
   uint64_t Visited = 0;
@@ -1339,6 +1357,16 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
       return false;
     ++Visited;
     Last = I;
+    // The base's last placement: its costs are not needed after this one.
+    struct DropAfter {
+      BaseStageCache &Cache;
+      unsigned Base;
+      bool Last;
+      ~DropAfter() {
+        if (Last)
+          Cache.drop(Base);
+      }
+    } Drop{Cache, I.Base, I.Pos + 1 == Bases[I.Base].Places->Fit};
     Candidate C =
         getCandidate(Bases, I.Base, Bases[I.Base].Places->Entries[I.Pos]);
     Expected<bool> Dominated = isDominatedTwin(
@@ -1346,7 +1374,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
         Cache);
     if (!Dominated)
       return Dominated.takeError();
-    Prev = C;
+    Prev = VisitedPlacement{C.Base, C.Plan.Offload};
     PrevSimulated = false;
     if (*Dominated) {
       ++R.Stats.Dominated;
