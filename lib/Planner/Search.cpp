@@ -48,7 +48,18 @@
 // tie to it: it is skipped when the twin ranks K-th or worse. The axis order
 // and the gradient precision change only communication (and the gradient
 // buffer), not compute: their candidates share the step bound and are told
-// apart by the exact evaluation.
+// apart by the exact evaluation. The axis order moves no memory either
+// (test/unit/SearchOrderTest.cpp): once a plan is over memory at a
+// placement, its other orders at that placement are not costed (unless a
+// plan shards an embedding table, whose shards are placed by cost).
+//
+// The placements are not materialised (CandidateOrder.h): one base per
+// plan with its pipeline bound, the placements' tail and memory bounds
+// per (degrees, ZeRO stage, gradient precision), and a heap merging the
+// bases' placements into the order above; only what is visited before the
+// bound passes the threshold is built. The first search (all in HBM) and
+// the offload one share the bases, and the memory floors wait until the
+// offload search finds nothing either.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Search.h"
