@@ -48,10 +48,22 @@
 // tie to it: it is skipped when the twin ranks K-th or worse. The axis order
 // and the gradient precision change only communication (and the gradient
 // buffer), not compute: their candidates share the step bound and are told
-// apart by the exact evaluation.
+// apart by the exact evaluation. The axis order moves no memory either
+// (test/unit/SearchOrderTest.cpp): once a plan is over memory at a
+// placement, its other orders at that placement are not costed (unless a
+// plan shards an embedding table, whose shards are placed by cost).
+//
+// The placements are not materialised (CandidateOrder.h): one base per
+// plan with its pipeline bound, the placements' tail and memory bounds
+// per (degrees, ZeRO stage, gradient precision), and a heap merging the
+// bases' placements into the order above; only what is visited before the
+// bound passes the threshold is built. The first search (all in HBM) and
+// the offload one share the bases, and the memory floors wait until the
+// offload search finds nothing either.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Search.h"
+#include "loom/Planner/CandidateOrder.h"
 #include "loom/Planner/OffloadCost.h"
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Planner/Goodput.h"
@@ -417,9 +429,16 @@ struct Candidate {
   const std::vector<unsigned> *Counts = nullptr;
   const LayerPrefix *Prefix = nullptr;
   double TimeBound = 0, MemoryBound = 0;
-  /// The candidates that differ only in offload share a base: consecutive
-  /// in enumeration, and (same time bound) in the sorted order too.
+  /// The candidates that differ only in offload share a base (its index
+  /// among the enumerated plans): consecutive in enumeration.
   unsigned Base = 0;
+  /// Of a base: the step bound before the tail (the pipeline's part), and
+  /// its placements' tail and memory bounds.
+  double PipeBound = 0;
+  const PlacementTable *Places = nullptr;
+  /// The bases that differ only in the mesh order share a family (the
+  /// index of the first): the order changes communication, not memory.
+  unsigned Family = 0;
 };
 
 /// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
@@ -510,14 +529,22 @@ public:
     }
     while (!BaseFIFO.empty() &&
            BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
-      auto Old = BaseStages.find(BaseFIFO.front());
-      BaseStagesHeld -= Old->second.Stages.size();
-      BaseStages.erase(Old);
+      drop(BaseFIFO.front());
       BaseFIFO.pop_front();
     }
     BaseStagesHeld += B->Stages.size();
     BaseFIFO.push_back(C.Base);
     return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+  }
+
+  /// Forgets \p Base's costs (its last placement was visited; the FIFO
+  /// skips it when its turn comes).
+  void drop(unsigned Base) {
+    auto It = BaseStages.find(Base);
+    if (It == BaseStages.end())
+      return;
+    BaseStagesHeld -= It->second.Stages.size();
+    BaseStages.erase(It);
   }
 
 private:
@@ -526,7 +553,10 @@ private:
   std::map<unsigned, PlanCost> BaseStages;
   std::deque<unsigned> BaseFIFO;
   size_t BaseStagesHeld = 0;
-  static constexpr size_t MaxBaseStagesHeld = 1 << 15;
+  /// About 140 MB of stage costs (1 KiB each): at a training batch the
+  /// 10T MoE's placements of one plan come up far apart, and a smaller
+  /// cache costs a third of its plans twice.
+  static constexpr size_t MaxBaseStagesHeld = 1 << 17;
 };
 
 class Searcher {
@@ -568,10 +598,25 @@ public:
             Seen.insert(V).second)
           (Expert.count(V) ? ExpertParams : TotalParams) +=
               V->Type.getNumElements().getValueOr(0);
+    EmbeddingMode Mode = Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto);
+    OrderKeepsMemory = none_of(
+        Eval.getEmbeddingTables(),
+        [&](const EmbeddingTable &T) { return Eval.isShardedTable(T.Weight, Mode); });
   }
 
+  /// Every candidate, in enumeration order (each base's placements in a
+  /// row).
   void enumerate(std::vector<Candidate> &Out);
-  Expected<SearchResult> run();
+  /// One candidate per base (the plan without offload); its placements are
+  /// Offs.
+  void enumerateBases(std::vector<Candidate> &Bases);
+  /// Searches; when nothing fits, finds the memory floors unless
+  /// \p Floors is false (addFloors then can, later).
+  Expected<SearchResult> run(bool Floors = true);
+  Error addFloors(SearchResult &R) const;
+  /// Takes the plans \p Other enumerated (the same space and options but
+  /// for the offload placements, which this searcher's Offloads give).
+  void reuseBases(const Searcher &Other);
   /// The offload placements enumerated (when --plan fixes none).
   std::vector<OffloadTiers> Offloads = {OffloadTiers()};
 
@@ -580,14 +625,13 @@ private:
   const std::vector<unsigned> &getEvenCounts(unsigned PP);
   const std::vector<unsigned> *getBalancedCounts(const LayerPrefix &LP,
                                                  unsigned PP, Recompute RC);
-  double timeBound(const Candidate &C) const;
+  double pipelineBound(const Candidate &C) const;
   double tailBound(const ParallelPlan &P) const;
   double memoryBound(const ParallelPlan &P) const;
   double stageBound(const PlanCost &PC) const;
   std::string describeGroups(const ParallelPlan &P) const;
   Expected<Optional<PlanCost>>
-  bestOnAllDevices(const std::vector<Candidate> &Cands,
-                   ArrayRef<unsigned> Order) const;
+  bestOnAllDevices(const std::vector<Candidate> &Bases) const;
   /// How a candidate's layers are split into stages: vpp, the layers per
   /// stage, and whether they are balanced on compute (not the even split).
   struct StageLayout {
@@ -603,30 +647,53 @@ private:
   getStageLayouts(const LayerPrefix &LP,
                   const std::vector<unsigned> &EvenCounts, unsigned PP,
                   uint64_t NMB, Recompute RC);
-  /// The candidates of \p Proto (degrees, batch split, recompute, ZeRO and
+  /// The bases of \p Proto (degrees, batch split, recompute, ZeRO and
   /// gradient precision set) on layout \p Lay: one per mesh order in
-  /// \p Orders, overlap setting and offload placement in \p Offs (the
-  /// placements of one plan share a base, counted in \p NumBases).
+  /// \p Orders and overlap setting (each stands for its plan at every
+  /// offload placement).
   void addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
                      const LayerPrefix &LP, ArrayRef<AxisOrder> Orders,
-                     ArrayRef<OffloadTiers> Offs,
-                     const Optional<CommOverlap> &Ov, unsigned &NumBases,
+                     const Optional<CommOverlap> &Ov,
                      std::vector<Candidate> &Out) const;
   // The steps of run().
-  std::vector<unsigned> boundCandidates(std::vector<Candidate> &Cands);
-  Expected<bool> isDominatedTwin(const std::vector<Candidate> &Cands,
-                                 ArrayRef<unsigned> Order, unsigned Idx,
-                                 unsigned LastSimulated, unsigned LastRank,
+  void boundCandidates(std::vector<Candidate> &Bases);
+  const PlacementTable &getPlacements(const ParallelPlan &P);
+  /// Base \p B at its placement \p E, with its bounds.
+  Candidate getCandidate(const std::vector<Candidate> &Bases, unsigned B,
+                         const PlacementTable::Entry &E) const;
+  /// Visits the candidates of \p Bases (those \p Take accepts) whose
+  /// memory bound fits, in increasing (step bound, enumeration index)
+  /// while \p Visit returns true; returns the item it stopped at, if any.
+  template <typename TakeFn, typename VisitFn>
+  Expected<Optional<CandidateQueue::Item>>
+  visitInOrder(const std::vector<Candidate> &Bases, TakeFn Take,
+               VisitFn Visit) const;
+  /// Candidates over the memory bound that the visit reached before it
+  /// stopped (all, without \p Stop): those before \p Last, the last
+  /// candidate visited, and those after it up to Stop whose step bound
+  /// does not exceed \p Thr, the threshold the visit stopped at.
+  uint64_t countOverMemoryBefore(const std::vector<Candidate> &Bases,
+                                 const Optional<CandidateQueue::Item> &Stop,
+                                 const Optional<CandidateQueue::Item> &Last,
+                                 double Thr) const;
+  /// A candidate visited: its base and placement.
+  struct VisitedPlacement {
+    unsigned Base;
+    OffloadTiers Off;
+  };
+  Expected<bool> isDominatedTwin(const Candidate &C,
+                                 const VisitedPlacement *Prev,
+                                 bool PrevSimulated, unsigned LastRank,
                                  unsigned K, BaseStageCache &Cache) const;
   Expected<PlanCost> costStages(const Candidate &C,
                                 BaseStageCache &Cache) const;
-  Error rankCandidates(const std::vector<Candidate> &Cands,
-                       ArrayRef<unsigned> Order, Ranking &Rank,
+  Error rankCandidates(const std::vector<Candidate> &Bases, Ranking &Rank,
                        SearchResult &R) const;
-  Error explainWinner(const std::vector<Candidate> &Cands,
-                      ArrayRef<unsigned> Order, const Ranking &Rank,
+  Error rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
+                SearchResult &R) const;
+  Error explainWinner(const std::vector<Candidate> &Bases, const Ranking &Rank,
                       SearchResult &R) const;
-  Error findMemoryFloors(const std::vector<Candidate> &Cands,
+  Error findMemoryFloors(const std::vector<Candidate> &Bases,
                          SearchResult &R) const;
 
   const PlanEvaluator &Eval;
@@ -648,11 +715,25 @@ private:
   std::map<std::tuple<const LayerPrefix *, unsigned, int>,
            std::unique_ptr<std::vector<unsigned>>>
       Balanced;
+  /// The placements enumerated, and their bounds per (tp, pp, dp, ep,
+  /// ZeRO stage, gradient precision).
+  void setPlacements();
+  std::vector<OffloadTiers> Offs;
+  /// The bases of the last run (or those reuseBases took).
+  std::vector<Candidate> Bases;
+  bool HaveBases = false, Reused = false;
+  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int>,
+           PlacementTable>
+      Tables;
 
 public:
   uint64_t Partitions = 0;
   /// Offload placements per plan in the last enumeration.
   size_t NumPlacements = 1;
+  /// Whether a plan's memory is the same at every mesh order: no plan
+  /// shards an embedding table (their shards are placed by cost, which
+  /// the order changes).
+  bool OrderKeepsMemory = true;
 };
 
 const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
@@ -711,7 +792,7 @@ Searcher::getBalancedCounts(const LayerPrefix &LP, unsigned PP, Recompute RC) {
   return (Balanced[Key] = std::move(Counts)).get();
 }
 
-double Searcher::timeBound(const Candidate &C) const {
+double Searcher::pipelineBound(const Candidate &C) const {
   const LayerPrefix &LP = *C.Prefix;
   const ParallelPlan &P = C.Plan;
   double V = P.VirtualStages, M = P.NumMicroBatches;
@@ -733,7 +814,7 @@ double Searcher::timeBound(const Candidate &C) const {
     PreB += B;
     First = End;
   }
-  return (Bound + tailBound(P)) * (1 - 1e-9);
+  return Bound;
 }
 
 double Searcher::tailBound(const ParallelPlan &P) const {
@@ -904,9 +985,7 @@ Searcher::getStageLayouts(const LayerPrefix &LP,
 
 void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
                              const LayerPrefix &LP, ArrayRef<AxisOrder> Orders,
-                             ArrayRef<OffloadTiers> Offs,
                              const Optional<CommOverlap> &Ov,
-                             unsigned &NumBases,
                              std::vector<Candidate> &Out) const {
   const PlanSpec &F = Opts.Fixed;
   SmallVector<bool, 2> TPOvs =
@@ -918,33 +997,58 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
       F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0, EO.Train && Proto.DP > 1);
   SmallVector<bool, 2> PPOvs = getOverlapChoices(
       F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0, Proto.PP > 1);
-  for (const AxisOrder &Order : Orders)
+  unsigned First = Out.size();
+  for (const AxisOrder &Order : Orders) {
+    unsigned Setting = 0;
     for (bool TPOv : TPOvs)
       for (bool DPOv : DPOvs)
-        for (bool PPOv : PPOvs)
-          for (const OffloadTiers &Off : Offs) {
-            // tp overlap needs TP communication.
-            if (TPOv && Proto.TP == 1)
-              continue;
-            Candidate C;
-            C.Base = NumBases + (&Off == &Offs.front());
-            C.Plan = Proto;
-            ParallelPlan &P = C.Plan;
-            P.Order = Order;
-            P.Offload = Off;
-            P.TPOverlap = TPOv;
-            P.DPOverlap = DPOv;
-            P.PPOverlap = PPOv;
-            if (Lay.Balanced || !F.StageLayers.empty())
-              P.StageLayers = *Lay.Counts;
-            C.Counts = Lay.Counts;
-            C.Prefix = &LP;
-            NumBases = C.Base;
-            Out.push_back(std::move(C));
-          }
+        for (bool PPOv : PPOvs) {
+          // tp overlap needs TP communication.
+          if (TPOv && Proto.TP == 1)
+            continue;
+          Candidate C;
+          C.Base = Out.size();
+          C.Family = First + Setting++;
+          C.Plan = Proto;
+          ParallelPlan &P = C.Plan;
+          P.Order = Order;
+          P.TPOverlap = TPOv;
+          P.DPOverlap = DPOv;
+          P.PPOverlap = PPOv;
+          if (Lay.Balanced || !F.StageLayers.empty())
+            P.StageLayers = *Lay.Counts;
+          C.Counts = Lay.Counts;
+          C.Prefix = &LP;
+          Out.push_back(std::move(C));
+        }
+  }
 }
 
 void Searcher::enumerate(std::vector<Candidate> &Out) {
+  std::vector<Candidate> Bases;
+  enumerateBases(Bases);
+  Out.reserve(Bases.size() * Offs.size());
+  for (const Candidate &B : Bases)
+    for (const OffloadTiers &Off : Offs) {
+      Out.push_back(B);
+      Out.back().Plan.Offload = Off;
+    }
+}
+
+void Searcher::setPlacements() {
+  Offs = Offloads;
+  if (Opts.Fixed.Offload)
+    Offs.assign(1, *Opts.Fixed.Offload);
+  NumPlacements = Offs.size();
+}
+
+void Searcher::reuseBases(const Searcher &Other) {
+  Bases = Other.Bases;
+  Partitions = Other.Partitions;
+  HaveBases = Reused = Other.HaveBases;
+}
+
+void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   const PlanSpec &F = Opts.Fixed;
   uint64_t N = Space.Devices;
   uint64_t Batch = Space.Batch;
@@ -956,16 +1060,12 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
     Zeros = {0, 1, 2, 3};
     Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
-  std::vector<OffloadTiers> Offs = Offloads;
-  if (F.Offload)
-    Offs.assign(1, *F.Offload);
-  NumPlacements = Offs.size();
+  setPlacements();
   // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives
   // its share of compute and the plan has that communication; else fixed
   // or its default.
   const DeviceClass *Core = HW.getClass("aicore");
   Optional<CommOverlap> Ov = Core ? Core->Overlap : None;
-  unsigned NumBases = 0;
   DegreeSpace DS;
   DS.Devices = N;
   DS.Batch = Space.Batch;
@@ -1035,7 +1135,7 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
                   P.ZeroStage = Z;
                   P.Grad = GP;
                   P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
-                  addCandidates(P, Lay, LP, Orders, Offs, Ov, NumBases, Out);
+                  addCandidates(P, Lay, LP, Orders, Ov, Out);
                 }
               }
             }
@@ -1049,65 +1149,153 @@ void Searcher::enumerate(std::vector<Candidate> &Out) {
 /// The best candidate using every device, by the same bounds: what a
 /// winner that leaves devices idle is compared with.
 Expected<Optional<PlanCost>>
-Searcher::bestOnAllDevices(const std::vector<Candidate> &Cands,
-                           ArrayRef<unsigned> Order) const {
+Searcher::bestOnAllDevices(const std::vector<Candidate> &Bases) const {
   Optional<PlanCost> Best;
-  for (unsigned Idx : Order) {
-    const Candidate &C = Cands[Idx];
-    if (C.Plan.getNumDevices() != Space.Devices)
-      continue;
-    if (Opts.Prune && Best && C.TimeBound > Best->StepTimeS)
-      break;
-    if (Opts.Prune && C.MemoryBound > HBMUsable)
-      continue;
-    Expected<PlanCost> PC = Eval.evaluate(C.Plan);
-    if (!PC)
-      return PC.takeError();
-    if (PC->FitsMemory && (!Best || isBetterPlan(*PC, *Best)))
-      Best = std::move(*PC);
-  }
+  auto AllDevices = [&](const Candidate &B) {
+    return B.Plan.getNumDevices() == Space.Devices;
+  };
+  Expected<Optional<CandidateQueue::Item>> Stop = visitInOrder(
+      Bases, AllDevices, [&](const CandidateQueue::Item &I) -> Expected<bool> {
+        if (Opts.Prune && Best && I.Bound > Best->StepTimeS)
+          return false;
+        Candidate C =
+            getCandidate(Bases, I.Base, Bases[I.Base].Places->Entries[I.Pos]);
+        Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+        if (!PC)
+          return PC.takeError();
+        if (PC->FitsMemory && (!Best || isBetterPlan(*PC, *Best)))
+          Best = std::move(*PC);
+        return true;
+      });
+  if (!Stop)
+    return Stop.takeError();
   return Best;
 }
 
-/// Computes every candidate's bounds; returns the order to visit them in:
-/// increasing step bound when pruning, enumeration order otherwise.
-std::vector<unsigned> Searcher::boundCandidates(std::vector<Candidate> &Cands) {
-  for (Candidate &C : Cands) {
-    C.TimeBound = timeBound(C);
-    C.MemoryBound = memoryBound(C.Plan);
+const PlacementTable &Searcher::getPlacements(const ParallelPlan &P) {
+  auto Key = std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad);
+  auto It = Tables.find(Key);
+  if (It != Tables.end())
+    return It->second;
+  std::vector<double> Tails, Memories;
+  ParallelPlan Q = P;
+  for (const OffloadTiers &Off : Offs) {
+    Q.Offload = Off;
+    Tails.push_back(tailBound(Q));
+    Memories.push_back(memoryBound(Q));
   }
-  std::vector<unsigned> Order(Cands.size());
-  std::iota(Order.begin(), Order.end(), 0);
-  if (Opts.Prune)
-    std::stable_sort(Order.begin(), Order.end(), [&](unsigned A, unsigned B) {
-      return Cands[A].TimeBound < Cands[B].TimeBound;
-    });
-  return Order;
+  return Tables[Key] =
+             PlacementTable::build(Tails, Memories, HBMUsable, Opts.Prune);
 }
 
-/// Whether the act:host candidate Cands[Order[Idx]] cannot rank because its
-/// act:hbm twin, the candidate just simulated (LastSimulated), ranked K-th
-/// or worse (LastRank) and every stage keeps at most one micro-batch in
-/// flight.
-Expected<bool> Searcher::isDominatedTwin(const std::vector<Candidate> &Cands,
-                                         ArrayRef<unsigned> Order, unsigned Idx,
-                                         unsigned LastSimulated,
-                                         unsigned LastRank, unsigned K,
+/// Computes every base's pipeline bound and its placements' tail and
+/// memory bounds (a candidate's step bound is the sum, combineStepBound).
+void Searcher::boundCandidates(std::vector<Candidate> &Bases) {
+  for (Candidate &C : Bases) {
+    if (!Reused) // reused bases keep theirs: it does not read offload
+      C.PipeBound = pipelineBound(C);
+    C.Places = &getPlacements(C.Plan);
+  }
+}
+
+Candidate Searcher::getCandidate(const std::vector<Candidate> &Bases,
+                                 unsigned B,
+                                 const PlacementTable::Entry &E) const {
+  Candidate C = Bases[B];
+  C.Plan.Offload = Offs[E.Off];
+  C.TimeBound = combineStepBound(C.PipeBound, E.Tail);
+  C.MemoryBound = E.Memory;
+  return C;
+}
+
+template <typename TakeFn, typename VisitFn>
+Expected<Optional<CandidateQueue::Item>>
+Searcher::visitInOrder(const std::vector<Candidate> &Bases, TakeFn Take,
+                       VisitFn Visit) const {
+  uint64_t NumOffs = Offs.size();
+  auto ItemAt = [&](unsigned B, unsigned Pos) {
+    const PlacementTable::Entry &E = Bases[B].Places->Entries[Pos];
+    return CandidateQueue::Item{combineStepBound(Bases[B].PipeBound, E.Tail),
+                                B * NumOffs + E.Off, B, Pos};
+  };
+  // Without pruning: enumeration order (the table keeps its placements in
+  // order and counts them all as fitting).
+  if (!Opts.Prune) {
+    for (unsigned B = 0; B < Bases.size(); ++B) {
+      if (!Take(Bases[B]))
+        continue;
+      for (unsigned Pos = 0; Pos < Bases[B].Places->Fit; ++Pos) {
+        CandidateQueue::Item I = ItemAt(B, Pos);
+        Expected<bool> Go = Visit(I);
+        if (!Go)
+          return Go.takeError();
+        if (!*Go)
+          return Optional<CandidateQueue::Item>(I);
+      }
+    }
+    return None;
+  }
+  CandidateQueue Q;
+  for (unsigned B = 0; B < Bases.size(); ++B)
+    if (Bases[B].Places->Fit && Take(Bases[B]))
+      Q.push(ItemAt(B, 0));
+  while (!Q.empty()) {
+    CandidateQueue::Item I = Q.pop();
+    Expected<bool> Go = Visit(I);
+    if (!Go)
+      return Go.takeError();
+    if (!*Go)
+      return Optional<CandidateQueue::Item>(I);
+    if (I.Pos + 1 < Bases[I.Base].Places->Fit)
+      Q.push(ItemAt(I.Base, I.Pos + 1));
+  }
+  return None;
+}
+
+uint64_t Searcher::countOverMemoryBefore(
+    const std::vector<Candidate> &Bases,
+    const Optional<CandidateQueue::Item> &Stop,
+    const Optional<CandidateQueue::Item> &Last, double Thr) const {
+  uint64_t N = 0, NumOffs = Offs.size();
+  for (unsigned B = 0; B < Bases.size(); ++B) {
+    const PlacementTable &T = *Bases[B].Places;
+    if (!Stop) {
+      N += T.Entries.size() - T.Fit;
+      continue;
+    }
+    for (unsigned Pos = T.Fit; Pos < T.Entries.size(); ++Pos) {
+      const PlacementTable::Entry &E = T.Entries[Pos];
+      CandidateQueue::Item I{combineStepBound(Bases[B].PipeBound, E.Tail),
+                             B * NumOffs + E.Off, B, Pos};
+      N += (Last && CandidateQueue::later(*Last, I)) ||
+           (CandidateQueue::later(*Stop, I) && I.Bound <= Thr);
+    }
+  }
+  return N;
+}
+
+/// Whether the act:host candidate C cannot rank because its act:hbm twin,
+/// the candidate visited just before it (Prev), was simulated and ranked
+/// K-th or worse (LastRank) and every stage keeps at most one micro-batch
+/// in flight.
+Expected<bool> Searcher::isDominatedTwin(const Candidate &C,
+                                         const VisitedPlacement *Prev,
+                                         bool PrevSimulated, unsigned LastRank,
+                                         unsigned K,
                                          BaseStageCache &Cache) const {
-  const Candidate &C = Cands[Order[Idx]];
-  if (!Opts.Prune || C.Plan.Offload.Act != MemoryTier::Host || Idx == 0 ||
-      LastSimulated != Order[Idx - 1] || LastRank + 1 < K)
+  if (!Opts.Prune || C.Plan.Offload.Act != MemoryTier::Host || !Prev ||
+      !PrevSimulated || LastRank + 1 < K)
     return false;
   // act:host with at most one micro-batch in flight on every stage
   // swaps nothing (Offload.cpp keeps the one micro-batch in HBM): it
   // costs exactly what its act:hbm twin costs and loses the tie to it
   // (isBetterPlan: it offloads more). The twin is enumerated just
-  // before it with the same bounds, so it was the candidate just
-  // simulated; it ranks K-th or worse, so this one cannot rank.
-  const Candidate &Y = Cands[Order[Idx - 1]];
+  // before it with the same bounds (neither reads act), so it is the
+  // candidate visited just before; it ranks K-th or worse, so this one
+  // cannot rank.
   OffloadTiers Twin = C.Plan.Offload;
   Twin.Act = MemoryTier::HBM;
-  if (Y.Base != C.Base || !(Y.Plan.Offload == Twin))
+  if (Prev->Base != C.Base || !(Prev->Off == Twin))
     return false;
   Expected<const PlanCost *> B = Cache.get(C);
   if (!B)
@@ -1131,68 +1319,124 @@ Expected<PlanCost> Searcher::costStages(const Candidate &C,
   return PC;
 }
 
-/// Visits the candidates in Order, pruning by the bounds against the
-/// ranking's threshold, and ranks every one simulated that fits. Counts
-/// into R.Stats.
-Error Searcher::rankCandidates(const std::vector<Candidate> &Cands,
-                               ArrayRef<unsigned> Order, Ranking &Rank,
-                               SearchResult &R) const {
-  const unsigned K = Rank.K;
-  double Thr = INFINITY;
-  BaseStageCache Cache(Eval, NumPlacements);
-  // The last candidate simulated, and where it entered Top (K: it did
-  // not).
-  unsigned LastSimulated = ~0u, LastRank = K;
-  for (unsigned Idx = 0; Idx < Order.size(); ++Idx) {
-    const Candidate &C = Cands[Order[Idx]];
-    if (Opts.Prune && C.TimeBound > Thr) {
-      R.Stats.TimeBoundPruned += Order.size() - Idx;
-      break;
-    }
-    if (Opts.Prune && C.MemoryBound > HBMUsable) {
-      ++R.Stats.MemoryBoundPruned;
-      continue;
-    }
-    Expected<bool> Dominated =
-        isDominatedTwin(Cands, Order, Idx, LastSimulated, LastRank, K, Cache);
-    if (!Dominated)
-      return Dominated.takeError();
-    if (*Dominated) {
-      ++R.Stats.Dominated;
-      continue;
-    }
-    Optional<PlanCost> Staged;
-    if (Opts.Prune) {
-      Expected<PlanCost> SC = costStages(C, Cache);
-      if (!SC)
-        return SC.takeError();
-      ++R.Stats.StagesEvaluated;
-      if (!SC->FitsMemory) {
+/// Without pruning: every candidate evaluated in full, in enumeration
+/// order (the tests' brute force).
+Error Searcher::rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
+                        SearchResult &R) const {
+  for (unsigned B = 0; B < Bases.size(); ++B)
+    for (const PlacementTable::Entry &E : Bases[B].Places->Entries) {
+      Candidate C = getCandidate(Bases, B, E);
+      Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+      if (!PC)
+        return PC.takeError();
+      ++R.Stats.Simulated;
+      if (!PC->FitsMemory) {
         ++R.Stats.OverMemory;
         continue;
       }
-      if (stageBound(*SC) > Thr) {
-        ++R.Stats.TimeBoundPruned;
-        continue;
-      }
-      Staged = std::move(*SC);
+      Rank.add(C.Plan, std::move(*PC));
     }
-    // Simulate what was costed (evaluate() would cost the stages again);
-    // without pruning, every candidate is evaluated from scratch.
-    Expected<PlanCost> PC =
-        Staged ? Eval.simulate(std::move(*Staged)) : Eval.evaluate(C.Plan);
+  return Error::success();
+}
+
+/// Visits the candidates in increasing step bound, pruning by the bounds
+/// against the ranking's threshold, and ranks every one simulated that
+/// fits. Counts into R.Stats.
+Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
+                               Ranking &Rank, SearchResult &R) const {
+  if (!Opts.Prune)
+    return rankAll(Bases, Rank, R);
+  const unsigned K = Rank.K;
+  double Thr = INFINITY;
+  BaseStageCache Cache(Eval, NumPlacements);
+  // The candidate visited last, whether it was simulated, and where it
+  // entered Top (K: it did not).
+  Optional<VisitedPlacement> Prev;
+  bool PrevSimulated = false;
+  unsigned LastRank = K;
+  uint64_t Visited = 0;
+  Optional<CandidateQueue::Item> Last;
+  // The (family, placement)s found over memory: a plan's other mesh
+  // orders at that placement hold the same memory (the order moves
+  // communication only, and embedding shards, placed by their exchange's
+  // cost, are not in the plans this is used for), so they are over too
+  // and are not costed.
+  DenseSet<uint64_t> OverFamilies;
+  uint64_t NumOffs = Offs.size();
+  auto Visit = [&](const CandidateQueue::Item &I) -> Expected<bool> {
+    if (I.Bound > Thr)
+      return false;
+    ++Visited;
+    Last = I;
+    // The base's last placement: its costs are not needed after this one.
+    struct DropAfter {
+      BaseStageCache &Cache;
+      unsigned Base;
+      bool Last;
+      ~DropAfter() {
+        if (Last)
+          Cache.drop(Base);
+      }
+    } Drop{Cache, I.Base, I.Pos + 1 == Bases[I.Base].Places->Fit};
+    Candidate C =
+        getCandidate(Bases, I.Base, Bases[I.Base].Places->Entries[I.Pos]);
+    Expected<bool> Dominated = isDominatedTwin(
+        C, Prev ? Prev.getPointer() : nullptr, PrevSimulated, LastRank, K,
+        Cache);
+    if (!Dominated)
+      return Dominated.takeError();
+    Prev = VisitedPlacement{C.Base, C.Plan.Offload};
+    PrevSimulated = false;
+    if (*Dominated) {
+      ++R.Stats.Dominated;
+      return true;
+    }
+    uint64_t FamilyKey = (uint64_t)C.Family * NumOffs +
+                         Bases[I.Base].Places->Entries[I.Pos].Off;
+    if (OrderKeepsMemory && OverFamilies.count(FamilyKey)) {
+      ++R.Stats.SameMemoryOver;
+      return true;
+    }
+    Expected<PlanCost> SC = costStages(C, Cache);
+    if (!SC)
+      return SC.takeError();
+    ++R.Stats.StagesEvaluated;
+    if (!SC->FitsMemory) {
+      ++R.Stats.OverMemory;
+      OverFamilies.insert(FamilyKey);
+      return true;
+    }
+    if (stageBound(*SC) > Thr) {
+      ++R.Stats.TimeBoundPruned;
+      return true;
+    }
+    // Simulate what was costed (evaluate() would cost the stages again).
+    Expected<PlanCost> PC = Eval.simulate(std::move(*SC));
     if (!PC)
       return PC.takeError();
     ++R.Stats.Simulated;
-    LastSimulated = Order[Idx];
+    PrevSimulated = true;
     LastRank = K;
     if (!PC->FitsMemory) {
       ++R.Stats.OverMemory;
-      continue;
+      return true;
     }
     LastRank = Rank.add(C.Plan, std::move(*PC));
     Thr = Rank.getThreshold();
-  }
+    return true;
+  };
+  Expected<Optional<CandidateQueue::Item>> Stop =
+      visitInOrder(Bases, [](const Candidate &) { return true; }, Visit);
+  if (!Stop)
+    return Stop.takeError();
+  // The candidates over the memory bound were skipped where the order
+  // reached them (the threshold falls as plans rank: one after the last
+  // visited over it stopped the visit); the rest, by the step bound.
+  uint64_t Over = countOverMemoryBefore(Bases, *Stop, Last, Thr);
+  R.Stats.MemoryBoundPruned += Over;
+  if (*Stop)
+    R.Stats.TimeBoundPruned += (uint64_t)Bases.size() * Offs.size() -
+                               Visited - Over;
   return Error::success();
 }
 
@@ -1200,9 +1444,8 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Cands,
 /// of other degrees, the winner on the default mesh order, the best plan
 /// on all devices (when the winner leaves some idle), the winner with each
 /// overlap flipped and with fp32 gradients.
-Error Searcher::explainWinner(const std::vector<Candidate> &Cands,
-                              ArrayRef<unsigned> Order, const Ranking &Rank,
-                              SearchResult &R) const {
+Error Searcher::explainWinner(const std::vector<Candidate> &Bases,
+                              const Ranking &Rank, SearchResult &R) const {
   const std::vector<PlanCost> &Top = Rank.Top;
   Ranking::Degrees Win = Ranking::getDegrees(Top[0].Plan);
   for (const auto &KV : Rank.PairBest)
@@ -1223,7 +1466,7 @@ Error Searcher::explainWinner(const std::vector<Candidate> &Cands,
     R.DefaultOrderGroups = describeGroups(Q);
   }
   if (W.getNumDevices() < Space.Devices) {
-    Expected<Optional<PlanCost>> All = bestOnAllDevices(Cands, Order);
+    Expected<Optional<PlanCost>> All = bestOnAllDevices(Bases);
     if (!All)
       return All.takeError();
     R.BestAllDevices = std::move(*All);
@@ -1261,21 +1504,28 @@ Error Searcher::explainWinner(const std::vector<Candidate> &Cands,
 /// and the nearest miss costed in full (R.Closest). Within a pair,
 /// candidates in increasing memory bound until the bound passes the least
 /// memory found.
-Error Searcher::findMemoryFloors(const std::vector<Candidate> &Cands,
+Error Searcher::findMemoryFloors(const std::vector<Candidate> &Bases,
                                  SearchResult &R) const {
-  std::map<std::pair<unsigned, unsigned>, std::vector<unsigned>> ByPair;
-  for (unsigned I = 0; I < Cands.size(); ++I)
-    ByPair[{Cands[I].Plan.TP, Cands[I].Plan.PP}].push_back(I);
+  // Per pair, every candidate as (memory bound, enumeration index), in
+  // increasing bound, ties in enumeration order.
+  uint64_t NumOffs = Offs.size();
+  std::map<std::pair<unsigned, unsigned>,
+           std::vector<std::pair<double, uint64_t>>>
+      ByPair;
+  for (unsigned B = 0; B < Bases.size(); ++B)
+    for (const PlacementTable::Entry &E : Bases[B].Places->Entries)
+      ByPair[{Bases[B].Plan.TP, Bases[B].Plan.PP}].push_back(
+          {E.Memory, B * NumOffs + E.Off});
   for (auto &KV : ByPair) {
-    std::vector<unsigned> &Is = KV.second;
-    std::stable_sort(Is.begin(), Is.end(), [&](unsigned A, unsigned B) {
-      return Cands[A].MemoryBound < Cands[B].MemoryBound;
-    });
+    std::vector<std::pair<double, uint64_t>> &Is = KV.second;
+    std::sort(Is.begin(), Is.end());
     Optional<MemoryFloor> Floor;
-    for (unsigned I : Is) {
-      if (Floor && Cands[I].MemoryBound > Floor->Bytes)
+    for (const auto &[Bound, Index] : Is) {
+      if (Floor && Bound > Floor->Bytes)
         break;
-      Expected<PlanCost> SC = Eval.evaluateStages(Cands[I].Plan);
+      ParallelPlan Plan = Bases[Index / NumOffs].Plan;
+      Plan.Offload = Offs[Index % NumOffs];
+      Expected<PlanCost> SC = Eval.evaluateStages(Plan);
       if (!SC)
         return SC.takeError();
       ++R.Stats.StagesEvaluated;
@@ -1290,7 +1540,7 @@ Error Searcher::findMemoryFloors(const std::vector<Candidate> &Cands,
           MF.Stage = S;
           break;
         }
-      MF.Plan = Cands[I].Plan;
+      MF.Plan = Plan;
       Floor = MF;
     }
     if (Floor)
@@ -1311,29 +1561,47 @@ Error Searcher::findMemoryFloors(const std::vector<Candidate> &Cands,
   return Error::success();
 }
 
-Expected<SearchResult> Searcher::run() {
+Expected<SearchResult> Searcher::run(bool Floors) {
   auto Start = std::chrono::steady_clock::now();
   SearchResult R;
   R.Space = Space;
   R.StagesGiven = !Opts.Fixed.StageLayers.empty();
-  std::vector<Candidate> Cands;
-  enumerate(Cands);
-  R.Stats.Candidates = Cands.size();
-  R.TriedAllDevices = any_of(Cands, [&](const Candidate &C) {
+  // One base per plan; its offload placements are visited lazily
+  // (CandidateOrder.h).
+  if (HaveBases)
+    setPlacements();
+  else
+    enumerateBases(Bases);
+  HaveBases = true;
+  R.Stats.Candidates = (uint64_t)Bases.size() * Offs.size();
+  R.TriedAllDevices = !Offs.empty() && any_of(Bases, [&](const Candidate &C) {
     return C.Plan.getNumDevices() == Space.Devices;
   });
-  std::vector<unsigned> Order = boundCandidates(Cands);
-  Ranking Rank(std::max(1u, Opts.TopK), R.Top, Cands);
-  if (Error E = rankCandidates(Cands, Order, Rank, R))
+  boundCandidates(Bases);
+  Ranking Rank(std::max(1u, Opts.TopK), R.Top, Bases);
+  if (Error E = rankCandidates(Bases, Rank, R))
     return std::move(E);
-  if (Error E = R.Top.empty() ? findMemoryFloors(Cands, R)
-                              : explainWinner(Cands, Order, Rank, R))
-    return std::move(E);
+  if (!R.Top.empty())
+    if (Error E = explainWinner(Bases, Rank, R))
+      return std::move(E);
   R.Stats.Partitions = Partitions;
   R.Stats.Seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
           .count();
+  if (Floors && R.Top.empty())
+    if (Error E = addFloors(R))
+      return std::move(E);
   return R;
+}
+
+Error Searcher::addFloors(SearchResult &R) const {
+  auto Start = std::chrono::steady_clock::now();
+  if (Error E = findMemoryFloors(Bases, R))
+    return E;
+  R.Stats.Seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
+  return Error::success();
 }
 
 Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
@@ -1432,15 +1700,20 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
     if (Error E = checkOffloadHardware(*Opts.Fixed.Offload, HW, EO.Train))
       return std::move(E);
   Searcher S(Eval, G, Space, HW, EO, Opts);
-  Expected<SearchResult> R = S.run();
+  std::vector<OffloadTiers> Offloads =
+      EO.Train ? getSearchedOffloads(HW) : std::vector<OffloadTiers>();
+  bool MayOffload = !Opts.Fixed.Offload && Offloads.size() > 1;
+  // Where offload may follow, the memory floors wait until it finds
+  // nothing either (they explain only a search that fails).
+  Expected<SearchResult> R = S.run(/*Floors=*/!MayOffload);
   if (!R || !EO.Train)
     return R;
-  std::vector<OffloadTiers> Offloads = getSearchedOffloads(HW);
-  if (R->Top.empty() && !Opts.Fixed.Offload && Offloads.size() > 1) {
+  if (R->Top.empty() && MayOffload) {
     // Nothing fits in HBM: place training state in host DRAM and SSD too
-    // (the first entry is "none", already tried).
+    // (the first entry is "none", already tried), over the same plans.
     Searcher S2(Eval, G, Space, HW, EO, Opts);
     S2.Offloads.assign(Offloads.begin() + 1, Offloads.end());
+    S2.reuseBases(S);
     Expected<SearchResult> R2 = S2.run();
     if (!R2)
       return R2.takeError();
@@ -1449,6 +1722,8 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
       R2->Stats.Seconds += R->Stats.Seconds;
       return R2;
     }
+    if (Error E = S.addFloors(*R))
+      return std::move(E);
     return R;
   }
   if (!R->Top.empty() && R->Top.front().Plan.Offload.any()) {

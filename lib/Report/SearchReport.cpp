@@ -167,6 +167,9 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
     OS << ", " << St.Dominated
        << " act:host placements skipped (no swap with one micro-batch in "
           "flight: they cost what act:hbm costs)";
+  if (St.SameMemoryOver)
+    OS << ", " << St.SameMemoryOver
+       << " over HBM at the memory of another mesh order of the plan";
   OS << "\n";
   OS << "space: ";
   printSpaceLine(R.Space, OS);
@@ -499,6 +502,9 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
                    {"memory_bound_pruned", (int64_t)St.MemoryBoundPruned},
                    {"time_bound_pruned", (int64_t)St.TimeBoundPruned},
                    {"partitions", (int64_t)St.Partitions}};
+  if (St.SameMemoryOver)
+    Root["search"].getAsObject()->try_emplace(
+        "same_memory_over_hbm", (int64_t)St.SameMemoryOver);
   std::string Space;
   raw_string_ostream SOS(Space);
   printSpaceLine(R.Space, SOS);

@@ -183,6 +183,9 @@ struct SearchStats {
   /// offloading less costs (act:host with one micro-batch in flight), when
   /// that one ranks too low for them to rank.
   uint64_t Dominated = 0;
+  /// Skipped: over memory at a placement where the same plan at another
+  /// mesh order was (the order moves no memory).
+  uint64_t SameMemoryOver = 0;
   double Seconds = 0;
 };
 

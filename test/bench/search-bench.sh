@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The search's speed targets (issue 17): LLaMA-2-70B on 1,024 NPUs under
+# 1 s of search, the 10T MoE on the 512-NPU supernode under 10 s wall at a
+# training batch (1024, 2048, 4096 sequences of 2048; nothing fits in HBM
+# there, so every plan's offload placements are searched too). Prints per
+# case the search line of --time-passes (candidates, seconds) and the
+# process's wall and user seconds and peak RSS. Run by hand; figures go in
+# closing notes, never into timed tests.
+#   test/bench/search-bench.sh [BUILD_DIR] [MOE_BATCHES...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD="${1:-build}"
+shift || true
+BATCHES=("$@")
+[ ${#BATCHES[@]} -eq 0 ] && BATCHES=(8 1024 2048 4096)
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+/usr/bin/python3 examples/models/zoo/make_zoo.py "$WORK" --only moe-10t --dtype float16 --quiet
+/usr/bin/python3 examples/models/zoo/make_zoo.py "$WORK" --only llama2-70b --dtype float16 --quiet
+PIPE=--pass-pipeline=bind-symbols,infer-shapes,fold-shape-arith,detect-layers,annotate-costs,search-parallelism
+run() {
+  local Name=$1
+  shift
+  /usr/bin/time -f "%e %U %M" -o "$WORK/time" "$BUILD/tools/plan-parallel/plan-parallel" "$@" \
+    $PIPE --time-passes >"$WORK/out" 2>"$WORK/err"
+  read -r Wall User RSS <"$WORK/time"
+  echo "== $Name: $(grep '^plan (searched)' "$WORK/out" | cut -d' ' -f3)"
+  echo "   $(grep '^search-parallelism:' "$WORK/err"); process ${Wall} s wall, ${User} s user, $((RSS / 1024)) MiB peak"
+}
+run "LLaMA-2-70B, 1024 NPUs, batch 1024 x 4096" "$WORK/llama2-70b.onnx" \
+  --hw examples/hw/atlas900-pod-1024.yaml --batch 1024 --seq 4096
+for B in "${BATCHES[@]}"; do
+  run "10T MoE, 512 NPUs, batch $B x 2048" "$WORK/moe-10t.onnx" \
+    --hw examples/hw/ascend-supernode-512.yaml --batch "$B" --seq 2048
+done
