@@ -1,0 +1,59 @@
+#!/usr/bin/python3
+"""Export two tiny language-model heads WITH their training loss (torch,
+seeded): Embedding(16, 32) -> Linear(32, 32) -> ReLU -> Linear(32, 16)
+(the vocab head) -> the loss against integer labels.
+
+  ce-loss-tiny.onnx   F.cross_entropy(logits.view(-1, 16), labels.view(-1)),
+                      reduction mean: one SoftmaxCrossEntropyLoss node.
+  ce-none-tiny.onnx   F.nll_loss(F.log_softmax(logits.transpose(1, 2), 1),
+                      labels, reduction='none'): torch fuses the pair into one
+                      SoftmaxCrossEntropyLoss over [batch, vocab, seq] (class
+                      axis 1 of rank 3), one loss per token.
+
+Inputs ids and labels (int64 [batch, seq], dynamic batch), output loss.
+Usage: make_loss.py OUTDIR   (needs Debian's python3-torch)
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+VOCAB, HIDDEN = 16, 32
+
+
+class Head(torch.nn.Module):
+    def __init__(self, nll):
+        super().__init__()
+        self.nll = nll
+        self.emb = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.fc = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.head = torch.nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, ids, labels):
+        logits = self.head(F.relu(self.fc(self.emb(ids))))
+        if self.nll:
+            return F.nll_loss(F.log_softmax(logits.transpose(1, 2), 1), labels,
+                              reduction="none")
+        return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    for name, nll in (("ce-loss-tiny.onnx", False), ("ce-none-tiny.onnx", True)):
+        torch.manual_seed(0)
+        model = Head(nll).eval()
+        ids = torch.randint(0, VOCAB, (2, 8))
+        labels = torch.randint(0, VOCAB, (2, 8))
+        axes = {"ids": {0: "batch"}, "labels": {0: "batch"}}
+        if nll:
+            axes["loss"] = {0: "batch"}
+        path = os.path.join(out, name)
+        torch.onnx.export(model, (ids, labels), path, input_names=["ids", "labels"],
+                          output_names=["loss"], dynamic_axes=axes, opset_version=17,
+                          do_constant_folding=True)
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
