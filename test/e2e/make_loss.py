@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""Export two tiny language-model heads WITH their training loss (torch,
-seeded): Embedding(16, 32) -> Linear(32, 32) -> ReLU -> Linear(32, 16)
-(the vocab head) -> the loss against integer labels.
+"""Export two tiny language models WITH their training loss (torch,
+seeded): Embedding(16, 32) -> two MLP blocks (Linear(32, 64) -> ReLU ->
+Linear(64, 32), plus the residual; two layers for pp = 2) -> Linear(32,
+16), the vocab head -> the loss against integer labels. At tp > 1 each
+block is column then row parallel and the head column parallel: the
+scores arrive split on the vocab.
 
   ce-loss-tiny.onnx   F.cross_entropy(logits.view(-1, 16), labels.view(-1)),
                       reduction mean: one SoftmaxCrossEntropyLoss node.
@@ -27,11 +30,15 @@ class Head(torch.nn.Module):
         super().__init__()
         self.nll = nll
         self.emb = torch.nn.Embedding(VOCAB, HIDDEN)
-        self.fc = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.up = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, 2 * HIDDEN) for _ in range(2))
+        self.down = torch.nn.ModuleList(torch.nn.Linear(2 * HIDDEN, HIDDEN) for _ in range(2))
         self.head = torch.nn.Linear(HIDDEN, VOCAB)
 
     def forward(self, ids, labels):
-        logits = self.head(F.relu(self.fc(self.emb(ids))))
+        x = self.emb(ids)
+        for up, down in zip(self.up, self.down):
+            x = x + down(F.relu(up(x)))
+        logits = self.head(x)
         if self.nll:
             return F.nll_loss(F.log_softmax(logits.transpose(1, 2), 1), labels,
                               reduction="none")

@@ -139,6 +139,16 @@ CASES = [
     # the runner).
     ("encoder-tp2",        "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
     ("encoder-tp2dp2",     "test:encoder-tiny.onnx", "tp=2,pp=1,dp=2,mb=1,sp=0", "infer", 4, 8),
+    # a training graph exported with its loss (make_loss.py): torch's
+    # SoftmaxCrossEntropyLoss after a column-parallel vocab head, its
+    # scores all-gathered over tp; a mean over each data-parallel rank's
+    # samples (compared per micro-batch) and one loss per token over
+    # [batch, vocab, seq]
+    ("ce_loss-tp2",        "test:ce-loss-tiny.onnx", "tp=2,pp=1,dp=1,mb=4",  "infer", 4, None),
+    ("ce_loss-tp2pp2dp2",  "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
+    ("ce_loss-tp2pp2dp2-train", "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 4, None),
+    ("ce_none-tp2",        "test:ce-none-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",  "infer", 4, None),
+    ("ce_none-tp2pp2dp2",  "test:ce-none-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
     # dense gating on [b,t,h], experts summed straight into the residual
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
@@ -214,6 +224,11 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
              "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50",
              "test:dlrm-sharded-tiny.onnx": "0:32"}
+
+# Models whose outputs are means over the batch (a training loss): each
+# micro-batch's loss is the mean over its own samples, as data parallelism
+# computes it, so the original runs on each micro-batch alone.
+MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
@@ -415,7 +430,8 @@ def run_case_1(args, case):
         ok, detail, js = split_and_check(outdir, os.path.join(work, "split", name), model,
                                          INT_RANGE.get(spec, "0:256" if spec.startswith("zoo:")
                                                        else "0:16"),
-                                         "micro-batch" if spec.startswith("zoo:") else "global")
+                                         "micro-batch" if spec.startswith("zoo:")
+                                         or spec in MICRO_BATCH_REFERENCE else "global")
         res.update(ok=ok, stage="harness", detail=detail, result=js)
         # One step time: the emitted schedule's and the cost model's agree
         # within 1% (issue 15).
