@@ -14,11 +14,20 @@ scores arrive split on the vocab.
                       axis 1 of rank 3), one loss per token.
 
 Inputs ids and labels (int64 [batch, seq], dynamic batch), output loss.
+
+  nll-rows-tiny.onnx  written with onnx.helper, not torch: x [batch, 16] ->
+                      MatMul(16, 32) -> Relu -> MatMul(32, 16) -> Relu ->
+                      LogSoftmax(axis 1) -> NegativeLogLikelihoodLoss,
+                      reduction none: under sequence parallelism the rows
+                      arrive split and the loss stays split with them.
 Usage: make_loss.py OUTDIR   (needs Debian's python3-torch)
 """
 import os
 import sys
 
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 import torch
 import torch.nn.functional as F
 
@@ -45,6 +54,33 @@ class Head(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
 
 
+def nll_rows(path):
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32) * 0.3, "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 16)).astype(np.float32) * 0.3, "w2")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["y"]),
+        helper.make_node("Relu", ["y"], ["s"]),
+        helper.make_node("LogSoftmax", ["s"], ["lp"], axis=1),
+        helper.make_node("NegativeLogLikelihoodLoss", ["lp", "labels"], ["loss"],
+                         reduction="none"),
+    ]
+    graph = helper.make_graph(
+        nodes, "nll_rows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16]),
+         helper.make_tensor_value_info("labels", TensorProto.INT64, ["batch"])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, ["batch"])],
+        [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="make_loss.py")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    print(path)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     for name, nll in (("ce-loss-tiny.onnx", False), ("ce-none-tiny.onnx", True)):
@@ -60,6 +96,7 @@ def main():
                           output_names=["loss"], dynamic_axes=axes, opset_version=17,
                           do_constant_folding=True)
         print(path)
+    nll_rows(os.path.join(out, "nll-rows-tiny.onnx"))
 
 
 if __name__ == "__main__":

@@ -149,6 +149,11 @@ CASES = [
     ("ce_loss-tp2pp2dp2-train", "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 4, None),
     ("ce_none-tp2",        "test:ce-none-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",  "infer", 4, None),
     ("ce_none-tp2pp2dp2",  "test:ce-none-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
+    # onnx.helper's LogSoftmax + NegativeLogLikelihoodLoss, reduction none:
+    # under sequence parallelism the rows arrive split and stay split, the
+    # labels sliced on each rank
+    ("nll_rows-tp2-sp",    "test:nll-rows-tiny.onnx", "tp=2,pp=1,dp=1,mb=4,sp=1", "infer", 4, None),
+    ("nll_rows-tp2dp2-sp", "test:nll-rows-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,sp=1", "infer", 4, None),
     # dense gating on [b,t,h], experts summed straight into the residual
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
