@@ -12,6 +12,10 @@ scores arrive split on the vocab.
                       labels, reduction='none'): torch fuses the pair into one
                       SoftmaxCrossEntropyLoss over [batch, vocab, seq] (class
                       axis 1 of rank 3), one loss per token.
+  ce-ignore-tiny.onnx F.cross_entropy(..., ignore_index=0): the labels the
+                      harness draws from [0, 16) hit class 0, so the mean
+                      is over the rows not ignored.
+  ce-sum-tiny.onnx    F.cross_entropy(..., reduction='sum').
 
 Inputs ids and labels (int64 [batch, seq], dynamic batch), output loss.
 
@@ -35,9 +39,10 @@ VOCAB, HIDDEN = 16, 32
 
 
 class Head(torch.nn.Module):
-    def __init__(self, nll):
+    def __init__(self, nll, **loss_args):
         super().__init__()
         self.nll = nll
+        self.loss_args = loss_args
         self.emb = torch.nn.Embedding(VOCAB, HIDDEN)
         self.up = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, 2 * HIDDEN) for _ in range(2))
         self.down = torch.nn.ModuleList(torch.nn.Linear(2 * HIDDEN, HIDDEN) for _ in range(2))
@@ -51,7 +56,7 @@ class Head(torch.nn.Module):
         if self.nll:
             return F.nll_loss(F.log_softmax(logits.transpose(1, 2), 1), labels,
                               reduction="none")
-        return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
+        return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1), **self.loss_args)
 
 
 def nll_rows(path):
@@ -83,9 +88,12 @@ def nll_rows(path):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
-    for name, nll in (("ce-loss-tiny.onnx", False), ("ce-none-tiny.onnx", True)):
+    for name, nll, loss_args in (("ce-loss-tiny.onnx", False, {}),
+                                 ("ce-none-tiny.onnx", True, {}),
+                                 ("ce-ignore-tiny.onnx", False, {"ignore_index": 0}),
+                                 ("ce-sum-tiny.onnx", False, {"reduction": "sum"})):
         torch.manual_seed(0)
-        model = Head(nll).eval()
+        model = Head(nll, **loss_args).eval()
         ids = torch.randint(0, VOCAB, (2, 8))
         labels = torch.randint(0, VOCAB, (2, 8))
         axes = {"ids": {0: "batch"}, "labels": {0: "batch"}}

@@ -140,13 +140,17 @@ CASES = [
     ("encoder-tp2",        "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
     ("encoder-tp2dp2",     "test:encoder-tiny.onnx", "tp=2,pp=1,dp=2,mb=1,sp=0", "infer", 4, 8),
     # a training graph exported with its loss (make_loss.py): torch's
-    # SoftmaxCrossEntropyLoss after a column-parallel vocab head, its
-    # scores all-gathered over tp; a mean over each data-parallel rank's
-    # samples (compared per micro-batch) and one loss per token over
-    # [batch, vocab, seq]
+    # SoftmaxCrossEntropyLoss after a column-parallel vocab head, lowered
+    # as Megatron's vocab-parallel cross entropy (the scores stay split;
+    # row max, sum of exps and target score all-reduced over tp); a mean
+    # over each data-parallel rank's samples (compared per micro-batch),
+    # one with ignored rows, a sum, and one loss per token over [batch,
+    # vocab, seq]
     ("ce_loss-tp2",        "test:ce-loss-tiny.onnx", "tp=2,pp=1,dp=1,mb=4",  "infer", 4, None),
     ("ce_loss-tp2pp2dp2",  "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
     ("ce_loss-tp2pp2dp2-train", "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 4, None),
+    ("ce_ignore-tp2pp2dp2", "test:ce-ignore-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("ce_sum-tp4",         "test:ce-sum-tiny.onnx",  "tp=4,pp=1,dp=1,mb=4",  "infer", 4, None),
     ("ce_none-tp2",        "test:ce-none-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",  "infer", 4, None),
     ("ce_none-tp2pp2dp2",  "test:ce-none-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
     # onnx.helper's LogSoftmax + NegativeLogLikelihoodLoss, reduction none:
@@ -233,7 +237,8 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
 # Models whose outputs are means over the batch (a training loss): each
 # micro-batch's loss is the mean over its own samples, as data parallelism
 # computes it, so the original runs on each micro-batch alone.
-MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx"}
+MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
+                         "test:ce-sum-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
