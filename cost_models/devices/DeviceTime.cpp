@@ -245,8 +245,9 @@ struct KernelTraffic {
 
 static KernelTraffic getKernelTraffic(const OpCost &C, const DeviceClass &DC) {
   double Bytes = C.BytesRead + C.BytesWritten;
-  return {DC.LaunchOverhead.value(), Bytes, BackwardTrafficFactor * Bytes,
-          hasGradient(C)};
+  double Back = C.BackwardBytes > 0 ? C.BackwardBytes
+                                    : BackwardTrafficFactor * Bytes;
+  return {DC.LaunchOverhead.value(), Bytes, Back, hasGradient(C)};
 }
 
 /// ssd: the gathered rows at its bandwidth and latency.

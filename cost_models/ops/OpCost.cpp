@@ -134,6 +134,7 @@ const Tables &getTables() {
     Add(addMatmulRules, "matmul");
     Add(addElementwiseRules, "elementwise");
     Add(addNormRules, "norm");
+    Add(addLossRules, "norm");
     Add(addReductionRules, "reduction");
     Add(addIndexingRules, "indexing");
     Add(addMovementRules, "movement");

@@ -64,6 +64,8 @@ llvm::StringRef getRuleFamily(llvm::StringRef QualifiedOp);
 void addMatmulRules(RuleTable &T);
 void addElementwiseRules(RuleTable &T);
 void addNormRules(RuleTable &T);
+/// LossOps.cpp; family "norm" (softmax-like vector passes).
+void addLossRules(RuleTable &T);
 void addReductionRules(RuleTable &T);
 void addIndexingRules(RuleTable &T);
 void addMovementRules(RuleTable &T);

@@ -805,6 +805,7 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
   else
     C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
   C.BytesWritten *= ActF;
+  C.BackwardBytes *= ActF;
   C.ParamBytes *= ParamF;
   if (F.StackedExperts) {
     // All experts at once: each device keeps NumExperts / ep of them (the

@@ -394,6 +394,18 @@ void SplitContext::countForward(unsigned L) {
     const Value *Y = N->getNumOutputs() ? N->getOutput(0) : nullptr;
     if (Y && S.Lower == ShardLowering::BiasAfterReduce)
       LS.Fwd.push_back({CollectiveKind::AllReduce, valueBytes(Y), Y});
+    if (S.Lower == ShardLowering::VocabParallelCrossEntropy) {
+      // Megatron's vocab-parallel cross entropy: the row max, the sum of
+      // exps and the target score, one value of the scores' type per row
+      // (label), each all-reduced (LossRules.cpp); no backward collective.
+      // Named after the loss, as the role builder names them.
+      const Value *X = N->getInput(0), *Lbl = N->getInput(1);
+      double XE = (double)X->Type.getNumElements().getValueOr(0);
+      double Rows = (double)Lbl->Type.getNumElements().getValueOr(0);
+      double RowBytes = XE > 0 ? valueBytes(X) / XE * Rows : 0;
+      for (unsigned K = 0; K < 3; ++K)
+        LS.Fwd.push_back({CollectiveKind::AllReduce, RowBytes, Y});
+    }
     // Graph outputs leave replicated.
     for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
       const Value *V = N->getOutput(O);

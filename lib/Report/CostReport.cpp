@@ -141,6 +141,8 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
       O["backward_flops"] = C.BackwardFlops;
       O["bytes_read"] = C.BytesRead;
       O["bytes_written"] = C.BytesWritten;
+      if (C.BackwardBytes > 0)
+        O["backward_bytes"] = C.BackwardBytes;
       O["param_count"] = C.ParamCount;
       O["saved_bytes"] = savedBytes(C);
       O["class"] = Info.Class;
@@ -180,8 +182,10 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
     double Saved = savedBytes(C);
     OS << " unit=" << getComputeUnitName(C.Unit)
        << " flops=" << fmtCount(C.Flops) << " read=" << fmtCount(C.BytesRead)
-       << " written=" << fmtCount(C.BytesWritten)
-       << " params=" << fmtCount(C.ParamCount) << " saved=" << fmtCount(Saved)
+       << " written=" << fmtCount(C.BytesWritten);
+    if (C.BackwardBytes > 0) // a rule that counts its backward's traffic
+      OS << " backward_bytes=" << fmtCount(C.BackwardBytes);
+    OS << " params=" << fmtCount(C.ParamCount) << " saved=" << fmtCount(Saved)
        << " class=" << (Info.Class.empty() ? "none" : Info.Class);
     for (const auto &KV : HW.Device.Classes) {
       auto It = Info.Times.find(KV.first);

@@ -60,6 +60,9 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
     case NodeSharding::Lowering::GlobalShape:
       OS << " global-shape";
       break;
+    case NodeSharding::Lowering::VocabParallelCrossEntropy:
+      OS << " vocab-parallel-ce";
+      break;
     case NodeSharding::Lowering::None:
       break;
     }

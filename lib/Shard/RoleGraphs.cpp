@@ -197,6 +197,9 @@ private:
   Error lowerGlobalShape(const Node &N, ArrayRef<std::string> OutNames);
   /// A Gather from a vocab-parallel table: this rank's rows looked up, ids
   /// outside them masked to zero rows: a partial output over tp.
+  /// SoftmaxCrossEntropyLoss on this rank's classes (LossRules.cpp).
+  Error lowerVocabParallelCrossEntropy(const Node &N, ArrayRef<Value *> In,
+                                       ArrayRef<std::string> OutNames);
   Error lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
                                  ArrayRef<std::string> OutNames);
   /// Row-parallel Gemm/Conv: partial products all-reduced over tp, then the
@@ -767,6 +770,8 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
     return lowerVocabParallelGather(N, In, OutNames);
   case NodeSharding::Lowering::BiasAfterReduce:
     return lowerBiasAfterReduce(N, In, OutNames);
+  case NodeSharding::Lowering::VocabParallelCrossEntropy:
+    return lowerVocabParallelCrossEntropy(N, In, OutNames);
   case NodeSharding::Lowering::None:
     break;
   }
@@ -877,6 +882,126 @@ Error RoleBuilder::lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
     return W.takeError();
   (*W)->getOutput(0)->Type = GTy;
   Produced[Y] = (*W)->getOutput(0);
+  return Error::success();
+}
+
+/// Megatron-LM's vocab-parallel cross entropy (megatron/core/
+/// tensor_parallel/cross_entropy.py), on scores X [N, C/tp, d...] and whole
+/// labels [N, d...]: m = allreduce_max(ReduceMax(X)); Xs = X - m;
+/// s = allreduce_sum(ReduceSum(Exp(Xs))); t = allreduce_sum(Xs at the label
+/// where this rank holds its class, else 0); loss = Log(s) - t per row,
+/// zero at ignore_index, then the node's reduction (mean: over the rows not
+/// ignored).
+Error RoleBuilder::lowerVocabParallelCrossEntropy(
+    const Node &N, ArrayRef<Value *> In, ArrayRef<std::string> OutNames) {
+  const Value *Y = N.getOutput(0);
+  Value *X = In[0], *Labels = In[1];
+  DataType FT = X->Type.Elem, IT = Labels->Type.Elem;
+  int64_t Classes = X->Type.Dims[1].Size; // this rank's
+  std::string B = N.getName().empty() ? OutNames[0] : N.getName().str();
+  TensorType XT = X->Type, RowT = XT, LT = Labels->Type;
+  RowT.Dims[1] = Dim(1);
+  TensorType IdT = RowT, BoolT = RowT, LBoolT = LT;
+  IdT.Elem = IT;
+  BoolT.Elem = DataType::Bool;
+  LBoolT.Elem = DataType::Bool;
+  auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
+                TensorType T, ArrayRef<Attribute> Attrs = {},
+                StringRef OutName = "") -> Expected<Value *> {
+    std::string ON = OutName.empty() ? fresh(B + "." + Suffix.str())
+                                     : OutName.str();
+    Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
+    if (!Nd)
+      return Nd.takeError();
+    for (const Attribute &A : Attrs)
+      (*Nd)->addAttribute(copyAttributeValues(A));
+    (*Nd)->getOutput(0)->Type = std::move(T);
+    return (*Nd)->getOutput(0);
+  };
+  auto AllReduce = [&](Value *V, const char *Red,
+                       StringRef Suffix) -> Expected<Value *> {
+    return collective("HcomAllReduce", "tp", V, B + "." + Suffix.str(),
+                      V->Type, {{"reduction", 0, Red}});
+  };
+  Value *Axis1 = constInt64(B + ".class_axis", {1}, {1});
+#define LOOM_TRY(Var, Expr)                                                    \
+  Expected<Value *> Var = Expr;                                                \
+  if (!Var)                                                                    \
+    return Var.takeError();
+  // The row max over all classes.
+  LOOM_TRY(MaxL, Op("ReduceMax", {X}, "local_max", RowT,
+                    {intsAttr("axes", {1}), intAttr("keepdims", 1)}));
+  LOOM_TRY(Max, AllReduce(*MaxL, "max", "max"));
+  LOOM_TRY(Xs, Op("Sub", {X, *Max}, "shifted", XT));
+  // The sum of exps over all classes.
+  LOOM_TRY(Ex, Op("Exp", {*Xs}, "exp", XT));
+  LOOM_TRY(SumL, Op("ReduceSum", {*Ex, Axis1}, "local_sum", RowT,
+                    {intAttr("keepdims", 1)}));
+  LOOM_TRY(Sum, AllReduce(*SumL, "sum", "sum_exp"));
+  // The target's shifted score, from the rank holding its class.
+  TensorType LUT = LT;
+  LUT.Dims.insert(LUT.Dims.begin() + 1, Dim(1));
+  LOOM_TRY(Lbl, Op("Unsqueeze", {Labels, Axis1}, "labels", LUT));
+  Value *Start = constScalar(B + ".class_start", IT, (double)(TPR * Classes));
+  Value *Count = constScalar(B + ".class_count", IT, (double)Classes);
+  Value *Zero = constScalar(B + ".zero_index", IT, 0);
+  LOOM_TRY(Local, Op("Sub", {*Lbl, Start}, "local_labels", IdT));
+  LOOM_TRY(Below, Op("Less", {*Local, Zero}, "below", BoolT));
+  LOOM_TRY(NotBelow, Op("Not", {*Below}, "not_below", BoolT));
+  LOOM_TRY(InRange, Op("Less", {*Local, Count}, "in_range", BoolT));
+  LOOM_TRY(Valid, Op("And", {*NotBelow, *InRange}, "valid", BoolT));
+  LOOM_TRY(Safe, Op("Where", {*Valid, *Local, Zero}, "safe_labels", IdT));
+  LOOM_TRY(Picked, Op("GatherElements", {*Xs, *Safe}, "target_local", RowT,
+                      {intAttr("axis", 1)}));
+  Value *ZeroF = constScalar(B + ".zero", FT, 0);
+  LOOM_TRY(Masked, Op("Where", {*Valid, *Picked, ZeroF}, "target_masked",
+                      RowT));
+  LOOM_TRY(Target, AllReduce(*Masked, "sum", "target"));
+  // Per row: log(sum) - target, zero where the label is ignore_index.
+  LOOM_TRY(Log, Op("Log", {*Sum}, "log_sum", RowT));
+  LOOM_TRY(Diff, Op("Sub", {*Log, *Target}, "row_loss", RowT));
+  TensorType PerRowT = LT;
+  PerRowT.Elem = FT;
+  std::string Red = N.getAttrString("reduction", "mean").str();
+  bool Ignore = N.getAttribute("ignore_index") != nullptr;
+  StringRef RowName = Red == "none" && !Ignore ? OutNames[0] : "";
+  LOOM_TRY(Row, Op("Squeeze", {*Diff, Axis1}, "rows", PerRowT, {}, RowName));
+  Value *Rows = *Row;
+  Value *Kept = nullptr;
+  if (Ignore) {
+    Value *II = constScalar(B + ".ignore_index", IT,
+                            (double)N.getAttrInt("ignore_index", 0));
+    LOOM_TRY(Ign, Op("Equal", {Labels, II}, "ignored", LBoolT));
+    StringRef Name = Red == "none" ? OutNames[0] : "";
+    LOOM_TRY(R0, Op("Where", {*Ign, ZeroF, Rows}, "rows_kept", PerRowT, {},
+                    Name));
+    Rows = *R0;
+    if (Red == "mean") {
+      LOOM_TRY(NotIgn, Op("Not", {*Ign}, "counted", LBoolT));
+      LOOM_TRY(Cnt, Op("Cast", {*NotIgn}, "counted_f", PerRowT,
+                       {intAttr("to", (int64_t)FT)}));
+      Kept = *Cnt;
+    }
+  }
+  TensorType ScalarT;
+  ScalarT.Elem = FT;
+  ScalarT.HasShape = true;
+  Value *Result = Rows;
+  if (Red == "sum" || (Red == "mean" && !Kept)) {
+    LOOM_TRY(Tot, Op(Red == "sum" ? "ReduceSum" : "ReduceMean", {Rows},
+                     "reduced", ScalarT, {intAttr("keepdims", 0)},
+                     OutNames[0]));
+    Result = *Tot;
+  } else if (Red == "mean") {
+    LOOM_TRY(Tot, Op("ReduceSum", {Rows}, "total", ScalarT,
+                     {intAttr("keepdims", 0)}));
+    LOOM_TRY(Cnt, Op("ReduceSum", {Kept}, "count", ScalarT,
+                     {intAttr("keepdims", 0)}));
+    LOOM_TRY(Mean, Op("Div", {*Tot, *Cnt}, "mean", ScalarT, {}, OutNames[0]));
+    Result = *Mean;
+  }
+#undef LOOM_TRY
+  Produced[Y] = Result;
   return Error::success();
 }
 

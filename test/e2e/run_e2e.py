@@ -139,6 +139,25 @@ CASES = [
     # the runner).
     ("encoder-tp2",        "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
     ("encoder-tp2dp2",     "test:encoder-tiny.onnx", "tp=2,pp=1,dp=2,mb=1,sp=0", "infer", 4, 8),
+    # a training graph exported with its loss (make_loss.py): torch's
+    # SoftmaxCrossEntropyLoss after a column-parallel vocab head, lowered
+    # as Megatron's vocab-parallel cross entropy (the scores stay split;
+    # row max, sum of exps and target score all-reduced over tp); a mean
+    # over each data-parallel rank's samples (compared per micro-batch),
+    # one with ignored rows, a sum, and one loss per token over [batch,
+    # vocab, seq]
+    ("ce_loss-tp2",        "test:ce-loss-tiny.onnx", "tp=2,pp=1,dp=1,mb=4",  "infer", 4, None),
+    ("ce_loss-tp2pp2dp2",  "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
+    ("ce_loss-tp2pp2dp2-train", "test:ce-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 4, None),
+    ("ce_ignore-tp2pp2dp2", "test:ce-ignore-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("ce_sum-tp4",         "test:ce-sum-tiny.onnx",  "tp=4,pp=1,dp=1,mb=4",  "infer", 4, None),
+    ("ce_none-tp2",        "test:ce-none-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",  "infer", 4, None),
+    ("ce_none-tp2pp2dp2",  "test:ce-none-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
+    # onnx.helper's LogSoftmax + NegativeLogLikelihoodLoss, reduction none:
+    # under sequence parallelism the rows arrive split and stay split, the
+    # labels sliced on each rank
+    ("nll_rows-tp2-sp",    "test:nll-rows-tiny.onnx", "tp=2,pp=1,dp=1,mb=4,sp=1", "infer", 4, None),
+    ("nll_rows-tp2dp2-sp", "test:nll-rows-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,sp=1", "infer", 4, None),
     # dense gating on [b,t,h], experts summed straight into the residual
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
@@ -238,6 +257,12 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
 # model is over 1% of its FLOPs and has no cost rule.
 EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
+
+# Models whose outputs are means over the batch (a training loss): each
+# micro-batch's loss is the mean over its own samples, as data parallelism
+# computes it, so the original runs on each micro-batch alone.
+MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
+                         "test:ce-sum-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"
@@ -440,7 +465,8 @@ def run_case_1(args, case):
         ok, detail, js = split_and_check(outdir, os.path.join(work, "split", name), model,
                                          INT_RANGE.get(spec, "0:256" if spec.startswith("zoo:")
                                                        else "0:16"),
-                                         "micro-batch" if spec.startswith("zoo:") else "global")
+                                         "micro-batch" if spec.startswith("zoo:")
+                                         or spec in MICRO_BATCH_REFERENCE else "global")
         res.update(ok=ok, stage="harness", detail=detail, result=js)
         # One step time: the emitted schedule's and the cost model's agree
         # within 1% (issue 15).

@@ -383,3 +383,32 @@ TEST(DeviceTimeTest, ExampleModelsArePlaceable) {
 }
 
 } // namespace
+
+TEST(DeviceTimeTest, LossBackwardTrafficIsTheRules) {
+  // The losses count their backward's bytes (cost_models/ops/LossOps.cpp)
+  // instead of twice the forward's. f16 scores [1024,1024] = 2^20
+  // elements of 2 bytes, int64 labels [1024] = 8,192 B.
+  HardwareModel H = loadHW();
+  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float16[1024,1024] x, int64[1024] labels) => (float16 ce, float16 nll) {
+  ce = SoftmaxCrossEntropyLoss(x, labels)
+  lp = LogSoftmax <axis = 1> (x)
+  nll = NegativeLogLikelihoodLoss(lp, labels)
+})");
+  // SoftmaxCrossEntropyLoss, f16 so upcast to f32: read (2 + 20) x 2^20
+  // + 8,192 = 23,076,864 B, written (4 + 12) x 2^20 + the f16 loss 2 =
+  // 16,777,218 B: 39.854082 us of traffic (6 x 2^20 FLOPs at 10 TFLOPS =
+  // 0.63 us), + 5 us.
+  ClassTime CE = timeOf(M.get(), "ce", "aicore", H);
+  expectTime(CE.Seconds, 39.854082e-6 + 5e-6);
+  // Backward: (8 + 4 + 2) x 2^20 + 8,192 = 14,688,256 B = 14.688256 us
+  // (2 x 2^20 FLOPs = 0.21 us), + 5 us; twice the forward's would be 79.7.
+  expectTime(CE.BackwardSeconds, 14.688256e-6 + 5e-6);
+  // NegativeLogLikelihoodLoss reads one f16 per row and the labels: 1,024
+  // x 2 + 8,192 + the loss 2 = 10,242 B; its backward writes the zeroed
+  // gradient 2^20 x 2, scatters 1,024 x 2 and reads the labels: 2,107,392
+  // B.
+  ClassTime NLL = timeOf(M.get(), "nll", "aicore", H);
+  expectTime(NLL.Seconds, 0.010242e-6 + 5e-6);
+  expectTime(NLL.BackwardSeconds, 2.107392e-6 + 5e-6);
+}

@@ -306,4 +306,42 @@ mlp (float[4,8,16] x) => (float[4,8,16] y)
   EXPECT_DOUBLE_EQ(Bytes, 3 * 2048.0);
 }
 
+TEST(EvaluatorSharding, VocabParallelCrossEntropyTP2) {
+  // An MLP (column then row parallel), a Relu, a column-parallel vocab
+  // head (64 classes, 32 per rank) and SoftmaxCrossEntropyLoss on its split
+  // scores: Megatron's vocab-parallel cross entropy (LossRules.cpp).
+  // Forward: y
+  // [4,16] f32 = 256 B all-reduced, and the loss's row max, sum of exps
+  // and target score, 4 rows x 4 B = 16 B each, all-reduced: 304 B. The
+  // scores are never gathered.
+  Planned P = plan(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+head (float[4,16] x, int64[4] labels) => (float loss)
+<float[16,32] w1, float[32,16] w2, float[16,64] wh> {
+  h = MatMul (x, w1)
+  r = Relu (h)
+  y = MatMul (r, w2)
+  a = Relu (y)
+  logits = MatMul (a, wh)
+  loss = SoftmaxCrossEntropyLoss (logits, labels)
+}
+)",
+                   "tp=2,pp=1,dp=1,mb=4,sp=0", 4, hw());
+  ASSERT_TRUE(P.CU && P.Eval);
+  std::pair<unsigned, unsigned> N = checkShapes(P, false);
+  EXPECT_GE(N.second, 2u); // h, r and logits split
+  CommList Role = roleCollectives(P.CU->Sharded->Roles[0].M->getGraph());
+  double Bytes = 0;
+  EXPECT_EQ(evaluatorCollectives(*P.Eval, false, false, &Bytes), Role);
+  EXPECT_EQ(Role, (CommList{"AllReduce y", "AllReduce loss", "AllReduce loss",
+                            "AllReduce loss"}));
+  EXPECT_DOUBLE_EQ(Bytes, 256 + 3 * 16.0);
+  // Backward: the scores' gradient is split as they are (no collective);
+  // a's, an addend from the column-parallel head, all-reduced.
+  Bytes = 0;
+  EXPECT_EQ(evaluatorCollectives(*P.Eval, false, true, &Bytes),
+            (CommList{"AllReduce a"}));
+  EXPECT_DOUBLE_EQ(Bytes, 256.0);
+}
+
 } // namespace

@@ -49,6 +49,9 @@ struct OpCost {
   /// HBM bytes read and written by one forward execution (parameters
   /// included in BytesRead).
   double BytesRead = 0, BytesWritten = 0;
+  /// HBM bytes of one backward execution where the rule counts them
+  /// (the losses, cost_models/ops/LossOps.cpp); 0: twice the forward's.
+  double BackwardBytes = 0;
   /// Parameters this node reads directly: elements and bytes.
   double ParamCount = 0, ParamBytes = 0;
   /// Values this op must keep for its backward pass (inputs or outputs);

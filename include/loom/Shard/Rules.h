@@ -115,6 +115,10 @@ enum class ShardLowering : uint8_t {
   BiasAfterReduce,
   /// Shape of a split value: the global shape, as a constant.
   GlobalShape,
+  /// SoftmaxCrossEntropyLoss on scores split on the class axis: Megatron's
+  /// vocab-parallel cross entropy (all-reduced row max, sum of exps and
+  /// target score), the scores never gathered.
+  VocabParallelCrossEntropy,
 };
 
 /// What a rule decided for one node.

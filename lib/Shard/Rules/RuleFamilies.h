@@ -71,6 +71,8 @@ void ruleConv(const Node &N, RuleContext &Ctx, OpSharding &S);
 void rulePool(const Node &N, RuleContext &Ctx, OpSharding &S);
 // IndexingRules.cpp: Gather.
 void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &S);
+// LossRules.cpp: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss.
+void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &S);
 
 } // namespace shardrules
 } // namespace loom

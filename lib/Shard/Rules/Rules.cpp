@@ -249,6 +249,9 @@ OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule) {
     ruleSlice(N, Ctx, S);
   } else if (Op == "Softmax" || Op == "LogSoftmax" || Op == "Hardmax") {
     ruleSoftmax(N, Ctx, S);
+  } else if (Op == "SoftmaxCrossEntropyLoss" ||
+             Op == "NegativeLogLikelihoodLoss") {
+    ruleLoss(N, Ctx, S);
   } else if (Op == "LayerNormalization") {
     ruleLayerNorm(N, Ctx, S);
   } else if (Op == "ArgMax" || Op == "ArgMin") {
