@@ -475,6 +475,12 @@ void SplitContext::countBackward(unsigned L) {
   for (const Value *V : Order) {
     const SmallVector<AxisSpec, 2> &Gs = Grads[V];
     AxisSpec From = getStoredSpec(V);
+    // A value produced as a partial sum (a row-parallel output) takes its
+    // gradient whole: each addend's is the sum's. A partial gradient of it
+    // (its reduced value read by split work, Megatron's g then f) is
+    // all-reduced like a replicated value's.
+    if (From.isPartial())
+      From = AxisSpec();
     CollectiveKind K;
     if (any_of(Gs, [](const AxisSpec &S) { return S.isPartial(); })) {
       if (getBackwardCollective(AxisSpec::partial(), From, K))
