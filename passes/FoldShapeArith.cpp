@@ -1305,25 +1305,7 @@ unsigned Folder::bindExpectedCounts(Graph &G, double CapacityFactor,
 }
 
 void Folder::eliminateDeadNodes(Graph &G) {
-  DenseMap<const Value *, unsigned> Uses = G.computeUseCounts();
-  DenseSet<const Node *> Dead;
-  for (int I = (int)G.getNumNodes() - 1; I >= 0; --I) {
-    const Node &N = *G.getNodes()[I];
-    bool HasSubgraph = any_of(N.getAttributes(), [](const Attribute &A) {
-      return !A.Gs.empty();
-    });
-    if (HasSubgraph || N.getNumOutputs() == 0)
-      continue;
-    if (any_of(N.getOutputs(),
-               [&](const Value *V) { return V && Uses.lookup(V); }))
-      continue;
-    Dead.insert(&N);
-    for (const Value *V : N.getInputs())
-      if (V && Uses.lookup(V))
-        --Uses[V];
-  }
-  if (!Dead.empty())
-    G.eraseNodes([&](const Node &N) { return Dead.count(&N); });
+  G.eraseDeadNodes();
   G.eraseUnusedParameters();
 }
 

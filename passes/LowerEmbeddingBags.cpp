@@ -486,29 +486,6 @@ private:
   }
 };
 
-/// Removes the nodes the Loops alone read (offset arithmetic, flattened
-/// ids), as fold-shape-arith removes what it made dead.
-void eraseDeadNodes(Graph &G) {
-  DenseMap<const Value *, unsigned> Uses = G.computeUseCounts();
-  DenseSet<const Node *> Dead;
-  for (int I = (int)G.getNumNodes() - 1; I >= 0; --I) {
-    const Node &N = *G.getNodes()[I];
-    if (N.getNumOutputs() == 0 || any_of(N.getAttributes(), [](const Attribute &A) {
-          return !A.Gs.empty();
-        }))
-      continue;
-    if (any_of(N.getOutputs(),
-               [&](const Value *V) { return V && Uses.lookup(V); }))
-      continue;
-    Dead.insert(&N);
-    for (const Value *V : N.getInputs())
-      if (V && Uses.lookup(V))
-        --Uses[V];
-  }
-  if (!Dead.empty())
-    G.eraseNodes([&](const Node &N) { return Dead.count(&N); });
-}
-
 class LowerEmbeddingBagsPass : public Pass {
 public:
   Error run(CompilationUnit &CU) override {
@@ -523,7 +500,8 @@ public:
       return Error::success();
     std::string First = Bags[0].Loop->getName().str();
     Rewriter(*CU.M).run(Bags);
-    eraseDeadNodes(G);
+    // The nodes the Loops alone read (offset arithmetic, flattened ids).
+    G.eraseDeadNodes();
     // fold-shape-arith may have named these Loops' outputs as non-static.
     CU.warn("lower-embedding-bags: " + Twine(Bags.size()) +
             " Loop(s) over fixed-size bags, first '" + First +

@@ -575,6 +575,26 @@ void Graph::eraseNodes(function_ref<bool(const Node &)> Dead) {
   // Values stay allocated (cheap) so dangling pointers cannot arise.
 }
 
+void Graph::eraseDeadNodes() {
+  llvm::DenseMap<const Value *, unsigned> Uses = computeUseCounts();
+  llvm::DenseSet<const Node *> Dead;
+  for (int I = (int)getNumNodes() - 1; I >= 0; --I) {
+    const Node &N = *getNodes()[I];
+    bool HasSubgraph = llvm::any_of(
+        N.getAttributes(), [](const Attribute &A) { return !A.Gs.empty(); });
+    if (HasSubgraph || N.getNumOutputs() == 0 ||
+        llvm::any_of(N.getOutputs(),
+                     [&](const Value *V) { return V && Uses.lookup(V); }))
+      continue;
+    Dead.insert(&N);
+    for (const Value *V : N.getInputs())
+      if (V && Uses.lookup(V))
+        --Uses[V];
+  }
+  if (!Dead.empty())
+    eraseNodes([&](const Node &N) { return Dead.count(&N); });
+}
+
 void Graph::eraseUnusedParameters() {
   DenseMap<const Value *, unsigned> Uses = computeUseCounts();
   std::vector<Value *> Kept;

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExpertModels.h"
+#include "RunPipeline.h"
 #include "SearchTestCases.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Plan/Offload.h"
@@ -109,20 +110,7 @@ struct TierFixture {
        << ", bandwidth: 100GB/s, latency: 100ns, allow_tp: true}\n"
        << "  - {name: roce, size: " << Outer
        << ", bandwidth: 5GB/s, latency: 2us}\n";
-    Expected<HardwareModel> H = parseHardwareModel(OS.str(), "hw.yaml");
-    EXPECT_TRUE(!!H) << (H ? "" : toString(H.takeError()));
-    HW = std::move(*H);
-    auto M = importModelFromText(Model, "model.onnxtxt");
-    EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-    CU.M = std::move(*M);
-    CU.HW = &HW;
-    PassManager PM(getRegisteredPasses());
-    EXPECT_FALSE(
-        !!PM.parsePipeline("infer-shapes,detect-layers,annotate-costs"));
-    std::string Sink;
-    raw_string_ostream SOS(Sink);
-    Error E = PM.run(CU, PassInstrumentation(), SOS, SOS);
-    EXPECT_FALSE(!!E) << toString(std::move(E));
+    loadAndCost(CU, HW, OS.str(), Model);
     EO.Train = true;
     EO.Batch = Batch;
     EO.Seq = Seq;

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RunPipeline.h"
 #include "SearchTestCases.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Planner/OffloadCost.h"
@@ -88,21 +89,7 @@ struct OffloadFixture {
   std::unique_ptr<PlanEvaluator> Eval;
 
   explicit OffloadFixture(const OffloadCase &OC) : O(OC) {
-    Expected<HardwareModel> H =
-        parseHardwareModel(makeOffloadHardware(O), "hw.yaml");
-    EXPECT_TRUE(!!H) << (H ? "" : toString(H.takeError()));
-    HW = std::move(*H);
-    auto M = importModelFromText(makeTransformer(O.C), "model.onnxtxt");
-    EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
-    CU.M = std::move(*M);
-    CU.HW = &HW;
-    PassManager PM(getRegisteredPasses());
-    EXPECT_FALSE(
-        !!PM.parsePipeline("infer-shapes,detect-layers,annotate-costs"));
-    std::string Sink;
-    raw_string_ostream OS(Sink);
-    Error E = PM.run(CU, PassInstrumentation(), OS, OS);
-    EXPECT_FALSE(!!E) << toString(std::move(E));
+    loadAndCost(CU, HW, makeOffloadHardware(O), makeTransformer(O.C));
     EO.Train = true;
     EO.Batch = O.C.Batch;
     EO.Seq = O.C.Seq;

@@ -330,6 +330,9 @@ public:
   void eraseNodes(llvm::function_ref<bool(const Node &)> Dead);
   /// Removes parameters not read by any node or graph output (recursively).
   void eraseUnusedParameters();
+  /// Removes the nodes whose outputs nothing reads, transitively (control
+  /// flow nodes, with their subgraphs, and nodes without outputs stay).
+  void eraseDeadNodes();
   /// Counts the uses of every value (nodes of this graph and subgraphs, and
   /// graph outputs).
   llvm::DenseMap<const Value *, unsigned> computeUseCounts() const;
