@@ -964,7 +964,8 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
   PerRowT.Elem = FT;
   std::string Red = N.getAttrString("reduction", "mean").str();
   bool Ignore = N.getAttribute("ignore_index") != nullptr;
-  StringRef RowName = Red == "none" && !Ignore ? OutNames[0] : "";
+  StringRef RowName =
+      Red == "none" && !Ignore ? StringRef(OutNames[0]) : StringRef();
   LOOM_TRY(Row, Op("Squeeze", {*Diff, Axis1}, "rows", PerRowT, {}, RowName));
   Value *Rows = *Row;
   Value *Kept = nullptr;
@@ -972,7 +973,7 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
     Value *II = constScalar(B + ".ignore_index", IT,
                             (double)N.getAttrInt("ignore_index", 0));
     LOOM_TRY(Ign, Op("Equal", {Labels, II}, "ignored", LBoolT));
-    StringRef Name = Red == "none" ? OutNames[0] : "";
+    StringRef Name = Red == "none" ? StringRef(OutNames[0]) : StringRef();
     LOOM_TRY(R0, Op("Where", {*Ign, ZeroF, Rows}, "rows_kept", PerRowT, {},
                     Name));
     Rows = *R0;
