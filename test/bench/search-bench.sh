@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build}"
-shift || true
+if [ $# -gt 0 ]; then shift; fi
 BATCHES=("$@")
 [ ${#BATCHES[@]} -eq 0 ] && BATCHES=(8 1024 2048 4096)
 WORK="$(mktemp -d)"

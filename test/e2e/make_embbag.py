@@ -56,22 +56,27 @@ def main():
                       dynamic_axes={"dense": {0: "batch"}, "ids": {0: "batch"},
                                     "y": {0: "batch"}},
                       opset_version=12, do_constant_folding=True)
-    m = onnx.load(out)
+    type_bag_loops(out, 2, 8)
+
+
+def type_bag_loops(path, count, dim):
+    """Checks the export at `path` has `count` Loops (one per EmbeddingBag)
+    and types their body outputs. torch leaves them untyped, and ONNX 1.12's
+    shape inference does not see the table's type from inside the body, so
+    the bag's [embedding_dim] would stay symbolic: declare the condition and
+    one bag, f32[dim], as a typed exporter would."""
+    m = onnx.load(path)
     loops = [n for n in m.graph.node if n.op_type == "Loop"]
-    if len(loops) != 2:
-        raise SystemExit(f"expected 2 Loop nodes (one per EmbeddingBag), got {len(loops)}")
-    # torch leaves the body outputs untyped, and ONNX 1.12's shape inference
-    # does not see the table's type from inside the body, so the bag's
-    # [embedding_dim] would stay symbolic: declare the body outputs' types
-    # (the condition and one bag, f32[8]) as a typed exporter would.
+    if len(loops) != count:
+        raise SystemExit(f"expected {count} Loop nodes (one per EmbeddingBag), got {len(loops)}")
     for n in loops:
         body = n.attribute[0].g
         cond, bag = body.output[0], body.output[1]
         cond.type.CopyFrom(onnx.helper.make_tensor_type_proto(onnx.TensorProto.BOOL, []))
-        bag.type.CopyFrom(onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [8]))
+        bag.type.CopyFrom(onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [dim]))
     onnx.checker.check_model(m)
-    onnx.save(m, out)
-    print(out)
+    onnx.save(m, path)
+    print(path)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import sys
 import onnx
 import torch
 
+from make_embbag import type_bag_loops
+
 
 class EmbBagDLRM(torch.nn.Module):
     def __init__(self):
@@ -55,19 +57,7 @@ def main():
     torch.onnx.export(model, args, out, input_names=names, output_names=["y"],
                       dynamic_axes={n: {0: "batch"} for n in names + ["y"]},
                       opset_version=17, do_constant_folding=True)
-    m = onnx.load(out)
-    loops = [n for n in m.graph.node if n.op_type == "Loop"]
-    if len(loops) != 4:
-        raise SystemExit(f"expected 4 Loop nodes (one per EmbeddingBag), got {len(loops)}")
-    # As make_embbag.py: declare the body outputs' types (the condition and
-    # one bag, f32[8]), which torch leaves untyped.
-    for n in loops:
-        body = n.attribute[0].g
-        body.output[0].type.CopyFrom(onnx.helper.make_tensor_type_proto(onnx.TensorProto.BOOL, []))
-        body.output[1].type.CopyFrom(onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [8]))
-    onnx.checker.check_model(m)
-    onnx.save(m, out)
-    print(out)
+    type_bag_loops(out, 4, 8)
 
 
 if __name__ == "__main__":
