@@ -45,6 +45,7 @@
 #include "loom/Cost/DeviceTime.h"
 #include "loom/Cost/FusedKernels.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/IR/AttentionOp.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Pass/Pass.h"
 
@@ -351,6 +352,7 @@ public:
 
   Error run(CompilationUnit &CU) override {
     Regions.clear();
+    AttentionOps.clear();
     ElementwiseRegions.clear();
     Skipped.clear();
     if (!CU.HW)
@@ -433,6 +435,8 @@ public:
       assignRegion(CU, R.Members, R.Context, Fused, T, Class, "attention");
       Regions.push_back(std::move(R));
     }
+    if (Attention)
+      fuseAttentionOps(CU, *Attention, Class);
     // The element-wise kernels, on nodes attention did not take.
     DenseSet<const Node *> Taken;
     for (const AttentionRegion &R : Regions)
@@ -473,6 +477,57 @@ public:
     return Error::success();
   }
 
+  /// Opset 23's Attention is the fused kernel it names: a region of one
+  /// node, costed from its two products as the spelled-out region is.
+  void fuseAttentionOps(CompilationUnit &CU, const FusedKernel &Kernel,
+                        const std::string &Class) {
+    for (const auto &NP : CU.M->getGraph().getNodes()) {
+      const Node &N = *NP;
+      Optional<AttentionDims> D = getAttentionDims(N);
+      auto It = CU.NodeCosts.find(&N);
+      if (!D || It == CU.NodeCosts.end() || !It->second.Cost.HasRule)
+        continue;
+      if (((N.getNumInputs() > 3 && N.getInput(3)) || D->Causal) &&
+          !Kernel.Masked) {
+        Skipped.push_back(label(N) + ": masked, and the kernel takes no mask");
+        continue;
+      }
+      if (D->QHeads != D->KVHeads && !Kernel.GQA) {
+        Skipped.push_back(label(N) + ": grouped-query, and the kernel is not");
+        continue;
+      }
+      const OpCost &Own = It->second.Cost;
+      StringRef DT = getDataTypeName(Own.Elem);
+      if (!Kernel.supportsDataType(DT)) {
+        Skipped.push_back(label(N) + ": " + DT.str() +
+                          ", and the kernel takes " +
+                          join(Kernel.DataTypes, ", "));
+        continue;
+      }
+      // The two products as MatMul's rule costs them (2 FLOPs per
+      // multiply-add, a gradient for both operands).
+      OpCost Score, Context;
+      double Rows = (double)D->Batch * D->QHeads * D->QSeq * D->KVSeq;
+      Score.Elem = Context.Elem = Own.Elem;
+      Score.Flops = 2 * Rows * D->HeadSize;
+      Context.Flops = 2 * Rows * D->VHeadSize;
+      Score.BackwardFlops = 2 * Score.Flops;
+      Context.BackwardFlops = 2 * Context.Flops;
+      Context.MM = Own.MM;
+      // Q and the unrepeated K and V: the kernel indexes kv heads itself.
+      OpCost Fused = fusedAttentionCost(
+          Score, Context, N.getInput(0), N.getInput(1), N.getInput(2),
+          N.getOutput(0), Kernel, {&N}, D->causalFraction());
+      ClassTime T = estimateClassTime(N, Fused, Class, *CU.HW);
+      if (!T.Supported) {
+        Skipped.push_back(label(N) + ": " + T.Reason);
+        continue;
+      }
+      assignRegion(CU, {&N}, &N, Fused, T, Class, "attention");
+      AttentionOps.push_back(&N);
+    }
+  }
+
   /// The anchor carries \p Fused and its time on \p Class; the other
   /// members cost nothing; no other class runs any of them.
   static void assignRegion(CompilationUnit &CU,
@@ -500,10 +555,23 @@ public:
 
   /// One line per region: anchor, inputs, mask, GQA, members.
   void print(const CompilationUnit &CU, raw_ostream &OS) const override {
-    OS << "# fused kernels: " << Regions.size() << " attention region(s)";
+    OS << "# fused kernels: " << Regions.size() + AttentionOps.size()
+       << " attention region(s)";
     if (!KernelClass.empty())
       OS << " on " << KernelClass;
     OS << "\n";
+    for (const Node *N : AttentionOps) {
+      OS << "attention '" << label(*N) << "'";
+      if (N->Layer >= 0)
+        OS << " layer=" << N->Layer;
+      OS << " op=Attention q=" << N->getInput(0)->Type.str()
+         << " k=" << N->getInput(1)->Type.str()
+         << " v=" << N->getInput(2)->Type.str();
+      Optional<AttentionDims> D = getAttentionDims(*N);
+      if (D && D->Causal)
+        OS << " causal=" << format("%.6f", D->causalFraction());
+      OS << "\n";
+    }
     for (const AttentionRegion &R : Regions) {
       OS << "attention '" << label(*R.Context) << "'";
       if (R.Context->Layer >= 0)
@@ -546,6 +614,8 @@ public:
 
 private:
   std::vector<AttentionRegion> Regions;
+  /// Attention ops (opset 23) costed as the kernel.
+  std::vector<const Node *> AttentionOps;
   std::vector<ElementwiseRegion> ElementwiseRegions;
   std::vector<std::string> Skipped;
   std::string KernelClass;

@@ -73,7 +73,8 @@ bool isLastAxis(int64_t Axis, unsigned Rank) {
 
 class ElementwiseMatcher {
 public:
-  ElementwiseMatcher(const Graph &G, int64_t Opset, DenseSet<const Node *> &Taken)
+  ElementwiseMatcher(const Graph &G, int64_t Opset,
+                     DenseSet<const Node *> &Taken)
       : G(G), Opset(Opset), Taken(Taken), Users(buildUseMap(G)) {
     for (const Value *V : G.getOutputs())
       GraphOutputs.insert(V);
@@ -101,6 +102,9 @@ public:
         Found = matchSwiGLU(N, R);
       else if (Op == "Neg" && Rot)
         Found = matchRotary(N, R);
+      else if ((Op == "RMSNormalization" && Norm) ||
+               (Op == "RotaryEmbedding" && Rot))
+        Found = matchStandardOp(N, R);
       if (!Found || !finish(R))
         continue;
       for (const Node *M : R.Members)
@@ -342,8 +346,8 @@ private:
     if (!Starts || !Ends || Starts->size() != 1 || Ends->size() != 1)
       return None;
     int64_t Axis = Axes ? (Axes->size() == 1 ? (*Axes)[0] : -2) : 0;
-    if (!isLastAxis(Axis, Rank) || (Steps && (Steps->size() != 1 ||
-                                              (*Steps)[0] != 1)))
+    if (!isLastAxis(Axis, Rank) ||
+        (Steps && (Steps->size() != 1 || (*Steps)[0] != 1)))
       return None;
     auto Norm = [&](int64_t I) {
       if (I < 0)
@@ -380,8 +384,8 @@ private:
       int64_t D = X->Type.isStatic() && X->Type.getRank()
                       ? X->Type.Dims.back().Size
                       : 0;
-      if (!HA || !HB || D <= 0 || D % 2 ||
-          *HA != std::make_pair(D / 2, D) || *HB != std::make_pair(0L, D / 2))
+      if (!HA || !HB || D <= 0 || D % 2 || *HA != std::make_pair(D / 2, D) ||
+          *HB != std::make_pair(0L, D / 2))
         return false;
       M.push_back(SA);
       M.push_back(SB);
@@ -416,6 +420,34 @@ private:
   }
 
   /// Sorts the members, checks no value inside leaks out, names the form.
+  /// Opset 23's RMSNormalization and RotaryEmbedding are the kernels they
+  /// name: a region of one node, reading what the spelled-out region
+  /// reads (the norm: input and weight; rotary: input and the cos/sin
+  /// tables, position ids being a few int64s) and keeping what its fused
+  /// backward keeps (FusedKernels.h: the norm's input and weight, the
+  /// rotary tables).
+  bool matchStandardOp(const Node &N, ElementwiseRegion &R) {
+    if (N.getNumInputs() < (N.getOpType() == "RotaryEmbedding" ? 3u : 2u) ||
+        !N.getOutput(0))
+      return false;
+    for (unsigned I = 0; I < N.getNumInputs(); ++I)
+      if (!N.getInput(I))
+        return false;
+    bool Rotary = N.getOpType() == "RotaryEmbedding";
+    R.Kernel = Rotary ? "rotary" : "rmsnorm";
+    R.Out = N.getOutput(0);
+    R.Members = {&N};
+    R.Inputs.push_back(N.getInput(0));
+    R.Inputs.push_back(N.getInput(1));
+    if (Rotary)
+      R.Inputs.push_back(N.getInput(2));
+    if (!Rotary)
+      R.Saved = {N.getInput(0), N.getInput(1)};
+    else
+      R.Saved = {N.getInput(1), N.getInput(2)};
+    return true;
+  }
+
   bool finish(ElementwiseRegion &R) {
     auto &M = R.Members;
     llvm::sort(M, [&](const Node *X, const Node *Y) {
@@ -553,14 +585,13 @@ Optional<int64_t> causalOffset(const Value *V, MaskUse Use, unsigned Depth) {
       return None;
     return causalOffset(In, Use, Depth + 1);
   }
-  if (Op == "Unsqueeze" || Op == "Squeeze" || Op == "Reshape" ||
-      Op == "Expand")
+  if (Op == "Unsqueeze" || Op == "Squeeze" || Op == "Reshape" || Op == "Expand")
     return LastTwoKept() ? causalOffset(In, Use, Depth + 1) : None;
   if (Op == "Slice") {
     // A top-left block of a causal mask keeps the same diagonal.
-    Optional<std::vector<int64_t>> Starts = D->getNumInputs() > 1
-                                                ? getConstantInts(D->getInput(1))
-                                                : D->getAttrInts("starts");
+    Optional<std::vector<int64_t>> Starts =
+        D->getNumInputs() > 1 ? getConstantInts(D->getInput(1))
+                              : D->getAttrInts("starts");
     if (!Starts || any_of(*Starts, [](int64_t S) { return S != 0; }))
       return None;
     if (D->getInput(4)) {

@@ -134,6 +134,11 @@ const ElementwiseSpec Specs[] = {
     {"BitwiseOr", 1, 0, Save::Nothing},
     {"BitwiseXor", 1, 0, Save::Nothing},
     {"BitwiseNot", 1, 0, Save::Nothing},
+    // Quantization (no gradient through rounding): QuantizeLinear divides
+    // by the scale, rounds, adds the zero point and saturates (4);
+    // DequantizeLinear subtracts the zero point and multiplies (2).
+    {"QuantizeLinear", 4, 0, Save::Nothing},
+    {"DequantizeLinear", 2, 0, Save::Nothing},
 };
 // clang-format on
 

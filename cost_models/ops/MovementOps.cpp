@@ -52,8 +52,13 @@ void addMovementRules(RuleTable &T) {
   for (const char *Op :
        {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
     T[Op] = {costView};
-  for (const char *Op : {"Transpose", "Concat", "Split", "Pad", "Trilu",
-                         "DepthToSpace", "SpaceToDepth"})
+  // CenterCropPad (18) is a Slice or a Pad per axis; Col2Im (18) adds the
+  // overlapping blocks back into the image (one add per input element, the
+  // inverse of an im2col copy): counted as movement, its adds hidden under
+  // the scattered traffic.
+  for (const char *Op :
+       {"Transpose", "Concat", "Split", "Pad", "Trilu", "DepthToSpace",
+        "SpaceToDepth", "CenterCropPad", "Col2Im"})
     T[Op] = {costMove};
   T["Slice"] = {costSlice};
   T["Expand"] = {costBroadcastCopy};

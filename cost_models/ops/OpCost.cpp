@@ -132,7 +132,9 @@ const Tables &getTables() {
         T.Families.try_emplace(Entry.first(), Family);
     };
     Add(addMatmulRules, "matmul");
+    Add(addAttentionRules, "matmul");
     Add(addElementwiseRules, "elementwise");
+    Add(addSignalRules, "elementwise");
     Add(addNormRules, "norm");
     Add(addLossRules, "norm");
     Add(addReductionRules, "reduction");

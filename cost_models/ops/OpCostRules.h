@@ -71,6 +71,10 @@ void addIndexingRules(RuleTable &T);
 void addMovementRules(RuleTable &T);
 void addConvPoolRules(RuleTable &T);
 void addControlFlowRules(RuleTable &T);
+/// AttentionOps.cpp: Attention (family "matmul"), RotaryEmbedding, DFT,
+/// AffineGrid, GridSample (family "elementwise").
+void addAttentionRules(RuleTable &T);
+void addSignalRules(RuleTable &T);
 
 /// The table, built once.
 const RuleTable &getRuleTable();

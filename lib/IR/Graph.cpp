@@ -42,13 +42,10 @@ Optional<int64_t> TensorType::getNumElements() const {
 
 Optional<int64_t> TensorType::getSizeInBytes() const {
   Optional<int64_t> N = getNumElements();
-  unsigned ES = getDataTypeSize(Elem);
-  if (!N || ES == 0)
+  if (!N)
     return None;
-  int64_t B;
-  if (MulOverflow(*N, (int64_t)ES, B))
-    return None;
-  return B;
+  // 4-bit types pack two elements to a byte (an odd count rounds up).
+  return getStorageBytes(Elem, *N);
 }
 
 SmallVector<int64_t, 4> TensorType::getStaticShape() const {

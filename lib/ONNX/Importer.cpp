@@ -127,6 +127,15 @@ Expected<ArrayRef<char>> ProtoTensorData::getBytes() const {
     break;
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::BOOL:
+  // Types newer than ONNX 1.12's enum: one byte per int32_data entry, a
+  // float8 element or a packed pair of 4-bit elements.
+  case (int)DataType::Float8E4M3FN:
+  case (int)DataType::Float8E4M3FNUZ:
+  case (int)DataType::Float8E5M2:
+  case (int)DataType::Float8E5M2FNUZ:
+  case (int)DataType::UInt4:
+  case (int)DataType::Int4:
+  case (int)DataType::Float4E2M1:
     for (int32_t I : TP->int32_data())
       appendRaw(B, (uint8_t)I);
     break;
@@ -280,9 +289,7 @@ Expected<TensorType> Importer::convertType(const onnx::TypeProto &T,
     if (D.isStatic() && MulOverflow(Elements, D.Size, Elements))
       return fail("value '" + ValueName + "' of type " + TT.str() +
                   " has a size that overflows int64");
-  int64_t Bytes;
-  if (MulOverflow(Elements, (int64_t)std::max(1u, getDataTypeSize(TT.Elem)),
-                  Bytes))
+  if (getDataTypeBits(TT.Elem) && !getStorageBytes(TT.Elem, Elements))
     return fail("value '" + ValueName + "' of type " + TT.str() +
                 " has a size in bytes that overflows int64");
   return TT;
@@ -327,7 +334,10 @@ Importer::convertTensorData(const onnx::TensorProto &TP,
     return std::shared_ptr<const TensorData>(
         std::make_shared<ProtoTensorData>(MP, &TP, getEncodedStringsSize(TP)));
   }
-  uint64_t Want = (uint64_t)*NumElts * getDataTypeSize(Type.Elem);
+  // Packed: 4-bit types hold two elements per byte, the last byte half
+  // used when the count is odd (onnx.proto, TensorProto).
+  uint64_t Want = (uint64_t)getStorageBytes(Type.Elem, *NumElts).getValueOr(0);
+  bool FourBit = getDataTypeBits(Type.Elem) == 4;
 
   if (TP.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string Location;
@@ -404,10 +414,18 @@ Importer::convertTensorData(const onnx::TensorProto &TP,
       Count = TP.int32_data_size();
       break;
     }
-    if (Count % PerElt != 0 || Count / PerElt != (uint64_t)*NumElts)
-      return fail("tensor '" + Name + "' declares type " + Type.str() +
-                  " (" + Twine(*NumElts) + " elements) but holds " +
-                  Twine(Count / PerElt));
+    // int32_data holds one element per entry, or one packed pair of 4-bit
+    // elements (onnx.proto: "for 4-bit data types, each int32_data stores
+    // two elements").
+    uint64_t Entries = FourBit ? ((uint64_t)*NumElts + 1) / 2 : *NumElts;
+    if (Count % PerElt != 0 || Count / PerElt != Entries) {
+      std::string Packed = FourBit ? ", " + std::to_string(Entries) +
+                                         " packed int32_data entries"
+                                   : "";
+      return fail("tensor '" + Name + "' declares type " + Type.str() + " (" +
+                  Twine(*NumElts) + " elements" + Packed + ") but holds " +
+                  Twine(Count / PerElt) + (FourBit ? " entries" : ""));
+    }
     Have = Want;
   }
   if (Have != Want)
@@ -651,7 +669,7 @@ Error Importer::importShapeOnlyParameters(const onnx::GraphProto &GP, Graph &G,
     if (!T->isStatic())
       return fail("shape-only parameter '" + VI.name() +
                   "' needs a static type, got " + T->str());
-    if (getDataTypeSize(T->Elem) == 0)
+    if (getDataTypeBits(T->Elem) == 0)
       return fail("shape-only parameter '" + VI.name() + "' of type " +
                   T->str() + " needs a numeric element type");
     if (!T->getSizeInBytes())
@@ -794,8 +812,12 @@ Error Importer::importValueTypes(const onnx::GraphProto &GP, Graph &G) {
 /// Default-domain opsets Loom's passes and cost rules are written for.
 /// Older models are upgraded to MinOpset with ONNX's version converter (as
 /// onnx-mlir does), which rewrites the few ops whose semantics changed
-/// (legacy broadcast attributes, consumed_inputs, is_test, ...).
-static constexpr int64_t MinOpset = 7, MaxOpset = 17;
+/// (legacy broadcast attributes, consumed_inputs, is_test, ...). Opsets 18
+/// to 23 are read as they are, with the schemas ONNX 1.12 lacks registered
+/// by OpsetSchemas.cpp; ai.onnx.ml up to 5 (the version opset 23 pairs
+/// with); IR versions up to 11 (ONNX 1.18, FLOAT4E2M1).
+static constexpr int64_t MinOpset = 7, MaxOpset = 23, MaxMLOpset = 5,
+                         MaxIRVersion = 11;
 
 /// Default-domain opset of \p P; 0 if it imports none.
 static int64_t getDefaultOpset(const onnx::ModelProto &P) {
@@ -950,8 +972,20 @@ Expected<std::unique_ptr<Model>> Importer::run() {
   if (V != 0 && (V < 1 || V > MaxOpset))
     return fail("default-domain opset " + Twine(V) +
                 " is outside the supported range 1-" + Twine(MaxOpset));
-  if (V == 0 || V >= MinOpset)
+  for (const onnx::OperatorSetIdProto &O : MP->opset_import())
+    if (O.domain() == "ai.onnx.ml" &&
+        (O.version() < 1 || O.version() > MaxMLOpset))
+      return fail("ai.onnx.ml opset " + Twine(O.version()) +
+                  " is outside the supported range 1-" + Twine(MaxMLOpset));
+  if (MP->ir_version() > MaxIRVersion)
+    return fail("IR version " + Twine(MP->ir_version()) +
+                " is newer than Loom reads (up to " + Twine(MaxIRVersion) +
+                ", ONNX 1.18)");
+  if (V == 0 || V >= MinOpset) {
+    if (Error E = checkKnownOps(*MP))
+      return fail(toString(std::move(E)));
     return build();
+  }
 
   Importer Old(MP, Buffer, BaseDir, IsText, /*Stats=*/nullptr);
   Expected<std::unique_ptr<Model>> OldModel = Old.build();

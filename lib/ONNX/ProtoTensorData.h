@@ -22,6 +22,21 @@ namespace loom {
 /// ONNX shape inference runs.
 void guardConvPoolShapeInference();
 
+/// Registers the default-domain schemas of opsets 18-23 that ONNX 1.12
+/// lacks (OpsetSchemas.cpp) and widens the registry's version ranges to
+/// opset 23 (ai.onnx.ml 5). Idempotent; called before any schema lookup.
+void registerOpsetSchemas();
+
+/// Every node of the default and ai.onnx.ml domains (in subgraphs too) has
+/// a schema at the model's opset and satisfies it (inputs, outputs,
+/// attribute names and types, as onnx::checker's node check): else an
+/// error naming the node, op, domain and version.
+llvm::Error checkKnownOps(const onnx::ModelProto &P);
+
+/// Does the model carry an element type ONNX 1.12 cannot name (float8,
+/// int4, uint4, float4)? ONNX's type checks must then be skipped.
+bool usesPostONNX112Types(const onnx::ModelProto &P);
+
 /// The exporter's ModelProto, before serialization (Exporter.cpp); the
 /// importer hands it to ONNX's version converter.
 llvm::Error exportModelToProto(const Model &M, onnx::ModelProto &P);

@@ -295,8 +295,10 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank,
     EO.ExternalDataLocation = Stem + ".bin";
     EO.ExternalLayout = &Layouts[Bins.size()];
     // Local types are re-derived by any consumer's shape inference; only
-    // inputs and outputs are typed.
-    EO.IncludeValueInfo = false;
+    // inputs and outputs are typed. Above opset 17 they are written too:
+    // ONNX releases before 1.13 (Debian 12's, which loom-run's cutter
+    // uses) have no schemas there and cannot re-derive them.
+    EO.IncludeValueInfo = R.M->getOpsetVersion("") > 17;
     if (Error E = writeModelFile(*R.M, Onnx, EO))
       return E;
     Bins.push_back(std::string(Bin));

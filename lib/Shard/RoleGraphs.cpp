@@ -1288,6 +1288,7 @@ Error RoleBuilder::cloneLocal(const Node &N, const NodeSharding &NS,
   for (const Attribute &A : N.getAttributes())
     Attrs.push_back(copyAttributeValues(A));
   localizeSplitSizes(N, NS, In, Attrs);
+  localizeHeadAttributes(N, NS, TP, Attrs);
   Expected<Node *> C = G->addNode(Op, N.getDomain(), N.getName(), In, OutNames);
   if (!C)
     return C.takeError();

@@ -8,23 +8,54 @@ namespace loom {
 
 StringRef getDataTypeName(DataType T) {
   switch (T) {
-  case DataType::Undefined: return "?";
-  case DataType::Float: return "f32";
-  case DataType::UInt8: return "u8";
-  case DataType::Int8: return "i8";
-  case DataType::UInt16: return "u16";
-  case DataType::Int16: return "i16";
-  case DataType::Int32: return "i32";
-  case DataType::Int64: return "i64";
-  case DataType::String: return "str";
-  case DataType::Bool: return "bool";
-  case DataType::Float16: return "f16";
-  case DataType::Double: return "f64";
-  case DataType::UInt32: return "u32";
-  case DataType::UInt64: return "u64";
-  case DataType::Complex64: return "c64";
-  case DataType::Complex128: return "c128";
-  case DataType::BFloat16: return "bf16";
+  case DataType::Undefined:
+    return "?";
+  case DataType::Float:
+    return "f32";
+  case DataType::UInt8:
+    return "u8";
+  case DataType::Int8:
+    return "i8";
+  case DataType::UInt16:
+    return "u16";
+  case DataType::Int16:
+    return "i16";
+  case DataType::Int32:
+    return "i32";
+  case DataType::Int64:
+    return "i64";
+  case DataType::String:
+    return "str";
+  case DataType::Bool:
+    return "bool";
+  case DataType::Float16:
+    return "f16";
+  case DataType::Double:
+    return "f64";
+  case DataType::UInt32:
+    return "u32";
+  case DataType::UInt64:
+    return "u64";
+  case DataType::Complex64:
+    return "c64";
+  case DataType::Complex128:
+    return "c128";
+  case DataType::BFloat16:
+    return "bf16";
+  case DataType::Float8E4M3FN:
+    return "f8e4m3fn";
+  case DataType::Float8E4M3FNUZ:
+    return "f8e4m3fnuz";
+  case DataType::Float8E5M2:
+    return "f8e5m2";
+  case DataType::Float8E5M2FNUZ:
+    return "f8e5m2fnuz";
+  case DataType::UInt4:
+    return "u4";
+  case DataType::Int4:
+    return "i4";
+  case DataType::Float4E2M1:
+    return "f4e2m1";
   }
   return "?";
 }
@@ -47,6 +78,13 @@ Optional<DataType> parseDataTypeName(StringRef Name) {
                .Cases("c64", "complex64", DataType::Complex64)
                .Cases("c128", "complex128", DataType::Complex128)
                .Cases("bf16", "bfloat16", DataType::BFloat16)
+               .Cases("f8e4m3fn", "float8e4m3fn", DataType::Float8E4M3FN)
+               .Cases("f8e4m3fnuz", "float8e4m3fnuz", DataType::Float8E4M3FNUZ)
+               .Cases("f8e5m2", "float8e5m2", DataType::Float8E5M2)
+               .Cases("f8e5m2fnuz", "float8e5m2fnuz", DataType::Float8E5M2FNUZ)
+               .Cases("u4", "uint4", DataType::UInt4)
+               .Cases("i4", "int4", DataType::Int4)
+               .Cases("f4e2m1", "float4e2m1", DataType::Float4E2M1)
                .Default(None);
   return R;
 }
@@ -55,7 +93,14 @@ unsigned getDataTypeSize(DataType T) {
   switch (T) {
   case DataType::Undefined:
   case DataType::String:
+  case DataType::UInt4:
+  case DataType::Int4:
+  case DataType::Float4E2M1:
     return 0;
+  case DataType::Float8E4M3FN:
+  case DataType::Float8E4M3FNUZ:
+  case DataType::Float8E5M2:
+  case DataType::Float8E5M2FNUZ:
   case DataType::UInt8:
   case DataType::Int8:
   case DataType::Bool:
@@ -80,6 +125,31 @@ unsigned getDataTypeSize(DataType T) {
   return 0;
 }
 
+unsigned getDataTypeBits(DataType T) {
+  switch (T) {
+  case DataType::UInt4:
+  case DataType::Int4:
+  case DataType::Float4E2M1:
+    return 4;
+  default:
+    return 8 * getDataTypeSize(T);
+  }
+}
+
+Optional<int64_t> getStorageBytes(DataType T, int64_t Count) {
+  unsigned Bits = getDataTypeBits(T);
+  if (Bits == 0 || Count < 0 || Count > (INT64_MAX - 7) / (int64_t)Bits)
+    return None;
+  return (Count * (int64_t)Bits + 7) / 8;
+}
+
+bool isPostONNX112Type(DataType T) {
+  return (int32_t)T > (int32_t)DataType::BFloat16;
+}
+
+// The float8 and 4-bit types are neither: these two say which element
+// types Loom decodes as numbers (constant folding, printing, gradients);
+// float8 and int4 values are carried and costed by their bytes only.
 bool isFloatingPoint(DataType T) {
   return T == DataType::Float || T == DataType::Float16 ||
          T == DataType::Double || T == DataType::BFloat16;
@@ -87,15 +157,22 @@ bool isFloatingPoint(DataType T) {
 
 bool isInteger(DataType T) {
   switch (T) {
-  case DataType::UInt8: case DataType::Int8: case DataType::UInt16:
-  case DataType::Int16: case DataType::Int32: case DataType::Int64:
-  case DataType::UInt32: case DataType::UInt64:
+  case DataType::UInt8:
+  case DataType::Int8:
+  case DataType::UInt16:
+  case DataType::Int16:
+  case DataType::Int32:
+  case DataType::Int64:
+  case DataType::UInt32:
+  case DataType::UInt64:
     return true;
   default:
     return false;
   }
 }
 
-bool isKnownDataTypeCode(int32_t Code) { return Code >= 1 && Code <= 16; }
+bool isKnownDataTypeCode(int32_t Code) {
+  return Code >= 1 && Code <= MaxDataTypeCode;
+}
 
 } // namespace loom

@@ -147,8 +147,7 @@ public:
   /// The axis size divides \p Size (> 0); a symbolic size divides every
   /// size but 1 (no degree > 1 splits a unit dim).
   bool isDivisible(int64_t Size) const {
-    return AxisSize == AnyDivides ? Size > 1
-                                  : Size > 0 && Size % AxisSize == 0;
+    return AxisSize == AnyDivides ? Size > 1 : Size > 0 && Size % AxisSize == 0;
   }
 
   /// The spec \p V arrives in (parameters: as stored).
@@ -216,6 +215,13 @@ using SplitDimSizes = std::map<uint64_t, std::string>;
 /// returns the sizes of every dim a rule splits (SplitDims.cpp). A tp
 /// degree lets every rule take its split iff it divides all of them.
 SplitDimSizes collectSplitDims(const Graph &G, int64_t Opset);
+
+/// The per-rank head counts of an Attention or RotaryEmbedding whose heads
+/// \p S splits over \p AxisSize ranks: q_num_heads, kv_num_heads and
+/// num_heads in \p Attrs (a copy of the node's) divided
+/// (lib/Shard/Rules/AttentionRules.cpp).
+void localizeHeadAttributes(const Node &N, const OpSharding &S,
+                            unsigned AxisSize, std::vector<Attribute> &Attrs);
 
 /// Element-wise ops (one output element per broadcast input element):
 /// the ones the element-wise rule handles.

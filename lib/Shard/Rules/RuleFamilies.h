@@ -46,8 +46,7 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &S);
 // MovementRules.cpp: Reshape/Flatten, Transpose, (Un)Squeeze, Split,
 // Concat, Slice, Shape/Size.
-void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S,
-                 bool Flatten);
+void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S, bool Flatten);
 void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &S,
                           bool Unsqueeze);
@@ -66,6 +65,10 @@ void ruleSoftmax(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleArgMax(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleTopK(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleReduce(const Node &N, RuleContext &Ctx, OpSharding &S);
+// AttentionRules.cpp: opset 23's Attention and RotaryEmbedding (the
+// heads split).
+void ruleAttention(const Node &N, RuleContext &Ctx, OpSharding &S);
+void ruleRotaryEmbedding(const Node &N, RuleContext &Ctx, OpSharding &S);
 // ConvPoolRules.cpp: Conv, pools.
 void ruleConv(const Node &N, RuleContext &Ctx, OpSharding &S);
 void rulePool(const Node &N, RuleContext &Ctx, OpSharding &S);

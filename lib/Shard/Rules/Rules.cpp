@@ -131,9 +131,9 @@ AxisSpec RuleContext::resolvePartial(const Value *V) const {
 
 bool RuleContext::mayStayPartial(const Value *V) const {
   static const StringSet<> TakesPartial = {
-      "Add",     "Sub",     "Mul",       "Div",     "Neg",
-      "Identity", "Dropout", "Cast",     "Reshape", "Transpose",
-      "Squeeze", "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
+      "Add",      "Sub",       "Mul",     "Div",     "Neg",
+      "Identity", "Dropout",   "Cast",    "Reshape", "Transpose",
+      "Squeeze",  "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
   if (!V)
     return false;
   ArrayRef<const Node *> Users = getUsers(V);
@@ -207,6 +207,7 @@ bool isShardableElementwise(StringRef Op) {
       .Cases("Elu", "Selu", "Celu", "HardSwish", "Softsign", "ThresholdedRelu",
              true)
       .Cases("Mod", "Sum", "Mean", "IsInf", "BitShift", "CastLike", true)
+      .Cases("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", true)
       .Default(false);
 }
 
@@ -252,8 +253,12 @@ OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule) {
   } else if (Op == "SoftmaxCrossEntropyLoss" ||
              Op == "NegativeLogLikelihoodLoss") {
     ruleLoss(N, Ctx, S);
-  } else if (Op == "LayerNormalization") {
+  } else if (Op == "LayerNormalization" || Op == "RMSNormalization") {
     ruleLayerNorm(N, Ctx, S);
+  } else if (Op == "Attention") {
+    ruleAttention(N, Ctx, S);
+  } else if (Op == "RotaryEmbedding") {
+    ruleRotaryEmbedding(N, Ctx, S);
   } else if (Op == "ArgMax" || Op == "ArgMin") {
     ruleArgMax(N, Ctx, S);
   } else if (Op == "TopK") {

@@ -1,0 +1,459 @@
+//===- OpsetSchemas19To23.cpp - Default-domain schemas of opsets 19-23 ----===//
+//
+// The second half of OpsetSchemas.cpp (which says why Loom registers these
+// and how): Cast, quantization and pooling at opsets 19-23, Gelu, DFT,
+// AffineGrid and GridSample at 20, and opset 23's Attention,
+// RotaryEmbedding and RMSNormalization.
+//
+// Attention-23 (onnx/defs/nn/defs.cc, ONNX 1.18): Q, K, V either 4-D
+// [batch, heads, seq, head_size] or 3-D [batch, seq, heads * head_size]
+// (then q_num_heads / kv_num_heads are required); an optional mask, an
+// optional KV cache (past_key, past_value, 4-D, concatenated before K and
+// V along the sequence); outputs Y (Q's layout, V's head size),
+// present_key, present_value (past + new) and the optional QK product.
+// Grouped-query attention: q_num_heads a multiple of kv_num_heads.
+//
+//===----------------------------------------------------------------------===//
+#include "loom/Support/DataType.h"
+#include "onnx/defs/schema.h"
+#include "onnx/defs/shape_inference.h"
+#include "onnx/defs/tensor_proto_util.h"
+#include <mutex>
+
+namespace onnx {
+void convPoolShapeInference(InferenceContext &Ctx, bool UseDilation,
+                            bool RequireKernelShape, int Input1Idx,
+                            int Input2Idx);
+} // namespace onnx
+
+namespace loom {
+
+using namespace onnx;
+
+OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
+                     int Version);
+
+namespace {
+
+const char *const FloatTypeList[] = {"tensor(float)", "tensor(float16)",
+                                     "tensor(bfloat16)", "tensor(double)"};
+
+std::vector<std::string> floatTypes() {
+  return std::vector<std::string>(std::begin(FloatTypeList),
+                                  std::end(FloatTypeList));
+}
+std::vector<std::string> allTypes() {
+  return {"tensor(float)",  "tensor(float16)", "tensor(bfloat16)",
+          "tensor(double)", "tensor(int8)",    "tensor(int16)",
+          "tensor(int32)",  "tensor(int64)",   "tensor(uint8)",
+          "tensor(uint16)", "tensor(uint32)",  "tensor(uint64)",
+          "tensor(bool)",   "tensor(string)"};
+}
+
+OpSchema make(const char *Name, int Version) {
+  OpSchema S;
+  S.SetName(Name).SetDomain(ONNX_DOMAIN).SinceVersion(Version);
+  S.SetDoc("Registered by Loom (lib/ONNX/OpsetSchemas19To23.cpp); see the "
+           "ONNX operator documentation.");
+  return S;
+}
+
+bool hasInput(InferenceContext &Ctx, size_t I) {
+  return I < Ctx.getNumInputs() && Ctx.getInputType(I);
+}
+
+void setElemType(InferenceContext &Ctx, size_t Out, int32_t Code) {
+  if (Code < 1 || Code > MaxDataTypeCode)
+    fail_type_inference("element type ", Code, " is not a tensor type");
+  updateOutputElemType(Ctx, Out, Code);
+}
+
+/// Output 0 has input 0's shape and the element type \p Code.
+void shapeWithType(InferenceContext &Ctx, int32_t Code) {
+  setElemType(Ctx, 0, Code);
+  if (hasInputShape(Ctx, 0))
+    propagateShapeFromInputToOutput(Ctx, 0, 0);
+}
+
+int32_t elemTypeOf(InferenceContext &Ctx, size_t I) {
+  const TypeProto *T = hasInput(Ctx, I) ? Ctx.getInputType(I) : nullptr;
+  return T && T->has_tensor_type() ? T->tensor_type().elem_type() : 0;
+}
+
+void inferCast(InferenceContext &Ctx) {
+  const AttributeProto *To = Ctx.getAttribute("to");
+  if (!To)
+    fail_type_inference("Cast needs the attribute 'to'");
+  shapeWithType(Ctx, (int32_t)To->i());
+}
+
+/// QuantizeLinear: output_dtype (21), else the zero point's type, else
+/// uint8.
+void inferQuantize(InferenceContext &Ctx) {
+  int32_t T = (int32_t)getAttribute(Ctx, "output_dtype", 0);
+  if (!T)
+    T = elemTypeOf(Ctx, 2);
+  shapeWithType(Ctx, T ? T : (int32_t)TensorProto::UINT8);
+}
+
+/// DequantizeLinear: output_dtype (23), else the scale's type.
+void inferDequantize(InferenceContext &Ctx) {
+  int32_t T = (int32_t)getAttribute(Ctx, "output_dtype", 0);
+  if (!T)
+    T = elemTypeOf(Ctx, 1);
+  if (!T)
+    return;
+  shapeWithType(Ctx, T);
+}
+
+void addCastAndQuantize(std::vector<OpSchema> &Out) {
+  {
+    OpSchema S = make("Cast", 19);
+    S.Input(0, "input", "", "T1")
+        .Output(0, "output", "", "T2")
+        .Attr("to", "", AttributeProto::INT)
+        .Attr("saturate", "", AttributeProto::INT, (int64_t)1)
+        .TypeConstraint("T1", allTypes(), "")
+        .TypeConstraint("T2", allTypes(), "")
+        .TypeAndShapeInferenceFunction(inferCast);
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = cloneSchema("CastLike", 15, "CastLike", 19);
+    S.Attr("saturate", "", AttributeProto::INT, (int64_t)1);
+    S.TypeAndShapeInferenceFunction(
+        [](InferenceContext &Ctx) { shapeWithType(Ctx, elemTypeOf(Ctx, 1)); });
+    Out.push_back(S);
+  }
+  // QuantizeLinear: saturate (19); block_size, output_dtype (21);
+  // precision (23). DequantizeLinear: block_size (21), output_dtype (23).
+  for (int V : {19, 21, 23}) {
+    OpSchema S = make("QuantizeLinear", V);
+    S.Input(0, "x", "", "T1")
+        .Input(1, "y_scale", "", "T2")
+        .Input(2, "y_zero_point", "", "T3", OpSchema::Optional)
+        .Output(0, "y", "", "T3")
+        .Attr("axis", "", AttributeProto::INT, (int64_t)1)
+        .Attr("saturate", "", AttributeProto::INT, (int64_t)1)
+        .TypeConstraint("T1", allTypes(), "")
+        .TypeConstraint("T2", allTypes(), "")
+        .TypeConstraint("T3", allTypes(), "")
+        .TypeAndShapeInferenceFunction(inferQuantize);
+    if (V >= 21)
+      S.Attr("block_size", "", AttributeProto::INT, (int64_t)0)
+          .Attr("output_dtype", "", AttributeProto::INT, (int64_t)0);
+    if (V >= 23)
+      S.Attr("precision", "", AttributeProto::INT, (int64_t)0);
+    Out.push_back(S);
+  }
+  for (int V : {19, 21, 23}) {
+    OpSchema S = make("DequantizeLinear", V);
+    S.Input(0, "x", "", "T1")
+        .Input(1, "x_scale", "", "T2")
+        .Input(2, "x_zero_point", "", "T1", OpSchema::Optional)
+        .Output(0, "y", "", "T3")
+        .Attr("axis", "", AttributeProto::INT, (int64_t)1)
+        .TypeConstraint("T1", allTypes(), "")
+        .TypeConstraint("T2", allTypes(), "")
+        .TypeConstraint("T3", allTypes(), "")
+        .TypeAndShapeInferenceFunction(inferDequantize);
+    if (V >= 21)
+      S.Attr("block_size", "", AttributeProto::INT, (int64_t)0);
+    if (V >= 23)
+      S.Attr("output_dtype", "", AttributeProto::INT, (int64_t)0);
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = cloneSchema("AveragePool", 11, "AveragePool", 19);
+    S.Attr("dilations", "", AttributeProto::INTS, false);
+    S.TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
+      propagateElemTypeFromInputToOutput(Ctx, 0, 0);
+      convPoolShapeInference(Ctx, true, true, 0, 1);
+    });
+    Out.push_back(S);
+  }
+}
+
+/// DFT-20: axis and dft_length as inputs; the last dim is 1 (real) or 2
+/// (complex) in and 2 out; onesided keeps floor(n / 2) + 1 frequencies.
+void inferDFT(InferenceContext &Ctx) {
+  propagateElemTypeFromInputToOutput(Ctx, 0, 0);
+  if (!hasInputShape(Ctx, 0))
+    return;
+  const TensorShapeProto &In = getInputShape(Ctx, 0);
+  int Rank = In.dim_size();
+  if (Rank < 2)
+    fail_shape_inference("DFT needs rank >= 2");
+  int64_t Axis = -2;
+  if (hasInput(Ctx, 2)) {
+    const TensorProto *A = Ctx.getInputData(2);
+    if (!A)
+      return;
+    Axis = ParseData<int64_t>(A).at(0);
+  }
+  if (Axis < -Rank || Axis >= Rank - 1)
+    fail_shape_inference("axis ", Axis, " is out of range for rank ", Rank);
+  if (Axis < 0)
+    Axis += Rank;
+  TensorShapeProto Out = In;
+  Out.mutable_dim(Rank - 1)->set_dim_value(2);
+  auto *D = Out.mutable_dim((int)Axis);
+  if (hasInput(Ctx, 1)) {
+    const TensorProto *L = Ctx.getInputData(1);
+    if (L)
+      D->set_dim_value(L->data_type() == TensorProto::INT32
+                           ? ParseData<int32_t>(L).at(0)
+                           : ParseData<int64_t>(L).at(0));
+    else
+      D->Clear();
+  }
+  if (getAttribute(Ctx, "onesided", 0) && D->has_dim_value())
+    D->set_dim_value(D->dim_value() / 2 + 1);
+  updateOutputShape(Ctx, 0, Out);
+}
+
+/// AffineGrid-20: theta [N, 2, 3] and size (N, C, H, W) give [N, H, W, 2];
+/// theta [N, 3, 4] and (N, C, D, H, W) give [N, D, H, W, 3].
+void inferAffineGrid(InferenceContext &Ctx) {
+  propagateElemTypeFromInputToOutput(Ctx, 0, 0);
+  const TensorProto *Size = hasInput(Ctx, 1) ? Ctx.getInputData(1) : nullptr;
+  if (!Size)
+    return;
+  std::vector<int64_t> S = ParseData<int64_t>(Size);
+  if (S.size() != 4 && S.size() != 5)
+    fail_shape_inference("size has ", S.size(),
+                         " values; AffineGrid needs "
+                         "4 (2-D) or 5 (3-D)");
+  TensorShapeProto Out;
+  Out.add_dim()->set_dim_value(S[0]);
+  for (size_t I = 2; I < S.size(); ++I)
+    Out.add_dim()->set_dim_value(S[I]);
+  Out.add_dim()->set_dim_value((int64_t)S.size() - 2);
+  updateOutputShape(Ctx, 0, Out);
+}
+
+/// GridSample-20: X [N, C, D1..Dr], grid [N, H1..Hr, r] -> [N, C, H1..Hr].
+void inferGridSample(InferenceContext &Ctx) {
+  propagateElemTypeFromInputToOutput(Ctx, 0, 0);
+  if (!hasNInputShapes(Ctx, 2))
+    return;
+  const TensorShapeProto &X = getInputShape(Ctx, 0);
+  const TensorShapeProto &Grid = getInputShape(Ctx, 1);
+  if (X.dim_size() < 3 || Grid.dim_size() != X.dim_size())
+    fail_shape_inference("GridSample needs X of rank >= 3 and a grid of the "
+                         "same rank");
+  TensorShapeProto Out;
+  *Out.add_dim() = X.dim(0);
+  *Out.add_dim() = X.dim(1);
+  for (int I = 1; I + 1 < Grid.dim_size(); ++I)
+    *Out.add_dim() = Grid.dim(I);
+  updateOutputShape(Ctx, 0, Out);
+}
+
+void addOpset20(std::vector<OpSchema> &Out) {
+  {
+    OpSchema S = make("Gelu", 20);
+    S.Input(0, "X", "", "T")
+        .Output(0, "Y", "", "T")
+        .Attr("approximate", "", AttributeProto::STRING, std::string("none"))
+        .TypeConstraint("T", floatTypes(), "")
+        .TypeAndShapeInferenceFunction(propagateShapeAndTypeFromFirstInput);
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = make("DFT", 20);
+    S.Input(0, "input", "", "T1")
+        .Input(1, "dft_length", "", "T2", OpSchema::Optional)
+        .Input(2, "axis", "", "tensor(int64)", OpSchema::Optional)
+        .Output(0, "output", "", "T1")
+        .Attr("inverse", "", AttributeProto::INT, (int64_t)0)
+        .Attr("onesided", "", AttributeProto::INT, (int64_t)0)
+        .TypeConstraint("T1", floatTypes(), "")
+        .TypeConstraint("T2", {"tensor(int32)", "tensor(int64)"}, "")
+        .TypeAndShapeInferenceFunction(inferDFT);
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = make("AffineGrid", 20);
+    S.Input(0, "theta", "", "T1")
+        .Input(1, "size", "", "tensor(int64)")
+        .Output(0, "grid", "", "T1")
+        .Attr("align_corners", "", AttributeProto::INT, (int64_t)0)
+        .TypeConstraint("T1", floatTypes(), "")
+        .TypeAndShapeInferenceFunction(inferAffineGrid);
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = make("GridSample", 20);
+    S.Input(0, "X", "", "T1")
+        .Input(1, "grid", "", "T2")
+        .Output(0, "Y", "", "T1")
+        .Attr("align_corners", "", AttributeProto::INT, (int64_t)0)
+        .Attr("mode", "", AttributeProto::STRING, std::string("linear"))
+        .Attr("padding_mode", "", AttributeProto::STRING, std::string("zeros"))
+        .TypeConstraint("T1", allTypes(), "")
+        .TypeConstraint("T2", floatTypes(), "")
+        .TypeAndShapeInferenceFunction(inferGridSample);
+    Out.push_back(S);
+  }
+}
+
+/// A static dim of \p S at \p I, or -1.
+int64_t dimOf(const TensorShapeProto &S, int I) {
+  return I < S.dim_size() && S.dim(I).has_dim_value() ? S.dim(I).dim_value()
+                                                      : -1;
+}
+
+/// Attention-23's shapes (the file header has the layouts).
+void inferAttention(InferenceContext &Ctx) {
+  propagateElemTypeFromInputToOutput(Ctx, 0, 0);
+  for (size_t I = 1; I < 3 && I < Ctx.getNumOutputs(); ++I)
+    if (hasInput(Ctx, 1))
+      propagateElemTypeFromInputToOutput(Ctx, I, I);
+  if (Ctx.getNumOutputs() > 3)
+    propagateElemTypeFromInputToOutput(Ctx, 0, 3);
+  if (!hasNInputShapes(Ctx, 3))
+    return;
+  const TensorShapeProto &Q = getInputShape(Ctx, 0);
+  const TensorShapeProto &K = getInputShape(Ctx, 1);
+  const TensorShapeProto &V = getInputShape(Ctx, 2);
+  int Rank = Q.dim_size();
+  if ((Rank != 3 && Rank != 4) || K.dim_size() != Rank || V.dim_size() != Rank)
+    fail_shape_inference("Q, K and V must all be 3-D or all 4-D");
+  int64_t QHeads = getAttribute(Ctx, "q_num_heads", 0);
+  int64_t KVHeads = getAttribute(Ctx, "kv_num_heads", 0);
+  if (Rank == 3 && (QHeads <= 0 || KVHeads <= 0))
+    fail_shape_inference("3-D Q, K, V need q_num_heads and kv_num_heads");
+  int64_t QH = Rank == 4 ? dimOf(Q, 1) : QHeads;
+  int64_t KVH = Rank == 4 ? dimOf(K, 1) : KVHeads;
+  if (QH > 0 && KVH > 0 && QH % KVH)
+    fail_shape_inference("q heads (", QH, ") are not a multiple of kv heads (",
+                         KVH, ")");
+  int64_t VHidden = dimOf(V, Rank - 1);
+  int64_t VHead = Rank == 4 ? VHidden : (VHidden > 0 ? VHidden / KVHeads : -1);
+  if (Rank == 3 && VHidden > 0 && VHidden % KVHeads)
+    fail_shape_inference("V's hidden size (", VHidden,
+                         ") is not a multiple of kv_num_heads (", KVHeads, ")");
+  TensorShapeProto Y = Q;
+  if (VHead > 0)
+    Y.mutable_dim(Rank - 1)->set_dim_value(Rank == 4 ? VHead : VHead * QH);
+  else
+    Y.mutable_dim(Rank - 1)->Clear();
+  updateOutputShape(Ctx, 0, Y);
+  // present = past (4-D) + new along the sequence.
+  int64_t Total = -1;
+  for (int I = 1; I <= 2 && (int)Ctx.getNumOutputs() > I; ++I) {
+    if (!hasInput(Ctx, 3 + I) || !hasInputShape(Ctx, 3 + I))
+      continue;
+    const TensorShapeProto &Past = getInputShape(Ctx, 3 + I);
+    const TensorShapeProto &New = I == 1 ? K : V;
+    int64_t NewSeq = dimOf(New, Rank == 4 ? 2 : 1);
+    TensorShapeProto P = Past;
+    if (P.dim_size() != 4)
+      fail_shape_inference("past_key and past_value must be 4-D");
+    int64_t PastSeq = dimOf(Past, 2);
+    if (PastSeq >= 0 && NewSeq >= 0)
+      P.mutable_dim(2)->set_dim_value(PastSeq + NewSeq);
+    else
+      P.mutable_dim(2)->Clear();
+    if (I == 1)
+      Total = dimOf(P, 2);
+    updateOutputShape(Ctx, I, P);
+  }
+  if (Ctx.getNumOutputs() > 3) {
+    TensorShapeProto S;
+    *S.add_dim() = Q.dim(0);
+    if (QH > 0)
+      S.add_dim()->set_dim_value(QH);
+    else
+      S.add_dim();
+    *S.add_dim() = Q.dim(Rank == 4 ? 2 : 1);
+    if (Total < 0)
+      Total = dimOf(K, Rank == 4 ? 2 : 1);
+    if (Total >= 0)
+      S.add_dim()->set_dim_value(Total);
+    else
+      S.add_dim();
+    updateOutputShape(Ctx, 3, S);
+  }
+}
+
+void addOpset23(std::vector<OpSchema> &Out) {
+  {
+    OpSchema S = make("Attention", 23);
+    S.Input(0, "Q", "", "T1")
+        .Input(1, "K", "", "T1")
+        .Input(2, "V", "", "T2")
+        .Input(3, "attn_mask", "", "U", OpSchema::Optional)
+        .Input(4, "past_key", "", "T1", OpSchema::Optional)
+        .Input(5, "past_value", "", "T2", OpSchema::Optional)
+        .Output(0, "Y", "", "T1")
+        .Output(1, "present_key", "", "T1", OpSchema::Optional)
+        .Output(2, "present_value", "", "T2", OpSchema::Optional)
+        .Output(3, "qk_matmul_output", "", "T1", OpSchema::Optional)
+        .Attr("is_causal", "", AttributeProto::INT, (int64_t)0)
+        .Attr("kv_num_heads", "", AttributeProto::INT, false)
+        .Attr("q_num_heads", "", AttributeProto::INT, false)
+        .Attr("qk_matmul_output_mode", "", AttributeProto::INT, (int64_t)0)
+        .Attr("scale", "", AttributeProto::FLOAT, false)
+        .Attr("softcap", "", AttributeProto::FLOAT, 0.0f)
+        .Attr("softmax_precision", "", AttributeProto::INT, false)
+        .TypeConstraint("T1", floatTypes(), "")
+        .TypeConstraint("T2", floatTypes(), "")
+        .TypeConstraint("U",
+                        {"tensor(bool)", "tensor(float)", "tensor(float16)",
+                         "tensor(bfloat16)", "tensor(double)"},
+                        "")
+        .TypeAndShapeInferenceFunction(inferAttention);
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = make("RotaryEmbedding", 23);
+    S.Input(0, "X", "", "T")
+        .Input(1, "cos_cache", "", "T")
+        .Input(2, "sin_cache", "", "T")
+        .Input(3, "position_ids", "", "M", OpSchema::Optional)
+        .Output(0, "Y", "", "T")
+        .Attr("interleaved", "", AttributeProto::INT, (int64_t)0)
+        .Attr("num_heads", "", AttributeProto::INT, false)
+        .Attr("rotary_embedding_dim", "", AttributeProto::INT, (int64_t)0)
+        .TypeConstraint("T", floatTypes(), "")
+        .TypeConstraint("M", {"tensor(int64)"}, "")
+        .TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
+          propagateShapeAndTypeFromFirstInput(Ctx);
+          if (hasInputShape(Ctx, 0)) {
+            int R = getInputShape(Ctx, 0).dim_size();
+            if (R != 3 && R != 4)
+              fail_shape_inference("RotaryEmbedding needs a 3-D or 4-D X");
+          }
+        });
+    Out.push_back(S);
+  }
+  {
+    OpSchema S = make("RMSNormalization", 23);
+    S.Input(0, "X", "", "T")
+        .Input(1, "scale", "", "V")
+        .Output(0, "Y", "", "V")
+        .Attr("axis", "", AttributeProto::INT, (int64_t)-1)
+        .Attr("epsilon", "", AttributeProto::FLOAT, 1e-5f)
+        .Attr("stash_type", "", AttributeProto::INT, (int64_t)1)
+        .TypeConstraint("T", floatTypes(), "")
+        .TypeConstraint("V", floatTypes(), "")
+        .TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
+          propagateElemTypeFromInputToOutput(Ctx, 1, 0);
+          if (hasInputShape(Ctx, 0))
+            propagateShapeFromInputToOutput(Ctx, 0, 0);
+        });
+    Out.push_back(S);
+  }
+}
+
+} // namespace
+
+void addOpset19To23Schemas(std::vector<OpSchema> &Out) {
+  addCastAndQuantize(Out);
+  addOpset20(Out);
+  addOpset23(Out);
+}
+
+} // namespace loom
