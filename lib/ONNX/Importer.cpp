@@ -982,9 +982,14 @@ Expected<std::unique_ptr<Model>> Importer::run() {
                 " is newer than Loom reads (up to " + Twine(MaxIRVersion) +
                 ", ONNX 1.18)");
   if (V == 0 || V >= MinOpset) {
+    // The structural checks (names, duplicates, order) first, then every
+    // node against its schema at the model's opset.
+    Expected<std::unique_ptr<Model>> M = build();
+    if (!M)
+      return M.takeError();
     if (Error E = checkKnownOps(*MP))
       return fail(toString(std::move(E)));
-    return build();
+    return M;
   }
 
   Importer Old(MP, Buffer, BaseDir, IsText, /*Stats=*/nullptr);
