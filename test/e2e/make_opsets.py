@@ -15,14 +15,19 @@ opset 17, so they are run only on the opset-17 twin):
                      23's RMSNormalization, RotaryEmbedding (4-D, position
                      ids) and Attention (4-D, grouped-query 4 q / 2 kv heads,
                      is_causal) -> RMSNormalization -> y
+  newtypes-tiny.onnx x[batch,15] -> 4 x (MatMul by an int4 weight [15,15]
+                     (225 elements: 113 packed bytes, the last half used)
+                     through DequantizeLinear-21 with a per-column scale,
+                     Relu, residual) -> MatMul by a float8e4m3fn weight
+                     [15,8] through Cast-19 -> y[batch,8]; opset 21
   llama17-twin.onnx  the same function with the same weights, spelled out at
                      opset 17 (Pow/ReduceMean/Add/Sqrt/Div/Mul norms,
                      Slice/Neg/Concat rotary, Unsqueeze/Expand/Reshape kv
                      repeat, MatMul/Div/Add mask/Softmax/MatMul attention)
 
 `--shape-only D,L,S` writes the two LLaMA twins at hidden size D, L layers
-and sequence S as shape-only models (weights declared, no data) for
-planning at scale: llama23-shape.onnx, llama17-shape.onnx (fp16).
+and sequence S as shape-only models (weights in an external file that is
+not there) for planning at scale: llama23-shape.onnx, llama17-shape.onnx (fp16).
 
 Seeded numpy weights. Usage: make_opsets.py OUTDIR [--shape-only D,L,S]
 """
@@ -87,6 +92,52 @@ def opset21():
                   [helper.make_tensor_value_info("y", FLOAT, ["batch", 8])], 21, 10, False)
 
 
+def pack4(vals):
+    """int4 values in [-8, 7], two to a byte, the first in the low nibble."""
+    v = [int(x) & 0xF for x in vals] + ([0] if len(vals) % 2 else [])
+    return bytes(v[i] | (v[i + 1] << 4) for i in range(0, len(v), 2))
+
+
+def f8e4m3fn(x):
+    """Round float32 values to float8 e4m3fn bytes (finite, no NaN)."""
+    out = bytearray()
+    for f in np.asarray(x, dtype=np.float64).ravel():
+        s = 0x80 if f < 0 else 0
+        a = min(abs(f), 448.0)
+        if a < 2.0 ** -9:
+            out.append(s)
+            continue
+        e = int(np.floor(np.log2(a)))
+        if e < -6:  # subnormal: m * 2^-9
+            out.append(s | int(round(a / 2.0 ** -9)))
+            continue
+        m = int(round((a / 2.0 ** e - 1) * 8))
+        if m == 8:
+            e, m = e + 1, 0
+        out.append(s | ((e + 7) << 3) | m)
+    return bytes(out)
+
+
+def newtypes():
+    b = Builder("newtypes", 44)
+    d = 15
+    h = "x"
+    for i in range(4):
+        q = b.rng.integers(-8, 8, size=(d, d))
+        w = onnx.TensorProto(name=f"blocks.{i}.w4", data_type=22, dims=[d, d], raw_data=pack4(q.ravel()))
+        s = numpy_helper.from_array((0.05 + 0.05 * b.rng.random(d)).astype(np.float32), f"blocks.{i}.scale")
+        b.inits += [w, s]
+        wf = b.op("DequantizeLinear", [w.name, s.name], axis=1)
+        h = b.op("Add", [h, b.op("Relu", [b.op("MatMul", [h, wf])])])
+    w8 = onnx.TensorProto(name="head.w8", data_type=17, dims=[d, 8],
+                          raw_data=f8e4m3fn(0.3 * b.rng.standard_normal((d, 8))))
+    b.inits.append(w8)
+    y = b.op("MatMul", [h, b.op("Cast", [w8.name], to=FLOAT)])
+    b.nodes[-1].output[0] = "y"
+    return finish(b, [helper.make_tensor_value_info("x", FLOAT, ["batch", d])],
+                  [helper.make_tensor_value_info("y", FLOAT, ["batch", 8])], 21, 10, False)
+
+
 def rope_tables(hd, maxs):
     inv = 1.0 / (10000 ** (np.arange(0, hd, 2) / hd))
     ang = np.outer(np.arange(maxs), inv)  # [maxs, hd/2]
@@ -100,11 +151,16 @@ def llama(standard, d=32, layers=4, H=4, KV=2, f=64, maxs=64, dtype=FLOAT,
     hd = d // H
     rep = H // KV
     npdt = np.float16 if dtype == TensorProto.FLOAT16 else np.float32
-    declared = []
 
     def W(name, shape, kind="normal"):
         if shape_only:
-            declared.append(helper.make_tensor_value_info(name, dtype, shape))
+            # external data in a file that is not there: a shape-only weight
+            t = onnx.TensorProto(name=name, data_type=dtype, dims=shape)
+            t.data_location = onnx.TensorProto.EXTERNAL
+            for k, v in (("location", "absent-weights.bin"), ("offset", "0")):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+            b.inits.append(t)
             return name
         n = b.weight(name, shape, kind=kind)
         if npdt is not np.float32:
@@ -195,7 +251,6 @@ def llama(standard, d=32, layers=4, H=4, KV=2, f=64, maxs=64, dtype=FLOAT,
     outputs = [helper.make_tensor_value_info("y", dtype, ["batch", seq, d])]
     m = finish(b, inputs, outputs, 23 if standard else 17, 11 if standard else 8,
                check=not standard and not shape_only)
-    m.graph.value_info.extend(declared)
     return m
 
 
@@ -211,7 +266,8 @@ def main():
             print(os.path.join(out, name))
         return
     for name, m in (("opset18-tiny.onnx", opset18()), ("opset21-tiny.onnx", opset21()),
-                    ("llama23-tiny.onnx", llama(True)), ("llama17-twin.onnx", llama(False))):
+                    ("llama23-tiny.onnx", llama(True)), ("llama17-twin.onnx", llama(False)),
+                    ("newtypes-tiny.onnx", newtypes())):
         onnx.save(m, os.path.join(out, name))
         print(os.path.join(out, name))
 

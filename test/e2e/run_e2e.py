@@ -158,6 +158,27 @@ CASES = [
     # labels sliced on each rank
     ("nll_rows-tp2-sp",    "test:nll-rows-tiny.onnx", "tp=2,pp=1,dp=1,mb=4,sp=1", "infer", 4, None),
     ("nll_rows-tp2dp2-sp", "test:nll-rows-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,sp=1", "infer", 4, None),
+    # --- opsets 18, 21 and 23 (issue 40, make_opsets.py): written by
+    # onnx.helper at the opsets current exporters use; the emitted graphs
+    # keep the model's opset. opset18: ReduceMean with axes as an input and
+    # a gate/up projection cut by Split num_outputs; opset21: Gelu-20
+    # (tanh) with LayerNormalization, Reshape/Flatten-21; llama23: opset
+    # 23's RMSNormalization, RotaryEmbedding and grouped-query causal
+    # Attention, split by heads; llama17-twin: the same model and weights
+    # spelled out at opset 17
+    ("opset18-tp2pp2",     "test:opset18-tiny.onnx", "tp=2,pp=2,dp=1,mb=1",  "infer", 4, 8),
+    ("opset18-tp2-sp",     "test:opset18-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=1", "infer", 4, 8),
+    ("opset21-tp2pp2",     "test:opset21-tiny.onnx", "tp=2,pp=2,dp=1,mb=1",  "infer", 4, None),
+    ("opset21-pp2dp2",     "test:opset21-tiny.onnx", "tp=1,pp=2,dp=2,mb=1",  "infer", 4, None),
+    ("llama23-tp2",        "test:llama23-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
+    ("llama23-tp2-sp",     "test:llama23-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=1", "infer", 4, 8),
+    ("llama23-tp2pp2",     "test:llama23-tiny.onnx", "tp=2,pp=2,dp=1,mb=1",  "infer", 4, 8),
+    ("llama23-pp2dp2",     "test:llama23-tiny.onnx", "tp=1,pp=2,dp=2,mb=1",  "infer", 4, 8),
+    ("llama17_twin-tp2pp2", "test:llama17-twin.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, 8),
+    # int4 weights (DequantizeLinear-21, stored whole) and a float8 head
+    # (Cast-19, split by columns over tp), opset 21
+    ("newtypes-tp2pp2",    "test:newtypes-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),
+    ("newtypes-pp2dp2",    "test:newtypes-tiny.onnx", "tp=1,pp=2,dp=2,mb=1", "infer", 4, None),
     # dense gating on [b,t,h], experts summed straight into the residual
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),

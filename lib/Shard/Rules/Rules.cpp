@@ -172,8 +172,10 @@ getWeightChainSpecs(const Value *V, const Value *Param, int PDim,
 
 const Value *traceWeight(const Value *V, int &Dim) {
   for (unsigned Depth = 0; V && Depth < 4; ++Depth) {
+    // 4-bit weights pack two elements to a byte: a slice of a row may
+    // start mid-byte, so they are stored whole (the rule reads them whole).
     if (V->isParameter())
-      return V;
+      return getDataTypeSize(V->Type.Elem) ? V : nullptr;
     const Node *D = V->getDefiningNode();
     if (!D || D->getNumInputs() != 1 || D->getNumOutputs() != 1)
       return nullptr;
