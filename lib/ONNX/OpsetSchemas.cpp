@@ -33,7 +33,7 @@
 // Not registered, hence refused by name at import: ImageDecoder,
 // RegexFullMatch, StringConcat, StringSplit, DeformConv and the Optional
 // ops (Loom plans dense tensors). The table of supported versions is
-// docs/onnx-ops.md.
+// include/loom/ONNX/SupportedOps.md.
 //
 // Element types newer than ONNX 1.12 (float8, int4, uint4, float4) are not
 // among the type strings the schemas below list: ONNX 1.12 cannot parse
@@ -604,7 +604,8 @@ static Error checkNodes(const onnx::GraphProto &GP, int64_t Default,
         return createStringError(
             inconvertibleErrorCode(),
             "%s: Loom knows no operator '%s' in domain '%s' at version %lld "
-            "(docs/onnx-ops.md lists the supported operators and versions)",
+            "(include/loom/ONNX/SupportedOps.md lists the supported operators "
+            "and versions)",
             Where.c_str(), N.op_type().c_str(), Dom.c_str(), (long long)V);
       try {
         S->Verify(N);

@@ -137,10 +137,14 @@ unsigned getDataTypeBits(DataType T) {
 }
 
 Optional<int64_t> getStorageBytes(DataType T, int64_t Count) {
-  unsigned Bits = getDataTypeBits(T);
-  if (Bits == 0 || Count < 0 || Count > (INT64_MAX - 7) / (int64_t)Bits)
+  int64_t Bits = getDataTypeBits(T);
+  if (Bits == 0 || Count < 0)
     return None;
-  return (Count * (int64_t)Bits + 7) / 8;
+  // Whole groups of 8 elements are Bits bytes each; the rest rounds up.
+  int64_t Whole = Count / 8, Rest = (Count % 8 * Bits + 7) / 8;
+  if (Whole > (INT64_MAX - Rest) / Bits)
+    return None;
+  return Whole * Bits + Rest;
 }
 
 bool isPostONNX112Type(DataType T) {

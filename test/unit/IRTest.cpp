@@ -532,3 +532,29 @@ TEST(IRTest, CloneCopiesStructureAndSharesData) {
 }
 
 } // namespace
+
+namespace {
+
+// 4-bit types pack two elements to a byte, the first in the low nibble:
+// 225 elements (i4[15,15]) take (225 * 4 + 7) / 8 = 113 bytes; float8 is a
+// byte an element.
+TEST(DataType, StorageBytesOfNewTypes) {
+  EXPECT_EQ(getStorageBytes(DataType::Int4, 225).getValue(), 113);
+  EXPECT_EQ(getStorageBytes(DataType::UInt4, 224).getValue(), 112);
+  EXPECT_EQ(getStorageBytes(DataType::Float4E2M1, 1).getValue(), 1);
+  EXPECT_EQ(getStorageBytes(DataType::Float8E4M3FN, 225).getValue(), 225);
+  EXPECT_EQ(getStorageBytes(DataType::BFloat16, 3).getValue(), 6);
+  EXPECT_FALSE(getStorageBytes(DataType::String, 3).hasValue());
+  EXPECT_EQ(getDataTypeSize(DataType::Int4), 0u);
+  EXPECT_EQ(getDataTypeBits(DataType::Int4), 4u);
+  EXPECT_EQ(getDataTypeName(DataType::Float8E5M2FNUZ), "f8e5m2fnuz");
+  EXPECT_EQ(parseDataTypeName("int4").getValue(), DataType::Int4);
+  TensorType T;
+  T.Elem = DataType::Int4;
+  T.HasShape = true;
+  T.Dims = {Dim(3), Dim(5)};
+  // 15 elements: 7 full bytes and a half-used eighth.
+  EXPECT_EQ(T.getSizeInBytes().getValue(), 8);
+}
+
+} // namespace

@@ -105,7 +105,7 @@ g (int64[2,8] ids) => (float[2,8,4,4] y, float[2,8] s, float[2,8] m,
   z = Reshape (d, hs4)
   y = Softmax <axis = -1> (z)
   s = ReduceSum <keepdims = 0> (q, ax)
-  m = ReduceMax <keepdims = 0> (q, ax)
+  m = ReduceMax <keepdims = 0, axes = [2]> (q)
   a = Relu (d)
 }
 )";
@@ -228,6 +228,65 @@ TEST(ShardRules, SplitDimsAreWhatTheRulesSplit) {
   TPDivisibility T = computeTPDivisibility(CU.M->getGraph(), 17);
   EXPECT_EQ(T.Divisor, 2u);
   EXPECT_EQ(T.Why, "gcd of 6 = dim 2 of 'qh', 64 = dim 1 of 'w1'");
+}
+
+// Opset 23: a grouped-query Attention (4 q heads, 2 kv heads, 3-D with a
+// KV cache) after column-parallel Q/K/V projections, RotaryEmbedding on
+// the 3-D queries, RMSNormalization on the tokens.
+const char *LLM = R"(<ir_version: 10, opset_import: ["" : 23]>
+g (float[2,5,16] x, float[2,2,3,4] pk, float[2,2,3,4] pv, float[8,2] cos,
+   float[8,2] sin, int64[2,5] pos) => (float[2,5,16] o, float[2,5,16] n)
+<float[16,16] wq, float[16,8] wk, float[16,8] wv, float[16,16] wo,
+ float[16] g>
+{
+  q = MatMul (x, wq)
+  k = MatMul (x, wk)
+  v = MatMul (x, wv)
+  qr = RotaryEmbedding <num_heads = 4> (q, cos, sin, pos)
+  a, pko, pvo = Attention <q_num_heads = 4, kv_num_heads = 2, is_causal = 1> (qr, k, v, , pk, pv)
+  o = MatMul (a, wo)
+  n = RMSNormalization (o, g)
+}
+)";
+
+TEST(ShardRules, AttentionSplitsQueryAndKVHeads) {
+  CompilationUnit CU = load(LLM);
+  // tp = 2 divides 4 q heads and 2 kv heads: Q, K, V split on their
+  // hidden dim (whole heads: 4 and 4 features a rank), the cache and the
+  // present key/value on their heads dim (1), the output on its hidden
+  // dim, which the row-parallel wo reduces into a partial sum.
+  WalkContext C(CU.M->getGraph(), 2);
+  EXPECT_EQ(C.out("qr"), "S(2)");
+  EXPECT_EQ(C.in("a", 0), "S(2)");
+  EXPECT_EQ(C.in("a", 1), "S(2)");
+  EXPECT_EQ(C.in("a", 4), "S(1)");
+  EXPECT_EQ(C.out("a"), "S(2)");
+  EXPECT_EQ(C.at("a").OutputSpecs[1].str(), "S(1)");
+  EXPECT_EQ(C.out("o"), "P");
+  // The norm reads o reduced (its hidden dim is the normalized axis).
+  EXPECT_EQ(C.in("n", 0), "R");
+  // The per-rank head counts of the emitted node: 4 / 2 and 2 / 2.
+  std::vector<Attribute> Attrs;
+  const Node *Att = nullptr;
+  for (const auto &NP : CU.M->getGraph().getNodes())
+    if (NP->getOpType() == "Attention")
+      Att = NP.get();
+  ASSERT_TRUE(Att);
+  for (const Attribute &A : Att->getAttributes())
+    Attrs.push_back(copyAttributeValues(A));
+  localizeHeadAttributes(*Att, C.at("a"), 2, Attrs);
+  std::map<std::string, int64_t> Heads;
+  for (const Attribute &A : Attrs)
+    Heads[A.Name] = A.I;
+  EXPECT_EQ(Heads["q_num_heads"], 2);
+  EXPECT_EQ(Heads["kv_num_heads"], 1);
+  EXPECT_EQ(Heads["is_causal"], 1);
+  // tp = 4 does not divide the 2 kv heads: Attention reads everything
+  // whole.
+  WalkContext C4(CU.M->getGraph(), 4);
+  EXPECT_EQ(C4.in("a", 0), "R");
+  EXPECT_EQ(C4.in("a", 1), "R");
+  EXPECT_EQ(C4.out("a"), "R");
 }
 
 } // namespace

@@ -43,12 +43,15 @@ struct ImportLimits {
 /// Reads a model from a file: ONNX text syntax for `.onnxtxt`/`.onnxtext`/
 /// `.txt` (or content starting with '<' after comments), binary protobuf
 /// otherwise. External data is resolved relative to the file's directory
-/// but not read. Default-domain opsets 7-17 are taken as they are; opset
-/// 1-6 models are upgraded to opset 7 with ONNX's version converter; newer
-/// ones are rejected. Errors name the file (and line:col for text syntax).
-/// External data locations must be relative paths inside the model's
-/// directory (no `..`, no absolute or drive paths); symbolic links inside
-/// it are followed, so a cache that links weights to a blob store works.
+/// but not read. Default-domain opsets 7-23 are taken as they are (the
+/// schemas of 18-23, which ONNX 1.12 lacks, are Loom's own); opset 1-6
+/// models are upgraded to opset 7 with ONNX's version converter; newer ones
+/// are rejected, as are IR versions above 11 and ai.onnx.ml above 5. Every
+/// default-domain node is checked against its schema at the model's opset
+/// (include/loom/ONNX/SupportedOps.md). Errors name the file (and line:col for
+/// text syntax). External data locations must be relative paths inside the
+/// model's directory (no `..`, no absolute or drive paths); symbolic links
+/// inside it are followed, so a cache that links weights to a blob store works.
 llvm::Expected<std::unique_ptr<Model>>
 importModelFile(llvm::StringRef Path, ImportStats *Stats = nullptr);
 

@@ -46,7 +46,8 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &S);
 // MovementRules.cpp: Reshape/Flatten, Transpose, (Un)Squeeze, Split,
 // Concat, Slice, Shape/Size.
-void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S, bool Flatten);
+void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S,
+                 bool Flatten);
 void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &S,
                           bool Unsqueeze);

@@ -131,9 +131,9 @@ AxisSpec RuleContext::resolvePartial(const Value *V) const {
 
 bool RuleContext::mayStayPartial(const Value *V) const {
   static const StringSet<> TakesPartial = {
-      "Add",      "Sub",       "Mul",     "Div",     "Neg",
-      "Identity", "Dropout",   "Cast",    "Reshape", "Transpose",
-      "Squeeze",  "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
+      "Add",     "Sub",     "Mul",       "Div",     "Neg",
+      "Identity", "Dropout", "Cast",     "Reshape", "Transpose",
+      "Squeeze", "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
   if (!V)
     return false;
   ArrayRef<const Node *> Users = getUsers(V);
