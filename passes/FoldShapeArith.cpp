@@ -416,8 +416,12 @@ Optional<Const> Folder::foldReduce(const Node &N, const Const &X) {
 
 static Optional<DataType> castTarget(const Node &N) {
   int64_t To = N.getAttrInt("to", 0);
+  // Float8 and 4-bit values are not decoded (isPostONNX112Type): such
+  // Casts are left to run.
   if (!isKnownDataTypeCode(To) || To == (int64_t)DataType::String ||
-      To == (int64_t)DataType::Complex64 || To == (int64_t)DataType::Complex128)
+      To == (int64_t)DataType::Complex64 ||
+      To == (int64_t)DataType::Complex128 ||
+      isPostONNX112Type(static_cast<DataType>(To)))
     return None;
   return static_cast<DataType>(To);
 }
