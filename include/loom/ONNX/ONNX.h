@@ -1,4 +1,5 @@
-//===- ONNX.h - ONNX import, export, checker and shape inference -*- C++ -*-===//
+//===- ONNX.h - ONNX import, export, checker and shape inference -*- C++
+//-*-===//
 //
 // The only door between Loom and ONNX's protobuf classes: everything else
 // works on loom::Model. ONNX's checker and shape inference throw; the
@@ -75,9 +76,16 @@ struct ExportOptions {
   /// When ExternalDataLocation is set, every parameter with data is
   /// referenced as external data at that location (relative to the model
   /// file), at 4 KiB-aligned offsets, and listed in *ExternalLayout for the
-  /// caller to write (writeExternalData): the model itself never holds the
-  /// bytes. Shape-only parameters stay shape-only.
+  /// caller to write (writeExternalData): the model itself holds only the
+  /// bytes of parameters under ExternalMinBytes. Shape-only parameters stay
+  /// shape-only.
   std::string ExternalDataLocation;
+  /// Parameters smaller than this stay inline even with an external data
+  /// location: shape operands (Reshape's shape, Slice's starts, Split's
+  /// sizes, ...) must, because ONNX Runtime's shape inference cannot read
+  /// external data ("Cannot parse data from external tensors"). 1 KiB is
+  /// onnx.external_data_helper's size_threshold default.
+  uint64_t ExternalMinBytes = 1024;
   struct ExternalEntry {
     std::shared_ptr<const TensorData> Data;
     uint64_t Offset = 0, Size = 0;
@@ -89,8 +97,9 @@ struct ExportOptions {
 /// one tensor at a time (TensorData::writeTo): a slice's runs go from the
 /// mapped source straight into the file with gathered writes, and resident
 /// memory stays within about one source tensor.
-llvm::Error writeExternalData(
-    llvm::ArrayRef<ExportOptions::ExternalEntry> Layout, llvm::StringRef Path);
+llvm::Error
+writeExternalData(llvm::ArrayRef<ExportOptions::ExternalEntry> Layout,
+                  llvm::StringRef Path);
 
 /// Serializes the model as a binary ModelProto.
 llvm::Expected<std::string> exportModel(const Model &M,
