@@ -78,6 +78,10 @@ def draw_plan(cfg, seed, k):
     pp = pick(divisors(n // tp))
     dp = n // (tp * pp)
     mb = pick(divisors(gen_random.BATCH // dp))
+    if cfg["static_batch"]:
+        # What the search considers for a static batch dim (BatchSplit.h):
+        # one micro-batch of the whole batch.
+        n, dp, mb = tp * pp, 1, gen_random.BATCH
     kv = {"tp": tp, "pp": pp, "dp": dp, "mb": mb}
     if tp > 1:
         kv["sp"] = pick([0, 1])
@@ -251,6 +255,10 @@ def shrink(args, res):
         mode = "infer"
     for key in ("sp", "vpp", "ep"):
         p2 = ",".join(x for x in plan.split(",") if x and not x.startswith(key + "="))
+        if p2 != plan and fails(cfg, p2, mode):
+            plan = p2
+    for key in ("tp", "pp", "dp"):
+        p2 = ",".join(key + "=1" if x.startswith(key + "=") else x for x in plan.split(","))
         if p2 != plan and fails(cfg, p2, mode):
             plan = p2
     return cfg, plan, mode, n
