@@ -24,6 +24,8 @@ original). Each case is classified:
   deadlock     the ranks' collectives or sends never meet
   ranked-refused  the search ranks the plan but -o refuses it (the search
                does not know an emission rule)
+  error        plan-parallel rejects the (valid) model for a reason other
+               than the plan asked for
   crash        plan-parallel or loom-run died (signal, traceback)
   timeout      a step ran past --timeout
 
@@ -61,7 +63,7 @@ import gen_random  # noqa: E402
 import run_e2e  # noqa: E402  (hw_file: the atlas800t-a2 description at n devices)
 
 PY = sys.executable or "/usr/bin/python3"
-FAILURES = ("mismatch", "unloadable", "deadlock", "ranked-refused", "crash", "timeout")
+FAILURES = ("mismatch", "unloadable", "deadlock", "ranked-refused", "error", "crash", "timeout")
 DEVICES = [1, 2, 2, 4, 4, 8]
 
 
@@ -151,12 +153,16 @@ def run_case(args, case):
     elif rc == 2:
         res.update(cls="refused" if plan else "infeasible", detail=first_error(out))
     elif rc == 1:
-        # Did the search rank the plan? Then -o refused what it ranked.
+        # Did the search rank the plan? Then -o refused what it ranked. A
+        # refusal is the search's (exit 2) or about what --plan asked;
+        # any other error on a valid model is a failure.
         rc2, out2 = run(base + ["--quiet"], args.timeout)
-        if rc2 == 0 or not plan:
+        if rc2 == 0:
             res.update(cls="ranked-refused", detail=first_error(out))
-        else:
+        elif plan and (rc2 == 2 or "--plan" in first_error(out2)):
             res.update(cls="refused", detail=first_error(out2))
+        else:
+            res.update(cls="error", detail=first_error(out2))
     else:
         rc, out = run([PY, args.loom_run, out_dir, "--model", model, "--int-range",
                        meta["int_range"], "--reference", meta["reference"], "--work",
@@ -340,8 +346,10 @@ def main():
     print("refusals (reason: cases):")
     for why, c in reasons.most_common():
         print(f"  {c:5}  {why}")
+    mean = sum(r["time_s"] for r in results) / max(1, len(results))
     print(f"difftest: {len(models)} models, {len(cases)} cases in {wall:.1f} s "
-          f"({wall / max(1, len(cases)):.2f} s per case; generation {t_gen:.1f} s, "
+          f"({wall / max(1, len(cases)):.2f} s per case, each {mean:.2f} s on average "
+          f"from plan to comparison; generation {t_gen:.1f} s, "
           f"ONNX Runtime check {t_check:.1f} s; {args.jobs} jobs); "
           f"largest relative error {worst:.2g}")
     print("difftest: " + ", ".join(f"{k} {counts[k]}" for k in

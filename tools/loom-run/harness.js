@@ -564,11 +564,9 @@ async function runStep(args, st, prev, rnd) {
     if (spec.batch_axis === null || spec.batch_axis === undefined) return t;
     const rows = t.dims[spec.batch_axis];
     if (rows % B !== 0)
-      throw new Error(`'${spec.name}' has ${rows} rows along its batch axis ${
-          spec.batch_axis}, not a multiple of the global batch ${B}`);
+      throw new Error(`'${spec.name}' has ${rows} rows along its batch axis ${spec.batch_axis}, not a multiple of the global batch ${B}`);
     const per = rows / B;
-    return sliceAxis(t, spec.batch_axis, (dpIdx * perReplica + mb * mbs) * per,
-                     mbs * per);
+    return sliceAxis(t, spec.batch_axis, (dpIdx * perReplica + mb * mbs) * per, mbs * per);
   };
   // --reference micro-batch: the original model on each micro-batch alone.
   const refOfMB = new Map();
