@@ -26,6 +26,8 @@ Families and the spellings drawn in each:
                experts stacked as [E, d, f] or unrolled per expert
   embbag       DLRM-style: several tables, multi-hot bags pooled by
                ReduceSum or ReduceMean, a bottom and a top MLP
+  ctrl         residual blocks, then an If on a data-independent condition
+               (either branch) whose branches read the enclosing graph
 
 The batch dim is the symbol `batch` unless the configuration draws a static
 one (then planned at dp*nmb = 1 only); sequence models take `seq` symbolic or
@@ -92,6 +94,9 @@ def draw(seed):
     else:
         cfg.update(tables=int(r.integers(1, 4)), rows=pick([32, 64]), dim=pick([8, 16]),
                    bag=pick([1, 3]), pool=pick(["sum", "mean"]), dense=pick([4, 8]))
+    # Drawn last, so the other families' seeds keep their models.
+    if fam == "mlp" and flip(0.3):
+        cfg.update(family="ctrl", threshold=pick([-100.0, 100.0]))
     return cfg
 
 
@@ -429,7 +434,39 @@ def embbag(cfg):
     return b, inputs, [helper.make_tensor_value_info("y", FLOAT, [B, 1])]
 
 
-FAMILIES = {"transformer": transformer, "mlp": mlp, "cnn": cnn, "moe": moe, "embbag": embbag}
+def ctrl(cfg):
+    """Control flow: residual blocks, then an If whose condition is
+    data-independent (a weight's sum > 0, so every replica takes the
+    original's branch) and whose branches read values of the enclosing
+    graph; the then-branch holds its own subgraph weight."""
+    b = Builder(cfg)
+    B = dims(cfg)[0]
+    d, f = cfg["d"], cfg["ffn"]
+    h = b.op("Relu", [b.linear("x", d, d, "inp")])
+    for i in range(cfg["layers"]):
+        p = f"blocks.{i}"
+        h = b.op("Add", [h, b.linear(b.act(b.linear(h, d, f, p + ".fc1"), "relu"), f, d,
+                                     p + ".fc2")])
+    flag = b.op("Greater", [b.op("ReduceSum", [b.weight("gate", [d]), b.const([0])], keepdims=0),
+                            b.const(cfg["threshold"], np.float32)])
+    scale = b.weight("scale", [d], "near1")
+    then_g = helper.make_graph(
+        [helper.make_node("Mul", [h, scale], ["t_mul"]),
+         helper.make_node("Relu", ["x"], ["t_relu"]),
+         helper.make_node("Add", ["t_mul", "t_relu"], ["t_out"])],
+        "then_body", [], [helper.make_tensor_value_info("t_out", FLOAT, [B, d])])
+    else_g = helper.make_graph(
+        [helper.make_node("Sub", [h, "x"], ["e_out"])],
+        "else_body", [], [helper.make_tensor_value_info("e_out", FLOAT, [B, d])])
+    g = b.op("If", [flag], then_branch=then_g, else_branch=else_g)
+    b.linear(g, d, cfg["classes"], "head")
+    b.nodes[-1].output[0] = "y"
+    return (b, [helper.make_tensor_value_info("x", FLOAT, [B, d])],
+            [helper.make_tensor_value_info("y", FLOAT, [B, cfg["classes"]])])
+
+
+FAMILIES = {"transformer": transformer, "mlp": mlp, "cnn": cnn, "moe": moe, "embbag": embbag,
+            "ctrl": ctrl}
 
 
 def build(cfg):
