@@ -131,8 +131,18 @@ def classify_run(rc, out):
 
 
 def run_case(args, case):
-    """One case: plan, emit, run. Returns a result dict."""
+    """One case: plan, emit, run. Returns a result dict; an exception in the
+    driver itself (a tool that cannot be started) is the case's crash, not
+    the run's end."""
     t0 = time.time()
+    try:
+        return run_case_1(args, case, t0)
+    except Exception as e:  # noqa: BLE001
+        return dict(case, meta=None, cmd="", cls="crash", time_s=time.time() - t0,
+                    detail=f"driver: {type(e).__name__}: {e}")
+
+
+def run_case_1(args, case, t0):
     name, model, meta, n, plan, mode = (case[k] for k in ("name", "model", "meta", "n", "plan",
                                                           "mode"))
     out_dir = os.path.join(args.work, "out", name)
