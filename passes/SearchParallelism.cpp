@@ -9,11 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
-#include "loom/Report/ServingReport.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
+#include "loom/Plan/BatchSplit.h"
 #include "loom/Planner/Goodput.h"
 #include "loom/Planner/Search.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Solver/PlanConstraints.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -47,6 +48,8 @@ PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
   D.FixedStages = !F.StageLayers.empty();
   D.FixedGrad = F.Grad ? (int)*F.Grad : -1;
   D.FixedOrder = F.Order ? (int)getAxisOrderIndex(*F.Order) : -1;
+  if (S.StaticBatch)
+    D.SingleBatchSplit = getStaticBatchRule();
   return D;
 }
 
@@ -94,6 +97,11 @@ Optional<std::string> explainFixedChoices(const PlanSpec &F,
     return "--plan: " + join(Given, ", ") + " needs at least " +
            std::to_string(TP * PP * DP) + " devices, and there are " +
            std::to_string(S.Devices);
+  uint64_t NMB = F.NumMicroBatches.getValueOr(
+      F.MicroBatchSize && S.Batch > 0 ? S.Batch / (DP * MB) : 1);
+  if (!isBatchSplitEmittable(!S.StaticBatch, DP, NMB))
+    return "--plan: dp=" + std::to_string(DP) + ", nmb=" + std::to_string(NMB) +
+           ": " + getStaticBatchRule();
   if (S.Batch > 0 && (F.DP || F.MicroBatchSize) && S.Batch % (DP * MB))
     return "--plan: the global batch " + std::to_string(S.Batch) +
            " is not divisible by dp*mb = " + std::to_string(DP * MB) +
@@ -152,6 +160,10 @@ Error searchComparisons(const PlanEvaluator &Eval, const Graph &G,
 class SearchParallelismPass : public Pass {
 public:
   Error run(CompilationUnit &CU) override { return searchParallelism(CU); }
+  /// Whether the model as imported has a batch symbol decides which batch
+  /// splits shard can emit (loom/Plan/BatchSplit.h): the search ranks the
+  /// same plans with and without -o.
+  bool needsImportedModel() const override { return true; }
 };
 
 } // namespace
@@ -265,6 +277,12 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
   SO.Prune = !CU.Opts.NoPrune;
+  // What shard can emit (loom/Plan/BatchSplit.h): it binds the model as
+  // imported at the micro-batch size.
+  // (Without the imported model -- the search run after a pipeline that
+  // stopped before it -- nothing is emitted either.)
+  SO.StaticBatch =
+      CU.Imported && findBatchSymbol(CU.Imported->getGraph()).empty();
   if (CU.Serving)
     SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
   if (SO.Fixed.RestPlain) {

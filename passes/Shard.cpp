@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
 #include "loom/ONNX/ONNX.h"
+#include "loom/Plan/BatchSplit.h"
 #include "loom/Planner/Search.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/Support/raw_ostream.h"
@@ -21,21 +22,6 @@ using namespace llvm;
 
 namespace loom {
 namespace {
-
-/// The symbol bind-symbols binds for --batch (same rules): "batch" or
-/// "batch_size", else the dim-0 symbol of the first input whose dim 0 is
-/// dynamic.
-std::string findBatchSymbol(const Graph &G) {
-  for (const Value *V : G.getInputs())
-    for (const Dim &D : V->Type.Dims)
-      if (D.isSymbolic() && (D.Symbol == "batch" || D.Symbol == "batch_size"))
-        return D.Symbol;
-  for (const Value *V : G.getInputs())
-    if (V->Type.HasShape && V->Type.getRank() > 0 &&
-        V->Type.Dims[0].isSymbolic())
-      return V->Type.Dims[0].Symbol;
-  return "";
-}
 
 int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
              const TensorType &Local) {
@@ -139,14 +125,11 @@ public:
     Sub.Opts.OutputDir.clear();
     // The graphs a runtime executes keep data-dependent dims dynamic.
     Sub.Opts.PlanExpectedCounts = false;
-    if (BatchSym.empty()) {
-      if (R.Plan.DP * R.Plan.NumMicroBatches != 1)
-        return createStringError(
-            inconvertibleErrorCode(),
-            "the model's batch dim is static; graphs for dp=%u x nmb=%u "
-            "micro-batches need a symbolic batch dim",
-            R.Plan.DP, R.Plan.NumMicroBatches);
-    } else {
+    // The rule the search reads too (SearchOptions::StaticBatch).
+    if (Error E = checkBatchSplit(!BatchSym.empty(), R.Plan.DP,
+                                  R.Plan.NumMicroBatches))
+      return E;
+    if (!BatchSym.empty()) {
       // The batch symbol takes the micro-batch size however the user bound
       // it (--batch, or --dim of its name, as scripts for exporters whose
       // batch symbol is not called "batch" do).

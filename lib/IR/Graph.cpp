@@ -847,4 +847,16 @@ std::unique_ptr<Model> cloneModel(const Model &M) {
   return C;
 }
 
+std::string findBatchSymbol(const Graph &G) {
+  for (const Value *V : G.getInputs())
+    for (const Dim &D : V->Type.Dims)
+      if (D.isSymbolic() && (D.Symbol == "batch" || D.Symbol == "batch_size"))
+        return D.Symbol;
+  for (const Value *V : G.getInputs())
+    if (V->Type.HasShape && V->Type.getRank() > 0 &&
+        V->Type.Dims[0].isSymbolic())
+      return V->Type.Dims[0].Symbol;
+  return "";
+}
+
 } // namespace loom

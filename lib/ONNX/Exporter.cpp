@@ -195,7 +195,8 @@ Error Exporter::exportGraph(const Graph &G, onnx::GraphProto &GP) {
     T.Type = P->Type;
     T.Data = P->Data;
     if (!Opts.ExternalDataLocation.empty() && P->Data &&
-        G.getParent() == nullptr && P->Type.Elem != DataType::String) {
+        G.getParent() == nullptr && P->Type.Elem != DataType::String &&
+        P->Data->getSize() >= Opts.ExternalMinBytes) {
       uint64_t Size = P->Data->getSize();
       ExternalOffset = alignTo(ExternalOffset, 4096);
       onnx::TensorProto &TP = *GP.add_initializer();
@@ -215,6 +216,23 @@ Error Exporter::exportGraph(const Graph &G, onnx::GraphProto &GP) {
       if (Opts.ExternalLayout)
         Opts.ExternalLayout->push_back({P->Data, ExternalOffset, Size});
       ExternalOffset += Size;
+      continue;
+    }
+    if (!Opts.ExternalDataLocation.empty() && P->Data &&
+        P->Type.Elem != DataType::String &&
+        !dynamic_cast<const ProtoTensorData *>(P->Data.get())) {
+      // A small parameter of a self-contained output: its bytes inline,
+      // wherever the source kept them (a slice of source external data
+      // must not point into the source's file).
+      onnx::TensorProto &TP = *GP.add_initializer();
+      TP.set_name(T.Name);
+      TP.set_data_type(static_cast<int32_t>(T.Type.Elem));
+      for (const Dim &D : T.Type.Dims)
+        TP.add_dims(D.Size);
+      std::string Bytes(P->Data->getSize(), '\0');
+      if (Error E = P->Data->readAll(Bytes.data()))
+        return E;
+      TP.set_raw_data(std::move(Bytes));
       continue;
     }
     if (Error E = exportTensor(T, *GP.add_initializer()))

@@ -1,5 +1,6 @@
 //===- IdleDevices.cpp - Plans that leave devices idle --------------------===//
 #include "loom/Plan/IdleDevices.h"
+#include "loom/Plan/BatchSplit.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/Twine.h"
@@ -32,7 +33,8 @@ std::vector<MeshDegrees> enumerateMeshDegrees(const DegreeSpace &S,
       if (!PPOk(PP))
         continue;
       uint64_t DP = N / (TP * PP);
-      if ((F.DP && *F.DP != DP) || Batch % DP)
+      if ((F.DP && *F.DP != DP) || Batch % DP ||
+          !isBatchSplitEmittable(!S.StaticBatch, DP, 1))
         continue;
       FullPPs.insert(PP);
       Out.push_back({TP, PP, DP});
@@ -60,11 +62,15 @@ std::vector<MeshDegrees> enumerateMeshDegrees(const DegreeSpace &S,
       if (!PPOk(PP) || TP * PP > N)
         continue;
       uint64_t Max = N / (TP * PP), DP = 0;
+      auto DPOk = [&](uint64_t D) {
+        return D <= Max && Batch % D == 0 &&
+               isBatchSplitEmittable(!S.StaticBatch, D, 1);
+      };
       if (F.DP) {
-        DP = *F.DP <= Max && Batch % *F.DP == 0 ? *F.DP : 0;
+        DP = DPOk(*F.DP) ? *F.DP : 0;
       } else {
         for (uint64_t D = Max; D >= 1 && !DP; --D)
-          if (Batch % D == 0)
+          if (DPOk(D))
             DP = D;
       }
       if (!DP || DP * TP * PP == N)

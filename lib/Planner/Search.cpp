@@ -63,11 +63,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Search.h"
-#include "loom/Planner/CandidateOrder.h"
-#include "loom/Planner/OffloadCost.h"
-#include "loom/Plan/IdleDevices.h"
-#include "loom/Planner/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"
+#include "loom/Plan/BatchSplit.h"
+#include "loom/Plan/IdleDevices.h"
+#include "loom/Planner/CandidateOrder.h"
+#include "loom/Planner/Goodput.h"
+#include "loom/Planner/OffloadCost.h"
 #include "loom/Shard/ExpertRules.h"
 #include "loom/Shard/Rules.h"
 #include "loom/Support/Divisors.h"
@@ -1073,6 +1074,7 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   DS.NumBlocks = Space.NumBlocks;
   DS.TPLimit = Space.TPLimit;
   DS.TPDivisor = Space.TPDiv.Divisor;
+  DS.StaticBatch = Space.StaticBatch;
   for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
     uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
     const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
@@ -1095,7 +1097,8 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
         if (F.MicroBatchSize && *F.MicroBatchSize != MB)
           continue;
         uint64_t NMB = Batch / (DP * MB);
-        if (F.NumMicroBatches && *F.NumMicroBatches != NMB)
+        if ((F.NumMicroBatches && *F.NumMicroBatches != NMB) ||
+            !isBatchSplitEmittable(!Space.StaticBatch, DP, NMB))
           continue;
         // Plans count micro-batches and their size in 32 bits (what
         // completePlan accepts); a bigger count is a larger micro-batch.
@@ -1674,6 +1677,7 @@ enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
                     const EvaluatorOptions &EO, const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
+  Space.StaticBatch = Opts.StaticBatch;
   noteEPNotSearched(Space, Eval, Opts.Fixed);
   Searcher S(Eval, G, Space, HW, EO, Opts);
   std::vector<Candidate> Cands;
@@ -1691,6 +1695,7 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
                                    const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
+  Space.StaticBatch = Opts.StaticBatch;
   noteEPNotSearched(Space, Eval, Opts.Fixed);
   if (Error E = checkFixed(Opts.Fixed, Space))
     return std::move(E);

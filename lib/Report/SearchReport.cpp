@@ -28,7 +28,7 @@ namespace loom {
 
 std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
                                 int64_t Batch, const PlanCost *BestAll,
-                                bool TriedAll) {
+                                bool TriedAll, bool StaticBatch) {
   uint64_t Used = P.getNumDevices();
   if (Used >= Devices)
     return "";
@@ -42,7 +42,11 @@ std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
                    Twine(Devices) + ", so at most " + Twine(Max) +
                    " replicas (" + Twine(Max * TPPP) + " devices)")
                       .str());
-  if (P.DP < Max)
+  if (P.DP < Max && StaticBatch)
+    Why.push_back("dp=1 of the " + std::to_string(Max) +
+                  " replicas that fit: the model's batch dim is static "
+                  "(graphs for several micro-batches need a symbolic one)");
+  else if (P.DP < Max)
     Why.push_back((Twine("the global batch ") + Twine(Batch) +
                    " divides into at most dp=" + Twine(P.DP) + " of the " +
                    Twine(Max) + " replicas that fit (dp*mb must divide it)")
@@ -110,7 +114,7 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   std::string Idle =
       describeIdleDevices(PC.Plan, R.Space.Devices, R.Space.Batch,
                           R.BestAllDevices ? &*R.BestAllDevices : nullptr,
-                          R.TriedAllDevices);
+                          R.TriedAllDevices, R.Space.StaticBatch);
   if (!Idle.empty())
     OS << "idle: " << Idle << "\n";
   if (R.FailedDevices) {
@@ -482,10 +486,10 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   Root["devices"] = (int64_t)R.Space.Devices;
   if (!R.Top.empty()) {
     Root["devices_used"] = (int64_t)R.Top.front().Plan.getNumDevices();
-    Root["idle"] = describeIdleDevices(
-        R.Top.front().Plan, R.Space.Devices, R.Space.Batch,
-        R.BestAllDevices ? &*R.BestAllDevices : nullptr,
-                          R.TriedAllDevices);
+    Root["idle"] =
+        describeIdleDevices(R.Top.front().Plan, R.Space.Devices, R.Space.Batch,
+                            R.BestAllDevices ? &*R.BestAllDevices : nullptr,
+                            R.TriedAllDevices, R.Space.StaticBatch);
   }
   if (R.Reliab)
     Root["objective"] = R.RankedByGoodput ? "goodput" : "step";

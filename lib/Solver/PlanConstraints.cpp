@@ -301,6 +301,9 @@ void ConstraintModel::addBatchConstraints(uint64_t B) {
         Topic::Structural);
   add(conj(Count), "nmb = global batch / (dp*mb), at most 2^32 - 1",
       Topic::Structural);
+  if (!S.SingleBatchSplit.empty())
+    add(lit(DP, DevDivs, 1) && lit(NMB, BatchDivs, 1), S.SingleBatchSplit,
+        Topic::Structural);
 }
 
 /// What sp, vpp, ZeRO, balanced stages and bf16 gradients need; no

@@ -17,9 +17,13 @@ best of them run in ONNX Runtime (issue 15: "MoE models of the zoo at
 ep > 1").
 
 Models: the committed torch exports (examples/models), the e2e generators'
-models (gen_models.py: capacity-based MoE among them) and the zoo's tiny
+models (gen_models.py: capacity-based MoE among them), the zoo's tiny
 variants with real weights (make_zoo.py --with-weights), so the same check
-covers several exporters' ways of writing each pattern.
+covers several exporters' ways of writing each pattern, and a few random
+models of the differential tester (test/difftest/gen_random.py, issue 30:
+a static batch dim, a flattened [batch*seq, V] output, depthwise Conv,
+routed experts, embedding bags), whose search must rank only plans -o
+emits.
 
 Usage: check_emittable.py --plan-parallel PATH [--loom-run PATH] [--work DIR] [--jobs N]
                           [--top K] [--devices 2,4,8,16] [-k SUBSTR]
@@ -40,6 +44,8 @@ import time
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "difftest"))
+import gen_random  # noqa: E402  (the differential tester's random models)
 import run_e2e  # noqa: E402  (hw_file, split_and_check, the generators)
 
 ROOT = run_e2e.ROOT
@@ -74,6 +80,16 @@ MODELS = [
     ("test:embbag-loop-tiny.onnx", None, "0:50"),
     ("test:ctrlflow-tiny.onnx", None, "0:16"),
 ]
+# Random models (gen_random.py seeds): a flattened-logits transformer, an MLP
+# and a transformer with a static batch dim (planned at dp = nmb = 1 only),
+# a depthwise CNN, routed experts, embedding bags.
+DT_SEEDS = [11, 25, 56, 8, 2, 7]
+# Global batch per model where not BATCH (a static batch dim is the model's).
+BATCH_OF = {}
+for _s in DT_SEEDS:
+    _meta = gen_random.build(gen_random.draw(_s))[1]
+    MODELS.append((f"dt:{_s}", _meta["seq"], _meta["int_range"]))
+    BATCH_OF[f"dt:{_s}"] = _meta["batch"]
 
 
 # MoE models whose expert regions ep splits (detect-layers: stacked,
@@ -111,6 +127,8 @@ def model_file(work, spec):
     kind, name = spec.split(":", 1)
     if kind == "zoo":
         return os.path.join(work, "zoo", name + ".onnx")
+    if kind == "dt":
+        return os.path.join(work, "difftest", f"s{name}.onnx")
     return run_e2e.model_path(work, spec)
 
 
@@ -123,6 +141,11 @@ def make_models(work):
                                os.path.join(work, "models")] + gen)
         if rc:
             raise SystemExit("emittable: gen_models.py failed:\n" + out)
+    os.makedirs(os.path.join(work, "difftest"), exist_ok=True)
+    for s in specs:
+        if s.startswith("dt:"):
+            seed = int(s.split(":", 1)[1])
+            gen_random.write(os.path.join(work, "difftest"), gen_random.draw(seed), f"s{seed}")
     if zoo:
         rc, out = run_e2e.run([PY, os.path.join(ROOT, "examples", "models", "zoo", "make_zoo.py"),
                                os.path.join(work, "zoo"), "--only", ",".join(zoo),
@@ -195,7 +218,7 @@ def check_model(args, spec, seq, int_range, n):
     work = args.work
     model = model_file(work, spec)
     hw = run_e2e.hw_file(work, n)
-    base = [args.plan_parallel, model, "--hw", hw, "--batch", str(BATCH)]
+    base = [args.plan_parallel, model, "--hw", hw, "--batch", str(BATCH_OF.get(spec, BATCH))]
     if seq is not None:
         base += ["--seq", str(seq)]
     tag = f"{spec.split(':', 1)[1]}@{n}"

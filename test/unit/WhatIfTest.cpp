@@ -1,7 +1,8 @@
 //===- WhatIfTest.cpp - Idle devices, hardware layering and --set ---------===//
-#include "loom/Report/SearchReport.h"
 #include "loom/Hardware/HardwareOverlay.h"
+#include "loom/Plan/BatchSplit.h"
 #include "loom/Plan/IdleDevices.h"
+#include "loom/Report/SearchReport.h"
 #include "gtest/gtest.h"
 #include <set>
 
@@ -48,6 +49,40 @@ TEST(IdleDevicesTest, BatchTooSmall) {
   std::set<std::string> All = Full;
   All.insert({"1,1,2", "1,2,2", "2,1,2"});
   EXPECT_EQ(asStrings(enumerateMeshDegrees(S, PlanSpec(), true)), All);
+}
+
+TEST(IdleDevicesTest, StaticBatch) {
+  // BatchSplit.h: a static batch dim emits at dp = nmb = 1 only.
+  EXPECT_TRUE(isBatchSplitEmittable(true, 4, 2));
+  EXPECT_TRUE(isBatchSplitEmittable(false, 1, 1));
+  EXPECT_FALSE(isBatchSplitEmittable(false, 2, 1));
+  EXPECT_FALSE(isBatchSplitEmittable(false, 1, 2));
+  EXPECT_EQ(toString(checkBatchSplit(false, 2, 4)),
+            "the model's batch dim is static; graphs for dp=2 x nmb=4 "
+            "micro-batches need a symbolic batch dim");
+  // The space of FullClusterOnly, static batch: the full cluster with
+  // dp = 1 needs tp * pp = 8: (2,4,1), (4,2,1) (tp, pp <= 4); with idle
+  // devices every other (tp, pp) at dp = 1: tp in {1,2,4} x pp in {1,2,4}
+  // (pp from the 2 blocks' divisors and the full cluster's 4) with
+  // tp * pp <= 8.
+  DegreeSpace S;
+  S.Devices = 8;
+  S.Batch = 8;
+  S.NumLayers = 4;
+  S.NumBlocks = 2;
+  S.TPLimit = 4;
+  S.StaticBatch = true;
+  std::set<std::string> Full = {"2,4,1", "4,2,1"};
+  EXPECT_EQ(asStrings(enumerateMeshDegrees(S, PlanSpec(), false)), Full);
+  std::set<std::string> All = {"1,1,1", "1,2,1", "1,4,1", "2,1,1",
+                               "2,2,1", "2,4,1", "4,1,1", "4,2,1"};
+  EXPECT_EQ(asStrings(enumerateMeshDegrees(S, PlanSpec(), true)), All);
+  ParallelPlan P;
+  P.TP = 2;
+  EXPECT_EQ(describeIdleDevices(P, 8, 8, nullptr, false, true),
+            "6 of 8 devices idle (plan on 2): dp=1 of the 4 replicas that "
+            "fit: the model's batch dim is static (graphs for several "
+            "micro-batches need a symbolic one)");
 }
 
 TEST(IdleDevicesTest, SeedPlanOn128) {

@@ -557,9 +557,16 @@ async function runStep(args, st, prev, rnd) {
     if (ref[o.name].dims.join() !== o.shape.join())
       throw new Error(`manifest output '${o.name}' shape [${o.shape}] but the model gives [${ref[o.name].dims}]`);
   }
+  // A flattened value ([batch*seq, V] with batch_axis 0) holds rows/B rows
+  // per sample along its batch axis, sample-major (what Reshape makes of
+  // [batch, seq, V]).
   const sampleSlice = (t, spec, dpIdx, mb) => {
     if (spec.batch_axis === null || spec.batch_axis === undefined) return t;
-    return sliceAxis(t, spec.batch_axis, dpIdx * perReplica + mb * mbs, mbs);
+    const rows = t.dims[spec.batch_axis];
+    if (rows % B !== 0)
+      throw new Error(`'${spec.name}' has ${rows} rows along its batch axis ${spec.batch_axis}, not a multiple of the global batch ${B}`);
+    const per = rows / B;
+    return sliceAxis(t, spec.batch_axis, (dpIdx * perReplica + mb * mbs) * per, mbs * per);
   };
   // --reference micro-batch: the original model on each micro-batch alone.
   const refOfMB = new Map();

@@ -9,7 +9,10 @@ between which it performs the collectives:
   segment k = the non-hccl nodes that hccl node k (in graph order) needs and
               that no earlier step computed; the last segment computes what
               the graph outputs still need. Its inputs/outputs are the values
-              crossing its boundary; the initializers it uses are inlined.
+              crossing its boundary; the initializers it uses are copied as
+              written (external data stays external, its file linked beside
+              the segments), so ONNX Runtime loads the role graph's weights
+              the way a runtime loading the role graph would.
 
 Usage: split_graphs.py OUTDIR WORKDIR [--reference MODEL]
 Writes WORKDIR/program.json and WORKDIR/seg/*.onnx (and WORKDIR/const/*.bin
@@ -25,11 +28,12 @@ program.json:
 """
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference, TensorProto
+from onnx import external_data_helper, helper, numpy_helper, shape_inference, TensorProto
 
 HCCL = "hccl"
 
@@ -90,9 +94,42 @@ def receive_dtype(node):
     raise SystemExit(f"split: HcomReceive {node.name} has no dtype attribute")
 
 
+def link_external_data(tensors, src_dir, seg_dir):
+    """Segments reference their weights exactly as the role graph does (the
+    same external data entries), so ONNX Runtime loads them as written: a
+    shape operand written to the .bin fails here as it would in a runtime.
+    The data files are hard-linked (else copied) beside the segments."""
+    for t in tensors:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        loc = {e.key: e.value for e in t.external_data}.get("location", "")
+        dst = os.path.join(seg_dir, loc)
+        if not loc or os.path.exists(dst):
+            continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        src = os.path.join(src_dir, loc)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+
+
+def tensor_data(t, base_dir):
+    """numpy value of an initializer, reading its external data if any."""
+    if t.data_location == TensorProto.EXTERNAL:
+        t2 = TensorProto()
+        t2.CopyFrom(t)
+        external_data_helper.load_external_data_for_tensor(t2, base_dir)
+        t2.data_location = TensorProto.DEFAULT
+        del t2.external_data[:]
+        t = t2
+    return numpy_helper.to_array(t)
+
+
 def split_role(outdir, graph_rel, work, tag):
     path = os.path.join(outdir, graph_rel)
-    model = onnx.load(path, load_external_data=True)
+    # As written: external data stays external (see link_external_data).
+    model = onnx.load(path, load_external_data=False)
     g = model.graph
     opsets = [o for o in model.opset_import if o.domain != HCCL]
     inits = {t.name: t for t in g.initializer}
@@ -148,7 +185,7 @@ def split_role(outdir, graph_rel, work, tag):
         if name in const_written:
             return
         const_written.add(name)
-        arr = numpy_helper.to_array(inits[name])
+        arr = tensor_data(inits[name], os.path.dirname(path))
         rel = f"const/{tag}__{len(const_written)}.bin"
         os.makedirs(os.path.join(work, "const"), exist_ok=True)
         arr = np.ascontiguousarray(arr)
@@ -204,6 +241,7 @@ def split_role(outdir, graph_rel, work, tag):
             vo.type.tensor_type.elem_type = types[o]
         rel = f"seg/{tag}__{k}.onnx"
         os.makedirs(os.path.join(work, "seg"), exist_ok=True)
+        link_external_data(used_inits, os.path.dirname(path), os.path.join(work, "seg"))
         onnx.save(sm, os.path.join(work, rel))
         steps.append({"kind": "segment", "file": rel, "inputs": ins, "outputs": outs})
         avail.update(outs)

@@ -444,6 +444,11 @@ inline bool isWeightLike(const Value *V) {
   return getWeightParameter(V) != nullptr;
 }
 
+/// The symbol bind-symbols binds for --batch: "batch" or "batch_size",
+/// else the dim-0 symbol of the first input whose dim 0 is symbolic; ''
+/// when the batch dim is static.
+std::string findBatchSymbol(const Graph &G);
+
 /// Sums the bytes of parameters with a static size.
 uint64_t getTotalParameterBytes(const Graph &G);
 /// Sums the element counts of parameters with a static size.

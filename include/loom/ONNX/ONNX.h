@@ -78,9 +78,16 @@ struct ExportOptions {
   /// When ExternalDataLocation is set, every parameter with data is
   /// referenced as external data at that location (relative to the model
   /// file), at 4 KiB-aligned offsets, and listed in *ExternalLayout for the
-  /// caller to write (writeExternalData): the model itself never holds the
-  /// bytes. Shape-only parameters stay shape-only.
+  /// caller to write (writeExternalData): the model itself holds only the
+  /// bytes of parameters under ExternalMinBytes. Shape-only parameters stay
+  /// shape-only.
   std::string ExternalDataLocation;
+  /// Parameters smaller than this stay inline even with an external data
+  /// location: shape operands (Reshape's shape, Slice's starts, Split's
+  /// sizes, ...) must, because ONNX Runtime's shape inference cannot read
+  /// external data ("Cannot parse data from external tensors"). 1 KiB is
+  /// onnx.external_data_helper's size_threshold default.
+  uint64_t ExternalMinBytes = 1024;
   struct ExternalEntry {
     std::shared_ptr<const TensorData> Data;
     uint64_t Offset = 0, Size = 0;

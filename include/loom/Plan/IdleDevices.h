@@ -40,6 +40,9 @@ struct DegreeSpace {
   uint64_t TPLimit = 1;
   /// tp must divide it (0: no bound).
   uint64_t TPDivisor = 0;
+  /// The model's batch dim is static: only dp = 1 (and one micro-batch)
+  /// can be emitted (BatchSplit.h).
+  bool StaticBatch = false;
 };
 
 /// The (tp, pp, dp) the search tries, in a fixed order: every dp*tp*pp =

@@ -143,6 +143,9 @@ struct SearchOptions {
   uint64_t Devices = 0;
   /// Also try plans that leave devices idle (IdleDevices.h).
   bool AllowIdle = true;
+  /// The model as imported has a static batch dim: only plans with dp =
+  /// nmb = 1 can be emitted (loom/Plan/BatchSplit.h), so only those rank.
+  bool StaticBatch = false;
 };
 
 /// The structural part of the space, for reports and the Z3 model.
@@ -158,6 +161,8 @@ struct SearchSpace {
   /// Why ep > 1 is left out of the search ('' when it is searched): the
   /// plans shard an embedding table over dp, emitted at ep=1 only.
   std::string EPNotSearched;
+  /// SearchOptions::StaticBatch.
+  bool StaticBatch = false;
 };
 
 /// The least memory found at one (tp, pp) (for explanations).

@@ -11,15 +11,17 @@
 
 namespace loom {
 
-
 /// Why \p P leaves devices idle on \p Devices (empty when it uses them
 /// all): "8 of 128 devices idle: tp*pp = 24 does not divide 128, so at most
 /// 5 replicas (120 devices)". \p BestAll is the best plan on every device;
 /// when null, \p TriedAll says the search had candidates on every device
 /// (none fit) rather than none at all (a --plan, or not searched).
+/// \p StaticBatch: the model's batch dim is static, so dp = 1
+/// (loom/Plan/BatchSplit.h).
 std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
                                 int64_t Batch, const PlanCost *BestAll,
-                                bool TriedAll = false);
+                                bool TriedAll = false,
+                                bool StaticBatch = false);
 
 //===-- Reports (plan-parallel) -------------------------------------------===//
 

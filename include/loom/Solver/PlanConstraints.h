@@ -61,6 +61,9 @@ struct PlanSpaceDesc {
       FixedGrad = -1;
   /// --plan fixed the stage boundaries (layer counts per stage).
   bool FixedStages = false;
+  /// Non-empty: only dp = nmb = 1 can be emitted, for this reason (a
+  /// static batch dim, loom/Plan/BatchSplit.h); the constraint's name.
+  std::string SingleBatchSplit;
 };
 
 /// The least per-device memory the search found at one (tp, pp), over all
