@@ -25,8 +25,9 @@
 // Names play no part, so anonymous weights ("onnx::MatMul_123") work.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Pass/Pass.h"
 #include "loom/Analysis/Experts.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Support/DataType.h"
 #include "llvm/ADT/DenseSet.h"
 #include <climits>
 #include <functional>
@@ -275,12 +276,21 @@ static bool isMatmulLike(const Node &N) {
          Op == "ConvTranspose" || Op == "Einsum";
 }
 
+/// A weight: a floating-point parameter. Integer initializers (a Swin's
+/// relative position index, any index buffer) are constants that train
+/// nothing; fold-shape-arith already folds the copies the exporter reads
+/// through Identity into Constant nodes, so counting them as weights would
+/// make the first of equal blocks differ from the rest.
+static bool isWeight(const Value *V) {
+  return V && V->isParameter() && isFloatingPoint(V->Type.Elem);
+}
+
 static uint64_t anchorSignature(const Node &N) {
   Hasher H;
   H.add(N.getQualifiedOpType());
   for (unsigned I = 0; I < N.getNumInputs(); ++I) {
     const Value *V = N.getInput(I);
-    if (!V || !V->isParameter())
+    if (!isWeight(V))
       continue;
     H.add(I);
     H.add(V->Type.str());
@@ -407,8 +417,7 @@ private:
   void findAnchors() {
     for (unsigned I = 0; I < NumNodes; ++I) {
       const Node &N = *G.getNodes()[I];
-      if (any_of(N.getInputs(),
-                 [](const Value *V) { return V && V->isParameter(); })) {
+      if (any_of(N.getInputs(), isWeight)) {
         AnchorNode.push_back(I);
         Sig.push_back(anchorSignature(N));
         // A weight read through a layout change (torch's Linear on 3-D
@@ -481,8 +490,8 @@ private:
     }
     JoinCut.assign(AnchorNode.size() + 1, false);
     for (unsigned B = 1; B < AnchorNode.size(); ++B)
-      for (unsigned C = AnchorNode[B - 1] + 1; C <= AnchorNode[B] && !JoinCut[B];
-           ++C)
+      for (unsigned C = AnchorNode[B - 1] + 1;
+           C <= AnchorNode[B] && !JoinCut[B]; ++C)
         JoinCut[B] =
             DLive[C] == 1 && isJoinOutput(SpanValue[DSum[C] - 1], DataDep);
   }
