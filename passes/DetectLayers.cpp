@@ -26,11 +26,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Analysis/Experts.h"
+#include "loom/IR/StructuralHash.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Support/DataType.h"
 #include "llvm/ADT/DenseSet.h"
 #include <climits>
 #include <functional>
+#include <map>
 
 using namespace llvm;
 
@@ -69,9 +71,11 @@ struct Run {
 /// (the branch and the skip cross), and a transformer at its residual
 /// stream rather than after its norm; then the shortest period; then the
 /// earliest start. A
-/// repeated unit must hold at least two anchors, one of them a matmul-like
-/// op: a layer has weights to multiply, while a pair of equal-shaped table
-/// reads (rotary cos/sin) or q/k/v projections side by side are not layers.
+/// repeated unit must hold a matmul-like op: a layer has weights to
+/// multiply, while a pair of equal-shaped table reads (rotary cos/sin) is
+/// not a layer. A unit of one anchor (an MLP whose blocks hold one Linear
+/// each) must be a chain: a single activation crosses each boundary, so
+/// that q/k/v projections side by side are not layers.
 /// \p IsLayered has the last word (see RepeatChecker).
 template <typename LayeredFn>
 static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
@@ -98,7 +102,7 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
   std::vector<unsigned> MM(N + 1, 0);
   for (unsigned I = 0; I < N; ++I)
     MM[I + 1] = MM[I] + IsMatmul[Lo + I];
-  for (unsigned Pd = 2; Pd <= N / 2; ++Pd) {
+  for (unsigned Pd = 1; Pd <= N / 2; ++Pd) {
     unsigned W = N - Pd + 1;
     H.assign(W, 0);
     for (unsigned I = 0; I < W; ++I)
@@ -115,6 +119,11 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
                            Len[I] >= 2 ? CutMax[I + Pd] : Cut[Lo + I + Pd]);
     for (unsigned I = 0; I < W; ++I) {
       if (Len[I] < 2 || MM[I + Pd] == MM[I])
+        continue;
+      // A unit of one anchor is a layer only in a chain: one activation
+      // crosses every boundary (an MLP of Linear + ReLU blocks), unlike
+      // q/k/v projections side by side, which all read the same input.
+      if (Pd == 1 && CutMax[I] != 1)
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
       if (!(Cover > BestCover || (Cover == BestCover && CutMax[I] < BestCut)))
@@ -740,6 +749,70 @@ private:
   }
 };
 
+/// Per run of repeated blocks, the blocks' structures (StructuralHash.h:
+/// every node, not only the weight readers the run was found by) as
+/// letters in order, A the first block's: "AAAA" blocks alike, "ABAB" a
+/// period of 2 (Swin's window and shifted-window blocks), and what sets
+/// each other structure apart from A (a first block without a bias, a
+/// different mask). Blocks that differ were grouped by their weight
+/// shapes (the run's signature); this names how.
+static void printRunStructures(const Graph &G, ArrayRef<LayerInfo> Layers,
+                               raw_ostream &OS) {
+  // Side values (masks, rotary tables, Shape chains: made from inputs and
+  // constants only) are each block's broadcast inputs, not its structure.
+  DenseSet<const Value *> DataDep = findDataDependent(G);
+  std::vector<std::vector<const Node *>> Members(Layers.size());
+  for (const auto &N : G.getNodes())
+    if (N->Layer >= 0 && N->Layer < (int)Layers.size() &&
+        any_of(N->getOutputs(),
+               [&](const Value *V) { return V && DataDep.count(V); }))
+      Members[N->Layer].push_back(N.get());
+  std::map<int, std::vector<unsigned>> Runs;
+  for (const LayerInfo &L : Layers)
+    if (L.Run >= 0)
+      Runs[L.Run].push_back(L.Id);
+  if (Runs.empty()) {
+    OS << "# runs: none (no repeated structure)\n";
+    return;
+  }
+  OS << "# runs:\n";
+  for (const auto &R : Runs) {
+    std::vector<StructureSummary> Classes;
+    std::string Pattern;
+    for (unsigned L : R.second) {
+      StructureSummary S = hashStructure(Members[L]);
+      unsigned C = 0;
+      while (C < Classes.size() && Classes[C].Hash != S.Hash)
+        ++C;
+      if (C == Classes.size())
+        Classes.push_back(S);
+      Pattern += char('A' + std::min(C, 25u));
+    }
+    unsigned Period = 1;
+    while (Period < Pattern.size()) {
+      bool Fits = true;
+      for (unsigned I = Period; I < Pattern.size() && Fits; ++I)
+        Fits = Pattern[I] == Pattern[I - Period];
+      if (Fits)
+        break;
+      ++Period;
+    }
+    OS << "#   run " << R.first << ": layers " << R.second.front() << "-"
+       << R.second.back() << ", " << R.second.size() << " blocks, "
+       << "structures " << Pattern;
+    if (Classes.size() == 1)
+      OS << " (alike, " << Classes[0].NumNodes << " nodes each)";
+    else if (Period < Pattern.size() && Pattern.size() >= 2 * Period)
+      OS << " (period " << Period << ")";
+    OS << "\n";
+    for (unsigned C = 1; C < Classes.size(); ++C)
+      OS << "#     " << char('A' + std::min(C, 25u)) << " ("
+         << Classes[C].NumNodes << " nodes) vs A (" << Classes[0].NumNodes
+         << " nodes): " << describeStructureDifference(Classes[0], Classes[C])
+         << "\n";
+  }
+}
+
 class DetectLayersPass : public Pass {
 public:
   /// The model, then the expert regions the layers hold and how each was
@@ -747,6 +820,7 @@ public:
   void print(const CompilationUnit &CU, raw_ostream &OS) const override {
     Pass::print(CU, OS);
     const Graph &G = CU.M->getGraph();
+    printRunStructures(G, CU.Layers, OS);
     std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
     std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
     if (Groups.empty() && Indexed.empty())

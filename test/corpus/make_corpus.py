@@ -15,8 +15,10 @@ Writes test/corpus/models/NAME.onnx. Deterministic: torch.manual_seed(0)
 before each model. Weights keep torch's default initialisation (LayerNorm
 weights 1, biases 0): the exporter then shares or deduplicates the equal
 norm parameters, as it does for a fresh model, and Loom must cope.
-Dimensions are tiny; the blocks are as many as the real model's
-(vit: 12, like vit_b_16; swin: depths 2, 2, 6, 2, like swin_t).
+Dimensions are tiny. vit has as many blocks as vit_b_16 (12); swin has two
+stages of one (window, shifted-window) pair each (swin_t: 2, 2, 6, 2), as
+torchvision's Swin exports about 550 nodes per block and committed models
+stay small.
 """
 
 import sys
@@ -222,13 +224,12 @@ def vit_torchvision():
 
 
 def swin_torchvision():
-    """torchvision's SwinTransformer (the class behind swin_t), depths
-    2, 2, 6, 2 as in swin_t, tiny widths; windows of 2 on a 16 x 16 patch
-    grid, so the last stage's 2 x 2 grid is one window and its blocks do
-    not shift (torchvision drops the shift there)."""
+    """torchvision's SwinTransformer (the class behind swin_t), two stages
+    of a (window, shifted-window) pair, tiny widths; windows of 2 on an
+    8 x 8 patch grid, then 4 x 4 (both shift)."""
     from torchvision.models.swin_transformer import SwinTransformer
     torch.manual_seed(0)
-    m = SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 4],
+    m = SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2],
                         num_heads=[1, 2], window_size=[2, 2],
                         stochastic_depth_prob=0.0, num_classes=10)
     x = torch.randn(2, 3, 32, 32)
@@ -236,7 +237,20 @@ def swin_torchvision():
                   {"pixels": {0: "batch"}, "logits": {0: "batch"}})
 
 
+def mlp_torch():
+    """An MLP of 4 identical Linear + ReLU blocks (one MatMul each: torch
+    writes a Linear on 2-D input as one Gemm), then a Linear head."""
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [nn.Linear(32, 32), nn.ReLU()]
+    m = nn.Sequential(*layers, nn.Linear(32, 8))
+    x = torch.randn(4, 32)
+    return export(m, (x,), ["x"], ["y"], {"x": {0: "batch"}, "y": {0: "batch"}})
+
+
 MODELS = {
+    "mlp-torch": mlp_torch,
     "gpt-torch": gpt_torch,
     "bert-torch": bert_torch,
     "llama-hf": llama_hf,
