@@ -27,9 +27,16 @@
 //    constant that copies no dim from its input (no 0 entry, or
 //    allowzero=1); a Reshape to its input's own static shape disappears.
 //
-// Shapes are re-inferred after every round that changed the graph, so no
-// dim left from before a rewrite (or from before lower-embedding-bags)
-// survives.
+// Every rewrite keeps the type of every value that survives it (a merged
+// Transpose or Reshape makes the outer node's own result; a given-back
+// weight has its Identity's type; a Mul by 2^-k has the Div's shape), so
+// no dim goes stale here. What can be stale comes from before: a dim left
+// unknown by a pass that rewrote the graph (lower-embedding-bags replaces a
+// Loop, whose outputs' readers were inferred when its dims were unknown).
+// So once the rewrites settle, ONNX shape inference runs again whenever
+// any value's shape is not static, and no dim inferred before a rewrite
+// survives it. (Running it after every round instead cost as much as the
+// rest of the pass on a 4-block LLaMA, for nothing.)
 //
 //===----------------------------------------------------------------------===//
 #include "loom/IR/Graph.h"
@@ -52,7 +59,7 @@ constexpr unsigned MaxRounds = 16;
 
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
-           Rounds = 0;
+           Rounds = 0, Reinferred = 0;
   unsigned total() const {
     return Params + Identities + Divs + Transposes + Reshapes;
   }
@@ -274,7 +281,10 @@ public:
        << "given back, " << Last.Identities << " Identity bypassed, "
        << Last.Divs << " Div -> Mul, " << Last.Transposes
        << " Transpose pair(s) merged, " << Last.Reshapes
-       << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)\n";
+       << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)";
+    if (Last.Reinferred)
+      OS << ", " << Last.Reinferred << " type(s) refined by re-inference";
+    OS << "\n";
   }
 
   Error run(CompilationUnit &CU) override {
@@ -282,18 +292,24 @@ public:
     Graph &G = CU.M->getGraph();
     Canonicalizer Canon(G, C);
     unsigned Round = 0;
-    for (; Round < MaxRounds; ++Round) {
+    for (; Round < MaxRounds; ++Round)
       if (!Canon.sweep())
         break;
-      Expected<unsigned> Inferred = inferShapes(*CU.M);
-      if (!Inferred)
-        return Inferred.takeError();
-    }
     C.Rounds = Round;
     if (Round == MaxRounds)
       CU.warn("canonicalize: no fixed point after " + Twine(MaxRounds) +
               " rounds; the graph is left as the last round made it");
     G.eraseUnusedParameters();
+    bool Incomplete = any_of(G.getNodes(), [](const std::unique_ptr<Node> &N) {
+      return any_of(N->getOutputs(),
+                    [](const Value *V) { return V && !V->Type.isStatic(); });
+    });
+    if (Incomplete) {
+      Expected<unsigned> Inferred = inferShapes(*CU.M);
+      if (!Inferred)
+        return Inferred.takeError();
+      C.Reinferred = *Inferred;
+    }
     Last = C;
     return Error::success();
   }

@@ -98,6 +98,63 @@ def bert_torch():
                    "logits": {0: "batch", 1: "seq"}})
 
 
+# --- The same GPT hand-written in the style of Hugging Face transformers --
+
+class HFBlock(nn.Module):
+    """Pre-norm block: fused qkv Linear split in three, masked_fill causal
+    mask, heads by view/transpose, GELU MLP; the same parameters and
+    computation as nn.TransformerEncoderLayer(norm_first=True, 'gelu')."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_out = nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        b, t, d = x.size()
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
+        k = k.view(b, t, self.h, d // self.h).transpose(1, 2)
+        v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
+        s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.h))
+        s = s.masked_fill(mask, float("-inf"))
+        o = (F.softmax(s, dim=-1) @ v).transpose(1, 2).contiguous()
+        x = x + self.c_proj(o.view(b, t, d))
+        return x + self.c_out(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class HFGPT(nn.Module):
+    def __init__(self, vocab=64, d=32, heads=2, layers=4, max_pos=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(max_pos, d)
+        self.h = nn.ModuleList(HFBlock(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        t = ids.size(1)
+        pos = torch.arange(t, device=ids.device)
+        x = self.wte(ids) + self.wpe(pos)[None]
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)[None, None]
+        for block in self.h:
+            x = block(x, mask)
+        return self.lm_head(self.ln_f(x))
+
+
+def gpt_hf():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (2, 8))
+    return export(HFGPT(), (ids,), ["input_ids"], ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
 # --- LLaMA written like Hugging Face transformers ---------------------------
 
 class RMSNorm(nn.Module):
@@ -143,7 +200,10 @@ class Attention(nn.Module):
         k = repeat_kv(k, self.h // self.kvh)
         v = repeat_kv(v, self.h // self.kvh)
         s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
-        s = s.masked_fill(mask, torch.finfo(s.dtype).min)
+        if mask.dtype == torch.bool:
+            s = s.masked_fill(mask, torch.finfo(s.dtype).min)
+        else:
+            s = s + mask
         p = F.softmax(s, dim=-1)
         o = torch.matmul(p, v).transpose(1, 2).reshape(b, t, -1)
         return self.o_proj(o)
@@ -174,8 +234,10 @@ class DecoderLayer(nn.Module):
 
 
 class HFLlama(nn.Module):
-    def __init__(self, vocab=64, d=32, heads=4, kv_heads=2, f=64, layers=4):
+    def __init__(self, vocab=64, d=32, heads=4, kv_heads=2, f=64, layers=4,
+                 additive_mask=False):
         super().__init__()
+        self.additive_mask = additive_mask
         self.embed_tokens = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList(
             DecoderLayer(d, heads, kv_heads, f) for _ in range(layers))
@@ -194,6 +256,10 @@ class HFLlama(nn.Module):
         cos, sin = emb.cos()[None, None], emb.sin()[None, None]
         i = torch.arange(t, device=ids.device)
         mask = (i[None, :] > i[:, None])[None, None]
+        if self.additive_mask:
+            # Another writing of the same mask: a float bias added to the
+            # scores (torch.triu of -inf), as nn.Transformer builds it.
+            mask = torch.triu(torch.full((t, t), float("-inf")), 1)[None, None]
         x = self.embed_tokens(ids)
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
@@ -204,6 +270,16 @@ def llama_hf():
     torch.manual_seed(0)
     ids = torch.randint(0, 64, (2, 8))
     return export(HFLlama(), (ids,), ["input_ids"], ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+def llama_additive():
+    """The same LLaMA with an additive float mask instead of masked_fill."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (2, 8))
+    return export(HFLlama(additive_mask=True), (ids,), ["input_ids"],
+                  ["logits"],
                   {"input_ids": {0: "batch", 1: "seq"},
                    "logits": {0: "batch", 1: "seq"}})
 
@@ -252,8 +328,10 @@ def mlp_torch():
 MODELS = {
     "mlp-torch": mlp_torch,
     "gpt-torch": gpt_torch,
+    "gpt-hf": gpt_hf,
     "bert-torch": bert_torch,
     "llama-hf": llama_hf,
+    "llama-additive": llama_additive,
     "vit-torchvision": vit_torchvision,
     "swin-torchvision": swin_torchvision,
 }
