@@ -158,7 +158,7 @@ private:
       return;
     }
     if (canBypass(Out)) {
-      Replace[Out] = In;
+      bypass(Out, In);
       ++C.Identities;
     }
   }
@@ -225,7 +225,7 @@ private:
     Attrs.push_back(std::move(A));
     N.setAttributes(std::move(Attrs));
     if (IsIdentity && canBypass(N.getOutput(0)))
-      Replace[N.getOutput(0)] = Inner->getInput(0);
+      bypass(N.getOutput(0), Inner->getInput(0));
     ++C.Transposes;
   }
 
@@ -236,7 +236,7 @@ private:
     // A Reshape to its input's own static shape is a no-op.
     if (In->Type.isStatic() && Out->Type.isStatic() && In->Type == Out->Type &&
         canBypass(Out)) {
-      Replace[Out] = In;
+      bypass(Out, In);
       ++C.Reshapes;
       return;
     }
@@ -253,23 +253,26 @@ private:
     ++C.Reshapes;
   }
 
-  /// Redirects every read of a bypassed value, following chains.
+  /// Reads of \p Out are to read \p In. Nodes are visited in order and
+  /// \p In is defined before \p Out, so resolving \p In here makes every
+  /// entry one hop: a chain of any length (100,000 Identity nodes) is
+  /// undone in one sweep, and no cycle can arise (SSA).
+  void bypass(Value *Out, Value *In) {
+    auto It = Replace.find(In);
+    Replace[Out] = It == Replace.end() ? In : It->second;
+  }
+
+  /// Redirects every read of a bypassed value.
   void applyReplacements() {
     if (Replace.empty())
       return;
-    auto Resolve = [&](Value *V) {
-      for (unsigned Depth = 0; V && Depth < 64; ++Depth) {
-        auto It = Replace.find(V);
-        if (It == Replace.end())
-          break;
-        V = It->second;
-      }
-      return V;
-    };
     for (const auto &N : G.getNodes())
       for (unsigned I = 0; I < N->getNumInputs(); ++I)
-        if (Value *V = N->getInput(I))
-          N->setInput(I, Resolve(V));
+        if (Value *V = N->getInput(I)) {
+          auto It = Replace.find(V);
+          if (It != Replace.end())
+            N->setInput(I, It->second);
+        }
   }
 };
 

@@ -71,11 +71,9 @@ struct Run {
 /// (the branch and the skip cross), and a transformer at its residual
 /// stream rather than after its norm; then the shortest period; then the
 /// earliest start. A
-/// repeated unit must hold a matmul-like op: a layer has weights to
-/// multiply, while a pair of equal-shaped table reads (rotary cos/sin) is
-/// not a layer. A unit of one anchor (an MLP whose blocks hold one Linear
-/// each) must be a chain: a single activation crosses each boundary, so
-/// that q/k/v projections side by side are not layers.
+/// repeated unit must hold at least two anchors, one of them a matmul-like
+/// op: a layer has weights to multiply, while a pair of equal-shaped table
+/// reads (rotary cos/sin) or q/k/v projections side by side are not layers.
 /// \p IsLayered has the last word (see RepeatChecker).
 template <typename LayeredFn>
 static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
@@ -102,7 +100,7 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
   std::vector<unsigned> MM(N + 1, 0);
   for (unsigned I = 0; I < N; ++I)
     MM[I + 1] = MM[I] + IsMatmul[Lo + I];
-  for (unsigned Pd = 1; Pd <= N / 2; ++Pd) {
+  for (unsigned Pd = 2; Pd <= N / 2; ++Pd) {
     unsigned W = N - Pd + 1;
     H.assign(W, 0);
     for (unsigned I = 0; I < W; ++I)
@@ -119,11 +117,6 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
                            Len[I] >= 2 ? CutMax[I + Pd] : Cut[Lo + I + Pd]);
     for (unsigned I = 0; I < W; ++I) {
       if (Len[I] < 2 || MM[I + Pd] == MM[I])
-        continue;
-      // A unit of one anchor is a layer only in a chain: one activation
-      // crosses every boundary (an MLP of Linear + ReLU blocks), unlike
-      // q/k/v projections side by side, which all read the same input.
-      if (Pd == 1 && CutMax[I] != 1)
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
       if (!(Cover > BestCover || (Cover == BestCover && CutMax[I] < BestCut)))
@@ -285,13 +278,13 @@ static bool isMatmulLike(const Node &N) {
          Op == "ConvTranspose" || Op == "Einsum";
 }
 
-/// A weight: a floating-point parameter. Integer initializers (a Swin's
+/// A weight: a parameter that is not integer. Integer initializers (a Swin's
 /// relative position index, any index buffer) are constants that train
 /// nothing; fold-shape-arith already folds the copies the exporter reads
 /// through Identity into Constant nodes, so counting them as weights would
 /// make the first of equal blocks differ from the rest.
 static bool isWeight(const Value *V) {
-  return V && V->isParameter() && isFloatingPoint(V->Type.Elem);
+  return V && V->isParameter() && !isInteger(V->Type.Elem);
 }
 
 static uint64_t anchorSignature(const Node &N) {
@@ -459,8 +452,9 @@ private:
         unsigned Last = I;
         for (const Node *U : Users.lookup(V))
           Last = std::max(Last, Index.lookup(U));
-        if (is_contained(G.getOutputs(), V))
-          Last = NumNodes;
+        // A graph output no later node reads (a decoder's present key
+        // and value, made in every block) leaves the graph where it is
+        // made: it crosses no cut between blocks.
         if (Last > I) {
           Spans.emplace_back(I, Last);
           SpanValue.push_back(V);

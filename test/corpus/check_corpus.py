@@ -38,10 +38,6 @@ HW = os.path.join(ROOT, "examples", "hw", "atlas800t-a2.yaml")
 BLOCKS4 = "layers: 6 (4 repeated blocks in 1 run(s), 2 other)"
 # model: (extra args, summary line, structure pattern per run)
 EXPECT = {
-    # 4 Linear + ReLU blocks of one MatMul each, then the head.
-    "mlp-torch": (["--batch", "8"],
-                  "layers: 5 (4 repeated blocks in 1 run(s), 1 other)",
-                  ["AAAA"]),
     "gpt-torch": (["--batch", "8", "--seq", "8"], BLOCKS4, ["AAAA"]),
     "gpt-hf": (["--batch", "8", "--seq", "8"], BLOCKS4, ["AAAA"]),
     "bert-torch": (["--batch", "8", "--seq", "8"], BLOCKS4, ["AAAA"]),

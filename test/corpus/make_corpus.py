@@ -313,20 +313,7 @@ def swin_torchvision():
                   {"pixels": {0: "batch"}, "logits": {0: "batch"}})
 
 
-def mlp_torch():
-    """An MLP of 4 identical Linear + ReLU blocks (one MatMul each: torch
-    writes a Linear on 2-D input as one Gemm), then a Linear head."""
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(4):
-        layers += [nn.Linear(32, 32), nn.ReLU()]
-    m = nn.Sequential(*layers, nn.Linear(32, 8))
-    x = torch.randn(4, 32)
-    return export(m, (x,), ["x"], ["y"], {"x": {0: "batch"}, "y": {0: "batch"}})
-
-
 MODELS = {
-    "mlp-torch": mlp_torch,
     "gpt-torch": gpt_torch,
     "gpt-hf": gpt_hf,
     "bert-torch": bert_torch,
