@@ -25,11 +25,14 @@
 // Names play no part, so anonymous weights ("onnx::MatMul_123") work.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Pass/Pass.h"
 #include "loom/Analysis/Experts.h"
+#include "loom/IR/StructuralHash.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Support/DataType.h"
 #include "llvm/ADT/DenseSet.h"
 #include <climits>
 #include <functional>
+#include <map>
 
 using namespace llvm;
 
@@ -275,12 +278,21 @@ static bool isMatmulLike(const Node &N) {
          Op == "ConvTranspose" || Op == "Einsum";
 }
 
+/// A weight: a parameter that is not integer. Integer initializers (a Swin's
+/// relative position index, any index buffer) are constants that train
+/// nothing; fold-shape-arith already folds the copies the exporter reads
+/// through Identity into Constant nodes, so counting them as weights would
+/// make the first of equal blocks differ from the rest.
+static bool isWeight(const Value *V) {
+  return V && V->isParameter() && !isInteger(V->Type.Elem);
+}
+
 static uint64_t anchorSignature(const Node &N) {
   Hasher H;
   H.add(N.getQualifiedOpType());
   for (unsigned I = 0; I < N.getNumInputs(); ++I) {
     const Value *V = N.getInput(I);
-    if (!V || !V->isParameter())
+    if (!isWeight(V))
       continue;
     H.add(I);
     H.add(V->Type.str());
@@ -407,8 +419,7 @@ private:
   void findAnchors() {
     for (unsigned I = 0; I < NumNodes; ++I) {
       const Node &N = *G.getNodes()[I];
-      if (any_of(N.getInputs(),
-                 [](const Value *V) { return V && V->isParameter(); })) {
+      if (any_of(N.getInputs(), isWeight)) {
         AnchorNode.push_back(I);
         Sig.push_back(anchorSignature(N));
         // A weight read through a layout change (torch's Linear on 3-D
@@ -441,8 +452,9 @@ private:
         unsigned Last = I;
         for (const Node *U : Users.lookup(V))
           Last = std::max(Last, Index.lookup(U));
-        if (is_contained(G.getOutputs(), V))
-          Last = NumNodes;
+        // A graph output no later node reads (a decoder's present key
+        // and value, made in every block) leaves the graph where it is
+        // made: it crosses no cut between blocks.
         if (Last > I) {
           Spans.emplace_back(I, Last);
           SpanValue.push_back(V);
@@ -481,8 +493,8 @@ private:
     }
     JoinCut.assign(AnchorNode.size() + 1, false);
     for (unsigned B = 1; B < AnchorNode.size(); ++B)
-      for (unsigned C = AnchorNode[B - 1] + 1; C <= AnchorNode[B] && !JoinCut[B];
-           ++C)
+      for (unsigned C = AnchorNode[B - 1] + 1;
+           C <= AnchorNode[B] && !JoinCut[B]; ++C)
         JoinCut[B] =
             DLive[C] == 1 && isJoinOutput(SpanValue[DSum[C] - 1], DataDep);
   }
@@ -731,6 +743,70 @@ private:
   }
 };
 
+/// Per run of repeated blocks, the blocks' structures (StructuralHash.h:
+/// every node, not only the weight readers the run was found by) as
+/// letters in order, A the first block's: "AAAA" blocks alike, "ABAB" a
+/// period of 2 (Swin's window and shifted-window blocks), and what sets
+/// each other structure apart from A (a first block without a bias, a
+/// different mask). Blocks that differ were grouped by their weight
+/// shapes (the run's signature); this names how.
+static void printRunStructures(const Graph &G, ArrayRef<LayerInfo> Layers,
+                               raw_ostream &OS) {
+  // Side values (masks, rotary tables, Shape chains: made from inputs and
+  // constants only) are each block's broadcast inputs, not its structure.
+  DenseSet<const Value *> DataDep = findDataDependent(G);
+  std::vector<std::vector<const Node *>> Members(Layers.size());
+  for (const auto &N : G.getNodes())
+    if (N->Layer >= 0 && N->Layer < (int)Layers.size() &&
+        any_of(N->getOutputs(),
+               [&](const Value *V) { return V && DataDep.count(V); }))
+      Members[N->Layer].push_back(N.get());
+  std::map<int, std::vector<unsigned>> Runs;
+  for (const LayerInfo &L : Layers)
+    if (L.Run >= 0)
+      Runs[L.Run].push_back(L.Id);
+  if (Runs.empty()) {
+    OS << "# runs: none (no repeated structure)\n";
+    return;
+  }
+  OS << "# runs:\n";
+  for (const auto &R : Runs) {
+    std::vector<StructureSummary> Classes;
+    std::string Pattern;
+    for (unsigned L : R.second) {
+      StructureSummary S = hashStructure(Members[L]);
+      unsigned C = 0;
+      while (C < Classes.size() && Classes[C].Hash != S.Hash)
+        ++C;
+      if (C == Classes.size())
+        Classes.push_back(S);
+      Pattern += char('A' + std::min(C, 25u));
+    }
+    unsigned Period = 1;
+    while (Period < Pattern.size()) {
+      bool Fits = true;
+      for (unsigned I = Period; I < Pattern.size() && Fits; ++I)
+        Fits = Pattern[I] == Pattern[I - Period];
+      if (Fits)
+        break;
+      ++Period;
+    }
+    OS << "#   run " << R.first << ": layers " << R.second.front() << "-"
+       << R.second.back() << ", " << R.second.size() << " blocks, "
+       << "structures " << Pattern;
+    if (Classes.size() == 1)
+      OS << " (alike, " << Classes[0].NumNodes << " nodes each)";
+    else if (Period < Pattern.size() && Pattern.size() >= 2 * Period)
+      OS << " (period " << Period << ")";
+    OS << "\n";
+    for (unsigned C = 1; C < Classes.size(); ++C)
+      OS << "#     " << char('A' + std::min(C, 25u)) << " ("
+         << Classes[C].NumNodes << " nodes) vs A (" << Classes[0].NumNodes
+         << " nodes): " << describeStructureDifference(Classes[0], Classes[C])
+         << "\n";
+  }
+}
+
 class DetectLayersPass : public Pass {
 public:
   /// The model, then the expert regions the layers hold and how each was
@@ -738,6 +814,7 @@ public:
   void print(const CompilationUnit &CU, raw_ostream &OS) const override {
     Pass::print(CU, OS);
     const Graph &G = CU.M->getGraph();
+    printRunStructures(G, CU.Layers, OS);
     std::vector<ExpertGroup> Groups = findExperts(G, CU.Layers);
     std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
     if (Groups.empty() && Indexed.empty())

@@ -21,6 +21,11 @@ static const PassInfo Registry[] = {
      "Rewrite pooled lookups exported as a Loop (torch EmbeddingBag) into "
      "Gather + Reduce, so their tables can be sharded",
      createLowerEmbeddingBagsPass, PassKind::Planning},
+    {"canonicalize",
+     "Rewrite exporter spellings into one form (deduplicated weights given "
+     "back, Identity, Div by 2^k, Transpose and Reshape chains), shapes "
+     "re-inferred",
+     createCanonicalizePass, PassKind::Planning},
     {"detect-layers", "Number repeated blocks (layers) by structural hashing",
      createDetectLayersPass, PassKind::Planning},
     {"annotate-costs",

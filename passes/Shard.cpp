@@ -41,7 +41,7 @@ int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
 bool isFrontEndPass(StringRef Name) {
   return Name == "bind-symbols" || Name == "infer-shapes" ||
          Name == "fold-shape-arith" || Name == "lower-embedding-bags" ||
-         Name == "detect-layers";
+         Name == "canonicalize" || Name == "detect-layers";
 }
 
 /// The message of an error of the replayed passes without the "MODEL:
@@ -134,9 +134,8 @@ public:
       // it (--batch, or --dim of its name, as scripts for exporters whose
       // batch symbol is not called "batch" do).
       Sub.Opts.Batch = (int64_t)R.Plan.MicroBatchSize;
-      llvm::erase_if(Sub.Opts.Dims, [&](const auto &KV) {
-        return KV.first == BatchSym;
-      });
+      llvm::erase_if(Sub.Opts.Dims,
+                     [&](const auto &KV) { return KV.first == BatchSym; });
     }
     PassManager PM(getRegisteredPasses());
     for (const std::string &Name : CU.PassesRun)
@@ -146,10 +145,9 @@ public:
     std::string Ignored;
     raw_string_ostream Null(Ignored);
     if (Error E = PM.run(Sub, PI, Null, Null))
-      return createStringError(inconvertibleErrorCode(),
-                               "at micro-batch size %u: %s",
-                               R.Plan.MicroBatchSize,
-                               stripModelFile(*Sub.M, std::move(E)).c_str());
+      return createStringError(
+          inconvertibleErrorCode(), "at micro-batch size %u: %s",
+          R.Plan.MicroBatchSize, stripModelFile(*Sub.M, std::move(E)).c_str());
     copyDeviceClasses(CU.M->getGraph(), Sub.M->getGraph());
     if (Sub.Layers.size() != CU.Layers.size())
       return createStringError(
@@ -192,6 +190,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<Pass> createShardPass() { return std::make_unique<ShardPass>(); }
+std::unique_ptr<Pass> createShardPass() {
+  return std::make_unique<ShardPass>();
+}
 
 } // namespace loom

@@ -88,9 +88,8 @@ std::string TensorType::str() const {
 
 TensorData::~TensorData() = default;
 
-Error TensorData::readStrided(uint64_t First, uint64_t Stride,
-                              uint64_t Length, uint64_t Count,
-                              char *Out) const {
+Error TensorData::readStrided(uint64_t First, uint64_t Stride, uint64_t Length,
+                              uint64_t Count, char *Out) const {
   Expected<ArrayRef<char>> B = getBytes();
   if (!B)
     return B.takeError();
@@ -104,21 +103,19 @@ Error TensorData::readStrided(uint64_t First, uint64_t Stride,
   return Error::success();
 }
 
-Error TensorData::withBytes(
-    function_ref<Error(ArrayRef<char>)> Fn) const {
+Error TensorData::withBytes(function_ref<Error(ArrayRef<char>)> Fn) const {
   Expected<ArrayRef<char>> B = getBytes();
   if (!B)
     return B.takeError();
   return Fn(*B);
 }
 
-Error TensorData::writeStrided(uint64_t First, uint64_t Stride,
-                               uint64_t Length, uint64_t Count,
-                               sys::fs::file_t FD, uint64_t Offset,
-                               uint64_t DestStride) const {
+Error TensorData::writeStrided(uint64_t First, uint64_t Stride, uint64_t Length,
+                               uint64_t Count, sys::fs::file_t FD,
+                               uint64_t Offset, uint64_t DestStride) const {
   return withBytes([&](ArrayRef<char> B) -> Error {
-    if (Count && (First > B.size() || (Count - 1) * Stride + Length >
-                                          B.size() - First))
+    if (Count &&
+        (First > B.size() || (Count - 1) * Stride + Length > B.size() - First))
       return createStringError(inconvertibleErrorCode(),
                                "strided write past the end of %zu bytes of "
                                "tensor data",
@@ -147,8 +144,8 @@ Expected<std::vector<char>> TensorData::readRange(uint64_t Offset,
 }
 
 static float halfToFloat(uint16_t H) {
-  uint32_t Sign = (H & 0x8000u) << 16, Exp = (H >> 10) & 0x1f,
-           Man = H & 0x3ffu, Bits;
+  uint32_t Sign = (H & 0x8000u) << 16, Exp = (H >> 10) & 0x1f, Man = H & 0x3ffu,
+           Bits;
   if (Exp == 0) {
     if (Man == 0) {
       Bits = Sign;
@@ -181,8 +178,7 @@ static Error checkDataSize(const Tensor &T, size_t Have, int64_t &N) {
   Optional<int64_t> NE = T.Type.getNumElements();
   if (!NE)
     return createStringError(inconvertibleErrorCode(),
-                             "tensor '%s' has no static shape",
-                             T.Name.c_str());
+                             "tensor '%s' has no static shape", T.Name.c_str());
   N = *NE;
   unsigned ES = getDataTypeSize(T.Type.Elem);
   if (ES == 0 || (uint64_t)Have != (uint64_t)N * ES)
@@ -209,14 +205,30 @@ Expected<std::vector<int64_t>> Tensor::getIntValues() const {
   const char *P = B->data();
   for (int64_t I = 0; I < N; ++I) {
     switch (Type.Elem) {
-    case DataType::Int64: Out.push_back(load<int64_t>(P + 8 * I)); break;
-    case DataType::Int32: Out.push_back(load<int32_t>(P + 4 * I)); break;
-    case DataType::Int16: Out.push_back(load<int16_t>(P + 2 * I)); break;
-    case DataType::Int8: Out.push_back(load<int8_t>(P + I)); break;
-    case DataType::UInt8: Out.push_back(load<uint8_t>(P + I)); break;
-    case DataType::Bool: Out.push_back(load<uint8_t>(P + I) != 0); break;
-    case DataType::UInt16: Out.push_back(load<uint16_t>(P + 2 * I)); break;
-    case DataType::UInt32: Out.push_back(load<uint32_t>(P + 4 * I)); break;
+    case DataType::Int64:
+      Out.push_back(load<int64_t>(P + 8 * I));
+      break;
+    case DataType::Int32:
+      Out.push_back(load<int32_t>(P + 4 * I));
+      break;
+    case DataType::Int16:
+      Out.push_back(load<int16_t>(P + 2 * I));
+      break;
+    case DataType::Int8:
+      Out.push_back(load<int8_t>(P + I));
+      break;
+    case DataType::UInt8:
+      Out.push_back(load<uint8_t>(P + I));
+      break;
+    case DataType::Bool:
+      Out.push_back(load<uint8_t>(P + I) != 0);
+      break;
+    case DataType::UInt16:
+      Out.push_back(load<uint16_t>(P + 2 * I));
+      break;
+    case DataType::UInt32:
+      Out.push_back(load<uint32_t>(P + 4 * I));
+      break;
     case DataType::UInt64:
       Out.push_back((int64_t)load<uint64_t>(P + 8 * I));
       break;
@@ -251,8 +263,12 @@ Expected<std::vector<double>> Tensor::getFloatValues() const {
   const char *P = B->data();
   for (int64_t I = 0; I < N; ++I) {
     switch (Type.Elem) {
-    case DataType::Float: Out.push_back(load<float>(P + 4 * I)); break;
-    case DataType::Double: Out.push_back(load<double>(P + 8 * I)); break;
+    case DataType::Float:
+      Out.push_back(load<float>(P + 4 * I));
+      break;
+    case DataType::Double:
+      Out.push_back(load<double>(P + 8 * I));
+      break;
     case DataType::Float16:
       Out.push_back(halfToFloat(load<uint16_t>(P + 2 * I)));
       break;
@@ -321,17 +337,39 @@ static uint16_t floatToBFloat16(float F) {
 static void appendElement(std::vector<char> &B, DataType Elem, int64_t IV,
                           double DV, bool IsInt) {
   switch (Elem) {
-  case DataType::Int64: append<int64_t>(B, IsInt ? IV : (int64_t)DV); break;
-  case DataType::Int32: append<int32_t>(B, IsInt ? IV : (int32_t)DV); break;
-  case DataType::Int16: append<int16_t>(B, IsInt ? IV : (int16_t)DV); break;
-  case DataType::Int8: append<int8_t>(B, IsInt ? IV : (int8_t)DV); break;
-  case DataType::UInt8: append<uint8_t>(B, IsInt ? IV : (uint8_t)DV); break;
-  case DataType::UInt16: append<uint16_t>(B, IsInt ? IV : (uint16_t)DV); break;
-  case DataType::UInt32: append<uint32_t>(B, IsInt ? IV : (uint32_t)DV); break;
-  case DataType::UInt64: append<uint64_t>(B, IsInt ? IV : (uint64_t)DV); break;
-  case DataType::Bool: append<uint8_t>(B, (IsInt ? IV : DV) != 0); break;
-  case DataType::Float: append<float>(B, IsInt ? (float)IV : (float)DV); break;
-  case DataType::Double: append<double>(B, IsInt ? (double)IV : DV); break;
+  case DataType::Int64:
+    append<int64_t>(B, IsInt ? IV : (int64_t)DV);
+    break;
+  case DataType::Int32:
+    append<int32_t>(B, IsInt ? IV : (int32_t)DV);
+    break;
+  case DataType::Int16:
+    append<int16_t>(B, IsInt ? IV : (int16_t)DV);
+    break;
+  case DataType::Int8:
+    append<int8_t>(B, IsInt ? IV : (int8_t)DV);
+    break;
+  case DataType::UInt8:
+    append<uint8_t>(B, IsInt ? IV : (uint8_t)DV);
+    break;
+  case DataType::UInt16:
+    append<uint16_t>(B, IsInt ? IV : (uint16_t)DV);
+    break;
+  case DataType::UInt32:
+    append<uint32_t>(B, IsInt ? IV : (uint32_t)DV);
+    break;
+  case DataType::UInt64:
+    append<uint64_t>(B, IsInt ? IV : (uint64_t)DV);
+    break;
+  case DataType::Bool:
+    append<uint8_t>(B, (IsInt ? IV : DV) != 0);
+    break;
+  case DataType::Float:
+    append<float>(B, IsInt ? (float)IV : (float)DV);
+    break;
+  case DataType::Double:
+    append<double>(B, IsInt ? (double)IV : DV);
+    break;
   case DataType::Float16:
     append<uint16_t>(B, floatToHalf(IsInt ? (float)IV : (float)DV));
     break;
@@ -457,8 +495,8 @@ Expected<Node *> Graph::addNode(StringRef OpType, StringRef Domain,
     const std::string &O = OutputNames[I];
     // A name listed twice among this node's own results is a double
     // definition too.
-    if (!O.empty() && (ValuesByName.count(O) ||
-                       is_contained(OutputNames.take_front(I), O)))
+    if (!O.empty() &&
+        (ValuesByName.count(O) || is_contained(OutputNames.take_front(I), O)))
       return createStringError(
           inconvertibleErrorCode(),
           "node '%s' (%s): duplicate definition of value '%s'",
@@ -572,6 +610,20 @@ void Graph::eraseNodes(function_ref<bool(const Node &)> Dead) {
   // Values stay allocated (cheap) so dangling pointers cannot arise.
 }
 
+Value *Graph::turnResultIntoParameter(Node *N,
+                                      std::shared_ptr<const TensorData> D) {
+  assert(N->Owner == this && N->getNumOutputs() == 1 && N->Outputs[0] &&
+         "one result to turn into a parameter");
+  Value *V = N->Outputs[0];
+  N->Outputs[0] = nullptr; // eraseNodes would drop the name.
+  V->K = Value::Kind::Parameter;
+  V->Def = nullptr;
+  V->ResultNo = 0;
+  V->Data = std::move(D);
+  Parameters.push_back(V);
+  return V;
+}
+
 void Graph::eraseDeadNodes() {
   llvm::DenseMap<const Value *, unsigned> Uses = computeUseCounts();
   llvm::DenseSet<const Node *> Dead;
@@ -607,8 +659,8 @@ void Graph::eraseUnusedParameters() {
 int64_t Model::getOpsetVersion(StringRef D) const {
   bool Default = D.empty() || D == "ai.onnx";
   for (const OpsetImport &O : Opsets)
-    if (O.Domain == D || (Default && (O.Domain.empty() ||
-                                      O.Domain == "ai.onnx")))
+    if (O.Domain == D ||
+        (Default && (O.Domain.empty() || O.Domain == "ai.onnx")))
       return O.Version;
   return 0;
 }
@@ -623,10 +675,14 @@ uint64_t getTotalParameterBytes(const Graph &G) {
 
 StringRef getLayerKindName(LayerInfo::Kind K) {
   switch (K) {
-  case LayerInfo::Kind::Prologue: return "prologue";
-  case LayerInfo::Kind::Block: return "block";
-  case LayerInfo::Kind::Epilogue: return "epilogue";
-  case LayerInfo::Kind::Other: return "other";
+  case LayerInfo::Kind::Prologue:
+    return "prologue";
+  case LayerInfo::Kind::Block:
+    return "block";
+  case LayerInfo::Kind::Epilogue:
+    return "epilogue";
+  case LayerInfo::Kind::Other:
+    return "other";
   }
   return "other";
 }
@@ -788,8 +844,8 @@ public:
       SmallVector<std::string, 2> Outs;
       for (const Value *V : N.getOutputs())
         Outs.push_back(V ? V->getName().str() : std::string());
-      Node *C = cantFail(To.addNode(N.getOpType(), N.getDomain(), N.getName(),
-                                    Ins, Outs));
+      Node *C = cantFail(
+          To.addNode(N.getOpType(), N.getDomain(), N.getName(), Ins, Outs));
       for (unsigned I = 0; I < N.getNumOutputs(); ++I)
         if (const Value *V = N.getOutput(I)) {
           C->getOutput(I)->Type = V->Type;

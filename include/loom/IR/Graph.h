@@ -14,8 +14,8 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Optional.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -92,7 +92,7 @@ public:
   virtual llvm::Expected<llvm::ArrayRef<char>> getBytes() const = 0;
   /// Reads [Offset, Offset+Length) without necessarily mapping the rest.
   virtual llvm::Expected<std::vector<char>> readRange(uint64_t Offset,
-                                                       uint64_t Length) const;
+                                                      uint64_t Length) const;
   /// Copies \p Count runs of \p Length bytes, the i-th at offset
   /// First + i * Stride, to \p Out one after another (a slice of a weight).
   /// External data overrides this to map the span once instead of reading
@@ -170,8 +170,18 @@ struct Tensor {
 /// A node attribute (ONNX AttributeProto, minus type protos and sparse
 /// tensors, which import rejects).
 struct Attribute {
-  enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings,
-                    Tensors, Graphs };
+  enum class Kind {
+    Float,
+    Int,
+    String,
+    Tensor,
+    Graph,
+    Floats,
+    Ints,
+    Strings,
+    Tensors,
+    Graphs
+  };
   std::string Name;
   Kind K = Kind::Int;
   float F = 0;
@@ -226,6 +236,9 @@ private:
 class Node {
 public:
   llvm::StringRef getOpType() const { return OpType; }
+  /// Changes the operator in place (canonicalize: Div by 2^k -> Mul); the
+  /// caller keeps inputs and attributes valid for the new op.
+  void setOpType(llvm::StringRef Op) { OpType = Op.str(); }
   llvm::StringRef getDomain() const { return Domain; }
   llvm::StringRef getName() const { return Name; }
   void setName(llvm::StringRef N) { Name = N.str(); }
@@ -296,8 +309,8 @@ public:
                                        std::shared_ptr<const TensorData> D);
   /// Appends a node creating its result values (names must be new; an empty
   /// name makes an omitted output). Fails on a duplicate value name.
-  llvm::Expected<Node *> addNode(llvm::StringRef OpType,
-                                 llvm::StringRef Domain, llvm::StringRef Name,
+  llvm::Expected<Node *> addNode(llvm::StringRef OpType, llvm::StringRef Domain,
+                                 llvm::StringRef Name,
                                  llvm::ArrayRef<Value *> Inputs,
                                  llvm::ArrayRef<std::string> OutputNames);
   void addOutput(Value *V) { Outputs.push_back(V); }
@@ -328,6 +341,13 @@ public:
   /// Removes the nodes for which \p Dead is true; their outputs must be
   /// unused.
   void eraseNodes(llvm::function_ref<bool(const Node &)> Dead);
+  /// Turns the result of \p N (a node with one output) into a parameter of
+  /// its own holding \p Data, under the result's name; \p N is left
+  /// without outputs for the caller to erase (one eraseNodes for many).
+  /// canonicalize gives back its own weight to a layer whose weight the
+  /// exporter deduplicated into Identity(another layer's weight). Returns
+  /// the parameter.
+  Value *turnResultIntoParameter(Node *N, std::shared_ptr<const TensorData> D);
   /// Removes parameters not read by any node or graph output (recursively).
   void eraseUnusedParameters();
   /// Removes the nodes whose outputs nothing reads, transitively (control
@@ -418,7 +438,8 @@ bool isConstantNodeOutput(const Value *V);
 bool isConstantLike(const Value *V);
 /// Every value's users (nodes reading it), in graph order, each node once
 /// per input slot that reads the value. Invalidated by graph edits.
-using UseMap = llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>>;
+using UseMap =
+    llvm::DenseMap<const Value *, llvm::SmallVector<const Node *, 2>>;
 UseMap buildUseMap(const Graph &G);
 /// A copy of \p A without its subgraphs (Graph attributes have none; the
 /// caller clones them into their new owner when it needs them).

@@ -1,0 +1,330 @@
+//===- Canonicalize.cpp - One form whatever the exporter wrote ------------===//
+//
+// Exporters write one model in several ways; recognition (detect-layers,
+// fused kernels, experts) should see one. Each rewrite here computes
+// exactly what the graph computed (the emitted graphs are run in ONNX
+// Runtime against the original), and each strictly shrinks the graph or
+// turns a Div into a Mul, so the sweep reaches a fixed point; it is also
+// bounded (MaxRounds) so that no input can make it loop.
+//
+//  - deduplicated weights: torch.onnx.export merges parameters that hold
+//    equal values (a fresh nn.TransformerEncoder deep-copies its layer, so
+//    every layer's weights are equal; every LayerNorm weight is ones) into
+//    one initializer read through `Identity` nodes named after the other
+//    parameters. Each such Identity of a parameter becomes a parameter of
+//    its own again (same data, the Identity's name): the layers own their
+//    weights as in the model, whether the exporter shared, deduplicated or
+//    copied them. A weight read directly by two layers (tied embeddings)
+//    stays shared: that is the model's own sharing.
+//  - other `Identity` nodes are bypassed (unless a graph output, or read
+//    by name from a Loop/If/Scan body).
+//  - `Div(x, c)` with c a constant scalar 2^k becomes `Mul(x, 2^-k)` (the
+//    scaling of attention scores is written either way; dividing by a
+//    power of two and multiplying by its reciprocal round identically).
+//  - `Transpose(Transpose(x, p), q)` becomes `Transpose(x, p . q)`, and
+//    disappears when that is the identity permutation.
+//  - `Reshape(Reshape(x, s1), s2)` becomes `Reshape(x, s2)` when s2 is a
+//    constant that copies no dim from its input (no 0 entry, or
+//    allowzero=1); a Reshape to its input's own static shape disappears.
+//
+// Every rewrite keeps the type of every value that survives it (a merged
+// Transpose or Reshape makes the outer node's own result; a given-back
+// weight has its Identity's type; a Mul by 2^-k has the Div's shape), so
+// no dim goes stale here. What can be stale comes from before: a dim left
+// unknown by a pass that rewrote the graph (lower-embedding-bags replaces a
+// Loop, whose outputs' readers were inferred when its dims were unknown).
+// So once the rewrites settle, ONNX shape inference runs again whenever
+// any value's shape is not static, and no dim inferred before a rewrite
+// survives it. (Running it after every round instead cost as much as the
+// rest of the pass on a 4-block LLaMA, for nothing.)
+//
+//===----------------------------------------------------------------------===//
+#include "loom/IR/Graph.h"
+#include "loom/ONNX/ONNX.h"
+#include "loom/Pass/Pass.h"
+#include "loom/Support/DataType.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/MathExtras.h"
+#include <cmath>
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+/// Rounds of rewrites before giving up on a fixed point (each round
+/// removes nodes, so real graphs settle in two or three).
+constexpr unsigned MaxRounds = 16;
+
+struct Counts {
+  unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
+           Rounds = 0, Reinferred = 0;
+  unsigned total() const {
+    return Params + Identities + Divs + Transposes + Reshapes;
+  }
+};
+
+/// Values read by a node of a subgraph (a Loop/If/Scan body): they may be
+/// outer values read by name, which a rewrite must not rename away.
+static void collectSubgraphReads(const Graph &G, DenseSet<const Value *> &Out,
+                                 bool Inside) {
+  for (const auto &N : G.getNodes()) {
+    if (Inside)
+      for (const Value *V : N->getInputs())
+        if (V)
+          Out.insert(V);
+    for (const Attribute &A : N->getAttributes())
+      for (const auto &Sub : A.Gs)
+        collectSubgraphReads(*Sub, Out, true);
+  }
+}
+
+/// The single float value of a constant with one element, if any.
+static Optional<double> getScalarFloat(const Value *V) {
+  if (!V || !isConstantNodeOutput(V))
+    return None;
+  Optional<std::vector<double>> F = getConstantFloats(V);
+  if (!F || F->size() != 1 || !isFloatingPoint(V->Type.Elem))
+    return None;
+  return F->front();
+}
+
+class Canonicalizer {
+public:
+  Canonicalizer(Graph &G, Counts &C) : G(G), C(C) {}
+
+  /// One sweep of every rewrite; returns whether anything changed.
+  bool sweep() {
+    Users = buildUseMap(G);
+    SubgraphReads.clear();
+    collectSubgraphReads(G, SubgraphReads, false);
+    Replace.clear();
+    unsigned Before = C.total();
+    for (unsigned I = 0; I < G.getNumNodes(); ++I) {
+      Node &N = *G.getNodes()[I];
+      StringRef Op = N.getOpType();
+      if (!N.getDomain().empty() && N.getDomain() != "ai.onnx")
+        continue;
+      if (Op == "Identity")
+        rewriteIdentity(N);
+      else if (Op == "Div")
+        rewriteDiv(N);
+      else if (Op == "Transpose")
+        rewriteTranspose(N);
+      else if (Op == "Reshape")
+        rewriteReshape(N);
+    }
+    applyReplacements();
+    G.eraseNodes([](const Node &N) {
+      return N.getNumOutputs() == 1 && !N.getOutput(0);
+    });
+    G.eraseDeadNodes();
+    return C.total() != Before;
+  }
+
+private:
+  Graph &G;
+  Counts &C;
+  UseMap Users;
+  DenseSet<const Value *> SubgraphReads;
+  /// Uses of a value to redirect to another (bypassed no-ops).
+  DenseMap<const Value *, Value *> Replace;
+
+  bool isGraphOutput(const Value *V) const {
+    return is_contained(G.getOutputs(), V);
+  }
+
+  /// Whether the uses of \p V may be redirected: not a graph output, not
+  /// read by name from a body.
+  bool canBypass(const Value *V) const {
+    return V && !isGraphOutput(V) && !SubgraphReads.count(V);
+  }
+
+  bool hasOneUse(const Value *V) const {
+    auto It = Users.find(V);
+    return It != Users.end() && It->second.size() == 1 && !isGraphOutput(V) &&
+           !SubgraphReads.count(V);
+  }
+
+  void rewriteIdentity(Node &N) {
+    Value *In = N.getInput(0), *Out = N.getOutput(0);
+    if (!In || !Out || N.getNumOutputs() != 1)
+      return;
+    if (In->isParameter() && In->getGraph() == &G) {
+      Out->Type = In->Type;
+      G.turnResultIntoParameter(&N, In->Data);
+      ++C.Params;
+      return;
+    }
+    if (canBypass(Out)) {
+      bypass(Out, In);
+      ++C.Identities;
+    }
+  }
+
+  void rewriteDiv(Node &N) {
+    Value *X = N.getInput(1);
+    Optional<double> D = getScalarFloat(X);
+    if (!D || *D == 0 || !hasOneUse(X) || !N.getOutput(0))
+      return;
+    int Exp = 0;
+    // A power of two (its reciprocal is exact), of either sign.
+    if (std::frexp(std::fabs(*D), &Exp) != 0.5)
+      return;
+    // A [1, 1] divisor broadcasts a rank-1 x up; keep such ranks alone.
+    if (X->Type.getRank() > N.getInput(0)->Type.getRank())
+      return;
+    SmallVector<int64_t, 4> Shape;
+    for (const Dim &Dm : X->Type.Dims)
+      Shape.push_back(Dm.Size);
+    Node *Def = X->getDefiningNode();
+    auto It = llvm::find_if(G.getNodes(), [&](const std::unique_ptr<Node> &P) {
+      return P.get() == Def;
+    });
+    G.replaceWithConstant(
+        It - G.getNodes().begin(),
+        Tensor::makeFromDoubles(X->Type.Elem, Shape, {1.0 / *D}));
+    N.setOpType("Mul");
+    ++C.Divs;
+  }
+
+  static std::vector<int64_t> getPerm(const Node &N) {
+    if (auto P = N.getAttrInts("perm"))
+      return *P;
+    std::vector<int64_t> Rev;
+    unsigned R = N.getInput(0)->Type.getRank();
+    for (unsigned I = R; I-- > 0;)
+      Rev.push_back(I);
+    return Rev;
+  }
+
+  void rewriteTranspose(Node &N) {
+    Value *In = N.getInput(0);
+    Node *Inner = In ? In->getDefiningNode() : nullptr;
+    if (!Inner || Inner->getOpType() != "Transpose" || !hasOneUse(In) ||
+        !Inner->getInput(0) || !Inner->getInput(0)->Type.HasShape ||
+        !In->Type.HasShape)
+      return;
+    std::vector<int64_t> P = getPerm(*Inner), Q = getPerm(N), R;
+    if (P.size() != Q.size())
+      return;
+    bool IsIdentity = true;
+    for (unsigned I = 0; I < Q.size(); ++I) {
+      if (Q[I] < 0 || Q[I] >= (int64_t)P.size())
+        return;
+      R.push_back(P[Q[I]]);
+      IsIdentity &= R.back() == I;
+    }
+    N.setInput(0, Inner->getInput(0));
+    std::vector<Attribute> Attrs;
+    Attribute A;
+    A.Name = "perm";
+    A.K = Attribute::Kind::Ints;
+    A.Is = R;
+    Attrs.push_back(std::move(A));
+    N.setAttributes(std::move(Attrs));
+    if (IsIdentity && canBypass(N.getOutput(0)))
+      bypass(N.getOutput(0), Inner->getInput(0));
+    ++C.Transposes;
+  }
+
+  void rewriteReshape(Node &N) {
+    Value *In = N.getInput(0), *Out = N.getOutput(0);
+    if (!In || !Out)
+      return;
+    // A Reshape to its input's own static shape is a no-op.
+    if (In->Type.isStatic() && Out->Type.isStatic() && In->Type == Out->Type &&
+        canBypass(Out)) {
+      bypass(Out, In);
+      ++C.Reshapes;
+      return;
+    }
+    Node *Inner = In->getDefiningNode();
+    if (!Inner || Inner->getOpType() != "Reshape" || !hasOneUse(In))
+      return;
+    Optional<std::vector<int64_t>> S = getConstantInts(N.getInput(1));
+    if (!S)
+      return;
+    bool CopiesDim = N.getAttrInt("allowzero", 0) == 0 && is_contained(*S, 0);
+    if (CopiesDim)
+      return;
+    N.setInput(0, Inner->getInput(0));
+    ++C.Reshapes;
+  }
+
+  /// Reads of \p Out are to read \p In. Nodes are visited in order and
+  /// \p In is defined before \p Out, so resolving \p In here makes every
+  /// entry one hop: a chain of any length (100,000 Identity nodes) is
+  /// undone in one sweep, and no cycle can arise (SSA).
+  void bypass(Value *Out, Value *In) {
+    auto It = Replace.find(In);
+    Replace[Out] = It == Replace.end() ? In : It->second;
+  }
+
+  /// Redirects every read of a bypassed value.
+  void applyReplacements() {
+    if (Replace.empty())
+      return;
+    for (const auto &N : G.getNodes())
+      for (unsigned I = 0; I < N->getNumInputs(); ++I)
+        if (Value *V = N->getInput(I)) {
+          auto It = Replace.find(V);
+          if (It != Replace.end())
+            N->setInput(I, It->second);
+        }
+  }
+};
+
+class CanonicalizePass : public Pass {
+public:
+  void print(const CompilationUnit &CU, raw_ostream &OS) const override {
+    Pass::print(CU, OS);
+    OS << "# canonicalize: " << Last.Params << " deduplicated weight(s) "
+       << "given back, " << Last.Identities << " Identity bypassed, "
+       << Last.Divs << " Div -> Mul, " << Last.Transposes
+       << " Transpose pair(s) merged, " << Last.Reshapes
+       << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)";
+    if (Last.Reinferred)
+      OS << ", " << Last.Reinferred << " type(s) refined by re-inference";
+    OS << "\n";
+  }
+
+  Error run(CompilationUnit &CU) override {
+    Counts C;
+    Graph &G = CU.M->getGraph();
+    Canonicalizer Canon(G, C);
+    unsigned Round = 0;
+    for (; Round < MaxRounds; ++Round)
+      if (!Canon.sweep())
+        break;
+    C.Rounds = Round;
+    if (Round == MaxRounds)
+      CU.warn("canonicalize: no fixed point after " + Twine(MaxRounds) +
+              " rounds; the graph is left as the last round made it");
+    G.eraseUnusedParameters();
+    bool Incomplete = any_of(G.getNodes(), [](const std::unique_ptr<Node> &N) {
+      return any_of(N->getOutputs(),
+                    [](const Value *V) { return V && !V->Type.isStatic(); });
+    });
+    if (Incomplete) {
+      Expected<unsigned> Inferred = inferShapes(*CU.M);
+      if (!Inferred)
+        return Inferred.takeError();
+      C.Reinferred = *Inferred;
+    }
+    Last = C;
+    return Error::success();
+  }
+
+private:
+  Counts Last;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createCanonicalizePass() {
+  return std::make_unique<CanonicalizePass>();
+}
+
+} // namespace loom

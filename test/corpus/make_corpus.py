@@ -1,0 +1,344 @@
+#!/usr/bin/python3
+"""Write the corpus of exporter writings (issue 29, DESIGN §9): the same
+kinds of model as users bring them, written with torch's own modules,
+torchvision, and hand-written modules in the style of Hugging Face
+`transformers`, exported with torch.onnx (opset 17, no constant folding, so
+the exporter's runtime shape arithmetic stays). Loom must find each model's
+blocks as the model defines them, whoever wrote it.
+
+Usage (from the repository root; Debian's torch is importable from
+/usr/bin/python3 only):
+
+    /usr/bin/python3 test/corpus/make_corpus.py [--out-dir DIR] [--only NAME]
+
+Writes test/corpus/models/NAME.onnx. Deterministic: torch.manual_seed(0)
+before each model. Weights keep torch's default initialisation (LayerNorm
+weights 1, biases 0): the exporter then shares or deduplicates the equal
+norm parameters, as it does for a fresh model, and Loom must cope.
+Dimensions are tiny. vit has as many blocks as vit_b_16 (12); swin has two
+stages of one (window, shifted-window) pair each (swin_t: 2, 2, 6, 2), as
+torchvision's Swin exports about 550 nodes per block and committed models
+stay small.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import argparse
+import io
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPSET = 17
+
+
+def export(model, args, names, outputs, dynamic):
+    # Grad stays enabled: under no_grad torch's nn.TransformerEncoderLayer
+    # and nn.MultiheadAttention take their fused inference kernels, which
+    # have no ONNX export.
+    model.eval()
+    buf = io.BytesIO()
+    torch.onnx.export(model, args, buf, export_params=True,
+                      opset_version=OPSET, do_constant_folding=False,
+                      input_names=names, output_names=outputs,
+                      dynamic_axes=dynamic)
+    return buf.getvalue()
+
+
+# --- GPT with torch's own nn.TransformerEncoder (pre-norm, GELU) ----------
+
+class TorchGPT(nn.Module):
+    def __init__(self, vocab=64, d=32, heads=2, layers=4, max_pos=32,
+                 norm_first=True, activation="gelu"):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_pos, d)
+        layer = nn.TransformerEncoderLayer(
+            d, heads, dim_feedforward=4 * d, dropout=0.0,
+            activation=activation, batch_first=True, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, layers,
+                                             enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.causal = True
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        pos = torch.arange(t, device=ids.device).unsqueeze(0)
+        x = self.tok(ids) + self.pos(pos)
+        mask = None
+        if self.causal:
+            mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        x = self.encoder(x, mask=mask)
+        return self.head(self.norm(x))
+
+
+def gpt_torch():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (2, 8))
+    return export(TorchGPT(), (ids,), ["input_ids"], ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+def bert_torch():
+    """BERT-style: post-norm nn.TransformerEncoder, ReLU, no causal mask."""
+    torch.manual_seed(0)
+    m = TorchGPT(norm_first=False, activation="relu")
+    m.causal = False
+    ids = torch.randint(0, 64, (2, 8))
+    return export(m, (ids,), ["input_ids"], ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+# --- The same GPT hand-written in the style of Hugging Face transformers --
+
+class HFBlock(nn.Module):
+    """Pre-norm block: fused qkv Linear split in three, masked_fill causal
+    mask, heads by view/transpose, GELU MLP; the same parameters and
+    computation as nn.TransformerEncoderLayer(norm_first=True, 'gelu')."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_out = nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        b, t, d = x.size()
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q = q.view(b, t, self.h, d // self.h).transpose(1, 2)
+        k = k.view(b, t, self.h, d // self.h).transpose(1, 2)
+        v = v.view(b, t, self.h, d // self.h).transpose(1, 2)
+        s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.h))
+        s = s.masked_fill(mask, float("-inf"))
+        o = (F.softmax(s, dim=-1) @ v).transpose(1, 2).contiguous()
+        x = x + self.c_proj(o.view(b, t, d))
+        return x + self.c_out(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class HFGPT(nn.Module):
+    def __init__(self, vocab=64, d=32, heads=2, layers=4, max_pos=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(max_pos, d)
+        self.h = nn.ModuleList(HFBlock(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        t = ids.size(1)
+        pos = torch.arange(t, device=ids.device)
+        x = self.wte(ids) + self.wpe(pos)[None]
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)[None, None]
+        for block in self.h:
+            x = block(x, mask)
+        return self.lm_head(self.ln_f(x))
+
+
+def gpt_hf():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (2, 8))
+    return export(HFGPT(), (ids,), ["input_ids"], ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+# --- LLaMA written like Hugging Face transformers ---------------------------
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(var + self.eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def repeat_kv(x, n_rep):
+    b, h, t, hd = x.shape
+    if n_rep == 1:
+        return x
+    x = x[:, :, None, :, :].expand(b, h, n_rep, t, hd)
+    return x.reshape(b, h * n_rep, t, hd)
+
+
+class Attention(nn.Module):
+    def __init__(self, d, heads, kv_heads):
+        super().__init__()
+        self.h, self.kvh, self.hd = heads, kv_heads, d // heads
+        self.q_proj = nn.Linear(d, heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.v_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.o_proj = nn.Linear(heads * self.hd, d, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kvh, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kvh, self.hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = repeat_kv(k, self.h // self.kvh)
+        v = repeat_kv(v, self.h // self.kvh)
+        s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
+        if mask.dtype == torch.bool:
+            s = s.masked_fill(mask, torch.finfo(s.dtype).min)
+        else:
+            s = s + mask
+        p = F.softmax(s, dim=-1)
+        o = torch.matmul(p, v).transpose(1, 2).reshape(b, t, -1)
+        return self.o_proj(o)
+
+
+class MLP(nn.Module):
+    def __init__(self, d, f):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, f, bias=False)
+        self.up_proj = nn.Linear(d, f, bias=False)
+        self.down_proj = nn.Linear(f, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d, heads, kv_heads, f):
+        super().__init__()
+        self.input_layernorm = RMSNorm(d)
+        self.self_attn = Attention(d, heads, kv_heads)
+        self.post_attention_layernorm = RMSNorm(d)
+        self.mlp = MLP(d, f)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class HFLlama(nn.Module):
+    def __init__(self, vocab=64, d=32, heads=4, kv_heads=2, f=64, layers=4,
+                 additive_mask=False):
+        super().__init__()
+        self.additive_mask = additive_mask
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d, heads, kv_heads, f) for _ in range(layers))
+        self.norm = RMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        hd = d // heads
+        self.register_buffer(
+            "inv_freq", 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd)),
+            persistent=False)
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        pos = torch.arange(t, device=ids.device).float()
+        freqs = torch.outer(pos, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        i = torch.arange(t, device=ids.device)
+        mask = (i[None, :] > i[:, None])[None, None]
+        if self.additive_mask:
+            # Another writing of the same mask: a float bias added to the
+            # scores (torch.triu of -inf), as nn.Transformer builds it.
+            mask = torch.triu(torch.full((t, t), float("-inf")), 1)[None, None]
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        return self.lm_head(self.norm(x))
+
+
+def llama_hf():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (2, 8))
+    return export(HFLlama(), (ids,), ["input_ids"], ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+def llama_additive():
+    """The same LLaMA with an additive float mask instead of masked_fill."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 64, (2, 8))
+    return export(HFLlama(additive_mask=True), (ids,), ["input_ids"],
+                  ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+# --- torchvision -----------------------------------------------------------
+
+def vit_torchvision():
+    """torchvision's VisionTransformer (the class behind vit_b_16), 12
+    encoder blocks as in vit_b_16, tiny widths."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    torch.manual_seed(0)
+    m = VisionTransformer(image_size=32, patch_size=8, num_layers=12,
+                          num_heads=2, hidden_dim=16, mlp_dim=32,
+                          num_classes=10)
+    x = torch.randn(2, 3, 32, 32)
+    return export(m, (x,), ["pixels"], ["logits"],
+                  {"pixels": {0: "batch"}, "logits": {0: "batch"}})
+
+
+def swin_torchvision():
+    """torchvision's SwinTransformer (the class behind swin_t), two stages
+    of a (window, shifted-window) pair, tiny widths; windows of 2 on an
+    8 x 8 patch grid, then 4 x 4 (both shift)."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    torch.manual_seed(0)
+    m = SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2],
+                        num_heads=[1, 2], window_size=[2, 2],
+                        stochastic_depth_prob=0.0, num_classes=10)
+    x = torch.randn(2, 3, 32, 32)
+    return export(m, (x,), ["pixels"], ["logits"],
+                  {"pixels": {0: "batch"}, "logits": {0: "batch"}})
+
+
+MODELS = {
+    "gpt-torch": gpt_torch,
+    "gpt-hf": gpt_hf,
+    "bert-torch": bert_torch,
+    "llama-hf": llama_hf,
+    "llama-additive": llama_additive,
+    "vit-torchvision": vit_torchvision,
+    "swin-torchvision": swin_torchvision,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out-dir", default=os.path.join(HERE, "models"))
+    ap.add_argument("--only", action="append")
+    a = ap.parse_args()
+    os.makedirs(a.out_dir, exist_ok=True)
+    for name, build in MODELS.items():
+        if a.only and name not in a.only:
+            continue
+        data = build()
+        path = os.path.join(a.out_dir, name + ".onnx")
+        with open(path, "wb") as f:
+            f.write(data)
+        print("%-20s %8d bytes" % (name, len(data)))
+
+
+if __name__ == "__main__":
+    main()
