@@ -210,6 +210,15 @@ CASES = [
     ("embbag_loop-pp2dp2-col", "test:embbag-loop-tiny.onnx", "tp=1,pp=2,dp=2,mb=2,emb=col", "infer", 8, None),
     ("embbag_loop-tp2pp2dp2-row", "test:embbag-loop-tiny.onnx", "tp=2,pp=2,dp=2,mb=1,emb=row", "infer", 8, None),
     ("embbag_dlrm-dp2-row-train", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "train", 8, None),
+    # issue 29's DLRM (make_embbag_forms.py slices): EmbeddingBag sum over
+    # sparse[:, i:i+1], torch.cat; its 4 tables sharded each way
+    ("embbag_slices-dp2-row", "test:embbag-slices-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("embbag_slices-dp4-col", "test:embbag-slices-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
+    ("embbag_slices-dp4-table", "test:embbag-slices-tiny.onnx", "tp=1,pp=1,dp=4,mb=2,emb=table", "infer", 8, None),
+    ("embbag_slices-tp2dp2-row", "test:embbag-slices-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    # Embedding(padding_idx=0) + sum(1) beside bags sum / mean / max
+    ("embbag_padding-dp2-row", "test:embbag-padding-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("embbag_padding-dp4-col", "test:embbag-padding-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
     # hand-written (make_bagloop_helper.py) Loop bags: the end is start + 4
     ("bagloop_helper-dp2-row", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
     ("bagloop_helper-dp4-col", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
@@ -253,7 +262,8 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
              "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50",
              "test:dlrm-sharded-tiny.onnx": "0:32", "test:embbag-dlrm-tiny.onnx": "0:32",
-             "test:bagloop-helper-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
+             "test:bagloop-helper-tiny.onnx": "0:32", "test:embbag-slices-tiny.onnx": "0:32",
+             "test:embbag-padding-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
 # model is over 1% of its FLOPs and has no cost rule.
 EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
