@@ -113,6 +113,21 @@ CASES = [
     ("zoo_mixtral_dense-tp2ep2pp2", "zoo:mixtral-tiny-dense", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 2, 16),
     ("zoo_mixtral_indexed-dp2", "zoo:mixtral-tiny-indexed", "tp=1,pp=1,dp=2,mb=1", "infer", 2, 16),
     ("zoo_mixtral_indexed-tp2pp2dp2", "zoo:mixtral-tiny-indexed", "tp=2,pp=2,dp=2,mb=1", "infer", 2, 16),
+    # torch's own modules (make_mixtral_torch.py, issue 29): a python loop
+    # over 8 nn.Linear SwiGLU experts gated by (topw * (topi == e)).sum(-1);
+    # the same with MoE layers of two widths, where detect-layers' cuts fell
+    # between experts until the groups were kept whole; HF's eager
+    # NonZero / index_add_ routing (not split by ep: dp, tp and pp only)
+    ("mixtral_loop-ep2",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_loop-ep4",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_loop-ep8",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
+    ("mixtral_loop-tp2ep2pp2", "test:mixtral-loop-tiny.onnx", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_widths-ep2", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_widths-ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_widths-ep8", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
+    ("mixtral_widths-pp2ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=2,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_hf-dp2",     "test:mixtral-hf-tiny.onnx", "tp=1,pp=1,dp=2,mb=1", "infer", 4, 8),
+    ("mixtral_hf-tp2pp2dp2", "test:mixtral-hf-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
@@ -263,7 +278,8 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50",
              "test:dlrm-sharded-tiny.onnx": "0:32", "test:embbag-dlrm-tiny.onnx": "0:32",
              "test:bagloop-helper-tiny.onnx": "0:32", "test:embbag-slices-tiny.onnx": "0:32",
-             "test:embbag-padding-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
+             "test:embbag-padding-tiny.onnx": "0:32", "test:mixtral-loop-tiny.onnx": "0:32",
+             "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
 # model is over 1% of its FLOPs and has no cost rule.
 EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
