@@ -9,6 +9,8 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
           (FFN 16 and 8): the blocks do not repeat, the experts do, and
           detect-layers alone cut between experts (issue 29: "6 MoE
           layer(s), 2 experts each");
+  counts: the same loop, its two MoE layers of 8 and 4 experts (the ep
+          rules split one expert count: ep > 1 is not searched);
   hf:     Hugging Face's eager MixtralSparseMoeBlock: one_hot(topi)
           .permute(2, 1, 0), per expert `torch.where(mask[e])` (NonZero),
           index_select of the routed tokens, the expert, and index_add_
@@ -20,7 +22,7 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
 
 8 experts of FFN 16 (widths: 16, then 8), top-2 with renormalised weights. Seeded, real
 weights, opset 17, batch and seq dynamic.
-Usage: make_mixtral_torch.py loop|widths|hf OUT.onnx   (needs Debian's python3-torch)
+Usage: make_mixtral_torch.py loop|widths|counts|hf OUT.onnx   (needs Debian's python3-torch)
 """
 import sys
 
@@ -72,11 +74,11 @@ class Expert(nn.Module):
 
 
 class MoE(nn.Module):
-    def __init__(self, style, ffn):
+    def __init__(self, style, ffn, experts):
         super().__init__()
         self.style = style
-        self.gate = nn.Linear(H, E, bias=False)
-        self.experts = nn.ModuleList(Expert(ffn) for _ in range(E))
+        self.gate = nn.Linear(H, experts, bias=False)
+        self.experts = nn.ModuleList(Expert(ffn) for _ in range(experts))
 
     def forward(self, x):
         b, s, h = x.shape
@@ -91,7 +93,7 @@ class MoE(nn.Module):
                 out = out + gate * expert(xf)
             return out.view(b, s, h)
         out = torch.zeros_like(xf)
-        mask = F.one_hot(topi, num_classes=E).permute(2, 1, 0)
+        mask = F.one_hot(topi, num_classes=len(self.experts)).permute(2, 1, 0)
         for e, expert in enumerate(self.experts):
             slot, tok = torch.where(mask[e])
             y = expert(xf[None, tok].reshape(-1, h)) * topw[tok, slot, None]
@@ -100,12 +102,12 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, style, ffn):
+    def __init__(self, style, ffn, experts):
         super().__init__()
         self.input_layernorm = RMSNorm(H)
         self.self_attn = Attention()
         self.post_attention_layernorm = RMSNorm(H)
-        self.block_sparse_moe = MoE(style, ffn)
+        self.block_sparse_moe = MoE(style, ffn, experts)
 
     def forward(self, x):
         x = x + self.self_attn(self.input_layernorm(x))
@@ -117,7 +119,8 @@ class Mixtral(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(VOCAB, H)
         widths = [FFN // (i + 1) if style == "widths" else FFN for i in range(LAYERS)]
-        self.layers = nn.ModuleList(Block(style, f) for f in widths)
+        counts = [E // (i + 1) if style == "counts" else E for i in range(LAYERS)]
+        self.layers = nn.ModuleList(Block(style, f, e) for f, e in zip(widths, counts))
         self.norm = RMSNorm(H)
         self.lm_head = nn.Linear(H, VOCAB, bias=False)
 
@@ -130,7 +133,7 @@ class Mixtral(nn.Module):
 
 def main():
     style, out = sys.argv[1], sys.argv[2]
-    assert style in ("loop", "widths", "hf"), style
+    assert style in ("loop", "widths", "counts", "hf"), style
     torch.manual_seed(0)
     model = Mixtral(style).eval()
     ids = torch.randint(0, VOCAB, (2, 8))

@@ -126,6 +126,8 @@ CASES = [
     ("mixtral_widths-ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
     ("mixtral_widths-ep8", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
     ("mixtral_widths-pp2ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=2,dp=4,ep=4,mb=1", "infer", 4, 8),
+    # MoE layers of 8 and 4 experts: not split by ep (dp, tp and pp only)
+    ("mixtral_counts-tp2pp2dp2", "test:mixtral-counts-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     ("mixtral_hf-dp2",     "test:mixtral-hf-tiny.onnx", "tp=1,pp=1,dp=2,mb=1", "infer", 4, 8),
     ("mixtral_hf-tp2pp2dp2", "test:mixtral-hf-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
@@ -279,7 +281,8 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "test:dlrm-sharded-tiny.onnx": "0:32", "test:embbag-dlrm-tiny.onnx": "0:32",
              "test:bagloop-helper-tiny.onnx": "0:32", "test:embbag-slices-tiny.onnx": "0:32",
              "test:embbag-padding-tiny.onnx": "0:32", "test:mixtral-loop-tiny.onnx": "0:32",
-             "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
+             "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32",
+             "test:mixtral-counts-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
 # model is over 1% of its FLOPs and has no cost rule.
 EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
