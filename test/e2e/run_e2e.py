@@ -126,6 +126,12 @@ CASES = [
     ("mixtral_widths-ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
     ("mixtral_widths-ep8", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
     ("mixtral_widths-pp2ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=2,dp=4,ep=4,mb=1", "infer", 4, 8),
+    # the same gating written with onnx.helper (make_moe_helper.py), MoE
+    # layers of FFN 16 and 8, no attention
+    ("moe_helper-ep2",     "test:moe-helper-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_helper-ep4",     "test:moe-helper-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("moe_helper-ep8",     "test:moe-helper-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
+    ("moe_helper-pp2ep2",  "test:moe-helper-tiny.onnx", "tp=1,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
     # MoE layers of 8 and 4 experts: not split by ep (dp, tp and pp only)
     ("mixtral_counts-tp2pp2dp2", "test:mixtral-counts-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     ("mixtral_hf-dp2",     "test:mixtral-hf-tiny.onnx", "tp=1,pp=1,dp=2,mb=1", "infer", 4, 8),
