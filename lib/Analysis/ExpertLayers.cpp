@@ -118,18 +118,13 @@ void setLayer(Node &N, int L) {
         setLayer(*SN, L);
 }
 
-} // namespace
-
-bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers) {
-  const auto &Nodes = G.getNodes();
-  DenseMap<const Node *, unsigned> Pos;
-  for (unsigned I = 0; I < Nodes.size(); ++I)
-    Pos[Nodes[I].get()] = I;
-  std::vector<Region> Regions =
-      findSpanningRegions(G, findExperts(G, Layers), Pos);
-  if (Regions.empty())
-    return false;
-
+/// Each node's key: its region, its piece of a cut layer, or its old
+/// layer. A piece without weights joins the layer of the node before it (a
+/// region, a piece with weights or an untouched layer; not data-independent
+/// work detect-layers gave an earlier layer), else the region after it:
+/// values still flow from earlier layers to later ones.
+std::vector<Key> assignKeys(ArrayRef<std::unique_ptr<Node>> Nodes,
+                            ArrayRef<Region> Regions) {
   // Keys per node; pieces of cut layers with their weight reads.
   std::vector<Key> Keys(Nodes.size());
   std::map<Key, bool> PieceHasWeight;
@@ -155,10 +150,6 @@ bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers) {
     }
     Keys[I] = K;
   }
-  // A piece without weights joins the layer of the node before it (a
-  // region, a piece with weights or an untouched layer; not data-independent
-  // work detect-layers gave an earlier layer), else the region after it:
-  // values still flow from earlier layers to later ones.
   Optional<Key> Last;
   int MaxOld = INT_MIN;
   for (unsigned I = 0; I < Nodes.size(); ++I) {
@@ -174,6 +165,53 @@ bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers) {
     K = Last ? *Last
              : Key{(int)std::min<size_t>(K.Gap - 1, Regions.size() - 1), 0, 0};
   }
+  return Keys;
+}
+
+/// Runs of \p Out: the surviving old runs, then one per repeated region
+/// structure (\p BySignature), numbered in order of their first layer; a
+/// run left with one layer is none.
+void renumberRuns(
+    std::vector<LayerInfo> &Out,
+    const std::map<uint64_t, std::vector<unsigned>> &BySignature) {
+  std::map<int, std::vector<unsigned>> OldRuns;
+  for (unsigned L = 0; L < Out.size(); ++L)
+    if (Out[L].Run >= 0)
+      OldRuns[Out[L].Run].push_back(L);
+  std::vector<std::vector<unsigned>> Runs;
+  for (auto &KV : OldRuns)
+    Runs.push_back(KV.second);
+  for (const auto &KV : BySignature)
+    Runs.push_back(KV.second);
+  llvm::sort(Runs, [](const std::vector<unsigned> &A,
+                      const std::vector<unsigned> &B) { return A[0] < B[0]; });
+  int Next = 0;
+  for (const std::vector<unsigned> &Run : Runs) {
+    bool Repeats = Run.size() >= 2;
+    for (unsigned L : Run) {
+      Out[L].Run = Repeats ? Next : -1;
+      if (Repeats)
+        Out[L].K = LayerInfo::Kind::Block;
+      else if (Out[L].K == LayerInfo::Kind::Block)
+        Out[L].K = LayerInfo::Kind::Other;
+    }
+    Next += Repeats;
+  }
+}
+
+} // namespace
+
+bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers) {
+  const auto &Nodes = G.getNodes();
+  DenseMap<const Node *, unsigned> Pos;
+  for (unsigned I = 0; I < Nodes.size(); ++I)
+    Pos[Nodes[I].get()] = I;
+  std::vector<Region> Regions =
+      findSpanningRegions(G, findExperts(G, Layers), Pos);
+  if (Regions.empty())
+    return false;
+
+  std::vector<Key> Keys = assignKeys(Nodes, Regions);
 
   // Number the new layers in order of their first node.
   std::map<Key, unsigned> Id;
@@ -225,31 +263,7 @@ bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers) {
       if (Order[L].Region >= 0)
         BySignature[Sig[L]].push_back(L);
     }
-  // Runs: the surviving old runs, then one per repeated region structure,
-  // numbered in order of their first layer.
-  std::map<int, std::vector<unsigned>> OldRuns;
-  for (unsigned L = 0; L < Order.size(); ++L)
-    if (Out[L].Run >= 0)
-      OldRuns[Out[L].Run].push_back(L);
-  std::vector<std::vector<unsigned>> Runs;
-  for (auto &KV : OldRuns)
-    Runs.push_back(KV.second);
-  for (auto &KV : BySignature)
-    Runs.push_back(KV.second);
-  llvm::sort(Runs, [](const std::vector<unsigned> &A,
-                      const std::vector<unsigned> &B) { return A[0] < B[0]; });
-  int Next = 0;
-  for (const std::vector<unsigned> &Run : Runs) {
-    bool Repeats = Run.size() >= 2;
-    for (unsigned L : Run) {
-      Out[L].Run = Repeats ? Next : -1;
-      if (Repeats)
-        Out[L].K = LayerInfo::Kind::Block;
-      else if (Out[L].K == LayerInfo::Kind::Block)
-        Out[L].K = LayerInfo::Kind::Other;
-    }
-    Next += Repeats;
-  }
+  renumberRuns(Out, BySignature);
   Layers = std::move(Out);
   return true;
 }
