@@ -839,6 +839,7 @@ public:
 
   Error run(CompilationUnit &CU) override {
     LayerDetector(CU.M->getGraph()).run(CU.Layers);
+    keepExpertGroupsWhole(CU.M->getGraph(), CU.Layers);
     return Error::success();
   }
 };

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/IR/Graph.h"
+#include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Support/DataType.h"
 #include "llvm/ADT/DenseMap.h"
@@ -126,8 +127,8 @@ Value *matchBagSlice(const Value *V, const Graph &Body, const Value *Iter,
     return nullptr;
   if (S->getNumInputs() > 3 && S->getInput(3)) {
     Optional<std::vector<int64_t>> Ax = getConstantInts(S->getInput(3));
-    if (!Ax || (*Ax != std::vector<int64_t>{0} &&
-                *Ax != std::vector<int64_t>{-1}))
+    if (!Ax ||
+        (*Ax != std::vector<int64_t>{0} && *Ax != std::vector<int64_t>{-1}))
       return nullptr;
   }
   if (S->getNumInputs() > 4 && S->getInput(4)) {
@@ -245,8 +246,7 @@ bool matchBagLoop(Node &L, BagLoop &R) {
   BagBounds Bounds;
   Value *Flat = matchBagSlice(G->getInput(1), Body, Iter, Bounds, Used);
   Value *FlatW = nullptr;
-  if (!Flat ||
-      (Wts && !(FlatW = matchBagSlice(Wts, Body, Iter, Bounds, Used))))
+  if (!Flat || (Wts && !(FlatW = matchBagSlice(Wts, Body, Iter, Bounds, Used))))
     return false;
   // The body does nothing else (constants of the axes aside).
   for (const auto &N : Body.getNodes())
@@ -267,8 +267,9 @@ bool matchBagLoop(Node &L, BagLoop &R) {
   Optional<std::vector<int64_t>> S = getConstantInts(Bounds.Starts);
   Optional<std::vector<int64_t>> E =
       Bounds.Ends ? getConstantInts(Bounds.Ends) : None;
-  if (!S || (int64_t)S->size() < B || (Bounds.Ends && (!E ||
-      (int64_t)E->size() < B)) || (!Bounds.Ends && Bounds.EndDelta != Len))
+  if (!S || (int64_t)S->size() < B ||
+      (Bounds.Ends && (!E || (int64_t)E->size() < B)) ||
+      (!Bounds.Ends && Bounds.EndDelta != Len))
     return false;
   for (int64_t K = 0; K < B; ++K)
     if ((*S)[K] != K * Len || (Bounds.Ends && (*E)[K] != (K + 1) * Len))
@@ -403,8 +404,8 @@ private:
     int64_t B = R.Bags, L = R.BagSize, D = R.Table->Type.Dims[1].Size;
     DataType Elem = R.Table->Type.Elem;
     Value *Ids = as2D(map(R.FlatIds), B, L, "ids");
-    Value *Rows = add("Gather", {R.Table, Ids}, "rows",
-                      TensorType(Elem, {B, L, D}));
+    Value *Rows =
+        add("Gather", {R.Table, Ids}, "rows", TensorType(Elem, {B, L, D}));
     setInt(Rows->getDefiningNode(), "axis", 0);
     if (R.FlatWts) {
       Value *W2 = as2D(map(R.FlatWts), B, L, "weights");
@@ -433,8 +434,7 @@ private:
     return N;
   }
 
-  Value *add(StringRef Op, ArrayRef<Value *> In, StringRef What,
-             TensorType T) {
+  Value *add(StringRef Op, ArrayRef<Value *> In, StringRef What, TensorType T) {
     std::string Name = fresh(Prefix + "/" + What);
     Node *N = cantFail(G.addNode(Op, "", Name, In, {Name}));
     N->getOutput(0)->Type = std::move(T);
@@ -502,7 +502,14 @@ public:
     Rewriter(*CU.M).run(Bags);
     // The nodes the Loops alone read (offset arithmetic, flattened ids).
     G.eraseDeadNodes();
-    // fold-shape-arith may have named these Loops' outputs as non-static.
+    // fold-shape-arith left the Loops' outputs with unknown dims, and
+    // everything computed from them (torch.cat of the pooled bags) too:
+    // re-infer so that no stale dim survives the rewrite.
+    if (Error E = verifyGraph(G))
+      return E;
+    Expected<unsigned> Inferred = inferShapes(*CU.M);
+    if (!Inferred)
+      return Inferred.takeError();
     CU.warn("lower-embedding-bags: " + Twine(Bags.size()) +
             " Loop(s) over fixed-size bags, first '" + First +
             "', rewritten to Gather + Reduce (static shapes, tables "

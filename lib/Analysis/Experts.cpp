@@ -37,8 +37,6 @@ bool ExpertGroup::contains(const Node *N) const {
 
 namespace {
 
-
-
 bool isMatmulLike(const Node &N) {
   StringRef Op = N.getOpType();
   return Op == "MatMul" || Op == "Gemm" || Op == "Einsum";
@@ -137,7 +135,8 @@ void ExpertFinder::findStacked(std::vector<ExpertGroup> &Out) {
     const Node &N = *NP;
     if (N.getOpType() != "MatMul" || N.getNumInputs() != 2)
       continue;
-    const Value *W = N.getInput(1) ? getWeightParameter(N.getInput(1)) : nullptr;
+    const Value *W =
+        N.getInput(1) ? getWeightParameter(N.getInput(1)) : nullptr;
     const Value *A = N.getInput(0);
     if (!W || !A || isConstantLike(A) || N.getInput(1)->Type.getRank() != 3 ||
         !N.getInput(1)->Type.Dims[0].isStatic() ||
@@ -212,7 +211,7 @@ void ExpertFinder::findUnrolled(std::vector<ExpertGroup> &Out) {
     if (!IsAdd(A) || !A->getOutput(0))
       continue;
     const auto &U = Users.lookup(A->getOutput(0));
-    if (U.size() != 1 || !IsAdd(U[0]) || layerOf(*U[0]) != layerOf(*A) ||
+    if (U.size() != 1 || !IsAdd(U[0]) ||
         is_contained(G.getOutputs(), A->getOutput(0)))
       continue;
     Next[A] = U[0];
@@ -326,7 +325,16 @@ static void numberExperts(ArrayRef<ExpertFinder::Branch> Branches,
 
 void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
                             std::vector<ExpertGroup> &Out) {
-  unsigned Layer = layerOf(*Chain.front());
+  // The chain may cross layers that detect-layers cut between experts (a
+  // run of identical expert branches looks like repeated blocks); the
+  // walks below stay within the chain's layers and the one before them,
+  // where the router and the first experts are.
+  unsigned LoLayer = layerOf(*Chain.front()), HiLayer = LoLayer;
+  for (const Node *L : Chain) {
+    LoLayer = std::min(LoLayer, layerOf(*L));
+    HiLayer = std::max(HiLayer, layerOf(*L));
+  }
+  LoLayer = LoLayer ? LoLayer - 1 : 0;
   // The chain's operands other than its own links.
   SmallVector<const Value *, 16> Operands;
   SmallVector<unsigned, 16> LinkOf; // the chain link adding each operand
@@ -348,7 +356,8 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
     SmallVector<const Node *, 32> Work = {Operands[I]->getDefiningNode()};
     while (!Work.empty()) {
       const Node *N = Work.pop_back_val();
-      if (layerOf(*N) != Layer || !Seen.insert(N).second)
+      if (layerOf(*N) < LoLayer || layerOf(*N) > HiLayer ||
+          !Seen.insert(N).second)
         continue;
       Anc[I].push_back(N);
       ++Count[N];
@@ -382,7 +391,6 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
         return;
 
   ExpertGroup EG;
-  EG.Layer = Layer;
   EG.NumExperts = Best.size();
   EG.Tokens = Tokens;
   // The links that add experts: a residual add may continue the chain.
@@ -393,6 +401,7 @@ void ExpertFinder::tryChain(ArrayRef<const Node *> Chain,
   }
   EG.Output = Chain[LastLink]->getOutput(0);
   EG.Combine = Chain[FirstLink];
+  EG.Layer = layerOf(*Chain[LastLink]);
   numberExperts(Branches, Best, EG);
   Out.push_back(std::move(EG));
 }

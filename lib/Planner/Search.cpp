@@ -403,7 +403,21 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
   if (S.TPLimitWhy.empty())
     S.TPLimitWhy = "no topology level allows TP";
   S.TPDiv = computeTPDivisibility(G, EO.Opset);
-  S.Experts = summarizeExperts(findExperts(G, Layers));
+  std::vector<ExpertGroup> Groups = findExperts(G, Layers);
+  S.Experts = summarizeExperts(Groups);
+  // The ep rules the sharder runs are the judge of what ep can split: a
+  // writing they refuse at every degree (MoE layers with different expert
+  // counts) is not searched at ep > 1, so that no plan is ranked that -o
+  // then rejects.
+  if (S.Experts.NumExperts > 1) {
+    unsigned Smallest = 2;
+    while (S.Experts.NumExperts % Smallest)
+      ++Smallest;
+    Expected<ExpertAxisRules> R = applyExpertRules(G, Groups, Smallest);
+    if (!R)
+      S.EPNotSearched = "ep > 1 is not searched: the ep rules refuse it (" +
+                        toString(R.takeError()) + ")";
+  }
   std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
   if (!Indexed.empty())
     S.Experts.NotSplit =

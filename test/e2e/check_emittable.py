@@ -79,6 +79,13 @@ MODELS = [
     # control flow (issue 17): torch EmbeddingBag as a Loop; If and Scan
     ("test:embbag-loop-tiny.onnx", None, "0:50"),
     ("test:ctrlflow-tiny.onnx", None, "0:16"),
+    # issue 29: torch's Mixtral loop with MoE layers of two widths (the
+    # groups detect-layers cut), of 8 and 4 experts (ep not searched), HF's
+    # eager routing, and the onnx.helper loop
+    ("test:mixtral-widths-tiny.onnx", 8, "0:32"),
+    ("test:mixtral-counts-tiny.onnx", 8, "0:32"),
+    ("test:mixtral-hf-tiny.onnx", 8, "0:32"),
+    ("test:moe-helper-tiny.onnx", 8, "0:16"),
 ]
 # Random models (gen_random.py seeds): a flattened-logits transformer, an MLP
 # and a transformer with a static batch dim (planned at dp = nmb = 1 only),
@@ -98,7 +105,8 @@ for _s in DT_SEEDS:
 EP_MODELS = {
     "ex:moe-tiny.onnx", "ex:moe-dense-tiny.onnx", "gen:moe_stacked",
     "gen:moe_unrolled", "gen:moe_gshard", "zoo:mixtral-tiny",
-    "zoo:deepseek-moe-tiny",
+    "zoo:deepseek-moe-tiny", "test:mixtral-widths-tiny.onnx",
+    "test:moe-helper-tiny.onnx",
 }
 EP_DEGREES = [2, 4]
 EP_TOP = 2
@@ -118,6 +126,8 @@ EMB_MODELS = [
     # torch's EmbeddingBag Loops (sum, mean, max, per_sample_weights),
     # rewritten by lower-embedding-bags
     ("test:embbag-dlrm-tiny.onnx", None, "0:32"),
+    # issue 29's DLRM: bags over sparse[:, i:i+1], then torch.cat
+    ("test:embbag-slices-tiny.onnx", None, "0:32"),
 ]
 EMB_KINDS = ["row", "table", "col"]
 EMB_DEVICES = [2, 4, 8]

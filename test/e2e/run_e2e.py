@@ -113,6 +113,29 @@ CASES = [
     ("zoo_mixtral_dense-tp2ep2pp2", "zoo:mixtral-tiny-dense", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 2, 16),
     ("zoo_mixtral_indexed-dp2", "zoo:mixtral-tiny-indexed", "tp=1,pp=1,dp=2,mb=1", "infer", 2, 16),
     ("zoo_mixtral_indexed-tp2pp2dp2", "zoo:mixtral-tiny-indexed", "tp=2,pp=2,dp=2,mb=1", "infer", 2, 16),
+    # torch's own modules (make_mixtral_torch.py, issue 29): a python loop
+    # over 8 nn.Linear SwiGLU experts gated by (topw * (topi == e)).sum(-1);
+    # the same with MoE layers of two widths, where detect-layers' cuts fell
+    # between experts until the groups were kept whole; HF's eager
+    # NonZero / index_add_ routing (not split by ep: dp, tp and pp only)
+    ("mixtral_loop-ep2",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_loop-ep4",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_loop-ep8",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
+    ("mixtral_loop-tp2ep2pp2", "test:mixtral-loop-tiny.onnx", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_widths-ep2", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_widths-ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_widths-ep8", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
+    ("mixtral_widths-pp2ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=2,dp=4,ep=4,mb=1", "infer", 4, 8),
+    # the same gating written with onnx.helper (make_moe_helper.py), MoE
+    # layers of FFN 16 and 8, no attention
+    ("moe_helper-ep2",     "test:moe-helper-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_helper-ep4",     "test:moe-helper-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("moe_helper-ep8",     "test:moe-helper-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
+    ("moe_helper-pp2ep2",  "test:moe-helper-tiny.onnx", "tp=1,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    # MoE layers of 8 and 4 experts: not split by ep (dp, tp and pp only)
+    ("mixtral_counts-tp2pp2dp2", "test:mixtral-counts-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("mixtral_hf-dp2",     "test:mixtral-hf-tiny.onnx", "tp=1,pp=1,dp=2,mb=1", "infer", 4, 8),
+    ("mixtral_hf-tp2pp2dp2", "test:mixtral-hf-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
@@ -231,6 +254,15 @@ CASES = [
     ("embbag_loop-pp2dp2-col", "test:embbag-loop-tiny.onnx", "tp=1,pp=2,dp=2,mb=2,emb=col", "infer", 8, None),
     ("embbag_loop-tp2pp2dp2-row", "test:embbag-loop-tiny.onnx", "tp=2,pp=2,dp=2,mb=1,emb=row", "infer", 8, None),
     ("embbag_dlrm-dp2-row-train", "test:embbag-dlrm-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "train", 8, None),
+    # issue 29's DLRM (make_embbag_forms.py slices): EmbeddingBag sum over
+    # sparse[:, i:i+1], torch.cat; its 4 tables sharded each way
+    ("embbag_slices-dp2-row", "test:embbag-slices-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("embbag_slices-dp4-col", "test:embbag-slices-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
+    ("embbag_slices-dp4-table", "test:embbag-slices-tiny.onnx", "tp=1,pp=1,dp=4,mb=2,emb=table", "infer", 8, None),
+    ("embbag_slices-tp2dp2-row", "test:embbag-slices-tiny.onnx", "tp=2,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    # Embedding(padding_idx=0) + sum(1) beside bags sum / mean / max
+    ("embbag_padding-dp2-row", "test:embbag-padding-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
+    ("embbag_padding-dp4-col", "test:embbag-padding-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
     # hand-written (make_bagloop_helper.py) Loop bags: the end is start + 4
     ("bagloop_helper-dp2-row", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=2,mb=2,emb=row", "infer", 8, None),
     ("bagloop_helper-dp4-col", "test:bagloop-helper-tiny.onnx", "tp=1,pp=1,dp=4,mb=1,emb=col", "infer", 8, None),
@@ -274,7 +306,10 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "ex:moe-tiny.onnx": "0:256", "ex:moe-dense-tiny.onnx": "0:256",
              "ex:moe-indexed-tiny.onnx": "0:256", "test:embbag-loop-tiny.onnx": "0:50",
              "test:dlrm-sharded-tiny.onnx": "0:32", "test:embbag-dlrm-tiny.onnx": "0:32",
-             "test:bagloop-helper-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
+             "test:bagloop-helper-tiny.onnx": "0:32", "test:embbag-slices-tiny.onnx": "0:32",
+             "test:embbag-padding-tiny.onnx": "0:32", "test:mixtral-loop-tiny.onnx": "0:32",
+             "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32",
+             "test:mixtral-counts-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
 # model is over 1% of its FLOPs and has no cost rule.
 EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}

@@ -92,6 +92,71 @@ TEST(ExpertsTest, UnrolledTorchExperts) {
         EXPECT_FALSE(EG.contains(NP.get())) << NP->getName().str();
 }
 
+TEST(ExpertsTest, GroupsCutByLayersAreKeptWhole) {
+  // moe-tiny as detect-layers numbers it, then cut again between experts 1
+  // and 2 of its first MoE layer (what detect-layers did when the expert
+  // branches repeated and the blocks did not): every node of that layer
+  // from expert 2's first node on moves to a new layer.
+  CompilationUnit CU = loadExampleModel("moe-tiny.onnx");
+  Graph &G = CU.M->getGraph();
+  std::vector<ExpertGroup> Before = findExperts(G, CU.Layers);
+  ASSERT_EQ(Before.size(), 2u);
+  int L = (int)Before[0].Layer;
+  unsigned NumLayers = CU.Layers.size();
+  std::vector<int> Original;
+  for (const auto &NP : G.getNodes())
+    Original.push_back(NP->Layer);
+  bool Cut = false;
+  for (const auto &NP : G.getNodes()) {
+    auto It = Before[0].BranchOf.find(NP.get());
+    Cut |= It != Before[0].BranchOf.end() && It->second == 2;
+    if (NP->Layer > L || (Cut && NP->Layer == L))
+      ++NP->Layer;
+  }
+  CU.Layers.insert(CU.Layers.begin() + L + 1, CU.Layers[L]);
+  for (unsigned I = 0; I < CU.Layers.size(); ++I)
+    CU.Layers[I].Id = I;
+  // The chain is followed across the cut: still 4 experts per group.
+  std::vector<ExpertGroup> Split = findExperts(G, CU.Layers);
+  ASSERT_EQ(Split.size(), 2u);
+  EXPECT_EQ(Split[0].NumExperts, 4u);
+
+  ASSERT_TRUE(keepExpertGroupsWhole(G, CU.Layers));
+  // The MoE layer whole, from its router to its combine chain; what the
+  // cut layer held before the router multiplies weights (block 0's
+  // attention) and stays a layer of its own: one layer more than
+  // detect-layers' own numbering, the second block as it was.
+  EXPECT_EQ(CU.Layers.size(), NumLayers + 1);
+  for (unsigned I = 0; I < G.getNodes().size(); ++I) {
+    const Node &N = *G.getNodes()[I];
+    if (Original[I] < L)
+      EXPECT_EQ(N.Layer, Original[I]) << N.getName().str();
+    else if (Original[I] > L)
+      EXPECT_EQ(N.Layer, Original[I] + 1) << N.getName().str();
+    else
+      EXPECT_TRUE(N.Layer == L || N.Layer == L + 1) << N.getName().str();
+    // No value is read by a layer before the one that makes it.
+    for (const Value *V : N.getInputs())
+      if (const Node *D = V ? V->getDefiningNode() : nullptr)
+        EXPECT_LE(D->Layer, N.Layer) << N.getName().str();
+  }
+  std::vector<ExpertGroup> After = findExperts(G, CU.Layers);
+  ASSERT_EQ(After.size(), 2u);
+  for (const ExpertGroup &EG : After) {
+    EXPECT_EQ(EG.NumExperts, 4u);
+    for (const auto &KV : EG.BranchOf)
+      EXPECT_EQ(KV.first->Layer, (int)EG.Layer);
+    // The router (MatMul -> Softmax -> TopK) too.
+    for (const auto &NP : G.getNodes())
+      if (NP->getOpType() == "TopK" &&
+          NP->getName().startswith(EG.Layer == (unsigned)L + 1 ? "/layers.0/"
+                                                               : "/layers.1/"))
+        EXPECT_EQ(NP->Layer, (int)EG.Layer);
+  }
+  // Nothing spans layers any more: a second call changes nothing.
+  EXPECT_FALSE(keepExpertGroupsWhole(G, CU.Layers));
+}
+
 TEST(ExpertsTest, StackedExperts) {
   CompilationUnit CU = loadTextModel(StackedModel);
   std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);

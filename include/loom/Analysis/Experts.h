@@ -86,6 +86,14 @@ std::vector<const Node *> findIndexRoutedExperts(const Graph &G);
 std::vector<ExpertGroup> findExperts(const Graph &G,
                                      llvm::ArrayRef<LayerInfo> Layers);
 
+/// Makes every unrolled expert group that spans several of detect-layers'
+/// layers (cuts between experts, where expert branches looked like
+/// repeated blocks) one layer, from its router to the end of its combine
+/// chain, renumbering \p Layers and every node's Node::Layer
+/// (lib/Analysis/ExpertLayers.cpp says how). Returns whether anything
+/// changed; nothing does when every group lies in one layer.
+bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers);
+
 /// How the exporter wrote \p EG, in words for reports and dumps:
 /// "stacked, batched MatMul", "stacked, Einsum dispatch" (GShard/Switch
 /// capacity dispatch), "unrolled, dense-gated" (every expert runs on every
