@@ -265,6 +265,8 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
   SO.Prune = !CU.Opts.NoPrune;
+  for (const auto &F : CU.Opts.Frameworks)
+    SO.Frameworks.push_back(F.get());
   if (CU.Serving)
     SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
   if (SO.Fixed.RestPlain) {
@@ -299,6 +301,33 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   R->RestPlain = CU.PlanRequest && CU.PlanRequest->RestPlain;
 
+  if (R->Top.empty() && !SO.Frameworks.empty()) {
+    // Nothing the framework runs fits: say whether that is the framework's
+    // rules (a plan outside them fits) or the hardware (the explanations
+    // below, from the search without the rules, whose floors they read).
+    SearchOptions Free = SO;
+    Free.Frameworks.clear();
+    Free.TopK = 1;
+    Expected<SearchResult> RF =
+        searchPlans(Eval, G, CU.Layers, *CU.HW, EO, Free);
+    if (!RF)
+      return RF.takeError();
+    if (!RF->Top.empty()) {
+      const ParallelPlan &P = RF->Top.front().Plan;
+      std::string Rule;
+      for (const FrameworkProfile *F : SO.Frameworks)
+        if (Error E = checkSpec(*F, getFixedSpec(P), {R->Space.NumBlocks}))
+          Rule = toString(std::move(E));
+      CU.Search = std::make_shared<SearchResult>(std::move(*R));
+      return make_error<NoFeasiblePlanError>(
+          "no plan the framework can run fits; the best plan outside its "
+          "rules is " +
+          P.str() + " (" + Rule + ")");
+    }
+    RF->Uncosted = U;
+    RF->Reliab = CU.HW->Reliab;
+    R = std::move(RF);
+  }
   if (R->Top.empty()) {
     if (Optional<std::string> Why = explainFixedChoices(SO.Fixed, R->Space)) {
       CU.Search = std::make_shared<SearchResult>(std::move(*R));

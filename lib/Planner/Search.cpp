@@ -722,8 +722,9 @@ private:
   /// The bases of the last run (or those reuseBases took).
   std::vector<Candidate> Bases;
   bool HaveBases = false, Reused = false;
-  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int>,
-           PlacementTable>
+  std::map<
+      std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int, int>,
+      PlacementTable>
       Tables;
 
 public:
@@ -1017,6 +1018,10 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
           P.PPOverlap = PPOv;
           if (Lay.Balanced || !F.StageLayers.empty())
             P.StageLayers = *Lay.Counts;
+          // Only what the framework can run (offload is checked per
+          // placement, getPlacements).
+          if (!isRunnable(Opts, Space, P))
+            continue;
           C.Counts = Lay.Counts;
           C.Prefix = &LP;
           Out.push_back(std::move(C));
@@ -1173,19 +1178,29 @@ Searcher::bestOnAllDevices(const std::vector<Candidate> &Bases) const {
 }
 
 const PlacementTable &Searcher::getPlacements(const ParallelPlan &P) {
-  auto Key = std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad);
+  // The framework's offload rules read the degrees, the ZeRO stage and
+  // recompute: the key holds them all.
+  auto Key = std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad,
+                             (int)P.RC);
   auto It = Tables.find(Key);
   if (It != Tables.end())
     return It->second;
   std::vector<double> Tails, Memories;
+  std::vector<unsigned> Runnable;
   ParallelPlan Q = P;
-  for (const OffloadTiers &Off : Offs) {
-    Q.Offload = Off;
+  for (unsigned I = 0; I < Offs.size(); ++I) {
+    Q.Offload = Offs[I];
+    if (!isRunnable(Opts, Space, Q))
+      continue;
+    Runnable.push_back(I);
     Tails.push_back(tailBound(Q));
     Memories.push_back(memoryBound(Q));
   }
-  return Tables[Key] =
-             PlacementTable::build(Tails, Memories, HBMUsable, Opts.Prune);
+  PlacementTable T =
+      PlacementTable::build(Tails, Memories, HBMUsable, Opts.Prune);
+  for (PlacementTable::Entry &E : T.Entries)
+    E.Off = Runnable[E.Off];
+  return Tables[Key] = std::move(T);
 }
 
 /// Computes every base's pipeline bound and its placements' tail and
@@ -1339,6 +1354,14 @@ Error Searcher::rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
   return Error::success();
 }
 
+/// The candidates of \p Bases: their placements the framework can run.
+static uint64_t countPlacements(const std::vector<Candidate> &Bases) {
+  uint64_t N = 0;
+  for (const Candidate &C : Bases)
+    N += C.Places->Entries.size();
+  return N;
+}
+
 /// Visits the candidates in increasing step bound, pruning by the bounds
 /// against the ranking's threshold, and ranks every one simulated that
 /// fits. Counts into R.Stats.
@@ -1435,8 +1458,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   uint64_t Over = countOverMemoryBefore(Bases, *Stop, Last, Thr);
   R.Stats.MemoryBoundPruned += Over;
   if (*Stop)
-    R.Stats.TimeBoundPruned += (uint64_t)Bases.size() * Offs.size() -
-                               Visited - Over;
+    R.Stats.TimeBoundPruned += countPlacements(Bases) - Visited - Over;
   return Error::success();
 }
 
@@ -1604,7 +1626,13 @@ Error Searcher::addFloors(SearchResult &R) const {
   return Error::success();
 }
 
-Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+Error checkFixed(const PlanSpec &F, const SearchSpace &S,
+                 ArrayRef<const FrameworkProfile *> Frameworks) {
+  // What --plan fixes must be something the framework runs.
+  for (const FrameworkProfile *FP : Frameworks)
+    if (Error E = checkSpec(*FP, F, {S.NumBlocks}))
+      return createStringError(inconvertibleErrorCode(), "--plan: %s",
+                               toString(std::move(E)).c_str());
   // tp overlap needs TP communication: tp > 1, given or possible.
   if (F.TPOverlap && *F.TPOverlap &&
       ((F.TP && *F.TP == 1) || S.TPLimit <= 1 || S.TPDiv.Divisor == 1))
@@ -1668,6 +1696,14 @@ static void noteEPNotSearched(SearchSpace &S, const PlanEvaluator &Eval,
     }
 }
 
+bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
+                const ParallelPlan &P) {
+  for (const FrameworkProfile *F : Opts.Frameworks)
+    if (!canRun(*F, P, {Space.NumBlocks}))
+      return false;
+  return true;
+}
+
 std::vector<ParallelPlan>
 enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
                     ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
@@ -1692,7 +1728,7 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
   noteEPNotSearched(Space, Eval, Opts.Fixed);
-  if (Error E = checkFixed(Opts.Fixed, Space))
+  if (Error E = checkFixed(Opts.Fixed, Space, Opts.Frameworks))
     return std::move(E);
   // A pinned offload= the hardware cannot hold is no plan at all (the
   // pruned search re-places costed stages without the evaluator's check).
