@@ -188,6 +188,8 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   EO.MoEImbalance = CU.Opts.MoEImbalance.getValueOr(
       std::max(1.0, CU.Opts.MoECapacityFactor.getValueOr(1.0)));
   EO.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
+  if (CU.Opts.OptimizerBytesPerParam)
+    EO.OptimizerBytesPerParam = *CU.Opts.OptimizerBytesPerParam;
   EO.Opset = CU.M->getOpsetVersion("");
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.

@@ -844,7 +844,7 @@ double Searcher::tailBound(const ParallelPlan &P) const {
            Experts * BytesPerParam / (Part ? DPE : 1.0);
   };
   double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
-         O = Sum(12.0, 1);
+         O = Sum(EO.OptimizerBytesPerParam, 1);
   auto Secs = [](double Bytes, double BW) {
     return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
   };
@@ -876,9 +876,9 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
   auto PerParam = [&](double DP) {
     double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * InHBM(Off.Param);
     if (EO.Train)
-      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) *
-               InHBM(Off.Grad) +
-           12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * InHBM(Off.Opt);
+      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * InHBM(Off.Grad) +
+           EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
+               InHBM(Off.Opt);
     return B;
   };
   double TPPP = (double)P.TP * P.PP;
@@ -891,7 +891,8 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
       auto Is = [&](MemoryTier T) { return T == Tier ? 1.0 : 0.0; };
       return 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * Is(Off.Param) +
              P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * Is(Off.Grad) +
-             12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * Is(Off.Opt);
+             EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
+                 Is(Off.Opt);
     };
     for (auto [Tier, Cap] : {std::make_pair(MemoryTier::Host, HostCap),
                              std::make_pair(MemoryTier::SSD, SSDCap)})

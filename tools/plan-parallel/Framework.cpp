@@ -50,6 +50,8 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
   }
   if (!O.DDPBucketParams && F.DDPBucketParams > 0)
     O.DDPBucketParams = F.DDPBucketParams;
+  if (!F.AnyPlan)
+    O.OptimizerBytesPerParam = F.OptimizerBytesPerParam;
   if (!F.TPOverlapShare && !F.DPOverlapShare && !F.PPOverlapShare)
     return;
   auto It = HW.Device.Classes.find("aicore");

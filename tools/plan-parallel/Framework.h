@@ -25,8 +25,8 @@ resolveFrameworks(llvm::Optional<llvm::StringRef> Flag,
 
 /// The first profile's "how" facts: its fused kernels (those \p HW offers)
 /// unless --fused-kernels was given, its DP bucket unless --set
-/// ddp.bucket_size was, its overlap shares where \p HW's compute class
-/// gives none.
+/// ddp.bucket_size was, its optimizer bytes per parameter, its overlap
+/// shares where \p HW's compute class gives none.
 void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
                        CompileOptions &O);
 

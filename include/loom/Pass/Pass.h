@@ -95,6 +95,9 @@ struct CompileOptions {
   /// the plan; the search ranks only plans each can run. Empty: none (any
   /// plan, today's costs).
   std::vector<std::shared_ptr<const FrameworkProfile>> Frameworks;
+  /// Optimizer-state bytes per parameter (the framework profile's); None:
+  /// EvaluatorOptions' default.
+  llvm::Optional<double> OptimizerBytesPerParam;
   /// Launch-argument files emit writes (--export): framework names as
   /// loom/Report/Export.h parses them, already checked by the tool.
   std::vector<std::string> Export;
