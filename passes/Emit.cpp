@@ -283,6 +283,7 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   In.ModelName = sys::path::filename(CU.M->SourcePath).str();
   In.HardwareName = CU.HW->Name;
   In.ClusterDevices = CU.HW->getNumDevices();
+  In.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
   for (const auto &KV : CU.NodeCosts)
     if (KV.second.Cost.FusedKernel == "attention")
       In.FusedAttention = true;

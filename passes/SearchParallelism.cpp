@@ -200,6 +200,8 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   EO.MoEImbalance = CU.Opts.MoEImbalance.getValueOr(
       std::max(1.0, CU.Opts.MoECapacityFactor.getValueOr(1.0)));
   EO.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
+  if (CU.Opts.OptimizerBytesPerParam)
+    EO.OptimizerBytesPerParam = *CU.Opts.OptimizerBytesPerParam;
   EO.Opset = CU.M->getOpsetVersion("");
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.
@@ -283,6 +285,8 @@ Error searchParallelism(CompilationUnit &CU) {
   // stopped before it -- nothing is emitted either.)
   SO.StaticBatch =
       CU.Imported && findBatchSymbol(CU.Imported->getGraph()).empty();
+  for (const auto &F : CU.Opts.Frameworks)
+    SO.Frameworks.push_back(F.get());
   if (CU.Serving)
     SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
   if (SO.Fixed.RestPlain) {
@@ -317,6 +321,33 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   R->RestPlain = CU.PlanRequest && CU.PlanRequest->RestPlain;
 
+  if (R->Top.empty() && !SO.Frameworks.empty()) {
+    // Nothing the framework runs fits: say whether that is the framework's
+    // rules (a plan outside them fits) or the hardware (the explanations
+    // below, from the search without the rules, whose floors they read).
+    SearchOptions Free = SO;
+    Free.Frameworks.clear();
+    Free.TopK = 1;
+    Expected<SearchResult> RF =
+        searchPlans(Eval, G, CU.Layers, *CU.HW, EO, Free);
+    if (!RF)
+      return RF.takeError();
+    if (!RF->Top.empty()) {
+      const ParallelPlan &P = RF->Top.front().Plan;
+      std::string Rule;
+      for (const FrameworkProfile *F : SO.Frameworks)
+        if (Error E = checkSpec(*F, getFixedSpec(P), {R->Space.NumBlocks}))
+          Rule = toString(std::move(E));
+      CU.Search = std::make_shared<SearchResult>(std::move(*R));
+      return make_error<NoFeasiblePlanError>(
+          "no plan the framework can run fits; the best plan outside its "
+          "rules is " +
+          P.str() + " (" + Rule + ")");
+    }
+    RF->Uncosted = U;
+    RF->Reliab = CU.HW->Reliab;
+    R = std::move(RF);
+  }
   if (R->Top.empty()) {
     if (Optional<std::string> Why = explainFixedChoices(SO.Fixed, R->Space)) {
       CU.Search = std::make_shared<SearchResult>(std::move(*R));

@@ -424,6 +424,8 @@ void writePlanJSON(json::OStream &J, const ParallelPlan &P,
   J.attribute("tp_overlap", P.TPOverlap);
   J.attribute("dp_overlap", P.DPOverlap);
   J.attribute("pp_overlap", P.PPOverlap);
+  // Where training state lives ("none": all in HBM), as offload= writes it.
+  J.attribute("offload", P.Offload.str());
   J.attributeArray("axis_order", [&] {
     J.value("tp");
     for (MeshAxis A : P.Order)

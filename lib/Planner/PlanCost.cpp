@@ -1438,6 +1438,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
   MI.DP = P.DP;
   MI.ZeroStage = P.ZeroStage;
   MI.GradBytesPerParam = C.GradWidth;
+  MI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
   bool AnyComm = C.TP > 1 || P.DP > 1 || P.PP > 1;
   MI.CommBufferBytes = AnyComm ? Opts.CommBufferBytes : 0;
   // Reserved HBM is already outside HBMBytes (capacity - reserved), the
@@ -1455,6 +1456,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
     XI.DP = P.DP / C.EP;
     XI.ZeroStage = P.ZeroStage;
     XI.GradBytesPerParam = C.GradWidth;
+    XI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
     XI.InFlightMicroBatches = 0;
     MemoryBreakdown XM = estimateStageMemory(XI);
     SC.Memory.Weights += XM.Weights;

@@ -737,8 +737,9 @@ private:
   /// The bases of the last run (or those reuseBases took).
   std::vector<Candidate> Bases;
   bool HaveBases = false, Reused = false;
-  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int>,
-           PlacementTable>
+  std::map<
+      std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int, int>,
+      PlacementTable>
       Tables;
 
 public:
@@ -858,7 +859,7 @@ double Searcher::tailBound(const ParallelPlan &P) const {
            Experts * BytesPerParam / (Part ? DPE : 1.0);
   };
   double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
-         O = Sum(12.0, 1);
+         O = Sum(EO.OptimizerBytesPerParam, 1);
   auto Secs = [](double Bytes, double BW) {
     return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
   };
@@ -890,9 +891,9 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
   auto PerParam = [&](double DP) {
     double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * InHBM(Off.Param);
     if (EO.Train)
-      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) *
-               InHBM(Off.Grad) +
-           12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * InHBM(Off.Opt);
+      B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * InHBM(Off.Grad) +
+           EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
+               InHBM(Off.Opt);
     return B;
   };
   double TPPP = (double)P.TP * P.PP;
@@ -905,7 +906,8 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
       auto Is = [&](MemoryTier T) { return T == Tier ? 1.0 : 0.0; };
       return 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * Is(Off.Param) +
              P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * Is(Off.Grad) +
-             12.0 / (P.ZeroStage >= 1 ? DP : 1.0) * Is(Off.Opt);
+             EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
+                 Is(Off.Opt);
     };
     for (auto [Tier, Cap] : {std::make_pair(MemoryTier::Host, HostCap),
                              std::make_pair(MemoryTier::SSD, SSDCap)})
@@ -1032,6 +1034,10 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
           P.PPOverlap = PPOv;
           if (Lay.Balanced || !F.StageLayers.empty())
             P.StageLayers = *Lay.Counts;
+          // Only what the framework can run (offload is checked per
+          // placement, getPlacements).
+          if (!isRunnable(Opts, Space, P))
+            continue;
           C.Counts = Lay.Counts;
           C.Prefix = &LP;
           Out.push_back(std::move(C));
@@ -1190,19 +1196,29 @@ Searcher::bestOnAllDevices(const std::vector<Candidate> &Bases) const {
 }
 
 const PlacementTable &Searcher::getPlacements(const ParallelPlan &P) {
-  auto Key = std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad);
+  // The framework's offload rules read the degrees, the ZeRO stage and
+  // recompute: the key holds them all.
+  auto Key = std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad,
+                             (int)P.RC);
   auto It = Tables.find(Key);
   if (It != Tables.end())
     return It->second;
   std::vector<double> Tails, Memories;
+  std::vector<unsigned> Runnable;
   ParallelPlan Q = P;
-  for (const OffloadTiers &Off : Offs) {
-    Q.Offload = Off;
+  for (unsigned I = 0; I < Offs.size(); ++I) {
+    Q.Offload = Offs[I];
+    if (!isRunnable(Opts, Space, Q))
+      continue;
+    Runnable.push_back(I);
     Tails.push_back(tailBound(Q));
     Memories.push_back(memoryBound(Q));
   }
-  return Tables[Key] =
-             PlacementTable::build(Tails, Memories, HBMUsable, Opts.Prune);
+  PlacementTable T =
+      PlacementTable::build(Tails, Memories, HBMUsable, Opts.Prune);
+  for (PlacementTable::Entry &E : T.Entries)
+    E.Off = Runnable[E.Off];
+  return Tables[Key] = std::move(T);
 }
 
 /// Computes every base's pipeline bound and its placements' tail and
@@ -1356,6 +1372,14 @@ Error Searcher::rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
   return Error::success();
 }
 
+/// The candidates of \p Bases: their placements the framework can run.
+static uint64_t countPlacements(const std::vector<Candidate> &Bases) {
+  uint64_t N = 0;
+  for (const Candidate &C : Bases)
+    N += C.Places->Entries.size();
+  return N;
+}
+
 /// Visits the candidates in increasing step bound, pruning by the bounds
 /// against the ranking's threshold, and ranks every one simulated that
 /// fits. Counts into R.Stats.
@@ -1452,8 +1476,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   uint64_t Over = countOverMemoryBefore(Bases, *Stop, Last, Thr);
   R.Stats.MemoryBoundPruned += Over;
   if (*Stop)
-    R.Stats.TimeBoundPruned += (uint64_t)Bases.size() * Offs.size() -
-                               Visited - Over;
+    R.Stats.TimeBoundPruned += countPlacements(Bases) - Visited - Over;
   return Error::success();
 }
 
@@ -1621,7 +1644,13 @@ Error Searcher::addFloors(SearchResult &R) const {
   return Error::success();
 }
 
-Error checkFixed(const PlanSpec &F, const SearchSpace &S) {
+Error checkFixed(const PlanSpec &F, const SearchSpace &S,
+                 ArrayRef<const FrameworkProfile *> Frameworks) {
+  // What --plan fixes must be something the framework runs.
+  for (const FrameworkProfile *FP : Frameworks)
+    if (Error E = checkSpec(*FP, F, {S.NumBlocks}))
+      return createStringError(inconvertibleErrorCode(), "--plan: %s",
+                               toString(std::move(E)).c_str());
   // tp overlap needs TP communication: tp > 1, given or possible.
   if (F.TPOverlap && *F.TPOverlap &&
       ((F.TP && *F.TP == 1) || S.TPLimit <= 1 || S.TPDiv.Divisor == 1))
@@ -1685,6 +1714,14 @@ static void noteEPNotSearched(SearchSpace &S, const PlanEvaluator &Eval,
     }
 }
 
+bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
+                const ParallelPlan &P) {
+  for (const FrameworkProfile *F : Opts.Frameworks)
+    if (!canRun(*F, P, {Space.NumBlocks}))
+      return false;
+  return true;
+}
+
 std::vector<ParallelPlan>
 enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
                     ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
@@ -1711,7 +1748,7 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
   Space.NumLayers = Eval.getNumLayers();
   Space.StaticBatch = Opts.StaticBatch;
   noteEPNotSearched(Space, Eval, Opts.Fixed);
-  if (Error E = checkFixed(Opts.Fixed, Space))
+  if (Error E = checkFixed(Opts.Fixed, Space, Opts.Frameworks))
     return std::move(E);
   // A pinned offload= the hardware cannot hold is no plan at all (the
   // pruned search re-places costed stages without the evaluator's check).

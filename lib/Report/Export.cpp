@@ -2,7 +2,8 @@
 //
 // Flag names, checked against each framework's own source (read, not
 // copied):
-//  * Megatron-LM (NVIDIA/Megatron-LM, main of 2026-08): the parallelism,
+//  * Megatron-LM (NVIDIA/Megatron-LM at d98e8a64ddf3, main of 2026-08-22,
+//    as examples/frameworks/megatron-core.yaml pins it): the parallelism,
 //    recompute and precision flags are the fields of ModelParallelConfig
 //    (megatron/core/model_parallel_config.py: tensor_model_parallel_size,
 //    pipeline_model_parallel_size, sequence_parallel,
@@ -27,14 +28,16 @@
 //    ordered tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping
 //    (megatron/training/initialize.py; DistributedInitConfig in
 //    megatron/training/config/common_config.py).
-//  * MindSpeed-LLM (Ascend/MindSpeed-LLM, master of 2026-08, on Megatron
-//    core_v0.12.1 per its README): Megatron's flags plus --use-mcore-models
-//    (every mcore example script), --num-layer-list for uneven stages
+//  * MindSpeed-LLM (Ascend/MindSpeed-LLM at c77308a14bfc, master of
+//    2026-08-21, on Megatron core_v0.12.1 per its README, and
+//    Ascend/MindSpeed at 028de58ca629): Megatron's flags (not the
+//    deprecated --use-mcore-models), --num-layer-list for uneven stages
 //    (mindspeed_llm/features_manager/pipeline_parallel/num_layer_list.py:
 //    transformer layers per stage, one per pp rank, not with virtual
 //    stages), recompute as docs/en/pytorch/features/mcore/
 //    recompute_relative.md names it.
-//  * DeepSpeed (microsoft/DeepSpeed, master of 2025-02): the JSON keys of
+//  * DeepSpeed (microsoft/DeepSpeed at 38327e07f6cd, master of
+//    2025-02-21): the JSON keys of
 //    docs/_pages/config-json.md (train_batch_size,
 //    train_micro_batch_size_per_gpu, gradient_accumulation_steps,
 //    bf16.enabled, fp16.enabled, zero_optimization.stage,
@@ -325,6 +328,8 @@ public:
   void addBatchAndShape();
   /// Weight and gradient precision.
   void addPrecision();
+  /// Training state off HBM.
+  void addOffload();
   /// tp, dp and pp communication overlap.
   void addOverlaps();
   /// Warns where the model is not the transformer the framework builds.
@@ -351,8 +356,10 @@ private:
 };
 
 void MegatronFlags::addMesh() {
-  if (Mind)
-    add("--use-mcore-models");
+  // No --use-mcore-models: Megatron core_v0.12.1 marks it deprecated and
+  // ignored (mcore models are the default; MindSpeed-LLM sets
+  // use_mcore_models = not use_legacy_models,
+  // mindspeed_llm/features_manager/megatron_basic/training_basic.py).
   add("--tensor-model-parallel-size " + Twine(P.TP));
   add("--pipeline-model-parallel-size " + Twine(P.PP));
   // Rank order: Megatron's default is tp-cp-ep-dp-pp, --use-tp-pp-dp-mapping
@@ -427,10 +434,12 @@ void MegatronFlags::addExperts() {
 void MegatronFlags::addKernels() {
   if (P.SP && P.TP > 1)
     add("--sequence-parallel");
-  // The prediction assumed fused attention: Megatron-LM's and
-  // MindSpeed-LLM's flag (FlashAttention; torch_npu's npu_fusion_attention).
+  // The prediction assumed fused attention. Megatron-Core picks the kernel
+  // with --attention-backend (megatron/core/transformer/enums.py
+  // AttnBackend; --use-flash-attn no longer decides it); MindSpeed-LLM's
+  // flag is --use-flash-attn (torch_npu's npu_fusion_attention).
   if (In.FusedAttention)
-    add("--use-flash-attn");
+    add(Mind ? "--use-flash-attn" : "--attention-backend flash");
   // Fused norm, SwiGLU and rotary kernels: MindSpeed-LLM's own flags (its
   // example scripts, e.g. examples/mcore/llama2/pretrain_llama2_7b_ptd.sh);
   // Megatron-LM fuses them by default (Transformer Engine's norms,
@@ -470,18 +479,21 @@ void MegatronFlags::addBatchAndShape() {
   add("--global-batch-size " + Twine(In.GlobalBatch));
   if (P.ZeroStage >= 1)
     add("--use-distributed-optimizer");
-  if (P.ZeroStage >= 2)
+  // ZeRO-2/3: Megatron-FSDP's sharding strategies, which need the
+  // fsdp_dtensor checkpoint format (arguments.py validate_args; Megatron-FSDP
+  // v1 runs with the distributed optimizer).
+  if (P.ZeroStage >= 2 && !Mind) {
+    add("--use-megatron-fsdp");
+    add(Twine("--data-parallel-sharding-strategy ") +
+        (P.ZeroStage == 2 ? "optim_grads" : "optim_grads_params"));
+    add("--ckpt-format fsdp_dtensor");
+  } else if (P.ZeroStage >= 2)
     warn("zero=" + Twine(P.ZeroStage) +
          ": --use-distributed-optimizer shards only the optimizer states "
          "(ZeRO-1); the " +
          (P.ZeroStage == 2 ? "gradient" : "gradient and parameter") +
-         " sharding Loom costed is lost" +
-         (Mind ? std::string()
-               : std::string(" (Megatron-FSDP's "
-                             "--data-parallel-sharding-strategy ") +
-                     (P.ZeroStage == 2 ? "optim_grads" : "optim_grads_params") +
-                     " has it)") +
-         ", so each device needs more memory than predicted");
+         " sharding Loom costed is lost, so each device needs more memory "
+         "than predicted");
   add("--num-layers " + Twine(F.Blocks));
   add("--seq-length " + Twine(In.Seq));
 }
@@ -510,17 +522,44 @@ void MegatronFlags::addPrecision() {
   }
 }
 
+void MegatronFlags::addOffload() {
+  const OffloadTiers &Off = P.Offload;
+  if (Off.Opt == MemoryTier::Host) {
+    if (Mind) {
+      // MindSpeed's swap optimizer: with the distributed optimizer and the
+      // fused AdamW (Ascend/MindSpeed docs/zh/features/swap-optimizer.md).
+      add("--swap-optimizer");
+      add("--optimizer-selection fused_adamw");
+    } else {
+      // Megatron's hybrid-device optimizer: all of the states on the host
+      // (--optimizer-offload-fraction 1.0), which asserts the
+      // precision-aware optimizer (arguments.py validate_args).
+      add("--optimizer-cpu-offload");
+      add("--optimizer-offload-fraction 1.0");
+      add("--use-precision-aware-optimizer");
+    }
+  }
+  OffloadTiers Rest = Off;
+  if (Rest.Opt == MemoryTier::Host)
+    Rest.Opt = MemoryTier::HBM;
+  if (Rest.any())
+    warn("offload=" + Off.str() + ": " + Name + " has no flag for " +
+         Rest.str() + "; the memory Loom costed off HBM stays in HBM");
+}
+
 void MegatronFlags::addOverlaps() {
   // Communication overlap (Cost/Overlap.h). TP: Megatron-Core's
-  // --tp-comm-overlap (Transformer Engine userbuffers) and MindSpeed's
-  // --use-mc2 (Ascend's fused AllGather+MatMul / MatMul+ReduceScatter);
+  // --tp-comm-overlap (Transformer Engine userbuffers) and MindSpeed-LLM's
+  // --use-ascend-mc2 (Ascend's fused AllGather+MatMul /
+  // MatMul+ReduceScatter; --use-mc2 is deprecated,
+  // mindspeed_llm/features_manager/arguments/deprecated_args.py);
   // both chunk the sequence-parallel all-gather and reduce-scatter, so
   // Megatron refuses --tp-comm-overlap without --sequence-parallel.
   if (P.TPOverlap && P.TP > 1) {
-    add(Mind ? "--use-mc2" : "--tp-comm-overlap");
+    add(Mind ? "--use-ascend-mc2" : "--tp-comm-overlap");
     if (!P.SP)
       warn("tp_overlap=on without sp: " + Name + "'s " +
-           (Mind ? "--use-mc2" : "--tp-comm-overlap") +
+           (Mind ? "--use-ascend-mc2" : "--tp-comm-overlap") +
            " overlaps the sequence-parallel all-gather and reduce-scatter; "
            "add sp=on to the plan, or the TP all-reduces stay exposed");
   }
@@ -533,6 +572,10 @@ void MegatronFlags::addOverlaps() {
     if (P.ZeroStage >= 1)
       add("--overlap-param-gather");
   }
+  // The bucket Loom costed when it is not Megatron's default (--set
+  // ddp.bucket_size, or the profile's): --ddp-bucket-size, in parameters.
+  if (P.DP > 1 && In.DDPBucketParams > 0)
+    add("--ddp-bucket-size " + Twine((uint64_t)In.DDPBucketParams));
   // PP: Megatron's overlap_p2p_comm is on by default and off with
   // --no-overlap-p2p-communication; its non-interleaved 1F1B turns it off
   // anyway (arguments.py, validate_args), which pp_overlap=off predicts.
@@ -569,14 +612,19 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   MF.addRecompute();
   MF.addBatchAndShape();
   MF.addPrecision();
+  MF.addOffload();
   MF.addOverlaps();
   MF.checkModelShape();
 
   raw_string_ostream OS(R.Text);
   printHeader(MF.getName(), In, F, OS);
-  OS << "# Flag names: " << (MF.isMindSpeed() ? "Ascend/MindSpeed-LLM on " : "")
-     << "NVIDIA/Megatron-LM's megatron/training/arguments.py; add the "
-        "model's shape, data and optimizer flags.\n";
+  OS << "# Flag names: "
+     << (MF.isMindSpeed()
+             ? "Ascend/MindSpeed-LLM@c77308a1 on NVIDIA/Megatron-LM "
+               "core_v0.12.1"
+             : "NVIDIA/Megatron-LM@d98e8a64")
+     << " (examples/frameworks); add the model's shape, data and optimizer "
+        "flags.\n";
   OS << "# Use: torchrun ... pretrain_gpt.py $(grep -v '^#' " << R.FileName
      << ") ...\n";
   for (const std::string &W : R.Warnings)
@@ -586,17 +634,23 @@ ExportResult exportMegatronLike(ExportTarget T, const ExportInput &In) {
   return R;
 }
 
-ExportResult exportDeepSpeed(const ExportInput &In) {
-  ExportResult R;
-  R.Target = ExportTarget::DeepSpeed;
-  R.FileName = getExportFileName(R.Target).str();
+/// DeepSpeed's batch check (deepspeed/runtime/config.py _batch_assertion):
+/// train_batch_size == micro x accumulation x world_size, where world_size
+/// is the data-parallel size of the model-parallel unit when there is one
+/// (a PipelineModule brings its own) and every rank otherwise
+/// (DeepSpeedConfig.__init__; deepspeed.initialize passes no mpu with
+/// AutoTP), so at pp = 1 the tp ranks count too.
+int64_t getDeepSpeedWorld(const ParallelPlan &P) {
+  return P.PP > 1 ? (int64_t)P.DP : (int64_t)P.DP * P.TP;
+}
+
+/// Warnings for what deepspeed.json cannot hold (the model code's part).
+void warnDeepSpeed(const ExportInput &In, const Facts &F,
+                   std::vector<std::string> &Warnings) {
   const ParallelPlan &P = In.Cost.Plan;
-  Facts F = getFacts(In);
   auto Warn = [&](const Twine &W) {
-    R.Warnings.push_back(("deepspeed: " + W).str());
+    Warnings.push_back(("deepspeed: " + W).str());
   };
-  // DeepSpeed's PipeModelDataParallelTopology puts the model (tp) axis
-  // innermost, then data, then pipe: Loom's default order.
   if (!meshIs(P, DefaultAxisOrder))
     Warn("order=" + getAxisOrderName(P.Order) +
          ": DeepSpeed's pipeline topology orders ranks tp-dp-pp; this mesh "
@@ -612,11 +666,18 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
            "of the transformer layers; set PipelineModule's "
            "partition_method in the model code, the JSON has no key for "
            "them");
-    if (P.ZeroStage >= 2)
-      Warn("zero=" + Twine(P.ZeroStage) + " with pp=" + Twine(P.PP) +
-           ": DeepSpeed's pipeline engine refuses ZeRO-2/3; the stage is "
-           "written as planned but will not start");
+    if (P.TP > 1)
+      Warn("tp=" + Twine(P.TP) + " with pp=" + Twine(P.PP) +
+           ": AutoTP does not combine with the pipeline engine; the model "
+           "code splits its layers (PipeModelDataParallelTopology(num_mp=" +
+           Twine(P.TP) + "))");
   }
+  // Outside DeepSpeed's profile (the search never ranks them); kept for
+  // plans built by hand.
+  if (P.PP > 1 && P.ZeroStage >= 2)
+    Warn("zero=" + Twine(P.ZeroStage) + " with pp=" + Twine(P.PP) +
+         ": DeepSpeed's pipeline engine refuses ZeRO-2/3; the stage is "
+         "written as planned but will not start");
   if (P.VirtualStages > 1)
     Warn("vpp=" + Twine(P.VirtualStages) +
          ": DeepSpeed's pipeline engine has no interleaved schedule; the "
@@ -625,6 +686,13 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
     Warn("sp=1: DeepSpeed has no Megatron-style sequence parallelism "
          "(DeepSpeed-Ulysses splits attention heads, another scheme); the "
          "activation memory saving Loom costed is lost");
+  if (P.PP == 1 && P.TP > 1 && In.GlobalBatch)
+    Warn("tp=" + Twine(P.TP) + ": train_batch_size " +
+         Twine(getDeepSpeedWorld(P) * P.MicroBatchSize * P.NumMicroBatches) +
+         " counts the " + Twine(P.TP) +
+         " AutoTP ranks that read the same samples, as DeepSpeed's batch "
+         "check does without a model-parallel unit; a step trains " +
+         Twine(In.GlobalBatch) + " samples");
   if (P.EP > 1)
     Warn("ep=" + Twine(P.EP) +
          ": the expert-parallel degree is an argument "
@@ -637,35 +705,78 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
   if (P.RC == Recompute::Full && P.PP == 1)
     Warn("recompute=full: wrap every transformer layer in "
          "deepspeed.checkpointing.checkpoint() in the model code");
+  if (P.Offload.uses(MemoryTier::SSD))
+    Warn("offload=" + P.Offload.str() +
+         ": set nvme_path to the NVMe mount of each server (written as "
+         "DeepSpeed's documented example, /local_nvme)");
   if (In.ParamType != DataType::BFloat16 && In.ParamType != DataType::Float16)
     Warn("the model's weights are " + getDataTypeName(In.ParamType) +
          ": no bf16/fp16 section, but Loom costed mixed-precision training "
          "(2-byte weights and gradients)");
+}
 
+/// One offload section: {"device": "cpu"|"nvme"[, "nvme_path": ...]}.
+void writeOffloadDevice(json::OStream &J, StringRef Key, MemoryTier T) {
+  J.attributeObject(Key, [&] {
+    J.attribute("device", T == MemoryTier::SSD ? "nvme" : "cpu");
+    if (T == MemoryTier::SSD)
+      J.attribute("nvme_path", "/local_nvme");
+    J.attribute("pin_memory", true);
+  });
+}
+
+/// zero_optimization (deepspeed/runtime/zero/config.py): the stage, the
+/// overlap of the gradient reduction with backward, the bucket Loom costed,
+/// and ZeRO-Offload's sections (offload_config.py).
+void writeZero(json::OStream &J, const ExportInput &In) {
+  const ParallelPlan &P = In.Cost.Plan;
+  J.attributeObject("zero_optimization", [&] {
+    J.attribute("stage", (int64_t)P.ZeroStage);
+    if (P.DP > 1)
+      J.attribute("overlap_comm", P.DPOverlap);
+    if (P.DP > 1 && In.DDPBucketParams > 0 && P.ZeroStage >= 1)
+      J.attribute("reduce_bucket_size", (int64_t)In.DDPBucketParams);
+    if (P.Offload.Opt != MemoryTier::HBM)
+      writeOffloadDevice(J, "offload_optimizer", P.Offload.Opt);
+    if (P.Offload.Param != MemoryTier::HBM)
+      writeOffloadDevice(J, "offload_param", P.Offload.Param);
+  });
+}
+
+ExportResult exportDeepSpeed(const ExportInput &In) {
+  ExportResult R;
+  R.Target = ExportTarget::DeepSpeed;
+  R.FileName = getExportFileName(R.Target).str();
+  const ParallelPlan &P = In.Cost.Plan;
+  Facts F = getFacts(In);
+  warnDeepSpeed(In, F, R.Warnings);
   raw_string_ostream OS(R.Text);
   {
     json::OStream J(OS, 2);
     J.object([&] {
-      // train_batch_size = micro-batch x accumulation steps x data-parallel
-      // ranks (config-json.md).
-      J.attribute("train_batch_size", In.GlobalBatch);
+      J.attribute("train_batch_size",
+                  getDeepSpeedWorld(P) * P.MicroBatchSize * P.NumMicroBatches);
       J.attribute("train_micro_batch_size_per_gpu", (int64_t)P.MicroBatchSize);
       J.attribute("gradient_accumulation_steps", (int64_t)P.NumMicroBatches);
       if (In.ParamType == DataType::BFloat16)
         J.attributeObject("bf16", [&] { J.attribute("enabled", true); });
       else if (In.ParamType == DataType::Float16)
         J.attributeObject("fp16", [&] { J.attribute("enabled", true); });
-      J.attributeObject("zero_optimization",
-                        [&] { J.attribute("stage", (int64_t)P.ZeroStage); });
+      writeZero(J, In);
       J.attribute("communication_data_type",
                   P.Grad == GradPrecision::BF16 ? "bf16" : "fp32");
-      if (P.TP > 1)
+      if (P.TP > 1 && P.PP == 1)
         J.attributeObject("tensor_parallel",
                           [&] { J.attribute("autotp_size", (int64_t)P.TP); });
       if (P.PP > 1 && P.RC == Recompute::Full)
         J.attributeObject("pipeline", [&] {
           J.attribute("activation_checkpoint_interval", (int64_t)1);
         });
+      // Activations kept for recompute on the host
+      // (activation_checkpointing/config.py).
+      if (P.Offload.Act == MemoryTier::Host)
+        J.attributeObject("activation_checkpointing",
+                          [&] { J.attribute("cpu_checkpointing", true); });
     });
   }
   OS << "\n";

@@ -1,21 +1,22 @@
 //===- OutputDir.cpp - manifest.json, graphs/, schedule.json, trace.json -===//
 //
-// The files of DESIGN §8 / include/loom/Shard/OutputFormat.md. JSON is streamed with
-// llvm::json::OStream in a fixed key order, so the same program gives the
+// The files of DESIGN §8 / include/loom/Shard/OutputFormat.md. JSON is streamed
+// with llvm::json::OStream in a fixed key order, so the same program gives the
 // same bytes. Graph weights are streamed to one external-data file per role
 // (graphs/ROLE.bin), one tensor at a time, several files at once.
 //
 // --force never destroys what Loom did not write: checkOutputDir accepts
 // only an empty directory or one holding Loom's manifest and Loom's entries
-// alone, and installOutputDir swaps the new directory in before the old one
-// is removed.
+// alone (inside graphs/, only the graphs the manifest lists and their
+// external data), and installOutputDir swaps the new directory in before
+// the old one is removed.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Shard/OutputDir.h"
 #include "loom/ONNX/ONNX.h"
+#include "loom/Shard/Schedule.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
-#include "loom/Shard/Schedule.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
+#include <set>
 #include <thread>
 
 using namespace llvm;
@@ -87,6 +89,49 @@ static bool isWithin(StringRef Inner, StringRef Outer) {
   return Inner.startswith(Outer) && Inner[Outer.size()] == '/';
 }
 
+/// The files in \p Real/graphs that \p Manifest does not account for: the
+/// graphs of its roles and ranks (graph, rank_graph) and their external
+/// data (STEM.bin beside
+/// STEM.onnx). Anything else there (a user's notes, a folder, a link) is
+/// not Loom's, and --force must not delete it.
+static std::vector<std::string> findForeignGraphFiles(StringRef Real,
+                                                      const json::Object &M) {
+  std::set<std::string> Known;
+  for (StringRef Key : {"roles", "ranks"})
+    if (const json::Array *A = M.getArray(Key))
+      for (const json::Value &E : *A)
+        if (const json::Object *O = E.getAsObject())
+          for (StringRef GraphKey : {"graph", "rank_graph"})
+            if (Optional<StringRef> G = O->getString(GraphKey))
+              Known.insert(G->str());
+  SmallString<256> Graphs(Real);
+  sys::path::append(Graphs, "graphs");
+  std::vector<std::string> Foreign;
+  sys::fs::file_status St;
+  if (sys::fs::status(Graphs, St, /*Follow=*/false))
+    return Foreign; // No graphs/: nothing to protect.
+  if (St.type() != sys::fs::file_type::directory_file)
+    return {"graphs"};
+  std::error_code EC;
+  for (sys::fs::directory_iterator It(Graphs, EC, /*FollowSymlinks=*/false),
+       End;
+       It != End && !EC; It.increment(EC)) {
+    std::string N = sys::path::filename(It->path()).str();
+    std::string Rel = "graphs/" + N;
+    StringRef Stem = StringRef(N);
+    bool Ours =
+        It->type() == sys::fs::file_type::regular_file &&
+        (Known.count(Rel) || (Stem.consume_back(".bin") &&
+                              Known.count("graphs/" + Stem.str() + ".onnx")));
+    if (!Ours)
+      Foreign.push_back(Rel);
+  }
+  if (EC)
+    Foreign.push_back("graphs (cannot list it: " + EC.message() + ")");
+  llvm::sort(Foreign);
+  return Foreign;
+}
+
 /// Why \p Dir (an existing directory, canonical \p Real) is not an output
 /// directory Loom wrote; "" when it is one, or empty.
 static std::string whyNotLoomOutput(StringRef Dir, StringRef Real) {
@@ -125,6 +170,15 @@ static std::string whyNotLoomOutput(StringRef Dir, StringRef Real) {
   if (!Version || *Version != OutputFormatVersion)
     return "its manifest.json is not Loom's (no \"format_version\": " +
            std::to_string(OutputFormatVersion) + ")";
+  std::vector<std::string> InGraphs = findForeignGraphFiles(Real, *O);
+  if (!InGraphs.empty()) {
+    for (std::string &F : InGraphs)
+      F = "'" + F + "'";
+    if (InGraphs.size() > 3)
+      InGraphs.resize(3), InGraphs.push_back("...");
+    return "it holds " + join(InGraphs, ", ") +
+           ", which Loom's manifest.json does not list";
+  }
   return "";
 }
 

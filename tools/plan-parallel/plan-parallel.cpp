@@ -7,33 +7,34 @@
 // 1 bad input or internal error (one message on stderr), 2 no feasible plan.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Report/SearchReport.h"
-#include "loom/Report/ServingReport.h"
+#include "Framework.h"
+#include "Passes.h" // printPlacement
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Hardware/HardwareOverlay.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Report/CostReport.h"
 #include "loom/Plan/IdleDevices.h"
-#include "loom/Report/PlanComparison.h"
 #include "loom/Planner/Search.h"
+#include "loom/Report/CostReport.h"
+#include "loom/Report/PlanComparison.h"
+#include "loom/Report/SearchReport.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Support/MemoryLimit.h"
 #include "loom/Support/Units.h"
-#include "Passes.h" // printPlacement
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-#include <cmath>
 
 using namespace llvm;
 using namespace loom;
@@ -283,6 +284,15 @@ static cl::list<std::string> ExportTo(
              "arguments (repeatable or a comma list): megatron-args.txt, "
              "mindspeed-args.txt, deepspeed.json in the -o directory; "
              "without -o, on stdout"),
+    cl::cat(LoomCategory));
+
+// The framework that will run the plan (examples/frameworks, lib/Plan).
+static cl::opt<std::string> FrameworkOpt(
+    LOOM_OPT("framework"),
+    cl::value_desc("none|megatron-core|mindspeed-llm|deepspeed|PROFILE.yaml"),
+    cl::desc("Rank only plans this framework can run, costed as it runs "
+             "them (default: none, an idealised runtime; --export F "
+             "implies it)"),
     cl::cat(LoomCategory));
 
 static StringRef ToolName = "plan-parallel";
@@ -1236,6 +1246,16 @@ int main(int argc, char **argv) {
       parseInputs(*HW, Overrides, Progress, CU);
   if (!Exports)
     return reportError(Exports.takeError());
+  Expected<std::vector<std::shared_ptr<const FrameworkProfile>>> Frameworks =
+      resolveFrameworks(FrameworkOpt.getNumOccurrences()
+                            ? Optional<StringRef>(FrameworkOpt)
+                            : None,
+                        *Exports);
+  if (!Frameworks)
+    return reportError(Frameworks.takeError());
+  CU.Opts.Frameworks = std::move(*Frameworks);
+  if (!CU.Opts.Frameworks.empty())
+    applyFrameworkHow(*CU.Opts.Frameworks.front(), *HW, CU.Opts);
   Expected<unsigned> NodesBefore = importInput(CU, Progress);
   if (!NodesBefore)
     return reportError(NodesBefore.takeError());

@@ -11,6 +11,7 @@
 #define LOOM_PASS_PASS_H
 
 #include "loom/IR/Graph.h"
+#include "loom/Plan/Framework.h"
 #include "loom/Planner/PlanCost.h"
 #include "loom/Planner/Serving.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -90,6 +91,13 @@ struct CompileOptions {
   bool TestCorruptOutput = false;
   /// trace.json shows every rank and micro-batch (--trace=full).
   bool TraceFull = false;
+  /// --framework (or what --export implies): the frameworks that will run
+  /// the plan; the search ranks only plans each can run. Empty: none (any
+  /// plan, today's costs).
+  std::vector<std::shared_ptr<const FrameworkProfile>> Frameworks;
+  /// Optimizer-state bytes per parameter (the framework profile's); None:
+  /// EvaluatorOptions' default.
+  llvm::Optional<double> OptimizerBytesPerParam;
   /// Launch-argument files emit writes (--export): framework names as
   /// loom/Report/Export.h parses them, already checked by the tool.
   std::vector<std::string> Export;

@@ -197,7 +197,7 @@ llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
 /// The plan as a JSON object's members, written into the object \p J has
 /// open: tp, pp, dp, ep, sp, micro_batch_size, num_micro_batches,
 /// virtual_stages, recompute, zero_stage, grad_dtype, tp_overlap,
-/// dp_overlap, pp_overlap, axis_order
+/// dp_overlap, pp_overlap, offload ("none", "opt:host,grad:host"), axis_order
 /// (innermost first, tp always) and stage_layers (\p StageLayers: the
 /// layers of each stage). The one writer of a plan's JSON: the search's
 /// --format json and manifest.json both call it.

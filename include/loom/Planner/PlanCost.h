@@ -182,6 +182,9 @@ struct EvaluatorOptions {
   /// The model's default-domain opset (the sharding rules of Softmax and
   /// Slice depend on it); 0: the latest.
   int64_t Opset = 0;
+  /// Optimizer-state bytes per parameter (fp32 master weights and Adam's
+  /// two moments: 12); the framework profile's when one is given.
+  double OptimizerBytesPerParam = 12;
 };
 
 /// Computes NodeCostInfo for every node of \p G (subgraphs are folded into

@@ -20,9 +20,10 @@
 #ifndef LOOM_PLAN_SEARCH_H
 #define LOOM_PLAN_SEARCH_H
 
-#include "loom/Planner/Uncosted.h"
 #include "loom/Analysis/Experts.h"
+#include "loom/Plan/Framework.h"
 #include "loom/Planner/PlanCost.h"
+#include "loom/Planner/Uncosted.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/Support/Error.h"
 #include <string>
@@ -146,7 +147,17 @@ struct SearchOptions {
   /// The model as imported has a static batch dim: only plans with dp =
   /// nmb = 1 can be emitted (loom/Plan/BatchSplit.h), so only those rank.
   bool StaticBatch = false;
+  /// The frameworks that will run the plan (loom/Plan/Framework.h): only
+  /// plans every one of them can run are candidates, and --plan asking for
+  /// another is an error naming the rule. Empty: any plan (none).
+  std::vector<const FrameworkProfile *> Frameworks;
 };
+
+struct SearchSpace;
+/// Whether every framework of \p Opts can run \p P (the search's legality
+/// filter; the rules read the model's block count from \p Space).
+bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
+                const ParallelPlan &P);
 
 /// The structural part of the space, for reports and the Z3 model.
 struct SearchSpace {

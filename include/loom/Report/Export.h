@@ -53,6 +53,10 @@ struct ExportInput {
   /// The fused element-wise kernels costed (rmsnorm, layernorm, swiglu,
   /// rotary), sorted.
   std::vector<std::string> FusedElementwise;
+  /// The DP gradient bucket Loom costed, in parameters (--set
+  /// ddp.bucket_size or the framework profile's); 0: the framework's
+  /// default.
+  double DDPBucketParams = 0;
 };
 
 /// Fills ExportInput from the planning graph and the chosen plan.

@@ -1,0 +1,11 @@
+# Writes OUT, the shipped framework profiles (FILES, examples/frameworks)
+# as {"file.yaml", R"...(text)..."} entries for lib/Plan/FrameworkYAML.cpp.
+string(REPLACE "|" ";" FILES "${FILES}")
+set(Body "")
+foreach(F ${FILES})
+  get_filename_component(Name "${F}" NAME)
+  file(READ "${F}" Text)
+  string(APPEND Body "{\"${Name}\", R\"LOOMYAML(${Text})LOOMYAML\"},\n")
+endforeach()
+file(WRITE "${OUT}.tmp" "${Body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")
