@@ -748,11 +748,11 @@ Expected<GraphPlacement> placeForPipeline(const CompilationUnit &CU,
         (CU.PlanRequest->TP || CU.PlanRequest->PP)) {
       const PlanSpec &S = *CU.PlanRequest;
       double Model = S.TP.getValueOr(1) * S.PP.getValueOr(1);
-      double DP = S.DP ? *S.DP
-                       : std::max(1.0, std::floor(CU.HW->getNumDevices() /
-                                                  Model));
-      bool Sharded = S.ZeroStage.getValueOr(1) > 0 ||
-                     !S.Offload || S.Offload->any();
+      double DP =
+          S.DP ? *S.DP
+               : std::max(1.0, std::floor(CU.HW->getNumDevices() / Model));
+      bool Sharded =
+          S.ZeroStage.getValueOr(1) > 0 || !S.Offload || S.Offload->any();
       if (Sharded)
         Widest = std::max(Factor, Model * DP);
     }
