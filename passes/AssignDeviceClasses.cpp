@@ -738,11 +738,30 @@ Expected<GraphPlacement> placeForPipeline(const CompilationUnit &CU,
   }
   double Must = (*P)->getUnavoidableHBMBytes(Factor);
   if (Must > Free) {
-    if (Warn)
+    // The warning must hold for every plan the search may still pick: in
+    // training, ZeRO and offload also split or move the state over dp, so
+    // unless --plan pins zero=0 and no offload, it is only true if the
+    // state does not fit split over every device a plan can use (without
+    // --plan, Factor already is that split).
+    double Widest = Factor;
+    if (CU.Opts.Mode == RunMode::Train && CU.PlanRequest &&
+        (CU.PlanRequest->TP || CU.PlanRequest->PP)) {
+      const PlanSpec &S = *CU.PlanRequest;
+      double Model = S.TP.getValueOr(1) * S.PP.getValueOr(1);
+      double DP =
+          S.DP ? *S.DP
+               : std::max(1.0, std::floor(CU.HW->getNumDevices() / Model));
+      bool Sharded =
+          S.ZeroStage.getValueOr(1) > 0 || !S.Offload || S.Offload->any();
+      if (Sharded)
+        Widest = std::max(Factor, Model * DP);
+    }
+    double MustWidest = (*P)->getUnavoidableHBMBytes(Widest);
+    if (Warn && MustWidest > Free)
       Warn->warn("assign-device-classes: parameters that only HBM can hold "
                  "need " +
-                 formatBytes(Bytes(Must)) + " per device split " +
-                 Twine((uint64_t)Factor) + " ways, more than the " +
+                 formatBytes(Bytes(MustWidest)) + " per device split " +
+                 Twine((uint64_t)Widest) + " ways, more than the " +
                  formatBytes(Bytes(Free)) +
                  " of usable HBM; placement keeps as little as it can in HBM");
     Free = Must * (1 + 1e-12);

@@ -16,6 +16,7 @@
 #include "loom/Planner/Search.h"
 #include "loom/Report/Export.h"
 #include "loom/Report/HtmlReport.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Shard/OutputDir.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -60,11 +61,30 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
   const SearchResult &S = *CU.Search;
   const ShardedProgram &SP = *CU.Sharded;
   OS << "Loom plan for " << sys::path::filename(CU.M->SourcePath) << " on "
-     << CU.HW->Name << " (" << (CU.Opts.Mode == RunMode::Train ? "train" : "infer")
+     << CU.HW->Name << " ("
+     << (CU.Serving                          ? "serve"
+         : CU.Opts.Mode == RunMode::Train ? "train"
+                                           : "infer")
      << ")\n";
   for (const std::string &O : CU.Opts.HardwareOverrides)
     OS << "what-if: " << O << "\n";
   OS << "\n";
+  if (CU.Serving) {
+    // The serving plan, then one replica of it as emitted below.
+    const ServingResult &SR = *CU.Serving;
+    printServingSummary(SR, OS);
+    OS << "\n";
+    printServingTop(SR, std::max(5u, CU.Opts.TopPlans), OS);
+    OS << "\n";
+    printServingExplanation(SR, OS);
+    OS << "\n";
+    printServingSweep(SR, OS);
+    if (!SR.Compared.empty()) {
+      OS << "\n";
+      printServingComparison(SR, OS);
+    }
+    OS << "\nOne replica, as emitted:\n";
+  }
   printChosenPlan(S, OS);
   OS << "\n";
   printTopPlans(S, std::max(5u, CU.Opts.TopPlans), OS);
@@ -248,11 +268,12 @@ private:
     HtmlReportInput HI;
     HI.ModelName = MI.Model;
     HI.HardwareName = CU.HW->Name;
-    HI.Mode = Mode.str();
+    HI.Mode = CU.Serving ? "serve" : Mode.str();
     HI.Search = CU.Search.get();
     HI.Program = &SP;
     HI.Placement = getPlacementCounts(CU);
     HI.TopK = std::max(5u, CU.Opts.TopPlans);
+    HI.Serving = CU.Serving.get();
     if (Error E = writeTextFile(PathOf("report.html"), [&](raw_ostream &OS) {
           writeHtmlReport(HI, OS);
         }))

@@ -221,6 +221,40 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   return EO;
 }
 
+/// --mode serve's options completed with what needs the hardware and the
+/// graph: the engine's caps (and --set's), the devices (and --fail's), and
+/// the check that every prompt fits a static sequence length.
+static Expected<ServingOptions> getServingOptions(const CompilationUnit &CU,
+                                                  const EvaluatorOptions &EO) {
+  ServingOptions SvO = *CU.Opts.Serve;
+  SvO.Devices = CU.Opts.Devices.getValueOr(0);
+  SvO.FailedDevices = CU.Opts.FailedDevices;
+  SvO.FailureWhat = CU.Opts.FailureWhat;
+  Expected<ServingEngine> En = getServingEngine(SvO.Engine.Name, *CU.HW);
+  if (!En)
+    return En.takeError();
+  SvO.Engine = *En;
+  if (SvO.MaxSeqsSet)
+    SvO.Engine.MaxSeqs = *SvO.MaxSeqsSet;
+  if (SvO.MaxTokensSet)
+    SvO.Engine.MaxTokens = *SvO.MaxTokensSet;
+  if (SvO.Engine.MaxSeqsKey.empty())
+    SvO.Engine.MaxSeqsKey = "serve.max_seqs";
+  if (SvO.Engine.MaxTokensKey.empty())
+    SvO.Engine.MaxTokensKey = "serve.max_batched_tokens";
+  // A graph exported with a fixed sequence length computes that many
+  // tokens: a longer prompt is not a what-if the graph can answer.
+  int64_t Longest = SvO.Load.getMaxPrompt();
+  if (!CU.BoundSeq && EO.Seq > 0 && Longest > EO.Seq)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--mode serve: a %lld-token prompt is longer than the model's static "
+        "sequence length %lld (dim 1 of its first input): export it with a "
+        "symbolic sequence dim, or ask for prompts of at most %lld tokens",
+        (long long)Longest, (long long)EO.Seq, (long long)EO.Seq);
+  return SvO;
+}
+
 Error searchParallelism(CompilationUnit &CU) {
   if (!CU.HW)
     return createStringError(inconvertibleErrorCode(),
@@ -242,8 +276,10 @@ Error searchParallelism(CompilationUnit &CU) {
   // the replicas; the search below costs one replica of it, which shard and
   // emit write.
   if (CU.Opts.Serve) {
-    ServingOptions SvO = *CU.Opts.Serve;
-    SvO.Devices = CU.Opts.Devices.getValueOr(0);
+    Expected<ServingOptions> SvOr = getServingOptions(CU, EO);
+    if (!SvOr)
+      return SvOr.takeError();
+    ServingOptions &SvO = *SvOr;
     Expected<ServingResult> SR = searchServing(
         Eval, CU.Layers, *CU.HW, EO,
         describeSearchSpace(G, CU.Layers, *CU.HW, EO, SvO.Devices), SvO);

@@ -139,8 +139,94 @@ StringRef getBatchLimitName(BatchLimit L) {
     return "TTFT target";
   case BatchLimit::TPOT:
     return "TPOT target";
+  case BatchLimit::EngineCap:
+    return "engine cap";
+  case BatchLimit::Given:
+    return "--plan";
   }
   return "";
+}
+
+std::pair<unsigned, std::string> ServingEngine::getBatchCap() const {
+  // A decoding sequence takes one token of a step, so the token budget
+  // caps the sequences too (a prefill is chunked to what is left).
+  if (MaxTokens && (!MaxSeqs || MaxTokens < MaxSeqs))
+    return {MaxTokens, MaxTokensKey};
+  return {MaxSeqs, MaxSeqs ? MaxSeqsKey : ""};
+}
+
+Expected<ServingEngine> getServingEngine(StringRef Name,
+                                         const HardwareModel &HW) {
+  ServingEngine E;
+  E.Name = Name.str();
+  if (Name == "vllm") {
+    // vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults (v0.10 to
+    // v0.11, the OpenAI API server's usage context): 256 sequences and
+    // 2048 batched tokens, 1024 and 8192 on devices of 70 GiB or more
+    // that are not A100s (vLLM PR 17885 kept the A100 at the smaller).
+    const MemoryLevel *HBM = HW.getMemory("hbm");
+    bool Large = HBM && HBM->Capacity.value() >= 70.0 * (1ull << 30) &&
+                 !StringRef(HW.Device.Name).contains_insensitive("a100");
+    E.MaxSeqs = Large ? 1024 : 256;
+    E.MaxTokens = Large ? 8192 : 2048;
+    E.MaxSeqsKey = "max_num_seqs";
+    E.MaxTokensKey = "max_num_batched_tokens";
+    E.Source = "vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py)";
+  } else if (Name == "mindie") {
+    // MindIE Service config.json, BackendConfig.ScheduleConfig: maxBatchSize
+    // 200 sequences decoded together; maxPrefillTokens (8192) bounds a
+    // prefill batch only, not the decode batch.
+    E.MaxSeqs = 200;
+    E.MaxSeqsKey = "maxBatchSize";
+    E.Source = "MindIE Service config.json ScheduleConfig (MindIE Service "
+               "developer guide, configuration parameters)";
+  } else if (Name == "trtllm") {
+    // TensorRT-LLM BuildConfig defaults (tensorrt_llm/builder.py; the
+    // performance tuning guide "Tuning Max Batch Size and Max Num
+    // Tokens"): max_batch_size 2048, max_num_tokens 8192.
+    E.MaxSeqs = 2048;
+    E.MaxTokens = 8192;
+    E.MaxSeqsKey = "max_batch_size";
+    E.MaxTokensKey = "max_num_tokens";
+    E.Source = "TensorRT-LLM BuildConfig (tensorrt_llm/builder.py)";
+  } else if (Name != "none") {
+    return createStringError(inconvertibleErrorCode(),
+                             "--engine %s: unknown serving engine; valid: "
+                             "vllm, mindie, trtllm, none",
+                             Name.str().c_str());
+  }
+  return E;
+}
+
+Expected<ServingPin> parseServingPlan(StringRef Text) {
+  ServingPin P;
+  SmallVector<StringRef, 4> Items;
+  Text.split(Items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef It : Items) {
+    auto KV = It.split('=');
+    StringRef K = KV.first.trim(), V = KV.second.trim();
+    Optional<unsigned> *Slot = StringSwitch<Optional<unsigned> *>(K)
+                                   .Case("tp", &P.TP)
+                                   .Case("pp", &P.PP)
+                                   .Case("dp", &P.DP)
+                                   .Case("batch", &P.Batch)
+                                   .Default(nullptr);
+    if (!Slot)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--mode serve: plan '%s': unknown key '%s'; valid keys: tp, pp, dp, "
+          "batch",
+          Text.str().c_str(), K.str().c_str());
+    unsigned N = 0;
+    if (V.getAsInteger(10, N) || N == 0)
+      return createStringError(inconvertibleErrorCode(),
+                               "--mode serve: plan '%s': %s='%s' is not a "
+                               "positive integer",
+                               Text.str().c_str(), K.str().c_str(),
+                               V.str().c_str());
+    *Slot = N;
+  }
+  return P;
 }
 
 std::string ServingPlanCost::str() const {
@@ -384,7 +470,11 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   R.PP = PP;
   R.DP = DP;
   R.MaxConcurrency = S.MaxBatch;
-  R.Batch = Batch ? Batch : S.MaxBatch;
+  // Batch 0: the most the KV cache holds, within the engine's cap.
+  unsigned Cap = O.Engine.getBatchCap().first;
+  R.Batch = Batch ? Batch : Cap ? std::min(S.MaxBatch, Cap) : S.MaxBatch;
+  R.Limit = Batch || R.Batch == S.MaxBatch ? BatchLimit::Memory
+                                           : BatchLimit::EngineCap;
   R.PrefillS = S.PrefillS;
   R.PrefillStageS = S.PrefillStageS;
   unsigned M = std::max(1u, (R.Batch + PP - 1) / PP);
@@ -461,6 +551,213 @@ costServingPlan(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
   return C;
 }
 
+namespace {
+
+/// The best batch of one replica shape: the largest the KV cache and the
+/// engine hold that meets the SLO (TTFT and TPOT grow with the batch, and
+/// so do tokens/s, b / TPOT with TPOT affine in b: bisection between 1 and
+/// the most allowed), or --plan's batch. None when not even one sequence
+/// meets the SLO (its cost at one sequence goes to \p Missed) or fits.
+Expected<Optional<ServingPlanCost>>
+bestServingBatch(ServingModel &SM, const ServingOptions &O, unsigned TP,
+                 unsigned PP, unsigned DP,
+                 std::vector<ServingPlanCost> &Missed) {
+  if (O.Pin && O.Pin->Batch) {
+    Expected<ServingPlanCost> C = SM.cost(TP, PP, DP, *O.Pin->Batch);
+    if (!C)
+      return C.takeError();
+    if (C->Batch > C->MaxConcurrency) {
+      // Kept to say why, should no other shape hold the batch.
+      C->Limit = BatchLimit::Memory;
+      Missed.push_back(*C);
+      return None;
+    }
+    C->Limit = BatchLimit::Given;
+    return Optional<ServingPlanCost>(*C);
+  }
+  Expected<ServingPlanCost> Top = SM.cost(TP, PP, DP, 0);
+  if (!Top)
+    return Top.takeError();
+  if (Top->MaxConcurrency == 0)
+    return None; // Not even one sequence's cache fits.
+  ServingPlanCost Best = *Top;
+  if (!Top->MeetsSLO) {
+    Expected<ServingPlanCost> One = SM.cost(TP, PP, DP, 1);
+    if (!One)
+      return One.takeError();
+    if (!One->MeetsSLO) {
+      One->Limit = O.SLO.TPOT && One->TPOTS > *O.SLO.TPOT ? BatchLimit::TPOT
+                                                          : BatchLimit::TTFT;
+      Missed.push_back(*One);
+      return None;
+    }
+    unsigned Lo = 1, Hi = Top->Batch; // Lo meets, Hi does not.
+    ServingPlanCost AtLo = *One, AtHi = *Top;
+    while (Hi - Lo > 1) {
+      unsigned Mid = Lo + (Hi - Lo) / 2;
+      Expected<ServingPlanCost> C = SM.cost(TP, PP, DP, Mid);
+      if (!C)
+        return C.takeError();
+      (C->MeetsSLO ? AtLo : AtHi) = *C;
+      (C->MeetsSLO ? Lo : Hi) = Mid;
+    }
+    Best = AtLo;
+    Best.Limit = O.SLO.TPOT && AtHi.TPOTS > *O.SLO.TPOT ? BatchLimit::TPOT
+                                                        : BatchLimit::TTFT;
+  }
+  if (Best.Limit == BatchLimit::Memory)
+    Best.Bound = ServingTerm::Memory;
+  return Optional<ServingPlanCost>(Best);
+}
+
+/// Why --plan's tp, pp and dp admit no serving plan on \p Devices, if
+/// they break a rule the search applies.
+Optional<std::string> explainServingPin(const ServingPin &P,
+                                        const SearchSpace &Space, unsigned NL,
+                                        uint64_t Devices) {
+  unsigned TP = P.TP.getValueOr(1), PP = P.PP.getValueOr(1);
+  if (TP > Space.TPLimit)
+    return "tp=" + std::to_string(TP) + " is over the tensor-parallel limit " +
+           std::to_string(Space.TPLimit) + " (" + Space.TPLimitWhy + ")";
+  if (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP)
+    return "tp=" + std::to_string(TP) + " does not divide " +
+           std::to_string(Space.TPDiv.Divisor) + " (" + Space.TPDiv.Why + ")";
+  if (PP > NL)
+    return "pp=" + std::to_string(PP) + " is more than the model's " +
+           std::to_string(NL) + " layers";
+  uint64_t Need = (uint64_t)TP * PP * P.DP.getValueOr(1);
+  if (Need > Devices)
+    return "it needs " + std::to_string(Need) + " devices, and there are " +
+           std::to_string(Devices);
+  return None;
+}
+
+/// Every (tp, pp) on \p Devices (only --plan's, with a pin), dp =
+/// devices / (tp * pp) unless pinned, each at its best batch; ranked.
+Expected<ServingResult> rankServingPlans(ServingModel &SM,
+                                         const SearchSpace &Space,
+                                         const ServingOptions &O,
+                                         uint64_t Devices) {
+  ServingResult R;
+  R.Devices = Devices;
+  const ServingPin NoPin;
+  const ServingPin &Pin = O.Pin ? *O.Pin : NoPin;
+  if (O.Pin)
+    if (Optional<std::string> Why = explainServingPin(Pin, Space, SM.NL,
+                                                      Devices))
+      return createStringError(inconvertibleErrorCode(),
+                               "--mode serve: no serving plan with these "
+                               "choices: %s",
+                               Why->c_str());
+  std::vector<ServingPlanCost> Met, Missed;
+  for (unsigned TP = 1; TP <= Devices && TP <= Space.TPLimit; ++TP) {
+    if (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP)
+      continue;
+    if ((Pin.TP && TP != *Pin.TP) || (!Pin.DP && Devices % TP))
+      continue;
+    for (unsigned PP = 1; PP <= SM.NL && TP * PP <= Devices; ++PP) {
+      if ((Pin.PP && PP != *Pin.PP) || (!Pin.DP && Devices % (TP * PP)))
+        continue;
+      unsigned DP = Pin.DP ? *Pin.DP : Devices / (TP * PP);
+      if ((uint64_t)TP * PP * DP > Devices)
+        continue;
+      Expected<Optional<ServingPlanCost>> B =
+          bestServingBatch(SM, O, TP, PP, DP, Missed);
+      if (!B)
+        return B.takeError();
+      if (*B)
+        ((*B)->MeetsSLO || Pin.Batch ? Met : Missed).push_back(**B);
+    }
+  }
+  if (Pin.Batch && Met.empty()) {
+    // The shape that holds the most sequences says how far off it is.
+    const ServingPlanCost *Most = nullptr;
+    for (const ServingPlanCost &M : Missed)
+      if (!Most || M.MaxConcurrency > Most->MaxConcurrency)
+        Most = &M;
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--mode serve: batch=%u does not fit: the KV cache holds at most %u "
+        "sequences per replica (%s)",
+        *Pin.Batch, Most ? Most->MaxConcurrency : 0,
+        Most ? ("tp=" + Twine(Most->TP) + ",pp=" + Twine(Most->PP)).str().c_str()
+             : "no shape holds one");
+  }
+  std::sort(Met.begin(), Met.end(), isBetterServing);
+  std::sort(Missed.begin(), Missed.end(), isBetterServing);
+  R.Plans = Met;
+  R.Plans.insert(R.Plans.end(), Missed.begin(), Missed.end());
+  R.Feasible = !Met.empty();
+  return R;
+}
+
+/// The chosen plan at batches 1, 2, 4, ... up to 8x its own, and at what
+/// the KV cache holds.
+Error sweepBatches(ServingModel &SM, ServingResult &R) {
+  const ServingPlanCost &W = R.Plans.front();
+  // Short: doublings up to 8x the plan's batch, then the KV cache's limit.
+  std::vector<unsigned> Batches = {W.Batch, W.MaxConcurrency};
+  uint64_t Last = std::min<uint64_t>(W.MaxConcurrency, 8ull * W.Batch);
+  for (uint64_t B = 1; B < Last; B *= 2)
+    Batches.push_back((unsigned)B);
+  llvm::sort(Batches);
+  Batches.erase(std::unique(Batches.begin(), Batches.end()), Batches.end());
+  for (unsigned B : Batches) {
+    if (!B || B > W.MaxConcurrency)
+      continue;
+    Expected<ServingPlanCost> C = SM.cost(W.TP, W.PP, W.DP, B);
+    if (!C)
+      return C.takeError();
+    R.Sweep.push_back(*C);
+  }
+  return Error::success();
+}
+
+/// --compare, --plan's unconstrained best and --fail's intact cluster: the
+/// same ranking under other pins or devices.
+Error searchServingComparisons(ServingModel &SM, const SearchSpace &Space,
+                               const ServingOptions &O, const HardwareModel &HW,
+                               ServingResult &R) {
+  ServingOptions Free = O;
+  Free.Pin = None;
+  if (!O.Compare.empty()) {
+    if (O.Pin) {
+      Expected<ServingResult> U = rankServingPlans(SM, Space, Free, R.Devices);
+      if (!U)
+        return U.takeError();
+      if (U->Feasible)
+        R.Unconstrained = U->Plans.front();
+    } else {
+      R.Unconstrained = R.Plans.front();
+    }
+  }
+  for (const auto &C : O.Compare) {
+    ServingOptions One = O;
+    One.Pin = C.second;
+    Expected<ServingResult> CR = rankServingPlans(SM, Space, One, R.Devices);
+    if (!CR)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare " + C.first + ": " +
+                                   toString(CR.takeError()));
+    if (!CR->Feasible)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare %s: no serving plan meets the SLO",
+                               C.first.c_str());
+    R.Compared.emplace_back(C.first, CR->Plans.front());
+  }
+  if (O.FailedDevices) {
+    Expected<ServingResult> BR =
+        rankServingPlans(SM, Space, O, R.Devices + O.FailedDevices);
+    if (!BR)
+      return BR.takeError();
+    if (BR->Feasible)
+      R.BeforeFailure = BR->Plans.front();
+  }
+  return Error::success();
+}
+
+} // namespace
+
 Expected<ServingResult>
 searchServing(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
               const HardwareModel &HW, const EvaluatorOptions &EO,
@@ -479,71 +776,24 @@ searchServing(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
         inconvertibleErrorCode(),
         "--mode serve: the model has no KV cache (no attention: no "
         "activation x activation matmul whose K and V could be cached)");
-  ServingResult R;
-  R.Opts = O;
-  R.KVBytesPerToken = SM.ModelKVPerToken;
-  R.MeanPrompt = SM.MeanPrompt;
-  R.MeanGen = SM.MeanGen;
-  R.MeanContext = SM.MeanContext;
-  R.MeanKVTokens = SM.MeanKVTokens;
-  R.Devices = O.Devices ? O.Devices : HW.getNumDevices();
-  std::vector<ServingPlanCost> Met, Missed;
-  for (unsigned TP = 1; TP <= R.Devices && TP <= Space.TPLimit; ++TP) {
-    if (R.Devices % TP || (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP))
-      continue;
-    for (unsigned PP = 1; PP <= SM.NL && TP * PP <= R.Devices; ++PP) {
-      if (R.Devices % (TP * PP))
-        continue;
-      unsigned DP = R.Devices / (TP * PP);
-      Expected<ServingPlanCost> Top = SM.cost(TP, PP, DP, 0);
-      if (!Top) {
-        consumeError(Top.takeError());
-        continue;
-      }
-      if (Top->MaxConcurrency == 0)
-        continue; // Not even one sequence's cache fits.
-      // TTFT and TPOT grow with the batch, and so do tokens/s (b / TPOT
-      // with TPOT affine in b): the best batch is the largest that meets
-      // the SLO. Bisection between 1 and the most that fit.
-      ServingPlanCost Best = *Top;
-      Best.Limit = BatchLimit::Memory;
-      if (!Top->MeetsSLO) {
-        Expected<ServingPlanCost> One = SM.cost(TP, PP, DP, 1);
-        if (!One)
-          return One.takeError();
-        if (!One->MeetsSLO) {
-          One->Limit = O.SLO.TPOT && One->TPOTS > *O.SLO.TPOT
-                           ? BatchLimit::TPOT
-                           : BatchLimit::TTFT;
-          Missed.push_back(*One);
-          continue;
-        }
-        unsigned Lo = 1, Hi = Top->MaxConcurrency; // Lo meets, Hi does not.
-        ServingPlanCost AtLo = *One, AtHi = *Top;
-        while (Hi - Lo > 1) {
-          unsigned Mid = Lo + (Hi - Lo) / 2;
-          Expected<ServingPlanCost> C = SM.cost(TP, PP, DP, Mid);
-          if (!C)
-            return C.takeError();
-          (C->MeetsSLO ? AtLo : AtHi) = *C;
-          (C->MeetsSLO ? Lo : Hi) = Mid;
-        }
-        Best = AtLo;
-        Best.Limit = O.SLO.TPOT && AtHi.TPOTS > *O.SLO.TPOT ? BatchLimit::TPOT
-                                                            : BatchLimit::TTFT;
-      }
-      if (Best.Limit == BatchLimit::Memory)
-        Best.Bound = ServingTerm::Memory;
-      Met.push_back(Best);
-    }
+  Expected<ServingResult> R = rankServingPlans(
+      SM, Space, O, O.Devices ? O.Devices : HW.getNumDevices());
+  if (!R)
+    return R.takeError();
+  R->Opts = O;
+  R->KVBytesPerToken = SM.ModelKVPerToken;
+  R->MeanPrompt = SM.MeanPrompt;
+  R->MeanGen = SM.MeanGen;
+  R->MeanContext = SM.MeanContext;
+  R->MeanKVTokens = SM.MeanKVTokens;
+  if (R->Feasible) {
+    if (Error E = sweepBatches(SM, *R))
+      return E;
+    if (Error E = searchServingComparisons(SM, Space, O, HW, *R))
+      return E;
   }
-  std::sort(Met.begin(), Met.end(), isBetterServing);
-  std::sort(Missed.begin(), Missed.end(), isBetterServing);
-  R.Plans = Met;
-  R.Plans.insert(R.Plans.end(), Missed.begin(), Missed.end());
-  R.Feasible = !Met.empty();
-  R.Candidates = SM.Costed;
-  R.Seconds =
+  R->Candidates = SM.Costed;
+  R->Seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
           .count();
   return R;

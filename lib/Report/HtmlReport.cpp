@@ -451,6 +451,98 @@ void writeMemory(const PlanCost &PC, raw_ostream &OS) {
   OS << "</table>\n";
 }
 
+//===-- Serving: the batch trade-off --------------------------------------===//
+
+/// One panel of the serving chart: \p Series over the sweep's batches on
+/// a log2 x axis, the plan's batch marked.
+void writeSweepPanel(
+    const ServingResult &R, StringRef Id, StringRef Title,
+    ArrayRef<std::tuple<const char *, StringRef, double ServingPlanCost::*>>
+        Series,
+    double Scale, StringRef Unit, raw_ostream &OS) {
+  const double Left = 70, W = 460, Top = 24, H = 200;
+  // The doublings around the plan's batch; the KV cache's far limit, in
+  // the table, would flatten the rest.
+  std::vector<ServingPlanCost> Pts;
+  for (const ServingPlanCost &P : R.Sweep)
+    if (P.Batch <= 8ull * R.Plans.front().Batch)
+      Pts.push_back(P);
+  double MaxX = std::log2(std::max(2u, Pts.back().Batch)), MaxY = 0;
+  for (const ServingPlanCost &P : Pts)
+    for (const auto &S : Series)
+      MaxY = std::max(MaxY, P.*std::get<2>(S) * Scale);
+  MaxY = std::max(MaxY * 1.08, 1e-12);
+  auto XOf = [&](unsigned B) { return Left + W * std::log2(B) / MaxX; };
+  auto YOf = [&](double V) { return Top + H - H * V * Scale / MaxY; };
+  OS << "<svg id=\"" << Id << "\" width=\"" << (int)(Left + W + 30)
+     << "\" height=\"" << (int)(Top + H + 40) << "\" role=\"img\" "
+     << "aria-label=\"" << esc(Title) << "\">\n"
+     << format("<text x=\"%.0f\" y=\"14\" font-size=\"13\">", Left)
+     << esc(Title) << " (" << Unit << ")</text>\n";
+  OS << format("<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" "
+               "stroke=\"#999\"/>",
+               Left, Top + H, Left + W, Top + H)
+     << format("<text x=\"4\" y=\"%.0f\" font-size=\"11\">", Top + 10)
+     << num(MaxY) << "</text>\n";
+  for (const ServingPlanCost &P : Pts)
+    OS << format("<text x=\"%.1f\" y=\"%.0f\" font-size=\"10\" "
+                 "text-anchor=\"middle\">%u</text>",
+                 XOf(P.Batch), Top + H + 14, P.Batch);
+  double CX = XOf(R.Plans.front().Batch);
+  OS << format("\n<line class=\"chosen-batch\" x1=\"%.1f\" y1=\"%.0f\" "
+               "x2=\"%.1f\" y2=\"%.0f\" stroke=\"#d62728\" "
+               "stroke-dasharray=\"5,3\"/>\n",
+               CX, Top, CX, Top + H);
+  for (const auto &S : Series) {
+    OS << "<polyline fill=\"none\" stroke-width=\"2\" stroke=\""
+       << std::get<1>(S) << "\" points=\"";
+    for (const ServingPlanCost &P : Pts)
+      OS << format("%.1f,%.1f ", XOf(P.Batch), YOf(P.*std::get<2>(S)));
+    OS << "\"><title>" << std::get<0>(S) << "</title></polyline>\n";
+  }
+  OS << format("<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" "
+               "text-anchor=\"middle\">",
+               Left + W / 2, Top + H + 32)
+     << "sequences in flight per replica (log scale)</text>\n</svg>\n";
+}
+
+std::string whole(double V) {
+  std::string S;
+  raw_string_ostream(S) << format("%.0f", V);
+  return S;
+}
+
+void writeServing(const ServingResult &R, raw_ostream &OS) {
+  const ServingPlanCost &P = R.Plans.front();
+  OS << "<h2 id=\"serving\">Serving</h2>\n<div class=\"cards\">";
+  card(OS, "TTFT", secs(P.TTFTS), "ttft");
+  card(OS, "TPOT", secs(P.TPOTS), "tpot");
+  card(OS, "output tokens/s", whole(P.TokensPerS), "serve-tokens");
+  card(OS, "sequences per replica", std::to_string(P.Batch), "serve-batch");
+  OS << "</div>\n";
+  if (R.Sweep.size() < 2)
+    return;
+  OS << "<p>Latency and throughput of <code>" << esc(P.str())
+     << "</code> against the batch; the dashed line is the plan's.</p>\n";
+  legend(OS, {{"TPOT", "#4e79a7"}, {"TTFT", "#f28e2b"},
+              {"output tokens/s", "#59a14f"}});
+  writeSweepPanel(R, "serving-latency", "latency",
+                  {{"TPOT", "#4e79a7", &ServingPlanCost::TPOTS},
+                   {"TTFT", "#f28e2b", &ServingPlanCost::TTFTS}},
+                  1e3, "ms", OS);
+  writeSweepPanel(R, "serving-throughput", "throughput",
+                  {{"output tokens/s", "#59a14f", &ServingPlanCost::TokensPerS}},
+                  1, "tokens/s", OS);
+  OS << "<table id=\"serving-sweep\"><tr><th>batch</th><th>TTFT</th>"
+        "<th>TPOT</th><th>output tokens/s</th><th>per device</th></tr>\n";
+  for (const ServingPlanCost &S : R.Sweep)
+    OS << (S.Batch == P.Batch ? "<tr class=\"chosen\">" : "<tr>") << "<td>"
+       << S.Batch << "</td><td>" << secs(S.TTFTS) << "</td><td>"
+       << secs(S.TPOTS) << "</td><td>" << whole(S.TokensPerS) << "</td><td>"
+       << whole(S.TokensPerSPerDevice) << "</td></tr>\n";
+  OS << "</table>\n";
+}
+
 //===-- Tables ------------------------------------------------------------===//
 
 void writeTopPlans(const SearchResult &S, unsigned K, raw_ostream &OS) {
@@ -521,6 +613,8 @@ void writeHtmlReport(const HtmlReportInput &In, raw_ostream &OS) {
            std::to_string(P.MicroBatchSize),
        "microbatches");
   OS << "</div>\n";
+  if (In.Serving && !In.Serving->Plans.empty())
+    writeServing(*In.Serving, OS);
   writeBreakdown(PC, OS);
   writeTimeline(In, PC, OS);
   writeMemory(PC, OS);

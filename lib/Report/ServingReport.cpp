@@ -60,6 +60,30 @@ std::string describeStep(const ServingPlanCost &P) {
          ms(P.ComputeS) + ", communicates " + ms(P.CommS);
 }
 
+/// What keeps \p P's batch from growing, in words; the engine's cap by
+/// its own key ("vllm max_num_seqs=256").
+std::string describeLimit(const ServingPlanCost &P, const ServingOptions &O) {
+  std::string L = getBatchLimitName(P.Limit).str();
+  if (P.Limit == BatchLimit::EngineCap) {
+    auto Cap = O.Engine.getBatchCap();
+    L += " (" + O.Engine.Name + " " + Cap.second + "=" +
+         std::to_string(Cap.first) + ")";
+  }
+  return L;
+}
+
+std::string describeEngine(const ServingEngine &E) {
+  if (!E.MaxSeqs && !E.MaxTokens)
+    return E.Name + " (no batch cap: the KV cache's room bounds the batch)";
+  std::vector<std::string> Caps;
+  if (E.MaxSeqs)
+    Caps.push_back(E.MaxSeqsKey + " " + std::to_string(E.MaxSeqs));
+  if (E.MaxTokens)
+    Caps.push_back(E.MaxTokensKey + " " + std::to_string(E.MaxTokens));
+  return E.Name + " (" + join(Caps, ", ") +
+         (E.Source.empty() ? "" : "; " + E.Source) + ")";
+}
+
 std::vector<std::string> explain(const ServingResult &R) {
   std::vector<std::string> Out;
   if (R.Plans.empty())
@@ -67,8 +91,8 @@ std::vector<std::string> explain(const ServingResult &R) {
   const ServingPlanCost &W = R.Plans.front();
   auto Line = [&](const ServingPlanCost &P) {
     return shapeOf(P) + ": " + std::to_string(P.Batch) +
-           " sequences per replica (limit: " +
-           getBatchLimitName(P.Limit).str() + "), TTFT " + ms(P.TTFTS) +
+           " sequences per replica (limit: " + describeLimit(P, R.Opts) +
+           "), TTFT " + ms(P.TTFTS) +
            ", TPOT " + ms(P.TPOTS) + ", " + tokensPerS(P.TokensPerSPerDevice) +
            " tokens/s per device";
   };
@@ -98,7 +122,7 @@ std::vector<std::string> explain(const ServingResult &R) {
            std::to_string(Next->MaxConcurrency) + " sequences per replica (" +
            formatBytes(Bytes(Next->KVCapacityBytes)) + " free per device)";
   else
-    Why += "; the " + getBatchLimitName(Next->Limit).str() + " caps " +
+    Why += "; the " + describeLimit(*Next, R.Opts) + " caps " +
            shapeOf(*Next) + " at " + std::to_string(Next->Batch) +
            " sequences per replica";
   Out.push_back(
@@ -152,11 +176,33 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
     OS << "serving plan: none meets the SLO\n";
     return;
   }
+  OS << "engine: " << describeEngine(O.Engine) << "\n";
   const ServingPlanCost &P = R.Plans.front();
-  OS << "serving plan: " << P.DP << " replica" << (P.DP == 1 ? "" : "s")
-     << " of tp=" << P.TP << ",pp=" << P.PP << " (" << R.Devices
-     << (R.Devices == 1 ? " device), " : " devices), ") << P.Batch
-     << " sequences in flight per replica (max " << P.MaxConcurrency << ")\n";
+  OS << "serving plan" << (O.Pin ? " (--plan)" : "") << ": " << P.DP
+     << " replica" << (P.DP == 1 ? "" : "s") << " of tp=" << P.TP
+     << ",pp=" << P.PP << " ("
+     << (P.DP * P.TP * P.PP == R.Devices
+             ? ""
+             : std::to_string(P.DP * P.TP * P.PP) + " of ")
+     << R.Devices << (R.Devices == 1 ? " device), " : " devices), ") << P.Batch
+     << " sequences in flight per replica (max " << P.MaxConcurrency << ")"
+     << (P.MeetsSLO ? "" : "; misses the SLO") << "\n";
+  if (O.FailedDevices) {
+    OS << "failure: " << O.FailureWhat << " lost; re-planned on " << R.Devices
+       << " of " << R.Devices + O.FailedDevices << " devices: ";
+    if (R.BeforeFailure)
+      OS << tokensPerS(P.TokensPerS) << " output tokens/s vs "
+         << tokensPerS(R.BeforeFailure->TokensPerS) << " on all "
+         << R.Devices + O.FailedDevices << " (" << R.BeforeFailure->str()
+         << "): "
+         << formatv("{0:F1}%", 100 * P.TokensPerS /
+                                   std::max(1e-30, R.BeforeFailure->TokensPerS))
+                .str()
+         << " of the throughput kept\n";
+    else
+      OS << "no serving plan meets the SLO on the intact cluster to compare "
+            "with\n";
+  }
   OS << "predicted: TTFT " << ms(P.TTFTS) << " (prefill " << ms(P.PrefillS)
      << "), TPOT " << ms(P.TPOTS) << " (decode step " << ms(P.DecodeStepS)
      << "), " << tokensPerS(P.TokensPerS) << " output tokens/s ("
@@ -171,7 +217,7 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
      << " + other kernels "
      << ms(std::max(0.0, P.StageS - P.WeightReadS - P.KVReadS - P.CommS))
      << "; compute floor " << ms(P.ComputeS) << "; batch limited by "
-     << getBatchLimitName(P.Limit) << ")\n";
+     << describeLimit(P, O) << ")\n";
 }
 
 void printServingTop(const ServingResult &R, unsigned K, raw_ostream &OS) {
@@ -186,6 +232,50 @@ void printServingTop(const ServingResult &R, unsigned K, raw_ostream &OS) {
         tokensPerS(P.TokensPerSPerDevice).c_str(),
         P.MeetsSLO ? getBatchLimitName(P.Limit).str().c_str()
                    : ("misses " + getBatchLimitName(P.Limit).str()).c_str());
+  }
+}
+
+void printServingSweep(const ServingResult &R, raw_ostream &OS) {
+  if (R.Sweep.empty())
+    return;
+  const ServingPlanCost &W = R.Plans.front();
+  OS << "batch sweep of " << shapeOf(W)
+     << " (sequences in flight per replica; * the plan's batch):\n";
+  OS << "  batch     TTFT        TPOT        output tokens/s  per device    "
+        "KV cache/device\n";
+  for (const ServingPlanCost &P : R.Sweep)
+    OS << format("  %-7u %s %-11s %-11s %-16s %-13s %s\n", P.Batch,
+                 (const char *)(P.Batch == W.Batch ? "*" : " "),
+                 ms(P.TTFTS).c_str(),
+                 ms(P.TPOTS).c_str(), tokensPerS(P.TokensPerS).c_str(),
+                 tokensPerS(P.TokensPerSPerDevice).c_str(),
+                 formatBytes(Bytes(P.KVCacheBytes)).c_str());
+}
+
+void printServingComparison(const ServingResult &R, raw_ostream &OS) {
+  if (R.Compared.empty())
+    return;
+  std::vector<std::pair<std::string, const ServingPlanCost *>> Cols;
+  if (R.Unconstrained)
+    Cols.emplace_back("best", &*R.Unconstrained);
+  for (const auto &C : R.Compared)
+    Cols.emplace_back("--compare " + C.first, &C.second);
+  const ServingPlanCost *Base = Cols.front().second;
+  OS << "serving comparison (ratios against " << Cols.front().first << "):\n";
+  for (const auto &C : Cols) {
+    const ServingPlanCost &P = *C.second;
+    OS << "  " << C.first << ": " << P.str() << ": TTFT " << ms(P.TTFTS)
+       << ", TPOT " << ms(P.TPOTS) << ", " << tokensPerS(P.TokensPerS)
+       << " output tokens/s ("
+       << formatv("{0:F2}x", P.TokensPerS / std::max(1e-30, Base->TokensPerS))
+              .str()
+       << "), " << tokensPerS(P.TokensPerSPerDevice) << " per device ("
+       << formatv("{0:F2}x", P.TokensPerSPerDevice /
+                                 std::max(1e-30, Base->TokensPerSPerDevice))
+              .str()
+       << "), KV cache " << formatBytes(Bytes(P.KVCacheBytes))
+       << " per device, batch limited by " << describeLimit(P, R.Opts)
+       << "\n";
   }
 }
 
@@ -238,6 +328,29 @@ void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
     Top.push_back(std::move(O));
   }
   Root["top"] = std::move(Top);
+  Root["engine"] = json::Object{{"name", R.Opts.Engine.Name},
+                                {"max_seqs", (int64_t)R.Opts.Engine.MaxSeqs},
+                                {"max_batched_tokens",
+                                 (int64_t)R.Opts.Engine.MaxTokens}};
+  json::Array Sweep;
+  for (const ServingPlanCost &P : R.Sweep)
+    Sweep.push_back(json::Object{{"batch", (int64_t)P.Batch},
+                                 {"ttft_s", P.TTFTS},
+                                 {"tpot_s", P.TPOTS},
+                                 {"output_tokens_per_s", P.TokensPerS}});
+  Root["batch_sweep"] = std::move(Sweep);
+  if (!R.Compared.empty()) {
+    json::Array C;
+    for (const auto &KV : R.Compared) {
+      json::Object O = getServingPredictedJSON(KV.second);
+      O["request"] = KV.first;
+      O["plan_string"] = KV.second.str();
+      C.push_back(std::move(O));
+    }
+    Root["compare"] = std::move(C);
+  }
+  if (R.Opts.FailedDevices && R.BeforeFailure)
+    Root["before_failure"] = getServingPredictedJSON(*R.BeforeFailure);
   if (Explain) {
     json::Array E;
     for (const std::string &S : explain(R))

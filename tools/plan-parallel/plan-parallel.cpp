@@ -180,6 +180,12 @@ static cl::opt<std::string> SLOText(
     LOOM_OPT("slo"), cl::value_desc("ttft=T,tpot=T"),
     cl::desc("--mode serve: latency targets, e.g. ttft=500ms,tpot=50ms"),
     cl::cat(LoomCategory));
+static cl::opt<std::string> EngineName(
+    LOOM_OPT("engine"), cl::value_desc("vllm|mindie|trtllm|none"),
+    cl::init("vllm"),
+    cl::desc("--mode serve: the serving engine whose default batch caps "
+             "bound the plan (default vllm; none: only the KV cache does)"),
+    cl::cat(LoomCategory));
 // The search (search-parallelism).
 static cl::opt<unsigned>
     TopPlans(LOOM_OPT("top"), cl::value_desc("K"), cl::init(0),
@@ -436,6 +442,47 @@ static bool isModelKnob(StringRef Set) {
          Set.startswith("ddp.");
 }
 
+/// --mode serve: --engine, --plan and --compare as serving plans (tp, pp,
+/// dp, batch).
+static Error parseServingPlans(ServingOptions &SO) {
+  // The caps need the hardware (vLLM's depend on the device): resolved by
+  // search-parallelism; the name is checked here, before any work.
+  Expected<ServingEngine> E = getServingEngine(EngineName, HardwareModel());
+  if (!E)
+    return E.takeError();
+  SO.Engine = *E;
+  if (PlanText.getNumOccurrences()) {
+    Expected<ServingPin> P = parseServingPlan(PlanText);
+    if (!P)
+      return P.takeError();
+    SO.Pin = *P;
+  }
+  for (const std::string &C : ComparePlans) {
+    Expected<ServingPin> P = parseServingPlan(C);
+    if (!P)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare " + C + ": " +
+                                   toString(P.takeError()));
+    SO.Compare.emplace_back(C, *P);
+  }
+  return Error::success();
+}
+
+/// --set serve.max_seqs=N / serve.max_batched_tokens=N: the engine's caps.
+static Error applyEngineCap(StringRef S, ServingOptions &SO,
+                            CompileOptions &O) {
+  auto KV = S.split('=');
+  StringRef Key = KV.first.trim().drop_front(strlen("serve."));
+  unsigned N = 0;
+  if (KV.second.trim().getAsInteger(10, N) || N == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "--set " + S + ": expected a positive integer");
+  (Key == "max_seqs" ? SO.MaxSeqsSet : SO.MaxTokensSet) = N;
+  O.HardwareOverrides.push_back(
+      ("serve." + Key + ": (the engine's) -> " + Twine(N) + " (--set)").str());
+  return Error::success();
+}
+
 /// --mode serve's flags (and that they come only with it); --set
 /// serve.kv_dtype=NAME.
 static Error buildServingOptions(CompileOptions &O) {
@@ -444,7 +491,7 @@ static Error buildServingOptions(CompileOptions &O) {
   };
   bool Serve = Mode == ToolMode::Serve;
   for (cl::Option *Opt : std::initializer_list<cl::Option *>{
-           &PromptLen, &GenLen, &LengthsFile, &SLOText})
+           &PromptLen, &GenLen, &LengthsFile, &SLOText, &EngineName})
     if (Opt->getNumOccurrences() && !Serve)
       return Err("--" + Opt->ArgStr + " needs --mode serve");
   std::vector<StringRef> ServeSets;
@@ -455,14 +502,12 @@ static Error buildServingOptions(CompileOptions &O) {
     return Err("--set " + ServeSets.front() + " needs --mode serve");
   if (!Serve)
     return Error::success();
-  if (PlanText.getNumOccurrences())
-    return Err("--mode serve searches tp, pp and the replicas itself; --plan "
-               "is not supported with it");
-  if (!ComparePlans.empty() || !CompareHW.empty() ||
-      ObjectiveOpt != Objective::Step)
-    return Err("--mode serve: --compare, --compare-hw and --objective are "
-               "not supported with it");
+  if (!CompareHW.empty() || ObjectiveOpt != Objective::Step)
+    return Err("--mode serve: --compare-hw and --objective are not supported "
+               "with it");
   auto SO = std::make_shared<ServingOptions>();
+  if (Error E = parseServingPlans(*SO))
+    return E;
   bool Lengths = PromptLen.getNumOccurrences() || GenLen.getNumOccurrences();
   if (Lengths && LengthsFile.getNumOccurrences())
     return Err("--mode serve: give --prompt-len and --gen-len, or --lengths "
@@ -493,9 +538,15 @@ static Error buildServingOptions(CompileOptions &O) {
   for (StringRef S : ServeSets) {
     auto KV = S.split('=');
     StringRef Key = KV.first.trim().drop_front(strlen("serve."));
+    if (Key == "max_seqs" || Key == "max_batched_tokens") {
+      if (Error E = applyEngineCap(S, *SO, O))
+        return E;
+      continue;
+    }
     if (Key != "kv_dtype")
       return Err("--set " + S + ": '" + Key +
-                 "' matches nothing at 'serve'; valid keys: kv_dtype");
+                 "' matches nothing at 'serve'; valid keys: kv_dtype, "
+                 "max_seqs, max_batched_tokens");
     Optional<double> B = getKVDTypeBytes(KV.second.trim());
     if (!B)
       return Err("--set " + S + ": unknown KV cache type '" + KV.second.trim() +
@@ -522,6 +573,8 @@ static Expected<CompileOptions> buildOptions() {
   if (Error E = buildServingOptions(O))
     return std::move(E);
   for (const std::string &C : ComparePlans) {
+    if (O.Serve)
+      break; // Serving plans (buildServingOptions).
     Expected<PlanSpec> S = parsePlanSpec(C);
     if (!S)
       return createStringError(inconvertibleErrorCode(),
@@ -869,8 +922,10 @@ parseInputs(const HardwareModel &HW, ArrayRef<HardwareOverride> Overrides,
   CU.Opts.OutputDir = OutputDir;
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
+  // Under --mode serve the serving search makes its own comparisons.
   CU.Opts.SearchUnconstrained =
-      (ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty();
+      !CU.Opts.Serve &&
+      ((ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty());
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.AllowUncosted = AllowUncosted;
   CU.Opts.NoPrune = NoPrune;
@@ -888,8 +943,9 @@ parseInputs(const HardwareModel &HW, ArrayRef<HardwareOverride> Overrides,
         "--export writes training launch arguments; it needs --mode train");
   CU.Opts.Export.assign(ExportTo.begin(), ExportTo.end());
   CU.HW = &HW;
-  // What --plan fixes; search-parallelism searches the rest.
-  if (PlanText.getNumOccurrences()) {
+  // What --plan fixes; search-parallelism searches the rest (a serving
+  // plan under --mode serve: buildServingOptions).
+  if (PlanText.getNumOccurrences() && !CU.Opts.Serve) {
     Expected<PlanSpec> S = parsePlanSpec(PlanText);
     if (!S)
       return S.takeError();
@@ -1223,6 +1279,8 @@ static int writeOutputs(const CompilationUnit &CU, const PassManager &PM,
   if (Searched && ExplainPlan)
     CU.Serving ? printServingExplanation(*CU.Serving, outs())
                : printExplanation(*Searched, outs());
+  if (CU.Serving)
+    printServingComparison(*CU.Serving, outs());
   if (Searched && !Searched->Compared.empty())
     printPlanComparison(*Searched);
   if (Searched && !CompareHW.empty())

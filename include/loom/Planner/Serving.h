@@ -80,9 +80,49 @@ struct ServingSLO {
 };
 llvm::Expected<ServingSLO> parseSLO(llvm::StringRef Text);
 
+/// The caps a serving engine puts on one replica's batch unless told
+/// otherwise: sequences in flight, and tokens per scheduler step (each
+/// decoding sequence takes one token of a step). Engines never fill HBM
+/// with KV cache past them. 0: no cap.
+struct ServingEngine {
+  /// "vllm", "mindie", "trtllm" or "none".
+  std::string Name = "none";
+  unsigned MaxSeqs = 0, MaxTokens = 0;
+  /// The engine's own names of the two caps (its flag or config key).
+  std::string MaxSeqsKey, MaxTokensKey;
+  /// Where the defaults come from.
+  std::string Source;
+  /// The cap on sequences in flight (0: none) and the key that sets it.
+  std::pair<unsigned, std::string> getBatchCap() const;
+};
+
+/// The engines --engine names: vllm (the default), mindie, trtllm, none.
+/// vLLM's defaults depend on the device (EngineArgs.get_batch_defaults):
+/// the larger pair on devices of 70 GiB or more that are not A100s.
+llvm::Expected<ServingEngine> getServingEngine(llvm::StringRef Name,
+                                               const HardwareModel &HW);
+
+/// A serving plan fixed by --plan (or one --compare) under --mode serve:
+/// any of tp, pp, dp (replicas) and batch (sequences in flight per
+/// replica); the search fills the rest.
+struct ServingPin {
+  llvm::Optional<unsigned> TP, PP, DP, Batch;
+};
+/// "tp=4,pp=1,batch=64": errors name the key and list the valid ones.
+llvm::Expected<ServingPin> parseServingPlan(llvm::StringRef Text);
+
 struct ServingOptions {
   ServingWorkload Load;
   ServingSLO SLO;
+  ServingEngine Engine;
+  /// --set serve.max_seqs / serve.max_batched_tokens: the engine's caps.
+  llvm::Optional<unsigned> MaxSeqsSet, MaxTokensSet;
+  /// --plan, and each --compare PLAN (as written, and parsed).
+  llvm::Optional<ServingPin> Pin;
+  std::vector<std::pair<std::string, ServingPin>> Compare;
+  /// --fail: devices lost (Devices is what remains) and what they were.
+  uint64_t FailedDevices = 0;
+  std::string FailureWhat;
   /// Bytes per KV cache element (--set serve.kv_dtype=int8); 0: the
   /// element type of the graph's K and V.
   double KVElementBytes = 0;
@@ -108,8 +148,9 @@ enum class ServingTerm {
 };
 llvm::StringRef getServingTermName(ServingTerm T);
 
-/// What keeps the batch from growing.
-enum class BatchLimit { Memory, TTFT, TPOT };
+/// What keeps the batch from growing: the KV cache's room, a latency
+/// target, the engine's cap, or --plan's batch.
+enum class BatchLimit { Memory, TTFT, TPOT, EngineCap, Given };
 llvm::StringRef getBatchLimitName(BatchLimit L);
 
 struct ServingPlanCost {
@@ -167,6 +208,17 @@ struct ServingResult {
   /// tokens a sequence holds in the KV cache.
   double MeanPrompt = 0, MeanGen = 0, MeanContext = 0, MeanKVTokens = 0;
   uint64_t Devices = 0;
+  /// The chosen plan at other batches (1, 2, 4, ... up to 8x its own, its
+  /// own, and the most the KV cache holds): the trade-off between
+  /// latency and throughput that report.txt tabulates and report.html
+  /// plots.
+  std::vector<ServingPlanCost> Sweep;
+  /// With --plan and --compare: the best plan without --plan; each
+  /// --compare plan as written and its cost.
+  llvm::Optional<ServingPlanCost> Unconstrained;
+  std::vector<std::pair<std::string, ServingPlanCost>> Compared;
+  /// With --fail: the best plan on the intact cluster.
+  llvm::Optional<ServingPlanCost> BeforeFailure;
   /// Batches costed, for --time-passes.
   uint64_t Candidates = 0;
   double Seconds = 0;

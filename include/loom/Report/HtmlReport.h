@@ -14,6 +14,7 @@
 #define LOOM_REPORT_HTMLREPORT_H
 
 #include "loom/Planner/Search.h"
+#include "loom/Planner/Serving.h"
 #include "loom/Shard/Sharding.h"
 #include <map>
 #include <string>
@@ -33,6 +34,8 @@ struct HtmlReportInput {
   const ShardedProgram *Program = nullptr;
   /// Nodes of the planning graph per device class.
   std::map<std::string, unsigned> Placement;
+  /// --mode serve: the serving plan, whose batch sweep is plotted.
+  const ServingResult *Serving = nullptr;
   /// Rows of the top-plans table.
   unsigned TopK = 5;
   /// Micro-batches shown at each end of the timeline when there are more

@@ -22,6 +22,10 @@ void printServingSummary(const ServingResult &R, llvm::raw_ostream &OS);
 void printServingTop(const ServingResult &R, unsigned K, llvm::raw_ostream &OS);
 /// --explain: why the chosen plan beats the runner-up.
 void printServingExplanation(const ServingResult &R, llvm::raw_ostream &OS);
+/// The chosen plan at other batches: TTFT, TPOT and tokens/s (report.txt).
+void printServingSweep(const ServingResult &R, llvm::raw_ostream &OS);
+/// --compare under --mode serve: each plan beside the best, with ratios.
+void printServingComparison(const ServingResult &R, llvm::raw_ostream &OS);
 /// predicted{ttft_s, tpot_s, output_tokens_per_s, max_concurrency,
 /// kv_cache_bytes, ...} of \p P.
 llvm::json::Object getServingPredictedJSON(const ServingPlanCost &P);
