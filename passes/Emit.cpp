@@ -10,12 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
-#include "loom/Report/SearchReport.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Report/CostReport.h"
 #include "loom/Planner/Search.h"
+#include "loom/Report/CostReport.h"
 #include "loom/Report/Export.h"
 #include "loom/Report/HtmlReport.h"
+#include "loom/Report/SearchReport.h"
 #include "loom/Report/ServingReport.h"
 #include "loom/Shard/OutputDir.h"
 #include "llvm/Support/FileSystem.h"
@@ -62,9 +62,9 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
   const ShardedProgram &SP = *CU.Sharded;
   OS << "Loom plan for " << sys::path::filename(CU.M->SourcePath) << " on "
      << CU.HW->Name << " ("
-     << (CU.Serving                          ? "serve"
+     << (CU.Serving                       ? "serve"
          : CU.Opts.Mode == RunMode::Train ? "train"
-                                           : "infer")
+                                          : "infer")
      << ")\n";
   for (const std::string &O : CU.Opts.HardwareOverrides)
     OS << "what-if: " << O << "\n";
@@ -206,8 +206,8 @@ public:
       return createStringError(EC, "cannot create '%s': %s", Parent.c_str(),
                                EC.message().c_str());
     SmallString<256> Tmp;
-    if (std::error_code EC = sys::fs::createUniqueDirectory(
-            Abs.str() + ".tmp", Tmp))
+    if (std::error_code EC =
+            sys::fs::createUniqueDirectory(Abs.str() + ".tmp", Tmp))
       return createStringError(EC, "cannot create a directory next to '%s': %s",
                                Out.str().c_str(), EC.message().c_str());
     Error E = writeAll(CU, Tmp);
@@ -284,8 +284,8 @@ private:
     if (!Targets)
       return Targets.takeError();
     for (ExportTarget T : *Targets) {
-      ExportResult R = exportLaunchArgs(
-          T, makeExportInput(CU, CU.Search->Top.front()));
+      ExportResult R =
+          exportLaunchArgs(T, makeExportInput(CU, CU.Search->Top.front()));
       if (Error E = writeTextFile(PathOf(R.FileName),
                                   [&](raw_ostream &OS) { OS << R.Text; }))
         return E;

@@ -82,8 +82,8 @@ int64_t getStaticInputDim(const Graph &G, unsigned Dim) {
 Optional<std::string> explainFixedChoices(const PlanSpec &F,
                                           const SearchSpace &S) {
   uint64_t TP = F.TP.getValueOr(1), DP = F.DP.getValueOr(1);
-  uint64_t PP = F.PP.getValueOr(F.StageLayers.empty() ? 1
-                                                      : F.StageLayers.size());
+  uint64_t PP =
+      F.PP.getValueOr(F.StageLayers.empty() ? 1 : F.StageLayers.size());
   uint64_t MB = F.MicroBatchSize.getValueOr(1);
   // What --plan gave, as given; the rest is at least 1.
   std::vector<std::string> Given;
@@ -122,7 +122,8 @@ Error searchComparisons(const PlanEvaluator &Eval, const Graph &G,
       SearchOptions U = SO;
       U.Fixed = PlanSpec();
       U.TopK = 1;
-      Expected<SearchResult> UR = searchPlans(Eval, G, CU.Layers, *CU.HW, EO, U);
+      Expected<SearchResult> UR =
+          searchPlans(Eval, G, CU.Layers, *CU.HW, EO, U);
       if (!UR)
         return UR.takeError();
       if (!UR->Top.empty())
@@ -150,9 +151,9 @@ Error searchComparisons(const PlanEvaluator &Eval, const Graph &G,
       return createStringError(inconvertibleErrorCode(),
                                "--compare " + Req.first + ": " +
                                    toString(CR.takeError()));
-    R.Compared.emplace_back(Req.first, CR->Top.empty()
-                                           ? None
-                                           : Optional<PlanCost>(CR->Top.front()));
+    R.Compared.emplace_back(
+        Req.first,
+        CR->Top.empty() ? None : Optional<PlanCost>(CR->Top.front()));
   }
   return Error::success();
 }
@@ -174,9 +175,9 @@ static Optional<std::string> describeTierOverflow(const SearchResult &R) {
   if (!R.Closest || R.Closest->MaxMemoryBytes > R.Closest->HBMBytes)
     return None;
   const PlanCost &C = *R.Closest;
-  std::string S = "no plan fits: the nearest, " + C.Plan.str() + ", fits HBM (" +
-                  formatBytes(Bytes(C.MaxMemoryBytes)) + " of " +
-                  formatBytes(Bytes(C.HBMBytes)) + ") but needs";
+  std::string S = "no plan fits: the nearest, " + C.Plan.str() +
+                  ", fits HBM (" + formatBytes(Bytes(C.MaxMemoryBytes)) +
+                  " of " + formatBytes(Bytes(C.HBMBytes)) + ") but needs";
   if (C.MaxHostBytes > C.HostCapacity)
     S += " " + formatBytes(Bytes(C.MaxHostBytes)) + " > " +
          formatBytes(Bytes(C.HostCapacity)) + " of host DRAM";
@@ -346,10 +347,9 @@ Error searchParallelism(CompilationUnit &CU) {
     for (PlanCost &PC : R->Top)
       Ranked.emplace_back(estimateGoodput(*R->Reliab, PC).Goodput,
                           std::move(PC));
-    std::stable_sort(Ranked.begin(), Ranked.end(),
-                     [](const auto &A, const auto &B) {
-                       return A.first > B.first;
-                     });
+    std::stable_sort(
+        Ranked.begin(), Ranked.end(),
+        [](const auto &A, const auto &B) { return A.first > B.first; });
     R->Top.clear();
     for (auto &P : Ranked)
       R->Top.push_back(std::move(P.second));

@@ -6,9 +6,9 @@
 #include "onnx/shape_inference/implementation.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Regex.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 #ifdef __linux__
 #include <fcntl.h>
@@ -94,8 +94,7 @@ Error Exporter::exportTensor(const Tensor &T, onnx::TensorProto &TP) {
     return Error::success();
   }
   if (T.Data->getKind() == TensorData::Kind::External) {
-    SetExternal(T.Data->getLocation(), T.Data->getOffset(),
-                T.Data->getSize());
+    SetExternal(T.Data->getLocation(), T.Data->getOffset(), T.Data->getSize());
     return Error::success();
   }
   Expected<ArrayRef<char>> B = T.Data->getBytes();
@@ -238,8 +237,7 @@ Error Exporter::exportGraph(const Graph &G, onnx::GraphProto &GP) {
     if (Error E = exportTensor(T, *GP.add_initializer()))
       return E;
   }
-  DenseSet<const Value *> Outputs(G.getOutputs().begin(),
-                                  G.getOutputs().end());
+  DenseSet<const Value *> Outputs(G.getOutputs().begin(), G.getOutputs().end());
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;
     onnx::NodeProto *P = GP.add_node();
@@ -348,9 +346,8 @@ Error writeExternalData(ArrayRef<ExportOptions::ExternalEntry> Layout,
     return createStringError(EC, "cannot write '%s': %s", Path.str().c_str(),
                              EC.message().c_str());
   };
-  Expected<sys::fs::file_t> FD =
-      sys::fs::openNativeFileForWrite(Path, sys::fs::CD_CreateAlways,
-                                      sys::fs::OF_None);
+  Expected<sys::fs::file_t> FD = sys::fs::openNativeFileForWrite(
+      Path, sys::fs::CD_CreateAlways, sys::fs::OF_None);
   if (!FD)
     return CannotWrite(errorToErrorCode(FD.takeError()));
   auto Close = make_scope_exit([&] { sys::fs::closeFile(*FD); });
@@ -360,8 +357,8 @@ Error writeExternalData(ArrayRef<ExportOptions::ExternalEntry> Layout,
     if (!E.Size)
       continue;
     if (Error Err = E.Data->writeTo(*FD, E.Offset))
-      return createStringError(inconvertibleErrorCode(), "cannot write '%s': %s",
-                               Path.str().c_str(),
+      return createStringError(inconvertibleErrorCode(),
+                               "cannot write '%s': %s", Path.str().c_str(),
                                toString(std::move(Err)).c_str());
 #ifdef __linux__
     // Start writing this tensor back now (without waiting for it), so that
@@ -400,8 +397,8 @@ Error checkModel(const Model &M) {
     onnx::checker::LexicalScopeContext Scope;
     onnx::checker::check_graph(P.graph(), Ctx, Scope);
   } catch (const std::exception &E) {
-    return createStringError(inconvertibleErrorCode(),
-                             "ONNX checker: %s", E.what());
+    return createStringError(inconvertibleErrorCode(), "ONNX checker: %s",
+                             E.what());
   }
   return Error::success();
 }
@@ -415,8 +412,9 @@ static Expected<bool> mergeType(Value &V, const TensorType &Inf) {
   auto Conflict = [&]() {
     std::string Where;
     if (const Node *D = V.getDefiningNode())
-      Where = "node '" + (D->getName().empty() ? "%" + V.getName().str()
-                                                : D->getName().str()) +
+      Where = "node '" +
+              (D->getName().empty() ? "%" + V.getName().str()
+                                    : D->getName().str()) +
               "' (" + D->getQualifiedOpType() + "): ";
     return createStringError(inconvertibleErrorCode(),
                              "%sshape inference: value '%s' has type %s but "

@@ -42,6 +42,7 @@
 // element types by number.
 //
 //===----------------------------------------------------------------------===//
+#include "OpsetSchemas.h"
 #include "ProtoTensorData.h"
 #include "loom/Support/DataType.h"
 #include "onnx/defs/schema.h"
@@ -50,49 +51,11 @@
 #include "llvm/Support/Error.h"
 #include <mutex>
 
-namespace onnx {
-// Exported by libonnx (onnx/defs/nn/defs.cc), not declared in its headers.
-void convPoolShapeInference(InferenceContext &Ctx, bool UseDilation,
-                            bool RequireKernelShape, int Input1Idx,
-                            int Input2Idx);
-} // namespace onnx
-
 namespace loom {
 
 using namespace onnx;
 using namespace llvm;
-
-namespace {
-
-const char *const NumericTypes[] = {
-    "tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)",
-    "tensor(int8)",  "tensor(int16)",   "tensor(int32)",    "tensor(int64)",
-    "tensor(uint8)", "tensor(uint16)",  "tensor(uint32)",   "tensor(uint64)"};
-const char *const FloatTypes[] = {"tensor(float)", "tensor(float16)",
-                                  "tensor(bfloat16)", "tensor(double)"};
-const char *const IntTypes[] = {
-    "tensor(int8)",  "tensor(int16)",  "tensor(int32)",  "tensor(int64)",
-    "tensor(uint8)", "tensor(uint16)", "tensor(uint32)", "tensor(uint64)"};
-
-template <size_t N> std::vector<std::string> types(const char *const (&A)[N]) {
-  return std::vector<std::string>(std::begin(A), std::end(A));
-}
-std::vector<std::string> allTypes() {
-  std::vector<std::string> T = types(NumericTypes);
-  T.push_back("tensor(bool)");
-  T.push_back("tensor(string)");
-  return T;
-}
-
-OpSchema make(const char *Name, int Version) {
-  OpSchema S;
-  S.SetName(Name).SetDomain(ONNX_DOMAIN).SinceVersion(Version);
-  S.SetDoc("Registered by Loom (lib/ONNX/OpsetSchemas.cpp); see the ONNX "
-           "operator documentation.");
-  return S;
-}
-
-} // namespace
+using namespace opset;
 
 /// The ONNX 1.12 schema \p From at \p FromVersion, rebuilt as \p Name at
 /// \p Version: same inputs, outputs, attributes, type constraints and
@@ -502,8 +465,6 @@ void addOpset18(std::vector<OpSchema> &Out) {
 }
 
 } // namespace
-
-void addOpset19To23Schemas(std::vector<OpSchema> &Out);
 
 void registerOpsetSchemas() {
   static std::once_flag Once;

@@ -14,49 +14,22 @@
 // Grouped-query attention: q_num_heads a multiple of kv_num_heads.
 //
 //===----------------------------------------------------------------------===//
+#include "OpsetSchemas.h"
 #include "loom/Support/DataType.h"
 #include "onnx/defs/schema.h"
 #include "onnx/defs/shape_inference.h"
 #include "onnx/defs/tensor_proto_util.h"
 #include <mutex>
 
-namespace onnx {
-void convPoolShapeInference(InferenceContext &Ctx, bool UseDilation,
-                            bool RequireKernelShape, int Input1Idx,
-                            int Input2Idx);
-} // namespace onnx
-
 namespace loom {
 
 using namespace onnx;
 
-OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
-                     int Version);
-
 namespace {
 
-const char *const FloatTypeList[] = {"tensor(float)", "tensor(float16)",
-                                     "tensor(bfloat16)", "tensor(double)"};
+using namespace opset;
 
-std::vector<std::string> floatTypes() {
-  return std::vector<std::string>(std::begin(FloatTypeList),
-                                  std::end(FloatTypeList));
-}
-std::vector<std::string> allTypes() {
-  return {"tensor(float)",  "tensor(float16)", "tensor(bfloat16)",
-          "tensor(double)", "tensor(int8)",    "tensor(int16)",
-          "tensor(int32)",  "tensor(int64)",   "tensor(uint8)",
-          "tensor(uint16)", "tensor(uint32)",  "tensor(uint64)",
-          "tensor(bool)",   "tensor(string)"};
-}
-
-OpSchema make(const char *Name, int Version) {
-  OpSchema S;
-  S.SetName(Name).SetDomain(ONNX_DOMAIN).SinceVersion(Version);
-  S.SetDoc("Registered by Loom (lib/ONNX/OpsetSchemas19To23.cpp); see the "
-           "ONNX operator documentation.");
-  return S;
-}
+std::vector<std::string> floatTypes() { return types(FloatTypes); }
 
 bool hasInput(InferenceContext &Ctx, size_t I) {
   return I < Ctx.getNumInputs() && Ctx.getInputType(I);

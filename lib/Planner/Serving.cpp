@@ -643,8 +643,8 @@ Expected<ServingResult> rankServingPlans(ServingModel &SM,
   const ServingPin NoPin;
   const ServingPin &Pin = O.Pin ? *O.Pin : NoPin;
   if (O.Pin)
-    if (Optional<std::string> Why = explainServingPin(Pin, Space, SM.NL,
-                                                      Devices))
+    if (Optional<std::string> Why =
+            explainServingPin(Pin, Space, SM.NL, Devices))
       return createStringError(inconvertibleErrorCode(),
                                "--mode serve: no serving plan with these "
                                "choices: %s",
@@ -680,8 +680,9 @@ Expected<ServingResult> rankServingPlans(ServingModel &SM,
         "--mode serve: batch=%u does not fit: the KV cache holds at most %u "
         "sequences per replica (%s)",
         *Pin.Batch, Most ? Most->MaxConcurrency : 0,
-        Most ? ("tp=" + Twine(Most->TP) + ",pp=" + Twine(Most->PP)).str().c_str()
-             : "no shape holds one");
+        Most
+            ? ("tp=" + Twine(Most->TP) + ",pp=" + Twine(Most->PP)).str().c_str()
+            : "no shape holds one");
   }
   std::sort(Met.begin(), Met.end(), isBetterServing);
   std::sort(Missed.begin(), Missed.end(), isBetterServing);

@@ -524,15 +524,17 @@ void writeServing(const ServingResult &R, raw_ostream &OS) {
     return;
   OS << "<p>Latency and throughput of <code>" << esc(P.str())
      << "</code> against the batch; the dashed line is the plan's.</p>\n";
-  legend(OS, {{"TPOT", "#4e79a7"}, {"TTFT", "#f28e2b"},
+  legend(OS, {{"TPOT", "#4e79a7"},
+              {"TTFT", "#f28e2b"},
               {"output tokens/s", "#59a14f"}});
   writeSweepPanel(R, "serving-latency", "latency",
                   {{"TPOT", "#4e79a7", &ServingPlanCost::TPOTS},
                    {"TTFT", "#f28e2b", &ServingPlanCost::TTFTS}},
                   1e3, "ms", OS);
-  writeSweepPanel(R, "serving-throughput", "throughput",
-                  {{"output tokens/s", "#59a14f", &ServingPlanCost::TokensPerS}},
-                  1, "tokens/s", OS);
+  writeSweepPanel(
+      R, "serving-throughput", "throughput",
+      {{"output tokens/s", "#59a14f", &ServingPlanCost::TokensPerS}}, 1,
+      "tokens/s", OS);
   OS << "<table id=\"serving-sweep\"><tr><th>batch</th><th>TTFT</th>"
         "<th>TPOT</th><th>output tokens/s</th><th>per device</th></tr>\n";
   for (const ServingPlanCost &S : R.Sweep)

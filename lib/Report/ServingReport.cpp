@@ -92,9 +92,8 @@ std::vector<std::string> explain(const ServingResult &R) {
   auto Line = [&](const ServingPlanCost &P) {
     return shapeOf(P) + ": " + std::to_string(P.Batch) +
            " sequences per replica (limit: " + describeLimit(P, R.Opts) +
-           "), TTFT " + ms(P.TTFTS) +
-           ", TPOT " + ms(P.TPOTS) + ", " + tokensPerS(P.TokensPerSPerDevice) +
-           " tokens/s per device";
+           "), TTFT " + ms(P.TTFTS) + ", TPOT " + ms(P.TPOTS) + ", " +
+           tokensPerS(P.TokensPerSPerDevice) + " tokens/s per device";
   };
   Out.push_back("chosen " + Line(W) + "; its decode step " + describeStep(W) +
                 ": bound by " + getServingTermName(W.StepBound).str());
@@ -122,9 +121,8 @@ std::vector<std::string> explain(const ServingResult &R) {
            std::to_string(Next->MaxConcurrency) + " sequences per replica (" +
            formatBytes(Bytes(Next->KVCapacityBytes)) + " free per device)";
   else
-    Why += "; the " + describeLimit(*Next, R.Opts) + " caps " +
-           shapeOf(*Next) + " at " + std::to_string(Next->Batch) +
-           " sequences per replica";
+    Why += "; the " + describeLimit(*Next, R.Opts) + " caps " + shapeOf(*Next) +
+           " at " + std::to_string(Next->Batch) + " sequences per replica";
   Out.push_back(
       shapeOf(W) + " wins by " +
       formatv("{0:F2}x", W.TokensPerSPerDevice /
@@ -133,7 +131,6 @@ std::vector<std::string> explain(const ServingResult &R) {
       " in output tokens/s per device: " + Why);
   return Out;
 }
-
 
 } // namespace
 
@@ -246,8 +243,8 @@ void printServingSweep(const ServingResult &R, raw_ostream &OS) {
   for (const ServingPlanCost &P : R.Sweep)
     OS << format("  %-7u %s %-11s %-11s %-16s %-13s %s\n", P.Batch,
                  (const char *)(P.Batch == W.Batch ? "*" : " "),
-                 ms(P.TTFTS).c_str(),
-                 ms(P.TPOTS).c_str(), tokensPerS(P.TokensPerS).c_str(),
+                 ms(P.TTFTS).c_str(), ms(P.TPOTS).c_str(),
+                 tokensPerS(P.TokensPerS).c_str(),
                  tokensPerS(P.TokensPerSPerDevice).c_str(),
                  formatBytes(Bytes(P.KVCacheBytes)).c_str());
 }
@@ -274,8 +271,7 @@ void printServingComparison(const ServingResult &R, raw_ostream &OS) {
                                  std::max(1e-30, Base->TokensPerSPerDevice))
               .str()
        << "), KV cache " << formatBytes(Bytes(P.KVCacheBytes))
-       << " per device, batch limited by " << describeLimit(P, R.Opts)
-       << "\n";
+       << " per device, batch limited by " << describeLimit(P, R.Opts) << "\n";
   }
 }
 
@@ -328,10 +324,10 @@ void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
     Top.push_back(std::move(O));
   }
   Root["top"] = std::move(Top);
-  Root["engine"] = json::Object{{"name", R.Opts.Engine.Name},
-                                {"max_seqs", (int64_t)R.Opts.Engine.MaxSeqs},
-                                {"max_batched_tokens",
-                                 (int64_t)R.Opts.Engine.MaxTokens}};
+  Root["engine"] =
+      json::Object{{"name", R.Opts.Engine.Name},
+                   {"max_seqs", (int64_t)R.Opts.Engine.MaxSeqs},
+                   {"max_batched_tokens", (int64_t)R.Opts.Engine.MaxTokens}};
   json::Array Sweep;
   for (const ServingPlanCost &P : R.Sweep)
     Sweep.push_back(json::Object{{"batch", (int64_t)P.Batch},

@@ -1,4 +1,5 @@
-//===- ONNX.h - ONNX import, export, checker and shape inference -*- C++ -*-===//
+//===- ONNX.h - ONNX import, export, checker and shape inference -*- C++
+//-*-===//
 //
 // The only door between Loom and ONNX's protobuf classes: everything else
 // works on loom::Model. ONNX's checker and shape inference throw; the
@@ -99,8 +100,9 @@ struct ExportOptions {
 /// one tensor at a time (TensorData::writeTo): a slice's runs go from the
 /// mapped source straight into the file with gathered writes, and resident
 /// memory stays within about one source tensor.
-llvm::Error writeExternalData(
-    llvm::ArrayRef<ExportOptions::ExternalEntry> Layout, llvm::StringRef Path);
+llvm::Error
+writeExternalData(llvm::ArrayRef<ExportOptions::ExternalEntry> Layout,
+                  llvm::StringRef Path);
 
 /// Serializes the model as a binary ModelProto.
 llvm::Expected<std::string> exportModel(const Model &M,

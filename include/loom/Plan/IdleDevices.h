@@ -14,8 +14,8 @@
 #include "loom/Plan/ParallelPlan.h"
 #include "llvm/ADT/Optional.h"
 #include <cstdint>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace loom {

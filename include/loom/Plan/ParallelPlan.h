@@ -1,4 +1,5 @@
-//===- ParallelPlan.h - A parallelization plan and --plan parsing -*- C++ -*-===//
+//===- ParallelPlan.h - A parallelization plan and --plan parsing -*- C++
+//-*-===//
 //
 // The decisions of DESIGN §6 as plain data: degrees, micro-batching,
 // recompute, ZeRO, and the stage boundaries. A PlanSpec is a partial plan
@@ -148,9 +149,8 @@ AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP, unsigned DPOuter,
                              unsigned PP);
 /// The distinct meshes for these sizes: the canonical orders, default
 /// first.
-llvm::SmallVector<AxisOrder, 6> getDistinctAxisOrders(unsigned EP,
-                                                      unsigned DPOuter,
-                                                      unsigned PP);
+llvm::SmallVector<AxisOrder, 6>
+getDistinctAxisOrders(unsigned EP, unsigned DPOuter, unsigned PP);
 
 /// What `--plan` fixed; unset fields are free.
 struct PlanSpec {

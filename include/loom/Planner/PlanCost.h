@@ -31,13 +31,13 @@
 #ifndef LOOM_PLAN_PLANCOST_H
 #define LOOM_PLAN_PLANCOST_H
 
+#include "loom/Analysis/Experts.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Cost/DeviceTime.h"
 #include "loom/Cost/Memory.h"
 #include "loom/Cost/Offload.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/Graph.h"
-#include "loom/Analysis/Experts.h"
 #include "loom/Plan/ParallelPlan.h"
 #include "loom/Planner/Embedding.h"
 #include "loom/Shard/Rules.h"

@@ -28,8 +28,8 @@ std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
 /// The chosen plan, its stages, predicted numbers and cost breakdown, and
 /// how the search went (counts only: deterministic).
 void printChosenPlan(const SearchResult &R, llvm::raw_ostream &OS);
-/// --top K: rank, step time, tokens/s (or samples/s), MFU, memory per device, dominant
-/// cost term and plan string of the best K plans.
+/// --top K: rank, step time, tokens/s (or samples/s), MFU, memory per device,
+/// dominant cost term and plan string of the best K plans.
 void printTopPlans(const SearchResult &R, unsigned K, llvm::raw_ostream &OS);
 /// --explain: why the winner beats the best plan with other degrees (and
 /// the next plan overall), term by term, and the constraints that shaped
@@ -40,9 +40,10 @@ void printExplanation(const SearchResult &R, llvm::raw_ostream &OS);
 /// breakdown), how the search went, the experts, the best \p K plans
 /// ("top"), and with \p Explain the explanation's sentences. Keys:
 /// plan{tp,pp,dp,ep,sp,micro_batch_size,num_micro_batches,virtual_stages,
-/// recompute,zero_stage,grad_dtype,axis_order,stage_layers}, plan_string, step_time_s,
-/// tokens_per_s or samples_per_s, mfu, max_memory_bytes, hbm_bytes, breakdown{compute_s,
-/// tp_comm_s, ep_comm_s,bubble_s,dp_comm_s,optimizer_s,dominant},
+/// recompute,zero_stage,grad_dtype,axis_order,stage_layers}, plan_string,
+/// step_time_s, tokens_per_s or samples_per_s, mfu, max_memory_bytes,
+/// hbm_bytes, breakdown{compute_s, tp_comm_s,
+/// ep_comm_s,bubble_s,dp_comm_s,optimizer_s,dominant},
 /// search{candidates,simulated,...}, experts{...}, uncosted{...}, top[],
 /// explain[].
 /// Deterministic (no wall time).

@@ -10,7 +10,6 @@
 
 namespace loom {
 
-
 /// Why no plan meets the SLO, naming the binding term of the plan closest
 /// to it.
 std::string describeNoServingPlan(const ServingResult &R);

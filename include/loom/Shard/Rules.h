@@ -147,8 +147,7 @@ public:
   /// The axis size divides \p Size (> 0); a symbolic size divides every
   /// size but 1 (no degree > 1 splits a unit dim).
   bool isDivisible(int64_t Size) const {
-    return AxisSize == AnyDivides ? Size > 1
-                                  : Size > 0 && Size % AxisSize == 0;
+    return AxisSize == AnyDivides ? Size > 1 : Size > 0 && Size % AxisSize == 0;
   }
 
   /// The spec \p V arrives in (parameters: as stored).

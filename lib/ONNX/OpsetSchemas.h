@@ -1,0 +1,69 @@
+//===- OpsetSchemas.h - What the two opset-schema files share ---*- C++ -*-===//
+//
+// Private to lib/ONNX: the type lists and helpers that OpsetSchemas.cpp
+// (opsets 18 and what it rebuilds) and OpsetSchemas19To23.cpp both use, so
+// that they are written once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_LIB_ONNX_OPSETSCHEMAS_H
+#define LOOM_LIB_ONNX_OPSETSCHEMAS_H
+
+#include "onnx/defs/schema.h"
+#include "onnx/defs/shape_inference.h"
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace onnx {
+// Exported by libonnx (onnx/defs/nn/defs.cc), not declared in its headers.
+void convPoolShapeInference(InferenceContext &Ctx, bool UseDilation,
+                            bool RequireKernelShape, int Input1Idx,
+                            int Input2Idx);
+} // namespace onnx
+
+namespace loom {
+namespace opset {
+
+inline const char *const NumericTypes[] = {
+    "tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)",
+    "tensor(int8)",  "tensor(int16)",   "tensor(int32)",    "tensor(int64)",
+    "tensor(uint8)", "tensor(uint16)",  "tensor(uint32)",   "tensor(uint64)"};
+inline const char *const FloatTypes[] = {"tensor(float)", "tensor(float16)",
+                                         "tensor(bfloat16)", "tensor(double)"};
+inline const char *const IntTypes[] = {
+    "tensor(int8)",  "tensor(int16)",  "tensor(int32)",  "tensor(int64)",
+    "tensor(uint8)", "tensor(uint16)", "tensor(uint32)", "tensor(uint64)"};
+
+template <size_t N> std::vector<std::string> types(const char *const (&A)[N]) {
+  return std::vector<std::string>(std::begin(A), std::end(A));
+}
+/// The numeric types, bool and string.
+inline std::vector<std::string> allTypes() {
+  std::vector<std::string> T = types(NumericTypes);
+  T.push_back("tensor(bool)");
+  T.push_back("tensor(string)");
+  return T;
+}
+
+/// An empty default-domain schema \p Name at \p Version, its doc naming
+/// Loom as the one that registered it.
+inline onnx::OpSchema make(const char *Name, int Version) {
+  onnx::OpSchema S;
+  S.SetName(Name).SetDomain(onnx::ONNX_DOMAIN).SinceVersion(Version);
+  S.SetDoc("Registered by Loom (lib/ONNX/OpsetSchemas*.cpp); see the ONNX "
+           "operator documentation.");
+  return S;
+}
+
+} // namespace opset
+
+/// The ONNX 1.12 schema \p From at \p FromVersion, rebuilt as \p Name at
+/// \p Version (OpsetSchemas.cpp).
+onnx::OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
+                           int Version);
+/// Opsets 19-23's schemas (OpsetSchemas19To23.cpp).
+void addOpset19To23Schemas(std::vector<onnx::OpSchema> &Out);
+
+} // namespace loom
+
+#endif // LOOM_LIB_ONNX_OPSETSCHEMAS_H
