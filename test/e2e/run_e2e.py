@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -406,7 +407,9 @@ def hw_file(work, n):
     # older BASE_HW: reuse it only when it is this one's.
     if os.path.exists(path) and open(path).read() == text2:
         return path
-    tmp = path + f".{os.getpid()}"
+    # Callers run this from several threads of one process (difftest's
+    # pool): the temporary name must be unique per thread, not per process.
+    tmp = path + f".{os.getpid()}.{threading.get_ident()}"
     with open(tmp, "w") as f:
         f.write(text2)
     os.replace(tmp, path)
