@@ -16,6 +16,17 @@
 //    weights as in the model, whether the exporter shared, deduplicated or
 //    copied them. A weight read directly by two layers (tied embeddings)
 //    stays shared: that is the model's own sharing.
+//  - weights written as `Constant` nodes (paddle2onnx and tf2onnx store
+//    every weight that way; torch.onnx writes initializers): a Constant
+//    holding a floating-point tensor of two or more elements, read as a
+//    weight (a matmul's or convolution's weight or bias, a norm's scale or
+//    bias, PRelu's slope, the bias Added to a matmul or convolution),
+//    becomes a parameter, as the initializer holding the same tensor
+//    would be, so weights count, shard and train alike however the
+//    exporter stored them. Other constants stay: one-element ones (scales,
+//    epsilons), and what fold-shape-arith folded from the batch and
+//    sequence (masks, rotary tables, the zeros an index_add starts from),
+//    which are data, not weights.
 //  - other `Identity` nodes are bypassed (unless a graph output, or read
 //    by name from a Loop/If/Scan body).
 //  - `Div(x, c)` with c a constant scalar 2^k becomes `Mul(x, 2^-k)` (the
@@ -59,9 +70,9 @@ constexpr unsigned MaxRounds = 16;
 
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
-           Rounds = 0, Reinferred = 0;
+           Constants = 0, Rounds = 0, Reinferred = 0;
   unsigned total() const {
-    return Params + Identities + Divs + Transposes + Reshapes;
+    return Params + Identities + Divs + Transposes + Reshapes + Constants;
   }
 };
 
@@ -108,6 +119,8 @@ public:
         continue;
       if (Op == "Identity")
         rewriteIdentity(N);
+      else if (Op == "Constant")
+        rewriteConstant(N);
       else if (Op == "Div")
         rewriteDiv(N);
       else if (Op == "Transpose")
@@ -161,6 +174,51 @@ private:
       bypass(Out, In);
       ++C.Identities;
     }
+  }
+
+  /// Whether \p U reads its input \p I as a weight: a matmul's or
+  /// convolution's weight or bias, a norm's scale or bias, PRelu's slope,
+  /// or the bias Added to a matmul's or convolution's result.
+  static bool readsAsWeight(const Node &U, unsigned I) {
+    StringRef Op = U.getOpType();
+    if (Op == "MatMul")
+      return I == 1;
+    if (Op == "Gemm" || Op == "Conv" || Op == "ConvTranspose")
+      return I >= 1;
+    if (Op == "BatchNormalization" || Op == "LayerNormalization" ||
+        Op == "InstanceNormalization" || Op == "GroupNormalization" ||
+        Op == "RMSNormalization" || Op == "PRelu")
+      return I >= 1;
+    if (Op == "Add" && U.getNumInputs() == 2) {
+      const Node *D =
+          U.getInput(1 - I) ? U.getInput(1 - I)->getDefiningNode() : nullptr;
+      return D && (D->getOpType() == "MatMul" || D->getOpType() == "Gemm" ||
+                   D->getOpType() == "Conv");
+    }
+    return false;
+  }
+
+  void rewriteConstant(Node &N) {
+    Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
+    const Attribute *A = N.getAttribute("value");
+    if (!Out || N.getNumInputs() != 0 || !A ||
+        A->K != Attribute::Kind::Tensor || A->Ts.size() != 1 || !canBypass(Out))
+      return;
+    const Tensor &T = A->Ts.front();
+    Optional<int64_t> Elems = T.Type.getNumElements();
+    if (!T.Data || !isFloatingPoint(T.Type.Elem) || !Elems || *Elems < 2)
+      return;
+    auto It = Users.find(Out);
+    if (It == Users.end() || none_of(It->second, [&](const Node *U) {
+          for (unsigned I = 0; I < U->getNumInputs(); ++I)
+            if (U->getInput(I) == Out && readsAsWeight(*U, I))
+              return true;
+          return false;
+        }))
+      return;
+    Out->Type = T.Type;
+    G.turnResultIntoParameter(&N, T.Data);
+    ++C.Constants;
   }
 
   void rewriteDiv(Node &N) {
@@ -285,6 +343,8 @@ public:
        << Last.Divs << " Div -> Mul, " << Last.Transposes
        << " Transpose pair(s) merged, " << Last.Reshapes
        << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)";
+    if (Last.Constants)
+      OS << ", " << Last.Constants << " weight Constant(s) made parameters";
     if (Last.Reinferred)
       OS << ", " << Last.Reinferred << " type(s) refined by re-inference";
     OS << "\n";

@@ -53,8 +53,47 @@ EXPECT = {
                          "layers: 7 (4 repeated blocks in 2 run(s), 3 other)",
                          ["AB", "AB"]),
 }
+# Models shipped in npm packages, as their exporter wrote them (.ci/setup
+# installs them with onnxruntime-node): PaddleOCR v4's detector and
+# recogniser and its mobile direction classifier, written by paddle2onnx
+# (opsets 9 and 11, every weight a Constant node, "p2o.DynamicDimension.N"
+# symbols), planned for inference at 320-pixel images (the recogniser's
+# height is fixed at 48).
+NPM_OCR = os.path.join(ROOT, "test", "e2e", "node_modules", "@gutenye",
+                       "ocr-models", "assets")
+EXTERNAL = {
+    "ppocr-det-paddle2onnx": os.path.join(NPM_OCR,
+                                          "ch_PP-OCRv4_det_infer.onnx"),
+    "ppocr-rec-paddle2onnx": os.path.join(NPM_OCR,
+                                          "ch_PP-OCRv4_rec_infer.onnx"),
+    "ppocr-cls-paddle2onnx": os.path.join(NPM_OCR,
+                                          "ch_ppocr_mobile_v2.0_cls_infer.onnx"),
+}
+OCR_IMAGE = ["--batch", "8", "--mode", "infer",
+             "--dim", "p2o.DynamicDimension.1=320"]
+EXPECT.update({
+    # PP-LCNetV3-style backbone blocks (the last of a stage adds the
+    # hard-swish its successor lacks: A then B) and the DB head.
+    "ppocr-det-paddle2onnx": (OCR_IMAGE + ["--dim",
+                                           "p2o.DynamicDimension.2=320"],
+                              "layers: 9 (6 repeated blocks in 2 run(s), 3 other)",
+                              ["AAAB", "AB"]),
+    # Backbone stages, then SVTR's two global-mixing transformer blocks
+    # (the second with the neck's closing LayerNorm spelled out).
+    "ppocr-rec-paddle2onnx": (OCR_IMAGE,
+                              "layers: 12 (8 repeated blocks in 3 run(s), 4 other)",
+                              ["AAAA", "AB", "AB"]),
+    "ppocr-cls-paddle2onnx": (OCR_IMAGE + ["--dim",
+                                           "p2o.DynamicDimension.2=320"],
+                              "layers: 10 (4 repeated blocks in 2 run(s), 6 other)",
+                              ["AA", "AA"]),
+})
 FAMILIES = [("gpt-torch", "gpt-hf"), ("llama-hf", "llama-additive")]
 FAMILY_PLAN = "tp=2,pp=2,dp=2,ep=1,sp=0,mb=1,nmb=4,vpp=1,recompute=none,zero=1"
+
+
+def model_path(name):
+    return EXTERNAL.get(name) or os.path.join(MODELS, name + ".onnx")
 
 
 def run(cmd, **kw):
@@ -75,8 +114,7 @@ class Checker:
         print("FAIL: " + msg, flush=True)
 
     def plan(self, name, *args):
-        path = os.path.join(MODELS, name + ".onnx")
-        return run([self.pp, path, "--hw", HW] + EXPECT[name][0] + list(args))
+        return run([self.pp, model_path(name), "--hw", HW] + EXPECT[name][0] + list(args))
 
     def check_layers(self, name):
         summary, patterns = EXPECT[name][1], EXPECT[name][2]
@@ -120,8 +158,7 @@ class Checker:
         out = self.emit(name, devices, plan, tag)
         if not out or not self.do_run:
             return
-        r = run([self.loom_run, out, "--model",
-                 os.path.join(MODELS, name + ".onnx")])
+        r = run([self.loom_run, out, "--model", model_path(name)])
         if r.returncode:
             self.fail("%s on %d devices, plan %s: loom-run:\n%s" %
                       (name, devices, plan, r.stdout[-2000:]))
