@@ -173,10 +173,12 @@ struct ServingPlanCost {
   unsigned TP = 1, PP = 1, DP = 1;
   /// Sequences in flight per replica, and the most the KV cache holds.
   unsigned Batch = 0, MaxConcurrency = 0;
-  /// Prefill of one prompt through every stage (mean over the workload),
-  /// and of the busiest stage.
+  /// Prefill of one prompt through every stage (mean over the workload;
+  /// with static batching, of the batch's prompts together), and of one
+  /// prompt on the busiest stage.
   double PrefillS = 0, PrefillStageS = 0;
-  /// One decode step of the batch (a token for every sequence).
+  /// One decode step of the batch (a token for every sequence; in flight,
+  /// with the joining prompts' tokens in the same forward).
   double DecodeStepS = 0;
   double TTFTS = 0, TPOTS = 0;
   /// Output tokens/s of all replicas, and per device.
