@@ -298,6 +298,7 @@ public:
     for (const ServingWorkload::Row &R : O.Load.Rows) {
       WSum += R.Weight;
       MeanPrompt += R.Weight * R.Prompt;
+      MeanPromptSq += R.Weight * (double)R.Prompt * R.Prompt;
       MeanGen += R.Weight * R.Gen;
       // Weighted by the steps a request stays in flight (its G tokens).
       GSum += R.Weight * R.Gen;
@@ -305,6 +306,7 @@ public:
       MeanKVTokens += R.Weight * R.Gen * (double)(R.Prompt + R.Gen);
     }
     MeanPrompt /= WSum;
+    MeanPromptSq /= WSum;
     MeanGen /= WSum;
     MeanContext /= GSum;
     MeanKVTokens /= GSum;
@@ -319,6 +321,7 @@ public:
   double Tokens = 0, BW = 0, Peak = 0;
   double ModelKVPerToken = 0;
   double MeanPrompt = 0, MeanGen = 0, MeanContext = 0, MeanKVTokens = 0;
+  double MeanPromptSq = 0;
   uint64_t Costed = 0;
 
 private:
@@ -333,11 +336,17 @@ private:
     unsigned MaxBatch = 0;
   };
   Expected<Shape *> getShape(unsigned TP, unsigned PP);
-  /// One stage's decode step at M sequences, term by term.
+  /// One stage's step at M decoding sequences, term by term, with
+  /// \p PrefTokens prompt tokens (and \p PrefAttn, the prompts' attention
+  /// core as a fraction of the bound graph's) in the same forward.
   struct StageStep {
     double TimeS = 0, ComputeS = 0, WeightS = 0, KVS = 0, CommS = 0, SendS = 0;
   };
-  StageStep decodeStage(const Shape &S, unsigned Stage, unsigned M);
+  StageStep decodeStage(const Shape &S, unsigned Stage, double M,
+                        double PrefTokens = 0, double PrefAttn = 0);
+  /// Static batching: the prefill of \p B prompts together (pp
+  /// micro-batches of ceil(B / pp) through the stages), workload mean.
+  double batchPrefill(const Shape &S, unsigned B);
   double layerTime(unsigned L, unsigned TP, double Act, double Attn) {
     auto K = std::make_tuple(Rep[L], TP, Act, Attn);
     auto It = LayerCache.find(K);
@@ -433,29 +442,66 @@ Expected<ServingModel::Shape *> ServingModel::getShape(unsigned TP,
 }
 
 ServingModel::StageStep ServingModel::decodeStage(const Shape &S, unsigned St,
-                                                  unsigned M) {
+                                                  double M, double PrefTokens,
+                                                  double PrefAttn) {
   StageStep R;
-  double Act = M / Tokens;
   unsigned TP = S.Plan.TP;
+  // The engine's token budget per forward (max_num_batched_tokens): a step
+  // with more tokens takes N forwards, each reading the weights again;
+  // the cache is read once per decoding token whatever the split.
+  double All = M + PrefTokens;
+  unsigned N = 1;
+  if (O.Engine.MaxTokens && All > O.Engine.MaxTokens)
+    N = (unsigned)std::ceil(All / O.Engine.MaxTokens);
+  double Act = All / N / Tokens, Attn = PrefAttn / N;
   double KV = 0, WeightBytes = 0, Flops = 0;
   for (unsigned L = S.First[St]; L < S.First[St] + S.Count[St]; ++L) {
-    R.TimeS += layerTime(L, TP, Act, 0);
-    R.CommS += allReduce(L, TP, Act, S.TPG);
+    R.TimeS += N * layerTime(L, TP, Act, Attn);
+    R.CommS += N * allReduce(L, TP, Act, S.TPG);
     KV += KVPerToken[L] / TP;
     const PlanEvaluator::LayerSummary &F = Facts[L];
     WeightBytes += F.ParamBytesSharded / TP + F.ParamBytesReplicated;
-    Flops += (F.FlopsSharded / TP + F.FlopsReplicated) * Act;
+    Flops += (F.FlopsSharded / TP + F.FlopsReplicated) * All / Tokens;
   }
   // The terms as the roofline sees them: what binds is the larger.
   R.KVS = BW > 0 ? M * MeanContext * KV / BW : 0;
-  R.WeightS = BW > 0 ? WeightBytes / BW : 0;
+  R.WeightS = BW > 0 ? N * WeightBytes / BW : 0;
   R.ComputeS = Peak > 0 ? Flops / Peak : 0;
   R.TimeS += R.KVS + R.CommS;
   if (St + 1 < S.Plan.PP) {
-    double B = Facts[S.First[St] + S.Count[St] - 1].OutBoundaryBytes * Act / TP;
+    double B = Facts[S.First[St] + S.Count[St] - 1].OutBoundaryBytes * All /
+               Tokens / TP;
     R.SendS = collectiveTime(CollectiveKind::SendRecv, B, S.PPPair, HW).Seconds;
   }
   return R;
+}
+
+double ServingModel::batchPrefill(const Shape &S, unsigned B) {
+  unsigned PP = S.Plan.PP, TP = S.Plan.TP;
+  double K = std::max(1u, (B + PP - 1) / PP);
+  double Sum = 0, Max = 0;
+  for (unsigned St = 0; St < PP; ++St) {
+    double T = 0, Send = 0;
+    for (const auto &PW : PromptWeights) {
+      double Act = K * PW.first / Tokens;
+      double Attn = K * (double)PW.first * PW.first /
+                    ((double)EO.Batch * EO.Seq * EO.Seq);
+      for (unsigned L = S.First[St]; L < S.First[St] + S.Count[St]; ++L)
+        T += PW.second *
+             (layerTime(L, TP, Act, Attn) + allReduce(L, TP, Act, S.TPG));
+      if (St + 1 < PP)
+        Send += PW.second *
+                collectiveTime(
+                    CollectiveKind::SendRecv,
+                    Facts[S.First[St] + S.Count[St] - 1].OutBoundaryBytes *
+                        Act / TP,
+                    S.PPPair, HW)
+                    .Seconds;
+    }
+    Sum += T + Send;
+    Max = std::max(Max, T);
+  }
+  return std::max(Sum, PP * Max);
 }
 
 Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
@@ -478,11 +524,21 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   R.PrefillS = S.PrefillS;
   R.PrefillStageS = S.PrefillStageS;
   unsigned M = std::max(1u, (R.Batch + PP - 1) / PP);
+  // In-flight batching: with b sequences in flight, each staying G steps,
+  // b / G requests start a step; their prompts' tokens run in the same
+  // forward as the decode tokens (Sarathi-Serve's mixed batches: one
+  // weight read for both), chunked to the engine's token budget.
+  double PrefTokens = 0, PrefAttn = 0;
+  if (!O.StaticBatching) {
+    PrefTokens = M * MeanPrompt / MeanGen;
+    PrefAttn =
+        M / MeanGen * MeanPromptSq / ((double)EO.Batch * EO.Seq * EO.Seq);
+  }
   double Sum = 0, Max = 0;
   unsigned Busiest = 0;
   std::vector<StageStep> Steps;
   for (unsigned St = 0; St < PP; ++St) {
-    Steps.push_back(decodeStage(S, St, M));
+    Steps.push_back(decodeStage(S, St, M, PrefTokens, PrefAttn));
     Sum += Steps.back().TimeS + Steps.back().SendS;
     if (Steps.back().TimeS > Max) {
       Max = Steps.back().TimeS;
@@ -502,9 +558,21 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   R.KVCacheBytes = R.Batch * S.KVPerSeq[Busiest];
   R.KVCapacityBytes = S.Room[Busiest];
   R.WeightBytes = S.Weights[Busiest];
-  R.TTFTS = R.PrefillS + R.DecodeStepS;
-  R.TPOTS = R.DecodeStepS + R.Batch * R.PrefillStageS / MeanGen;
-  R.TokensPerS = R.TPOTS > 0 ? DP * R.Batch / R.TPOTS : 0;
+  if (O.StaticBatching) {
+    // All b prompts prefilled together (one weight read for the batch),
+    // then G - 1 decode steps; every request's first token comes with the
+    // batch's prefill (TensorRT-LLM's gptSessionBenchmark).
+    R.PrefillS = batchPrefill(S, R.Batch);
+    R.TTFTS = R.PrefillS;
+    R.TPOTS = R.DecodeStepS;
+    double Total = R.PrefillS + (MeanGen - 1) * R.DecodeStepS;
+    R.TokensPerS = Total > 0 ? DP * R.Batch * MeanGen / Total : 0;
+  } else {
+    // A new request waits for the running step, if any runs.
+    R.TTFTS = R.PrefillS + (R.Batch > 1 ? R.DecodeStepS : 0);
+    R.TPOTS = R.DecodeStepS;
+    R.TokensPerS = R.TPOTS > 0 ? DP * R.Batch / R.TPOTS : 0;
+  }
   R.TokensPerSPerDevice = R.TokensPerS / ((double)DP * TP * PP);
   double HBMTerm = R.WeightReadS + R.KVReadS;
   double Other = std::max(0.0, R.StageS - HBMTerm - R.CommS);

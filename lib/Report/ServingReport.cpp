@@ -324,6 +324,7 @@ void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
     Top.push_back(std::move(O));
   }
   Root["top"] = std::move(Top);
+  Root["batching"] = R.Opts.StaticBatching ? "static" : "inflight";
   Root["engine"] =
       json::Object{{"name", R.Opts.Engine.Name},
                    {"max_seqs", (int64_t)R.Opts.Engine.MaxSeqs},

@@ -94,10 +94,11 @@ TEST(ServingTest, LatencyAndThroughputIdentities) {
   Expected<ServingPlanCost> S =
       costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 16);
   ASSERT_TRUE(!!S);
-  // TTFT = prefill + one decode step; TPOT = step + batch * prefill / G;
-  // tokens/s = dp * batch / TPOT.
+  // In-flight: TTFT = prefill + the running step; TPOT = the step, which
+  // carries the prompts joining it (16 / 64 of a prompt); tokens/s = dp *
+  // batch / TPOT.
   EXPECT_DOUBLE_EQ(S->PrefillS + S->DecodeStepS, S->TTFTS);
-  EXPECT_DOUBLE_EQ(S->DecodeStepS + 16 * S->PrefillStageS / 64, S->TPOTS);
+  EXPECT_DOUBLE_EQ(S->DecodeStepS, S->TPOTS);
   EXPECT_DOUBLE_EQ(4 * 16 / S->TPOTS, S->TokensPerS);
   EXPECT_DOUBLE_EQ(S->TokensPerS / 8, S->TokensPerSPerDevice);
   // KV: 8 heads of 8, K and V, fp32: 512 B per token; 256 + 64 tokens a
@@ -112,6 +113,40 @@ TEST(ServingTest, LatencyAndThroughputIdentities) {
       costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 16);
   ASSERT_TRUE(!!Q);
   EXPECT_DOUBLE_EQ(1310720 / 4.0, Q->KVCacheBytes);
+}
+
+TEST(ServingTest, StaticBatchingIdentities) {
+  auto F = load(256);
+  ServingOptions O;
+  O.Load.Rows.push_back({256, 64, 1.0});
+  Expected<ServingPlanCost> In =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 16);
+  O.StaticBatching = true;
+  Expected<ServingPlanCost> St =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 16);
+  ASSERT_TRUE(In && St);
+  // Static: every request's first token comes with the batch's prefill;
+  // then G - 1 steps of decode alone, lighter than the in-flight step
+  // that also prefills the joining prompts.
+  EXPECT_DOUBLE_EQ(St->PrefillS, St->TTFTS);
+  EXPECT_DOUBLE_EQ(St->DecodeStepS, St->TPOTS);
+  EXPECT_LT(St->DecodeStepS, In->DecodeStepS);
+  EXPECT_DOUBLE_EQ(4 * 16 * 64 / (St->PrefillS + 63 * St->DecodeStepS),
+                   St->TokensPerS);
+  // Sixteen prompts together take longer than one, and no longer than
+  // sixteen one by one (one weight read, one set of launches).
+  EXPECT_GT(St->PrefillS, In->PrefillS);
+  EXPECT_LE(St->PrefillS, 16 * In->PrefillS);
+  // At batch 1 the static prefill is the one prompt's, and in flight no
+  // step runs for the request to wait for.
+  Expected<ServingPlanCost> One =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 1);
+  O.StaticBatching = false;
+  Expected<ServingPlanCost> InOne =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, O, 2, 1, 4, 1);
+  ASSERT_TRUE(One && InOne);
+  EXPECT_NEAR(In->PrefillS, One->PrefillS, 1e-12 * In->PrefillS);
+  EXPECT_DOUBLE_EQ(InOne->PrefillS, InOne->TTFTS);
 }
 
 TEST(ServingTest, ParseSLO) {

@@ -543,10 +543,20 @@ static Error buildServingOptions(CompileOptions &O) {
         return E;
       continue;
     }
+    if (Key == "batching") {
+      StringRef V = KV.second.trim();
+      if (V != "static" && V != "inflight")
+        return Err("--set " + S + ": unknown batching '" + V +
+                   "'; valid: inflight (continuous, the default), static");
+      SO->StaticBatching = V == "static";
+      O.HardwareOverrides.push_back(
+          ("serve.batching: inflight -> " + V + " (--set)").str());
+      continue;
+    }
     if (Key != "kv_dtype")
       return Err("--set " + S + ": '" + Key +
-                 "' matches nothing at 'serve'; valid keys: kv_dtype, "
-                 "max_seqs, max_batched_tokens");
+                 "' matches nothing at 'serve'; valid keys: batching, "
+                 "kv_dtype, max_seqs, max_batched_tokens");
     Optional<double> B = getKVDTypeBytes(KV.second.trim());
     if (!B)
       return Err("--set " + S + ": unknown KV cache type '" + KV.second.trim() +

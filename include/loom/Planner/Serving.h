@@ -2,30 +2,42 @@
 //-*-===//
 //
 // --mode serve: how a decoder serves requests of prompt length P and G
-// generated tokens under continuous batching (vLLM, MindIE): each request
-// is prefilled once (P tokens in one forward, compute-bound), then decoded
-// one token per step together with the other sequences in flight, every
-// step reading the stage's weights and the KV cache of every sequence
-// (memory-bandwidth-bound). Both phases are costed from the evaluator's
-// per-node costs (PlanEvaluator::getLayerForwardTime: the same roofline,
-// cube efficiency and launch overhead as training and inference plans) and
-// its per-layer facts (KV cache from the K and V tensors before any GQA
-// repeat, TP all-reduces, pipeline transfers); nothing here models an op.
+// generated tokens. Two ways an engine batches them:
+//  - in-flight (continuous) batching, the default (vLLM, MindIE,
+//    TensorRT-LLM's executor, LMDeploy's TurboMind): sequences join and
+//    leave the batch between steps; each step decodes one token of every
+//    sequence in flight and, in the same forward, prefills the prompts of
+//    the requests that joined (Agrawal et al. 2024, Sarathi-Serve: mixed
+//    batches, chunked to the engine's token budget per step);
+//  - static batching (--set serve.batching=static; TensorRT-LLM's
+//    gptSessionBenchmark): the batch's b prompts are prefilled together in
+//    one forward, then decoded together for G - 1 steps.
+// Both phases are costed from the evaluator's per-node costs
+// (PlanEvaluator::getLayerForwardTime: the same roofline, cube efficiency
+// and launch overhead as training and inference plans) and its per-layer
+// facts (KV cache from the K and V tensors before any GQA repeat, TP
+// all-reduces, pipeline transfers); nothing here models an op.
 //
 // Per replica of tp x pp devices, with b sequences in flight, mean context
 // c (the prompt plus half the generated tokens) and m = ceil(b / pp)
 // sequences per pipeline micro-batch:
-//   stage decode T_s(m) = sum of its layers' forward at m tokens (attention
-//                         core left out) + m * c * KV bytes per token of its
-//                         layers / tp / HBM bandwidth + TP all-reduces
+//   stage step T_s(m)   = sum of its layers' forward at m decode tokens
+//                         plus (in-flight) m P / G prompt tokens and their
+//                         attention core (m / G prompts joining a step),
+//                         in ceil(tokens / max_batched_tokens) forwards,
+//                         each reading the weights
+//                         + m * c * KV bytes per token of its layers / tp
+//                         / HBM bandwidth (the decode attention core)
+//                         + TP all-reduces
 //   decode step         = max(sum_s T_s + transfers, pp * max_s T_s)
-//   TPOT                = decode step + b * prefill time of the busiest
-//                         stage / G (the prefills that interrupt decoding,
-//                         spread over each request's G tokens)
-//   TTFT                = prefill of one prompt through the stages + one
-//                         decode step (a new request waits for the running
-//                         step)
-//   output tokens/s     = b / TPOT per replica, times the replicas (dp)
+//   TPOT                = decode step
+//   in-flight: TTFT     = prefill of one prompt through the stages + one
+//                         decode step when others run (b > 1: a new
+//                         request waits for the running step)
+//              tokens/s = b / TPOT per replica, times the replicas (dp)
+//   static:    TTFT     = prefill of the b prompts together (pp
+//                         micro-batches of m prompts)
+//              tokens/s = b G / (TTFT + (G - 1) decode step), times dp
 //   max concurrency     = min over stages of (usable HBM - weights -
 //                         workspace - comm buffers) / (KV bytes per
 //                         sequence at P + G tokens)
@@ -129,6 +141,10 @@ struct ServingOptions {
   std::string KVDType;
   /// Devices to plan on; 0: the hardware's.
   uint64_t Devices = 0;
+  /// --set serve.batching=static: the batch is prefilled together, then
+  /// decoded together to its end (no request joins a running batch);
+  /// default in-flight (continuous) batching.
+  bool StaticBatching = false;
 };
 
 /// --set serve.kv_dtype=NAME: bytes per element of fp32, fp16, bf16, fp8,
@@ -157,10 +173,12 @@ struct ServingPlanCost {
   unsigned TP = 1, PP = 1, DP = 1;
   /// Sequences in flight per replica, and the most the KV cache holds.
   unsigned Batch = 0, MaxConcurrency = 0;
-  /// Prefill of one prompt through every stage (mean over the workload),
-  /// and of the busiest stage.
+  /// Prefill of one prompt through every stage (mean over the workload;
+  /// with static batching, of the batch's prompts together), and of one
+  /// prompt on the busiest stage.
   double PrefillS = 0, PrefillStageS = 0;
-  /// One decode step of the batch (a token for every sequence).
+  /// One decode step of the batch (a token for every sequence; in flight,
+  /// with the joining prompts' tokens in the same forward).
   double DecodeStepS = 0;
   double TTFTS = 0, TPOTS = 0;
   /// Output tokens/s of all replicas, and per device.
