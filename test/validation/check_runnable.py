@@ -45,7 +45,7 @@ def check(pp, zoo, fw, model, batch, seq):
     if rc != 0:
         return [f"{fw} {model}: search exit {rc}: {err.strip()}"]
     d = json.loads(out)
-    plans = [t["plan"] if isinstance(t, dict) else t for t in d.get("top", [])]
+    plans = [t["plan_string"] for t in d.get("top", [])]
     bad = []
     if len(plans) < 5:
         bad.append(f"{fw} {model}: {len(plans)} plans in the top 5")
