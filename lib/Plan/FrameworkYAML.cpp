@@ -98,6 +98,8 @@ struct RawOverlap {
   /// share (a fraction of the class) or cores (SMs / AI cores the
   /// framework's collectives hold, divided by the class's cores).
   std::string Unit = "share";
+  /// Applies only to devices whose name starts with this (empty: any).
+  std::string Devices;
 };
 struct RawHow {
   std::string Attention;
@@ -229,6 +231,7 @@ template <> struct MappingTraits<RawOverlap> {
     IO.mapOptional("dp", O.DP);
     IO.mapOptional("pp", O.PP);
     IO.mapOptional("unit", O.Unit);
+    IO.mapOptional("devices", O.Devices);
   }
   static std::string validate(IO &, RawOverlap &O) {
     if (O.Unit != "share" && O.Unit != "cores")
@@ -369,6 +372,7 @@ void convertHow(const RawHow &H, FrameworkProfile &F) {
     F.DPOverlapShare = H.Overlap->DP;
     F.PPOverlapShare = H.Overlap->PP;
     F.OverlapInCores = H.Overlap->Unit == "cores";
+    F.OverlapDevices = H.Overlap->Devices;
   }
   F.DDPBucketParams = (double)H.BucketParams;
   F.OptimizerBytesPerParam = H.OptimizerBytes;

@@ -77,6 +77,8 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
     return;
   if (It == HW.Device.Classes.end() || It->second.Overlap)
     return;
+  if (!StringRef(HW.Device.Name).startswith(F.OverlapDevices))
+    return;
   // Counts of SMs / AI cores become shares of the class; a class that
   // gives no core count gets none.
   double Per = 1;
