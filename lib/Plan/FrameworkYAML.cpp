@@ -95,6 +95,11 @@ struct RawRuns {
 };
 struct RawOverlap {
   Optional<double> TP, DP, PP;
+  /// share (a fraction of the class) or cores (SMs / AI cores the
+  /// framework's collectives hold, divided by the class's cores).
+  std::string Unit = "share";
+  /// Applies only to devices whose name starts with this (empty: any).
+  std::string Devices;
 };
 struct RawHow {
   std::string Attention;
@@ -225,11 +230,17 @@ template <> struct MappingTraits<RawOverlap> {
     IO.mapOptional("tp", O.TP);
     IO.mapOptional("dp", O.DP);
     IO.mapOptional("pp", O.PP);
+    IO.mapOptional("unit", O.Unit);
+    IO.mapOptional("devices", O.Devices);
   }
   static std::string validate(IO &, RawOverlap &O) {
+    if (O.Unit != "share" && O.Unit != "cores")
+      return "comm_overlap unit: share or cores";
     for (const Optional<double> &S : {O.TP, O.DP, O.PP})
-      if (S && !(*S >= 0 && *S < 1))
+      if (S && O.Unit == "share" && !(*S >= 0 && *S < 1))
         return "comm_overlap shares must be in [0, 1)";
+      else if (S && !(*S >= 0))
+        return "comm_overlap cores must be >= 0";
     return "";
   }
 };
@@ -360,6 +371,8 @@ void convertHow(const RawHow &H, FrameworkProfile &F) {
     F.TPOverlapShare = H.Overlap->TP;
     F.DPOverlapShare = H.Overlap->DP;
     F.PPOverlapShare = H.Overlap->PP;
+    F.OverlapInCores = H.Overlap->Unit == "cores";
+    F.OverlapDevices = H.Overlap->Devices;
   }
   F.DDPBucketParams = (double)H.BucketParams;
   F.OptimizerBytesPerParam = H.OptimizerBytes;

@@ -20,9 +20,10 @@ VALIDATE = os.path.join(HERE, "validate.py")
 # Korthikanti et al. 2022's 22B row (see runs.csv for its source).
 ROW = ('sp22-22b,A100,examples/hw/dgx-a100-superpod.yaml,8,gpt3-22b,2048,4,'
        '"tp=8,pp=1,dp=1,sp=1,recompute=selective,zero=0",0.415,'
-       'mfu_korthikanti,0,"Korthikanti et al. 2022 Table 5",""\n')
-HEADER = ("id,hw,hw_files,devices,model,seq,batch,plan,measured,unit,fused,"
-          "source,notes\n")
+       'mfu_korthikanti,test/validation/frameworks/megatron-lm-2021.yaml,'
+       '"Megatron-LM 2022","Korthikanti et al. 2022 Table 5",""\n')
+HEADER = ("id,hw,hw_files,devices,model,seq,batch,plan,measured,unit,"
+          "framework,framework_version,source,notes\n")
 
 
 def run(build, zoo, table_text):

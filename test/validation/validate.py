@@ -3,35 +3,31 @@
 
     /usr/bin/python3 test/validation/validate.py --build build
         [--table test/validation/runs.csv] [--zoo DIR] [--only ID,...]
-        [--fused published|attention|none] [--jobs N] [--check] [--json OUT]
+        [--framework NAME] [--jobs N] [--check] [--json OUT]
 
 For every row of the table (test/validation/runs.csv: model shape, cluster,
-published plan, global batch, sequence length, measured throughput and its
-source) this generates the model shape-only with
+published plan, global batch, sequence length, the framework that ran it,
+measured throughput and its source) this generates the model shape-only with
 examples/models/zoo/make_zoo.py (cached in --zoo, default BUILD/validation-zoo),
-runs plan-parallel with the published plan fixed (--plan; keys the source
-does not give are left to the search), reads its JSON, converts the published
-figure to tokens/s per device with the source's own FLOP count (see the
-table's header) and prints predicted vs measured and the error
-(predicted / measured - 1) per row, then the median and max |error| per
-hardware group.
+runs plan-parallel with the row's hardware files, `--framework` the row's
+framework and the published plan fixed (--plan; keys the source does not
+give are left to the search), reads its JSON, converts the published figure
+to tokens/s per device with the source's own FLOP count (see the table's
+header) and prints predicted vs measured and the error (predicted /
+measured - 1) per row, then the median and max |error| per hardware group.
+
+No overlay and no kernel flag: what the framework runs by default (its
+fused kernels, its communication-overlap shares) comes from its profile
+(examples/frameworks/*.yaml, or a validation profile in
+test/validation/frameworks/ for a framework version Loom does not ship), as
+for a user who plans with `--hw FILE --framework NAME`. --framework NAME
+plans every row with NAME instead (e.g. none: Loom without a framework).
 
 --check exits 1 when a group's median |error| is above the `# threshold`
 recorded in the table's header (ctest `validation` runs this).
 A published plan that does not fit Loom's memory model (it ran, so the
 model is wrong there) is marked "no fit" and costed again with the HBM
 capacity raised out of the way, so its time is still compared.
-Fused kernels: rows whose `fused` column is 1 (the run used fused / flash
-attention and the framework's fused norm, SwiGLU and rotary kernels) are
-planned with examples/hw/overlays/fused-elementwise.yaml layered over their
-hardware and --fused-kernels=all; rows that name their kernels (e.g.
-attention+rmsnorm: the script passes --use-flash-attn and --use-fused-rmsnorm
-only) with the overlay and --fused-kernels=attention,rmsnorm; rows with 0 with
---fused-kernels=none; --fused
-attention fuses only attention in those rows (the table before the
-element-wise kernels), --fused none no row (the table before fused
-attention). A plan-parallel without --fused-kernels costs every
-row op by op, and the script says so.
 
 Only onnx + numpy (through make_zoo) and the standard library.
 """
@@ -58,15 +54,6 @@ MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
 # A100 312 TFLOP/s (Korthikanti et al. 2022 use it; examples/hw/dgx-a100.yaml).
 A100_PEAK = 312e12
 NO_MEMORY_LIMIT = "device.memory.hbm.capacity=1024GiB"
-FUSED_OVERLAY = os.path.join(SRC, "examples", "hw", "overlays",
-                             "fused-elementwise.yaml")
-# What the base files leave out of a hardware group's interconnect, layered
-# on every row of the group right after its own files: the 910B server's
-# HCCS is a full mesh of point-to-point links (the overlay's header), so a
-# group smaller than the server reaches only the links to its peers.
-TOPOLOGY_OVERLAYS = {"Atlas900A2": [os.path.join(SRC, "examples", "hw",
-                                                 "overlays",
-                                                 "hccs-mesh.yaml")]}
 
 
 def read_table(path):
@@ -86,7 +73,7 @@ def read_table(path):
                 body.append(line)
     rows = list(csv.DictReader(io.StringIO("".join(body))))
     need = ["id", "hw", "hw_files", "devices", "model", "seq", "batch", "plan",
-            "measured", "unit", "fused", "source"]
+            "measured", "unit", "framework", "source"]
     for i, r in enumerate(rows):
         missing = [k for k in need if not (r.get(k) or "").strip()]
         if missing:
@@ -125,25 +112,12 @@ def tokens_per_device(row, cfg):
     sys.exit(f"row {row['id']}: unknown unit '{unit}'")
 
 
-FUSED_NAMES = ("attention", "rmsnorm", "layernorm", "swiglu", "rotary")
-
-
-def fused_kernels(row):
-    """The --fused-kernels value for a row's `fused` column: 0 -> none, 1 ->
-    all (fused attention and every fused element-wise kernel the overlay
-    lists), or the kernels the run's script asks for, '+' between them
-    (e.g. attention+rmsnorm)."""
-    f = row["fused"].strip()
-    if f == "0":
-        return "none"
-    if f == "1":
-        return "all"
-    names = f.split("+")
-    bad = [n for n in names if n not in FUSED_NAMES]
-    if bad:
-        sys.exit(f"row {row['id']}: unknown fused kernel '{bad[0]}' (0, 1 or "
-                 f"{'+'.join(FUSED_NAMES)})")
-    return ",".join(names)
+def framework_arg(name):
+    """--framework's value for a row's `framework` column: a shipped
+    profile's name, or a profile file relative to the source tree."""
+    if name.endswith(".yaml"):
+        return os.path.join(SRC, name)
+    return name
 
 
 def ensure_models(names, zoo):
@@ -158,36 +132,13 @@ def ensure_models(names, zoo):
                         "--quiet"], check=True)
 
 
-# The communication-overlap shares (comm_overlap) layered on each hardware
-# group's files when rows are planned with their published overlaps.
-OVERLAP_SHARES = {"A100": "examples/hw/overlap/a100.yaml",
-                  "H100": "examples/hw/overlap/h100.yaml",
-                  "Atlas900A2": "examples/hw/overlap/ascend.yaml"}
-
-
-def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
+def run_row(row, plan_parallel, zoo, framework=None):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
-    for hw in TOPOLOGY_OVERLAYS.get(row["hw"], []):
-        cmd += ["--hw", hw]
-    kernels = fused_kernels(row)
-    if fused_mode == "published" and kernels != "none":
-        cmd += ["--hw", FUSED_OVERLAY]
-    plan = row["plan"]
-    if overlap_mode == "published":
-        if row["hw"] in OVERLAP_SHARES:
-            cmd += ["--hw", os.path.join(SRC, OVERLAP_SHARES[row["hw"]])]
-        if row.get("overlap"):
-            plan += "," + row["overlap"]
-    cmd += ["--devices", row["devices"], "--batch", row["batch"], "--seq",
-            row["seq"], "--plan", plan, "--format", "json", "--quiet"]
-    if fused_mode in ("published", "attention"):
-        cmd.append("--fused-kernels=" + (
-            ("attention" if kernels != "none" else "none")
-            if fused_mode == "attention" else kernels))
-    elif fused_mode == "none":
-        cmd.append("--fused-kernels=none")
+    cmd += ["--framework", framework_arg(framework or row["framework"]),
+            "--devices", row["devices"], "--batch", row["batch"], "--seq",
+            row["seq"], "--plan", row["plan"], "--format", "json", "--quiet"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     nofit = False
@@ -212,16 +163,9 @@ def main(argv=None):
     ap.add_argument("--table", default=os.path.join(HERE, "runs.csv"))
     ap.add_argument("--zoo", help="model cache (default BUILD/validation-zoo)")
     ap.add_argument("--only", help="comma-separated row ids")
-    ap.add_argument("--fused", choices=["published", "attention", "none"],
-                    default="published",
-                    help="fused kernels as each run used them (default), "
-                         "fused attention only, or none for any row")
-    ap.add_argument("--overlap", choices=["published", "none"],
-                    default="published",
-                    help="communication overlap as each run used it, with "
-                         "the overlap shares layered on (default), or the "
-                         "implicit defaults without shares (the table "
-                         "before overlap was a plan choice)")
+    ap.add_argument("--framework",
+                    help="plan every row with this framework instead of "
+                         "the row's own (e.g. none)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a median |error| passes its threshold")
@@ -240,23 +184,14 @@ def main(argv=None):
     if not os.access(plan_parallel, os.X_OK):
         ap.error(f"no plan-parallel at {plan_parallel} (--build)")
     zoo = args.zoo or os.path.join(args.build, "validation-zoo")
-    helptext = subprocess.run([plan_parallel, "--help"], capture_output=True,
-                              text=True).stdout
-    fused_mode = args.fused
-    if "--fused-kernels" not in helptext:
-        fused_mode = "unavailable"
-    print(f"fused attention: {fused_mode}"
-          + (" (this plan-parallel has no --fused-kernels; every row is "
-             "costed op by op)" if fused_mode == "unavailable" else ""))
-
     t0 = time.perf_counter()
     ensure_models(sorted({r["model"] for r in rows}), zoo)
     t_zoo = time.perf_counter() - t0
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
         results = list(ex.map(
-            lambda r: run_row(r, plan_parallel, zoo, fused_mode,
-                              args.overlap), rows))
+            lambda r: run_row(r, plan_parallel, zoo, args.framework),
+            rows))
 
     failed = False
     table = []

@@ -3,6 +3,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
+
 using namespace llvm;
 
 namespace loom {
@@ -37,15 +39,34 @@ resolveFrameworks(Optional<StringRef> Flag, ArrayRef<ExportTarget> Exports) {
   return Out;
 }
 
+/// The fused element-wise kernels (detect-fused-kernels' names) a
+/// framework's profile may name where the hardware file does not list
+/// them: one launch reading its inputs and writing its output once, at
+/// efficiency 1.0, the roofline Loom charges every unfused element-wise op
+/// (include/loom/Cost/FusedKernels.h), so the framework's fusion changes
+/// the traffic and the launches, not the rate. Fused attention is not
+/// here: its efficiency is the hardware's (fused_kernels.attention).
+static bool isElementwiseFusedKernel(StringRef K) {
+  return K == "rmsnorm" || K == "layernorm" || K == "swiglu" || K == "rotary";
+}
+
 void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
                        CompileOptions &O) {
+  auto It = HW.Device.Classes.find("aicore");
   if (F.FusedKernels && !O.FusedKernels) {
     std::vector<std::string> Use;
-    for (const std::string &K : *F.FusedKernels)
+    for (const std::string &K : *F.FusedKernels) {
+      if (It != HW.Device.Classes.end() && isElementwiseFusedKernel(K) &&
+          !It->second.getFusedKernel(K)) {
+        FusedKernel FK;
+        FK.Name = K;
+        It->second.FusedKernels[K] = FK;
+      }
       if (any_of(HW.Device.Classes, [&](const auto &KV) {
             return KV.second.getFusedKernel(K) != nullptr;
           }))
         Use.push_back(K);
+    }
     O.FusedKernels = Use;
   }
   if (!O.DDPBucketParams && F.DDPBucketParams > 0)
@@ -54,13 +75,27 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
     O.OptimizerBytesPerParam = F.OptimizerBytesPerParam;
   if (!F.TPOverlapShare && !F.DPOverlapShare && !F.PPOverlapShare)
     return;
-  auto It = HW.Device.Classes.find("aicore");
   if (It == HW.Device.Classes.end() || It->second.Overlap)
     return;
+  if (!StringRef(HW.Device.Name).startswith(F.OverlapDevices))
+    return;
+  // Counts of SMs / AI cores become shares of the class; a class that
+  // gives no core count gets none.
+  double Per = 1;
+  if (F.OverlapInCores) {
+    if (!It->second.Cores)
+      return;
+    Per = 1.0 / It->second.Cores;
+  }
+  auto Share = [&](Optional<double> V) -> Optional<double> {
+    if (!V)
+      return None;
+    return std::min(*V * Per, 0.99);
+  };
   CommOverlap Ov;
-  Ov.TP = F.TPOverlapShare;
-  Ov.DP = F.DPOverlapShare;
-  Ov.PP = F.PPOverlapShare;
+  Ov.TP = Share(F.TPOverlapShare);
+  Ov.DP = Share(F.DPOverlapShare);
+  Ov.PP = Share(F.PPOverlapShare);
   Ov.Source = "framework " + F.Name + " (examples/frameworks)";
   It->second.Overlap = Ov;
 }

@@ -106,6 +106,12 @@ struct FrameworkProfile {
   /// Communication overlap shares of compute (Hardware CommOverlap), used
   /// where the hardware gives none.
   llvm::Optional<double> TPOverlapShare, DPOverlapShare, PPOverlapShare;
+  /// The shares above are counts of compute units (SMs, AI cores: Transformer
+  /// Engine's userbuffers hold 16 SMs), divided by the class's cores.
+  bool OverlapInCores = false;
+  /// The shares hold only on devices whose name starts with this (the
+  /// runtime's collectives are CUDA kernels: "NVIDIA"); empty: any.
+  std::string OverlapDevices;
   /// The DP gradient bucket in parameters; 0: Megatron-Core's
   /// max(40M, 1M x dp).
   double DDPBucketParams = 0;
