@@ -1192,11 +1192,30 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
     bool Valid = false, Stacked = false;
     double In = 0, Out = 0, Cm = 0;
   } LastEP;
+  // The layer times looked up so far, by representative (layerTimes'
+  // key at this plan's tp, mb, sp, ep): a stage repeats a few blocks, and
+  // the map lookup per layer was a tenth of the search.
+  struct Seen {
+    unsigned Rep;
+    bool NoEP;
+    const LayerTimes *T;
+  };
+  SmallVector<Seen, 8> SeenTimes;
   for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L) {
     const LayerFacts &F = LF[L];
     const LayerSplit &LS = CS.get(L);
-    const LayerTimes &T =
-        layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
+    unsigned Rep = CS.RepOf[L];
+    bool NoEP = F.EP.empty();
+    auto SeenIt = llvm::find_if(SeenTimes, [&](const Seen &X) {
+      return X.Rep == Rep && X.NoEP == NoEP;
+    });
+    const LayerTimes *Found = SeenIt != SeenTimes.end() ? SeenIt->T : nullptr;
+    if (!Found) {
+      Found = &layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
+      if (SeenTimes.size() < 8) // layers that do not repeat: the map
+        SeenTimes.push_back({Rep, NoEP, Found});
+    }
+    const LayerTimes &T = *Found;
     SC.ForwardS += T.Fwd;
     SC.GemmFwdS += T.GemmFwd;
     SC.GemmBwdS += T.GemmBwd;
