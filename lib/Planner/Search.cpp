@@ -1294,14 +1294,16 @@ Searcher::visitInOrder(const std::vector<Candidate> &Bases, TakeFn Take,
     Q.assign(std::move(First));
   }
   while (!Q.empty()) {
-    CandidateQueue::Item I = Q.pop();
+    CandidateQueue::Item I = Q.top();
     Expected<bool> Go = Visit(I);
     if (!Go)
       return Go.takeError();
     if (!*Go)
       return Optional<CandidateQueue::Item>(I);
     if (I.Pos + 1 < Bases[I.Base].Places->Fit)
-      Q.push(ItemAt(I.Base, I.Pos + 1));
+      Q.replaceTop(ItemAt(I.Base, I.Pos + 1));
+    else
+      Q.pop();
   }
   return None;
 }

@@ -90,6 +90,24 @@ public:
     std::make_heap(Heap.begin(), Heap.end(), later);
   }
 
+  /// Pops the first item and pushes \p I, in one sift down the heap (the
+  /// search visits the first item, then pushes its base's next one).
+  void replaceTop(const Item &I) {
+    size_t N = Heap.size(), Pos = 0;
+    for (;;) {
+      size_t C = 2 * Pos + 1;
+      if (C >= N)
+        break;
+      if (C + 1 < N && later(Heap[C], Heap[C + 1]))
+        ++C;
+      if (!later(I, Heap[C]))
+        break;
+      Heap[Pos] = Heap[C];
+      Pos = C;
+    }
+    Heap[Pos] = I;
+  }
+
   /// Whether \p A comes after \p B in the visiting order.
   static bool later(const Item &A, const Item &B) {
     if (A.Bound != B.Bound)
