@@ -6,7 +6,9 @@
 # MoE on 8,192 NPUs (test/lit/search/moe-1t-8192.test's model and
 # cluster) under 1 s wall. Prints per
 # case the search line of --time-passes (candidates, seconds) and the
-# process's wall and user seconds and peak RSS. Run by hand; figures go in
+# process's wall, user and system seconds and peak RSS (on a shared
+# machine wall time waits for the CPU: user + sys is what one idle core
+# takes). Run by hand; figures go in
 # closing notes, never into timed tests.
 #   test/bench/search-bench.sh [BUILD_DIR] [MOE_BATCHES...]
 set -euo pipefail
@@ -27,11 +29,11 @@ PIPE=--pass-pipeline=bind-symbols,infer-shapes,fold-shape-arith,detect-layers,an
 run() {
   local Name=$1
   shift
-  /usr/bin/time -f "%e %U %M" -o "$WORK/time" "$BUILD/tools/plan-parallel/plan-parallel" "$@" \
+  /usr/bin/time -f "%e %U %S %M" -o "$WORK/time" "$BUILD/tools/plan-parallel/plan-parallel" "$@" \
     $PIPE --time-passes >"$WORK/out" 2>"$WORK/err"
-  read -r Wall User RSS <"$WORK/time"
+  read -r Wall User Sys RSS <"$WORK/time"
   echo "== $Name: $(grep '^plan (searched)' "$WORK/out" | cut -d' ' -f3)"
-  echo "   $(grep '^search-parallelism:' "$WORK/err"); process ${Wall} s wall, ${User} s user, $((RSS / 1024)) MiB peak"
+  echo "   $(grep '^search-parallelism:' "$WORK/err"); process ${Wall} s wall, ${User} s user, ${Sys} s sys, $((RSS / 1024)) MiB peak"
 }
 run "LLaMA-2-70B, 1024 NPUs, batch 1024 x 4096" "$WORK/llama2-70b.onnx" \
   --hw examples/hw/atlas900-pod-1024.yaml --batch 1024 --seq 4096
