@@ -43,9 +43,12 @@ namespace loom {
 
 llvm::StringRef getMemoryTierName(MemoryTier T) {
   switch (T) {
-  case MemoryTier::HBM: return "hbm";
-  case MemoryTier::Host: return "host";
-  case MemoryTier::SSD: return "ssd";
+  case MemoryTier::HBM:
+    return "hbm";
+  case MemoryTier::Host:
+    return "host";
+  case MemoryTier::SSD:
+    return "ssd";
   }
   return "hbm";
 }
@@ -89,13 +92,14 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
   auto Stream = [&](MemoryTier Tier, double Bytes) {
     (Tier == MemoryTier::SSD ? R.StreamSSDBytes : R.StreamHostBytes) += Bytes;
   };
-  auto Term = [&](std::string Name, MemoryTier Tier, double Bytes) {
+  auto Term = [&](llvm::StringRef Name, MemoryTier Tier, double Bytes) {
     if (Bytes <= 0)
       return;
-    R.Terms.push_back({std::move(Name), Tier, Bytes, Secs(Bytes, Tier)});
+    R.Terms.push_back({Name, Tier, Bytes, Secs(Bytes, Tier)});
   };
-  auto Kind = [](const char *K, MemoryTier Tier) {
-    return std::string(K) + ":" + getMemoryTierName(Tier).str();
+  // A term's name at an offload tier (host or ssd): one literal each.
+  auto Kind = [](MemoryTier Tier, const char *Host, const char *SSD) {
+    return llvm::StringRef(Tier == MemoryTier::SSD ? SSD : Host);
   };
 
   // Where the state lives, and what streams per micro-batch.
@@ -103,13 +107,14 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     R.HBM.Weights = std::min(W, 2 * W / L);
     Hold(T.Param, W);
     Stream(T.Param, Passes * W);
-    Term(Kind("param", T.Param) + " fetch", T.Param, M * Passes * W);
+    Term(Kind(T.Param, "param:host fetch", "param:ssd fetch"), T.Param,
+         M * Passes * W);
   }
   if (In.Train && T.Grad != MemoryTier::HBM) {
     R.HBM.Gradients = std::min(G, 2 * G / L);
     Hold(T.Grad, G);
     Stream(T.Grad, G);
-    Term(Kind("grad", T.Grad) + " drain", T.Grad, M * G);
+    Term(Kind(T.Grad, "grad:host drain", "grad:ssd drain"), T.Grad, M * G);
   }
   if (In.Train && T.Act != MemoryTier::HBM) {
     double Resident = A * In.InFlightMicroBatches;
@@ -118,7 +123,7 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     Hold(T.Act, Resident - Keep);
     if (Resident > Keep) {
       Stream(T.Act, 2 * A);
-      Term(Kind("act", T.Act) + " swap", T.Act, M * 2 * A);
+      Term(Kind(T.Act, "act:host swap", "act:ssd swap"), T.Act, M * 2 * A);
     }
   }
   if (In.Train && T.Opt != MemoryTier::HBM) {
@@ -139,13 +144,16 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     if (T.Grad != MemoryTier::HBM) { // accumulated gradients come back
       R.TailHostBytes += G;
       Pre = Secs(G, T.Grad);
-      Term(Kind("grad", T.Grad) + " to hbm for the update", T.Grad, G);
+      Term(Kind(T.Grad, "grad:host to hbm for the update",
+                "grad:ssd to hbm for the update"),
+           T.Grad, G);
     }
     Update = In.HBMOptimizerS;
     if (T.Param != MemoryTier::HBM) { // the updated weights go back out
       (T.Param == MemoryTier::SSD ? R.TailSSDBytes : R.TailHostBytes) += W;
       Post = Secs(W, T.Param);
-      Term(Kind("param", T.Param) + " write-back", T.Param, W);
+      Term(Kind(T.Param, "param:host write-back", "param:ssd write-back"),
+           T.Param, W);
     }
   } else {
     if (T.Grad == MemoryTier::HBM) { // gradients down for the CPU
@@ -154,9 +162,8 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
       Term("grad to host for the update", MemoryTier::Host, G);
     }
     double StateBytes = In.UpdatedParams * 28;
-    R.HostOptimizerS = In.HostUpdateBandwidth > 0
-                           ? StateBytes / In.HostUpdateBandwidth
-                           : 0;
+    R.HostOptimizerS =
+        In.HostUpdateBandwidth > 0 ? StateBytes / In.HostUpdateBandwidth : 0;
     R.Terms.push_back(
         {"host optimizer", MemoryTier::Host, StateBytes, R.HostOptimizerS});
     double NVMe = 0;
@@ -178,10 +185,15 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     }
   }
   R.TailS = Pre + Update + Post;
-  std::stable_sort(R.Terms.begin(), R.Terms.end(),
-                   [](const OffloadTerm &X, const OffloadTerm &Y) {
-                     return X.Seconds > Y.Seconds;
-                   });
+  // Largest first, ties in the order above: a stable insertion sort (a
+  // handful of terms; std::stable_sort would allocate a buffer).
+  for (size_t I = 1; I < R.Terms.size(); ++I) {
+    OffloadTerm X = R.Terms[I];
+    size_t J = I;
+    for (; J > 0 && R.Terms[J - 1].Seconds < X.Seconds; --J)
+      R.Terms[J] = R.Terms[J - 1];
+    R.Terms[J] = X;
+  }
   return R;
 }
 

@@ -372,13 +372,14 @@ Error writeExternalData(ArrayRef<ExportOptions::ExternalEntry> Layout,
   return Error::success();
 }
 
-Error checkModel(const Model &M) {
+Error checkModel(const Model &M, bool ParameterData) {
   registerHcclSchemas();
   registerOpsetSchemas();
   onnx::ModelProto P;
   // Shape-only parameters have no data to check: the checker sees them as
   // typed inputs.
   ExportOptions Opts;
+  Opts.IncludeParameterData = ParameterData;
   if (any_of(M.getGraph().getParameters(),
              [](const Value *V) { return V->isShapeOnly(); })) {
     Opts.IncludeParameterData = false;

@@ -240,7 +240,7 @@ struct PlanEvaluator::Impl {
   /// getLayerSummary's all-reduces, per layer.
   mutable std::map<unsigned, std::vector<double>> SummaryAllReduce;
   /// Group shapes by their non-trivial (stride, size) axes.
-  mutable std::map<std::vector<std::pair<unsigned, unsigned>>, GroupShape>
+  mutable std::map<SmallVector<std::pair<unsigned, unsigned>, 3>, GroupShape>
       Shapes;
 
   /// The evaluator (its group shapes).
@@ -927,7 +927,7 @@ PlanEvaluator::~PlanEvaluator() = default;
 
 GroupShape PlanEvaluator::getGroupShape(
     ArrayRef<std::pair<unsigned, unsigned>> Axes) const {
-  std::vector<std::pair<unsigned, unsigned>> Key;
+  SmallVector<std::pair<unsigned, unsigned>, 3> Key;
   for (const auto &A : Axes)
     if (A.second > 1)
       Key.push_back(A);
@@ -1186,11 +1186,36 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   // How the plan's tp, sp and ep split each layer (the rule table).
   bool AllTables = P.Emb != EmbeddingMode::Auto;
   const ConfigSplit &CS = getConfig(TP, P.SP, EP, AllTables);
+  // The last EP exchange costed: a stage's MoE layers are mostly alike,
+  // and the collective model is the same function of the same bytes.
+  struct {
+    bool Valid = false, Stacked = false;
+    double In = 0, Out = 0, Cm = 0;
+  } LastEP;
+  // The layer times looked up so far, by representative (layerTimes'
+  // key at this plan's tp, mb, sp, ep): a stage repeats a few blocks, and
+  // the map lookup per layer was a tenth of the search.
+  struct Seen {
+    unsigned Rep;
+    bool NoEP;
+    const LayerTimes *T;
+  };
+  SmallVector<Seen, 8> SeenTimes;
   for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L) {
     const LayerFacts &F = LF[L];
     const LayerSplit &LS = CS.get(L);
-    const LayerTimes &T =
-        layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
+    unsigned Rep = CS.RepOf[L];
+    bool NoEP = F.EP.empty();
+    auto SeenIt = llvm::find_if(SeenTimes, [&](const Seen &X) {
+      return X.Rep == Rep && X.NoEP == NoEP;
+    });
+    const LayerTimes *Found = SeenIt != SeenTimes.end() ? SeenIt->T : nullptr;
+    if (!Found) {
+      Found = &layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
+      if (SeenTimes.size() < 8) // layers that do not repeat: the map
+        SeenTimes.push_back({Rep, NoEP, Found});
+    }
+    const LayerTimes &T = *Found;
     SC.ForwardS += T.Fwd;
     SC.GemmFwdS += T.GemmFwd;
     SC.GemmBwdS += T.GemmBwd;
@@ -1211,6 +1236,13 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         double Imb = X.Stacked ? Opts.MoEImbalance : 1.0;
         double In = X.TokenBytes * C.ActScale / C.SeqDiv * Imb,
                Out = X.OutputBytes * C.ActScale / C.SeqDiv * Imb;
+        if (LastEP.Valid && LastEP.Stacked == X.Stacked && LastEP.In == In &&
+            LastEP.Out == Out) {
+          S.EPFwd += LastEP.Cm;
+          if (Opts.Train)
+            S.EPBwd += LastEP.Cm;
+          continue;
+        }
         double Cm =
             X.Stacked
                 ? collectiveTime(CollectiveKind::AllToAll, In, C.EPG, HW)
@@ -1225,6 +1257,7 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
                       collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
                                      C.EPG, HW)
                           .Seconds;
+        LastEP = {true, X.Stacked, In, Out, Cm};
         S.EPFwd += Cm;
         if (Opts.Train)
           S.EPBwd += Cm;
@@ -1636,9 +1669,9 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   PlanContext C = makePlanContext(*this, P, Im.HW, Im.Opts.Batch);
   double PrevSend = 0;
   unsigned First = 0;
+  R.Stages.reserve(P.PP);
   for (unsigned S = 0; S < P.PP; ++S) {
-    StageCost SC = Im.costStage(C, S, First, (*SL)[S], PrevSend, R);
-    R.Stages.push_back(SC);
+    R.Stages.push_back(Im.costStage(C, S, First, (*SL)[S], PrevSend, R));
     First += (*SL)[S];
   }
   return finishPlan(std::move(R), Simulate);

@@ -531,7 +531,7 @@ public:
   Expected<const PlanCost *> get(const Candidate &C) {
     auto It = BaseStages.find(C.Base);
     if (It != BaseStages.end())
-      return &It->second;
+      return It->second.get();
     ParallelPlan Q = C.Plan;
     Q.Offload = OffloadTiers();
     Expected<PlanCost> B = Eval.evaluateStages(Q);
@@ -549,7 +549,10 @@ public:
     }
     BaseStagesHeld += B->Stages.size();
     BaseFIFO.push_back(C.Base);
-    return &BaseStages.emplace(C.Base, std::move(*B)).first->second;
+    auto Box = std::make_unique<PlanCost>(std::move(*B));
+    const PlanCost *Held = Box.get();
+    BaseStages.try_emplace(C.Base, std::move(Box));
+    return Held;
   }
 
   /// Forgets \p Base's costs (its last placement was visited; the FIFO
@@ -558,14 +561,15 @@ public:
     auto It = BaseStages.find(Base);
     if (It == BaseStages.end())
       return;
-    BaseStagesHeld -= It->second.Stages.size();
+    BaseStagesHeld -= It->second->Stages.size();
     BaseStages.erase(It);
   }
 
 private:
   const PlanEvaluator &Eval;
   size_t NumPlacements;
-  std::map<unsigned, PlanCost> BaseStages;
+  /// Boxed: get() hands out pointers that later insertions keep valid.
+  DenseMap<unsigned, std::unique_ptr<PlanCost>> BaseStages;
   std::deque<unsigned> BaseFIFO;
   size_t BaseStagesHeld = 0;
   /// About 140 MB of stage costs (1 KiB each): at a training batch the
@@ -630,8 +634,12 @@ public:
   Expected<SearchResult> run(bool Floors = true);
   Error addFloors(SearchResult &R) const;
   /// Takes the plans \p Other enumerated (the same space and options but
-  /// for the offload placements, which this searcher's Offloads give).
-  void reuseBases(const Searcher &Other);
+  /// for the offload placements, which this searcher's Offloads give):
+  /// moved, not copied (at a training batch the 10T MoE has hundreds of
+  /// thousands); returnBases hands them back, bound to \p Other's
+  /// placements again.
+  void reuseBases(Searcher &Other);
+  void returnBases(Searcher &Other);
   /// The offload placements enumerated (when --plan fixes none).
   std::vector<OffloadTiers> Offloads = {OffloadTiers()};
 
@@ -1063,10 +1071,18 @@ void Searcher::setPlacements() {
   NumPlacements = Offs.size();
 }
 
-void Searcher::reuseBases(const Searcher &Other) {
-  Bases = Other.Bases;
+void Searcher::reuseBases(Searcher &Other) {
+  Bases = std::move(Other.Bases);
   Partitions = Other.Partitions;
   HaveBases = Reused = Other.HaveBases;
+}
+
+void Searcher::returnBases(Searcher &Other) {
+  Other.Bases = std::move(Bases);
+  // Other's placement tables hold every plan's already (its run built
+  // them): the lookups find them.
+  for (Candidate &C : Other.Bases)
+    C.Places = &Other.getPlacements(C.Plan);
 }
 
 void Searcher::enumerateBases(std::vector<Candidate> &Out) {
@@ -1269,18 +1285,25 @@ Searcher::visitInOrder(const std::vector<Candidate> &Bases, TakeFn Take,
     return None;
   }
   CandidateQueue Q;
-  for (unsigned B = 0; B < Bases.size(); ++B)
-    if (Bases[B].Places->Fit && Take(Bases[B]))
-      Q.push(ItemAt(B, 0));
+  {
+    std::vector<CandidateQueue::Item> First;
+    First.reserve(Bases.size());
+    for (unsigned B = 0; B < Bases.size(); ++B)
+      if (Bases[B].Places->Fit && Take(Bases[B]))
+        First.push_back(ItemAt(B, 0));
+    Q.assign(std::move(First));
+  }
   while (!Q.empty()) {
-    CandidateQueue::Item I = Q.pop();
+    CandidateQueue::Item I = Q.top();
     Expected<bool> Go = Visit(I);
     if (!Go)
       return Go.takeError();
     if (!*Go)
       return Optional<CandidateQueue::Item>(I);
     if (I.Pos + 1 < Bases[I.Base].Places->Fit)
-      Q.push(ItemAt(I.Base, I.Pos + 1));
+      Q.replaceTop(ItemAt(I.Base, I.Pos + 1));
+    else
+      Q.pop();
   }
   return None;
 }
@@ -1778,6 +1801,7 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
       R2->Stats.Seconds += R->Stats.Seconds;
       return R2;
     }
+    S2.returnBases(S);
     if (Error E = S.addFloors(*R))
       return std::move(E);
     return R;

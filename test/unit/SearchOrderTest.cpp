@@ -86,6 +86,23 @@ TEST(SearchOrderTest, QueueVisitsInStableSortedOrder) {
       Q.push(ItemAt(I.Base, I.Pos + 1));
   }
   EXPECT_EQ(Visited, All);
+  // The search's way (Search.cpp, visitInOrder): the first items heaped at
+  // once, then each visited one replaced by its base's next in one sift.
+  std::vector<CandidateQueue::Item> First;
+  for (unsigned B = 0; B < NumBases; ++B)
+    if (Tables[TableOf[B]].Fit)
+      First.push_back(ItemAt(B, 0));
+  Q.assign(std::move(First));
+  Visited.clear();
+  while (!Q.empty()) {
+    CandidateQueue::Item I = Q.top();
+    Visited.push_back({I.Bound, I.Index});
+    if (I.Pos + 1 < Tables[TableOf[I.Base]].Fit)
+      Q.replaceTop(ItemAt(I.Base, I.Pos + 1));
+    else
+      Q.pop();
+  }
+  EXPECT_EQ(Visited, All);
 }
 
 /// A costed model on a two-level cluster with host DRAM and SSD.

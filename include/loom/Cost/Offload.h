@@ -94,8 +94,9 @@ struct OffloadInputs {
 
 /// One transfer (or the host optimizer step) of a step, for the report.
 struct OffloadTerm {
-  /// e.g. "param:ssd fetch", "host optimizer".
-  std::string Name;
+  /// e.g. "param:ssd fetch", "host optimizer": a literal (the search
+  /// costs millions of placements; their terms allocate nothing).
+  llvm::StringRef Name;
   MemoryTier Tier = MemoryTier::Host;
   /// Bytes per step over the tier's link, and seconds at its bandwidth.
   double Bytes = 0, Seconds = 0;

@@ -115,8 +115,12 @@ llvm::Error writeModelFile(const Model &M, llvm::StringRef Path,
 /// the checker and shape inference accept emitted graphs. Idempotent.
 void registerHcclSchemas();
 
-/// Runs onnx::checker on the exported model.
-llvm::Error checkModel(const Model &M);
+/// Runs onnx::checker on the exported model. Without \p ParameterData,
+/// parameters above 1 KiB are checked as typed graph inputs, as an emitted
+/// graph references them (external data), instead of being copied into the
+/// checked proto: checking a role graph then needs no second copy of the
+/// model's weights (issue 35: -o peaked at twice the model file).
+llvm::Error checkModel(const Model &M, bool ParameterData = true);
 
 /// Runs ONNX shape inference (strict, with data propagation) and merges the
 /// inferred types into the IR: unknown element types, unknown ranks and

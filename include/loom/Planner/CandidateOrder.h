@@ -1,4 +1,5 @@
-//===- CandidateOrder.h - The search's candidates, visited lazily -*- C++ -*-===//
+//===- CandidateOrder.h - The search's candidates, visited lazily -*- C++
+//-*-===//
 //
 // The search (Search.cpp) visits its candidates in increasing step bound,
 // ties in enumeration order. With offload searched (issue 17) every plan
@@ -81,6 +82,31 @@ public:
     return I;
   }
   void reserve(size_t N) { Heap.reserve(N); }
+  /// Pushes every item of \p Items at once (a heap built in linear time;
+  /// the pops come in the same order as after pushing them one by one:
+  /// later() is a total order, the indices being distinct).
+  void assign(std::vector<Item> Items) {
+    Heap = std::move(Items);
+    std::make_heap(Heap.begin(), Heap.end(), later);
+  }
+
+  /// Pops the first item and pushes \p I, in one sift down the heap (the
+  /// search visits the first item, then pushes its base's next one).
+  void replaceTop(const Item &I) {
+    size_t N = Heap.size(), Pos = 0;
+    for (;;) {
+      size_t C = 2 * Pos + 1;
+      if (C >= N)
+        break;
+      if (C + 1 < N && later(Heap[C], Heap[C + 1]))
+        ++C;
+      if (!later(I, Heap[C]))
+        break;
+      Heap[Pos] = Heap[C];
+      Pos = C;
+    }
+    Heap[Pos] = I;
+  }
 
   /// Whether \p A comes after \p B in the visiting order.
   static bool later(const Item &A, const Item &B) {
