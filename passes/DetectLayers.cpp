@@ -71,15 +71,20 @@ struct Run {
 /// (the branch and the skip cross), and a transformer at its residual
 /// stream rather than after its norm; then the shortest period; then the
 /// earliest start. A
-/// repeated unit must hold at least two anchors, one of them a matmul-like
-/// op: a layer has weights to multiply, while a pair of equal-shaped table
-/// reads (rotary cos/sin) or q/k/v projections side by side are not layers.
+/// repeated unit must hold a matmul-like op: a layer has weights to
+/// multiply, while a pair of equal-shaped table reads (rotary cos/sin) is
+/// not a layer. A unit of one anchor (an MLP whose blocks hold one Linear
+/// each, issue 30) must be a chain: a single activation crosses each
+/// boundary, so that q/k/v projections side by side are not layers; and
+/// the nodes after each anchor (SlotSig: up to the next anchor) must be
+/// alike, so that two Megatron blocks [column, Relu, row] are not taken
+/// for four one-weight layers [column, Relu], [row].
 /// \p IsLayered has the last word (see RepeatChecker).
 template <typename LayeredFn>
-static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
-                                 ArrayRef<bool> IsMatmul,
-                                 ArrayRef<unsigned> Cut, unsigned Lo,
-                                 unsigned Hi, LayeredFn IsLayered) {
+static Optional<Run>
+findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
+            ArrayRef<bool> IsMatmul, ArrayRef<unsigned> Cut, unsigned Lo,
+            unsigned Hi, LayeredFn IsLayered) {
   unsigned N = Hi - Lo;
   if (N < 2)
     return None;
@@ -100,7 +105,13 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
   std::vector<unsigned> MM(N + 1, 0);
   for (unsigned I = 0; I < N; ++I)
     MM[I + 1] = MM[I] + IsMatmul[Lo + I];
-  for (unsigned Pd = 2; Pd <= N / 2; ++Pd) {
+  // SameSlot[i]: anchors from i on whose slots are alike (one-anchor units).
+  std::vector<unsigned> SameSlot(N + 1, 0);
+  for (int I = (int)N - 1; I >= 0; --I)
+    SameSlot[I] = I + 1 < (int)N && SlotSig[Lo + I] == SlotSig[Lo + I + 1]
+                      ? SameSlot[I + 1] + 1
+                      : 1;
+  for (unsigned Pd = 1; Pd <= N / 2; ++Pd) {
     unsigned W = N - Pd + 1;
     H.assign(W, 0);
     for (unsigned I = 0; I < W; ++I)
@@ -117,6 +128,11 @@ static Optional<Run> findBestRun(ArrayRef<uint64_t> Sig,
                            Len[I] >= 2 ? CutMax[I + Pd] : Cut[Lo + I + Pd]);
     for (unsigned I = 0; I < W; ++I) {
       if (Len[I] < 2 || MM[I + Pd] == MM[I])
+        continue;
+      // A unit of one anchor is a layer only in a chain: one activation
+      // crosses every boundary (an MLP of Linear + ReLU blocks), unlike
+      // q/k/v projections side by side, which all read the same input.
+      if (Pd == 1 && (CutMax[I] != 1 || SameSlot[I] < Len[I]))
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
       if (!(Cover > BestCover || (Cover == BestCover && CutMax[I] < BestCut)))
@@ -200,6 +216,7 @@ public:
 /// segments that repeat nowhere, which are cut at residual joins.
 struct Segmenter {
   ArrayRef<uint64_t> Sig;
+  ArrayRef<uint64_t> SlotSig;
   ArrayRef<bool> IsMatmul;
   ArrayRef<unsigned> Cut;
   /// JoinCut[b]: between anchors b-1 and b there is a cut where the only
@@ -232,7 +249,7 @@ private:
   void split(unsigned Lo, unsigned Hi) {
     if (Lo >= Hi)
       return;
-    Optional<Run> R = findBestRun(Sig, IsMatmul, Cut, Lo, Hi, Checker);
+    Optional<Run> R = findBestRun(Sig, SlotSig, IsMatmul, Cut, Lo, Hi, Checker);
     if (!R) {
       Starts.push_back({Lo, -1, false});
       return;
@@ -379,6 +396,8 @@ private:
   /// Anchors: the nodes that read parameters, with their signatures.
   std::vector<unsigned> AnchorNode;
   std::vector<uint64_t> Sig;
+  /// Per anchor: the op types of the nodes after it, up to the next.
+  std::vector<uint64_t> SlotSig;
   SmallVector<bool, 64> IsMatmul;
   /// Slot[i]: the most recent anchor at or before node i (-1: none).
   std::vector<int> Slot;
@@ -438,6 +457,13 @@ private:
         ++A;
       Slot[I] = (int)A - 1;
     }
+    // The op types after each anchor, up to the next one.
+    std::vector<Hasher> Slots(AnchorNode.size());
+    for (unsigned I = 0; I < NumNodes; ++I)
+      if (Slot[I] >= 0 && AnchorNode[Slot[I]] != I)
+        Slots[Slot[I]].add(G.getNodes()[I]->getQualifiedOpType());
+    for (const Hasher &H : Slots)
+      SlotSig.push_back(H.H);
   }
 
   /// Fills Spans, SpanValue, Live, DLive and DSum, by prefix sums over
@@ -529,7 +555,7 @@ private:
 
   /// The repeated-block and residual-block layer boundaries, in anchors.
   void chooseLayerStarts() {
-    Segmenter Seg{Sig, IsMatmul, Cut, JoinCut, Checker};
+    Segmenter Seg{Sig, SlotSig, IsMatmul, Cut, JoinCut, Checker};
     Seg.run();
     Starts = std::move(Seg.Starts);
     if (Starts.empty())

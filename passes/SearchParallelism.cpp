@@ -31,8 +31,7 @@ PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
   D.NumBlocks = S.NumBlocks;
   D.TPLimit = S.TPLimit;
   D.TPLimitWhy = S.TPLimitWhy;
-  D.TPDivisor = S.TPDiv.Divisor;
-  D.TPDivisorWhy = S.TPDiv.Why;
+  D.TPSplitSizes = S.TPDiv.Sizes;
   D.Train = S.Train;
   D.NumExperts = S.Experts.NumExperts;
   D.FixedEP = F.EP.getValueOr(0);

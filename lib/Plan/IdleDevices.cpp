@@ -10,15 +10,14 @@ using namespace llvm;
 
 namespace loom {
 
-std::vector<MeshDegrees> enumerateMeshDegrees(const DegreeSpace &S,
-                                              const PlanSpec &F,
-                                              bool AllowIdle) {
+std::vector<MeshDegrees>
+enumerateMeshDegrees(const DegreeSpace &S, const PlanSpec &F, bool AllowIdle) {
   std::vector<MeshDegrees> Out;
   std::set<MeshDegrees> Seen;
   uint64_t N = std::max<uint64_t>(1, S.Devices);
   uint64_t Batch = std::max<int64_t>(1, S.Batch);
   auto TPOk = [&](uint64_t TP) {
-    return TP <= S.TPLimit && !(S.TPDivisor && S.TPDivisor % TP) &&
+    return TP <= S.TPLimit && dividesOneOf(S.TPSplitSizes, TP) &&
            !(F.TP && *F.TP != TP);
   };
   auto PPOk = [&](uint64_t PP) {

@@ -108,17 +108,38 @@ std::error_code NoFeasiblePlanError::convertToErrorCode() const {
 // TP divisibility
 //===----------------------------------------------------------------------===//
 
-TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset) {
+bool TPDivisibility::allows(uint64_t TP) const {
+  return dividesOneOf(Sizes, TP);
+}
+
+std::string describeUnsplitWeights(ArrayRef<UnsplitWeight> W, unsigned Max) {
+  std::string S;
+  for (unsigned I = 0; I < W.size() && I < Max; ++I)
+    S += (I ? ", '" : "'") + W[I].Weight + "' (dim " +
+         std::to_string(W[I].Dim) + " of " + std::to_string(W[I].Size) +
+         ", read by '" + W[I].Reader + "')";
+  if (W.size() > Max)
+    S += " and " + std::to_string(W.size() - Max) + " more";
+  return S;
+}
+
+TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset,
+                                     ArrayRef<uint64_t> Degrees) {
   // The dims the sharding rules split (Rules.h), not a second analysis.
   SplitDimSizes Dims = collectSplitDims(G, Opset);
   TPDivisibility R;
   R.NumSplitDims = Dims.size();
   uint64_t GCD = 0;
-  for (const auto &KV : Dims)
+  for (const auto &KV : Dims) {
     GCD = std::gcd(GCD, KV.first);
+    R.Sizes.push_back(KV.first);
+  }
   R.Divisor = GCD;
   if (!GCD)
     return R;
+  for (uint64_t T : Degrees)
+    if (T > 1 && GCD % T && R.allows(T) && !R.Replicated.count(T))
+      R.Replicated[T] = collectUnsplitWeights(G, Opset, T);
   // The fewest sizes, smallest first, whose gcd is the divisor.
   std::vector<std::string> Why;
   uint64_t Run = 0;
@@ -155,9 +176,9 @@ ExpertInfo summarizeExperts(ArrayRef<ExpertGroup> Groups) {
     }
   }
   for (const auto &KV : Patterns)
-    E.Patterns += (E.Patterns.empty() ? "" : ", ") + KV.first +
-                  (Patterns.size() > 1 ? " (" + std::to_string(KV.second) + ")"
-                                       : "");
+    E.Patterns +=
+        (E.Patterns.empty() ? "" : ", ") + KV.first +
+        (Patterns.size() > 1 ? " (" + std::to_string(KV.second) + ")" : "");
   return E;
 }
 
@@ -343,7 +364,6 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
   return B;
 }
 
-
 bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
   if (A.StepTimeS != B.StepTimeS)
     return A.StepTimeS < B.StepTimeS;
@@ -371,7 +391,6 @@ bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
 //===----------------------------------------------------------------------===//
 // The space
 //===----------------------------------------------------------------------===//
-
 
 /// Layers between the leading prologue and trailing epilogue layers: what
 /// PlanEvaluator::getStageLayers splits evenly.
@@ -402,7 +421,13 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
   }
   if (S.TPLimitWhy.empty())
     S.TPLimitWhy = "no topology level allows TP";
-  S.TPDiv = computeTPDivisibility(G, EO.Opset);
+  // The degrees the space holds: divisors of the devices (full plans) and
+  // of the tp limit (plans leaving devices idle).
+  std::vector<uint64_t> Degrees = getDivisors(S.Devices);
+  for (uint64_t T : getDivisors(std::max<uint64_t>(1, S.TPLimit)))
+    Degrees.push_back(T);
+  llvm::erase_if(Degrees, [&](uint64_t T) { return T > S.TPLimit; });
+  S.TPDiv = computeTPDivisibility(G, EO.Opset, Degrees);
   std::vector<ExpertGroup> Groups = findExperts(G, Layers);
   S.Experts = summarizeExperts(Groups);
   // The ep rules the sharder runs are the judge of what ep can split: a
@@ -618,9 +643,10 @@ public:
           (Expert.count(V) ? ExpertParams : TotalParams) +=
               V->Type.getNumElements().getValueOr(0);
     EmbeddingMode Mode = Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto);
-    OrderKeepsMemory = none_of(
-        Eval.getEmbeddingTables(),
-        [&](const EmbeddingTable &T) { return Eval.isShardedTable(T.Weight, Mode); });
+    OrderKeepsMemory =
+        none_of(Eval.getEmbeddingTables(), [&](const EmbeddingTable &T) {
+          return Eval.isShardedTable(T.Weight, Mode);
+        });
   }
 
   /// Every candidate, in enumeration order (each base's placements in a
@@ -966,9 +992,8 @@ std::string Searcher::describeGroups(const ParallelPlan &P) const {
     int L = Eval.getGroupShape(P, G).outermostLevel();
     if (L < 0 || (unsigned)L >= HW.Topology.size())
       continue;
-    Parts.push_back((G + (L == 0 ? " inside " : " across ") +
-                     HW.Topology[L].Name)
-                        .str());
+    Parts.push_back(
+        (G + (L == 0 ? " inside " : " across ") + HW.Topology[L].Name).str());
   }
   return join(Parts, ", ");
 }
@@ -1109,7 +1134,7 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   DS.NumLayers = Space.NumLayers;
   DS.NumBlocks = Space.NumBlocks;
   DS.TPLimit = Space.TPLimit;
-  DS.TPDivisor = Space.TPDiv.Divisor;
+  DS.TPSplitSizes = Space.TPDiv.Sizes;
   DS.StaticBatch = Space.StaticBatch;
   for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
     uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
@@ -1119,8 +1144,7 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
     // ep: the inner part of dp, dividing every MoE layer's experts.
     for (uint64_t EP : getDivisors(DP)) {
       if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
-          (F.EP && *F.EP != EP) ||
-          (EP > 1 && !Space.EPNotSearched.empty()))
+          (F.EP && *F.EP != EP) || (EP > 1 && !Space.EPNotSearched.empty()))
         continue;
       // The distinct meshes (a fixed order matches the one it is the
       // same mesh as).
@@ -1308,10 +1332,11 @@ Searcher::visitInOrder(const std::vector<Candidate> &Bases, TakeFn Take,
   return None;
 }
 
-uint64_t Searcher::countOverMemoryBefore(
-    const std::vector<Candidate> &Bases,
-    const Optional<CandidateQueue::Item> &Stop,
-    const Optional<CandidateQueue::Item> &Last, double Thr) const {
+uint64_t
+Searcher::countOverMemoryBefore(const std::vector<Candidate> &Bases,
+                                const Optional<CandidateQueue::Item> &Stop,
+                                const Optional<CandidateQueue::Item> &Last,
+                                double Thr) const {
   uint64_t N = 0, NumOffs = Offs.size();
   for (unsigned B = 0; B < Bases.size(); ++B) {
     const PlacementTable &T = *Bases[B].Places;
@@ -1444,9 +1469,9 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
     } Drop{Cache, I.Base, I.Pos + 1 == Bases[I.Base].Places->Fit};
     Candidate C =
         getCandidate(Bases, I.Base, Bases[I.Base].Places->Entries[I.Pos]);
-    Expected<bool> Dominated = isDominatedTwin(
-        C, Prev ? Prev.getPointer() : nullptr, PrevSimulated, LastRank, K,
-        Cache);
+    Expected<bool> Dominated =
+        isDominatedTwin(C, Prev ? Prev.getPointer() : nullptr, PrevSimulated,
+                        LastRank, K, Cache);
     if (!Dominated)
       return Dominated.takeError();
     Prev = VisitedPlacement{C.Base, C.Plan.Offload};
@@ -1455,8 +1480,8 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
       ++R.Stats.Dominated;
       return true;
     }
-    uint64_t FamilyKey = (uint64_t)C.Family * NumOffs +
-                         Bases[I.Base].Places->Entries[I.Pos].Off;
+    uint64_t FamilyKey =
+        (uint64_t)C.Family * NumOffs + Bases[I.Base].Places->Entries[I.Pos].Off;
     if (OrderKeepsMemory && OverFamilies.count(FamilyKey)) {
       ++R.Stats.SameMemoryOver;
       return true;
@@ -1489,8 +1514,8 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
     Thr = Rank.getThreshold();
     return true;
   };
-  Expected<Optional<CandidateQueue::Item>> Stop =
-      visitInOrder(Bases, [](const Candidate &) { return true; }, Visit);
+  Expected<Optional<CandidateQueue::Item>> Stop = visitInOrder(
+      Bases, [](const Candidate &) { return true; }, Visit);
   if (!Stop)
     return Stop.takeError();
   // The candidates over the memory bound were skipped where the order
@@ -1675,8 +1700,7 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S,
       return createStringError(inconvertibleErrorCode(), "--plan: %s",
                                toString(std::move(E)).c_str());
   // tp overlap needs TP communication: tp > 1, given or possible.
-  if (F.TPOverlap && *F.TPOverlap &&
-      ((F.TP && *F.TP == 1) || S.TPLimit <= 1 || S.TPDiv.Divisor == 1))
+  if (F.TPOverlap && *F.TPOverlap && ((F.TP && *F.TP == 1) || S.TPLimit <= 1))
     return createStringError(inconvertibleErrorCode(),
                              "--plan tp_overlap=on needs tp > 1 (there is no "
                              "TP communication to overlap)");
@@ -1684,7 +1708,8 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S,
     return createStringError(inconvertibleErrorCode(),
                              "--plan grad=%s: inference has no gradients",
                              getGradPrecisionName(*F.Grad).str().c_str());
-  if (F.EP && *F.EP != 1 && !S.Experts.NumExperts && !S.Experts.NotSplit.empty())
+  if (F.EP && *F.EP != 1 && !S.Experts.NumExperts &&
+      !S.Experts.NotSplit.empty())
     return createStringError(inconvertibleErrorCode(),
                              "--plan ep=%u: the model's experts are not split "
                              "by ep: %s; use ep=1",
@@ -1729,10 +1754,10 @@ static void noteEPNotSearched(SearchSpace &S, const PlanEvaluator &Eval,
   EmbeddingMode M = F.Emb.getValueOr(EmbeddingMode::Auto);
   for (const EmbeddingTable &T : Eval.getEmbeddingTables())
     if (Eval.isShardedTable(T.Weight, M)) {
-      S.EPNotSearched = "ep > 1 is not searched: embedding table '" + T.Name +
-                        "' is sharded over dp (emb=" +
-                        getEmbeddingModeName(M).str() +
-                        ") and sharded tables are emitted at ep=1 only";
+      S.EPNotSearched =
+          "ep > 1 is not searched: embedding table '" + T.Name +
+          "' is sharded over dp (emb=" + getEmbeddingModeName(M).str() +
+          ") and sharded tables are emitted at ep=1 only";
       return;
     }
 }

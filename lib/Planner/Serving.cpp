@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Serving.h"
 #include "loom/Cost/Collectives.h"
+#include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -687,9 +688,11 @@ Optional<std::string> explainServingPin(const ServingPin &P,
   if (TP > Space.TPLimit)
     return "tp=" + std::to_string(TP) + " is over the tensor-parallel limit " +
            std::to_string(Space.TPLimit) + " (" + Space.TPLimitWhy + ")";
-  if (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP)
-    return "tp=" + std::to_string(TP) + " does not divide " +
-           std::to_string(Space.TPDiv.Divisor) + " (" + Space.TPDiv.Why + ")";
+  if (!Space.TPDiv.allows(TP))
+    return "tp=" + std::to_string(TP) +
+           " divides none of the dims the sharding rules split (" +
+           listSizes(Space.TPDiv.Sizes) +
+           "; no padding: neither vocabulary nor heads)";
   if (PP > NL)
     return "pp=" + std::to_string(PP) + " is more than the model's " +
            std::to_string(NL) + " layers";
@@ -719,7 +722,7 @@ Expected<ServingResult> rankServingPlans(ServingModel &SM,
                                Why->c_str());
   std::vector<ServingPlanCost> Met, Missed;
   for (unsigned TP = 1; TP <= Devices && TP <= Space.TPLimit; ++TP) {
-    if (Space.TPDiv.Divisor && Space.TPDiv.Divisor % TP)
+    if (!Space.TPDiv.allows(TP))
       continue;
     if ((Pin.TP && TP != *Pin.TP) || (!Pin.DP && Devices % TP))
       continue;

@@ -10,9 +10,9 @@
 #include "loom/Report/SearchReport.h"
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Plan/Offload.h"
+#include "loom/Planner/Goodput.h"
 #include "loom/Report/CostReport.h"
 #include "loom/Report/EmbeddingReport.h"
-#include "loom/Planner/Goodput.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -94,8 +94,11 @@ static std::string getStageList(const PlanCost &PC) {
 
 static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
   OS << "tp <= " << Sp.TPLimit << " (" << Sp.TPLimitWhy << ")";
+  // A tp not dividing the gcd replicates what it cannot split
+  // (TPDivisibility); one dividing no split dim is not a tp degree.
   if (Sp.TPDiv.Divisor)
-    OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why << ")";
+    OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why
+       << ") or replicates the layers it cannot split";
   OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp <= " << Sp.Devices
      << ", global batch " << Sp.Batch << " divisible by dp*mb";
   if (Sp.Experts.NumExperts)
@@ -117,6 +120,12 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
                           R.TriedAllDevices, R.Space.StaticBatch);
   if (!Idle.empty())
     OS << "idle: " << Idle << "\n";
+  auto Rep = R.Space.TPDiv.Replicated.find(PC.Plan.TP);
+  if (Rep != R.Space.TPDiv.Replicated.end() && !Rep->second.empty())
+    OS << "replicated over tp (tp=" << PC.Plan.TP
+       << " does not divide their split dim; full compute and memory on "
+          "every tp rank): "
+       << describeUnsplitWeights(Rep->second) << "\n";
   if (R.FailedDevices) {
     uint64_t Total = R.Space.Devices + R.FailedDevices;
     OS << "failure: " << R.FailureWhat << " lost; re-planned on "
@@ -124,9 +133,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
     if (R.BeforeFailure)
       OS << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
          << " vs " << format("%.0f", R.BeforeFailure->Throughput) << " on all "
-         << Total
-         << " (" << R.BeforeFailure->Plan.str() << "): "
-         << fmtPercent(PC.Throughput / R.BeforeFailure->Throughput)
+         << Total << " (" << R.BeforeFailure->Plan.str()
+         << "): " << fmtPercent(PC.Throughput / R.BeforeFailure->Throughput)
          << " of the throughput kept\n";
     else
       OS << "no plan fits the intact cluster to compare with\n";
@@ -142,8 +150,7 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
      << ")\n";
   OS << "predicted: step " << fmtSeconds(PC.StepTimeS) << ", "
      << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
-     << ", MFU "
-     << format("%.3f", PC.MFU) << ", memory "
+     << ", MFU " << format("%.3f", PC.MFU) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
   if (R.Reliab)
@@ -180,8 +187,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   OS << "\n";
   const ExpertInfo &X = R.Space.Experts;
   if (X.NumExperts)
-    OS << "experts: " << X.NumGroups << " MoE layer(s) (" << X.Patterns
-       << "), " << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
+    OS << "experts: " << X.NumGroups << " MoE layer(s) (" << X.Patterns << "), "
+       << X.NumExperts << " experts each (gcd) (e.g. '" << X.Parameter
        << "'); ep=" << PC.Plan.EP << ": " << X.NumExperts / PC.Plan.EP
        << " per device; load imbalance " << format("%.3g", PC.MoEImbalance)
        << (PC.Plan.EP > 1 && X.NumStacked
@@ -208,8 +215,7 @@ void printTopPlans(const SearchResult &R, unsigned K, raw_ostream &OS) {
     std::string Goodput;
     if (R.Reliab)
       Goodput =
-          formatv("{0,-7:f3} ", estimateGoodput(*R.Reliab, PC).Fraction)
-              .str();
+          formatv("{0,-7:f3} ", estimateGoodput(*R.Reliab, PC).Fraction).str();
     OS << format(
         "  %-4u %-11s %-12.0f %-6.3f %-10s %-10s %s%s\n", I + 1,
         fmtSeconds(PC.StepTimeS).c_str(), PC.Throughput, PC.MFU,
@@ -294,9 +300,8 @@ static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
     OS << "explain: offload=" << Off << " costs "
        << fmtSeconds(W.StepTimeS - R.NoOffload->StepTimeS)
        << " per step against the best plan without offload, "
-       << R.NoOffload->Plan.str() << " ("
-       << fmtSeconds(R.NoOffload->StepTimeS) << " vs "
-       << fmtSeconds(W.StepTimeS) << ")\n";
+       << R.NoOffload->Plan.str() << " (" << fmtSeconds(R.NoOffload->StepTimeS)
+       << " vs " << fmtSeconds(W.StepTimeS) << ")\n";
   else
     OS << "explain: offload=" << Off << ": no plan without offload fits "
        << "under the --plan constraints\n";
@@ -318,11 +323,11 @@ static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
     OS << "explain: binding transfer: " << T.Name << " on stage " << Worst
        << ", " << formatBytes(Bytes(T.Bytes)) << " per step in "
        << fmtSeconds(T.Seconds) << "; offload exposes "
-       << fmtSeconds(M * SC.Offload.ExposedPerMicroBatchS)
-       << " of streaming (" << fmtSeconds(SC.Offload.StreamS)
-       << " per micro-batch against " << fmtSeconds(SC.ForwardS + SC.BackwardS)
-       << " of compute) and an optimizer phase of "
-       << fmtSeconds(SC.OptimizerS) << "\n";
+       << fmtSeconds(M * SC.Offload.ExposedPerMicroBatchS) << " of streaming ("
+       << fmtSeconds(SC.Offload.StreamS) << " per micro-batch against "
+       << fmtSeconds(SC.ForwardS + SC.BackwardS)
+       << " of compute) and an optimizer phase of " << fmtSeconds(SC.OptimizerS)
+       << "\n";
   }
   OS << "explain: memory per device at the fullest stage: hbm "
      << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
@@ -395,8 +400,8 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
     OS << "explain: grad=bf16 halves the DP gradient traffic and buffer; "
        << "the same plan with fp32 gradients ";
     if (!R.FP32Grad->FitsMemory)
-      OS << "needs " << formatBytes(Bytes(R.FP32Grad->MaxMemoryBytes))
-         << " > " << formatBytes(Bytes(R.FP32Grad->HBMBytes)) << " HBM\n";
+      OS << "needs " << formatBytes(Bytes(R.FP32Grad->MaxMemoryBytes)) << " > "
+         << formatBytes(Bytes(R.FP32Grad->HBMBytes)) << " HBM\n";
     else
       OS << "loses " << compareTo(W, *R.FP32Grad) << "\n";
   }
@@ -404,11 +409,12 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
           suggestGlobalBatch(W.Plan, R.Space.Devices, R.Space.Batch)) {
     uint64_t TPPP = (uint64_t)W.Plan.TP * W.Plan.PP,
              Max = R.Space.Devices / TPPP;
-    OS << "explain: a global batch of " << *B << " (a multiple of dp*mb = "
-       << Max * W.Plan.MicroBatchSize << ") would let " << Max
-       << " replicas of tp=" << W.Plan.TP << ",pp=" << W.Plan.PP << " use "
-       << Max * TPPP << " of the " << R.Space.Devices << " devices instead of "
-       << W.Plan.getNumDevices() << " (batch " << R.Space.Batch << ")\n";
+    OS << "explain: a global batch of " << *B
+       << " (a multiple of dp*mb = " << Max * W.Plan.MicroBatchSize
+       << ") would let " << Max << " replicas of tp=" << W.Plan.TP
+       << ",pp=" << W.Plan.PP << " use " << Max * TPPP << " of the "
+       << R.Space.Devices << " devices instead of " << W.Plan.getNumDevices()
+       << " (batch " << R.Space.Batch << ")\n";
   }
   if (W.Plan.Offload.any())
     printOffloadExplanation(R, OS);
@@ -507,8 +513,8 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
                    {"time_bound_pruned", (int64_t)St.TimeBoundPruned},
                    {"partitions", (int64_t)St.Partitions}};
   if (St.SameMemoryOver)
-    Root["search"].getAsObject()->try_emplace(
-        "same_memory_over_hbm", (int64_t)St.SameMemoryOver);
+    Root["search"].getAsObject()->try_emplace("same_memory_over_hbm",
+                                              (int64_t)St.SameMemoryOver);
   std::string Space;
   raw_string_ostream SOS(Space);
   printSpaceLine(R.Space, SOS);

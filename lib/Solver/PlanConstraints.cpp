@@ -15,8 +15,8 @@
 // that differ only in where axes of size 1 sit are one mesh, and only its
 // representative (the default where it is among them) is admitted -- one
 // implication per (order, ep, dp, pp). Gradients in bf16 need a DP sync
-// (training, dp > 1). Every constraint is one tracked assertion whose name says it in plain words; an unsat core is
-// therefore a list of sentences.
+// (training, dp > 1). Every constraint is one tracked assertion whose name says
+// it in plain words; an unsat core is therefore a list of sentences.
 //
 // Certificates. Each row of the table is a selector implying its values;
 // exactly one row is chosen; a row over HBM is excluded (memory is
@@ -188,9 +188,8 @@ private:
 /// as completePlan and the search require).
 static std::vector<uint64_t> getBatchDivisors(uint64_t Batch) {
   std::vector<uint64_t> D = getDivisors(std::max<uint64_t>(1, Batch));
-  llvm::erase_if(D, [](uint64_t V) {
-    return V > std::numeric_limits<unsigned>::max();
-  });
+  llvm::erase_if(
+      D, [](uint64_t V) { return V > std::numeric_limits<unsigned>::max(); });
   return D;
 }
 
@@ -198,8 +197,8 @@ ConstraintModel::ConstraintModel(z3::context &C, const PlanSpaceDesc &S)
     : C(C), S(S), DevDivs(getDivisors(std::max<uint64_t>(1, S.Devices))),
       BatchDivs(getBatchDivisors(S.Batch)),
       VPPs(range(1, std::max(1u, S.NumBlocks))), Zeros(range(0, 3)),
-      RCs(range(0, 2)), Orders(range(0, 5)), TP(C), PP(C), DP(C), EP(C),
-      MB(C), NMB(C), VPP(C), Zero(C), RC(C), Order(C), SP(C.bool_const("sp")),
+      RCs(range(0, 2)), Orders(range(0, 5)), TP(C), PP(C), DP(C), EP(C), MB(C),
+      NMB(C), VPP(C), Zero(C), RC(C), Order(C), SP(C.bool_const("sp")),
       Balanced(C.bool_const("balanced")), BF16(C.bool_const("grad_bf16")) {
   TP = oneHot("tp", DevDivs);
   PP = oneHot("pp", DevDivs);
@@ -241,7 +240,7 @@ void ConstraintModel::addDeviceConstraints(uint64_t N) {
     uint64_t T = DevDivs[I];
     if (T > S.TPLimit)
       Limit.push_back(!TP[I]);
-    if (S.TPDivisor && S.TPDivisor % T)
+    if (!dividesOneOf(S.TPSplitSizes, T))
       Divides.push_back(!TP[I]);
     if (T > S.NumLayers)
       Layers.push_back(!PP[I]);
@@ -250,11 +249,12 @@ void ConstraintModel::addDeviceConstraints(uint64_t N) {
   if (!Limit.empty())
     add(conj(Limit), "tp <= " + Twine(S.TPLimit) + LimitWhy, Topic::TP,
         "tp <= " + Twine(S.TPLimit) + LimitWhy);
-  std::string DivWhy =
-      S.TPDivisorWhy.empty() ? "" : " (" + S.TPDivisorWhy + ")";
+  // Loom pads nothing (README): the refusal says so.
+  std::string Sizes =
+      listSizes(S.TPSplitSizes) + " (no padding: neither vocabulary nor heads)";
   if (!Divides.empty())
-    add(conj(Divides), "tp divides " + Twine(S.TPDivisor) + DivWhy, Topic::TP,
-        "tp dividing " + Twine(S.TPDivisor) + DivWhy);
+    add(conj(Divides), "tp divides one of the split dims " + Twine(Sizes),
+        Topic::TP, "tp dividing one of the split dims " + Twine(Sizes));
   if (!Layers.empty())
     add(conj(Layers), "pp <= " + Twine(S.NumLayers) + " (layers)", Topic::PP,
         "pp <= " + Twine(S.NumLayers) + " (layers)");
@@ -578,8 +578,7 @@ Expected<OptimumCertificate> certifyMinimumStepTime(const PlanSpaceDesc &Space,
           M.lit(M.VPP, M.VPPs, R.VPP) && M.lit(M.Zero, M.Zeros, R.Zero) &&
           M.lit(M.RC, M.RCs, R.Recompute) && (R.SP ? M.SP : !M.SP) &&
           (R.Balanced ? M.Balanced : !M.Balanced) &&
-          (R.BF16Grad ? M.BF16 : !M.BF16) &&
-          M.lit(M.Order, M.Orders, R.Order);
+          (R.BF16Grad ? M.BF16 : !M.BF16) && M.lit(M.Order, M.Orders, R.Order);
       O.add(z3::implies(B, Is));
       if (R.MemoryBytes > HBMBytes)
         O.add(!B);

@@ -15,4 +15,22 @@ std::vector<uint64_t> getDivisors(uint64_t N) {
   return Small;
 }
 
+bool dividesOneOf(const std::vector<uint64_t> &Sizes, uint64_t D) {
+  if (D <= 1 || Sizes.empty())
+    return true;
+  for (uint64_t S : Sizes)
+    if (S % D == 0)
+      return true;
+  return false;
+}
+
+std::string listSizes(const std::vector<uint64_t> &Sizes, unsigned Max) {
+  std::string S;
+  for (unsigned I = 0; I < Sizes.size() && I < Max; ++I)
+    S += (I ? ", " : "") + std::to_string(Sizes[I]);
+  if (Sizes.size() > Max)
+    S += " and " + std::to_string(Sizes.size() - Max) + " more";
+  return S;
+}
+
 } // namespace loom

@@ -176,11 +176,11 @@ TEST(PlanConstraintsTest, OrderAndGradByHand) {
     return R;
   };
   std::vector<CandidateRow> Rows = {
-      Row(1, 4, 2, 0, false, 1.0), // ep-dp-pp: dp inside pp, admitted
-      Row(1, 4, 2, 5, true, 0.9),  // pp-dp-ep: pp inside dp, bf16, the optimum
-      Row(1, 4, 2, 1, false, 0.5), // ep-pp-dp: the same mesh, not its
-                                   // representative (ep = 1 goes outside)
-      Row(2, 4, 1, 0, true, 0.4),  // bf16 without a DP sync
+      Row(1, 4, 2, 0, false, 1.0),  // ep-dp-pp: dp inside pp, admitted
+      Row(1, 4, 2, 5, true, 0.9),   // pp-dp-ep: pp inside dp, bf16, the optimum
+      Row(1, 4, 2, 1, false, 0.5),  // ep-pp-dp: the same mesh, not its
+                                    // representative (ep = 1 goes outside)
+      Row(2, 4, 1, 0, true, 0.4),   // bf16 without a DP sync
       Row(2, 4, 1, 5, false, 0.45), // only pp > 1: the same mesh as the default
   };
   Expected<OptimumCertificate> C = certifyMinimumStepTime(D, Rows, 10);
@@ -271,8 +271,9 @@ TEST(PlanConstraintsTest, CertifiesTheSearchOnRandomCases) {
     D.NumLayers = NL;
     D.NumBlocks = Blocks;
     D.TPLimit = C.TPLevels > 1 ? N : C.Inner;
-    D.TPDivisor =
-        std::gcd(std::gcd(C.Hidden, C.FFN), std::gcd(C.Vocab, C.Heads));
+    // The dims the rules split (TPDivisibility): a tp dividing one of
+    // them is a candidate, the others replicated where it does not divide.
+    D.TPSplitSizes = computeTPDivisibility(F.CU.M->getGraph()).Sizes;
     D.Train = C.Train;
 
     // The superset table.

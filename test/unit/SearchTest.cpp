@@ -213,14 +213,19 @@ std::vector<ParallelPlan> enumerateByHand(const Fixture &F) {
   const RandomCase &C = F.C;
   uint64_t N = F.getDevices();
   uint64_t TPLimit = C.TPLevels > 1 ? N : C.Inner;
-  uint64_t Div =
-      std::gcd(std::gcd(C.Hidden, C.FFN), std::gcd(C.Vocab, C.Heads));
+  // tp must divide one of the dims the rules split (hidden, FFN,
+  // vocabulary, heads); where it divides only some, the ops it cannot
+  // split run replicated (issue 30), priced by the evaluator.
+  auto Splits = [&](uint64_t TP) {
+    return TP == 1 || C.Hidden % TP == 0 || C.FFN % TP == 0 ||
+           C.Vocab % TP == 0 || C.Heads % TP == 0;
+  };
   unsigned NL = F.Eval->getNumLayers();
   // Embedding and head are the prologue and epilogue layers.
   unsigned Blocks = NL - 2;
   std::vector<ParallelPlan> Out;
   for (uint64_t TP : divisorsOf(N)) {
-    if (TP > TPLimit || Div % TP)
+    if (TP > TPLimit || !Splits(TP))
       continue;
     for (uint64_t PP : divisorsOf(N / TP)) {
       if (PP > NL)
@@ -256,23 +261,23 @@ std::vector<ParallelPlan> enumerateByHand(const Fixture &F) {
             }
             for (auto &Lay : Layouts)
               for (unsigned Z = 0; Z < (C.Train && DP > 1 ? 4u : 1u); ++Z)
-              for (unsigned G = 0; G < (C.Train && DP > 1 ? 2u : 1u); ++G)
-              for (const AxisOrder &O : meshesOf(1, DP, PP)) {
-                ParallelPlan P;
-                P.TP = TP;
-                P.PP = PP;
-                P.DP = DP;
-                P.SP = SP;
-                P.MicroBatchSize = MB;
-                P.NumMicroBatches = C.Batch / (DP * MB);
-                P.VirtualStages = Lay.first;
-                P.StageLayers = Lay.second;
-                P.RC = (Recompute)RC;
-                P.ZeroStage = Z;
-                P.Grad = G ? GradPrecision::BF16 : GradPrecision::FP32;
-                P.Order = O;
-                Out.push_back(P);
-              }
+                for (unsigned G = 0; G < (C.Train && DP > 1 ? 2u : 1u); ++G)
+                  for (const AxisOrder &O : meshesOf(1, DP, PP)) {
+                    ParallelPlan P;
+                    P.TP = TP;
+                    P.PP = PP;
+                    P.DP = DP;
+                    P.SP = SP;
+                    P.MicroBatchSize = MB;
+                    P.NumMicroBatches = C.Batch / (DP * MB);
+                    P.VirtualStages = Lay.first;
+                    P.StageLayers = Lay.second;
+                    P.RC = (Recompute)RC;
+                    P.ZeroStage = Z;
+                    P.Grad = G ? GradPrecision::BF16 : GradPrecision::FP32;
+                    P.Order = O;
+                    Out.push_back(P);
+                  }
           }
         }
     }

@@ -9,8 +9,8 @@
 #include "RunPipeline.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Shard/Rules.h"
 #include "loom/Planner/Search.h"
+#include "loom/Shard/Rules.h"
 #include "gtest/gtest.h"
 #include <map>
 
@@ -228,6 +228,44 @@ TEST(ShardRules, SplitDimsAreWhatTheRulesSplit) {
   TPDivisibility T = computeTPDivisibility(CU.M->getGraph(), 17);
   EXPECT_EQ(T.Divisor, 2u);
   EXPECT_EQ(T.Why, "gcd of 6 = dim 2 of 'qh', 64 = dim 1 of 'w1'");
+}
+
+// Issue 30: a tp degree dividing some split dims but not all keeps the
+// weights it cannot split whole; the rest split as at any degree.
+TEST(ShardRules, UnsplitWeightsAreTheOnesTheDegreeDoesNotDivide) {
+  // x [4,8] -> w1 [8,8] (columns) -> Relu -> w2 [8,8] (rows, partial) ->
+  // Relu (all-reduced) -> head [8,10] (columns): split dims {8, 10}.
+  CompilationUnit CU = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,8] x) => (float[4,10] y)
+<float[8,8] w1, float[8,8] w2, float[8,10] head>
+{
+  h = MatMul (x, w1)
+  a = Relu (h)
+  o = MatMul (a, w2)
+  r = Relu (o)
+  y = MatMul (r, head)
+})");
+  const Graph &G = CU.M->getGraph();
+  TPDivisibility T = computeTPDivisibility(G, 17, {2, 3, 4, 8});
+  EXPECT_EQ(T.Sizes, (std::vector<uint64_t>{8, 10}));
+  EXPECT_EQ(T.Divisor, 2u);
+  // 2 divides both; 3 neither (splits nothing: not a tp degree); 4 and 8
+  // divide 8 only.
+  EXPECT_TRUE(T.allows(2));
+  EXPECT_FALSE(T.allows(3));
+  EXPECT_TRUE(T.allows(4));
+  EXPECT_TRUE(T.allows(8));
+  EXPECT_EQ(T.Replicated.count(2), 0u); // splits everything
+  EXPECT_EQ(T.Replicated.count(3), 0u); // not a degree
+  ASSERT_EQ(T.Replicated.count(4), 1u);
+  const std::vector<UnsplitWeight> &W = T.Replicated[4];
+  ASSERT_EQ(W.size(), 1u);
+  EXPECT_EQ(W[0].Weight, "head");
+  EXPECT_EQ(W[0].Reader, "y");
+  EXPECT_EQ(W[0].Dim, 1);
+  EXPECT_EQ(W[0].Size, 10);
+  EXPECT_EQ(describeUnsplitWeights(W), "'head' (dim 1 of 10, read by 'y')");
+  EXPECT_TRUE(collectUnsplitWeights(G, 17, 2).empty());
 }
 
 // Opset 23: a grouped-query Attention (4 q heads, 2 kv heads, 3-D with a

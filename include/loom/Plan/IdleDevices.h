@@ -38,8 +38,9 @@ struct DegreeSpace {
   /// already has.
   unsigned NumLayers = 1, NumBlocks = 0;
   uint64_t TPLimit = 1;
-  /// tp must divide it (0: no bound).
-  uint64_t TPDivisor = 0;
+  /// tp must divide one of them (none: no bound): the dims the sharding
+  /// rules split (loom/Planner/Search.h, TPDivisibility).
+  std::vector<uint64_t> TPSplitSizes;
   /// The model's batch dim is static: only dp = 1 (and one micro-batch)
   /// can be emitted (BatchSplit.h).
   bool StaticBatch = false;

@@ -24,8 +24,10 @@
 #include "loom/Plan/Framework.h"
 #include "loom/Planner/PlanCost.h"
 #include "loom/Planner/Uncosted.h"
+#include "loom/Shard/Rules.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/Support/Error.h"
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,13 +35,18 @@ namespace loom {
 
 //===-- What the graph says about TP and EP -------------------------------===//
 
-/// tp must divide every dim the sharding rules split (collectSplitDims,
+/// What tp can split: the dims the sharding rules split (collectSplitDims,
 /// include/loom/Shard/Rules.h: the rules that cut the graphs, applied at a
 /// degree that divides everything): the columns of column-parallel and the
 /// rows of row-parallel weight matmuls and convolutions, the vocabulary of
 /// a vocab-parallel embedding, the dims a split lands on after a reshape
 /// (the attention heads, and the KV heads of grouped-query attention), and
-/// every dim a split is carried through. Divisor is the gcd of those sizes.
+/// every dim a split is carried through. A degree dividing all of them
+/// (Divisor, their gcd) splits every layer; one dividing only some leaves
+/// the ops it cannot split replicated on every tp rank (the rules' own
+/// fallback: full compute and memory there, transitions around them, all
+/// priced by the evaluator from the same rules), named in Replicated; one
+/// dividing none splits nothing and is not a tp degree (allows()).
 struct TPDivisibility {
   /// 0 when the graph splits nothing (no bound).
   uint64_t Divisor = 0;
@@ -48,9 +55,23 @@ struct TPDivisibility {
   std::string Why;
   /// Distinct split dims found.
   unsigned NumSplitDims = 0;
+  /// The distinct sizes split, increasing.
+  std::vector<uint64_t> Sizes;
+  /// Per degree the space holds (a divisor of the devices or of the tp
+  /// limit) that does not divide Divisor: the weights the rules leave
+  /// whole there (collectUnsplitWeights).
+  std::map<uint64_t, std::vector<UnsplitWeight>> Replicated;
+  /// tp may be \p TP: 1, no split dims, or a degree dividing one of them.
+  bool allows(uint64_t TP) const;
 };
-/// \p Opset: the model's default-domain opset (0: the latest rules).
-TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset = 0);
+/// \p Opset: the model's default-domain opset (0: the latest rules);
+/// \p Degrees: the tp degrees to name replicated weights for.
+TPDivisibility computeTPDivisibility(const Graph &G, int64_t Opset = 0,
+                                     llvm::ArrayRef<uint64_t> Degrees = {});
+/// "'head.weight' (dim 0 of 10, read by 'head'), ..." (at most \p Max,
+/// then "and N more").
+std::string describeUnsplitWeights(llvm::ArrayRef<UnsplitWeight> W,
+                                   unsigned Max = 4);
 
 /// What the search needs of the model's experts (findExperts, Experts.h).
 struct ExpertInfo {

@@ -216,6 +216,23 @@ using SplitDimSizes = std::map<uint64_t, std::string>;
 /// degree lets every rule take its split iff it divides all of them.
 SplitDimSizes collectSplitDims(const Graph &G, int64_t Opset);
 
+/// A weight some degree splits (collectSplitDims) that the rules leave
+/// whole at one degree: its readers run replicated on every rank of the
+/// axis (full compute and memory), with the transitions around them.
+struct UnsplitWeight {
+  std::string Weight;
+  /// Its first reader (node name, or first output's).
+  std::string Reader;
+  /// The dim the rules split at other degrees and its size (a block's,
+  /// for a blocked split).
+  int Dim = -1;
+  int64_t Size = 0;
+};
+/// The weights the rule table splits at a symbolic degree but not at
+/// \p AxisSize, in graph order (SplitDims.cpp).
+std::vector<UnsplitWeight> collectUnsplitWeights(const Graph &G, int64_t Opset,
+                                                 unsigned AxisSize);
+
 /// The per-rank head counts of an Attention or RotaryEmbedding whose heads
 /// \p S splits over \p AxisSize ranks: q_num_heads, kv_num_heads and
 /// num_heads in \p Attrs (a copy of the node's) divided

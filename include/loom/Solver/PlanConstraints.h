@@ -46,10 +46,10 @@ struct PlanSpaceDesc {
   /// TP, e.g. 8 with TPLimitWhy "hccs domain".
   uint64_t TPLimit = 1;
   std::string TPLimitWhy;
-  /// tp divides TPDivisor (0: no bound), e.g. 8 with TPDivisorWhy
-  /// "dim 2 of '/layers.0/self_attn/Reshape_1'".
-  uint64_t TPDivisor = 0;
-  std::string TPDivisorWhy;
+  /// tp divides one of TPSplitSizes (the dims the sharding rules split;
+  /// none: no bound): a degree dividing only some leaves the ops it cannot
+  /// split replicated, one dividing none splits nothing.
+  std::vector<uint64_t> TPSplitSizes;
   bool Train = true;
   /// Experts per MoE layer (the gcd over layers); 0: no experts, ep = 1.
   uint64_t NumExperts = 0;

@@ -7,8 +7,11 @@
 // each dim a rule splits (a weight's rows or columns, a vocabulary, the
 // heads after a reshape, a block of a fused projection) is recorded with
 // its size. A degree that divides all of them lets every rule take its
-// split; one that does not leaves some op running replicated with gathers
-// the evaluator does not price.
+// split; one that divides only some leaves the ops whose dims it does not
+// divide replicated (every rule falls back to replicated operands and
+// results), which the evaluator prices from the same rules at that degree
+// (lib/Planner/RuleSplit.h) and collectUnsplitWeights names for the
+// report: the same context applied at the concrete degree.
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
@@ -25,8 +28,9 @@ namespace {
 
 class SymbolicContext final : public RuleContext {
 public:
-  SymbolicContext(const Graph &G, int64_t Opset, SplitDimSizes &Out)
-      : RuleContext(AnyDivides, /*SP=*/false,
+  SymbolicContext(const Graph &G, int64_t Opset, SplitDimSizes &Out,
+                  unsigned AxisSize = AnyDivides)
+      : RuleContext(AxisSize, /*SP=*/false,
                     Opset > 0 ? Opset : std::numeric_limits<int64_t>::max()),
         Out(Out) {
     for (const auto &NP : G.getNodes())
@@ -46,6 +50,8 @@ public:
   }
   bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
   void run(const Graph &G);
+  /// Parameter -> the spec it is stored in.
+  const DenseMap<const Value *, AxisSpec> &getParams() const { return Params; }
 
 private:
   void record(int64_t Size, const Twine &Why) {
@@ -106,9 +112,9 @@ void SymbolicContext::run(const Graph &G) {
       continue;
     bool HasRule;
     OpSharding S = applyShardingRule(N, *this, HasRule);
-    StringRef Label =
-        N.getName().empty() && N.getOutput(0) ? N.getOutput(0)->getName()
-                                              : StringRef(N.getName());
+    StringRef Label = N.getName().empty() && N.getOutput(0)
+                          ? N.getOutput(0)->getName()
+                          : StringRef(N.getName());
     for (unsigned O = 0; O < N.getNumOutputs(); ++O)
       if (const Value *V = N.getOutput(O)) {
         Values[V] = S.OutputSpecs[O];
@@ -129,6 +135,42 @@ SplitDimSizes collectSplitDims(const Graph &G, int64_t Opset) {
   SplitDimSizes Out;
   SymbolicContext Ctx(G, Opset, Out);
   Ctx.run(G);
+  return Out;
+}
+
+std::vector<UnsplitWeight> collectUnsplitWeights(const Graph &G, int64_t Opset,
+                                                 unsigned AxisSize) {
+  SplitDimSizes Any, At;
+  SymbolicContext AnyCtx(G, Opset, Any), AtCtx(G, Opset, At, AxisSize);
+  AnyCtx.run(G);
+  AtCtx.run(G);
+  std::vector<UnsplitWeight> Out;
+  // Graph order (parameters as their first reader meets them): the
+  // context's maps are unordered.
+  DenseSet<const Value *> Seen;
+  for (const auto &NP : G.getNodes())
+    for (const Value *V : NP->getInputs()) {
+      if (!V || !Seen.insert(V).second)
+        continue;
+      auto It = AnyCtx.getParams().find(V);
+      if (It == AnyCtx.getParams().end() || AtCtx.getParams().count(V))
+        continue;
+      const AxisSpec &S = It->second;
+      shardrules::Shape Sh = shardrules::shapeOf(V);
+      UnsplitWeight W;
+      W.Weight = V->getName().str();
+      W.Reader = NP->getName().empty() && NP->getOutput(0)
+                     ? NP->getOutput(0)->getName().str()
+                     : NP->getName().str();
+      W.Dim = S.Dim;
+      W.Size = S.Dim >= 0 && (size_t)S.Dim < Sh.size() ? Sh[S.Dim] : 0;
+      for (int64_t B : S.Blocks)
+        if (AxisSize && B % AxisSize) {
+          W.Size = B;
+          break;
+        }
+      Out.push_back(std::move(W));
+    }
   return Out;
 }
 
