@@ -47,8 +47,13 @@ static void checkTransfers(const ShardedProgram &SP,
         continue;
       if (N.getOpType() == "HcomSend") {
         const Value *X = N.getInput(0);
-        P2P S{R.PP, (unsigned)N.getAttrInt("dest_rank", -1), R.TP, R.EP,
-              N.getAttrInt("sr_tag", -1), {}, (int64_t)X->Type.Elem};
+        P2P S{R.PP,
+              (unsigned)N.getAttrInt("dest_rank", -1),
+              R.TP,
+              R.EP,
+              N.getAttrInt("sr_tag", -1),
+              {},
+              (int64_t)X->Type.Elem};
         for (int64_t D : X->Type.getStaticShape())
           S.Shape.push_back(D);
         auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
@@ -56,7 +61,10 @@ static void checkTransfers(const ShardedProgram &SP,
           Fail("role " + R.FileName + ": two HcomSend with sr_tag " +
                Twine(S.Tag) + " to device " + Twine(S.To));
       } else if (N.getOpType() == "HcomReceive") {
-        P2P S{(unsigned)N.getAttrInt("src_rank", -1), R.PP, R.TP, R.EP,
+        P2P S{(unsigned)N.getAttrInt("src_rank", -1),
+              R.PP,
+              R.TP,
+              R.EP,
               N.getAttrInt("sr_tag", -1),
               N.getAttrInts("shape").getValueOr(std::vector<int64_t>()),
               N.getAttrInt("dtype", 0)};
@@ -77,8 +85,7 @@ static void checkTransfers(const ShardedProgram &SP,
     }
     if (It->second.Shape != S.Shape || It->second.DType != S.DType)
       Fail("HcomSend/HcomReceive sr_tag " + Twine(S.Tag) + " from pp" +
-           Twine(S.From) + " to pp" + Twine(S.To) +
-           ": shape or dtype differ");
+           Twine(S.From) + " to pp" + Twine(S.To) + ": shape or dtype differ");
   }
   for (const auto &KV : Recvs)
     if (!Sends.count(KV.first))
@@ -106,12 +113,10 @@ static void checkCollectiveOrder(const ShardedProgram &SP,
     for (const RoleGraph &B : SP.Roles) {
       if (&A == &B || A.PP != B.PP)
         continue;
-      if (A.EP == B.EP && A.TP < B.TP &&
-          Sequence(A, "tp") != Sequence(B, "tp"))
+      if (A.EP == B.EP && A.TP < B.TP && Sequence(A, "tp") != Sequence(B, "tp"))
         Fail("tp group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
              " and " + B.FileName + " issue different collectives");
-      if (A.TP == B.TP && A.EP < B.EP &&
-          Sequence(A, "ep") != Sequence(B, "ep"))
+      if (A.TP == B.TP && A.EP < B.EP && Sequence(A, "ep") != Sequence(B, "ep"))
         Fail("ep group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
              " and " + B.FileName + " issue different collectives");
     }
@@ -226,14 +231,14 @@ static void checkONNX(ShardedProgram &SP, std::vector<std::string> &Problems) {
   auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   for (RoleGraph &R : SP.Roles) {
     if (Error E = checkModel(*R.M, /*ParameterData=*/false)) {
-      Fail("graph " + R.FileName + ": onnx::checker: " +
-           toString(std::move(E)));
+      Fail("graph " + R.FileName +
+           ": onnx::checker: " + toString(std::move(E)));
       continue;
     }
     Expected<unsigned> Changed = inferShapes(*R.M);
     if (!Changed)
-      Fail("graph " + R.FileName + ": shape inference: " +
-           toString(Changed.takeError()));
+      Fail("graph " + R.FileName +
+           ": shape inference: " + toString(Changed.takeError()));
   }
 }
 

@@ -64,8 +64,8 @@ TEST(SearchOrderTest, QueueVisitsInStableSortedOrder) {
     for (unsigned O = 0; O < NumOffs; ++O)
       for (const PlacementTable::Entry &E : Tables[TableOf[B]].Entries)
         if (E.Off == O && E.Memory <= 2.0)
-          All.push_back({combineStepBound(Pipe[B], E.Tail),
-                         (uint64_t)B * NumOffs + O});
+          All.push_back(
+              {combineStepBound(Pipe[B], E.Tail), (uint64_t)B * NumOffs + O});
   std::stable_sort(All.begin(), All.end(), [](const auto &A, const auto &B) {
     return A.first < B.first;
   });
@@ -172,8 +172,7 @@ struct TierFixture {
           EXPECT_EQ(PC->MaxSSDBytes, First->MaxSSDBytes);
           EXPECT_EQ(PC->Stages.size(), First->Stages.size());
           for (unsigned S = 0; S < PC->Stages.size(); ++S)
-            EXPECT_EQ(PC->Stages[S].MemoryBytes,
-                      First->Stages[S].MemoryBytes);
+            EXPECT_EQ(PC->Stages[S].MemoryBytes, First->Stages[S].MemoryBytes);
         }
       }
     }
