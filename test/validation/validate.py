@@ -157,6 +157,26 @@ def run_row(row, plan_parallel, zoo, framework=None):
     return d, dt, None
 
 
+def select_rows(ap, rows, only):
+    """The rows --only names (comma-separated ids), or all of them; an
+    unknown id is a usage error."""
+    if not only:
+        return rows
+    want = set(only.split(","))
+    unknown = want - {r["id"] for r in rows}
+    if unknown:
+        ap.error(f"unknown row(s): {', '.join(sorted(unknown))}")
+    return [r for r in rows if r["id"] in want]
+
+
+def find_plan_parallel(ap, build):
+    """BUILD's plan-parallel; a usage error if it is not there."""
+    path = os.path.join(build, "tools", "plan-parallel", "plan-parallel")
+    if not os.access(path, os.X_OK):
+        ap.error(f"no plan-parallel at {path} (--build)")
+    return path
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
@@ -173,16 +193,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     rows, thresholds = read_table(args.table)
-    if args.only:
-        want = set(args.only.split(","))
-        unknown = want - {r["id"] for r in rows}
-        if unknown:
-            ap.error(f"unknown row(s): {', '.join(sorted(unknown))}")
-        rows = [r for r in rows if r["id"] in want]
-    plan_parallel = os.path.join(args.build, "tools", "plan-parallel",
-                                 "plan-parallel")
-    if not os.access(plan_parallel, os.X_OK):
-        ap.error(f"no plan-parallel at {plan_parallel} (--build)")
+    rows = select_rows(ap, rows, args.only)
+    plan_parallel = find_plan_parallel(ap, args.build)
     zoo = args.zoo or os.path.join(args.build, "validation-zoo")
     t0 = time.perf_counter()
     ensure_models(sorted({r["model"] for r in rows}), zoo)

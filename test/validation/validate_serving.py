@@ -161,16 +161,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     rows, thresholds = read_table(args.table)
-    if args.only:
-        want = set(args.only.split(","))
-        unknown = want - {r["id"] for r in rows}
-        if unknown:
-            ap.error(f"unknown row(s): {', '.join(sorted(unknown))}")
-        rows = [r for r in rows if r["id"] in want]
-    plan_parallel = os.path.join(args.build, "tools", "plan-parallel",
-                                 "plan-parallel")
-    if not os.access(plan_parallel, os.X_OK):
-        ap.error(f"no plan-parallel at {plan_parallel} (--build)")
+    rows = validate.select_rows(ap, rows, args.only)
+    plan_parallel = validate.find_plan_parallel(ap, args.build)
     zoo = args.zoo or os.path.join(args.build, "validation-zoo")
     validate.ensure_models(sorted({r["model"] for r in rows}), zoo)
 
