@@ -45,15 +45,27 @@ inline std::vector<std::string> allTypes() {
   return T;
 }
 
-/// An empty default-domain schema \p Name at \p Version, its doc naming
-/// Loom as the one that registered it.
-inline onnx::OpSchema make(const char *Name, int Version) {
-  onnx::OpSchema S;
-  S.SetName(Name).SetDomain(onnx::ONNX_DOMAIN).SinceVersion(Version);
-  S.SetDoc("Registered by Loom (lib/ONNX/OpsetSchemas*.cpp); see the ONNX "
-           "operator documentation.");
-  return S;
-}
+/// One schema as data (the tables of OpsetSchemas*.cpp and MLSchemas.cpp).
+/// Formal parameters are "name:type" ("X:T", "split:tensor(int64)"), with
+/// the suffix "?" for an optional one, "..." for a variadic one of one
+/// type, "...*" for a variadic one of mixed types. Attributes are
+/// "name:kind" (kind: int, float, string, ints, floats, strings, tensor),
+/// followed by "=value" for a default (int, float or string kinds), "?"
+/// for an optional one without default; neither: required.
+struct SchemaSpec {
+  const char *Name;
+  int Version;
+  std::vector<const char *> Inputs, Outputs, Attrs;
+  std::vector<std::pair<const char *, std::vector<std::string>>> Types;
+  onnx::InferenceFunction Infer;
+};
+
+/// \p Spec in \p Domain as an ONNX schema, its doc naming Loom as the one
+/// that registered it (SchemaTable.cpp).
+onnx::OpSchema buildSchema(const SchemaSpec &Spec, const char *Domain = "");
+/// Appends every schema of \p Table, in \p Domain, to \p Out.
+void addSchemas(std::vector<onnx::OpSchema> &Out,
+                const std::vector<SchemaSpec> &Table, const char *Domain = "");
 
 } // namespace opset
 
@@ -63,6 +75,9 @@ onnx::OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
                            int Version);
 /// Opsets 19-23's schemas (OpsetSchemas19To23.cpp).
 void addOpset19To23Schemas(std::vector<onnx::OpSchema> &Out);
+/// ai.onnx.ml 4 and 5's schemas, and shape inference for the ONNX 1.12
+/// ai.onnx.ml schemas that lack it (MLSchemas.cpp).
+void addMLSchemas(std::vector<onnx::OpSchema> &Out);
 
 } // namespace loom
 
