@@ -19,9 +19,9 @@
 //
 // ONNX 1.12 gives some of those ops no shape inference (Binarizer, Scaler,
 // Normalizer, Imputer, ArrayFeatureExtractor, OneHotEncoder,
-// LinearRegressor, FeatureVectorizer, SVMRegressor, TreeEnsembleRegressor-1;
-// later ONNX versions added most of them); Loom adds it
-// where the output shape follows from the input and the attributes, as the
+// LinearRegressor, FeatureVectorizer, SVMRegressor, and only element types
+// for the tree ensembles; later ONNX versions added most of them); Loom adds
+// it where the output shape follows from the input and the attributes, as the
 // operator documentation defines them. (SVMClassifier's score width depends
 // on the runtime's binary-class handling and is left to ONNX's type-only
 // rule.)
@@ -31,6 +31,7 @@
 #include "onnx/defs/schema.h"
 #include "onnx/defs/shape_inference.h"
 #include <mutex>
+#include <tuple>
 
 namespace loom {
 
@@ -315,38 +316,70 @@ void inferOneHotEncoder(InferenceContext &Ctx) {
   updateOutputShape(Ctx, 0, Y);
 }
 
-/// Inference for the ONNX 1.12 ai.onnx.ml schemas that have none.
+/// TreeEnsembleClassifier 1 and 3: Y [N] labels (strings or int64), Z
+/// [N, E] float scores for the E class labels.
+void inferTreeEnsembleClassifier(InferenceContext &Ctx) {
+  std::vector<std::string> Strings;
+  std::vector<int64_t> Ints;
+  getRepeatedAttribute(Ctx, "classlabels_strings", Strings);
+  getRepeatedAttribute(Ctx, "classlabels_int64s", Ints);
+  updateOutputElemType(
+      Ctx, 0, Strings.empty() ? TensorProto::INT64 : TensorProto::STRING);
+  updateOutputElemType(Ctx, 1, TensorProto::FLOAT);
+  TensorShapeProto::Dimension N;
+  if (!batchDim(Ctx, N))
+    return;
+  TensorShapeProto Y, Z;
+  *Y.add_dim() = N;
+  *Z.add_dim() = N;
+  Z.add_dim()->set_dim_value(Strings.empty() ? Ints.size() : Strings.size());
+  updateOutputShape(Ctx, 0, Y);
+  updateOutputShape(Ctx, 1, Z);
+}
+
+/// Inference for the ONNX 1.12 ai.onnx.ml schemas that have none, or only
+/// an element type for some outputs (the tree ensembles).
 void addMissingInference() {
-  const std::pair<const char *, InferenceFunction> Rules[] = {
-      {"Binarizer", [](InferenceContext &Ctx) { sameShape(Ctx, 0); }},
-      {"ArrayFeatureExtractor", inferArrayFeatureExtractor},
-      {"OneHotEncoder", inferOneHotEncoder},
-      // Version 1 (version 3 has ONNX's rule): [N, n_targets].
-      {"TreeEnsembleRegressor",
-       [](InferenceContext &Ctx) {
-         batchByWidth(Ctx, getAttribute(Ctx, "n_targets", (int64_t)1));
-       }},
-      {"Normalizer",
+  auto TreeRegressor = [](InferenceContext &Ctx) {
+    batchByWidth(Ctx, getAttribute(Ctx, "n_targets", (int64_t)1));
+  };
+  const std::tuple<const char *, int, InferenceFunction> Rules[] = {
+      {"Binarizer", 1, [](InferenceContext &Ctx) { sameShape(Ctx, 0); }},
+      {"ArrayFeatureExtractor", 1, inferArrayFeatureExtractor},
+      {"OneHotEncoder", 1, inferOneHotEncoder},
+      {"Normalizer", 1,
        [](InferenceContext &Ctx) { sameShape(Ctx, TensorProto::FLOAT); }},
-      {"Scaler",
+      {"Scaler", 1,
        [](InferenceContext &Ctx) { sameShape(Ctx, TensorProto::FLOAT); }},
-      {"Imputer", [](InferenceContext &Ctx) { sameShape(Ctx, 0); }},
-      {"LinearRegressor",
+      {"Imputer", 1, [](InferenceContext &Ctx) { sameShape(Ctx, 0); }},
+      {"LinearRegressor", 1,
        [](InferenceContext &Ctx) {
          batchByWidth(Ctx, getAttribute(Ctx, "targets", (int64_t)1));
        }},
       // One score per row (ONNX Runtime writes [N, 1]).
-      {"SVMRegressor", [](InferenceContext &Ctx) { batchByWidth(Ctx, 1); }},
-      {"FeatureVectorizer", inferFeatureVectorizer},
+      {"SVMRegressor", 1, [](InferenceContext &Ctx) { batchByWidth(Ctx, 1); }},
+      {"FeatureVectorizer", 1, inferFeatureVectorizer},
+      {"TreeEnsembleRegressor", 1, TreeRegressor},
+      {"TreeEnsembleRegressor", 3, TreeRegressor},
+      {"TreeEnsembleClassifier", 1, inferTreeEnsembleClassifier},
+      {"TreeEnsembleClassifier", 3, inferTreeEnsembleClassifier},
   };
-  for (const auto &[Op, Fn] : Rules) {
-    const OpSchema *S = OpSchemaRegistry::Schema(Op, 1, ML);
-    if (!S || S->has_type_and_shape_inference_function())
+  for (const auto &[Op, Version, Fn] : Rules) {
+    const OpSchema *S = OpSchemaRegistry::Schema(Op, Version, ML);
+    if (!S || S->SinceVersion() != Version)
       continue;
     // The registry hands out const schemas; setting the inference function
     // once, before any inference runs, is what ONNX's registration does
-    // (SchemaGuards.cpp does the same).
-    const_cast<OpSchema *>(S)->TypeAndShapeInferenceFunction(Fn);
+    // (SchemaGuards.cpp does the same). Where ONNX has a function (the
+    // tree ensembles' attribute checks), it runs first.
+    InferenceFunction Rule = Fn;
+    if (S->has_type_and_shape_inference_function())
+      Rule = [Orig = S->GetTypeAndShapeInferenceFunction(),
+              Fn](InferenceContext &Ctx) {
+        Orig(Ctx);
+        Fn(Ctx);
+      };
+    const_cast<OpSchema *>(S)->TypeAndShapeInferenceFunction(Rule);
   }
 }
 
