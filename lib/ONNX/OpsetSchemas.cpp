@@ -398,10 +398,7 @@ std::vector<SchemaSpec> opset18Table() {
   };
   // Opset 21: GroupNormalization's scale and bias per channel (C) instead
   // of per group, and the statistics' precision.
-  SchemaSpec GN21 = T[3];
-  GN21.Version = 21;
-  GN21.Attrs.push_back("stash_type:int=1");
-  T.push_back(GN21);
+  T.push_back(revised(T, "GroupNormalization", 21, {"stash_type:int=1"}));
   for (const char *Op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
     T.push_back({Op,
                  18,

@@ -60,6 +60,12 @@ struct SchemaSpec {
   onnx::InferenceFunction Infer;
 };
 
+/// The row of \p Table named \p Name, as version \p Version with the
+/// attributes \p NewAttrs added (an op whose next version only adds
+/// attributes).
+SchemaSpec revised(const std::vector<SchemaSpec> &Table, const char *Name,
+                   int Version, std::vector<const char *> NewAttrs);
+
 /// \p Spec in \p Domain as an ONNX schema, its doc naming Loom as the one
 /// that registered it (SchemaTable.cpp).
 onnx::OpSchema buildSchema(const SchemaSpec &Spec, const char *Domain = "");

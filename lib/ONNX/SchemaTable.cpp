@@ -92,6 +92,18 @@ void addAttr(OpSchema &S, const SchemaSpec &Spec, StringRef Entry) {
 
 } // namespace
 
+SchemaSpec revised(const std::vector<SchemaSpec> &Table, const char *Name,
+                   int Version, std::vector<const char *> NewAttrs) {
+  for (const SchemaSpec &Row : Table)
+    if (StringRef(Row.Name) == Name) {
+      SchemaSpec S = Row;
+      S.Version = Version;
+      S.Attrs.insert(S.Attrs.end(), NewAttrs.begin(), NewAttrs.end());
+      return S;
+    }
+  llvm::report_fatal_error("schema table has no row " + std::string(Name));
+}
+
 OpSchema buildSchema(const SchemaSpec &Spec, const char *Domain) {
   OpSchema S;
   S.SetName(Spec.Name).SetDomain(Domain).SinceVersion(Spec.Version);
