@@ -87,7 +87,7 @@ def ml_table(src):
              "ONNX 1.12 knows `ai.onnx.ml` up to 3); versions marked ✗ are deprecated",
              "there and refused at import. Every `ai.onnx.ml` op is costed as AICPU work",
              "(`cost_models/ops/ClassicalMLOps.cpp`) except the map and sequence ops",
-             "(CastMap, DictVectorizer, ZipMap), whose types Loom's IR does not carry.", "",
+             "(CastMap, DictVectorizer, ZipMap), which have no cost rule.", "",
              "| op | versions |", "|---|---|"]
     for name in sorted(set(ops) | set(regs) | set(deprecated)):
         vs = [str(v) for v in sorted(ops.get(name, set()))]
