@@ -135,6 +135,58 @@ void checkLength(InferenceContext &Ctx, const char *Name, int64_t Len,
                          "nodes_splits has ", Len);
 }
 
+/// TreeEnsemble-5's forest is well formed: every root and every branch
+/// names an interior node (or a leaf, where nodes_*leafs says so) that
+/// exists, and no walk from a root comes back to a node (ONNX Runtime
+/// refuses such a model when it loads it; Loom says so at import).
+void checkForest(InferenceContext &Ctx, int64_t NumNodes, int64_t NumLeaves) {
+  std::vector<int64_t> Roots, Ids[2], Leaf[2];
+  getRepeatedAttribute(Ctx, "tree_roots", Roots);
+  getRepeatedAttribute(Ctx, "nodes_truenodeids", Ids[1]);
+  getRepeatedAttribute(Ctx, "nodes_falsenodeids", Ids[0]);
+  getRepeatedAttribute(Ctx, "nodes_trueleafs", Leaf[1]);
+  getRepeatedAttribute(Ctx, "nodes_falseleafs", Leaf[0]);
+  for (int64_t R : Roots)
+    if (R < 0 || R >= NumNodes)
+      fail_shape_inference("tree root ", R, " is not one of the ", NumNodes,
+                           " nodes");
+  for (int B = 0; B < 2; ++B)
+    for (int64_t I = 0; I < NumNodes; ++I) {
+      int64_t To = Ids[B][I], Max = Leaf[B][I] ? NumLeaves : NumNodes;
+      if (To < 0 || To >= Max)
+        fail_shape_inference("node ", I, "'s ", B ? "true" : "false",
+                             " branch goes to ", Leaf[B][I] ? "leaf " : "node ",
+                             To, ", not one of the ", Max);
+    }
+  // Depth-first from every root; 1: on the current path, 2: done.
+  std::vector<char> State(NumNodes, 0);
+  std::vector<std::pair<int64_t, int>> Stack;
+  for (int64_t R : Roots) {
+    if (State[R])
+      continue;
+    Stack.push_back({R, 0});
+    State[R] = 1;
+    while (!Stack.empty()) {
+      auto &[I, Next] = Stack.back();
+      if (Next == 2) {
+        State[I] = 2;
+        Stack.pop_back();
+        continue;
+      }
+      int B = Next++;
+      if (Leaf[B][I])
+        continue;
+      int64_t To = Ids[B][I];
+      if (State[To] == 1)
+        fail_shape_inference("the trees have a cycle through node ", To);
+      if (!State[To]) {
+        State[To] = 1;
+        Stack.push_back({To, 0});
+      }
+    }
+  }
+}
+
 /// TreeEnsemble-5: X [N, F] -> Y [N, n_targets] of X's type; the nodes_*
 /// attributes have one length, leaf_targetids as many entries as
 /// leaf_weights, thresholds and weights X's type. Without n_targets the
@@ -165,6 +217,7 @@ void inferTreeEnsemble(InferenceContext &Ctx) {
   if (In && Weights->t().data_type() != In)
     fail_shape_inference("leaf_weights has element type ",
                          Weights->t().data_type(), "; the input has ", In);
+  checkForest(Ctx, Len, Weights->t().dims(0));
   int64_t NTargets = getAttribute(Ctx, "n_targets", (int64_t)0);
   if (!NTargets)
     for (int64_t T : Targets->ints())
