@@ -62,7 +62,8 @@ using namespace opset;
 /// inference. (Copying the schema object would not do: registration
 /// finalizes it again, counting its inputs twice.)
 OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
-                     int Version) {
+                     int Version, const std::vector<const char *> &NewAttrs,
+                     InferenceFunction Infer) {
   const OpSchema *Src = OpSchemaRegistry::Schema(From, FromVersion, "");
   OpSchema S;
   S.SetName(Name).SetDomain(ONNX_DOMAIN).SinceVersion(Version);
@@ -81,17 +82,15 @@ OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
     S.Attr(KV.second);
   for (const OpSchema::TypeConstraintParam &T : Src->typeConstraintParams())
     S.TypeConstraint(T.type_param_str, T.allowed_type_strs, "");
-  if (Src->has_type_and_shape_inference_function())
+  addAttributes(S, NewAttrs);
+  if (Infer)
+    S.TypeAndShapeInferenceFunction(Infer);
+  else if (Src->has_type_and_shape_inference_function())
     S.TypeAndShapeInferenceFunction(Src->GetTypeAndShapeInferenceFunction());
   return S;
 }
 
 namespace {
-
-OpSchema cloneAs(const char *From, int FromVersion, const char *Name,
-                 int Version) {
-  return cloneSchema(From, FromVersion, Name, Version);
-}
 
 /// The int64 values of input \p I when they are a constant (initializer or
 /// folded), else false.
@@ -414,20 +413,13 @@ void addOpset18(std::vector<OpSchema> &Out) {
   for (const char *Op :
        {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
         "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSumSquare"})
-    Out.push_back(cloneAs("ReduceSum", 13, Op, 18));
+    Out.push_back(cloneSchema("ReduceSum", 13, Op, 18));
   // ReduceMax and ReduceMin take bool and 8-bit types from opset 20; the
   // inference is ReduceSum's.
   for (const char *Op : {"ReduceMax", "ReduceMin"})
-    Out.push_back(cloneAs("ReduceSum", 13, Op, 20));
-  {
-    OpSchema S = cloneAs("LpPool", 11, "LpPool", 18);
-    S.Attr("ceil_mode", "", AttributeProto::INT, (int64_t)0);
-    S.TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
-      propagateElemTypeFromInputToOutput(Ctx, 0, 0);
-      convPoolShapeInference(Ctx, true, true, 0, 1);
-    });
-    Out.push_back(S);
-  }
+    Out.push_back(cloneSchema("ReduceSum", 13, Op, 20));
+  Out.push_back(cloneSchema("LpPool", 11, "LpPool", 18, {"ceil_mode:int=0"},
+                            inferPoolWithDilations));
   addSchemas(Out, opset18Table());
 }
 

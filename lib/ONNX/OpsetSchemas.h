@@ -66,6 +66,16 @@ struct SchemaSpec {
 SchemaSpec revised(const std::vector<SchemaSpec> &Table, const char *Name,
                    int Version, std::vector<const char *> NewAttrs);
 
+/// Adds \p Attrs (SchemaSpec's notation) to \p S (SchemaTable.cpp).
+void addAttributes(onnx::OpSchema &S, const std::vector<const char *> &Attrs);
+
+/// Pooling with dilations (LpPool-18, AveragePool-19): input 0's type, the
+/// shape by ONNX's convolution/pooling rule.
+inline void inferPoolWithDilations(onnx::InferenceContext &Ctx) {
+  onnx::propagateElemTypeFromInputToOutput(Ctx, 0, 0);
+  onnx::convPoolShapeInference(Ctx, true, true, 0, 1);
+}
+
 /// \p Spec in \p Domain as an ONNX schema, its doc naming Loom as the one
 /// that registered it (SchemaTable.cpp).
 onnx::OpSchema buildSchema(const SchemaSpec &Spec, const char *Domain = "");
@@ -76,9 +86,13 @@ void addSchemas(std::vector<onnx::OpSchema> &Out,
 } // namespace opset
 
 /// The ONNX 1.12 schema \p From at \p FromVersion, rebuilt as \p Name at
-/// \p Version (OpsetSchemas.cpp).
+/// \p Version, with the attributes \p NewAttrs (SchemaSpec's notation)
+/// added and, if given, the inference function \p Infer instead of the
+/// old one (OpsetSchemas.cpp).
 onnx::OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
-                           int Version);
+                           int Version,
+                           const std::vector<const char *> &NewAttrs = {},
+                           onnx::InferenceFunction Infer = nullptr);
 /// Opsets 19-23's schemas (OpsetSchemas19To23.cpp).
 void addOpset19To23Schemas(std::vector<onnx::OpSchema> &Out);
 /// ai.onnx.ml 4 and 5's schemas, and shape inference for the ONNX 1.12

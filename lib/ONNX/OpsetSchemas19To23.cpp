@@ -126,22 +126,11 @@ std::vector<SchemaSpec> castAndQuantizeTable() {
 
 void addCastAndQuantize(std::vector<OpSchema> &Out) {
   addSchemas(Out, castAndQuantizeTable());
-  {
-    OpSchema S = cloneSchema("CastLike", 15, "CastLike", 19);
-    S.Attr("saturate", "", AttributeProto::INT, (int64_t)1);
-    S.TypeAndShapeInferenceFunction(
-        [](InferenceContext &Ctx) { shapeWithType(Ctx, elemTypeOf(Ctx, 1)); });
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = cloneSchema("AveragePool", 11, "AveragePool", 19);
-    S.Attr("dilations", "", AttributeProto::INTS, false);
-    S.TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
-      propagateElemTypeFromInputToOutput(Ctx, 0, 0);
-      convPoolShapeInference(Ctx, true, true, 0, 1);
-    });
-    Out.push_back(S);
-  }
+  Out.push_back(cloneSchema(
+      "CastLike", 15, "CastLike", 19, {"saturate:int=1"},
+      [](InferenceContext &Ctx) { shapeWithType(Ctx, elemTypeOf(Ctx, 1)); }));
+  Out.push_back(cloneSchema("AveragePool", 11, "AveragePool", 19,
+                            {"dilations:ints?"}, inferPoolWithDilations));
 }
 
 /// DFT-20: axis and dft_length as inputs; the last dim is 1 (real) or 2

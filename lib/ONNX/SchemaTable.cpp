@@ -21,10 +21,14 @@ using llvm::StringRef;
 
 namespace {
 
+[[noreturn]] void badEntry(StringRef Name, int Version, StringRef Entry) {
+  llvm::report_fatal_error("schema table row " + Name.str() + "-" +
+                           std::to_string(Version) + ": malformed entry '" +
+                           Entry.str() + "'");
+}
+
 [[noreturn]] void badRow(const SchemaSpec &Spec, StringRef Entry) {
-  llvm::report_fatal_error("schema table row " + std::string(Spec.Name) + "-" +
-                           std::to_string(Spec.Version) +
-                           ": malformed entry '" + Entry.str() + "'");
+  badEntry(Spec.Name, Spec.Version, Entry);
 }
 
 /// "name:type" with "?", "..." or "...*" after the type.
@@ -50,7 +54,7 @@ void addParam(OpSchema &S, const SchemaSpec &Spec, bool IsInput, int Index,
 }
 
 /// "name:kind", "name:kind=value" or "name:kind?".
-void addAttr(OpSchema &S, const SchemaSpec &Spec, StringRef Entry) {
+void addAttr(OpSchema &S, StringRef Entry) {
   auto [Name, Rest] = Entry.split(':');
   auto [Kind, Default] = Rest.split('=');
   bool HasDefault = Rest.contains('=');
@@ -65,7 +69,7 @@ void addAttr(OpSchema &S, const SchemaSpec &Spec, StringRef Entry) {
                   .Case("tensor", AttributeProto::TENSOR)
                   .Default(-1);
   if (Name.empty() || Type < 0)
-    badRow(Spec, Entry);
+    badEntry(S.Name(), S.SinceVersion(), Entry);
   auto T = (AttributeProto::AttributeType)Type;
   if (!HasDefault) {
     S.Attr(Name.str(), "", T, /*required=*/!Optional);
@@ -75,7 +79,7 @@ void addAttr(OpSchema &S, const SchemaSpec &Spec, StringRef Entry) {
   case AttributeProto::INT: {
     long long V;
     if (Default.getAsInteger(10, V))
-      badRow(Spec, Entry);
+      badEntry(S.Name(), S.SinceVersion(), Entry);
     S.Attr(Name.str(), "", T, (int64_t)V);
     return;
   }
@@ -86,11 +90,16 @@ void addAttr(OpSchema &S, const SchemaSpec &Spec, StringRef Entry) {
     S.Attr(Name.str(), "", T, Default.str());
     return;
   default:
-    badRow(Spec, Entry);
+    badEntry(S.Name(), S.SinceVersion(), Entry);
   }
 }
 
 } // namespace
+
+void addAttributes(OpSchema &S, const std::vector<const char *> &Attrs) {
+  for (const char *A : Attrs)
+    addAttr(S, A);
+}
 
 SchemaSpec revised(const std::vector<SchemaSpec> &Table, const char *Name,
                    int Version, std::vector<const char *> NewAttrs) {
@@ -113,8 +122,7 @@ OpSchema buildSchema(const SchemaSpec &Spec, const char *Domain) {
     addParam(S, Spec, /*IsInput=*/true, (int)I, Spec.Inputs[I]);
   for (size_t I = 0; I < Spec.Outputs.size(); ++I)
     addParam(S, Spec, /*IsInput=*/false, (int)I, Spec.Outputs[I]);
-  for (const char *A : Spec.Attrs)
-    addAttr(S, Spec, A);
+  addAttributes(S, Spec.Attrs);
   for (const auto &[Param, Allowed] : Spec.Types)
     S.TypeConstraint(Param, Allowed, "");
   if (Spec.Infer)

@@ -5,7 +5,7 @@ default-domain ONNX operator and the versions Loom reads.
 The versions come from two places: ONNX 1.12's schema history (Debian's
 python3-onnx, the library Loom links: opsets 1-17), and the schemas
 lib/ONNX/OpsetSchemas*.cpp registers for opsets 18-23 (read from the sources:
-every `make("Op", V)`, `cloneAs(.., "Op", V)` and `cloneSchema(.., "Op", V)`,
+the schema tables (rows `{"Op", V, ...}`) and `cloneSchema(.., "Op", V)`,
 and the `for (int V : {..})` loops of QuantizeLinear/DequantizeLinear). The
 ops of opsets 18-23 Loom does not register are listed from ONNX's changelog
 (CHANGES below): those whose change is only a wider type list or new
@@ -45,11 +45,11 @@ CHANGES = {
 def registered(src, files=("OpsetSchemas.cpp", "OpsetSchemas19To23.cpp")):
     """Op -> versions Loom registers, read from the schema tables (rows
     `{"Op", V, ...}`, loops over versions or op names, `revised(T, "Op", V,
-    ...)`) and the clones (`cloneAs`/`cloneSchema(.., "Op", V)`)."""
+    ...)`) and the clones (`cloneSchema(.., "Op", V, ...)`)."""
     regs = {}
     for name in files:
         text = open(os.path.join(src, "lib", "ONNX", name)).read()
-        for m in re.finditer(r'(?:cloneAs|cloneSchema)\("\w+", \d+, "(\w+)", (\d+)\)', text):
+        for m in re.finditer(r'cloneSchema\("\w+", \d+, "(\w+)", (\d+)[,)]', text):
             regs.setdefault(m.group(1), set()).add(int(m.group(2)))
         for m in re.finditer(r'\{"(\w+)",\s*(\d+),', text):
             regs.setdefault(m.group(1), set()).add(int(m.group(2)))
@@ -57,7 +57,7 @@ def registered(src, files=("OpsetSchemas.cpp", "OpsetSchemas19To23.cpp")):
             for op in re.findall(r'\{"(\w+)",\s*V,', m.group(2)):
                 regs.setdefault(op, set()).update(int(v) for v in m.group(1).split(","))
         for m in re.finditer(r'for \(const char \*Op :\s*\{([^}]*)\}\)\s*'
-                             r'(?:Out\.push_back\(cloneAs\("\w+", \d+, Op, |T\.push_back\(\{Op,\s*)(\d+)', text):
+                             r'(?:Out\.push_back\(cloneSchema\("\w+", \d+, Op, |T\.push_back\(\{Op,\s*)(\d+)', text):
             for op in re.findall(r'"(\w+)"', m.group(1)):
                 regs.setdefault(op, set()).add(int(m.group(2)))
         for m in re.finditer(r'revised\(\w+, "(\w+)", (\d+)', text):
