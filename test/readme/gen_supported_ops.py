@@ -49,7 +49,7 @@ def registered(src, files=("OpsetSchemas.cpp", "OpsetSchemas19To23.cpp")):
     regs = {}
     for name in files:
         text = open(os.path.join(src, "lib", "ONNX", name)).read()
-        for m in re.finditer(r'cloneSchema\("\w+", \d+, "(\w+)", (\d+)[,)]', text):
+        for m in re.finditer(r'cloneSchema\(\s*"\w+", \d+, "(\w+)", (\d+)[,)]', text):
             regs.setdefault(m.group(1), set()).add(int(m.group(2)))
         for m in re.finditer(r'\{"(\w+)",\s*(\d+),', text):
             regs.setdefault(m.group(1), set()).add(int(m.group(2)))
