@@ -27,6 +27,13 @@
 // ordered independent nodes. Epilogues are added afterwards: a product
 // takes the element-wise kernel its output alone feeds.
 //
+// The named element-wise kernels of detect-fused-kernels (rmsnorm,
+// layernorm, swiglu, rotary) are special cases: a named region joins the
+// generic kernel around it whole (a norm as a reduction, swiglu and rotary
+// as loops), and a kernel holding one named region takes its name and its
+// efficiency, so a norm costs the same whether the pattern matcher knew its
+// spelling or not. Attention regions stay their own kernels.
+//
 // Each kernel is costed once (fusedGroupCost in loom/Cost/FusedKernels.h)
 // on its anchor, the member writing its last output (the product, for an
 // epilogue); the other members cost nothing (OpCost::FusedInto), as the
@@ -92,6 +99,10 @@ bool reducesLastAxis(const Node &N, int64_t Opset) {
 
 struct Kernel {
   std::vector<const Node *> Members;
+  /// Grouping units: plain nodes and named regions (one each).
+  unsigned Units = 0;
+  /// The named element-wise regions among them, by anchor.
+  std::vector<const Node *> Named;
   unsigned Reductions = 0;
   unsigned Movement = 0;
   const Node *Product = nullptr;
@@ -152,10 +163,18 @@ private:
   DenseMap<const Node *, Role> RoleOf;
   DenseMap<const Node *, int> Level;
   DenseMap<const Node *, unsigned> KernelOf;
+  /// A named element-wise region (rmsnorm, layernorm, swiglu, rotary)
+  /// joins generic kernels whole: its nodes by anchor.
+  DenseMap<const Node *, std::vector<const Node *>> Parts;
+  DenseMap<const Node *, std::string> NamedKernel;
   std::vector<Kernel> Work;
   std::vector<Kernel> Kernels;
 
-  static StringRef kernelName(const Kernel &K) {
+  StringRef kernelName(const Kernel &K) const {
+    // A kernel around one named region keeps its name (reports, and the
+    // framework flags emit derives from it).
+    if (K.Named.size() == 1)
+      return NamedKernel.find(K.Named.front())->second;
     if (K.Product)
       return "fusion.epilogue";
     if (K.Reductions)
@@ -173,9 +192,31 @@ private:
 
   static bool isActivation(const Value *V) { return V && !isConstantLike(V); }
 
+  /// The nodes a grouping unit brings: a named region's, or \p N.
+  ArrayRef<const Node *> partsOf(const Node *const &N) const {
+    auto It = Parts.find(N);
+    if (It != Parts.end())
+      return It->second;
+    return ArrayRef<const Node *>(N);
+  }
+
+  int levelOf(const Node *N) const {
+    int L = INT_MAX;
+    for (const Node *P : partsOf(N))
+      L = std::min(L, Level.lookup(P));
+    return L;
+  }
+
+  /// The rows a reduction unit reduces: its (first) input.
+  const Value *rowsOf(const Node *N) const {
+    return partsOf(N).front()->getInput(0);
+  }
+
   void classify(const CompilationUnit &CU) {
     RoleOf.clear();
     Level.clear();
+    Parts.clear();
+    NamedKernel.clear();
     const FusionRule *Epi = Rules->get("epilogue");
     bool Loop = Rules->get("loop") || Rules->get("reduction") || Epi;
     for (const auto &NP : CU.M->getGraph().getNodes()) {
@@ -191,12 +232,27 @@ private:
         continue;
       const NodeCostInfo &Info = It->second;
       const OpCost &C = Info.Cost;
-      if (N.getDomain() != "" || !C.HasRule || !C.FusedKernel.empty() ||
-          C.FusedInto || Info.Class != "aicore" || N.getNumOutputs() == 0 ||
-          none_of(N.getInputs(), isActivation))
+      if (N.getDomain() != "" || !C.HasRule || C.FusedInto ||
+          Info.Class != "aicore" || N.getNumOutputs() == 0)
         continue;
       StringRef Op = N.getOpType();
       Role R = Role::None;
+      StringRef Named = C.FusedKernel;
+      if (!Named.empty()) {
+        // The named element-wise kernels are generic fusion's special
+        // cases: a norm is a reduction, swiglu and rotary are loops.
+        bool Norm = Named == "rmsnorm" || Named == "layernorm";
+        if (!(Norm || Named == "swiglu" || Named == "rotary") ||
+            C.FusedMembers.empty() || (Norm && !Rules->get("reduction")) ||
+            (!Norm && !Loop))
+          continue;
+        Parts[&N] = C.FusedMembers;
+        NamedKernel[&N] = Named.str();
+        RoleOf[&N] = Norm ? Role::Reduction : Role::Loop;
+        continue;
+      }
+      if (none_of(N.getInputs(), isActivation))
+        continue;
       if (C.Unit == ComputeUnit::Cube) {
         if (Epi && is_contained(Epi->Into, Op))
           R = Role::Product;
@@ -223,9 +279,10 @@ private:
   /// Whether the union of the kernels \p Ids and node \p N (none when
   /// null) is a kernel the rules allow.
   bool allowed(ArrayRef<unsigned> Ids, const Node *N) const {
-    unsigned Size = N ? 1 : 0, Red = 0, Mov = 0, Prod = 0;
+    unsigned Size = N ? partsOf(N).size() : 0, Red = 0, Mov = 0, Prod = 0;
+    unsigned Named = N && Parts.count(N) ? 1 : 0;
     const Value *Rows = nullptr;
-    int Layer = N ? N->Layer : -2, MinLevel = N ? Level.lookup(N) : INT_MAX;
+    int Layer = N ? N->Layer : -2, MinLevel = N ? levelOf(N) : INT_MAX;
     SmallPtrSet<const Node *, 32> In;
     auto AddRows = [&](const Value *R) {
       if (!R)
@@ -240,6 +297,7 @@ private:
       Red += K.Reductions;
       Mov += K.Movement;
       Prod += K.Product ? 1 : 0;
+      Named += K.Named.size();
       if (Layer == -2)
         Layer = K.Layer;
       if (K.Layer != Layer || !AddRows(K.Rows))
@@ -248,17 +306,19 @@ private:
       In.insert(K.Members.begin(), K.Members.end());
     }
     if (N) {
-      In.insert(N);
+      for (const Node *P : partsOf(N))
+        In.insert(P);
       Role R = RoleOf.lookup(N);
       Red += R == Role::Reduction;
       Mov += R == Role::Movement;
       Prod += R == Role::Product;
-      if (R == Role::Reduction && !AddRows(N->getInput(0)))
+      if (R == Role::Reduction && !AddRows(rowsOf(N)))
         return false;
     }
     if (Size > MaxMembers || Prod > 1)
       return false;
-    if (Prod && (Red || Mov || !Rules->get("epilogue")))
+    // A product's epilogue is element-wise ops, not a named kernel.
+    if (Prod && (Red || Mov || Named || !Rules->get("epilogue")))
       return false;
     if (!Prod && Red && !Rules->get("reduction"))
       return false;
@@ -285,6 +345,8 @@ private:
         KernelOf[M] = Into;
       Kernel &T = Work[Into];
       T.Members.insert(T.Members.end(), K.Members.begin(), K.Members.end());
+      T.Named.insert(T.Named.end(), K.Named.begin(), K.Named.end());
+      T.Units += K.Units;
       T.Reductions += K.Reductions;
       T.Movement += K.Movement;
       if (!T.Product)
@@ -302,18 +364,23 @@ private:
 
   void add(unsigned Id, const Node *N) {
     Kernel &K = Work[Id];
-    K.Members.push_back(N);
-    KernelOf[N] = Id;
+    for (const Node *P : partsOf(N)) {
+      K.Members.push_back(P);
+      KernelOf[P] = Id;
+    }
+    ++K.Units;
+    if (Parts.count(N))
+      K.Named.push_back(N);
     Role R = RoleOf.lookup(N);
     if (R == Role::Reduction) {
       ++K.Reductions;
       if (!K.Rows)
-        K.Rows = N->getInput(0);
+        K.Rows = rowsOf(N);
     }
     K.Movement += R == Role::Movement;
     if (R == Role::Product)
       K.Product = N;
-    K.MinLevel = std::min(K.MinLevel, Level.lookup(N));
+    K.MinLevel = std::min(K.MinLevel, levelOf(N));
   }
 
   void group(const Graph &G) {
@@ -325,13 +392,14 @@ private:
       if (R == Role::None || R == Role::Product)
         continue; // products take their epilogue afterwards
       SmallVector<unsigned, 4> Producers;
-      for (const Value *V : N->getInputs())
-        if (isActivation(V))
-          if (const Node *D = V->getDefiningNode()) {
-            auto It = KernelOf.find(D);
-            if (It != KernelOf.end() && !is_contained(Producers, It->second))
-              Producers.push_back(It->second);
-          }
+      for (const Node *P : partsOf(N))
+        for (const Value *V : P->getInputs())
+          if (isActivation(V))
+            if (const Node *D = V->getDefiningNode()) {
+              auto It = KernelOf.find(D);
+              if (It != KernelOf.end() && !is_contained(Producers, It->second))
+                Producers.push_back(It->second);
+            }
       llvm::sort(Producers);
       unsigned Joined = ~0u;
       if (!Producers.empty() && allowed(Producers, N))
@@ -342,7 +410,7 @@ private:
       if (Joined == ~0u) {
         Work.emplace_back();
         Work.back().Layer = N->Layer;
-        Work.back().MinLevel = Level.lookup(N);
+        Work.back().MinLevel = levelOf(N);
         add(Work.size() - 1, N);
       }
     }
@@ -388,7 +456,8 @@ private:
     for (const auto &NP : CU.M->getGraph().getNodes())
       Order[NP.get()] = I++;
     for (Kernel &K : Work) {
-      if (K.Dead || K.Members.size() < 2)
+      // One unit: a plain op, or a named region costed as its kernel.
+      if (K.Dead || K.Units < 2)
         continue;
       llvm::sort(K.Members, [&](const Node *A, const Node *B) {
         return Order.lookup(A) < Order.lookup(B);
@@ -438,6 +507,12 @@ private:
       Saved = savedValues(CU, K, In);
       OpCost Fused = fusedGroupCost(MemberCosts, K.Members, Inputs, Outputs,
                                     Saved, Product, kernelName(K));
+      if (K.Named.size() == 1) {
+        // The named kernel's own rate (its efficiency in the YAML).
+        const OpCost &NC = CU.NodeCosts[K.Named.front()].Cost;
+        Fused.KernelEfficiency = NC.KernelEfficiency;
+        Fused.BackwardKernelEfficiency = NC.BackwardKernelEfficiency;
+      }
       ClassTime T = estimateClassTime(*Anchor, Fused, "aicore", *CU.HW);
       if (!T.Supported)
         continue;

@@ -21,9 +21,8 @@ BOUND = 0.03
 # (hardware files, --fused-kernels setting or None for the default,
 #  asserted). The overlay's named element-wise kernels (rmsnorm, layernorm,
 # swiglu, rotary) match some writings and not others (a norm spelled with
-# Reciprocal, a residual add the generic reduction kernel would take):
-# its spreads are printed, not asserted, until generic fusion absorbs the
-# named regions.
+# Reciprocal); generic fusion takes a named region whole into the kernel
+# around it, so the writings still agree.
 SETTINGS = [
     (["examples/hw/dgx-a100.yaml"], None, True),
     (["examples/hw/dgx-a100.yaml"], "none", True),
@@ -31,7 +30,7 @@ SETTINGS = [
     (["examples/hw/atlas800t-a2.yaml"], None, True),
     (["examples/hw/atlas800t-a2.yaml"], "none", True),
     (["examples/hw/atlas800t-a2.yaml",
-      "examples/hw/overlays/fused-elementwise.yaml"], "all", False),
+      "examples/hw/overlays/fused-elementwise.yaml"], "all", True),
 ]
 # Issue 39's fixed plan. (tp plans are left out: the tp rules split some
 # writings differently -- a fused QKV cut by Split, a LayerNorm spelled
