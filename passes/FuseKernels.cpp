@@ -504,7 +504,7 @@ private:
         Anchor = K.Product;
       if (!Anchor)
         continue; // nothing leaves it: dead code, costed as written
-      Saved = savedValues(CU, K, In);
+      Saved = savedValues(CU, K, In, Outputs);
       OpCost Fused = fusedGroupCost(MemberCosts, K.Members, Inputs, Outputs,
                                     Saved, Product, kernelName(K));
       if (K.Named.size() == 1) {
@@ -522,25 +522,38 @@ private:
   }
 
   /// What the fused backward keeps: the members' saved values that cross
-  /// into the kernel or a product writes; an element-wise intermediate is
-  /// recomputed from the kernel inputs (and product output) it derives
-  /// from.
+  /// into the kernel, that it writes out, or a product writes; an
+  /// element-wise intermediate kept on chip is recomputed from the kernel
+  /// inputs (and product output) it derives from.
   std::vector<const Value *>
   savedValues(const CompilationUnit &CU, const Kernel &K,
-              const SmallPtrSetImpl<const Node *> &In) const {
+              const SmallPtrSetImpl<const Node *> &In,
+              ArrayRef<const Value *> Outputs) const {
     std::vector<const Value *> Saved;
     DenseSet<const Value *> Seen;
     SmallVector<const Value *, 8> Stack;
-    for (const Node *M : K.Members)
+    for (const Node *M : K.Members) {
+      // Scaling by a scalar constant (attention's 1/sqrt(d), Div or Mul)
+      // needs only the constant for its gradient: its input is not kept.
+      StringRef Op = M->getOpType();
+      if ((Op == "Mul" || Op == "Div") && M->getNumInputs() == 2 &&
+          any_of(M->getInputs(), [](const Value *X) {
+            auto NE = X ? X->Type.getNumElements() : None;
+            return X && isConstantLike(X) && NE && *NE == 1;
+          }))
+        continue;
       for (const Value *V : CU.NodeCosts.find(M)->second.Cost.SavedValues)
         Stack.push_back(V);
+    }
     std::reverse(Stack.begin(), Stack.end());
     while (!Stack.empty()) {
       const Value *V = Stack.pop_back_val();
       if (!V || !Seen.insert(V).second)
         continue;
       const Node *D = V->getDefiningNode();
-      if (!D || !In.count(D) || D == K.Product) {
+      // Kept: what crosses into the kernel, what it writes out anyway (a
+      // softmax's probabilities), a product's output.
+      if (!D || !In.count(D) || D == K.Product || is_contained(Outputs, V)) {
         if (isActivation(V))
           Saved.push_back(V);
         continue;
