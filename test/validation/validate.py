@@ -32,6 +32,12 @@ attention fuses only attention in those rows (the table before the
 element-wise kernels), --fused none no row (the table before fused
 attention). A plan-parallel without --fused-kernels costs every
 row op by op, and the script says so.
+Generic fusion (--fusion, issue 39): the published runs are eager-mode
+Megatron-LM / MindSpeed, which launch every op they do not fuse by name
+(their fused kernels are the `fused` column's), so rows are planned with
+--fusion=none by default; --generic-fusion hw plans them with the
+hardware's fusion rules instead (what a compiled backend, torch.compile
+or CANN graph mode, would run), for comparison.
 
 Only onnx + numpy (through make_zoo) and the standard library.
 """
@@ -165,8 +171,11 @@ OVERLAP_SHARES = {"A100": "examples/hw/overlap/a100.yaml",
                   "Atlas900A2": "examples/hw/overlap/ascend.yaml"}
 
 
-def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published"):
+def run_row(row, plan_parallel, zoo, fused_mode, overlap_mode="published",
+            generic_fusion="none"):
     cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
+    if generic_fusion:
+        cmd.append("--fusion=" + generic_fusion)
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
     for hw in TOPOLOGY_OVERLAYS.get(row["hw"], []):
@@ -222,6 +231,11 @@ def main(argv=None):
                          "the overlap shares layered on (default), or the "
                          "implicit defaults without shares (the table "
                          "before overlap was a plan choice)")
+    ap.add_argument("--generic-fusion", choices=["none", "hw"],
+                    default="none",
+                    help="generic fusion (plan-parallel --fusion): none, as "
+                         "the eager-mode runs launched their ops (default), "
+                         "or the hardware's fusion rules")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a median |error| passes its threshold")
@@ -243,6 +257,7 @@ def main(argv=None):
     helptext = subprocess.run([plan_parallel, "--help"], capture_output=True,
                               text=True).stdout
     fused_mode = args.fused
+    generic = args.generic_fusion if "--fusion=" in helptext else None
     if "--fused-kernels" not in helptext:
         fused_mode = "unavailable"
     print(f"fused attention: {fused_mode}"
@@ -256,7 +271,7 @@ def main(argv=None):
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
         results = list(ex.map(
             lambda r: run_row(r, plan_parallel, zoo, fused_mode,
-                              args.overlap), rows))
+                              args.overlap, generic), rows))
 
     failed = False
     table = []
