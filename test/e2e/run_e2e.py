@@ -203,6 +203,16 @@ CASES = [
     # (Cast-19, split by columns over tp), opset 21
     ("newtypes-tp2pp2",    "test:newtypes-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),
     ("newtypes-pp2dp2",    "test:newtypes-tiny.onnx", "tp=1,pp=2,dp=2,mb=1", "infer", 4, None),
+    # ai.onnx.ml 5 and 4 (issue 40, make_mlops.py): a scikit-learn-style
+    # pipeline (Imputer, Scaler, Normalizer, Binarizer,
+    # ArrayFeatureExtractor, LabelEncoder-4 with tensor keys and values,
+    # OneHotEncoder) around an MLP whose head feeds a tree ensemble:
+    # TreeEnsemble-5, or TreeEnsembleRegressor-3 at ai.onnx.ml 4; the
+    # ai.onnx.ml nodes run replicated on the AICPU, written back unchanged
+    ("ml5-dp2",            "test:ml5-pipeline-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 8, None),
+    ("ml5-tp2pp2",         "test:ml5-pipeline-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),
+    ("ml4-tp2",            "test:ml4-pipeline-tiny.onnx", "tp=2,pp=1,dp=1,mb=2", "infer", 4, None),
+    ("ml4-pp2dp2",         "test:ml4-pipeline-tiny.onnx", "tp=1,pp=2,dp=2,mb=1", "infer", 4, None),
     # dense gating on [b,t,h], experts summed straight into the residual
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
