@@ -35,7 +35,12 @@
 //   the token dim under sequence parallelism.
 // - Where a producer's spec differs from the spec a rule needs, the
 //   transition is getTransition(From, To) (AllReduce, ReduceScatter,
-//   AllGather, a local slice).
+//   AllGather, a local slice), lowered by the one collective
+//   getTransitionCollective names; a lowering that needs more (a bias after
+//   reduce, a vocab-parallel cross entropy) declares it in
+//   OpSharding::Collectives. The role builder emits exactly these, the
+//   evaluator prices exactly these.
+// - One driver walks the graph (include/loom/Shard/Propagate.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SHARD_RULES_H
