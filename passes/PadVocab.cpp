@@ -26,7 +26,8 @@
 //   plan's tp (Export.cpp).
 // - The table gains zero rows, the head zero columns (and its bias zero
 //   entries): the real vocabulary's lookups and scores are unchanged.
-// - The padded scores are masked: an Add of a constant that is 0 on the
+// - The padded scores are masked where an op reads them (a graph output
+//   alone is sliced, below): an Add of a constant that is 0 on the
 //   real vocabulary and the type's lowest finite value on the padding, so
 //   softmax, log-softmax, the cross entropy (row max, sum of exps) and
 //   argmax over the padded scores equal the original's on the real
@@ -207,6 +208,13 @@ SetVector<Value *> Padder::downstream(Value *From) const {
 }
 
 Error Padder::maskScores(Value *Scores) {
+  // Scores only a graph output reads are sliced back to the real
+  // vocabulary (sliceOutputs): nothing reduces over the padding, so no
+  // mask (and no cost for one).
+  if (none_of(G.getNodes(), [&](const std::unique_ptr<Node> &N) {
+        return is_contained(N->getInputs(), Scores);
+      }))
+    return Error::success();
   DataType T = Scores->Type.Elem;
   std::vector<double> M(P.To, 0.0);
   for (int64_t I = P.From; I < P.To; ++I)

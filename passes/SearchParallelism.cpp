@@ -413,7 +413,7 @@ Error searchParallelism(CompilationUnit &CU) {
                      "', a multiple of " + std::to_string(VP.DivisibleBy) +
                      " x tp " + std::to_string(VP.TP) +
                      " as --make-vocab-size-divisible-by; zero rows and "
-                     "columns, the padded scores masked)";
+                     "columns, padded scores masked or sliced off)";
   }
   if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
     return E;
