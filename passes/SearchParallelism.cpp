@@ -406,6 +406,15 @@ Error searchParallelism(CompilationUnit &CU) {
   }
 
   R->Constrained = CU.PlanRequest.hasValue();
+  if (CU.VocabPad && CU.VocabPad->padded()) {
+    const VocabPadding &VP = *CU.VocabPad;
+    R->VocabPadded = "vocab padded " + std::to_string(VP.From) + " -> " +
+                     std::to_string(VP.To) + " ('" + VP.Table +
+                     "', a multiple of " + std::to_string(VP.DivisibleBy) +
+                     " x tp " + std::to_string(VP.TP) +
+                     " as --make-vocab-size-divisible-by; zero rows and "
+                     "columns, padded scores masked or sliced off)";
+  }
   if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
     return E;
 

@@ -41,7 +41,8 @@ int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
 bool isFrontEndPass(StringRef Name) {
   return Name == "bind-symbols" || Name == "infer-shapes" ||
          Name == "fold-shape-arith" || Name == "lower-embedding-bags" ||
-         Name == "canonicalize" || Name == "detect-layers";
+         Name == "canonicalize" || Name == "pad-vocab" ||
+         Name == "detect-layers";
 }
 
 /// The message of an error of the replayed passes without the "MODEL:
@@ -122,6 +123,8 @@ public:
     Sub.M = std::move(Clone);
     Sub.HW = CU.HW;
     Sub.Opts = CU.Opts;
+    // pad-vocab's replay pads for the tp the planning graph was padded for.
+    Sub.VocabPad = CU.VocabPad;
     Sub.Opts.OutputDir.clear();
     // The graphs a runtime executes keep data-dependent dims dynamic.
     Sub.Opts.PlanExpectedCounts = false;

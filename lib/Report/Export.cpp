@@ -296,8 +296,7 @@ void printHeader(StringRef Framework, const ExportInput &In, const Facts &F,
   OS << "\n";
   OS << "# predicted: step " << formatDuration(Seconds(PC.StepTimeS)) << ", "
      << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
-     << ", MFU "
-     << format("%.3f", PC.MFU) << ", memory "
+     << ", MFU " << format("%.3f", PC.MFU) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
   OS << "# Loom's layers per pipeline stage (embedding and head included): "
@@ -326,6 +325,8 @@ public:
   void addRecompute();
   /// Batch sizes, ZeRO (the distributed optimizer) and the model's shape.
   void addBatchAndShape();
+  /// --make-vocab-size-divisible-by for pad-vocab's padding.
+  void addVocabPadding();
   /// Weight and gradient precision.
   void addPrecision();
   /// Training state off HBM.
@@ -496,6 +497,26 @@ void MegatronFlags::addBatchAndShape() {
          "than predicted");
   add("--num-layers " + Twine(F.Blocks));
   add("--seq-length " + Twine(In.Seq));
+  addVocabPadding();
+}
+
+void MegatronFlags::addVocabPadding() {
+  if (In.VocabTo <= In.VocabFrom)
+    return;
+  // Megatron pads the tokenizer's vocabulary to a multiple of
+  // --make-vocab-size-divisible-by x tp (tokenizer.py,
+  // _vocab_size_with_padding). Loom padded to a multiple of N x T (T the
+  // tp it padded for, which the plan's tp divides when the search chose
+  // it): N x T / tp gives the same size at the plan's tp.
+  uint64_t Multiple = (uint64_t)In.VocabDivisibleBy * In.VocabTP;
+  if (P.TP && Multiple % P.TP == 0) {
+    add("--make-vocab-size-divisible-by " + Twine(Multiple / P.TP));
+    return;
+  }
+  warn("the vocabulary was padded " + Twine(In.VocabFrom) + " -> " +
+       Twine(In.VocabTo) + " (a multiple of " + Twine(Multiple) +
+       "), which no --make-vocab-size-divisible-by gives at tp=" + Twine(P.TP) +
+       "; " + Name + " pads to its own size");
 }
 
 void MegatronFlags::addPrecision() {

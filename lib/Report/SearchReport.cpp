@@ -120,6 +120,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
                           R.TriedAllDevices, R.Space.StaticBatch);
   if (!Idle.empty())
     OS << "idle: " << Idle << "\n";
+  if (!R.VocabPadded.empty())
+    OS << R.VocabPadded << "\n";
   auto Rep = R.Space.TPDiv.Replicated.find(PC.Plan.TP);
   if (Rep != R.Space.TPDiv.Replicated.end() && !Rep->second.empty())
     OS << "replicated over tp (tp=" << PC.Plan.TP

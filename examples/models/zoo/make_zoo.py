@@ -1428,6 +1428,9 @@ def main(argv=None):
     ap.add_argument("out_dir", nargs="?")
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--layers", type=int, help="override the layer count")
+    ap.add_argument("--vocab", type=int,
+                    help="override the vocabulary (GPT-2's unpadded 50257 "
+                         "for the padding tests)")
     ap.add_argument("--with-weights", action="store_true",
                     help="write random weights (small models only)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
@@ -1453,6 +1456,11 @@ def main(argv=None):
     else:
         cfgs = MODELS + TINY
     cfgs = [with_layers(c, args.layers) for c in cfgs]
+    if args.vocab is not None:
+        if args.vocab < 2:
+            ap.error("--vocab must be >= 2")
+        cfgs = [dataclasses.replace(c, vocab=args.vocab, full_scale=False)
+                if c.vocab else c for c in cfgs]
     if args.moe_style and args.moe_style != "capacity":
         dense = [c.name for c in cfgs if not c.experts]
         if args.only and dense:

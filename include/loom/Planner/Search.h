@@ -228,6 +228,9 @@ struct SearchStats {
 
 struct SearchResult {
   SearchSpace Space;
+  /// "vocab padded V -> V' (...)" when pad-vocab padded the vocabulary
+  /// (passes/PadVocab.cpp); empty otherwise.
+  std::string VocabPadded;
   /// Best first; empty when nothing fits.
   std::vector<PlanCost> Top;
   /// The best plan whose (tp, pp, ep) differs from Top[0]'s (explanations).
