@@ -82,6 +82,8 @@ static std::string getDegrees(const ParallelPlan &P) {
           .str();
   if (P.EP > 1)
     S += ",ep=" + std::to_string(P.EP);
+  if (P.CP > 1)
+    S += ",cp=" + std::to_string(P.CP);
   return S;
 }
 
@@ -99,7 +101,18 @@ static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
   if (Sp.TPDiv.Divisor)
     OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why
        << ") or replicates the layers it cannot split";
-  OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp <= " << Sp.Devices
+  OS << ", pp <= " << Sp.NumLayers << " (layers)";
+  if (Sp.CPs.size() > 1)
+    OS << ", cp in {" <<
+        [&] {
+          std::string L;
+          for (unsigned C : Sp.CPs)
+            L += (L.empty() ? "" : ",") + std::to_string(C);
+          return L;
+        }()
+       << "} (" << Sp.CPWhy
+       << "; ring: seq divisible by 2*cp, a2a: heads by tp*cp)";
+  OS << ", dp*tp*" << (Sp.CPs.size() > 1 ? "cp*" : "") << "pp <= " << Sp.Devices
      << ", global batch " << Sp.Batch << " divisible by dp*mb";
   if (Sp.Experts.NumExperts)
     OS << ", ep divides dp and " << Sp.Experts.NumExperts
@@ -163,6 +176,7 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   OS << "breakdown: compute " << fmtSeconds(B.ComputeS) << ", tp comm "
      << fmtSeconds(B.TPCommS)
      << (B.EPCommS > 0 ? ", ep comm " + fmtSeconds(B.EPCommS) : std::string())
+     << (PC.Plan.CP > 1 ? ", cp comm " + fmtSeconds(B.CPCommS) : std::string())
      << ", bubble " << fmtSeconds(B.BubbleS) << ", dp comm "
      << fmtSeconds(B.DPCommS) << ", optimizer " << fmtSeconds(B.OptimizerS)
      << (PC.Plan.Offload.any() ? ", offload " + fmtSeconds(B.OffloadS)
@@ -338,10 +352,28 @@ static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
      << formatBytes(Bytes(W.SSDCapacity)) << "\n";
 }
 
+/// What the winner's context parallelism buys against the best plan
+/// without it (searched again at cp=1).
+static void printCPExplanation(const SearchResult &R, raw_ostream &OS) {
+  const PlanCost &W = R.Top.front();
+  if (W.Plan.CP <= 1 || !R.NoCPSearched)
+    return;
+  OS << "explain: cp=" << W.Plan.CP << " (" << getCPAlgoName(W.Plan.CPA) << ": "
+     << fmtSeconds(getStepBreakdown(W).CPCommS)
+     << " of its attention traffic exposed per step) ";
+  if (!R.NoCP)
+    OS << "is needed: no plan without cp fits"
+       << (R.Constrained ? " under the --plan constraints" : "") << "\n";
+  else
+    OS << "beats the best plan without cp, " << R.NoCP->Plan.str() << ", "
+       << compareTo(W, *R.NoCP) << "\n";
+}
+
 void printExplanation(const SearchResult &R, raw_ostream &OS) {
   if (R.Top.empty())
     return;
   const PlanCost &W = R.Top.front();
+  printCPExplanation(R, OS);
   if (R.OtherDegrees)
     OS << "explain: " << getDegrees(W.Plan) << " beats "
        << getDegrees(R.OtherDegrees->Plan)
@@ -476,6 +508,8 @@ static json::Object planJSON(const PlanCost &PC,
                     {"dp_comm_s", B.DPCommS},
                     {"optimizer_s", B.OptimizerS},
                     {"dominant", getCostTermName(B.getDominant())}}}};
+  if (P.CP > 1)
+    (*O.getObject("breakdown"))["cp_comm_s"] = B.CPCommS;
   if (Rel)
     O["goodput"] = goodputJSON(*Rel, PC);
   if (!PC.Embeddings.empty())
