@@ -32,13 +32,14 @@ std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
   uint64_t Used = P.getNumDevices();
   if (Used >= Devices)
     return "";
-  uint64_t TPPP = (uint64_t)P.TP * P.PP, Max = Devices / TPPP;
+  uint64_t TPPP = (uint64_t)P.TP * P.CP * P.PP, Max = Devices / TPPP;
   std::string S = (Twine(Devices - Used) + " of " + Twine(Devices) +
                    " devices idle (plan on " + Twine(Used) + "): ")
                       .str();
   std::vector<std::string> Why;
   if (Devices % TPPP)
-    Why.push_back((Twine("tp*pp = ") + Twine(TPPP) + " does not divide " +
+    Why.push_back((Twine(P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") +
+                   Twine(TPPP) + " does not divide " +
                    Twine(Devices) + ", so at most " + Twine(Max) +
                    " replicas (" + Twine(Max * TPPP) + " devices)")
                       .str());
@@ -439,12 +440,14 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   }
   if (Optional<int64_t> B =
           suggestGlobalBatch(W.Plan, R.Space.Devices, R.Space.Batch)) {
-    uint64_t TPPP = (uint64_t)W.Plan.TP * W.Plan.PP,
+    uint64_t TPPP = (uint64_t)W.Plan.TP * W.Plan.CP * W.Plan.PP,
              Max = R.Space.Devices / TPPP;
     OS << "explain: a global batch of " << *B
        << " (a multiple of dp*mb = " << Max * W.Plan.MicroBatchSize
        << ") would let " << Max << " replicas of tp=" << W.Plan.TP
-       << ",pp=" << W.Plan.PP << " use " << Max * TPPP << " of the "
+       << ",pp=" << W.Plan.PP
+       << (W.Plan.CP > 1 ? ",cp=" + std::to_string(W.Plan.CP) : "") << " use "
+       << Max * TPPP << " of the "
        << R.Space.Devices << " devices instead of " << W.Plan.getNumDevices()
        << " (batch " << R.Space.Batch << ")\n";
   }

@@ -182,11 +182,13 @@ struct SearchSpace;
 bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
                 const ParallelPlan &P);
 
-/// The fewest tokens of a sequence a cp rank is left with: below it the
-/// ring's per-step attention is too short to hide its K/V send and the
-/// space grows for nothing ([assume]; Megatron-Core's and MindSpeed's
-/// long-context recipes keep 4K-16K tokens per cp rank).
-constexpr int64_t MinCPTokens = 1024;
+/// The fewest tokens of a sequence a cp rank is left with in the search
+/// ([assume]: the published long-context recipes keep 8K-16K tokens per
+/// cp rank -- Llama 3 405B at 128K with cp 16, MindSpeed-LLM's Mixtral
+/// 8x7B at 32K with cp 2 -- and none splits 4K sequences; below this the
+/// K/V ring's sends outgrow the chunk attention that hides them and the
+/// space grows for nothing). --plan cp=N is costed at any N.
+constexpr int64_t MinCPTokens = 4096;
 
 /// The structural part of the space, for reports and the Z3 model.
 struct SearchSpace {
