@@ -38,10 +38,9 @@ std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
                       .str();
   std::vector<std::string> Why;
   if (Devices % TPPP)
-    Why.push_back((Twine(P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") +
-                   Twine(TPPP) + " does not divide " +
-                   Twine(Devices) + ", so at most " + Twine(Max) +
-                   " replicas (" + Twine(Max * TPPP) + " devices)")
+    Why.push_back((Twine(P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") + Twine(TPPP) +
+                   " does not divide " + Twine(Devices) + ", so at most " +
+                   Twine(Max) + " replicas (" + Twine(Max * TPPP) + " devices)")
                       .str());
   if (P.DP < Max && StaticBatch)
     Why.push_back("dp=1 of the " + std::to_string(Max) +
@@ -447,9 +446,8 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
        << ") would let " << Max << " replicas of tp=" << W.Plan.TP
        << ",pp=" << W.Plan.PP
        << (W.Plan.CP > 1 ? ",cp=" + std::to_string(W.Plan.CP) : "") << " use "
-       << Max * TPPP << " of the "
-       << R.Space.Devices << " devices instead of " << W.Plan.getNumDevices()
-       << " (batch " << R.Space.Batch << ")\n";
+       << Max * TPPP << " of the " << R.Space.Devices << " devices instead of "
+       << W.Plan.getNumDevices() << " (batch " << R.Space.Batch << ")\n";
   }
   if (W.Plan.Offload.any())
     printOffloadExplanation(R, OS);
