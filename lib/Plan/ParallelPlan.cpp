@@ -391,7 +391,8 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.PP = P.PP;
   S.EP = P.EP;
   S.CP = P.CP;
-  S.CPA = P.CPA;
+  if (P.CP > 1) // cp_algo means nothing at cp = 1 (completePlan refuses it)
+    S.CPA = P.CPA;
   S.SP = P.SP;
   S.MicroBatchSize = P.MicroBatchSize;
   S.NumMicroBatches = P.NumMicroBatches;
