@@ -136,8 +136,8 @@ static const Value *kvCacheSource(const Value *V) {
       continue;
     }
     if (Op != "Transpose" && Op != "Reshape" && Op != "Unsqueeze" &&
-        Op != "Squeeze" && Op != "Expand" && Op != "Tile" &&
-        Op != "Identity" && Op != "Flatten")
+        Op != "Squeeze" && Op != "Expand" && Op != "Tile" && Op != "Identity" &&
+        Op != "Flatten")
       return V;
     if (isConstantLike(D->getInput(0)))
       return V;
@@ -145,7 +145,6 @@ static const Value *kvCacheSource(const Value *V) {
   }
   return V;
 }
-
 
 /// A value a fused kernel keeps on chip (detect-fused-kernels): produced
 /// and consumed only inside one fused region, and no graph output.
@@ -158,7 +157,8 @@ static bool fusedInternal(
   if (It == Costs.end() || It->second.Cost.FusedKernel.empty() ||
       GraphOutputs.count(V))
     return false;
-  const Node *Anchor = It->second.Cost.FusedInto ? It->second.Cost.FusedInto : D;
+  const Node *Anchor =
+      It->second.Cost.FusedInto ? It->second.Cost.FusedInto : D;
   auto U = Users.find(V);
   return U != Users.end() && all_of(U->second, [&](const Node *N) {
            auto NI = Costs.find(N);
@@ -308,10 +308,10 @@ struct PlanEvaluator::Impl {
     auto It = Configs.find(K);
     if (It == Configs.end())
       It = Configs
-               .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
-                               TP, SP && TP > 1, EP > 1,
-                               AllTables ? AllTableWeights
-                                         : ShardedTableWeights)))
+               .emplace(K,
+                        std::make_unique<ConfigSplit>(Splitter->run(
+                            TP, SP && TP > 1, EP > 1,
+                            AllTables ? AllTableWeights : ShardedTableWeights)))
                .first;
     return *It->second;
   }
@@ -334,13 +334,11 @@ struct PlanEvaluator::Impl {
   /// the previous stage's send time in, this stage's out; embedding costs
   /// are merged into \p R.
   StageCost costStage(const PlanContext &C, unsigned Stage, unsigned First,
-                      unsigned NumLayers, double &PrevSend,
-                      PlanCost &R) const;
+                      unsigned NumLayers, double &PrevSend, PlanCost &R) const;
   /// The stage's layers one by one: compute (with recomputation), the
   /// parameters, saved and live activations, KV cache, and the TP and EP
   /// collectives of each micro-batch.
-  void sumStageLayers(const PlanContext &C, StageCost &SC,
-                      StageSums &S) const;
+  void sumStageLayers(const PlanContext &C, StageCost &SC, StageSums &S) const;
   /// Takes the embedding tables the plan shards out of the stage's
   /// replicated parameters, keeping them for costStageEmbeddings.
   void takeShardedTables(const PlanContext &C, const StageCost &SC,
@@ -388,7 +386,6 @@ struct PlanEvaluator::Impl {
                            PlanCost &R) const;
 };
 
-
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());
   Experts = findExperts(G, Layers);
@@ -425,8 +422,8 @@ void PlanEvaluator::Impl::analyze() {
   std::vector<rulesplit::LayerValues> Values;
   for (LayerFacts &L : LF)
     Values.push_back(std::move(L.Values));
-  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values),
-                                                       XR, Opts.Opset);
+  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values), XR,
+                                                       Opts.Opset);
 }
 
 void PlanEvaluator::Impl::collectNodes(const ExpertAxisRules &XR) {
@@ -445,8 +442,7 @@ void PlanEvaluator::Impl::collectNodes(const ExpertAxisRules &XR) {
     ExpertNodeRule XN = XR.lookup(&N);
     if (XN.Role == ExpertRole::Branch || XN.Role == ExpertRole::Stacked) {
       F.Expert = true;
-      F.StackedExperts =
-          XN.Role == ExpertRole::Stacked ? XN.GroupExperts : 0;
+      F.StackedExperts = XN.Role == ExpertRole::Stacked ? XN.GroupExperts : 0;
     }
     if (Op == "MatMul" || Op == "Gemm") {
       bool Weight = false, Act = false;
@@ -625,9 +621,9 @@ void PlanEvaluator::Impl::findPeakLive(const UseMap &Users) {
     DenseSet<const Value *> In;
     for (unsigned I = 0; I < End; ++I)
       for (const Value *V : L.Nodes[I].N->getInputs())
-        if (Live(V) && (!V->getDefiningNode() ||
-                        (unsigned)std::max(0, V->getDefiningNode()->Layer) !=
-                            LI) &&
+        if (Live(V) &&
+            (!V->getDefiningNode() ||
+             (unsigned)std::max(0, V->getDefiningNode()->Layer) != LI) &&
             In.insert(V).second)
           Add(V);
     for (unsigned I = 0; I < End; ++I) {
@@ -813,7 +809,7 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
         }
       }
       // A fused attention kernel keeps no scores to recompute.
-      if (F.C && !F.C->Cost.FusedKernel.empty())
+      if (F.C && F.C->Cost.FusedKernel == "attention")
         F.AttentionCore = false;
     }
   // K/V heads from the sizes, whatever their layout: K and V hold
@@ -900,9 +896,9 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
   ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
   // Inputs arriving from another class (placement): the bytes scale with
   // the node's activations, the latencies do not.
-  double Transfer = Backward ? F.C->BackwardTransferS * ActF +
-                                   F.C->BackwardTransferLatencyS
-                             : F.C->TransferS * ActF + F.C->TransferLatencyS;
+  double Transfer =
+      Backward ? F.C->BackwardTransferS * ActF + F.C->BackwardTransferLatencyS
+               : F.C->TransferS * ActF + F.C->TransferLatencyS;
   return ((Backward ? T.BackwardSeconds : T.Seconds) + Transfer) * Share;
 }
 
@@ -1099,8 +1095,7 @@ double PlanEvaluator::getLayerForwardTime(unsigned Layer, unsigned TP,
     const NodeFacts &F = I->LF[Rep].Nodes[J];
     double Scale = F.AttentionCore ? AttnScale : ActScale;
     if (Scale > 0)
-      T += I->nodeTime(F, CS.get(L).Nodes[J], Scale, TP, /*Backward=*/false,
-                       1);
+      T += I->nodeTime(F, CS.get(L).Nodes[J], Scale, TP, /*Backward=*/false, 1);
   }
   return T;
 }
@@ -1223,9 +1218,8 @@ Error PlanEvaluator::Impl::checkPlan(const ParallelPlan &P) const {
 PlanCost PlanEvaluator::Impl::startPlan(const ParallelPlan &P) const {
   PlanCost R;
   R.Plan = P;
-  if (P.EP > 1 && any_of(Experts, [](const ExpertGroup &EG) {
-        return EG.isStacked();
-      }))
+  if (P.EP > 1 &&
+      any_of(Experts, [](const ExpertGroup &EG) { return EG.isStacked(); }))
     R.MoEImbalance = Opts.MoEImbalance;
   const MemoryLevel *HBM = HW.getMemory("hbm");
   R.HBMBytes = HBM ? HBM->getUsableCapacity().value() : 0;
@@ -1352,8 +1346,7 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
                           .Seconds
                 // Every expert sees every token: gather the ep ranks'
                 // tokens, reduce-scatter the summed output back.
-                : collectiveTime(CollectiveKind::AllGather, In * EP, C.EPG,
-                                 HW)
+                : collectiveTime(CollectiveKind::AllGather, In * EP, C.EPG, HW)
                           .Seconds +
                       collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
                                      C.EPG, HW)
@@ -1403,11 +1396,11 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         S.TPPairedBwd += LayerTPBwd;
       } else {
         for (size_t I = 0; I < NLin; ++I) {
-          double Bwd = T.LinearBwd[I] +
-                       (Opts.Train && P.RC == Recompute::Full ? T.LinearFwd[I]
-                                                              : 0.0);
-          S.TPPairedFwd += overlapExposed(T.LinearFwd[I], LayerTPFwd / NLin,
-                                          C.OvTP, true);
+          double Bwd =
+              T.LinearBwd[I] +
+              (Opts.Train && P.RC == Recompute::Full ? T.LinearFwd[I] : 0.0);
+          S.TPPairedFwd +=
+              overlapExposed(T.LinearFwd[I], LayerTPFwd / NLin, C.OvTP, true);
           if (Opts.Train)
             S.TPPairedBwd +=
                 overlapExposed(Bwd, LayerTPBwd / NLin, C.OvTP, true);
@@ -1426,8 +1419,7 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
         (C.P.Emb == EmbeddingMode::Auto && !TableMustShard[T]))
       continue;
     // Its split as the rules decide it at the plan's tp (vocab-parallel).
-    bool TPSplit = getConfig(C.TP, C.P.SP, C.EP,
-                             C.P.Emb != EmbeddingMode::Auto)
+    bool TPSplit = getConfig(C.TP, C.P.SP, C.EP, C.P.Emb != EmbeddingMode::Auto)
                        .get(L)
                        .ParamSplit[TableParamIndex[T]];
     double PerRank = Tables[T].getParams() / (TPSplit ? C.TP : 1);
@@ -1448,8 +1440,8 @@ void PlanEvaluator::Impl::addZero3Gathers(const PlanContext &C,
         collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
             .Seconds;
     if (S.ExpertParams > 0 && P.DP / C.EP > 1)
-      Gather += collectiveTime(CollectiveKind::AllGather,
-                               S.ExpertParams * 2.0, C.DPEPG, HW)
+      Gather += collectiveTime(CollectiveKind::AllGather, S.ExpertParams * 2.0,
+                               C.DPEPG, HW)
                     .Seconds;
     S.TPFwd += Gather;
     if (Opts.Train)
@@ -1488,14 +1480,13 @@ void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
   // stage's wrap carries what its first layer receives.
   unsigned V = std::max(1u, P.VirtualStages);
   if (V > 1 && P.PP > 1) {
-    double ChunkBytes =
-        Stage + 1 < P.PP ? SendBytes
-                         : BoundaryBytes[SC.FirstLayer] * C.ActScale / C.TP;
-    S.ChunkSendTime = ChunkBytes > 0
-                          ? collectiveTime(CollectiveKind::SendRecv,
-                                           ChunkBytes, C.PPPair, HW)
-                                .Seconds
-                          : 0;
+    double ChunkBytes = Stage + 1 < P.PP
+                            ? SendBytes
+                            : BoundaryBytes[SC.FirstLayer] * C.ActScale / C.TP;
+    S.ChunkSendTime = ChunkBytes > 0 ? collectiveTime(CollectiveKind::SendRecv,
+                                                      ChunkBytes, C.PPPair, HW)
+                                           .Seconds
+                                     : 0;
   }
   SC.P2PS = std::max(S.SendTime, S.ChunkSendTime) * (Opts.Train ? 2 : 1);
 }
@@ -1508,9 +1499,9 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
     // The TP all-reduces (reduce-scatters and all-gathers with sp) beside
     // the sharded GEMMs; full recompute repeats the forward's GEMMs in
     // the backward, beside its all-reduces as well.
-    double BwdGemm = SC.GemmBwdS + (Opts.Train && P.RC == Recompute::Full
-                                        ? SC.GemmFwdS
-                                        : 0.0);
+    double BwdGemm =
+        SC.GemmBwdS +
+        (Opts.Train && P.RC == Recompute::Full ? SC.GemmFwdS : 0.0);
     // With sp, per linear (sumStageLayers); without (Megatron's
     // --tp-comm-overlap requires sp), the stage's all-reduces against
     // all its GEMMs.
@@ -1614,9 +1605,8 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
                                       : CollectiveKind::AllReduce;
   // The last micro-batch's backward TP traffic runs alongside.
-  auto Shares =
-      shareBandwidth({K, CollectiveKind::AllReduce}, {C.DPG, C.TPG},
-                     {GradBytes, C.TP > 1 ? S.TPBwdBytes : 0.0}, HW);
+  auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {C.DPG, C.TPG},
+                               {GradBytes, C.TP > 1 ? S.TPBwdBytes : 0.0}, HW);
   SC.DPSyncS = collectiveTime(K, GradBytes, C.DPG, HW, Shares[0]).Seconds;
   if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
     SC.DPSyncS +=
@@ -1635,8 +1625,8 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   // dp_overlap: beside the last micro-batch's backward, whose compute
   // the reduction's kernels share (loom/Cost/Overlap.h); off: after
   // it, exposed whole.
-  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP,
-                                 P.DPOverlap, OverlapHold::WhileRunning);
+  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP, P.DPOverlap,
+                                 OverlapHold::WhileRunning);
   if (P.DPOverlap)
     SC.DPExposedS =
         std::max(SC.DPExposedS, std::min(SC.DPSyncS, dpTailS(C, S, K)));
@@ -1831,8 +1821,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     StageCost &SC = R.Stages[S];
     SC.PipelineEndS = S < PR.Finish.size() ? PR.Finish[S] : PR.StepTime;
-    R.StepTimeS = std::max(R.StepTimeS,
-                           SC.PipelineEndS + SC.DPExposedS + SC.OptimizerS);
+    R.StepTimeS =
+        std::max(R.StepTimeS, SC.PipelineEndS + SC.DPExposedS + SC.OptimizerS);
   }
   R.BubbleFraction = PR.BubbleFraction;
   unsigned M = P.NumMicroBatches;
@@ -1854,8 +1844,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   R.ModelFlops = Im.ModelFlops;
   R.PerToken = Im.Opts.Seq > 0;
   if (R.StepTimeS > 0) {
-    R.Throughput = (double)Im.Opts.Batch * (R.PerToken ? Im.Opts.Seq : 1) /
-                   R.StepTimeS;
+    R.Throughput =
+        (double)Im.Opts.Batch * (R.PerToken ? Im.Opts.Seq : 1) / R.StepTimeS;
     double Devices = P.getNumDevices();
     if (Im.Peak > 0)
       R.MFU = Im.ModelFlops / (R.StepTimeS * Devices * Im.Peak);
