@@ -92,9 +92,12 @@ Optional<std::string> explainFixedChoices(const PlanSpec &F,
     Given.push_back("pp=" + std::to_string(PP));
   if (F.DP)
     Given.push_back("dp=" + std::to_string(DP));
-  if (TP * PP * DP > S.Devices)
+  uint64_t CP = F.CP.getValueOr(1);
+  if (F.CP)
+    Given.push_back("cp=" + std::to_string(CP));
+  if (TP * PP * DP * CP > S.Devices)
     return "--plan: " + join(Given, ", ") + " needs at least " +
-           std::to_string(TP * PP * DP) + " devices, and there are " +
+           std::to_string(TP * PP * DP * CP) + " devices, and there are " +
            std::to_string(S.Devices);
   uint64_t NMB = F.NumMicroBatches.getValueOr(
       F.MicroBatchSize && S.Batch > 0 ? S.Batch / (DP * MB) : 1);

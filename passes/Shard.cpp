@@ -79,6 +79,16 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
+    // Context parallelism is planned and costed, not yet emitted: the ring
+    // and the all-to-all over heads have no lowering in the role graphs.
+    if (Best.Plan.CP > 1)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "plan %s: cp=%u (context parallelism, cp_algo=%s) is costed but "
+          "its graphs cannot be emitted yet (issue 34 items 2-3); drop -o "
+          "to plan and export, or pin --plan cp=1 to emit",
+          Best.Plan.str().c_str(), Best.Plan.CP,
+          getCPAlgoName(Best.Plan.CPA).str().c_str());
     // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
     // and column-wise shards are written at ep=1 (RoleGraphs.cpp);
     // the evaluator does not fit other plans (Embedding.h), so a plan

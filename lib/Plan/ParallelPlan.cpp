@@ -24,6 +24,8 @@ StringRef getRecomputeName(Recompute R) {
   return "none";
 }
 
+StringRef getCPAlgoName(CPAlgo A) { return A == CPAlgo::A2A ? "a2a" : "ring"; }
+
 StringRef getMeshAxisName(MeshAxis A) {
   switch (A) {
   case MeshAxis::EP: return "ep";
@@ -98,7 +100,7 @@ unsigned ParallelPlan::getAxisSize(MeshAxis A) const {
 }
 
 unsigned ParallelPlan::getAxisStride(MeshAxis A) const {
-  unsigned Stride = TP;
+  unsigned Stride = TP * CP; // cp sits right outside tp
   for (MeshAxis B : Order) {
     if (B == A)
       break;
@@ -128,6 +130,8 @@ std::string ParallelPlan::str() const {
     OS << ",dp_overlap=off";
   if (!PPOverlap)
     OS << ",pp_overlap=off";
+  if (CP > 1)
+    OS << ",cp=" << CP << ",cp_algo=" << getCPAlgoName(CPA);
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -176,6 +180,7 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     else if (Key == "pp") E = Positive(Spec.PP);
     else if (Key == "dp") E = Positive(Spec.DP);
     else if (Key == "ep") E = Positive(Spec.EP);
+    else if (Key == "cp") E = Positive(Spec.CP);
     else if (Key == "mb") E = Positive(Spec.MicroBatchSize);
     else if (Key == "nmb") E = Positive(Spec.NumMicroBatches);
     else if (Key == "vpp") E = Positive(Spec.VirtualStages);
@@ -206,6 +211,16 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
         return planError("recompute=" + Val +
                          ": expected none, selective or full");
       Spec.RC = *R;
+    } else if (Key == "cp_algo") {
+      Optional<CPAlgo> A = StringSwitch<Optional<CPAlgo>>(Val)
+                               .Case("ring", CPAlgo::Ring)
+                               .Case("a2a", CPAlgo::A2A)
+                               .Default(None);
+      if (!A)
+        return planError("cp_algo=" + Val +
+                         ": expected ring (K/V passed around the cp group) "
+                         "or a2a (all-to-all over heads)");
+      Spec.CPA = *A;
     } else if (Key == "grad") {
       Optional<GradPrecision> G = StringSwitch<Optional<GradPrecision>>(Val)
                                       .Case("fp32", GradPrecision::FP32)
@@ -219,6 +234,13 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       Val.split(Parts, '-');
       if (!Parts.empty() && Parts.front() == "tp")
         Parts.erase(Parts.begin());
+      // cp's one place: right outside tp (ParallelPlan.h).
+      if (!Parts.empty() && Parts.front() == "cp")
+        Parts.erase(Parts.begin());
+      if (is_contained(Parts, "cp"))
+        return planError("order=" + Val +
+                         ": cp sits right after tp (tp-cp-...), as in "
+                         "Megatron-Core's order tp-cp-ep-dp-pp");
       SmallVector<MeshAxis, 3> Listed;
       bool Ok = !Parts.empty() && Parts.size() <= 3;
       for (unsigned I = 0; Ok && I < Parts.size(); ++I) {
@@ -233,9 +255,9 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       }
       if (!Ok)
         return planError("order=" + Val +
-                         ": expected tp then ep, dp and pp in some order, "
-                         "innermost first, joined by '-' (e.g. "
-                         "tp-ep-dp-pp; tp is always innermost)");
+                         ": expected tp (and cp) then ep, dp and pp in some "
+                         "order, innermost first, joined by '-' (e.g. "
+                         "tp-cp-ep-dp-pp; tp is always innermost)");
       // Axes left out go outside the listed ones, in the default order.
       for (MeshAxis A : DefaultAxisOrder)
         if (!is_contained(Listed, A))
@@ -270,8 +292,9 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero, grad, order, offload, emb, "
-                       "tp_overlap, dp_overlap, pp_overlap, stages or rest");
+                       "cp, cp_algo, recompute, zero, grad, order, offload, "
+                       "emb, tp_overlap, dp_overlap, pp_overlap, stages or "
+                       "rest");
     }
     if (E)
       return std::move(E);
@@ -290,10 +313,14 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.PP = Spec.PP.getValueOr(Spec.StageLayers.empty()
                                 ? 1
                                 : (unsigned)Spec.StageLayers.size());
-  uint64_t TPPP = (uint64_t)P.TP * P.PP;
+  P.CP = Spec.CP.getValueOr(1);
+  P.CPA = Spec.CPA.getValueOr(CPAlgo::Ring);
+  if (Spec.CPA && P.CP == 1)
+    return planError("cp_algo=" + getCPAlgoName(P.CPA) + " needs cp > 1");
+  uint64_t TPPP = (uint64_t)P.TP * P.CP * P.PP;
   if (TPPP > Devices)
-    return planError("tp*pp = " + Twine(TPPP) + " needs more than the " +
-                     Twine(Devices) + " devices");
+    return planError((P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") + Twine(TPPP) +
+                     " needs more than the " + Twine(Devices) + " devices");
   if (Spec.DP) {
     P.DP = *Spec.DP;
   } else {
@@ -311,8 +338,9 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
         }
   }
   if ((uint64_t)P.DP * TPPP > Devices)
-    return planError("dp*tp*pp = " + Twine((uint64_t)P.DP * TPPP) +
-                     " but the cluster has " + Twine(Devices) + " devices");
+    return planError((P.CP > 1 ? "dp*tp*cp*pp = " : "dp*tp*pp = ") +
+                     Twine((uint64_t)P.DP * TPPP) + " but the cluster has " +
+                     Twine(Devices) + " devices");
   P.EP = Spec.EP.getValueOr(1);
   if (P.DP % P.EP)
     return planError("ep=" + Twine(P.EP) + " does not divide dp = " +
@@ -362,6 +390,9 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.TP = P.TP;
   S.PP = P.PP;
   S.EP = P.EP;
+  S.CP = P.CP;
+  if (P.CP > 1) // cp_algo means nothing at cp = 1 (completePlan refuses it)
+    S.CPA = P.CPA;
   S.SP = P.SP;
   S.MicroBatchSize = P.MicroBatchSize;
   S.NumMicroBatches = P.NumMicroBatches;
@@ -418,6 +449,8 @@ void writePlanJSON(json::OStream &J, const ParallelPlan &P,
   J.attribute("micro_batch_size", P.MicroBatchSize);
   J.attribute("num_micro_batches", P.NumMicroBatches);
   J.attribute("virtual_stages", P.VirtualStages);
+  J.attribute("cp", P.CP);
+  J.attribute("cp_algo", getCPAlgoName(P.CPA));
   J.attribute("recompute", getRecomputeName(P.RC));
   J.attribute("zero_stage", P.ZeroStage);
   J.attribute("grad_dtype", getGradPrecisionName(P.Grad));

@@ -148,6 +148,7 @@ static cl::opt<std::string>
              cl::desc("Fix plan choices: tp, pp, dp, ep, sp, mb (micro-batch "
                       "size), nmb, vpp, recompute=none|selective|full, "
                       "zero=0..3, grad=fp32|bf16 (DP gradient precision), "
+                      "cp=N, cp_algo=ring|a2a (context parallelism), "
                       "order=tp-ep-dp-pp (mesh axes, innermost first), "
                       "offload=opt:host,grad:host,param:ssd,act:host "
                       "(training state in host DRAM or SSD), "
