@@ -85,7 +85,11 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   double Dur = E.EndS - E.StartS;
   for (size_t K = 0; K < Coll.size(); ++K) {
     const ScheduleComm &C = *Coll[Forward ? K : Coll.size() - 1 - K];
+    // Spread evenly over the compute they run inside, each ending by the
+    // compute's end where it fits (the cost model counts it within the
+    // chunk's time): a long last collective is not left sticking out.
     double Start = E.StartS + Dur * (K + 1) / (Coll.size() + 1);
+    Start = std::max(E.StartS, std::min(Start, E.EndS - C.TimeS));
     ScheduleEvent CE = Event(C, Start, Start + C.TimeS);
     CE.Stream = C.Group;
     Fn(CE);
