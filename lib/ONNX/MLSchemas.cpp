@@ -428,9 +428,9 @@ void addMissingInference() {
     InferenceFunction Rule = Fn;
     if (S->has_type_and_shape_inference_function())
       Rule = [Orig = S->GetTypeAndShapeInferenceFunction(),
-              Fn](InferenceContext &Ctx) {
+              Ours = Fn](InferenceContext &Ctx) {
         Orig(Ctx);
-        Fn(Ctx);
+        Ours(Ctx);
       };
     const_cast<OpSchema *>(S)->TypeAndShapeInferenceFunction(Rule);
   }
