@@ -1,11 +1,11 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
 #include "loom/Plan/Offload.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 
@@ -17,9 +17,12 @@ namespace loom {
 
 StringRef getRecomputeName(Recompute R) {
   switch (R) {
-  case Recompute::None: return "none";
-  case Recompute::Selective: return "selective";
-  case Recompute::Full: return "full";
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
   }
   return "none";
 }
@@ -28,9 +31,12 @@ StringRef getCPAlgoName(CPAlgo A) { return A == CPAlgo::A2A ? "a2a" : "ring"; }
 
 StringRef getMeshAxisName(MeshAxis A) {
   switch (A) {
-  case MeshAxis::EP: return "ep";
-  case MeshAxis::DP: return "dp";
-  case MeshAxis::PP: return "pp";
+  case MeshAxis::EP:
+    return "ep";
+  case MeshAxis::DP:
+    return "dp";
+  case MeshAxis::PP:
+    return "pp";
   }
   return "dp";
 }
@@ -68,8 +74,8 @@ SmallVector<MeshAxis, 3> getNonTrivialAxes(const AxisOrder &O, unsigned EP,
   return R;
 }
 
-AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP,
-                             unsigned DPOuter, unsigned PP) {
+AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP, unsigned DPOuter,
+                             unsigned PP) {
   SmallVector<MeshAxis, 3> Key = getNonTrivialAxes(O, EP, DPOuter, PP);
   if (getNonTrivialAxes(DefaultAxisOrder, EP, DPOuter, PP) == Key)
     return DefaultAxisOrder;
@@ -92,9 +98,12 @@ SmallVector<AxisOrder, 6> getDistinctAxisOrders(unsigned EP, unsigned DPOuter,
 
 unsigned ParallelPlan::getAxisSize(MeshAxis A) const {
   switch (A) {
-  case MeshAxis::EP: return EP;
-  case MeshAxis::DP: return DP / std::max(1u, EP);
-  case MeshAxis::PP: return PP;
+  case MeshAxis::EP:
+    return EP;
+  case MeshAxis::DP:
+    return DP / std::max(1u, EP);
+  case MeshAxis::PP:
+    return PP;
   }
   return 1;
 }
@@ -170,20 +179,27 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     auto Positive = [&](Optional<unsigned> &Out) -> Error {
       unsigned V;
       if (Val.getAsInteger(10, V) || V == 0 || V > (1u << 24))
-        return planError(Key + "=" + Val +
-                         ": expected a positive integer");
+        return planError(Key + "=" + Val + ": expected a positive integer");
       Out = V;
       return Error::success();
     };
     Error E = Error::success();
-    if (Key == "tp") E = Positive(Spec.TP);
-    else if (Key == "pp") E = Positive(Spec.PP);
-    else if (Key == "dp") E = Positive(Spec.DP);
-    else if (Key == "ep") E = Positive(Spec.EP);
-    else if (Key == "cp") E = Positive(Spec.CP);
-    else if (Key == "mb") E = Positive(Spec.MicroBatchSize);
-    else if (Key == "nmb") E = Positive(Spec.NumMicroBatches);
-    else if (Key == "vpp") E = Positive(Spec.VirtualStages);
+    if (Key == "tp")
+      E = Positive(Spec.TP);
+    else if (Key == "pp")
+      E = Positive(Spec.PP);
+    else if (Key == "dp")
+      E = Positive(Spec.DP);
+    else if (Key == "ep")
+      E = Positive(Spec.EP);
+    else if (Key == "cp")
+      E = Positive(Spec.CP);
+    else if (Key == "mb")
+      E = Positive(Spec.MicroBatchSize);
+    else if (Key == "nmb")
+      E = Positive(Spec.NumMicroBatches);
+    else if (Key == "vpp")
+      E = Positive(Spec.VirtualStages);
     else if (Key == "zero") {
       unsigned V;
       if (Val.getAsInteger(10, V) || V > 3)
@@ -310,9 +326,8 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
                                     int64_t Batch) {
   ParallelPlan P;
   P.TP = Spec.TP.getValueOr(1);
-  P.PP = Spec.PP.getValueOr(Spec.StageLayers.empty()
-                                ? 1
-                                : (unsigned)Spec.StageLayers.size());
+  P.PP = Spec.PP.getValueOr(
+      Spec.StageLayers.empty() ? 1 : (unsigned)Spec.StageLayers.size());
   P.CP = Spec.CP.getValueOr(1);
   P.CPA = Spec.CPA.getValueOr(CPAlgo::Ring);
   if (Spec.CPA && P.CP == 1)
@@ -343,8 +358,9 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
                      Twine(Devices) + " devices");
   P.EP = Spec.EP.getValueOr(1);
   if (P.DP % P.EP)
-    return planError("ep=" + Twine(P.EP) + " does not divide dp = " +
-                     Twine(P.DP) + " (expert-parallel ranks are carved out of "
+    return planError("ep=" + Twine(P.EP) +
+                     " does not divide dp = " + Twine(P.DP) +
+                     " (expert-parallel ranks are carved out of "
                      "the data-parallel ones)");
   P.SP = Spec.SP.getValueOr(false);
   if (P.SP && P.TP == 1)
