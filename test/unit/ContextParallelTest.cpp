@@ -12,6 +12,7 @@
 
 #include "loom/Planner/ContextParallel.h"
 
+#include "TestTopology.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -20,28 +21,8 @@ namespace {
 
 constexpr double MiB = 1024.0 * 1024.0;
 
-HardwareModel twoLevels() {
-  HardwareModel HW;
-  HW.Name = "cp-test";
-  TopologyLevel Hccs;
-  Hccs.Name = "hccs";
-  Hccs.Size = 8;
-  Hccs.Bandwidth = BytesPerSecond(196e9);
-  Hccs.Latency = Seconds(1.2e-6);
-  Hccs.Efficiency = 0.8;
-  Hccs.AllowTP = true;
-  TopologyLevel Roce;
-  Roce.Name = "roce";
-  Roce.Size = 16;
-  Roce.Bandwidth = BytesPerSecond(25e9);
-  Roce.Latency = Seconds(4e-6);
-  Roce.Efficiency = 0.65;
-  HW.Topology = {Hccs, Roce};
-  return HW;
-}
-
 TEST(ContextParallel, RingInsideTheServer) {
-  HardwareModel HW = twoLevels();
+  HardwareModel HW = atlas900Topology();
   CPLayerInputs In;
   In.KVBytes = 1 * MiB;
   In.AttnFwdS = 10e-6;
@@ -61,7 +42,7 @@ TEST(ContextParallel, RingInsideTheServer) {
 }
 
 TEST(ContextParallel, RingAcrossServers) {
-  HardwareModel HW = twoLevels();
+  HardwareModel HW = atlas900Topology();
   CPLayerInputs In;
   In.KVBytes = 1 * MiB;
   In.Train = false;
@@ -76,7 +57,7 @@ TEST(ContextParallel, RingAcrossServers) {
 }
 
 TEST(ContextParallel, AllToAllOverHeads) {
-  HardwareModel HW = twoLevels();
+  HardwareModel HW = atlas900Topology();
   CPLayerInputs In;
   In.KVBytes = 1 * MiB;
   In.QOBytes = 1 * MiB;
