@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Embedding.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Support/DataType.h"
 #include "loom/IR/Graph.h"
+#include "loom/Support/DataType.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -23,18 +23,6 @@
 using namespace llvm;
 
 namespace loom {
-
-StringRef getEmbShardKindName(EmbShardKind K) {
-  switch (K) {
-  case EmbShardKind::Table:
-    return "table";
-  case EmbShardKind::Row:
-    return "row";
-  case EmbShardKind::Col:
-    return "col";
-  }
-  return "row";
-}
 
 /// Whether \p N reads \p W only as a row lookup's table.
 static bool isLookupOf(const Node &N, const Value *W) {
@@ -52,8 +40,7 @@ static bool isLookupOf(const Node &N, const Value *W) {
   return Ids && Ids->Type.getNumElements().hasValue();
 }
 
-std::vector<EmbeddingTable> findEmbeddingTables(const Graph &G,
-                                                int64_t Batch) {
+std::vector<EmbeddingTable> findEmbeddingTables(const Graph &G, int64_t Batch) {
   std::vector<EmbeddingTable> R;
   UseMap Uses = buildUseMap(G);
   double B = Batch > 0 ? (double)Batch : 1.0;
@@ -152,10 +139,9 @@ struct Option {
 /// tables placed so far use and take.
 class TablePlacer {
 public:
-  TablePlacer(const EmbeddingInputs &In, const HardwareModel &HW,
-              unsigned N)
-      : In(In), HW(HW), N(N), Used(3, std::vector<double>(N, 0.0)),
-        Fwd(N, 0.0), Upd(N, 0.0) {
+  TablePlacer(const EmbeddingInputs &In, const HardwareModel &HW, unsigned N)
+      : In(In), HW(HW), N(N), Used(3, std::vector<double>(N, 0.0)), Fwd(N, 0.0),
+        Upd(N, 0.0) {
     readTiers();
   }
 
@@ -191,8 +177,7 @@ private:
 constexpr const char *TablePlacer::Names[3];
 
 void TablePlacer::readTiers() {
-  const MemoryTier Ts[3] = {MemoryTier::HBM, MemoryTier::Host,
-                            MemoryTier::SSD};
+  const MemoryTier Ts[3] = {MemoryTier::HBM, MemoryTier::Host, MemoryTier::SSD};
   const double Free[3] = {In.HBMFree, In.HostFree, In.SSDFree};
   for (unsigned I = 0; I < 3; ++I) {
     Tiers[I].T = Ts[I];
@@ -266,8 +251,8 @@ Optional<Option> TablePlacer::cost(const EmbeddingTable &T, EmbShardKind K,
       Chosen = I;
   }
   if (Chosen < 0) {
-    std::string Why = KN + ": a shard of " +
-                      formatBytes(Bytes(S.ShardBytes)) + " fits no tier";
+    std::string Why = KN + ": a shard of " + formatBytes(Bytes(S.ShardBytes)) +
+                      " fits no tier";
     for (unsigned I = 0; I < 3; ++I)
       if (Tiers[I].Present)
         Why += std::string(I ? "," : " (free") + " " + Names[I] + " " +

@@ -1,7 +1,7 @@
 //===- EmbeddingShards.h - One dp rank's embedding table shard --*- C++ -*-===//
 //
 // Issue 17 item 2: the bytes and shape of the shard of an embedding table
-// (lib/Planner/Embedding.h) that dp rank DPR of a group of N holds, for the
+// (loom/Plan/EmbeddingPlan.h) that dp rank DPR of a group of N holds, for the
 // role builder (RoleGraphs.cpp). Row-wise: rows [r*C, (r+1)*C) with
 // C = ceil(Rows / N), the ranks past the last row padded with zero rows
 // (the lookup masks them); column-wise: all rows, columns
@@ -13,7 +13,7 @@
 #define LOOM_SHARD_EMBEDDINGSHARDS_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Planner/Embedding.h"
+#include "loom/Plan/EmbeddingPlan.h"
 #include "llvm/Support/Error.h"
 #include <memory>
 
@@ -30,8 +30,7 @@ struct EmbeddingShardData {
 
 /// The shard of table \p W (kind \p K) on dp rank \p DPR of \p N.
 llvm::Expected<EmbeddingShardData>
-getEmbeddingShardData(const Value &W, EmbShardKind K, unsigned N,
-                      unsigned DPR);
+getEmbeddingShardData(const Value &W, EmbShardKind K, unsigned N, unsigned DPR);
 
 } // namespace loom
 
