@@ -12,6 +12,7 @@
 #include "Passes.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Planner/Search.h"
+#include "loom/Planner/Serving.h"
 #include "loom/Report/CostReport.h"
 #include "loom/Report/Export.h"
 #include "loom/Report/HtmlReport.h"
@@ -244,7 +245,15 @@ private:
     MI.PerRank = CU.Opts.EmitPerRank;
     if (CU.Serving) {
       MI.Mode = "serve";
-      MI.Serving = CU.Serving->Plans.front();
+      const ServingPlanCost &S = CU.Serving->Plans.front();
+      ManifestServing MS;
+      forEachServingPredicted(
+          S, /*Detail=*/false, [&](StringRef Key, json::Value V) {
+            MS.Predicted.emplace_back(Key.str(), std::move(V));
+          });
+      MS.Replicas = S.DP;
+      MS.BatchPerReplica = S.Batch;
+      MI.Serving = std::move(MS);
     }
     auto Tell = [&](const char *File) {
       if (CU.Opts.Progress)

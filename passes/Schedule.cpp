@@ -6,9 +6,9 @@
 // times (lib/Shard/Schedule.cpp). --mode infer: forward only.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/Shard/Schedule.h"
 #include "Passes.h"
 #include "loom/Planner/Search.h"
-#include "loom/Shard/Schedule.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -27,7 +27,11 @@ public:
     PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *CU.HW, EO);
     ScheduleContext Ctx;
     Ctx.HW = CU.HW;
-    Ctx.Eval = &Eval;
+    const ParallelPlan &P = CU.Sharded->Sharding.Plan;
+    Ctx.TPGroup = Eval.getGroupShape(P, "tp");
+    Ctx.EPGroup = Eval.getGroupShape(P, "ep");
+    Ctx.DPGroup = Eval.getGroupShape(P, "dp");
+    Ctx.PPGroup = Eval.getGroupShape(P, "pp");
     Ctx.Train = EO.Train;
     Ctx.BucketBytes = EO.CommBufferBytes;
     return buildSchedule(*CU.Sharded, Best, Ctx);
@@ -35,8 +39,8 @@ public:
   void print(const CompilationUnit &CU, raw_ostream &OS) const override {
     if (!CU.Sharded)
       return;
-    OS << "schedule: predicted step " << format("%.6g", CU.Sharded->ScheduleStepS)
-       << " s\n";
+    OS << "schedule: predicted step "
+       << format("%.6g", CU.Sharded->ScheduleStepS) << " s\n";
     const ShardedProgram &SP = *CU.Sharded;
     for (size_t R = 0; R < SP.Roles.size() && R < SP.RoleProgram.size(); ++R)
       OS << "role " << SP.Roles[R].FileName << ": program " << SP.RoleProgram[R]

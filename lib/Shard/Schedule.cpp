@@ -441,9 +441,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   // One program per role; DP replicas run their role's, and roles whose
   // communication is alike share one (a program follows from its pipeline
   // device, its collectives and transfers, and its gradient bytes).
-  ScheduleGroups G{
-      Ctx.Eval->getGroupShape(P, "tp"), Ctx.Eval->getGroupShape(P, "ep"),
-      Ctx.Eval->getGroupShape(P, "dp"), Ctx.Eval->getGroupShape(P, "pp")};
+  ScheduleGroups G{Ctx.TPGroup, Ctx.EPGroup, Ctx.DPGroup, Ctx.PPGroup};
   double Step = 0;
   SP.Programs.clear();
   SP.RoleProgram.clear();

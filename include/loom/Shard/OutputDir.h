@@ -7,12 +7,24 @@
 #ifndef LOOM_SHARD_OUTPUTDIR_H
 #define LOOM_SHARD_OUTPUTDIR_H
 
-#include "loom/Planner/PlanCost.h"
-#include "loom/Planner/Serving.h"
+#include "loom/Plan/PredictedCost.h"
 #include "loom/Shard/Sharding.h"
+#include "llvm/Support/JSON.h"
 #include <functional>
+#include <utility>
 
 namespace loom {
+
+/// --mode serve: what the manifest says of the serving plan, priced by the
+/// planner (the caller fills it: forEachServingPredicted, Serving.h).
+struct ManifestServing {
+  /// predicted{}'s serving keys and values, in order (TTFT, TPOT, output
+  /// tokens/s, max concurrency, KV cache bytes).
+  std::vector<std::pair<std::string, llvm::json::Value>> Predicted;
+  /// The graphs are one replica: how many run, and the batch of each.
+  unsigned Replicas = 1;
+  int64_t BatchPerReplica = 0;
+};
 
 struct ManifestInfo {
   std::string Model, Hardware, Mode;
@@ -22,7 +34,7 @@ struct ManifestInfo {
   /// --mode serve: the serving plan (the graphs are one replica of it);
   /// predicted{} gains its TTFT, TPOT, output tokens/s, max concurrency and
   /// KV cache bytes.
-  llvm::Optional<ServingPlanCost> Serving;
+  llvm::Optional<ManifestServing> Serving;
 };
 
 /// The manifest's format_version (include/loom/Shard/OutputFormat.md).
@@ -65,8 +77,7 @@ struct TraceOptions {
 };
 
 std::string getRoleGraphPath(const RoleGraph &R);
-const RoleGraph *findRole(llvm::ArrayRef<RoleGraph> Roles,
-                          const RankCoords &C);
+const RoleGraph *findRole(llvm::ArrayRef<RoleGraph> Roles, const RankCoords &C);
 
 /// graphs/ROLE.onnx + graphs/ROLE.bin per role; with \p PerRank also
 /// graphs/rankN.onnx sharing the role's data file. \p Progress, when set,
@@ -89,9 +100,8 @@ llvm::Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
 /// respect their dependencies; every graph passes onnx::checker and ONNX shape
 /// inference agrees with Loom's local shapes. Returns the problems found,
 /// one line each (empty: all hold).
-std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
-                                              const PlanCost &Cost,
-                                              double HBMBytes);
+std::vector<std::string>
+verifyShardedProgram(ShardedProgram &SP, const PlanCost &Cost, double HBMBytes);
 
 } // namespace loom
 

@@ -2,16 +2,21 @@
 #ifndef LOOM_SHARD_SCHEDULE_H
 #define LOOM_SHARD_SCHEDULE_H
 
+#include "loom/Cost/Collectives.h"
 #include "loom/Hardware/HardwareModel.h"
-#include "loom/Planner/PlanCost.h"
+#include "loom/Plan/PredictedCost.h"
 #include "loom/Shard/Sharding.h"
 
 namespace loom {
 
 struct ScheduleContext {
   const HardwareModel *HW = nullptr;
-  /// For the mapping of groups onto topology levels.
-  const PlanEvaluator *Eval = nullptr;
+  /// How the plan's tp, ep and dp groups and a transfer between two
+  /// neighbouring stages spread over the topology levels, as the evaluator
+  /// priced them (the caller asks PlanEvaluator::getGroupShape for "tp",
+  /// "ep", "dp" and "pp"): the schedule prices its collectives and
+  /// transfers with them and names their levels.
+  GroupShape TPGroup, EPGroup, DPGroup, PPGroup;
   bool Train = true;
   /// The DP gradient bucket size (the gradient width is the plan's).
   double BucketBytes = 256.0 * (1 << 20);

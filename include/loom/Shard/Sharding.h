@@ -1,4 +1,5 @@
-//===- Sharding.h - Per-value sharding specs and per-rank programs -*- C++ -*-===//
+//===- Sharding.h - Per-value sharding specs and per-rank programs -*- C++
+//-*-===//
 //
 // The transform half of Loom (DESIGN §2 passes 9-12) works on a ShardedModel:
 //
@@ -8,12 +9,12 @@
 //    TP mesh axis through the graph (as MLIR's sharding propagation and XLA's
 //    SPMD partitioner do): Replicated, Split(dim) or Partial(sum). Each node
 //    rule (the rule table, Rules.h) says which input specs it needs; where
-//    a producer's spec differs a reshard is recorded (AllGather, AllReduce, ReduceScatter, a local
-//    Slice), and every rule is exact, so the emitted graphs compute what the
-//    original computes. Megatron's column/row splits, vocab-parallel
-//    embeddings, attention heads, sequence parallelism and channel splits of
-//    convolutions all fall out of the rules; ops without a rule run
-//    replicated. Unrolled expert branches are split over the EP axis.
+//    a producer's spec differs a reshard is recorded (AllGather, AllReduce,
+//    ReduceScatter, a local Slice), and every rule is exact, so the emitted
+//    graphs compute what the original computes. Megatron's column/row splits,
+//    vocab-parallel embeddings, attention heads, sequence parallelism and
+//    channel splits of convolutions all fall out of the rules; ops without a
+//    rule run replicated. Unrolled expert branches are split over the EP axis.
 //  * insert-collectives: builds one graph per role (pipeline device x tp
 //    rank x ep rank): local shapes, sliced weights (read lazily, slice by
 //    slice), rewritten shape constants, Hcom* nodes for the reshards, and
@@ -26,7 +27,8 @@
 #define LOOM_SHARD_SHARDING_H
 
 #include "loom/IR/Graph.h"
-#include "loom/Planner/PlanCost.h"
+#include "loom/Plan/EmbeddingPlan.h"
+#include "loom/Plan/ParallelPlan.h"
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -74,9 +76,9 @@ struct NodeSharding : OpSharding {
   bool Stacked = false;
 };
 
-/// A KV cache tensor of the model (findKVCache, include/loom/Analysis/KVCache.h)
-/// as the role graphs take or return it: split along the tp axis as the
-/// attention that reads it (by heads), or replicated.
+/// A KV cache tensor of the model (findKVCache,
+/// include/loom/Analysis/KVCache.h) as the role graphs take or return it: split
+/// along the tp axis as the attention that reads it (by heads), or replicated.
 struct KVCacheShard {
   std::string Name;
   bool IsPast = true; ///< A graph input (past) or output (present).
@@ -123,7 +125,8 @@ struct ShardingResult {
   std::vector<std::string> Notes;
   /// The KV cache inputs and outputs (shardKVCache), layer then key/value.
   std::vector<KVCacheShard> KVCache;
-  /// Embedding tables the plan shards over dp (PlanCost::Embeddings): each
+  /// Embedding tables the plan shards over dp (PlanCost::Embeddings,
+  /// loom/Plan/PredictedCost.h): each
   /// dp rank's role holds its shard (RoleGraphs.cpp).
   std::vector<EmbeddingShard> EmbShards;
   const EmbeddingShard *findEmbShard(const Value *Table) const {
