@@ -486,4 +486,14 @@ void writePlanJSON(json::OStream &J, const ParallelPlan &P,
   });
 }
 
+json::Value getPlanJSON(const ParallelPlan &P, ArrayRef<unsigned> StageLayers) {
+  std::string Text;
+  raw_string_ostream OS(Text);
+  {
+    json::OStream J(OS);
+    J.object([&] { writePlanJSON(J, P, StageLayers); });
+  }
+  return cantFail(json::parse(OS.str()));
+}
+
 } // namespace loom

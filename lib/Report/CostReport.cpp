@@ -361,21 +361,12 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
         Stages.back().getAsObject()->try_emplace("offload",
                                                  offloadJSON(SC.Offload));
     }
-    json::Object Plan{{"dp", (int64_t)P.DP},
-                      {"tp", (int64_t)P.TP},
-                      {"pp", (int64_t)P.PP},
-                      {"ep", (int64_t)P.EP},
-                      {"sp", P.SP},
-                      {"micro_batch_size", (int64_t)P.MicroBatchSize},
-                      {"num_micro_batches", (int64_t)P.NumMicroBatches},
-                      {"virtual_stages", (int64_t)P.VirtualStages},
-                      {"recompute", getRecomputeName(P.RC)},
-                      {"zero_stage", (int64_t)P.ZeroStage},
-                      {"offload", P.Offload.str()},
-                      {"tp_overlap", P.TPOverlap},
-                      {"dp_overlap", P.DPOverlap},
-                      {"pp_overlap", P.PPOverlap}};
-    json::Object Root{{"plan", std::move(Plan)},
+    // The plan as every JSON writes it (writePlanJSON), with the layers of
+    // each stage as costed.
+    std::vector<unsigned> StageLayers;
+    for (const StageCost &SC : PC.Stages)
+      StageLayers.push_back(SC.NumLayers);
+    json::Object Root{{"plan", getPlanJSON(P, StageLayers)},
                       {"step_time_s", PC.StepTimeS},
                       {PC.getThroughputKey(),
                        PC.FitsMemory ? json::Value(PC.Throughput) : nullptr},

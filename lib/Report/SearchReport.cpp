@@ -476,18 +476,6 @@ static json::Object goodputJSON(const Reliability &Rel, const PlanCost &PC) {
                       {"method", "Young/Daly"}};
 }
 
-/// writePlanJSON's object as a json::Value, for reports built as values.
-static json::Value getPlanJSONValue(const ParallelPlan &P,
-                                    ArrayRef<unsigned> StageLayers) {
-  std::string Text;
-  raw_string_ostream OS(Text);
-  {
-    json::OStream J(OS);
-    J.object([&] { writePlanJSON(J, P, StageLayers); });
-  }
-  return cantFail(json::parse(OS.str()));
-}
-
 static json::Object planJSON(const PlanCost &PC,
                              const Reliability *Rel = nullptr) {
   const ParallelPlan &P = PC.Plan;
@@ -496,7 +484,7 @@ static json::Object planJSON(const PlanCost &PC,
     Stages.push_back(SC.NumLayers);
   StepBreakdown B = getStepBreakdown(PC);
   json::Object O{
-      {"plan", getPlanJSONValue(P, Stages)},
+      {"plan", getPlanJSON(P, Stages)},
       {"plan_string", P.str()},
       {"step_time_s", PC.StepTimeS},
       {PC.getThroughputKey(), PC.Throughput},

@@ -27,7 +27,8 @@ class raw_ostream;
 namespace llvm {
 namespace json {
 class OStream;
-}
+class Value;
+} // namespace json
 } // namespace llvm
 
 namespace loom {
@@ -224,9 +225,13 @@ llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
 /// dp_overlap, pp_overlap, offload ("none", "opt:host,grad:host"), axis_order
 /// (innermost first, tp always) and stage_layers (\p StageLayers: the
 /// layers of each stage). The one writer of a plan's JSON: the search's
-/// --format json and manifest.json both call it.
+/// --format json, --print-costs=stage --format json and manifest.json all
+/// call it.
 void writePlanJSON(llvm::json::OStream &J, const ParallelPlan &P,
                    llvm::ArrayRef<unsigned> StageLayers);
+/// writePlanJSON's object as a json::Value, for reports built as values.
+llvm::json::Value getPlanJSON(const ParallelPlan &P,
+                              llvm::ArrayRef<unsigned> StageLayers);
 
 } // namespace loom
 

@@ -1,6 +1,7 @@
 """Checks that every way plan-parallel costs a plan gives the same plan and
 the same numbers (issue 21 item 3): the summary, --format json,
---print-costs=stage (text and JSON), --top 1 and --explain. A plan that
+--print-costs=stage (text and JSON), --top 1 and --explain; the JSON paths
+write the plan's object alike (one writer, issue 31 item 4). A plan that
 does not fit must exit 2 on every path, with the stage report printed
 without throughput or MFU.
 
@@ -59,6 +60,11 @@ if (t["plan_string"], t["step_time_s"], t[unit], t["mfu"],
         t["max_memory_bytes"]) != ref:
     fail("--top differs from the search: %s vs %s" % (t, ref))
 sj = json.loads(paths["stage-json"][1])
+# One plan-JSON writer (writePlanJSON, issue 31 item 4): the same keys and
+# values on every path.
+if sj["plan"] != j["plan"] or t["plan"] != j["plan"]:
+    fail("the plan's JSON differs: %s vs %s vs %s" %
+         (sj["plan"], t["plan"], j["plan"]))
 if (sj["step_time_s"], sj[unit], sj["mfu"],
         sj["max_memory_bytes"]) != ref[1:]:
     fail("--print-costs=stage differs: %s vs %s" %
