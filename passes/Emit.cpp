@@ -68,6 +68,9 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
      << ")\n";
   for (const std::string &O : CU.Opts.HardwareOverrides)
     OS << "what-if: " << O << "\n";
+  if (CU.Opts.Precision)
+    OS << "precision: " << CU.Opts.Precision->describe() << " ["
+       << CU.Opts.Precision->Why << "]\n";
   OS << "\n";
   if (CU.Serving) {
     // The serving plan, then one replica of it as emitted below.
@@ -242,6 +245,7 @@ private:
     MI.Batch = CU.Search->Space.Batch;
     MI.Predicted = CU.Search->Top.front();
     MI.PerRank = CU.Opts.EmitPerRank;
+    MI.Precision = CU.Opts.Precision;
     if (CU.Serving) {
       MI.Mode = "serve";
       MI.Serving = CU.Serving->Plans.front();
@@ -305,6 +309,8 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   In.HardwareName = CU.HW->Name;
   In.ClusterDevices = CU.HW->getNumDevices();
   In.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
+  if (CU.Opts.Precision)
+    In.Precision = CU.Opts.Precision->Kind;
   for (const auto &KV : CU.NodeCosts)
     if (KV.second.Cost.FusedKernel == "attention")
       In.FusedAttention = true;

@@ -14,6 +14,7 @@ std::unique_ptr<Pass> createFoldShapeArithPass();
 std::unique_ptr<Pass> createLowerEmbeddingBagsPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDetectLayersPass();
+std::unique_ptr<Pass> createApplyPrecisionPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
 std::unique_ptr<Pass> createDetectFusedKernelsPass();
 std::unique_ptr<Pass> createFuseKernelsPass();

@@ -202,6 +202,14 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   EO.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
   if (CU.Opts.OptimizerBytesPerParam)
     EO.OptimizerBytesPerParam = *CU.Opts.OptimizerBytesPerParam;
+  if (const Optional<PrecisionRecipe> &R = CU.Opts.Precision) {
+    // The profile's optimizer bytes include a 4-byte fp32 master copy
+    // (optimizer_bytes_per_param: 12 = master + Adam m, v); a recipe
+    // whose weights are fp32 has none beyond the weights themselves.
+    EO.OptimizerBytesPerParam += R->MasterBytes - 4;
+    EO.WeightBytesPerParam = R->WeightBytes;
+    EO.Allows16BitGrads = R->Allows16BitGrads;
+  }
   EO.Opset = CU.M->getOpsetVersion("");
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.
@@ -373,6 +381,7 @@ Error searchParallelism(CompilationUnit &CU) {
       for (const FrameworkProfile *F : SO.Frameworks)
         if (Error E = checkSpec(*F, getFixedSpec(P), {R->Space.NumBlocks}))
           Rule = toString(std::move(E));
+      R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>(
           "no plan the framework can run fits; the best plan outside its "
@@ -385,10 +394,12 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   if (R->Top.empty()) {
     if (Optional<std::string> Why = explainFixedChoices(SO.Fixed, R->Space)) {
+      R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>("no plan satisfies " + *Why);
     }
     if (Optional<std::string> Why = describeTierOverflow(*R)) {
+      R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>(*Why);
     }
@@ -401,6 +412,7 @@ Error searchParallelism(CompilationUnit &CU) {
         describeForSolver(R->Space, SO.Fixed), Facts, Usable);
     if (!X)
       return X.takeError();
+    R->Precision = CU.Opts.Precision;
     CU.Search = std::make_shared<SearchResult>(std::move(*R));
     return make_error<NoFeasiblePlanError>(X->str());
   }
@@ -423,6 +435,7 @@ Error searchParallelism(CompilationUnit &CU) {
     unsigned L = std::max(0, NP->Layer);
     NP->Stage = StageOf[std::min<size_t>(L, StageOf.size() - 1)];
   }
+  R->Precision = CU.Opts.Precision;
   CU.Search = std::make_shared<SearchResult>(std::move(*R));
   return Error::success();
 }

@@ -245,8 +245,8 @@ struct KernelTraffic {
 
 static KernelTraffic getKernelTraffic(const OpCost &C, const DeviceClass &DC) {
   double Bytes = C.BytesRead + C.BytesWritten;
-  double Back = C.BackwardBytes > 0 ? C.BackwardBytes
-                                    : BackwardTrafficFactor * Bytes;
+  double Back =
+      C.BackwardBytes > 0 ? C.BackwardBytes : BackwardTrafficFactor * Bytes;
   return {DC.LaunchOverhead.value(), Bytes, Back, hasGradient(C)};
 }
 
@@ -322,6 +322,8 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
   const EfficiencyCurve *Curve = findCurve(DC, C.Family);
   double Rate = 0;
   if (C.Unit == ComputeUnit::Cube) {
+    if (!C.CubeFormat.empty())
+      DT = C.CubeFormat;
     Rate = rateOf(DC.getThroughput(DT));
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no cube throughput for " + DT.str() +
@@ -329,12 +331,13 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
     if (C.KernelEfficiency > 0) {
       double Peak = Rate;
       double Fwd = C.Flops, Bwd = C.BackwardFlops + C.RecomputeFlops;
-      T.Seconds = roofline(Fwd, Peak * C.KernelEfficiency, Bytes, HBMBW) + Launch;
-      T.BackwardSeconds =
-          Grad ? roofline(Bwd, Peak * C.BackwardKernelEfficiency, BackBytes,
-                          HBMBW) +
-                     Launch
-               : 0;
+      T.Seconds =
+          roofline(Fwd, Peak * C.KernelEfficiency, Bytes, HBMBW) + Launch;
+      T.BackwardSeconds = Grad
+                              ? roofline(Bwd, Peak * C.BackwardKernelEfficiency,
+                                         BackBytes, HBMBW) +
+                                    Launch
+                              : 0;
       return T;
     }
     Rate *=

@@ -25,6 +25,11 @@ namespace loom {
 namespace hardware_detail {
 
 StringRef canonicalDataTypeName(StringRef Name) {
+  // TF32 is a format of NVIDIA's tensor cores with no storage type (fp32
+  // in memory): a throughput key only, for the tf32 precision recipe
+  // (loom/Plan/Precision.h).
+  if (Name == "tf32")
+    return "tf32";
   if (Optional<DataType> T = parseDataTypeName(Name))
     return getDataTypeName(*T);
   return "";
@@ -195,7 +200,8 @@ public:
       fail(Path,
            "unknown data type '" + Name +
                "'; expected f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, "
-               "u32, u64 or bool (fp16, float32, int8, ... also accepted)",
+               "u32, u64 or bool (fp16, float32, int8, ... also accepted; tf32 "
+               "as a throughput key)",
            AtKey);
   }
 

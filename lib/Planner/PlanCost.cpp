@@ -21,13 +21,17 @@ using namespace llvm;
 namespace loom {
 
 NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
-                              const HardwareModel &HW) {
+                              const HardwareModel &HW, StringRef CubeFormat,
+                              DataType CubeStorage) {
   NodeCostMap Map;
   Map.reserve(G.getNumNodes());
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;
     NodeCostInfo &Info = Map[&N];
     Info.Cost = computeOpCost(N, Opset);
+    if (!CubeFormat.empty() && Info.Cost.Unit == ComputeUnit::Cube &&
+        Info.Cost.Elem == CubeStorage)
+      Info.Cost.CubeFormat = CubeFormat.str();
     double Best = INFINITY;
     for (const auto &KV : HW.Device.Classes) {
       ClassTime T = estimateClassTime(N, Info.Cost, KV.first, HW);
@@ -522,6 +526,10 @@ void PlanEvaluator::Impl::collectLayerValues(
         if (!V)
           continue;
         if (V->isParameter()) {
+          // A table the placement serves from SSD holds no HBM (DESIGN
+          // section 5); another reader on the cores still counts it.
+          if (F.C && F.C->Class == "ssd" && !TableIndex.count(V))
+            continue;
           if (CountedParams.insert(V).second) {
             auto TI = TableIndex.find(V);
             if (TI != TableIndex.end()) {
@@ -661,13 +669,16 @@ void PlanEvaluator::Impl::computeModelFlops() {
   // Model FLOPs and the peak MFU is measured against: the cube's fastest
   // rate among the element types the matmuls run in (a model with one
   // fp32 matmul among fp16 ones is measured against the fp16 peak, so
-  // that no op can beat the peak and MFU stays <= 1).
+  // that no op can beat the peak and MFU stays <= 1), in the format the
+  // precision recipe computes them in (tf32).
   for (const LayerFacts &L : LF) {
     ModelFlops += L.Flops + (Opts.Train ? L.BackwardFlops : 0);
     for (const NodeFacts &F : L.Nodes)
       if (F.C && F.C->Cost.Unit == ComputeUnit::Cube)
         if (const DeviceClass *AC = HW.getClass("aicore"))
-          if (auto P = AC->getThroughput(getDataTypeName(F.C->Cost.Elem)))
+          if (auto P = AC->getThroughput(F.C->Cost.CubeFormat.empty()
+                                             ? getDataTypeName(F.C->Cost.Elem)
+                                             : StringRef(F.C->Cost.CubeFormat)))
             Peak = std::max(Peak, P->value());
   }
   if (Peak == 0)
@@ -1337,12 +1348,14 @@ void PlanEvaluator::Impl::addZero3Gathers(const PlanContext &C,
   const ParallelPlan &P = C.P;
   if (P.ZeroStage >= 3 && P.DP > 1) {
     double Gather =
-        collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
+        collectiveTime(CollectiveKind::AllGather,
+                       S.Params * Opts.WeightBytesPerParam, C.DPG, HW)
             .Seconds;
     if (S.ExpertParams > 0 && P.DP / C.EP > 1)
-      Gather += collectiveTime(CollectiveKind::AllGather, S.ExpertParams * 2.0,
-                               C.DPEPG, HW)
-                    .Seconds;
+      Gather +=
+          collectiveTime(CollectiveKind::AllGather,
+                         S.ExpertParams * Opts.WeightBytesPerParam, C.DPEPG, HW)
+              .Seconds;
     S.TPFwd += Gather;
     if (Opts.Train)
       S.TPBwd += Gather;
@@ -1462,6 +1475,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
     MI.ActivationWorkspaceBytes = S.MaxLayerLive;
   MI.DP = P.DP;
   MI.ZeroStage = P.ZeroStage;
+  MI.WeightBytesPerParam = Opts.WeightBytesPerParam;
   MI.GradBytesPerParam = C.GradWidth;
   MI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
   bool AnyComm = C.TP > 1 || P.DP > 1 || P.PP > 1;
@@ -1480,6 +1494,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
     XI.ParamCount = S.ExpertParams;
     XI.DP = P.DP / C.EP;
     XI.ZeroStage = P.ZeroStage;
+    XI.WeightBytesPerParam = Opts.WeightBytesPerParam;
     XI.GradBytesPerParam = C.GradWidth;
     XI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
     XI.InFlightMicroBatches = 0;
@@ -1505,18 +1520,19 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
                                {GradBytes, C.TP > 1 ? S.TPBwdBytes : 0.0}, HW);
   SC.DPSyncS = collectiveTime(K, GradBytes, C.DPG, HW, Shares[0]).Seconds;
   if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
-    SC.DPSyncS +=
-        collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
-            .Seconds;
+    SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
+                                 S.Params * Opts.WeightBytesPerParam, C.DPG, HW)
+                      .Seconds;
   // Expert gradients over dp_ep (the ranks holding the same experts),
   // after the rest.
   double ExpertGrad = S.ExpertParams * C.GradWidth;
   if (ExpertGrad > 0 && P.DP / C.EP > 1) {
     SC.DPSyncS += collectiveTime(K, ExpertGrad, C.DPEPG, HW).Seconds;
     if (P.ZeroStage >= 1)
-      SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
-                                   S.ExpertParams * 2.0, C.DPEPG, HW)
-                        .Seconds;
+      SC.DPSyncS +=
+          collectiveTime(CollectiveKind::AllGather,
+                         S.ExpertParams * Opts.WeightBytesPerParam, C.DPEPG, HW)
+              .Seconds;
   }
   // dp_overlap: beside the last micro-batch's backward, whose compute
   // the reduction's kernels share (loom/Cost/Overlap.h); off: after
@@ -1545,7 +1561,8 @@ double PlanEvaluator::Impl::dpTailS(const PlanContext &C, const StageSums &S,
   double Tail = std::min(S.Params, std::max(Bucket, S.FirstLayerMaxParam));
   double T = collectiveTime(K, Tail * C.GradWidth, C.DPG, HW).Seconds;
   if (P.ZeroStage >= 1)
-    T += collectiveTime(CollectiveKind::AllGather, Tail * 2.0, C.DPG, HW)
+    T += collectiveTime(CollectiveKind::AllGather,
+                        Tail * Opts.WeightBytesPerParam, C.DPG, HW)
              .Seconds;
   return T;
 }

@@ -892,8 +892,8 @@ double Searcher::tailBound(const ParallelPlan &P) const {
     return Dense * BytesPerParam / (Part ? P.DP : 1.0) +
            Experts * BytesPerParam / (Part ? DPE : 1.0);
   };
-  double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
-         O = Sum(EO.OptimizerBytesPerParam, 1);
+  double Updated = Sum(1.0, 1), W = Sum(EO.WeightBytesPerParam, 3),
+         G = Sum(P.getGradBytes(), 2), O = Sum(EO.OptimizerBytesPerParam, 1);
   auto Secs = [](double Bytes, double BW) {
     return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
   };
@@ -923,7 +923,8 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
   const OffloadTiers &Off = P.Offload;
   auto InHBM = [](MemoryTier T) { return T == MemoryTier::HBM ? 1.0 : 0.0; };
   auto PerParam = [&](double DP) {
-    double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * InHBM(Off.Param);
+    double B = EO.WeightBytesPerParam / (P.ZeroStage >= 3 ? DP : 1.0) *
+               InHBM(Off.Param);
     if (EO.Train)
       B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * InHBM(Off.Grad) +
            EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
@@ -938,7 +939,8 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
     // parameters spread evenly), else the candidate is out.
     auto InTier = [&](MemoryTier Tier, double DP) {
       auto Is = [&](MemoryTier T) { return T == Tier ? 1.0 : 0.0; };
-      return 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * Is(Off.Param) +
+      return EO.WeightBytesPerParam / (P.ZeroStage >= 3 ? DP : 1.0) *
+                 Is(Off.Param) +
              P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * Is(Off.Grad) +
              EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
                  Is(Off.Opt);
@@ -1120,7 +1122,10 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   if (EO.Train) {
     RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
     Zeros = {0, 1, 2, 3};
-    Grads = {GradPrecision::FP32, GradPrecision::BF16};
+    // 16-bit gradient reduction belongs to the 16-bit recipes
+    // (loom/Plan/Precision.h).
+    if (EO.Allows16BitGrads)
+      Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
   setPlacements();
   // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives

@@ -58,9 +58,9 @@ static Error closeFile(StringRef Path, raw_fd_ostream &OS) {
 
 ArrayRef<StringRef> getOutputDirEntries() {
   static const StringRef Entries[] = {
-      "manifest.json",     "graphs",           "schedule.json",
-      "trace.json",        "report.txt",       "report.html",
-      "megatron-args.txt", "mindspeed-args.txt", "deepspeed.json"};
+      "manifest.json", "graphs",      "schedule.json",     "trace.json",
+      "report.txt",    "report.html", "megatron-args.txt", "mindspeed-args.txt",
+      "deepspeed.json"};
   return Entries;
 }
 
@@ -385,7 +385,8 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank,
     return Error::success();
   for (unsigned Rank = 0; Rank < SP.Sharding.Plan.getNumDevices(); ++Rank) {
     Tell("per-rank graphs", Rank + 1, SP.Sharding.Plan.getNumDevices());
-    const RoleGraph *R = findRole(SP.Roles, getRankCoords(SP.Sharding.Plan, Rank));
+    const RoleGraph *R =
+        findRole(SP.Roles, getRankCoords(SP.Sharding.Plan, Rank));
     if (!R)
       continue;
     std::string Stem = StringRef(R->FileName).drop_back(5).str();
@@ -405,20 +406,34 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank,
 /// runtimes use).
 static std::string numpyName(DataType T) {
   switch (T) {
-  case DataType::Float: return "float32";
-  case DataType::Float16: return "float16";
-  case DataType::BFloat16: return "bfloat16";
-  case DataType::Double: return "float64";
-  case DataType::Int8: return "int8";
-  case DataType::Int16: return "int16";
-  case DataType::Int32: return "int32";
-  case DataType::Int64: return "int64";
-  case DataType::UInt8: return "uint8";
-  case DataType::UInt16: return "uint16";
-  case DataType::UInt32: return "uint32";
-  case DataType::UInt64: return "uint64";
-  case DataType::Bool: return "bool";
-  default: return getDataTypeName(T).str();
+  case DataType::Float:
+    return "float32";
+  case DataType::Float16:
+    return "float16";
+  case DataType::BFloat16:
+    return "bfloat16";
+  case DataType::Double:
+    return "float64";
+  case DataType::Int8:
+    return "int8";
+  case DataType::Int16:
+    return "int16";
+  case DataType::Int32:
+    return "int32";
+  case DataType::Int64:
+    return "int64";
+  case DataType::UInt8:
+    return "uint8";
+  case DataType::UInt16:
+    return "uint16";
+  case DataType::UInt32:
+    return "uint32";
+  case DataType::UInt64:
+    return "uint64";
+  case DataType::Bool:
+    return "bool";
+  default:
+    return getDataTypeName(T).str();
   }
 }
 
@@ -437,6 +452,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
       J.attribute("hardware", Info.Hardware);
       J.attribute("mode", Info.Mode);
       J.attribute("batch", Info.Batch);
+      if (Info.Precision)
+        J.attribute("precision", Info.Precision->toJSON());
       J.attributeObject("plan", [&] {
         writePlanJSON(J, P, P.StageLayers);
         J.attributeArray("chunk_layers", [&] {
@@ -460,32 +477,31 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
           J.attribute("batch_per_replica", S.Batch);
         }
       });
-      auto Types = [&](const char *Key,
-                       const std::map<std::string, TensorType> &Global,
-                       const std::map<std::string, int> &Axes,
-                       ArrayRef<Value *> Order) {
-        J.attributeArray(Key, [&] {
-          for (const Value *V : Order) {
-            std::string N = V->getName().str();
-            auto It = Global.find(N);
-            TensorType T = It != Global.end() ? It->second : V->Type;
-            auto A = Axes.find(N);
-            J.object([&] {
-              J.attribute("name", N);
-              J.attribute("dtype", numpyName(T.Elem));
-              J.attributeArray("shape", [&] {
-                for (const Dim &D : T.Dims)
-                  J.value(D.isStatic() ? json::Value(D.Size)
-                                       : json::Value(nullptr));
-              });
-              if (A != Axes.end() && A->second >= 0)
-                J.attribute("batch_axis", A->second);
-              else
-                J.attribute("batch_axis", nullptr);
+      auto Types =
+          [&](const char *Key, const std::map<std::string, TensorType> &Global,
+              const std::map<std::string, int> &Axes, ArrayRef<Value *> Order) {
+            J.attributeArray(Key, [&] {
+              for (const Value *V : Order) {
+                std::string N = V->getName().str();
+                auto It = Global.find(N);
+                TensorType T = It != Global.end() ? It->second : V->Type;
+                auto A = Axes.find(N);
+                J.object([&] {
+                  J.attribute("name", N);
+                  J.attribute("dtype", numpyName(T.Elem));
+                  J.attributeArray("shape", [&] {
+                    for (const Dim &D : T.Dims)
+                      J.value(D.isStatic() ? json::Value(D.Size)
+                                           : json::Value(nullptr));
+                  });
+                  if (A != Axes.end() && A->second >= 0)
+                    J.attribute("batch_axis", A->second);
+                  else
+                    J.attribute("batch_axis", nullptr);
+                });
+              }
             });
-          }
-        });
-      };
+          };
       Types("inputs", R.GlobalInputTypes, R.InputBatchAxis,
             R.M->getGraph().getInputs());
       Types("outputs", R.GlobalOutputTypes, R.OutputBatchAxis,

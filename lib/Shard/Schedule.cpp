@@ -147,6 +147,20 @@ std::string levelName(const GroupShape &S, const HardwareModel &HW) {
 /// each with the pipeline chunk it belongs to, and the role's parameter
 /// bytes. The dp roles of embedding shards (RG.DP) communicate alike and
 /// are skipped.
+/// Bytes of \p V on the wire: a float tensor in the precision recipe's type
+/// (ShardingResult::CommFloatType) where one is set.
+static double wireBytes(const Value *V, DataType FloatType) {
+  if (!V)
+    return 0;
+  DataType T = V->Type.Elem;
+  if (FloatType != DataType::Undefined &&
+      (T == DataType::Float || T == DataType::Float16 ||
+       T == DataType::BFloat16))
+    return (double)V->Type.getNumElements().getValueOr(0) *
+           getDataTypeSize(FloatType);
+  return (double)V->Type.getSizeInBytes().getValueOr(0);
+}
+
 RoleComms collectRoleComms(const ShardedProgram &SP) {
   const ShardingResult &R = SP.Sharding;
   StringMap<unsigned> ChunkOfName;
@@ -159,8 +173,10 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       continue;
     std::vector<Comm> &Cs = RC.Comms[{RG.PP, RG.TP, RG.EP}];
     double PB = 0;
+    // In fp32 bytes whatever the graph's type: appendStepTail counts the
+    // parameters by them.
     for (const Value *V : RG.M->getGraph().getParameters())
-      PB += (double)V->Type.getSizeInBytes().getValueOr(0);
+      PB += wireBytes(V, DataType::Float);
     RC.ParamBytes[{RG.PP, RG.TP, RG.EP}] = PB;
     unsigned Cur = RG.PP;
     for (const auto &NP : RG.M->getGraph().getNodes()) {
@@ -177,7 +193,7 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       // The role builder tags every node with its pipeline chunk.
       C.Chunk = N.Stage >= 0 ? (unsigned)N.Stage : Cur;
       const Value *X = N.getNumInputs() ? N.getInput(0) : N.getOutput(0);
-      C.Bytes = X ? (double)X->Type.getSizeInBytes().getValueOr(0) : 0;
+      C.Bytes = wireBytes(X, R.CommFloatType);
       if (N.getOpType() == "HcomSend") {
         C.Kind = "send";
         C.Peer = N.getAttrInt("dest_rank", 0);
@@ -189,7 +205,7 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       } else {
         C.Kind = eventKind(N.getOpType());
         if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
-          C.Bytes = (double)N.getOutput(0)->Type.getSizeInBytes().getValueOr(0);
+          C.Bytes = wireBytes(N.getOutput(0), R.CommFloatType);
       }
       Cs.push_back(C);
     }
@@ -207,8 +223,8 @@ ChunkTimes chunkTimes(const PlanCost &Cost, unsigned NumChunks, unsigned PP,
   T.P2P.resize(NumChunks);
   T.Lag.resize(NumChunks);
   for (unsigned C = 0; C < NumChunks; ++C) {
-    const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
-                                                      Cost.Stages.size() - 1)];
+    const StageCost &S =
+        Cost.Stages[std::min<size_t>(C % PP, Cost.Stages.size() - 1)];
     // Exposed TP and EP communication where the evaluator's pipeline puts
     // it: forward's with the forward, backward's with the backward.
     // The plan's overlaps (PlanCost.h: OverlapFwdS/BwdS, SendLagS).
@@ -229,16 +245,16 @@ ChunkTimes chunkTimes(const PlanCost &Cost, unsigned NumChunks, unsigned PP,
 /// The timeline per pipeline device: list scheduling of the 1F1B order
 /// (the bubble model's, cost_models/pipeline) with the cross-chunk
 /// dependencies. Fails if the order deadlocks.
-Expected<std::vector<std::vector<Item>>>
-layTimeline(const ChunkTimes &T, unsigned NumChunks, unsigned PP,
-            unsigned VPP, unsigned M, bool Train) {
+Expected<std::vector<std::vector<Item>>> layTimeline(const ChunkTimes &T,
+                                                     unsigned NumChunks,
+                                                     unsigned PP, unsigned VPP,
+                                                     unsigned M, bool Train) {
   std::vector<std::vector<Item>> Order(PP);
   std::vector<std::vector<PipelineOp>> Ops =
       getPipelineOrder(PP, M, VPP, /*ForwardOnly=*/!Train);
   for (unsigned D = 0; D < PP; ++D)
     for (const PipelineOp &Op : Ops[D])
-      Order[D].push_back(
-          Item{!Op.Backward, Op.MicroBatch, Op.Chunk * PP + D});
+      Order[D].push_back(Item{!Op.Backward, Op.MicroBatch, Op.Chunk * PP + D});
   std::map<std::tuple<bool, unsigned, unsigned>, double> EndOf;
   std::vector<size_t> Next(PP, 0);
   std::vector<double> Free(PP, 0);
@@ -455,10 +471,9 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   // One program per role; DP replicas run their role's, and roles whose
   // communication is alike share one (a program follows from its pipeline
   // device, its collectives and transfers, and its gradient bytes).
-  ScheduleGroups G{Ctx.Eval->getGroupShape(P, "tp"),
-                   Ctx.Eval->getGroupShape(P, "ep"),
-                   Ctx.Eval->getGroupShape(P, "dp"),
-                   Ctx.Eval->getGroupShape(P, "pp")};
+  ScheduleGroups G{
+      Ctx.Eval->getGroupShape(P, "tp"), Ctx.Eval->getGroupShape(P, "ep"),
+      Ctx.Eval->getGroupShape(P, "dp"), Ctx.Eval->getGroupShape(P, "pp")};
   double Step = 0;
   SP.Programs.clear();
   SP.RoleProgram.clear();

@@ -41,6 +41,10 @@ struct OpCost {
   llvm::StringRef Family;
   /// Element type that sets the throughput (the widest float input).
   DataType Elem = DataType::Undefined;
+  /// Cube ops: the matrix unit's format when the precision recipe computes
+  /// matmuls in one with no storage type (tf32; an fp8 recipe's format);
+  /// empty: Elem's name. The throughput key the cube is costed at.
+  std::string CubeFormat;
   /// Forward FLOPs (multiply-add = 2 FLOPs).
   double Flops = 0;
   /// Backward FLOPs: 2x forward for matmuls (grad wrt input and weight),

@@ -20,6 +20,7 @@
 #define LOOM_PLAN_FRAMEWORK_H
 
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Plan/Precision.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -96,6 +97,9 @@ struct FrameworkProfile {
   std::string OrdersSource;
   std::vector<GradPrecision> Grads;
   std::string GradsSource;
+  /// The precision recipes it runs and its default (runs.precision);
+  /// None: any, Loom's hardware default (loom/Plan/Precision.h).
+  llvm::Optional<FrameworkPrecision> Precision;
   /// Recorded, not searched (Loom has no cp yet; one pipeline order).
   std::vector<std::string> ContextParallel, PipelineSchedules;
 

@@ -228,6 +228,9 @@ struct SearchStats {
 
 struct SearchResult {
   SearchSpace Space;
+  /// The precision recipe the plans were costed under (None: the graph's
+  /// own types; loom/Plan/Precision.h).
+  llvm::Optional<PrecisionRecipe> Precision;
   /// Best first; empty when nothing fits.
   std::vector<PlanCost> Top;
   /// The best plan whose (tp, pp, ep) differs from Top[0]'s (explanations).
