@@ -225,6 +225,9 @@ struct PlanEvaluator::Impl {
   std::vector<EmbeddingTable> Tables;
   DenseMap<const Value *, unsigned> TableIndex;
   std::vector<unsigned> TableLayer, TableParamIndex;
+  /// Tables only the placement's SSD class reads: not among the layer's
+  /// parameters (they hold no HBM) and never sharded over the dp group.
+  std::vector<bool> TableOnSSD;
   std::vector<bool> TableMustShard;
   /// Lookups of the tables emb=auto shards: they read the rows of their
   /// ids, not the (huge) table their ParamBytes count.
@@ -374,6 +377,7 @@ void PlanEvaluator::Impl::analyze() {
   Tables = findEmbeddingTables(G, Opts.Batch);
   TableLayer.assign(Tables.size(), 0);
   TableParamIndex.assign(Tables.size(), 0);
+  TableOnSSD.assign(Tables.size(), false);
   for (unsigned T = 0; T < Tables.size(); ++T) {
     TableIndex[Tables[T].Weight] = T;
     TableMustShard.push_back(mustShardTable(Tables[T], HW, Opts.Train));
@@ -528,13 +532,18 @@ void PlanEvaluator::Impl::collectLayerValues(
         if (V->isParameter()) {
           // A table the placement serves from SSD holds no HBM (DESIGN
           // section 5); another reader on the cores still counts it.
-          if (F.C && F.C->Class == "ssd" && !TableIndex.count(V))
+          if (F.C && F.C->Class == "ssd") {
+            auto TI = TableIndex.find(V);
+            if (TI != TableIndex.end() && !CountedParams.count(V))
+              TableOnSSD[TI->second] = true;
             continue;
+          }
           if (CountedParams.insert(V).second) {
             auto TI = TableIndex.find(V);
             if (TI != TableIndex.end()) {
               TableLayer[TI->second] = LI;
               TableParamIndex[TI->second] = L.Values.Params.size();
+              TableOnSSD[TI->second] = false;
             }
             L.Values.Params.push_back({V, ExpertParams.count(V) != 0});
           }
@@ -1326,7 +1335,8 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
                                             StageSums &S) const {
   for (unsigned T = 0; T < Tables.size(); ++T) {
     unsigned L = TableLayer[T];
-    if (L < SC.FirstLayer || L >= SC.FirstLayer + SC.NumLayers ||
+    if (TableOnSSD[T] || L < SC.FirstLayer ||
+        L >= SC.FirstLayer + SC.NumLayers ||
         (C.P.Emb == EmbeddingMode::Auto && !TableMustShard[T]))
       continue;
     // Its split as the rules decide it at the plan's tp (vocab-parallel).
