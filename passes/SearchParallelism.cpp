@@ -92,9 +92,12 @@ Optional<std::string> explainFixedChoices(const PlanSpec &F,
     Given.push_back("pp=" + std::to_string(PP));
   if (F.DP)
     Given.push_back("dp=" + std::to_string(DP));
-  if (TP * PP * DP > S.Devices)
+  uint64_t CP = F.CP.getValueOr(1);
+  if (F.CP)
+    Given.push_back("cp=" + std::to_string(CP));
+  if (TP * PP * DP * CP > S.Devices)
     return "--plan: " + join(Given, ", ") + " needs at least " +
-           std::to_string(TP * PP * DP) + " devices, and there are " +
+           std::to_string(TP * PP * DP * CP) + " devices, and there are " +
            std::to_string(S.Devices);
   uint64_t NMB = F.NumMicroBatches.getValueOr(
       F.MicroBatchSize && S.Batch > 0 ? S.Batch / (DP * MB) : 1);
@@ -174,20 +177,25 @@ static Optional<std::string> describeTierOverflow(const SearchResult &R) {
   if (!R.Closest || R.Closest->MaxMemoryBytes > R.Closest->HBMBytes)
     return None;
   const PlanCost &C = *R.Closest;
-  std::string S = "no plan fits: the nearest, " + C.Plan.str() +
-                  ", fits HBM (" + formatBytes(Bytes(C.MaxMemoryBytes)) +
-                  " of " + formatBytes(Bytes(C.HBMBytes)) + ") but needs";
+  std::string Head = "no plan fits: the nearest, " + C.Plan.str() +
+                     ", fits HBM (" + formatBytes(Bytes(C.MaxMemoryBytes)) +
+                     " of " + formatBytes(Bytes(C.HBMBytes)) + ")";
+  std::vector<std::string> Needs;
   if (C.MaxHostBytes > C.HostCapacity)
-    S += " " + formatBytes(Bytes(C.MaxHostBytes)) + " > " +
-         formatBytes(Bytes(C.HostCapacity)) + " of host DRAM";
+    Needs.push_back(formatBytes(Bytes(C.MaxHostBytes)) + " > " +
+                    formatBytes(Bytes(C.HostCapacity)) + " of host DRAM");
   if (C.MaxSSDBytes > C.SSDCapacity)
-    S += std::string(C.MaxHostBytes > C.HostCapacity ? " and" : "") + " " +
-         formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
-         formatBytes(Bytes(C.SSDCapacity)) + " of SSD";
+    Needs.push_back(formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
+                    formatBytes(Bytes(C.SSDCapacity)) + " of SSD");
+  if (!Needs.empty())
+    return Head + " but needs " + join(Needs, " and ") + " per device";
   if (!C.Embeddings.Fits) // lib/Plan/Embedding.cpp
-    return S.substr(0, S.size() - std::string(" but needs").size()) +
-           " but its embedding tables do not fit: " + C.Embeddings.Why;
-  return S + " per device";
+    return Head + " but its embedding tables do not fit: " + C.Embeddings.Why;
+  // Every tier fits costed in full, yet the search refused it: its memory
+  // bound (Search.cpp) exceeded the cost. Never an empty reason.
+  return Head + " and every other memory tier, yet the search's memory "
+                "bound refused it (a bug in Loom: the bound must not exceed "
+                "the cost; please report it)";
 }
 
 EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
@@ -418,6 +426,15 @@ Error searchParallelism(CompilationUnit &CU) {
   }
 
   R->Constrained = CU.PlanRequest.hasValue();
+  if (CU.VocabPad && CU.VocabPad->padded()) {
+    const VocabPadding &VP = *CU.VocabPad;
+    R->VocabPadded = "vocab padded " + std::to_string(VP.From) + " -> " +
+                     std::to_string(VP.To) + " ('" + VP.Table +
+                     "', a multiple of " + std::to_string(VP.DivisibleBy) +
+                     " x tp " + std::to_string(VP.TP) +
+                     " as --make-vocab-size-divisible-by; zero rows and "
+                     "columns, padded scores masked or sliced off)";
+  }
   if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
     return E;
 

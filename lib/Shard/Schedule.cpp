@@ -30,26 +30,6 @@ struct Item {
   double Start = -1, End = -1;
 };
 
-CollectiveKind kindOf(StringRef Kind) {
-  if (Kind == "allgather")
-    return CollectiveKind::AllGather;
-  if (Kind == "reducescatter")
-    return CollectiveKind::ReduceScatter;
-  if (Kind == "alltoall")
-    return CollectiveKind::AllToAll;
-  return CollectiveKind::AllReduce;
-}
-
-std::string eventKind(StringRef Op) {
-  if (Op == "HcomAllGather")
-    return "allgather";
-  if (Op == "HcomReduceScatter")
-    return "reducescatter";
-  if (Op == "HcomAllToAllV")
-    return "alltoall";
-  return "allreduce";
-}
-
 struct Comm {
   std::string Op, Kind, Group;
   double Bytes = 0;
@@ -105,7 +85,11 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   double Dur = E.EndS - E.StartS;
   for (size_t K = 0; K < Coll.size(); ++K) {
     const ScheduleComm &C = *Coll[Forward ? K : Coll.size() - 1 - K];
+    // Spread evenly over the compute they run inside, each ending by the
+    // compute's end where it fits (the cost model counts it within the
+    // chunk's time): a long last collective is not left sticking out.
     double Start = E.StartS + Dur * (K + 1) / (Coll.size() + 1);
+    Start = std::max(E.StartS, std::min(Start, E.EndS - C.TimeS));
     ScheduleEvent CE = Event(C, Start, Start + C.TimeS);
     CE.Stream = C.Group;
     Fn(CE);
@@ -203,7 +187,8 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
         C.Peer = N.getAttrInt("src_rank", 0);
         C.Tag = N.getAttrInt("sr_tag", 0);
       } else {
-        C.Kind = eventKind(N.getOpType());
+        C.Kind =
+            getScheduleEventKind(getHcomCollectiveKind(N.getOpType())).str();
         if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
           C.Bytes = wireBytes(N.getOutput(0), R.CommFloatType);
       }
@@ -344,7 +329,8 @@ std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
                              : C.Group == "dp" ? G.DPG
                                                : G.TPG;
       SC.Level = levelName(GS, HW);
-      SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, HW).Seconds;
+      SC.TimeS = collectiveTime(parseScheduleEventKind(C.Kind), C.Bytes, GS, HW)
+                     .Seconds;
     }
     SC.Bytes = C.Bytes;
     Out.push_back(SC);
