@@ -107,6 +107,14 @@ bool rewriteGemm(CanonContext &Ctx, unsigned &Pos, unsigned &Gemms) {
   if (A->Type.getRank() != 2 || B->Type.getRank() != 2 || !Out->Type.HasShape)
     return false;
   if (N.getAttrInt("transB", 0) != 0) {
+    // A weight the exporter deduplicated is read through Identity nodes
+    // that this sweep gives their own parameters: wait for the next
+    // round, when this Gemm is its only reader and it transposes in place
+    // as the other layers' weights do.
+    if (B->isParameter() && any_of(Ctx.usersOf(B), [](const Node *U) {
+          return U->getOpType() == "Identity";
+        }))
+      return false;
     B = transposedWeight(Ctx, B, Pos);
     if (!B)
       return false;
