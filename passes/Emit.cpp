@@ -305,6 +305,12 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   In.HardwareName = CU.HW->Name;
   In.ClusterDevices = CU.HW->getNumDevices();
   In.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
+  if (CU.VocabPad && CU.VocabPad->padded()) {
+    In.VocabFrom = CU.VocabPad->From;
+    In.VocabTo = CU.VocabPad->To;
+    In.VocabDivisibleBy = CU.VocabPad->DivisibleBy;
+    In.VocabTP = CU.VocabPad->TP;
+  }
   for (const auto &KV : CU.NodeCosts)
     if (KV.second.Cost.FusedKernel == "attention")
       In.FusedAttention = true;

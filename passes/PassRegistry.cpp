@@ -26,6 +26,11 @@ static const PassInfo Registry[] = {
      "back, Identity, Div by 2^k, Transpose and Reshape chains), shapes "
      "re-inferred",
      createCanonicalizePass, PassKind::Planning},
+    {"pad-vocab",
+     "Pad a vocabulary tp does not divide to a multiple of "
+     "--make-vocab-size-divisible-by x tp (zero rows and columns, padded "
+     "scores masked), as Megatron-LM does",
+     createPadVocabPass, PassKind::Planning},
     {"detect-layers", "Number repeated blocks (layers) by structural hashing",
      createDetectLayersPass, PassKind::Planning},
     {"annotate-costs",

@@ -13,6 +13,7 @@ std::unique_ptr<Pass> createInferShapesPass();
 std::unique_ptr<Pass> createFoldShapeArithPass();
 std::unique_ptr<Pass> createLowerEmbeddingBagsPass();
 std::unique_ptr<Pass> createCanonicalizePass();
+std::unique_ptr<Pass> createPadVocabPass();
 std::unique_ptr<Pass> createDetectLayersPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
 std::unique_ptr<Pass> createDetectFusedKernelsPass();

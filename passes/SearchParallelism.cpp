@@ -92,9 +92,12 @@ Optional<std::string> explainFixedChoices(const PlanSpec &F,
     Given.push_back("pp=" + std::to_string(PP));
   if (F.DP)
     Given.push_back("dp=" + std::to_string(DP));
-  if (TP * PP * DP > S.Devices)
+  uint64_t CP = F.CP.getValueOr(1);
+  if (F.CP)
+    Given.push_back("cp=" + std::to_string(CP));
+  if (TP * PP * DP * CP > S.Devices)
     return "--plan: " + join(Given, ", ") + " needs at least " +
-           std::to_string(TP * PP * DP) + " devices, and there are " +
+           std::to_string(TP * PP * DP * CP) + " devices, and there are " +
            std::to_string(S.Devices);
   uint64_t NMB = F.NumMicroBatches.getValueOr(
       F.MicroBatchSize && S.Batch > 0 ? S.Batch / (DP * MB) : 1);
@@ -406,6 +409,15 @@ Error searchParallelism(CompilationUnit &CU) {
   }
 
   R->Constrained = CU.PlanRequest.hasValue();
+  if (CU.VocabPad && CU.VocabPad->padded()) {
+    const VocabPadding &VP = *CU.VocabPad;
+    R->VocabPadded = "vocab padded " + std::to_string(VP.From) + " -> " +
+                     std::to_string(VP.To) + " ('" + VP.Table +
+                     "', a multiple of " + std::to_string(VP.DivisibleBy) +
+                     " x tp " + std::to_string(VP.TP) +
+                     " as --make-vocab-size-divisible-by; zero rows and "
+                     "columns, padded scores masked or sliced off)";
+  }
   if (Error E = searchComparisons(Eval, G, CU, EO, SO, *R))
     return E;
 

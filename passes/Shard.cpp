@@ -41,7 +41,8 @@ int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
 bool isFrontEndPass(StringRef Name) {
   return Name == "bind-symbols" || Name == "infer-shapes" ||
          Name == "fold-shape-arith" || Name == "lower-embedding-bags" ||
-         Name == "canonicalize" || Name == "detect-layers";
+         Name == "canonicalize" || Name == "pad-vocab" ||
+         Name == "detect-layers";
 }
 
 /// The message of an error of the replayed passes without the "MODEL:
@@ -78,6 +79,16 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
+    // Context parallelism is planned and costed, not yet emitted: the ring
+    // and the all-to-all over heads have no lowering in the role graphs.
+    if (Best.Plan.CP > 1)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "plan %s: cp=%u (context parallelism, cp_algo=%s) is costed but "
+          "its graphs cannot be emitted yet (issue 34 items 2-3); drop -o "
+          "to plan and export, or pin --plan cp=1 to emit",
+          Best.Plan.str().c_str(), Best.Plan.CP,
+          getCPAlgoName(Best.Plan.CPA).str().c_str());
     // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
     // and column-wise shards are written at ep=1 (RoleGraphs.cpp);
     // the evaluator does not fit other plans (Embedding.h), so a plan
@@ -122,6 +133,8 @@ public:
     Sub.M = std::move(Clone);
     Sub.HW = CU.HW;
     Sub.Opts = CU.Opts;
+    // pad-vocab's replay pads for the tp the planning graph was padded for.
+    Sub.VocabPad = CU.VocabPad;
     Sub.Opts.OutputDir.clear();
     // The graphs a runtime executes keep data-dependent dims dynamic.
     Sub.Opts.PlanExpectedCounts = false;

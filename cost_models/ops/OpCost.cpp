@@ -142,6 +142,7 @@ const Tables &getTables() {
     Add(addMovementRules, "movement");
     Add(addConvPoolRules, "conv");
     Add(addControlFlowRules, "control");
+    Add(addClassicalMLRules, "control");
     return T;
   }();
   return All;

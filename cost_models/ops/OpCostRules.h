@@ -75,6 +75,8 @@ void addControlFlowRules(RuleTable &T);
 /// AffineGrid, GridSample (family "elementwise").
 void addAttentionRules(RuleTable &T);
 void addSignalRules(RuleTable &T);
+/// ClassicalMLOps.cpp: the ai.onnx.ml ops (family "control": AICPU work).
+void addClassicalMLRules(RuleTable &T);
 
 /// The table, built once.
 const RuleTable &getRuleTable();

@@ -624,6 +624,26 @@ DenseMap<const Value *, unsigned> Graph::computeUseCounts() const {
   return Counts;
 }
 
+Error Graph::renameValue(Value *V, StringRef NewName) {
+  if (ValuesByName.count(NewName))
+    return duplicateValue(Name, NewName);
+  ValuesByName.erase(V->Name);
+  V->Name = NewName.str();
+  ValuesByName[V->Name] = V;
+  return Error::success();
+}
+
+void Graph::moveNode(Node *N, unsigned Index) {
+  auto It = llvm::find_if(
+      Nodes, [&](const std::unique_ptr<Node> &P) { return P.get() == N; });
+  if (It == Nodes.end() || Index >= Nodes.size())
+    return;
+  unsigned From = It - Nodes.begin();
+  std::unique_ptr<Node> Held = std::move(Nodes[From]);
+  Nodes.erase(Nodes.begin() + From);
+  Nodes.insert(Nodes.begin() + Index, std::move(Held));
+}
+
 void Graph::eraseNodes(function_ref<bool(const Node &)> Dead) {
   std::vector<std::unique_ptr<Node>> Kept;
   Kept.reserve(Nodes.size());

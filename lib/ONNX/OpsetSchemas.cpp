@@ -62,7 +62,8 @@ using namespace opset;
 /// inference. (Copying the schema object would not do: registration
 /// finalizes it again, counting its inputs twice.)
 OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
-                     int Version) {
+                     int Version, const std::vector<const char *> &NewAttrs,
+                     InferenceFunction Infer) {
   const OpSchema *Src = OpSchemaRegistry::Schema(From, FromVersion, "");
   OpSchema S;
   S.SetName(Name).SetDomain(ONNX_DOMAIN).SinceVersion(Version);
@@ -81,17 +82,15 @@ OpSchema cloneSchema(const char *From, int FromVersion, const char *Name,
     S.Attr(KV.second);
   for (const OpSchema::TypeConstraintParam &T : Src->typeConstraintParams())
     S.TypeConstraint(T.type_param_str, T.allowed_type_strs, "");
-  if (Src->has_type_and_shape_inference_function())
+  addAttributes(S, NewAttrs);
+  if (Infer)
+    S.TypeAndShapeInferenceFunction(Infer);
+  else if (Src->has_type_and_shape_inference_function())
     S.TypeAndShapeInferenceFunction(Src->GetTypeAndShapeInferenceFunction());
   return S;
 }
 
 namespace {
-
-OpSchema cloneAs(const char *From, int FromVersion, const char *Name,
-                 int Version) {
-  return cloneSchema(From, FromVersion, Name, Version);
-}
 
 /// The int64 values of input \p I when they are a constant (initializer or
 /// folded), else false.
@@ -272,21 +271,6 @@ void inferResize(InferenceContext &Ctx) {
   updateOutputShape(Ctx, 0, Out);
 }
 
-void addResizeAttrs(OpSchema &S) {
-  S.Attr("antialias", "", AttributeProto::INT, (int64_t)0)
-      .Attr("axes", "", AttributeProto::INTS, false)
-      .Attr("coordinate_transformation_mode", "", AttributeProto::STRING,
-            std::string("half_pixel"))
-      .Attr("cubic_coeff_a", "", AttributeProto::FLOAT, -0.75f)
-      .Attr("exclude_outside", "", AttributeProto::INT, (int64_t)0)
-      .Attr("extrapolation_value", "", AttributeProto::FLOAT, 0.0f)
-      .Attr("keep_aspect_ratio_policy", "", AttributeProto::STRING,
-            std::string("stretch"))
-      .Attr("mode", "", AttributeProto::STRING, std::string("nearest"))
-      .Attr("nearest_mode", "", AttributeProto::STRING,
-            std::string("round_prefer_floor"));
-}
-
 /// Col2Im-18: [N, C * prod(block), L] -> [N, C, *image_shape].
 void inferCol2Im(InferenceContext &Ctx) {
   propagateElemTypeFromInputToOutput(Ctx, 0, 0);
@@ -342,126 +326,101 @@ void inferBroadcast(InferenceContext &Ctx) {
         getInputShape(Ctx, 0), getInputShape(Ctx, 1), *getOutputShape(Ctx, 0));
 }
 
+std::vector<std::string> indexTypes() {
+  return {"tensor(int32)", "tensor(int64)"};
+}
+
+/// Opset 18's new and changed ops (file header), as data.
+std::vector<SchemaSpec> opset18Table() {
+  std::vector<SchemaSpec> T = {
+      {"Split",
+       18,
+       {"input:T", "split:tensor(int64)?"},
+       {"outputs:T...*"},
+       {"axis:int=0", "num_outputs:int?"},
+       {{"T", allTypes()}},
+       inferSplit},
+      {"Pad",
+       18,
+       {"data:T", "pads:tensor(int64)", "constant_value:T?", "axes:Tind?"},
+       {"output:T"},
+       {"mode:string=constant"},
+       {{"T", allTypes()}, {"Tind", indexTypes()}},
+       inferPad},
+      {"Resize",
+       18,
+       {"X:T1", "roi:T2?", "scales:tensor(float)?", "sizes:tensor(int64)?"},
+       {"Y:T1"},
+       {"antialias:int=0", "axes:ints?",
+        "coordinate_transformation_mode:string=half_pixel",
+        "cubic_coeff_a:float=-0.75", "exclude_outside:int=0",
+        "extrapolation_value:float=0",
+        "keep_aspect_ratio_policy:string=stretch", "mode:string=nearest",
+        "nearest_mode:string=round_prefer_floor"},
+       {{"T1", allTypes()}, {"T2", types(FloatTypes)}},
+       inferResize},
+      {"GroupNormalization",
+       18,
+       {"X:T", "scale:T", "bias:T"},
+       {"Y:T"},
+       {"epsilon:float=1e-5", "num_groups:int"},
+       {{"T", types(FloatTypes)}},
+       sameAsInput},
+      {"BitwiseNot",
+       18,
+       {"X:T"},
+       {"Y:T"},
+       {},
+       {{"T", types(IntTypes)}},
+       sameAsInput},
+      {"Mish",
+       18,
+       {"X:T"},
+       {"Y:T"},
+       {},
+       {{"T", types(FloatTypes)}},
+       sameAsInput},
+      {"Col2Im",
+       18,
+       {"input:T", "image_shape:tensor(int64)", "block_shape:tensor(int64)"},
+       {"output:T"},
+       {"dilations:ints?", "pads:ints?", "strides:ints?"},
+       {{"T", allTypes()}},
+       inferCol2Im},
+      {"CenterCropPad",
+       18,
+       {"input_data:T", "shape:Tind"},
+       {"output_data:T"},
+       {"axes:ints?"},
+       {{"T", allTypes()}, {"Tind", indexTypes()}},
+       inferCenterCropPad},
+  };
+  // Opset 21: GroupNormalization's scale and bias per channel (C) instead
+  // of per group, and the statistics' precision.
+  T.push_back(revised(T, "GroupNormalization", 21, {"stash_type:int=1"}));
+  for (const char *Op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+    T.push_back({Op,
+                 18,
+                 {"A:T", "B:T"},
+                 {"C:T"},
+                 {},
+                 {{"T", types(IntTypes)}},
+                 inferBroadcast});
+  return T;
+}
+
 void addOpset18(std::vector<OpSchema> &Out) {
   for (const char *Op :
        {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
         "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSumSquare"})
-    Out.push_back(cloneAs("ReduceSum", 13, Op, 18));
+    Out.push_back(cloneSchema("ReduceSum", 13, Op, 18));
   // ReduceMax and ReduceMin take bool and 8-bit types from opset 20; the
   // inference is ReduceSum's.
   for (const char *Op : {"ReduceMax", "ReduceMin"})
-    Out.push_back(cloneAs("ReduceSum", 13, Op, 20));
-  {
-    OpSchema S = make("Split", 18);
-    S.Input(0, "input", "", "T")
-        .Input(1, "split", "", "tensor(int64)", OpSchema::Optional)
-        .Output(0, "outputs", "", "T", OpSchema::Variadic, false, 1)
-        .Attr("axis", "", AttributeProto::INT, (int64_t)0)
-        .Attr("num_outputs", "", AttributeProto::INT, false)
-        .TypeConstraint("T", allTypes(), "")
-        .TypeAndShapeInferenceFunction(inferSplit);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("Pad", 18);
-    S.Input(0, "data", "", "T")
-        .Input(1, "pads", "", "tensor(int64)")
-        .Input(2, "constant_value", "", "T", OpSchema::Optional)
-        .Input(3, "axes", "", "Tind", OpSchema::Optional)
-        .Output(0, "output", "", "T")
-        .Attr("mode", "", AttributeProto::STRING, std::string("constant"))
-        .TypeConstraint("T", allTypes(), "")
-        .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "")
-        .TypeAndShapeInferenceFunction(inferPad);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("Resize", 18);
-    S.Input(0, "X", "", "T1")
-        .Input(1, "roi", "", "T2", OpSchema::Optional)
-        .Input(2, "scales", "", "tensor(float)", OpSchema::Optional)
-        .Input(3, "sizes", "", "tensor(int64)", OpSchema::Optional)
-        .Output(0, "Y", "", "T1")
-        .TypeConstraint("T1", allTypes(), "")
-        .TypeConstraint("T2", types(FloatTypes), "")
-        .TypeAndShapeInferenceFunction(inferResize);
-    addResizeAttrs(S);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = cloneAs("LpPool", 11, "LpPool", 18);
-    S.Attr("ceil_mode", "", AttributeProto::INT, (int64_t)0);
-    S.TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
-      propagateElemTypeFromInputToOutput(Ctx, 0, 0);
-      convPoolShapeInference(Ctx, true, true, 0, 1);
-    });
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("GroupNormalization", 18);
-    S.Input(0, "X", "", "T")
-        .Input(1, "scale", "", "T")
-        .Input(2, "bias", "", "T")
-        .Output(0, "Y", "", "T")
-        .Attr("epsilon", "", AttributeProto::FLOAT, 1e-5f)
-        .Attr("num_groups", "", AttributeProto::INT)
-        .TypeConstraint("T", types(FloatTypes), "")
-        .TypeAndShapeInferenceFunction(sameAsInput);
-    Out.push_back(S);
-    // Opset 21: scale and bias per channel (C) instead of per group, and
-    // the statistics' precision.
-    S.SinceVersion(21).Attr("stash_type", "", AttributeProto::INT, (int64_t)1);
-    Out.push_back(S);
-  }
-  for (const char *Op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) {
-    OpSchema S = make(Op, 18);
-    S.Input(0, "A", "", "T")
-        .Input(1, "B", "", "T")
-        .Output(0, "C", "", "T")
-        .TypeConstraint("T", types(IntTypes), "")
-        .TypeAndShapeInferenceFunction(inferBroadcast);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("BitwiseNot", 18);
-    S.Input(0, "X", "", "T")
-        .Output(0, "Y", "", "T")
-        .TypeConstraint("T", types(IntTypes), "")
-        .TypeAndShapeInferenceFunction(sameAsInput);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("Mish", 18);
-    S.Input(0, "X", "", "T")
-        .Output(0, "Y", "", "T")
-        .TypeConstraint("T", types(FloatTypes), "")
-        .TypeAndShapeInferenceFunction(sameAsInput);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("Col2Im", 18);
-    S.Input(0, "input", "", "T")
-        .Input(1, "image_shape", "", "tensor(int64)")
-        .Input(2, "block_shape", "", "tensor(int64)")
-        .Output(0, "output", "", "T")
-        .Attr("dilations", "", AttributeProto::INTS, false)
-        .Attr("pads", "", AttributeProto::INTS, false)
-        .Attr("strides", "", AttributeProto::INTS, false)
-        .TypeConstraint("T", allTypes(), "")
-        .TypeAndShapeInferenceFunction(inferCol2Im);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("CenterCropPad", 18);
-    S.Input(0, "input_data", "", "T")
-        .Input(1, "shape", "", "Tind")
-        .Output(0, "output_data", "", "T")
-        .Attr("axes", "", AttributeProto::INTS, false)
-        .TypeConstraint("T", allTypes(), "")
-        .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "")
-        .TypeAndShapeInferenceFunction(inferCenterCropPad);
-    Out.push_back(S);
-  }
+    Out.push_back(cloneSchema("ReduceSum", 13, Op, 20));
+  Out.push_back(cloneSchema("LpPool", 11, "LpPool", 18, {"ceil_mode:int=0"},
+                            inferPoolWithDilations));
+  addSchemas(Out, opset18Table());
 }
 
 } // namespace
@@ -482,6 +441,7 @@ void registerOpsetSchemas() {
     std::vector<OpSchema> Schemas;
     addOpset18(Schemas);
     addOpset19To23Schemas(Schemas);
+    addMLSchemas(Schemas);
     for (OpSchema &S : Schemas)
       OpSchemaRegistry::OpSchemaRegisterOnce Reg(S);
   });

@@ -79,72 +79,58 @@ void inferDequantize(InferenceContext &Ctx) {
   shapeWithType(Ctx, T);
 }
 
-void addCastAndQuantize(std::vector<OpSchema> &Out) {
-  {
-    OpSchema S = make("Cast", 19);
-    S.Input(0, "input", "", "T1")
-        .Output(0, "output", "", "T2")
-        .Attr("to", "", AttributeProto::INT)
-        .Attr("saturate", "", AttributeProto::INT, (int64_t)1)
-        .TypeConstraint("T1", allTypes(), "")
-        .TypeConstraint("T2", allTypes(), "")
-        .TypeAndShapeInferenceFunction(inferCast);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = cloneSchema("CastLike", 15, "CastLike", 19);
-    S.Attr("saturate", "", AttributeProto::INT, (int64_t)1);
-    S.TypeAndShapeInferenceFunction(
-        [](InferenceContext &Ctx) { shapeWithType(Ctx, elemTypeOf(Ctx, 1)); });
-    Out.push_back(S);
-  }
+/// Cast-19, QuantizeLinear 19/21/23 and DequantizeLinear 19/21/23 (file
+/// header), as data.
+std::vector<SchemaSpec> castAndQuantizeTable() {
+  std::vector<SchemaSpec> T = {{"Cast",
+                                19,
+                                {"input:T1"},
+                                {"output:T2"},
+                                {"to:int", "saturate:int=1"},
+                                {{"T1", allTypes()}, {"T2", allTypes()}},
+                                inferCast}};
   // QuantizeLinear: saturate (19); block_size, output_dtype (21);
   // precision (23). DequantizeLinear: block_size (21), output_dtype (23).
+  auto Any3 = [] {
+    return std::vector<std::pair<const char *, std::vector<std::string>>>{
+        {"T1", allTypes()}, {"T2", allTypes()}, {"T3", allTypes()}};
+  };
   for (int V : {19, 21, 23}) {
-    OpSchema S = make("QuantizeLinear", V);
-    S.Input(0, "x", "", "T1")
-        .Input(1, "y_scale", "", "T2")
-        .Input(2, "y_zero_point", "", "T3", OpSchema::Optional)
-        .Output(0, "y", "", "T3")
-        .Attr("axis", "", AttributeProto::INT, (int64_t)1)
-        .Attr("saturate", "", AttributeProto::INT, (int64_t)1)
-        .TypeConstraint("T1", allTypes(), "")
-        .TypeConstraint("T2", allTypes(), "")
-        .TypeConstraint("T3", allTypes(), "")
-        .TypeAndShapeInferenceFunction(inferQuantize);
-    if (V >= 21)
-      S.Attr("block_size", "", AttributeProto::INT, (int64_t)0)
-          .Attr("output_dtype", "", AttributeProto::INT, (int64_t)0);
-    if (V >= 23)
-      S.Attr("precision", "", AttributeProto::INT, (int64_t)0);
-    Out.push_back(S);
+    SchemaSpec Q{"QuantizeLinear",
+                 V,
+                 {"x:T1", "y_scale:T2", "y_zero_point:T3?"},
+                 {"y:T3"},
+                 {"axis:int=1", "saturate:int=1"},
+                 Any3(),
+                 inferQuantize};
+    SchemaSpec D{"DequantizeLinear",
+                 V,
+                 {"x:T1", "x_scale:T2", "x_zero_point:T1?"},
+                 {"y:T3"},
+                 {"axis:int=1"},
+                 Any3(),
+                 inferDequantize};
+    if (V >= 21) {
+      Q.Attrs.insert(Q.Attrs.end(), {"block_size:int=0", "output_dtype:int=0"});
+      D.Attrs.push_back("block_size:int=0");
+    }
+    if (V >= 23) {
+      Q.Attrs.push_back("precision:int=0");
+      D.Attrs.push_back("output_dtype:int=0");
+    }
+    T.push_back(Q);
+    T.push_back(D);
   }
-  for (int V : {19, 21, 23}) {
-    OpSchema S = make("DequantizeLinear", V);
-    S.Input(0, "x", "", "T1")
-        .Input(1, "x_scale", "", "T2")
-        .Input(2, "x_zero_point", "", "T1", OpSchema::Optional)
-        .Output(0, "y", "", "T3")
-        .Attr("axis", "", AttributeProto::INT, (int64_t)1)
-        .TypeConstraint("T1", allTypes(), "")
-        .TypeConstraint("T2", allTypes(), "")
-        .TypeConstraint("T3", allTypes(), "")
-        .TypeAndShapeInferenceFunction(inferDequantize);
-    if (V >= 21)
-      S.Attr("block_size", "", AttributeProto::INT, (int64_t)0);
-    if (V >= 23)
-      S.Attr("output_dtype", "", AttributeProto::INT, (int64_t)0);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = cloneSchema("AveragePool", 11, "AveragePool", 19);
-    S.Attr("dilations", "", AttributeProto::INTS, false);
-    S.TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
-      propagateElemTypeFromInputToOutput(Ctx, 0, 0);
-      convPoolShapeInference(Ctx, true, true, 0, 1);
-    });
-    Out.push_back(S);
-  }
+  return T;
+}
+
+void addCastAndQuantize(std::vector<OpSchema> &Out) {
+  addSchemas(Out, castAndQuantizeTable());
+  Out.push_back(cloneSchema(
+      "CastLike", 15, "CastLike", 19, {"saturate:int=1"},
+      [](InferenceContext &Ctx) { shapeWithType(Ctx, elemTypeOf(Ctx, 1)); }));
+  Out.push_back(cloneSchema("AveragePool", 11, "AveragePool", 19,
+                            {"dilations:ints?"}, inferPoolWithDilations));
 }
 
 /// DFT-20: axis and dft_length as inputs; the last dim is 1 (real) or 2
@@ -223,52 +209,39 @@ void inferGridSample(InferenceContext &Ctx) {
   updateOutputShape(Ctx, 0, Out);
 }
 
-void addOpset20(std::vector<OpSchema> &Out) {
-  {
-    OpSchema S = make("Gelu", 20);
-    S.Input(0, "X", "", "T")
-        .Output(0, "Y", "", "T")
-        .Attr("approximate", "", AttributeProto::STRING, std::string("none"))
-        .TypeConstraint("T", floatTypes(), "")
-        .TypeAndShapeInferenceFunction(propagateShapeAndTypeFromFirstInput);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("DFT", 20);
-    S.Input(0, "input", "", "T1")
-        .Input(1, "dft_length", "", "T2", OpSchema::Optional)
-        .Input(2, "axis", "", "tensor(int64)", OpSchema::Optional)
-        .Output(0, "output", "", "T1")
-        .Attr("inverse", "", AttributeProto::INT, (int64_t)0)
-        .Attr("onesided", "", AttributeProto::INT, (int64_t)0)
-        .TypeConstraint("T1", floatTypes(), "")
-        .TypeConstraint("T2", {"tensor(int32)", "tensor(int64)"}, "")
-        .TypeAndShapeInferenceFunction(inferDFT);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("AffineGrid", 20);
-    S.Input(0, "theta", "", "T1")
-        .Input(1, "size", "", "tensor(int64)")
-        .Output(0, "grid", "", "T1")
-        .Attr("align_corners", "", AttributeProto::INT, (int64_t)0)
-        .TypeConstraint("T1", floatTypes(), "")
-        .TypeAndShapeInferenceFunction(inferAffineGrid);
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("GridSample", 20);
-    S.Input(0, "X", "", "T1")
-        .Input(1, "grid", "", "T2")
-        .Output(0, "Y", "", "T1")
-        .Attr("align_corners", "", AttributeProto::INT, (int64_t)0)
-        .Attr("mode", "", AttributeProto::STRING, std::string("linear"))
-        .Attr("padding_mode", "", AttributeProto::STRING, std::string("zeros"))
-        .TypeConstraint("T1", allTypes(), "")
-        .TypeConstraint("T2", floatTypes(), "")
-        .TypeAndShapeInferenceFunction(inferGridSample);
-    Out.push_back(S);
-  }
+/// Opset 20's new and changed ops, as data.
+std::vector<SchemaSpec> opset20Table() {
+  return {
+      {"Gelu",
+       20,
+       {"X:T"},
+       {"Y:T"},
+       {"approximate:string=none"},
+       {{"T", floatTypes()}},
+       propagateShapeAndTypeFromFirstInput},
+      {"DFT",
+       20,
+       {"input:T1", "dft_length:T2?", "axis:tensor(int64)?"},
+       {"output:T1"},
+       {"inverse:int=0", "onesided:int=0"},
+       {{"T1", floatTypes()}, {"T2", {"tensor(int32)", "tensor(int64)"}}},
+       inferDFT},
+      {"AffineGrid",
+       20,
+       {"theta:T1", "size:tensor(int64)"},
+       {"grid:T1"},
+       {"align_corners:int=0"},
+       {{"T1", floatTypes()}},
+       inferAffineGrid},
+      {"GridSample",
+       20,
+       {"X:T1", "grid:T2"},
+       {"Y:T1"},
+       {"align_corners:int=0", "mode:string=linear",
+        "padding_mode:string=zeros"},
+       {{"T1", allTypes()}, {"T2", floatTypes()}},
+       inferGridSample},
+  };
 }
 
 /// A static dim of \p S at \p I, or -1.
@@ -351,82 +324,61 @@ void inferAttention(InferenceContext &Ctx) {
   }
 }
 
-void addOpset23(std::vector<OpSchema> &Out) {
-  {
-    OpSchema S = make("Attention", 23);
-    S.Input(0, "Q", "", "T1")
-        .Input(1, "K", "", "T1")
-        .Input(2, "V", "", "T2")
-        .Input(3, "attn_mask", "", "U", OpSchema::Optional)
-        .Input(4, "past_key", "", "T1", OpSchema::Optional)
-        .Input(5, "past_value", "", "T2", OpSchema::Optional)
-        .Output(0, "Y", "", "T1")
-        .Output(1, "present_key", "", "T1", OpSchema::Optional)
-        .Output(2, "present_value", "", "T2", OpSchema::Optional)
-        .Output(3, "qk_matmul_output", "", "T1", OpSchema::Optional)
-        .Attr("is_causal", "", AttributeProto::INT, (int64_t)0)
-        .Attr("kv_num_heads", "", AttributeProto::INT, false)
-        .Attr("q_num_heads", "", AttributeProto::INT, false)
-        .Attr("qk_matmul_output_mode", "", AttributeProto::INT, (int64_t)0)
-        .Attr("scale", "", AttributeProto::FLOAT, false)
-        .Attr("softcap", "", AttributeProto::FLOAT, 0.0f)
-        .Attr("softmax_precision", "", AttributeProto::INT, false)
-        .TypeConstraint("T1", floatTypes(), "")
-        .TypeConstraint("T2", floatTypes(), "")
-        .TypeConstraint("U",
-                        {"tensor(bool)", "tensor(float)", "tensor(float16)",
-                         "tensor(bfloat16)", "tensor(double)"},
-                        "")
-        .TypeAndShapeInferenceFunction(inferAttention);
-    Out.push_back(S);
+void inferRotaryEmbedding(InferenceContext &Ctx) {
+  propagateShapeAndTypeFromFirstInput(Ctx);
+  if (hasInputShape(Ctx, 0)) {
+    int R = getInputShape(Ctx, 0).dim_size();
+    if (R != 3 && R != 4)
+      fail_shape_inference("RotaryEmbedding needs a 3-D or 4-D X");
   }
-  {
-    OpSchema S = make("RotaryEmbedding", 23);
-    S.Input(0, "X", "", "T")
-        .Input(1, "cos_cache", "", "T")
-        .Input(2, "sin_cache", "", "T")
-        .Input(3, "position_ids", "", "M", OpSchema::Optional)
-        .Output(0, "Y", "", "T")
-        .Attr("interleaved", "", AttributeProto::INT, (int64_t)0)
-        .Attr("num_heads", "", AttributeProto::INT, false)
-        .Attr("rotary_embedding_dim", "", AttributeProto::INT, (int64_t)0)
-        .TypeConstraint("T", floatTypes(), "")
-        .TypeConstraint("M", {"tensor(int64)"}, "")
-        .TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
-          propagateShapeAndTypeFromFirstInput(Ctx);
-          if (hasInputShape(Ctx, 0)) {
-            int R = getInputShape(Ctx, 0).dim_size();
-            if (R != 3 && R != 4)
-              fail_shape_inference("RotaryEmbedding needs a 3-D or 4-D X");
-          }
-        });
-    Out.push_back(S);
-  }
-  {
-    OpSchema S = make("RMSNormalization", 23);
-    S.Input(0, "X", "", "T")
-        .Input(1, "scale", "", "V")
-        .Output(0, "Y", "", "V")
-        .Attr("axis", "", AttributeProto::INT, (int64_t)-1)
-        .Attr("epsilon", "", AttributeProto::FLOAT, 1e-5f)
-        .Attr("stash_type", "", AttributeProto::INT, (int64_t)1)
-        .TypeConstraint("T", floatTypes(), "")
-        .TypeConstraint("V", floatTypes(), "")
-        .TypeAndShapeInferenceFunction([](InferenceContext &Ctx) {
-          propagateElemTypeFromInputToOutput(Ctx, 1, 0);
-          if (hasInputShape(Ctx, 0))
-            propagateShapeFromInputToOutput(Ctx, 0, 0);
-        });
-    Out.push_back(S);
-  }
+}
+
+void inferRMSNormalization(InferenceContext &Ctx) {
+  propagateElemTypeFromInputToOutput(Ctx, 1, 0);
+  if (hasInputShape(Ctx, 0))
+    propagateShapeFromInputToOutput(Ctx, 0, 0);
+}
+
+/// Opset 23's LLM ops, as data.
+std::vector<SchemaSpec> opset23Table() {
+  return {
+      {"Attention",
+       23,
+       {"Q:T1", "K:T1", "V:T2", "attn_mask:U?", "past_key:T1?",
+        "past_value:T2?"},
+       {"Y:T1", "present_key:T1?", "present_value:T2?", "qk_matmul_output:T1?"},
+       {"is_causal:int=0", "kv_num_heads:int?", "q_num_heads:int?",
+        "qk_matmul_output_mode:int=0", "scale:float?", "softcap:float=0",
+        "softmax_precision:int?"},
+       {{"T1", floatTypes()},
+        {"T2", floatTypes()},
+        {"U",
+         {"tensor(bool)", "tensor(float)", "tensor(float16)",
+          "tensor(bfloat16)", "tensor(double)"}}},
+       inferAttention},
+      {"RotaryEmbedding",
+       23,
+       {"X:T", "cos_cache:T", "sin_cache:T", "position_ids:M?"},
+       {"Y:T"},
+       {"interleaved:int=0", "num_heads:int?", "rotary_embedding_dim:int=0"},
+       {{"T", floatTypes()}, {"M", {"tensor(int64)"}}},
+       inferRotaryEmbedding},
+      {"RMSNormalization",
+       23,
+       {"X:T", "scale:V"},
+       {"Y:V"},
+       {"axis:int=-1", "epsilon:float=1e-5", "stash_type:int=1"},
+       {{"T", floatTypes()}, {"V", floatTypes()}},
+       inferRMSNormalization},
+  };
 }
 
 } // namespace
 
 void addOpset19To23Schemas(std::vector<OpSchema> &Out) {
   addCastAndQuantize(Out);
-  addOpset20(Out);
-  addOpset23(Out);
+  addSchemas(Out, opset20Table());
+  addSchemas(Out, opset23Table());
 }
 
 } // namespace loom

@@ -205,6 +205,17 @@ Error checkParallelism(const FrameworkProfile &F, const PlanSpec &S,
                 "its TP overlap chunks the sequence-parallel all-gather and "
                 "reduce-scatter (needs sp)",
                 F.TPOverlapSource);
+  unsigned CP = S.CP.getValueOr(1);
+  if (CP > 1) {
+    CPAlgo A = S.CPA.getValueOr(CPAlgo::Ring);
+    if (F.getCPAlgoName(A).empty())
+      return Fail("cp=" + Twine(CP) + ",cp_algo=" + loom::getCPAlgoName(A),
+                  F.ContextParallel.empty()
+                      ? "it has no context parallelism"
+                      : "its context-parallel algorithms are " +
+                            join(F.ContextParallel, ", "),
+                  F.ContextParallelSource);
+  }
   if (S.Grad && !is_contained(F.Grads, *S.Grad))
     return Fail("grad=" + getGradPrecisionName(*S.Grad),
                 "it reduces gradients in " +
@@ -249,6 +260,20 @@ Error checkOrder(const FrameworkProfile &F, const PlanSpec &S,
 }
 
 } // namespace
+
+std::string FrameworkProfile::getCPAlgoName(CPAlgo A) const {
+  // The names each framework gives Loom's two lowerings: the K/V ring
+  // (Megatron-Core --cp-comm-type p2p; MindSpeed megatron_cp_algo) and
+  // the all-to-all over heads (Megatron-Core a2a; MindSpeed
+  // ulysses_cp_algo; DeepSpeed-Ulysses).
+  static const char *Ring[] = {"p2p", "megatron_cp_algo", "ring"};
+  static const char *A2A[] = {"a2a", "ulysses_cp_algo", "ulysses"};
+  for (const char *N :
+       A == CPAlgo::Ring ? makeArrayRef(Ring) : makeArrayRef(A2A))
+    if (is_contained(ContextParallel, N))
+      return N;
+  return "";
+}
 
 Error checkSpec(const FrameworkProfile &F, const PlanSpec &S,
                 const FrameworkContext &Ctx) {

@@ -363,6 +363,7 @@ void convertRuns(const RawRuns &R, FrameworkProfile &F) {
   F.GradsSource = R.Grads.Source;
   for (const auto &W : R.CP.Values)
     F.ContextParallel.push_back(W.S);
+  F.ContextParallelSource = R.CP.Source;
   for (const auto &W : R.Schedules.Values)
     F.PipelineSchedules.push_back(W.S);
 }

@@ -84,7 +84,7 @@ enumerateMeshDegrees(const DegreeSpace &S, const PlanSpec &F, bool AllowIdle) {
 
 Optional<int64_t> suggestGlobalBatch(const ParallelPlan &P, uint64_t Devices,
                                      int64_t Batch) {
-  uint64_t TPPP = (uint64_t)P.TP * P.PP, Max = Devices / TPPP;
+  uint64_t TPPP = (uint64_t)P.TP * P.CP * P.PP, Max = Devices / TPPP;
   if (P.DP >= Max || Batch <= 0)
     return None;
   int64_t Unit = (int64_t)(Max * P.MicroBatchSize);

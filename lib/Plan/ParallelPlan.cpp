@@ -1,11 +1,11 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
 #include "loom/Plan/Offload.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 
@@ -17,18 +17,26 @@ namespace loom {
 
 StringRef getRecomputeName(Recompute R) {
   switch (R) {
-  case Recompute::None: return "none";
-  case Recompute::Selective: return "selective";
-  case Recompute::Full: return "full";
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
   }
   return "none";
 }
 
+StringRef getCPAlgoName(CPAlgo A) { return A == CPAlgo::A2A ? "a2a" : "ring"; }
+
 StringRef getMeshAxisName(MeshAxis A) {
   switch (A) {
-  case MeshAxis::EP: return "ep";
-  case MeshAxis::DP: return "dp";
-  case MeshAxis::PP: return "pp";
+  case MeshAxis::EP:
+    return "ep";
+  case MeshAxis::DP:
+    return "dp";
+  case MeshAxis::PP:
+    return "pp";
   }
   return "dp";
 }
@@ -66,8 +74,8 @@ SmallVector<MeshAxis, 3> getNonTrivialAxes(const AxisOrder &O, unsigned EP,
   return R;
 }
 
-AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP,
-                             unsigned DPOuter, unsigned PP) {
+AxisOrder canonicalAxisOrder(const AxisOrder &O, unsigned EP, unsigned DPOuter,
+                             unsigned PP) {
   SmallVector<MeshAxis, 3> Key = getNonTrivialAxes(O, EP, DPOuter, PP);
   if (getNonTrivialAxes(DefaultAxisOrder, EP, DPOuter, PP) == Key)
     return DefaultAxisOrder;
@@ -90,15 +98,18 @@ SmallVector<AxisOrder, 6> getDistinctAxisOrders(unsigned EP, unsigned DPOuter,
 
 unsigned ParallelPlan::getAxisSize(MeshAxis A) const {
   switch (A) {
-  case MeshAxis::EP: return EP;
-  case MeshAxis::DP: return DP / std::max(1u, EP);
-  case MeshAxis::PP: return PP;
+  case MeshAxis::EP:
+    return EP;
+  case MeshAxis::DP:
+    return DP / std::max(1u, EP);
+  case MeshAxis::PP:
+    return PP;
   }
   return 1;
 }
 
 unsigned ParallelPlan::getAxisStride(MeshAxis A) const {
-  unsigned Stride = TP;
+  unsigned Stride = TP * CP; // cp sits right outside tp
   for (MeshAxis B : Order) {
     if (B == A)
       break;
@@ -128,6 +139,8 @@ std::string ParallelPlan::str() const {
     OS << ",dp_overlap=off";
   if (!PPOverlap)
     OS << ",pp_overlap=off";
+  if (CP > 1)
+    OS << ",cp=" << CP << ",cp_algo=" << getCPAlgoName(CPA);
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -166,19 +179,27 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     auto Positive = [&](Optional<unsigned> &Out) -> Error {
       unsigned V;
       if (Val.getAsInteger(10, V) || V == 0 || V > (1u << 24))
-        return planError(Key + "=" + Val +
-                         ": expected a positive integer");
+        return planError(Key + "=" + Val + ": expected a positive integer");
       Out = V;
       return Error::success();
     };
     Error E = Error::success();
-    if (Key == "tp") E = Positive(Spec.TP);
-    else if (Key == "pp") E = Positive(Spec.PP);
-    else if (Key == "dp") E = Positive(Spec.DP);
-    else if (Key == "ep") E = Positive(Spec.EP);
-    else if (Key == "mb") E = Positive(Spec.MicroBatchSize);
-    else if (Key == "nmb") E = Positive(Spec.NumMicroBatches);
-    else if (Key == "vpp") E = Positive(Spec.VirtualStages);
+    if (Key == "tp")
+      E = Positive(Spec.TP);
+    else if (Key == "pp")
+      E = Positive(Spec.PP);
+    else if (Key == "dp")
+      E = Positive(Spec.DP);
+    else if (Key == "ep")
+      E = Positive(Spec.EP);
+    else if (Key == "cp")
+      E = Positive(Spec.CP);
+    else if (Key == "mb")
+      E = Positive(Spec.MicroBatchSize);
+    else if (Key == "nmb")
+      E = Positive(Spec.NumMicroBatches);
+    else if (Key == "vpp")
+      E = Positive(Spec.VirtualStages);
     else if (Key == "zero") {
       unsigned V;
       if (Val.getAsInteger(10, V) || V > 3)
@@ -206,6 +227,16 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
         return planError("recompute=" + Val +
                          ": expected none, selective or full");
       Spec.RC = *R;
+    } else if (Key == "cp_algo") {
+      Optional<CPAlgo> A = StringSwitch<Optional<CPAlgo>>(Val)
+                               .Case("ring", CPAlgo::Ring)
+                               .Case("a2a", CPAlgo::A2A)
+                               .Default(None);
+      if (!A)
+        return planError("cp_algo=" + Val +
+                         ": expected ring (K/V passed around the cp group) "
+                         "or a2a (all-to-all over heads)");
+      Spec.CPA = *A;
     } else if (Key == "grad") {
       Optional<GradPrecision> G = StringSwitch<Optional<GradPrecision>>(Val)
                                       .Case("fp32", GradPrecision::FP32)
@@ -219,6 +250,13 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       Val.split(Parts, '-');
       if (!Parts.empty() && Parts.front() == "tp")
         Parts.erase(Parts.begin());
+      // cp's one place: right outside tp (ParallelPlan.h).
+      if (!Parts.empty() && Parts.front() == "cp")
+        Parts.erase(Parts.begin());
+      if (is_contained(Parts, "cp"))
+        return planError("order=" + Val +
+                         ": cp sits right after tp (tp-cp-...), as in "
+                         "Megatron-Core's order tp-cp-ep-dp-pp");
       SmallVector<MeshAxis, 3> Listed;
       bool Ok = !Parts.empty() && Parts.size() <= 3;
       for (unsigned I = 0; Ok && I < Parts.size(); ++I) {
@@ -233,9 +271,9 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       }
       if (!Ok)
         return planError("order=" + Val +
-                         ": expected tp then ep, dp and pp in some order, "
-                         "innermost first, joined by '-' (e.g. "
-                         "tp-ep-dp-pp; tp is always innermost)");
+                         ": expected tp (and cp) then ep, dp and pp in some "
+                         "order, innermost first, joined by '-' (e.g. "
+                         "tp-cp-ep-dp-pp; tp is always innermost)");
       // Axes left out go outside the listed ones, in the default order.
       for (MeshAxis A : DefaultAxisOrder)
         if (!is_contained(Listed, A))
@@ -270,8 +308,9 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
     } else {
       return planError("unknown key '" + Key +
                        "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "recompute, zero, grad, order, offload, emb, "
-                       "tp_overlap, dp_overlap, pp_overlap, stages or rest");
+                       "cp, cp_algo, recompute, zero, grad, order, offload, "
+                       "emb, tp_overlap, dp_overlap, pp_overlap, stages or "
+                       "rest");
     }
     if (E)
       return std::move(E);
@@ -287,13 +326,16 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
                                     int64_t Batch) {
   ParallelPlan P;
   P.TP = Spec.TP.getValueOr(1);
-  P.PP = Spec.PP.getValueOr(Spec.StageLayers.empty()
-                                ? 1
-                                : (unsigned)Spec.StageLayers.size());
-  uint64_t TPPP = (uint64_t)P.TP * P.PP;
+  P.PP = Spec.PP.getValueOr(
+      Spec.StageLayers.empty() ? 1 : (unsigned)Spec.StageLayers.size());
+  P.CP = Spec.CP.getValueOr(1);
+  P.CPA = Spec.CPA.getValueOr(CPAlgo::Ring);
+  if (Spec.CPA && P.CP == 1)
+    return planError("cp_algo=" + getCPAlgoName(P.CPA) + " needs cp > 1");
+  uint64_t TPPP = (uint64_t)P.TP * P.CP * P.PP;
   if (TPPP > Devices)
-    return planError("tp*pp = " + Twine(TPPP) + " needs more than the " +
-                     Twine(Devices) + " devices");
+    return planError((P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") + Twine(TPPP) +
+                     " needs more than the " + Twine(Devices) + " devices");
   if (Spec.DP) {
     P.DP = *Spec.DP;
   } else {
@@ -311,12 +353,14 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
         }
   }
   if ((uint64_t)P.DP * TPPP > Devices)
-    return planError("dp*tp*pp = " + Twine((uint64_t)P.DP * TPPP) +
-                     " but the cluster has " + Twine(Devices) + " devices");
+    return planError((P.CP > 1 ? "dp*tp*cp*pp = " : "dp*tp*pp = ") +
+                     Twine((uint64_t)P.DP * TPPP) + " but the cluster has " +
+                     Twine(Devices) + " devices");
   P.EP = Spec.EP.getValueOr(1);
   if (P.DP % P.EP)
-    return planError("ep=" + Twine(P.EP) + " does not divide dp = " +
-                     Twine(P.DP) + " (expert-parallel ranks are carved out of "
+    return planError("ep=" + Twine(P.EP) +
+                     " does not divide dp = " + Twine(P.DP) +
+                     " (expert-parallel ranks are carved out of "
                      "the data-parallel ones)");
   P.SP = Spec.SP.getValueOr(false);
   if (P.SP && P.TP == 1)
@@ -362,6 +406,9 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.TP = P.TP;
   S.PP = P.PP;
   S.EP = P.EP;
+  S.CP = P.CP;
+  if (P.CP > 1) // cp_algo means nothing at cp = 1 (completePlan refuses it)
+    S.CPA = P.CPA;
   S.SP = P.SP;
   S.MicroBatchSize = P.MicroBatchSize;
   S.NumMicroBatches = P.NumMicroBatches;
@@ -418,6 +465,8 @@ void writePlanJSON(json::OStream &J, const ParallelPlan &P,
   J.attribute("micro_batch_size", P.MicroBatchSize);
   J.attribute("num_micro_batches", P.NumMicroBatches);
   J.attribute("virtual_stages", P.VirtualStages);
+  J.attribute("cp", P.CP);
+  J.attribute("cp_algo", getCPAlgoName(P.CPA));
   J.attribute("recompute", getRecomputeName(P.RC));
   J.attribute("zero_stage", P.ZeroStage);
   J.attribute("grad_dtype", getGradPrecisionName(P.Grad));

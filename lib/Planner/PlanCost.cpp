@@ -5,6 +5,7 @@
 #include "loom/Cost/Overlap.h"
 #include "loom/Cost/Pipeline.h"
 #include "loom/IR/Subgraphs.h"
+#include "loom/Planner/ContextParallel.h"
 #include "loom/Planner/OffloadCost.h"
 #include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/DenseMap.h"
@@ -61,6 +62,9 @@ struct NodeFacts {
   /// (unrolled) or every expert at once (stacked, NumExperts of them).
   bool Expert = false;
   unsigned StackedExperts = 0;
+  /// In the attention core, fused or not: what a cp ring overlaps its K/V
+  /// sends with (ContextParallel.h).
+  bool CoreNode = false;
 };
 
 /// One MoE layer's EP traffic at the full batch: tokens in, outputs back.
@@ -81,11 +85,19 @@ struct LayerFacts {
   /// KV cache: the K and V tensors of the attention matmuls, before any
   /// GQA expansion (kvCacheSource).
   double KVBytes = 0, KVElements = 0;
+  /// The attention output (the context products' results: the size of Q
+  /// for equal head sizes) at the full batch, and the heads of Q and of
+  /// K/V ([B, H, S, D] operands; 0 when not found): what cp's a2a moves
+  /// and needs to divide.
+  double QOBytes = 0;
+  int64_t QHeads = 0, KVHeads = 0;
   double Flops = 0, BackwardFlops = 0;
 };
 
 struct LayerTimes {
   double Fwd = 0, Bwd = 0, AttnFwd = 0;
+  /// The attention core's forward and backward, fused or not (CoreNode).
+  double CoreFwd = 0, CoreBwd = 0;
   /// The TP-sharded weight GEMMs' part of Fwd and Bwd.
   double GemmFwd = 0, GemmBwd = 0;
   /// The tp collectives of the forward and of the backward, and the
@@ -166,8 +178,14 @@ struct PlanContext {
   double GradWidth;
   /// What sequence parallelism divides the replicated activations by.
   double SeqDiv;
-  /// Micro-batch over the bound batch: scales the analysed activations.
+  /// Micro-batch over the bound batch, over cp (each cp rank holds 1/cp
+  /// of every sequence): scales the analysed activations.
   double ActScale;
+  /// Context parallelism: its group (right outside tp), and the ranks the
+  /// weight gradients are reduced and ZeRO-partitioned over, dp x cp.
+  unsigned CP = 1;
+  GroupShape CPG;
+  unsigned DPCP = 1;
   /// Shares of compute the overlapped collectives hold (0 where the YAML
   /// gives none).
   double OvTP = 0, OvDP = 0, OvPP = 0;
@@ -178,6 +196,9 @@ struct PlanContext {
 struct StageSums {
   double Params = 0, ExpertParams = 0, Act = 0, KV = 0, TPFwd = 0, TPBwd = 0,
          EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
+  /// cp's attention communication per micro-batch: all of it, and the
+  /// part not hidden behind attention (ContextParallel.h).
+  double CPFwd = 0, CPBwd = 0, CPExpFwd = 0, CPExpBwd = 0;
   /// The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
   /// what tp_overlap hides behind the GEMMs.
   double TPActFwd = 0, TPActBwd = 0;
@@ -234,7 +255,7 @@ struct PlanEvaluator::Impl {
                    std::unique_ptr<ConfigSplit>>
       Configs;
   mutable std::map<
-      std::tuple<unsigned, unsigned, unsigned, bool, unsigned, bool>,
+      std::tuple<unsigned, unsigned, unsigned, bool, unsigned, bool, unsigned>,
       LayerTimes>
       Cache;
   /// getLayerSummary's all-reduces, per layer.
@@ -295,7 +316,8 @@ struct PlanEvaluator::Impl {
     return *It->second;
   }
   const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
-                               unsigned EP, bool AllTables = false) const;
+                               unsigned EP, bool AllTables = false,
+                               unsigned CP = 1) const;
   double nodeTime(const NodeFacts &F, const NodeSplit &S, double ActScale,
                   unsigned TP, bool Backward, unsigned EP) const;
 
@@ -683,6 +705,23 @@ void PlanEvaluator::Impl::computeModelFlops() {
 /// most a few element-wise or layout ops (scale, mask, dropout, head
 /// reshapes). A product of two activations elsewhere (a gating product, a
 /// bilinear layer) is ordinary work.
+/// What cp's a2a needs of an attention core product \p N of layer \p L:
+/// a context product's output is the attention output; a scores product
+/// reads Q as [B, H, S, D] (the matmul's batch dims), whose dim 1 is the
+/// heads.
+static void noteAttentionShape(LayerFacts &L, const Node &N, bool Context) {
+  if (N.getOpType() == "Softmax")
+    return;
+  if (Context) {
+    if (N.getOutput(0))
+      L.QOBytes += valueBytes(N.getOutput(0));
+    return;
+  }
+  const Value *Q = N.getInput(0);
+  if (Q && Q->Type.getRank() == 4 && Q->Type.Dims[1].isStatic())
+    L.QHeads = Q->Type.Dims[1].Size;
+}
+
 void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
   DenseMap<const Node *, NodeFacts *> FactsOf;
   for (LayerFacts &L : LF)
@@ -705,7 +744,7 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
            !(F && F->C && F->C->Cost.Unit == ComputeUnit::Cube);
   };
   constexpr unsigned MaxSteps = 6;
-  DenseSet<const Node *> Core;
+  DenseSet<const Node *> Core, Context;
   for (const auto &NP : G.getNodes()) {
     const Node *S = NP.get();
     if (S->getOpType() != "Softmax" || !S->getInput(0) || !S->getOutput(0))
@@ -743,9 +782,10 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
       if (U == Users.end())
         continue;
       for (const Node *N : U->second) {
-        if (IsProduct(N))
+        if (IsProduct(N)) {
           Core.insert(N);
-        else if (Steps < MaxSteps && IsPassThrough(N) && N->getOutput(0))
+          Context.insert(N);
+        } else if (Steps < MaxSteps && IsPassThrough(N) && N->getOutput(0))
           Work.push_back({N->getOutput(0), Steps + 1});
       }
     }
@@ -756,6 +796,8 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
       if (!Core.count(F.N))
         continue;
       F.AttentionCore = true;
+      F.CoreNode = true;
+      noteAttentionShape(L, *F.N, Context.count(F.N));
       // K^T of the scores and V of the context: each cached once, at its
       // size before any GQA repeat.
       if (F.N->getOpType() != "Softmax" && F.N->getNumInputs() >= 2 &&
@@ -770,6 +812,16 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
       if (F.C && F.C->Cost.FusedKernel == "attention")
         F.AttentionCore = false;
     }
+  // K/V heads from the sizes, whatever their layout: K and V hold
+  // 2 * B * S * KVH * D elements, the output B * S * QH * D.
+  for (LayerFacts &L : LF) {
+    double QOElems = 0;
+    for (const NodeFacts &F : L.Nodes)
+      if (Context.count(F.N) && F.N->getOutput(0))
+        QOElems += F.N->getOutput(0)->Type.getNumElements().getValueOr(0);
+    if (L.QHeads > 0 && QOElems > 0)
+      L.KVHeads = std::llround(L.QHeads * L.KVElements / (2 * QOElems));
+  }
 }
 
 double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
@@ -852,8 +904,8 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
 
 const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
                                                   unsigned MB, bool SP,
-                                                  unsigned EP,
-                                                  bool AllTables) const {
+                                                  unsigned EP, bool AllTables,
+                                                  unsigned CP) const {
   // Identical blocks cost the same: key by the representative the rules
   // ran over.
   AllTables &= !Tables.empty();
@@ -861,11 +913,14 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
   unsigned Key = CS.RepOf[L];
   if (LF[L].EP.empty())
     EP = 1; // no experts: the same times at every ep
-  auto K = std::make_tuple(Key, TP, MB, SP, EP, AllTables);
+  auto K = std::make_tuple(Key, TP, MB, SP, EP, AllTables, CP);
   auto It = Cache.find(K);
   if (It != Cache.end())
     return It->second;
-  double ActScale = (double)MB / Opts.Batch;
+  // cp ranks each hold 1/cp of every sequence: the tokens of MB / cp
+  // samples (attention: seq/cp queries against the whole sequence, 1/cp
+  // of the scores with the ring's balanced chunks or a2a's heads).
+  double ActScale = (double)MB / Opts.Batch / CP;
   LayerTimes T;
   DenseMap<const Value *, unsigned> LinearOf;
   const LayerSplit &LS = CS.get(L);
@@ -900,6 +955,10 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
     }
     if (F.AttentionCore)
       T.AttnFwd += Fwd;
+    if (F.CoreNode) {
+      T.CoreFwd += Fwd;
+      T.CoreBwd += Bwd;
+    }
   }
   if (TP > 1) {
     GroupShape TPG = Outer.getGroupShape({{1u, TP}});
@@ -960,12 +1019,17 @@ GroupShape PlanEvaluator::getGroupShape(const ParallelPlan &P,
   };
   if (Group == "tp")
     return getGroupShape({{1u, P.TP}});
+  if (Group == "cp") // right outside tp (ParallelPlan.h)
+    return getGroupShape({{P.TP, P.CP}});
   if (Group == "ep")
     return getGroupShape({Axis(MeshAxis::EP)});
+  // Weight gradients are reduced over dp x cp: cp ranks hold the same
+  // weights (Megatron-Core's data-parallel group with cp).
   if (Group == "dp")
-    return getGroupShape({Axis(MeshAxis::EP), Axis(MeshAxis::DP)});
+    return getGroupShape(
+        {{P.TP, P.CP}, Axis(MeshAxis::EP), Axis(MeshAxis::DP)});
   if (Group == "dp_ep")
-    return getGroupShape({Axis(MeshAxis::DP)});
+    return getGroupShape({{P.TP, P.CP}, Axis(MeshAxis::DP)});
   assert(Group == "pp" && "unknown group");
   return getGroupShape({{P.getAxisStride(MeshAxis::PP), 2u}});
 }
@@ -1012,10 +1076,11 @@ PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
 
 PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
                                                      unsigned TP, unsigned MB,
-                                                     bool SP,
-                                                     unsigned EP) const {
-  const LayerTimes &T = I->layerTimes(
-      std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP, EP);
+                                                     bool SP, unsigned EP,
+                                                     unsigned CP) const {
+  const LayerTimes &T =
+      I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP, EP,
+                    /*AllTables=*/false, CP);
   return {T.Fwd, T.Bwd, T.AttnFwd};
 }
 
@@ -1084,6 +1149,20 @@ PlanEvaluator::TPSplit PlanEvaluator::getTPSplit(unsigned Layer, unsigned TP,
 
 double PlanEvaluator::getPeakFlops() const { return I->Peak; }
 
+std::string PlanEvaluator::getCPIllegalReason(const ParallelPlan &P) const {
+  if (P.CP <= 1)
+    return "";
+  // The attention layers' heads (the first that has them).
+  int64_t QH = 0, KVH = 0;
+  for (const LayerFacts &L : I->LF)
+    if (L.QHeads > 0) {
+      QH = L.QHeads;
+      KVH = L.KVHeads;
+      break;
+    }
+  return loom::getCPIllegalReason(P.CPA, P.CP, P.TP, I->Opts.Seq, QH, KVH);
+}
+
 ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {
   return I->Experts;
 }
@@ -1130,6 +1209,9 @@ Error PlanEvaluator::Impl::checkPlan(const ParallelPlan &P) const {
       return createStringError(inconvertibleErrorCode(),
                                "ep=%u does not divide dp=%u", P.EP, P.DP);
   }
+  std::string Why = Outer.getCPIllegalReason(P);
+  if (!Why.empty())
+    return createStringError(inconvertibleErrorCode(), Why.c_str());
   return checkOffloadHardware(P.Offload, HW, Opts.Train);
 }
 
@@ -1163,7 +1245,10 @@ static PlanContext makePlanContext(const PlanEvaluator &PE,
                 PE.getGroupShape(P, "pp"),
                 P.getGradBytes(),
                 P.SP ? (double)P.TP : 1.0,
-                (double)P.MicroBatchSize / Batch};
+                (double)P.MicroBatchSize / Batch / P.CP};
+  C.CP = P.CP;
+  C.CPG = PE.getGroupShape(P, "cp");
+  C.DPCP = P.DP * P.CP;
   if (const DeviceClass *AC = HW.getClass("aicore"))
     if (AC->Overlap) {
       C.OvTP = AC->Overlap->TP.getValueOr(0);
@@ -1206,11 +1291,26 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
     });
     const LayerTimes *Found = SeenIt != SeenTimes.end() ? SeenIt->T : nullptr;
     if (!Found) {
-      Found = &layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables);
+      Found = &layerTimes(L, TP, P.MicroBatchSize, P.SP, EP, AllTables, P.CP);
       if (SeenTimes.size() < 8) // layers that do not repeat: the map
         SeenTimes.push_back({Rep, NoEP, Found});
     }
     const LayerTimes &T = *Found;
+    if (P.CP > 1 && F.KVBytes > 0) {
+      // The sequence split's attention traffic, per rank: K/V and the
+      // output at the tp and cp split (ActScale has the cp).
+      CPLayerInputs CI;
+      CI.KVBytes = F.KVBytes / TP * C.ActScale;
+      CI.QOBytes = F.QOBytes / TP * C.ActScale;
+      CI.AttnFwdS = T.CoreFwd;
+      CI.AttnBwdS = T.CoreBwd;
+      CI.Train = Opts.Train;
+      CPLayerCost CC = costContextParallelLayer(P.CPA, P.CP, CI, C.CPG, HW);
+      S.CPFwd += CC.FwdS;
+      S.CPBwd += CC.BwdS;
+      S.CPExpFwd += CC.FwdExposedS;
+      S.CPExpBwd += CC.BwdExposedS;
+    }
     SC.ForwardS += T.Fwd;
     SC.GemmFwdS += T.GemmFwd;
     SC.GemmBwdS += T.GemmBwd;
@@ -1335,7 +1435,7 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
 void PlanEvaluator::Impl::addZero3Gathers(const PlanContext &C,
                                           StageSums &S) const {
   const ParallelPlan &P = C.P;
-  if (P.ZeroStage >= 3 && P.DP > 1) {
+  if (P.ZeroStage >= 3 && C.DPCP > 1) {
     double Gather =
         collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
             .Seconds;
@@ -1354,8 +1454,10 @@ void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
   const ParallelPlan &P = C.P;
   SC.TPCommS = S.TPFwd + S.TPBwd;
   SC.EPCommS = S.EPFwd + S.EPBwd;
-  SC.ForwardCommS = S.TPFwd + S.EPFwd;
-  SC.BackwardCommS = S.TPBwd + S.EPBwd;
+  SC.CPCommS = S.CPExpFwd + S.CPExpBwd;
+  SC.CPCommTotalS = S.CPFwd + S.CPBwd;
+  SC.ForwardCommS = S.TPFwd + S.EPFwd + S.CPExpFwd;
+  SC.BackwardCommS = S.TPBwd + S.EPBwd + S.CPExpBwd;
   SC.ParamCount = S.Params + S.ExpertParams;
   SC.ExpertParamCount = S.ExpertParams;
   // Pipeline transfers: the boundary activations, split across TP ranks
@@ -1437,8 +1539,10 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
       SC.OverlapBwdS += BwdSends;
   }
   SC.PipeSendS = SC.SendLagS;
-  SC.PipeForwardS = SC.ForwardS + S.TPFwd + S.EPFwd + SC.OverlapFwdS;
-  SC.PipeBackwardS = SC.BackwardS + S.TPBwd + S.EPBwd + SC.OverlapBwdS;
+  SC.PipeForwardS =
+      SC.ForwardS + S.TPFwd + S.EPFwd + S.CPExpFwd + SC.OverlapFwdS;
+  SC.PipeBackwardS =
+      SC.BackwardS + S.TPBwd + S.EPBwd + S.CPExpBwd + SC.OverlapBwdS;
 }
 
 StageMemoryInputs
@@ -1460,11 +1564,11 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
   // the stage runs at a time.
   if (!Opts.Train)
     MI.ActivationWorkspaceBytes = S.MaxLayerLive;
-  MI.DP = P.DP;
+  MI.DP = C.DPCP; // ZeRO partitions over dp x cp (Megatron-Core)
   MI.ZeroStage = P.ZeroStage;
   MI.GradBytesPerParam = C.GradWidth;
   MI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
-  bool AnyComm = C.TP > 1 || P.DP > 1 || P.PP > 1;
+  bool AnyComm = C.TP > 1 || C.DPCP > 1 || P.PP > 1;
   MI.CommBufferBytes = AnyComm ? Opts.CommBufferBytes : 0;
   // Reserved HBM is already outside HBMBytes (capacity - reserved), the
   // budget the stage is compared with: not counted again here.
@@ -1478,7 +1582,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
     StageMemoryInputs XI;
     XI.Train = Opts.Train;
     XI.ParamCount = S.ExpertParams;
-    XI.DP = P.DP / C.EP;
+    XI.DP = P.DP / C.EP * C.CP;
     XI.ZeroStage = P.ZeroStage;
     XI.GradBytesPerParam = C.GradWidth;
     XI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
@@ -1495,7 +1599,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
 void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
                                      const StageSums &S) const {
   const ParallelPlan &P = C.P;
-  if (!Opts.Train || P.DP <= 1)
+  if (!Opts.Train || C.DPCP <= 1)
     return;
   double GradBytes = S.Params * C.GradWidth;
   CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
@@ -1511,7 +1615,7 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   // Expert gradients over dp_ep (the ranks holding the same experts),
   // after the rest.
   double ExpertGrad = S.ExpertParams * C.GradWidth;
-  if (ExpertGrad > 0 && P.DP / C.EP > 1) {
+  if (ExpertGrad > 0 && P.DP / C.EP * C.CP > 1) {
     SC.DPSyncS += collectiveTime(K, ExpertGrad, C.DPEPG, HW).Seconds;
     if (P.ZeroStage >= 1)
       SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
@@ -1541,7 +1645,7 @@ double PlanEvaluator::Impl::dpTailS(const PlanContext &C, const StageSums &S,
   // parameter all-gather is the first the next forward waits for.
   const ParallelPlan &P = C.P;
   double Bucket = Opts.DDPBucketParams > 0 ? Opts.DDPBucketParams
-                                           : std::max(40e6, 1e6 * P.DP);
+                                           : std::max(40e6, 1e6 * C.DPCP);
   double Tail = std::min(S.Params, std::max(Bucket, S.FirstLayerMaxParam));
   double T = collectiveTime(K, Tail * C.GradWidth, C.DPG, HW).Seconds;
   if (P.ZeroStage >= 1)
@@ -1562,7 +1666,7 @@ void PlanEvaluator::Impl::costOptimizer(const PlanContext &C, StageCost &SC,
   // the 24 of the states; plans that differ only in gradient precision
   // tie when the DP sync is hidden, and the tie goes to fp32.
   double Local = P.ZeroStage >= 1
-                     ? S.Params / P.DP + S.ExpertParams / (P.DP / C.EP)
+                     ? S.Params / C.DPCP + S.ExpertParams / (P.DP / C.EP * C.CP)
                      : S.Params + S.ExpertParams;
   SC.OptimizerS = Local * 28 / C.HBM->Bandwidth.value();
 }
@@ -1577,9 +1681,10 @@ void PlanEvaluator::Impl::costOffload(const PlanContext &C, StageCost &SC,
   OI.ActivationBytesPerMicroBatch = MI.ActivationBytesPerMicroBatch;
   OI.InFlightMicroBatches = MI.InFlightMicroBatches;
   OI.ActivationWorkspaceBytes = MI.ActivationWorkspaceBytes;
-  OI.UpdatedParams = P.ZeroStage >= 1
-                         ? S.Params / P.DP + S.ExpertParams / (P.DP / C.EP)
-                         : S.Params + S.ExpertParams;
+  OI.UpdatedParams =
+      P.ZeroStage >= 1
+          ? S.Params / C.DPCP + S.ExpertParams / (P.DP / C.EP * C.CP)
+          : S.Params + S.ExpertParams;
   OI.NumLayers = SC.NumLayers;
   OI.NumMicroBatches = P.NumMicroBatches;
   OI.ComputePerMicroBatchS = SC.ForwardS + SC.BackwardS;
@@ -1726,7 +1831,7 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
     SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
     // Overlaps change what of the communication shows (OverlapFwdS/BwdS
     // hold the sends when they are waited for).
-    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS +
+    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS + SC.CPCommS +
                            (P.PPOverlap ? SC.P2PS : 0.0) + SC.OverlapFwdS +
                            SC.OverlapBwdS + SC.Offload.ExposedPerMicroBatchS) +
                       SC.DPExposedS;

@@ -1,13 +1,15 @@
 //===- RuleSplit.cpp - How a candidate splits each layer, from the rules --===//
 //
-// The propagation here is lib/Shard/Propagation.cpp's, step for step (the
-// rule table in graph order, weight chains decided by their consumer,
-// tokens entering expert work seen replicated at ep > 1, everything
-// replicated at tp = 1), run on the planning graph and skipping layers
-// that repeat a representative (RuleSplit.h).
+// The propagation here is the one driver lib/Shard/Propagation.cpp also
+// runs (include/loom/Shard/Propagate.h: the rule table in graph order,
+// weight chains decided by their consumer, tokens entering expert work
+// seen replicated at ep > 1, everything replicated at tp = 1), run on the
+// planning graph and skipping layers that repeat a representative
+// (RuleSplit.h).
 //
 //===----------------------------------------------------------------------===//
 #include "RuleSplit.h"
+#include "loom/Shard/Propagate.h"
 #include "llvm/ADT/STLExtras.h"
 #include <cstdint>
 #include <set>
@@ -52,8 +54,8 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
   DupOf.assign(Layers.size(), -1);
   External.resize(Layers.size());
   DenseMap<const Value *, unsigned> ParamLayer;
-  std::vector<bool> OwnParams(Layers.size(), true), InputsBefore(
-                                                       Layers.size(), true);
+  std::vector<bool> OwnParams(Layers.size(), true),
+      InputsBefore(Layers.size(), true);
   for (unsigned L = 0; L < Layers.size(); ++L) {
     const LayerValues &LV = Layers[L];
     unsigned First = LV.Nodes.empty() ? 0 : Order.lookup(LV.Nodes.front());
@@ -109,17 +111,28 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
   }
 }
 
-/// The rules' context at one configuration (Propagation.cpp's Propagator,
-/// over representatives only).
-class SplitContext final : public RuleContext {
+/// The rules' context at one configuration: the one driver
+/// (Propagate.h) over representatives only.
+class SplitContext final : public PropagationContext {
 public:
   SplitContext(const RuleSplitter &RS, ConfigSplit &C, unsigned TP, bool SP,
                bool EP, const DenseSet<const Value *> &DPTables)
-      : RuleContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX), RS(RS),
-        C(C), EP(EP), DPTables(DPTables) {}
+      : PropagationContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX,
+                           OwnValues, RS.Users),
+        RS(RS), C(C), EP(EP), DPTables(DPTables) {}
 
+  bool isStackedExpertWork(const Node *N) const override {
+    return EP && RS.Roles.lookup(N) == ExpertRole::Stacked;
+  }
+  bool isShardedOverDP(const Value *Table) const override {
+    return DPTables.count(Table);
+  }
+
+  void run();
+
+private:
   /// The value a skipped layer's \p V stands for in its representative.
-  const Value *canon(const Value *V) const {
+  const Value *canon(const Value *V) const override {
     const Node *D = V ? V->getDefiningNode() : nullptr;
     if (!D)
       return V;
@@ -135,31 +148,29 @@ public:
         return RD->getOutput(O);
     return V;
   }
-  AxisSpec getSpec(const Value *V) const override {
-    if (!V || SeenReplicated.count(V))
-      return AxisSpec();
-    return Values.lookup(canon(V));
+  /// Only layers' nodes, of the representatives (decided on first visit).
+  bool visit(const Node &N) override {
+    auto W = RS.Where.find(&N);
+    if (W == RS.Where.end())
+      return false;
+    unsigned L = W->second.first;
+    if (!State[L])
+      decide(L);
+    return State[L] != 2;
   }
-  AxisSpec getStoredSpec(const Value *V) const override {
-    return V ? Values.lookup(canon(V)) : AxisSpec();
+  // Expert work at ep > 1 sees the tokens ep moves replicated over tp.
+  ExpertRole getExpertRole(const Node &N) const override {
+    return EP ? RS.Roles.lookup(&N) : ExpertRole::None;
   }
-  ArrayRef<const Node *> getUsers(const Value *V) const override {
-    auto It = RS.Users.find(V);
-    if (It == RS.Users.end())
-      return {};
-    return It->second;
+  void record(const Node &N, OpSharding S, bool) override {
+    Specs[&N] = std::move(S);
   }
-  bool isStackedExpertWork(const Node *N) const override {
-    return EP && RS.Roles.lookup(N) == ExpertRole::Stacked;
+  void onChainNode(const Node &Def, const AxisSpec &In,
+                   const AxisSpec &Out) override {
+    OpSharding &NS = Specs[&Def];
+    NS.InputSpecs.assign(1, In);
+    NS.OutputSpecs.assign(1, Out);
   }
-  bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
-  bool isShardedOverDP(const Value *Table) const override {
-    return DPTables.count(Table);
-  }
-
-  void run();
-
-private:
   void decide(unsigned L);
   void summarize(unsigned L);
   void countForward(unsigned L);
@@ -178,36 +189,9 @@ private:
   std::vector<uint8_t> State;
   /// Per structure (its first layer): the representatives propagated.
   DenseMap<unsigned, SmallVector<unsigned, 2>> RepsOf;
-  DenseMap<const Value *, AxisSpec> Values;
+  DenseMap<const Value *, AxisSpec> OwnValues;
   DenseMap<const Node *, OpSharding> Specs;
-  /// Weight chains (Transpose/Cast/Identity) their consumer decided.
-  DenseSet<const Node *> Decided;
-  DenseSet<const Value *> SeenReplicated;
 };
-
-bool SplitContext::splitWeight(const Value *V, int Dim,
-                               ArrayRef<int64_t> Blocks) {
-  int PDim = Dim;
-  const Value *Param = traceWeight(V, PDim);
-  if (!Param)
-    return false;
-  AxisSpec PS = AxisSpec::split(PDim);
-  PS.Blocks.assign(Blocks.begin(), Blocks.end());
-  auto It = Values.find(Param);
-  if (It != Values.end() && It->second != PS)
-    return false;
-  Values[Param] = PS;
-  // The chain from the parameter to V, re-derived going forward.
-  for (const auto &CS : getWeightChainSpecs(V, Param, PDim, Blocks)) {
-    const Node *Def = CS.first->getDefiningNode();
-    OpSharding &NS = Specs[Def];
-    NS.InputSpecs.assign(1, Values.lookup(Def->getInput(0)));
-    NS.OutputSpecs.assign(1, CS.second);
-    Values[CS.first] = CS.second;
-    Decided.insert(Def);
-  }
-  return true;
-}
 
 void SplitContext::decide(unsigned L) {
   State[L] = 1;
@@ -238,41 +222,7 @@ void SplitContext::run() {
   for (unsigned L = 0; L < NL; ++L)
     C.RepOf[L] = L;
   C.Layers.assign(NL, LayerSplit());
-  unsigned TP = getAxisSize();
-  for (const auto &NP : RS.G.getNodes()) {
-    const Node &N = *NP;
-    auto W = RS.Where.find(&N);
-    if (W == RS.Where.end())
-      continue;
-    unsigned L = W->second.first;
-    if (!State[L])
-      decide(L);
-    if (State[L] == 2 || Decided.count(&N))
-      continue;
-    SeenReplicated.clear();
-    // Expert work at ep > 1 sees the tokens ep moves replicated over tp
-    // (Propagation.cpp).
-    ExpertRole Role = EP ? RS.Roles.lookup(&N) : ExpertRole::None;
-    if (Role != ExpertRole::None)
-      for (const Value *V : N.getInputs()) {
-        AxisSpec S = getSpec(V);
-        if (getExpertInputSpec(Role, S) != S)
-          SeenReplicated.insert(V);
-      }
-    OpSharding S;
-    if (TP == 1) {
-      S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
-      S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
-    } else {
-      bool HasRule;
-      S = applyShardingRule(N, *this, HasRule);
-    }
-    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
-      if (const Value *V = N.getOutput(O))
-        Values[V] = S.OutputSpecs[O];
-    Specs[&N] = std::move(S);
-  }
-  SeenReplicated.clear();
+  propagate(RS.G);
   for (unsigned L = 0; L < NL; ++L)
     if (State[L] == 1) {
       summarize(L);
@@ -352,25 +302,6 @@ void SplitContext::summarize(unsigned L) {
     (Split(V) ? LS.LiveSplit : LS.LiveWhole) += valueBytes(V);
 }
 
-/// The collective a transition needs (AllGather for a gather-then-slice);
-/// false for none (same spec, a local slice, zeros).
-static bool getCollective(Transition T, CollectiveKind &K) {
-  switch (T) {
-  case Transition::AllReduce:
-    K = CollectiveKind::AllReduce;
-    return true;
-  case Transition::ReduceScatter:
-    K = CollectiveKind::ReduceScatter;
-    return true;
-  case Transition::AllGather:
-  case Transition::GatherSlice:
-    K = CollectiveKind::AllGather;
-    return true;
-  default:
-    return false;
-  }
-}
-
 void SplitContext::countForward(unsigned L) {
   const LayerValues &LV = RS.Layers[L];
   LayerSplit &LS = C.Layers[L];
@@ -385,34 +316,24 @@ void SplitContext::countForward(unsigned L) {
       // sliced locally: no collective.
       if (!V || isConstantLike(V) || isWeightLike(V))
         continue;
-      CollectiveKind K;
-      if (!getCollective(getTransition(getStoredSpec(V), S.InputSpecs[J]), K))
-        continue;
-      if (Done.insert({canon(V), S.InputSpecs[J].str()}).second)
-        LS.Fwd.push_back({K, valueBytes(V), V});
+      Optional<ShardCollective> C = getTransitionCollective(
+          getStoredSpec(V), S.InputSpecs[J], V->Type, getAxisSize());
+      if (C && Done.insert({canon(V), S.InputSpecs[J].str()}).second)
+        LS.Fwd.push_back({C->Kind, C->Bytes, V});
     }
-    const Value *Y = N->getNumOutputs() ? N->getOutput(0) : nullptr;
-    if (Y && S.Lower == ShardLowering::BiasAfterReduce)
-      LS.Fwd.push_back({CollectiveKind::AllReduce, valueBytes(Y), Y});
-    if (S.Lower == ShardLowering::VocabParallelCrossEntropy) {
-      // Megatron's vocab-parallel cross entropy: the row max, the sum of
-      // exps and the target score, one value of the scores' type per row
-      // (label), each all-reduced (LossRules.cpp); no backward collective.
-      // Named after the loss, as the role builder names them.
-      const Value *X = N->getInput(0), *Lbl = N->getInput(1);
-      double XE = (double)X->Type.getNumElements().getValueOr(0);
-      double Rows = (double)Lbl->Type.getNumElements().getValueOr(0);
-      double RowBytes = XE > 0 ? valueBytes(X) / XE * Rows : 0;
-      for (unsigned K = 0; K < 3; ++K)
-        LS.Fwd.push_back({CollectiveKind::AllReduce, RowBytes, Y});
-    }
+    // What the rule's lowering needs beyond its operands' transitions
+    // (a bias after reduce, a vocab-parallel cross entropy): the rule
+    // declares it, named after its node as the role builder names it.
+    for (const ShardCollective &C : S.Collectives)
+      LS.Fwd.push_back({C.Kind, C.Bytes, C.On});
     // Graph outputs leave replicated.
     for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
       const Value *V = N->getOutput(O);
-      CollectiveKind K;
-      if (V && RS.GraphOutputs.count(V) &&
-          getCollective(getTransition(S.OutputSpecs[O], AxisSpec()), K))
-        LS.Fwd.push_back({K, valueBytes(V), V});
+      if (!V || !RS.GraphOutputs.count(V))
+        continue;
+      if (Optional<ShardCollective> C = getTransitionCollective(
+              S.OutputSpecs[O], AxisSpec(), V->Type, getAxisSize()))
+        LS.Fwd.push_back({C->Kind, C->Bytes, V});
     }
   }
 }
@@ -455,16 +376,15 @@ void SplitContext::countBackward(unsigned L) {
     const NodeSplit &NS = LS.Nodes[I];
     for (unsigned J = 0; J < N->getNumInputs(); ++J) {
       const Value *V = N->getInput(J);
-      if (!V || !RS.NeedsGrad.count(V) || isConstantLike(V) ||
-          isWeightLike(V))
+      if (!V || !RS.NeedsGrad.count(V) || isConstantLike(V) || isWeightLike(V))
         continue;
       const AxisSpec &In = NS.S.InputSpecs[J];
       // Split work on a replicated operand: each rank's gradient of it is
       // an addend (Megatron's f operator). An operand read as a partial sum
       // gets the whole gradient on every rank (each addend's is the sum's).
       AxisSpec G = NS.Sharded && In.isReplicated() ? AxisSpec::partial()
-                   : In.isPartial()                 ? AxisSpec()
-                                                    : In;
+                   : In.isPartial()                ? AxisSpec()
+                                                   : In;
       auto Ins = Grads.try_emplace(V);
       if (Ins.second)
         Order.push_back(V);
@@ -494,7 +414,7 @@ void SplitContext::countBackward(unsigned L) {
 }
 
 ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP,
-                             const DenseSet<const Value *> &DPTables) const {
+                              const DenseSet<const Value *> &DPTables) const {
   ConfigSplit C;
   SplitContext Ctx(*this, C, TP, SP, EP, DPTables);
   Ctx.run();

@@ -1,10 +1,12 @@
-//===- RuleSplit.h - How a candidate splits each layer, from the rules -*- C++ -*-===//
+//===- RuleSplit.h - How a candidate splits each layer ----------*- C++ -*-===//
 //
 // The evaluator's (PlanCost.cpp) view of tensor and sequence parallelism:
 // the per-op rule table (include/loom/Shard/Rules.h) propagated over the
-// planning graph at one (tp, sp, ep) -- the same rules, context and
-// transitions the sharder (lib/Shard/Propagation.cpp, RoleGraphs.cpp)
-// applies -- but only over one representative layer per layer structure:
+// planning graph at one (tp, sp, ep) -- the same rules, propagation driver
+// (include/loom/Shard/Propagate.h) and transition -> collective mapping
+// (getTransitionCollective) the sharder (lib/Shard/Propagation.cpp,
+// RoleGraphs.cpp) applies -- but only over one representative layer per
+// layer structure:
 // a layer whose nodes repeat an earlier one's (op types and output shapes,
 // node by node), whose inputs arrive in the same specs and whose
 // parameters are its own takes the result of the latest such layer whose
@@ -18,8 +20,10 @@
 // group and which matmul dim that divides; per value class the bytes that
 // are split and whole (parameters, saved activations, layer inputs, the
 // live peak); and the tp collectives of the forward (the transitions
-// getTransition names at every input, a row-parallel bias' all-reduce,
-// graph outputs gathered) and of the backward (their duals: the gradient
+// getTransitionCollective lowers at every input, the collectives a rule
+// declares for its own lowering -- a row-parallel bias' all-reduce, the
+// vocab-parallel cross entropy's three -- graph outputs gathered) and of
+// the backward (their duals: the gradient
 // of a replicated input of split work is a partial sum, all-reduced or
 // reduce-scattered; the gradient of a reduce-scatter is an all-gather).
 //
@@ -68,8 +72,7 @@ struct LayerSplit {
   double MaxParamSplit = 0, MaxParamWhole = 0;
   /// Per LayerValues::Params entry: whether it arrives split.
   std::vector<bool> ParamSplit;
-  double SavedSplit = 0, SavedWhole = 0, SavedAttnSplit = 0,
-         SavedAttnWhole = 0;
+  double SavedSplit = 0, SavedWhole = 0, SavedAttnSplit = 0, SavedAttnWhole = 0;
   double InputSplit = 0, InputWhole = 0, LiveSplit = 0, LiveWhole = 0;
   std::vector<TPComm> Fwd, Bwd;
 };

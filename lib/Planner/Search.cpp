@@ -288,6 +288,8 @@ StringRef getCostTermName(CostTerm T) {
     return "tp comm";
   case CostTerm::EPComm:
     return "ep comm";
+  case CostTerm::CPComm:
+    return "cp comm";
   case CostTerm::Bubble:
     return "bubble";
   case CostTerm::DPComm:
@@ -308,6 +310,8 @@ double StepBreakdown::get(CostTerm T) const {
     return TPCommS;
   case CostTerm::EPComm:
     return EPCommS;
+  case CostTerm::CPComm:
+    return CPCommS;
   case CostTerm::Bubble:
     return BubbleS;
   case CostTerm::DPComm:
@@ -322,8 +326,9 @@ double StepBreakdown::get(CostTerm T) const {
 
 CostTerm StepBreakdown::getDominant() const {
   CostTerm Best = CostTerm::Compute;
-  for (CostTerm T : {CostTerm::TPComm, CostTerm::EPComm, CostTerm::Bubble,
-                     CostTerm::DPComm, CostTerm::Optimizer, CostTerm::Offload})
+  for (CostTerm T :
+       {CostTerm::TPComm, CostTerm::EPComm, CostTerm::CPComm, CostTerm::Bubble,
+        CostTerm::DPComm, CostTerm::Optimizer, CostTerm::Offload})
     if (get(T) > get(Best))
       Best = T;
   return Best;
@@ -357,6 +362,7 @@ StepBreakdown getStepBreakdown(const PlanCost &PC) {
   // tp overlap's hidden collectives and held compute (TPOverlapS).
   B.TPCommS = PC.Plan.NumMicroBatches * (S.TPCommS + S.TPOverlapS);
   B.EPCommS = PC.Plan.NumMicroBatches * S.EPCommS;
+  B.CPCommS = PC.Plan.NumMicroBatches * S.CPCommS;
   B.BubbleS = S.BubbleS - (Early > 0 ? Early : 0.0);
   B.DPCommS = PC.Stages[Tail].DPExposedS;
   B.OptimizerS = PC.Stages[Tail].OptimizerS;
@@ -421,6 +427,17 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
   }
   if (S.TPLimitWhy.empty())
     S.TPLimitWhy = "no topology level allows TP";
+  // cp: divisors of the devices that leave every cp rank at least
+  // MinCPTokens of the sequence (none without a bound sequence).
+  if (EO.Seq > 0) {
+    for (uint64_t C : getDivisors(S.Devices))
+      if (C > 1 && C <= (uint64_t)EO.Seq / MinCPTokens && EO.Seq % C == 0)
+        S.CPs.push_back(C);
+    S.CPWhy = "seq " + std::to_string(EO.Seq) +
+              " / cp >= " + std::to_string(MinCPTokens) + " tokens per rank";
+  } else {
+    S.CPWhy = "no sequence dim bound";
+  }
   // The degrees the space holds: divisors of the devices (full plans) and
   // of the tp limit (plans leaving devices idle).
   std::vector<uint64_t> Degrees = getDivisors(S.Devices);
@@ -484,9 +501,9 @@ struct Candidate {
 /// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
 /// (the explanations compare the winner with the best of other degrees).
 struct Ranking {
-  using Degrees = std::tuple<unsigned, unsigned, unsigned>;
+  using Degrees = std::tuple<unsigned, unsigned, unsigned, unsigned>;
   static Degrees getDegrees(const ParallelPlan &P) {
-    return Degrees(P.TP, P.PP, P.EP);
+    return Degrees(P.TP, P.PP, P.EP, P.CP);
   }
 
   Ranking(unsigned K, std::vector<PlanCost> &Top,
@@ -655,6 +672,10 @@ public:
   /// One candidate per base (the plan without offload); its placements are
   /// Offs.
   void enumerateBases(std::vector<Candidate> &Bases);
+  /// The candidates at one (tp, pp, dp) and cp.
+  void enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
+                          const Optional<CommOverlap> &Ov,
+                          std::vector<Candidate> &Out);
   /// Searches; when nothing fits, finds the memory floors unless
   /// \p Floors is false (addFloors then can, later).
   Expected<SearchResult> run(bool Floors = true);
@@ -670,7 +691,8 @@ public:
   std::vector<OffloadTiers> Offloads = {OffloadTiers()};
 
 private:
-  const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP, unsigned EP);
+  const LayerPrefix &getPrefix(unsigned TP, unsigned MB, bool SP, unsigned EP,
+                               unsigned CP);
   const std::vector<unsigned> &getEvenCounts(unsigned PP);
   const std::vector<unsigned> *getBalancedCounts(const LayerPrefix &LP,
                                                  unsigned PP, Recompute RC);
@@ -758,7 +780,8 @@ private:
   /// CPU's optimizer throughput (0 where the YAML gives none).
   double HBMBandwidth = 0, HostBandwidth = 0, SSDBandwidth = 0,
          HostUpdateBandwidth = 0;
-  std::map<std::tuple<unsigned, unsigned, bool, unsigned>, LayerPrefix>
+  std::map<std::tuple<unsigned, unsigned, bool, unsigned, unsigned>,
+           LayerPrefix>
       Prefixes;
   std::map<unsigned, std::vector<unsigned>> Even;
   std::map<std::tuple<const LayerPrefix *, unsigned, int>,
@@ -787,8 +810,8 @@ public:
 };
 
 const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
-                                       unsigned EP) {
-  auto Key = std::make_tuple(TP, MB, SP, EP);
+                                       unsigned EP, unsigned CP) {
+  auto Key = std::make_tuple(TP, MB, SP, EP, CP);
   auto It = Prefixes.find(Key);
   if (It != Prefixes.end())
     return It->second;
@@ -797,7 +820,7 @@ const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
   LP.F.assign(NL + 1, 0.0);
   LP.B = LP.A = LP.F;
   for (unsigned L = 0; L < NL; ++L) {
-    PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP, EP);
+    PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP, EP, CP);
     LP.Layers.push_back(T);
     LP.F[L + 1] = LP.F[L] + T.ForwardS;
     LP.B[L + 1] = LP.B[L] + T.BackwardS;
@@ -885,11 +908,12 @@ double Searcher::tailBound(const ParallelPlan &P) const {
     return 0;
   double TPPP = (double)P.TP * P.PP;
   double Dense = TotalParams / TPPP, Experts = ExpertParams / (TPPP * P.EP);
-  double DPE = (double)P.DP / P.EP;
+  // ZeRO partitions over dp x cp (cp ranks hold the same weights).
+  double DPCP = (double)P.DP * P.CP, DPE = DPCP / P.EP;
   // Per-parameter bytes after ZeRO, summed over dense and expert parameters.
   auto Sum = [&](double BytesPerParam, unsigned MinZero) {
     bool Part = P.ZeroStage >= MinZero;
-    return Dense * BytesPerParam / (Part ? P.DP : 1.0) +
+    return Dense * BytesPerParam / (Part ? DPCP : 1.0) +
            Experts * BytesPerParam / (Part ? DPE : 1.0);
   };
   double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
@@ -931,8 +955,9 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
     return B;
   };
   double TPPP = (double)P.TP * P.PP;
-  double Bytes = TotalParams / TPPP * PerParam(P.DP) +
-                 ExpertParams / (TPPP * P.EP) * PerParam(P.DP / P.EP);
+  double DPCP = (double)P.DP * P.CP; // ZeRO's group: dp x cp
+  double Bytes = TotalParams / TPPP * PerParam(DPCP) +
+                 ExpertParams / (TPPP * P.EP) * PerParam(DPCP / P.EP);
   if (Off.any() && EO.Train) {
     // The state offloaded must fit its tier: a lower bound as above (the
     // parameters spread evenly), else the candidate is out.
@@ -945,12 +970,12 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
     };
     for (auto [Tier, Cap] : {std::make_pair(MemoryTier::Host, HostCap),
                              std::make_pair(MemoryTier::SSD, SSDCap)})
-      if (TotalParams / TPPP * InTier(Tier, P.DP) +
-              ExpertParams / (TPPP * P.EP) * InTier(Tier, P.DP / P.EP) >
+      if (TotalParams / TPPP * InTier(Tier, DPCP) +
+              ExpertParams / (TPPP * P.EP) * InTier(Tier, DPCP / P.EP) >
           Cap)
         return INFINITY;
   }
-  bool AnyComm = P.TP > 1 || P.DP > 1 || P.PP > 1;
+  bool AnyComm = P.TP > 1 || DPCP > 1 || P.PP > 1;
   return (Bytes + (AnyComm ? EO.CommBufferBytes : 0.0) + Reserved) * (1 - 1e-9);
 }
 
@@ -966,7 +991,7 @@ double Searcher::stageBound(const PlanCost &PC) const {
     const StageCost &SC = PC.Stages[S];
     // The overlaps' part (negative where tp overlap hides collectives).
     double Busy = M * (SC.ForwardS + SC.BackwardS + SC.TPCommS + SC.EPCommS +
-                       SC.OverlapFwdS + SC.OverlapBwdS);
+                       SC.CPCommS + SC.OverlapFwdS + SC.OverlapBwdS);
     Bound = std::max(Bound, PreF + Busy + SC.DPExposedS + SC.OptimizerS);
     Last = std::max(Last, PreF + Busy + (EO.Train ? PreB : 0.0));
     double Transfer = SC.SendLagS;
@@ -1113,15 +1138,6 @@ void Searcher::returnBases(Searcher &Other) {
 void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   const PlanSpec &F = Opts.Fixed;
   uint64_t N = Space.Devices;
-  uint64_t Batch = Space.Batch;
-  std::vector<Recompute> RCs = {Recompute::None};
-  std::vector<unsigned> Zeros = {0};
-  std::vector<GradPrecision> Grads = {GradPrecision::FP32};
-  if (EO.Train) {
-    RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
-    Zeros = {0, 1, 2, 3};
-    Grads = {GradPrecision::FP32, GradPrecision::BF16};
-  }
   setPlacements();
   // Overlaps (loom/Cost/Overlap.h): each searched where the hardware gives
   // its share of compute and the plan has that communication; else fixed
@@ -1136,11 +1152,49 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   DS.TPLimit = Space.TPLimit;
   DS.TPSplitSizes = Space.TPDiv.Sizes;
   DS.StaticBatch = Space.StaticBatch;
-  for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle)) {
+  // cp takes its ranks first (it sits right outside tp); the other degrees
+  // share what is left.
+  for (unsigned CP : F.CP ? std::vector<unsigned>{*F.CP} : Space.CPs) {
+    if (N % CP)
+      continue;
+    DS.Devices = N / CP;
+    for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle))
+      enumerateAtDegrees(MD, CP, Ov, Out);
+  }
+}
+
+void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
+                                  const Optional<CommOverlap> &Ov,
+                                  std::vector<Candidate> &Out) {
+  const PlanSpec &F = Opts.Fixed;
+  uint64_t Batch = Space.Batch;
+  std::vector<Recompute> RCs = {Recompute::None};
+  std::vector<unsigned> Zeros = {0};
+  std::vector<GradPrecision> Grads = {GradPrecision::FP32};
+  if (EO.Train) {
+    RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
+    Zeros = {0, 1, 2, 3};
+    Grads = {GradPrecision::FP32, GradPrecision::BF16};
+  }
+  {
     uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;
     const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
     if (EvenCounts.empty())
-      continue;
+      return;
+    // The cp algorithms this model can take at this tp.
+    SmallVector<CPAlgo, 2> Algos;
+    for (CPAlgo A : {CPAlgo::Ring, CPAlgo::A2A}) {
+      ParallelPlan Probe;
+      Probe.TP = TP;
+      Probe.CP = CP;
+      Probe.CPA = A;
+      if ((CP == 1 && A != CPAlgo::Ring) || (CP > 1 && F.CPA && *F.CPA != A) ||
+          !Eval.getCPIllegalReason(Probe).empty())
+        continue;
+      Algos.push_back(A);
+    }
+    if (Algos.empty())
+      return;
     // ep: the inner part of dp, dividing every MoE layer's experts.
     for (uint64_t EP : getDivisors(DP)) {
       if (!isExpertSplitLegal(Space.Experts.NumExperts, EP) ||
@@ -1168,7 +1222,7 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
         for (bool SP : {false, true}) {
           if ((SP && TP == 1) || (F.SP && *F.SP != SP))
             continue;
-          const LayerPrefix &LP = getPrefix(TP, MB, SP, EP);
+          const LayerPrefix &LP = getPrefix(TP, MB, SP, EP, CP);
           for (Recompute RC : RCs) {
             if (F.RC && *F.RC != RC)
               continue;
@@ -1177,13 +1231,14 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
               if (F.VirtualStages && *F.VirtualStages != Lay.VPP)
                 continue;
               for (unsigned Z : Zeros) {
-                // ZeRO partitions over dp: with dp = 1 it is plain data.
-                if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP == 1))
+                // ZeRO partitions over dp x cp: with one rank it is
+                // plain data.
+                if ((F.ZeroStage && *F.ZeroStage != Z) || (Z && DP * CP == 1))
                   continue;
                 for (GradPrecision GP : Grads) {
                   // Without a DP sync there is no reduction to narrow.
                   if ((F.Grad && *F.Grad != GP) ||
-                      (GP == GradPrecision::BF16 && DP == 1))
+                      (GP == GradPrecision::BF16 && DP * CP == 1))
                     continue;
                   ParallelPlan P;
                   P.TP = TP;
@@ -1198,7 +1253,11 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
                   P.ZeroStage = Z;
                   P.Grad = GP;
                   P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
-                  addCandidates(P, Lay, LP, Orders, Ov, Out);
+                  P.CP = CP;
+                  for (CPAlgo A : Algos) {
+                    P.CPA = A;
+                    addCandidates(P, Lay, LP, Orders, Ov, Out);
+                  }
                 }
               }
             }
@@ -1787,11 +1846,37 @@ enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
   return Plans;
 }
 
+static Expected<SearchResult>
+searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
+                ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+                const EvaluatorOptions &EO, const SearchOptions &Opts);
+
 Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
                                    ArrayRef<LayerInfo> Layers,
                                    const HardwareModel &HW,
                                    const EvaluatorOptions &EO,
                                    const SearchOptions &Opts) {
+  Expected<SearchResult> R = searchPlansAtCP(Eval, G, Layers, HW, EO, Opts);
+  if (!R || R->Top.empty() || R->Top.front().Plan.CP == 1 || Opts.Fixed.CP)
+    return R;
+  // What cp buys (--explain): the best plan without it, same constraints.
+  SearchOptions O = Opts;
+  O.Fixed.CP = 1;
+  O.Fixed.CPA.reset();
+  O.TopK = 1;
+  Expected<SearchResult> R1 = searchPlansAtCP(Eval, G, Layers, HW, EO, O);
+  if (!R1)
+    return R1.takeError();
+  R->NoCPSearched = true;
+  if (!R1->Top.empty())
+    R->NoCP = R1->Top.front();
+  return R;
+}
+
+static Expected<SearchResult>
+searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
+                ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+                const EvaluatorOptions &EO, const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
   Space.StaticBatch = Opts.StaticBatch;
@@ -1803,6 +1888,19 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
   if (Opts.Fixed.Offload)
     if (Error E = checkOffloadHardware(*Opts.Fixed.Offload, HW, EO.Train))
       return std::move(E);
+  // A pinned cp the sequence or the devices cannot take, likewise.
+  if (Opts.Fixed.CP && *Opts.Fixed.CP > 1) {
+    ParallelPlan Probe;
+    Probe.TP = Opts.Fixed.TP.getValueOr(1);
+    Probe.CP = *Opts.Fixed.CP;
+    Probe.CPA = Opts.Fixed.CPA.getValueOr(CPAlgo::Ring);
+    std::string Why = Eval.getCPIllegalReason(Probe);
+    if (Space.Devices % Probe.CP)
+      Why = "cp=" + std::to_string(Probe.CP) + " does not divide the " +
+            std::to_string(Space.Devices) + " devices";
+    if (!Why.empty())
+      return createStringError(inconvertibleErrorCode(), "--plan: " + Why);
+  }
   Searcher S(Eval, G, Space, HW, EO, Opts);
   std::vector<OffloadTiers> Offloads =
       EO.Train ? getSearchedOffloads(HW) : std::vector<OffloadTiers>();

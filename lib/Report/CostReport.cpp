@@ -420,6 +420,10 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatDuration(Seconds(SC.TPCommS))
        << (P.EP > 1 ? ", ep comm " + formatDuration(Seconds(SC.EPCommS))
                     : std::string())
+       << (P.CP > 1
+               ? ", cp comm " + formatDuration(Seconds(SC.CPCommS)) +
+                     " exposed of " + formatDuration(Seconds(SC.CPCommTotalS))
+               : std::string())
        << ", p2p " << formatDuration(Seconds(SC.P2PS)) << "; dp sync "
        << formatDuration(Seconds(SC.DPSyncS)) << " (exposed "
        << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "

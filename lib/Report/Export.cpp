@@ -296,8 +296,7 @@ void printHeader(StringRef Framework, const ExportInput &In, const Facts &F,
   OS << "\n";
   OS << "# predicted: step " << formatDuration(Seconds(PC.StepTimeS)) << ", "
      << format("%.0f", PC.Throughput) << " " << PC.getThroughputUnit()
-     << ", MFU "
-     << format("%.3f", PC.MFU) << ", memory "
+     << ", MFU " << format("%.3f", PC.MFU) << ", memory "
      << formatBytes(Bytes(PC.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(PC.HBMBytes)) << " per device\n";
   OS << "# Loom's layers per pipeline stage (embedding and head included): "
@@ -326,6 +325,8 @@ public:
   void addRecompute();
   /// Batch sizes, ZeRO (the distributed optimizer) and the model's shape.
   void addBatchAndShape();
+  /// --make-vocab-size-divisible-by for pad-vocab's padding.
+  void addVocabPadding();
   /// Weight and gradient precision.
   void addPrecision();
   /// Training state off HBM.
@@ -362,6 +363,21 @@ void MegatronFlags::addMesh() {
   // mindspeed_llm/features_manager/megatron_basic/training_basic.py).
   add("--tensor-model-parallel-size " + Twine(P.TP));
   add("--pipeline-model-parallel-size " + Twine(P.PP));
+  // Context parallelism: the degree, and the algorithm by the framework's
+  // name for it -- Megatron-LM's --cp-comm-type p2p|a2a
+  // (megatron/training/arguments.py; the ring is p2p), MindSpeed-LLM's
+  // --context-parallel-algo megatron_cp_algo|ulysses_cp_algo
+  // (mindspeed/arguments.py). cp sits right outside tp in both meshes, as
+  // in Loom's.
+  if (P.CP > 1) {
+    add("--context-parallel-size " + Twine(P.CP));
+    bool Ring = P.CPA == CPAlgo::Ring;
+    if (Mind)
+      add(Twine("--context-parallel-algo ") +
+          (Ring ? "megatron_cp_algo" : "ulysses_cp_algo"));
+    else
+      add(Twine("--cp-comm-type ") + (Ring ? "p2p" : "a2a"));
+  }
   // Rank order: Megatron's default is tp-cp-ep-dp-pp, --use-tp-pp-dp-mapping
   // makes it tp-cp-ep-pp-dp (megatron/training/initialize.py).
   if (!meshIs(P, DefaultAxisOrder)) {
@@ -496,6 +512,26 @@ void MegatronFlags::addBatchAndShape() {
          "than predicted");
   add("--num-layers " + Twine(F.Blocks));
   add("--seq-length " + Twine(In.Seq));
+  addVocabPadding();
+}
+
+void MegatronFlags::addVocabPadding() {
+  if (In.VocabTo <= In.VocabFrom)
+    return;
+  // Megatron pads the tokenizer's vocabulary to a multiple of
+  // --make-vocab-size-divisible-by x tp (tokenizer.py,
+  // _vocab_size_with_padding). Loom padded to a multiple of N x T (T the
+  // tp it padded for, which the plan's tp divides when the search chose
+  // it): N x T / tp gives the same size at the plan's tp.
+  uint64_t Multiple = (uint64_t)In.VocabDivisibleBy * In.VocabTP;
+  if (P.TP && Multiple % P.TP == 0) {
+    add("--make-vocab-size-divisible-by " + Twine(Multiple / P.TP));
+    return;
+  }
+  warn("the vocabulary was padded " + Twine(In.VocabFrom) + " -> " +
+       Twine(In.VocabTo) + " (a multiple of " + Twine(Multiple) +
+       "), which no --make-vocab-size-divisible-by gives at tp=" + Twine(P.TP) +
+       "; " + Name + " pads to its own size");
 }
 
 void MegatronFlags::addPrecision() {
@@ -698,6 +734,23 @@ void warnDeepSpeed(const ExportInput &In, const Facts &F,
          ": the expert-parallel degree is an argument "
          "of the model code, deepspeed.moe.layer.MoE(ep_size=" +
          Twine(P.EP) + ")");
+  // DeepSpeed-Ulysses is model code: DistributedAttention wraps the local
+  // attention over a sequence-parallel group (deepspeed/sequence/layer.py);
+  // Megatron-DeepSpeed sizes that group with --ds-sequence-parallel-size.
+  // The ring has no DeepSpeed form (its profile lists ulysses only).
+  if (P.CP > 1)
+    Warn("cp=" + Twine(P.CP) + ",cp_algo=" + getCPAlgoName(P.CPA) +
+         ": the sequence-parallel (Ulysses) degree is not a deepspeed.json "
+         "key; wrap the attention in deepspeed.sequence.layer."
+         "DistributedAttention over groups of " +
+         Twine(P.CP) +
+         " consecutive-after-tp ranks (Megatron-DeepSpeed: "
+         "--ds-sequence-parallel-size " +
+         Twine(P.CP) + ")" +
+         (P.CPA == CPAlgo::Ring
+              ? "; DeepSpeed has no ring attention, so this plan's ring is "
+                "not what it runs"
+              : ""));
   if (P.RC == Recompute::Selective)
     Warn("recompute=selective: DeepSpeed recomputes the modules the model "
          "code wraps in deepspeed.checkpointing.checkpoint(); wrap only the "

@@ -110,12 +110,11 @@ void writeBreakdown(const PlanCost &PC, raw_ostream &OS) {
     double S;
     StringRef Color;
   };
-  Part Parts[] = {{"compute", B.ComputeS, "#4e79a7"},
-                  {"tp comm", B.TPCommS, "#f28e2b"},
-                  {"ep comm", B.EPCommS, "#b07aa1"},
-                  {"bubble", B.BubbleS, "#d4d4d4"},
-                  {"dp comm", B.DPCommS, "#e15759"},
-                  {"optimizer", B.OptimizerS, "#9c755f"}};
+  Part Parts[] = {
+      {"compute", B.ComputeS, "#4e79a7"},    {"tp comm", B.TPCommS, "#f28e2b"},
+      {"ep comm", B.EPCommS, "#b07aa1"},     {"cp comm", B.CPCommS, "#59a14f"},
+      {"bubble", B.BubbleS, "#d4d4d4"},      {"dp comm", B.DPCommS, "#e15759"},
+      {"optimizer", B.OptimizerS, "#9c755f"}};
   double Total = 0;
   for (const Part &P : Parts)
     Total += P.S;

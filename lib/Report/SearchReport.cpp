@@ -32,15 +32,15 @@ std::string describeIdleDevices(const ParallelPlan &P, uint64_t Devices,
   uint64_t Used = P.getNumDevices();
   if (Used >= Devices)
     return "";
-  uint64_t TPPP = (uint64_t)P.TP * P.PP, Max = Devices / TPPP;
+  uint64_t TPPP = (uint64_t)P.TP * P.CP * P.PP, Max = Devices / TPPP;
   std::string S = (Twine(Devices - Used) + " of " + Twine(Devices) +
                    " devices idle (plan on " + Twine(Used) + "): ")
                       .str();
   std::vector<std::string> Why;
   if (Devices % TPPP)
-    Why.push_back((Twine("tp*pp = ") + Twine(TPPP) + " does not divide " +
-                   Twine(Devices) + ", so at most " + Twine(Max) +
-                   " replicas (" + Twine(Max * TPPP) + " devices)")
+    Why.push_back((Twine(P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") + Twine(TPPP) +
+                   " does not divide " + Twine(Devices) + ", so at most " +
+                   Twine(Max) + " replicas (" + Twine(Max * TPPP) + " devices)")
                       .str());
   if (P.DP < Max && StaticBatch)
     Why.push_back("dp=1 of the " + std::to_string(Max) +
@@ -82,6 +82,8 @@ static std::string getDegrees(const ParallelPlan &P) {
           .str();
   if (P.EP > 1)
     S += ",ep=" + std::to_string(P.EP);
+  if (P.CP > 1)
+    S += ",cp=" + std::to_string(P.CP);
   return S;
 }
 
@@ -99,7 +101,18 @@ static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
   if (Sp.TPDiv.Divisor)
     OS << ", tp divides " << Sp.TPDiv.Divisor << " (" << Sp.TPDiv.Why
        << ") or replicates the layers it cannot split";
-  OS << ", pp <= " << Sp.NumLayers << " (layers), dp*tp*pp <= " << Sp.Devices
+  OS << ", pp <= " << Sp.NumLayers << " (layers)";
+  if (Sp.CPs.size() > 1)
+    OS << ", cp in {" <<
+        [&] {
+          std::string L;
+          for (unsigned C : Sp.CPs)
+            L += (L.empty() ? "" : ",") + std::to_string(C);
+          return L;
+        }()
+       << "} (" << Sp.CPWhy
+       << "; ring: seq divisible by 2*cp, a2a: heads by tp*cp)";
+  OS << ", dp*tp*" << (Sp.CPs.size() > 1 ? "cp*" : "") << "pp <= " << Sp.Devices
      << ", global batch " << Sp.Batch << " divisible by dp*mb";
   if (Sp.Experts.NumExperts)
     OS << ", ep divides dp and " << Sp.Experts.NumExperts
@@ -120,6 +133,8 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
                           R.TriedAllDevices, R.Space.StaticBatch);
   if (!Idle.empty())
     OS << "idle: " << Idle << "\n";
+  if (!R.VocabPadded.empty())
+    OS << R.VocabPadded << "\n";
   auto Rep = R.Space.TPDiv.Replicated.find(PC.Plan.TP);
   if (Rep != R.Space.TPDiv.Replicated.end() && !Rep->second.empty())
     OS << "replicated over tp (tp=" << PC.Plan.TP
@@ -163,6 +178,7 @@ void printChosenPlan(const SearchResult &R, raw_ostream &OS) {
   OS << "breakdown: compute " << fmtSeconds(B.ComputeS) << ", tp comm "
      << fmtSeconds(B.TPCommS)
      << (B.EPCommS > 0 ? ", ep comm " + fmtSeconds(B.EPCommS) : std::string())
+     << (PC.Plan.CP > 1 ? ", cp comm " + fmtSeconds(B.CPCommS) : std::string())
      << ", bubble " << fmtSeconds(B.BubbleS) << ", dp comm "
      << fmtSeconds(B.DPCommS) << ", optimizer " << fmtSeconds(B.OptimizerS)
      << (PC.Plan.Offload.any() ? ", offload " + fmtSeconds(B.OffloadS)
@@ -338,10 +354,28 @@ static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
      << formatBytes(Bytes(W.SSDCapacity)) << "\n";
 }
 
+/// What the winner's context parallelism buys against the best plan
+/// without it (searched again at cp=1).
+static void printCPExplanation(const SearchResult &R, raw_ostream &OS) {
+  const PlanCost &W = R.Top.front();
+  if (W.Plan.CP <= 1 || !R.NoCPSearched)
+    return;
+  OS << "explain: cp=" << W.Plan.CP << " (" << getCPAlgoName(W.Plan.CPA) << ": "
+     << fmtSeconds(getStepBreakdown(W).CPCommS)
+     << " of its attention traffic exposed per step) ";
+  if (!R.NoCP)
+    OS << "is needed: no plan without cp fits"
+       << (R.Constrained ? " under the --plan constraints" : "") << "\n";
+  else
+    OS << "beats the best plan without cp, " << R.NoCP->Plan.str() << ", "
+       << compareTo(W, *R.NoCP) << "\n";
+}
+
 void printExplanation(const SearchResult &R, raw_ostream &OS) {
   if (R.Top.empty())
     return;
   const PlanCost &W = R.Top.front();
+  printCPExplanation(R, OS);
   if (R.OtherDegrees)
     OS << "explain: " << getDegrees(W.Plan) << " beats "
        << getDegrees(R.OtherDegrees->Plan)
@@ -407,14 +441,15 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   }
   if (Optional<int64_t> B =
           suggestGlobalBatch(W.Plan, R.Space.Devices, R.Space.Batch)) {
-    uint64_t TPPP = (uint64_t)W.Plan.TP * W.Plan.PP,
+    uint64_t TPPP = (uint64_t)W.Plan.TP * W.Plan.CP * W.Plan.PP,
              Max = R.Space.Devices / TPPP;
     OS << "explain: a global batch of " << *B
        << " (a multiple of dp*mb = " << Max * W.Plan.MicroBatchSize
        << ") would let " << Max << " replicas of tp=" << W.Plan.TP
-       << ",pp=" << W.Plan.PP << " use " << Max * TPPP << " of the "
-       << R.Space.Devices << " devices instead of " << W.Plan.getNumDevices()
-       << " (batch " << R.Space.Batch << ")\n";
+       << ",pp=" << W.Plan.PP
+       << (W.Plan.CP > 1 ? ",cp=" + std::to_string(W.Plan.CP) : "") << " use "
+       << Max * TPPP << " of the " << R.Space.Devices << " devices instead of "
+       << W.Plan.getNumDevices() << " (batch " << R.Space.Batch << ")\n";
   }
   if (W.Plan.Offload.any())
     printOffloadExplanation(R, OS);
@@ -476,6 +511,8 @@ static json::Object planJSON(const PlanCost &PC,
                     {"dp_comm_s", B.DPCommS},
                     {"optimizer_s", B.OptimizerS},
                     {"dominant", getCostTermName(B.getDominant())}}}};
+  if (P.CP > 1)
+    (*O.getObject("breakdown"))["cp_comm_s"] = B.CPCommS;
   if (Rel)
     O["goodput"] = goodputJSON(*Rel, PC);
   if (!PC.Embeddings.empty())

@@ -1,22 +1,24 @@
 //===- Propagation.cpp - Sharding specs along the TP axis -----------------===//
 //
-// One forward walk over the micro-batch graph in topological order,
-// applying the rule table (include/loom/Shard/Rules.h, lib/Shard/Rules/) to
-// every node: each rule looks at the specs its inputs arrive in, picks the
-// specs it needs and says what its outputs are. Where the producer's spec
+// One forward walk over the micro-batch graph in topological order (the
+// one driver, include/loom/Shard/Propagate.h), applying the rule table
+// (include/loom/Shard/Rules.h, lib/Shard/Rules/) to every node: each rule
+// looks at the specs its inputs arrive in, picks the specs it needs and
+// says what its outputs are. Where the producer's spec
 // differs from what a rule needs, the role builder inserts the reshard
 // (RoleGraphs.cpp). This file adds what is not per op: pipeline chunks,
 // the marks of the ep rules (include/loom/Shard/ExpertRules.h) and the
 // chunk of each expert region, and the weight slicing the rules ask for.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Shard/Sharding.h"
 #include "loom/Analysis/Experts.h"
 #include "loom/Shard/ExpertRules.h"
+#include "loom/Shard/Propagate.h"
+#include "loom/Shard/Sharding.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/ADT/DenseSet.h"
 #include <algorithm>
 #include <numeric>
 
@@ -73,32 +75,18 @@ std::vector<unsigned> getGroupRanks(const ParallelPlan &P, StringRef Name,
 
 namespace {
 
-/// Sharding propagation: one forward walk in topological order applying
-/// the rule table (Rules.h) to every node; this class is the rules'
-/// context: the specs decided so far, the weight slicing, the users.
-class Propagator final : public RuleContext {
+/// Sharding propagation: the one driver (Propagate.h) over the micro-batch
+/// graph; this class keeps what the shard pass records: the specs of every
+/// node beside what the plan decided before (chunk, ep marks), the
+/// parameter slicing, the ops that ran replicated for want of a rule.
+class Propagator final : public PropagationContext {
 public:
-  Propagator(ShardingResult &R)
-      : RuleContext(R.Plan.TP, R.Plan.SP, R.M->getOpsetVersion("")), R(R),
-        G(R.M->getGraph()), TP(R.Plan.TP) {}
+  Propagator(ShardingResult &R, const UseMap &Users)
+      : PropagationContext(R.Plan.TP, R.Plan.SP, R.M->getOpsetVersion(""),
+                           R.Values, Users),
+        R(R) {}
   Error run();
 
-  AxisSpec getSpec(const Value *V) const override {
-    if (!V || SeenReplicated.count(V))
-      return AxisSpec();
-    auto It = R.Values.find(V);
-    return It == R.Values.end() ? AxisSpec() : It->second;
-  }
-  AxisSpec getStoredSpec(const Value *V) const override {
-    return R.Values.lookup(V);
-  }
-  bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
-  ArrayRef<const Node *> getUsers(const Value *V) const override {
-    auto It = Users.find(V);
-    if (It == Users.end())
-      return {};
-    return It->second;
-  }
   bool isStackedExpertWork(const Node *N) const override {
     auto It = R.Nodes.find(N);
     return It != R.Nodes.end() && It->second.Stacked;
@@ -108,97 +96,42 @@ public:
   }
 
 private:
-  void record(const Node &N, OpSharding S);
+  ExpertRole getExpertRole(const Node &N) const override {
+    const NodeSharding &Marks = R.Nodes[&N];
+    return Marks.Stacked         ? ExpertRole::Stacked
+           : Marks.Expert >= 0   ? ExpertRole::Branch
+           : Marks.ExpertCombine ? ExpertRole::Combine
+                                 : ExpertRole::None;
+  }
+  void onParamSplit(const Value *Param, const AxisSpec &PS) override {
+    ParamSlice &Slice = R.Params[Param];
+    Slice.Dim = PS.Dim;
+    Slice.Blocks = PS.Blocks;
+  }
+  void onChainNode(const Node &Def, const AxisSpec &In,
+                   const AxisSpec &Out) override {
+    NodeSharding &NS = R.Nodes[&Def];
+    NS.InputSpecs.assign(1, In);
+    NS.OutputSpecs.assign(1, Out);
+  }
+  void record(const Node &N, OpSharding S, bool HasRule) override;
 
   ShardingResult &R;
-  Graph &G;
-  unsigned TP;
-  UseMap Users;
-  /// Inputs the current node's rule must see replicated (tokens entering
-  /// expert work, which ep gathers along a dim tp must not split).
-  DenseSet<const Value *> SeenReplicated;
+  StringSet<> NoRule;
 };
 
-/// Records the parameter slicing and the specs of the chain between the
-/// parameter and \p V (Transpose/Cast/Identity nodes, decided here by
-/// their consumer's rule).
-bool Propagator::splitWeight(const Value *V, int Dim,
-                             ArrayRef<int64_t> Blocks) {
-  int PDim = Dim;
-  const Value *Param = traceWeight(V, PDim);
-  if (!Param)
-    return false;
-  ParamSlice Want;
-  Want.Dim = PDim;
-  Want.Blocks.assign(Blocks.begin(), Blocks.end());
-  auto It = R.Params.find(Param);
-  if (It != R.Params.end() &&
-      (It->second.Dim != Want.Dim || It->second.Blocks != Want.Blocks))
-    return false;
-  // Every user of the chain must be this consumer (a tied weight read by
-  // another op keeps its own view through that op's rule).
-  R.Params[Param] = Want;
-  AxisSpec PS = AxisSpec::split(PDim);
-  PS.Blocks = Want.Blocks;
-  R.Values[Param] = PS;
-  // The chain: re-derive each value's spec going forward.
-  for (const auto &CS : getWeightChainSpecs(V, Param, PDim, Want.Blocks)) {
-    const Node *Def = CS.first->getDefiningNode();
-    R.Values[CS.first] = CS.second;
-    NodeSharding &NS = R.Nodes[Def];
-    NS.InputSpecs.assign(1, R.Values[Def->getInput(0)]);
-    NS.OutputSpecs.assign(1, CS.second);
-  }
-  return true;
-}
-
-void Propagator::record(const Node &N, OpSharding S) {
-  S.InputSpecs.resize(N.getNumInputs());
-  S.OutputSpecs.resize(N.getNumOutputs());
-  for (unsigned O = 0; O < N.getNumOutputs(); ++O)
-    if (const Value *V = N.getOutput(O))
-      R.Values[V] = S.OutputSpecs[O];
+void Propagator::record(const Node &N, OpSharding S, bool HasRule) {
+  if (!HasRule && any_of(N.getInputs(), [&](const Value *V) {
+        return !getSpec(V).isReplicated();
+      }))
+    NoRule.insert(N.getQualifiedOpType());
   // Keep what the plan decided before propagation (chunk, EP roles).
   NodeSharding &Slot = R.Nodes[&N];
   static_cast<OpSharding &>(Slot) = std::move(S);
 }
 
 Error Propagator::run() {
-  Users = buildUseMap(G);
-  StringSet<> NoRule;
-  for (const auto &NP : G.getNodes()) {
-    const Node &N = *NP;
-    SeenReplicated.clear();
-    const NodeSharding &Marks = R.Nodes[&N];
-    ExpertRole Role = Marks.Stacked        ? ExpertRole::Stacked
-                      : Marks.Expert >= 0  ? ExpertRole::Branch
-                      : Marks.ExpertCombine ? ExpertRole::Combine
-                                           : ExpertRole::None;
-    if (Role != ExpertRole::None)
-      for (const Value *V : N.getInputs()) {
-        AxisSpec C = getSpec(V);
-        if (getExpertInputSpec(Role, C) != C)
-          SeenReplicated.insert(V);
-      }
-    bool OtherDomain = !N.getDomain().empty() && N.getDomain() != "ai.onnx";
-    OpSharding S;
-    if (OtherDomain || TP == 1) {
-      S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
-      S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
-    } else if (!Marks.OutputSpecs.empty()) {
-      // A weight chain already decided by its consumer (splitWeight) is
-      // revisited: keep it.
-      continue;
-    } else {
-      bool HasRule = true;
-      S = applyShardingRule(N, *this, HasRule);
-      if (!HasRule && any_of(N.getInputs(), [&](const Value *V) {
-            return !getSpec(V).isReplicated();
-          }))
-        NoRule.insert(N.getQualifiedOpType());
-    }
-    record(N, std::move(S));
-  }
+  propagate(R.M->getGraph());
   for (const auto &E : NoRule)
     R.Notes.push_back(("op " + E.getKey() +
                        " has no sharding rule: its inputs are gathered and "
@@ -231,8 +164,8 @@ Error propagateSharding(ShardingResult &R) {
     for (unsigned C = 0; C < NL % R.NumChunks; ++C)
       ++R.ChunkLayers[R.NumChunks - 1 - C];
   }
-  unsigned Sum = std::accumulate(R.ChunkLayers.begin(), R.ChunkLayers.end(),
-                                 0u);
+  unsigned Sum =
+      std::accumulate(R.ChunkLayers.begin(), R.ChunkLayers.end(), 0u);
   if (Sum != NL)
     return createStringError(inconvertibleErrorCode(),
                              "the plan's stages cover %u layers but the "
@@ -308,7 +241,8 @@ Error propagateSharding(ShardingResult &R) {
             RegionChunk[O] = NS.Chunk;
     }
   }
-  Propagator Prop(R);
+  UseMap Users = buildUseMap(G);
+  Propagator Prop(R, Users);
   return Prop.run();
 }
 

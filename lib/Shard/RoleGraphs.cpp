@@ -15,15 +15,15 @@
 #include "ControlFlow.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Shard/EmbeddingShards.h"
-#include "loom/Shard/SlicedTensorData.h"
-#include "loom/Shard/Sharding.h"
 #include "loom/Shard/ExpertRules.h"
+#include "loom/Shard/Sharding.h"
+#include "loom/Shard/SlicedTensorData.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/Format.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include <map>
 #include <set>
 
@@ -130,6 +130,10 @@ private:
   Expected<Value *> collective(StringRef Op, StringRef Group, Value *X,
                                StringRef Name, TensorType OutType,
                                ArrayRef<Attr> Attrs);
+  /// The tp collective \p C (a transition's or a rule's, Rules.h) on \p X,
+  /// its output named \p Base "." C.Suffix, of this rank's type \p T.
+  Expected<Value *> tpCollective(const ShardCollective &C, Value *X,
+                                 StringRef Base, TensorType T);
   Value *constInt64(StringRef Name, ArrayRef<int64_t> Shape,
                     ArrayRef<int64_t> Vals);
   Value *constScalar(StringRef Name, DataType T, double V);
@@ -198,13 +202,15 @@ private:
   /// A Gather from a vocab-parallel table: this rank's rows looked up, ids
   /// outside them masked to zero rows: a partial output over tp.
   /// SoftmaxCrossEntropyLoss on this rank's classes (LossRules.cpp).
-  Error lowerVocabParallelCrossEntropy(const Node &N, ArrayRef<Value *> In,
+  Error lowerVocabParallelCrossEntropy(const Node &N, const NodeSharding &NS,
+                                       ArrayRef<Value *> In,
                                        ArrayRef<std::string> OutNames);
   Error lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
                                  ArrayRef<std::string> OutNames);
   /// Row-parallel Gemm/Conv: partial products all-reduced over tp, then the
   /// bias added once.
-  Error lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
+  Error lowerBiasAfterReduce(const Node &N, const NodeSharding &NS,
+                             ArrayRef<Value *> In,
                              ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
   /// A lookup in an embedding table sharded over dp: the group's ids
@@ -298,6 +304,21 @@ Expected<Value *> RoleBuilder::collective(StringRef Op, StringRef Group,
   return (*N)->getOutput(0);
 }
 
+Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
+                                            StringRef Base, TensorType T) {
+  SmallVector<Attr, 3> Attrs;
+  if (C.Kind == CollectiveKind::AllReduce ||
+      C.Kind == CollectiveKind::ReduceScatter)
+    Attrs.push_back({"reduction", 0, C.Reduction.c_str()});
+  if (C.Kind == CollectiveKind::AllGather ||
+      C.Kind == CollectiveKind::ReduceScatter) {
+    Attrs.push_back({"rank_size", TP});
+    Attrs.push_back({"axis", C.Axis});
+  }
+  return collective(getHcomOpName(C.Kind), "tp", X,
+                    (Base + "." + C.Suffix).str(), std::move(T), Attrs);
+}
+
 Expected<Value *> RoleBuilder::produced(const Value *V) {
   if (!V)
     return nullptr;
@@ -327,9 +348,9 @@ Expected<Value *> RoleBuilder::produced(const Value *V) {
     if (EP > 1 && R.ExpertParams.count(V)) {
       // This rank's experts: a slice of dim 0 (of the tp slice, if any).
       if (D)
-        D = std::make_shared<SlicedTensorData>(
-            D, T.getStaticShape(), getDataTypeSize(V->Type.Elem), 0,
-            ArrayRef<int64_t>(), EP, EPR);
+        D = std::make_shared<SlicedTensorData>(D, T.getStaticShape(),
+                                               getDataTypeSize(V->Type.Elem), 0,
+                                               ArrayRef<int64_t>(), EP, EPR);
       T.Dims[0] = Dim(T.Dims[0].Size / EP);
     }
     Expected<Value *> P = G->addParameter(fresh(V->getName()), T, std::move(D));
@@ -347,14 +368,17 @@ Expected<Value *> RoleBuilder::produced(const Value *V) {
       return std::move(Er);
     It = Produced.find(V);
     if (It == Produced.end())
-      return err("value '" + V->getName() + "' is not available on pipeline "
-                 "device " + Twine(Dev));
+      return err("value '" + V->getName() +
+                 "' is not available on pipeline "
+                 "device " +
+                 Twine(Dev));
     return It->second;
   }
   // Received from the device that makes it.
   auto T = E.Tag.find({V->getName().str(), Dev});
   if (T == E.Tag.end())
-    return err("value '" + V->getName() + "' crosses pipeline devices without "
+    return err("value '" + V->getName() +
+               "' crosses pipeline devices without "
                "a send");
   TensorType LT = localType(V, producedSpec(V), false);
   std::string Name = V->getName().str();
@@ -389,9 +413,9 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
   (void)X;
   TensorType T = localType(V, Req, false);
   if (Data)
-    Data = std::make_shared<SlicedTensorData>(
-        Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem), Req.Dim,
-        Req.Blocks, TP, TPR);
+    Data = std::make_shared<SlicedTensorData>(Data, V->Type.getStaticShape(),
+                                              getDataTypeSize(V->Type.Elem),
+                                              Req.Dim, Req.Blocks, TP, TPR);
   if (EP > 1 && R.ExpertParams.count(V)) {
     if (Data)
       Data = std::make_shared<SlicedTensorData>(
@@ -411,8 +435,8 @@ Expected<Value *> RoleBuilder::wholeWeight(const Value *V) {
     return It->second;
   Value *Result = nullptr;
   if (V->isParameter()) {
-    Expected<Value *> P =
-        G->addParameter(fresh((V->getName() + ".whole").str()), V->Type, V->Data);
+    Expected<Value *> P = G->addParameter(
+        fresh((V->getName() + ".whole").str()), V->Type, V->Data);
     if (!P)
       return P.takeError();
     Result = *P;
@@ -424,8 +448,8 @@ Expected<Value *> RoleBuilder::wholeWeight(const Value *V) {
     if (!In)
       return In.takeError();
     std::string Name = fresh((V->getName() + ".whole").str());
-    Expected<Node *> N = G->addNode(D->getOpType(), D->getDomain(), Name,
-                                    {*In}, {Name});
+    Expected<Node *> N =
+        G->addNode(D->getOpType(), D->getDomain(), Name, {*In}, {Name});
     if (!N)
       return N.takeError();
     for (const Attribute &A : D->getAttributes())
@@ -468,7 +492,8 @@ Expected<Value *> RoleBuilder::sliceActivation(Value *X, const TensorType &GT,
   if (Pieces.size() == 1)
     return Pieces[0];
   std::string ON = fresh(Name.str() + ".blocks");
-  Expected<Node *> N = add("Concat", fresh("concat." + Name.str()), Pieces, {ON});
+  Expected<Node *> N =
+      add("Concat", fresh("concat." + Name.str()), Pieces, {ON});
   if (!N)
     return N.takeError();
   (*N)->addAttribute(intAttr("axis", Req.Dim));
@@ -504,10 +529,9 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
   }
   // A split value needed whole or split otherwise: an all-gather (and a
   // slice), or, split in blocks, nothing a collective can do.
-  bool Regather = T == Transition::AllGather ||
-                  T == Transition::GatherSlice ||
-                  (T == Transition::Unsupported && Cur.isSplit() &&
-                   !Req.isPartial());
+  bool Regather =
+      T == Transition::AllGather || T == Transition::GatherSlice ||
+      (T == Transition::Unsupported && Cur.isSplit() && !Req.isPartial());
   if (Regather && !InEPRegion.count(V)) {
     // A weight stored sliced for one consumer and needed whole, or sliced
     // otherwise, by another (torch ties equal initializers: one zero bias
@@ -519,10 +543,9 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       auto It = Converted.find(Key);
       if (It != Converted.end())
         return It->second;
-      Expected<Value *> Y =
-          V->isParameter() && Req.isSplit()
-              ? sliceConstant(V, nullptr, Req)
-              : wholeWeight(V);
+      Expected<Value *> Y = V->isParameter() && Req.isSplit()
+                                ? sliceConstant(V, nullptr, Req)
+                                : wholeWeight(V);
       if (Y && *Y && Req.isSplit() && !V->isParameter())
         Y = sliceActivation(*Y, V->Type, Req, V->getName());
       if (!Y)
@@ -543,34 +566,29 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
     return It->second;
   bool Gath = InEPRegion.count(V);
   // Types follow the value as this rank holds it (expert work may have
-  // changed its leading dims): GT is it replicated over tp, ReqT as needed.
+  // changed its leading dims): GT is it replicated over tp.
   TensorType GT = (*X)->Type;
   if (Cur.isSplit() && (unsigned)Cur.Dim < GT.getRank() &&
       GT.Dims[Cur.Dim].isStatic())
     GT.Dims[Cur.Dim] = Dim(GT.Dims[Cur.Dim].Size * TP);
-  TensorType ReqT = GT;
-  if (Req.isSplit() && (unsigned)Req.Dim < ReqT.getRank() &&
-      ReqT.Dims[Req.Dim].isStatic())
-    ReqT.Dims[Req.Dim] = Dim(ReqT.Dims[Req.Dim].Size / TP);
   std::string Base = V->getName().str();
   auto Lower = [&]() -> Expected<Value *> {
     switch (T) {
     case Transition::AllReduce:
-      return collective("HcomAllReduce", "tp", *X, Base + ".allreduce", GT,
-                        {{"reduction", 0, "sum"}});
     case Transition::ReduceScatter:
-      return collective("HcomReduceScatter", "tp", *X,
-                        Base + ".reducescatter", ReqT,
-                        {{"reduction", 0, "sum"}, {"rank_size", TP},
-                         {"axis", Req.Dim}});
-    case Transition::AllGather:
-      return collective("HcomAllGather", "tp", *X, Base + ".allgather", GT,
-                        {{"rank_size", TP}, {"axis", Cur.Dim}});
+    case Transition::AllGather: {
+      // The one transition -> collective mapping (Rules.h), at the type
+      // this rank holds the value in.
+      Optional<ShardCollective> C = getTransitionCollective(Cur, Req, GT, TP);
+      if (!C)
+        return Refuse();
+      return tpCollective(*C, *X, Base, C->Result);
+    }
     case Transition::LocalSlice: {
       // A constant's slice as a new constant; an activation's by Slice.
-      bool ConstLike = V->isParameter() ||
-                       (V->getDefiningNode() &&
-                        V->getDefiningNode()->getOpType() == "Constant");
+      bool ConstLike =
+          V->isParameter() || (V->getDefiningNode() &&
+                               V->getDefiningNode()->getOpType() == "Constant");
       if (ConstLike && !Gath) {
         Expected<Value *> C = sliceConstant(V, *X, Req);
         if (!C || *C)
@@ -610,10 +628,9 @@ Expected<Value *> RoleBuilder::epGathered(const Value *V, Value *Local) {
   if (!T.Dims.empty() && T.Dims[0].isStatic())
     T.Dims[0] = Dim(T.Dims[0].Size * EP);
   // Named after the original value: identical on every ep rank.
-  Expected<Value *> Y =
-      collective("HcomAllGather", "ep", Local, (V->getName() + ".epgather").str(),
-                 T,
-                 {{"rank_size", EP}, {"axis", 0}});
+  Expected<Value *> Y = collective("HcomAllGather", "ep", Local,
+                                   (V->getName() + ".epgather").str(), T,
+                                   {{"rank_size", EP}, {"axis", 0}});
   if (!Y)
     return Y.takeError();
   Gathered[V] = *Y;
@@ -652,8 +669,8 @@ Expected<Value *> RoleBuilder::widenFill(const Value *V, Value *X) {
   TensorType T = X->Type;
   T.Dims[0] = Dim(T.Dims[0].Size * EP);
   SmallVector<int64_t, 4> S = T.getStaticShape();
-  Value *Shp = constInt64((V->getName() + ".ep_shape").str(),
-                          {(int64_t)S.size()}, S);
+  Value *Shp =
+      constInt64((V->getName() + ".ep_shape").str(), {(int64_t)S.size()}, S);
   std::string ON = fresh((V->getName() + ".ep").str());
   Expected<Node *> C = add("ConstantOfShape", fresh("fill." + ON), {Shp}, {ON});
   if (!C)
@@ -665,9 +682,8 @@ Expected<Value *> RoleBuilder::widenFill(const Value *V, Value *X) {
   return (*C)->getOutput(0);
 }
 
-Expected<Value *> RoleBuilder::allToAll(const Value *V, Value *X,
-                                        int SplitAxis, int ConcatAxis,
-                                        StringRef Suffix) {
+Expected<Value *> RoleBuilder::allToAll(const Value *V, Value *X, int SplitAxis,
+                                        int ConcatAxis, StringRef Suffix) {
   auto Key = std::make_pair(V, ("a2a" + Suffix).str());
   auto It = Converted.find(Key);
   if (It != Converted.end())
@@ -769,9 +785,9 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
   case NodeSharding::Lowering::VocabParallelGather:
     return lowerVocabParallelGather(N, In, OutNames);
   case NodeSharding::Lowering::BiasAfterReduce:
-    return lowerBiasAfterReduce(N, In, OutNames);
+    return lowerBiasAfterReduce(N, NS, In, OutNames);
   case NodeSharding::Lowering::VocabParallelCrossEntropy:
-    return lowerVocabParallelCrossEntropy(N, In, OutNames);
+    return lowerVocabParallelCrossEntropy(N, NS, In, OutNames);
   case NodeSharding::Lowering::None:
     break;
   }
@@ -893,8 +909,14 @@ Error RoleBuilder::lowerVocabParallelGather(const Node &N, ArrayRef<Value *> In,
 /// zero at ignore_index, then the node's reduction (mean: over the rows not
 /// ignored).
 Error RoleBuilder::lowerVocabParallelCrossEntropy(
-    const Node &N, ArrayRef<Value *> In, ArrayRef<std::string> OutNames) {
+    const Node &N, const NodeSharding &NS, ArrayRef<Value *> In,
+    ArrayRef<std::string> OutNames) {
   const Value *Y = N.getOutput(0);
+  // The rule declares the three all-reduces, in order: the row max, the
+  // sum of exps, the target score (LossRules.cpp).
+  if (NS.Collectives.size() != 3)
+    return err("vocab-parallel cross entropy '" + N.getName() + "' declares " +
+               Twine(NS.Collectives.size()) + " collectives, not 3");
   Value *X = In[0], *Labels = In[1];
   DataType FT = X->Type.Elem, IT = Labels->Type.Elem;
   int64_t Classes = X->Type.Dims[1].Size; // this rank's
@@ -908,8 +930,8 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
   auto Op = [&](StringRef Op, ArrayRef<Value *> Ins, StringRef Suffix,
                 TensorType T, ArrayRef<Attribute> Attrs = {},
                 StringRef OutName = "") -> Expected<Value *> {
-    std::string ON = OutName.empty() ? fresh(B + "." + Suffix.str())
-                                     : OutName.str();
+    std::string ON =
+        OutName.empty() ? fresh(B + "." + Suffix.str()) : OutName.str();
     Expected<Node *> Nd = add(Op, fresh(B + "/" + Suffix.str()), Ins, {ON});
     if (!Nd)
       return Nd.takeError();
@@ -918,10 +940,8 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
     (*Nd)->getOutput(0)->Type = std::move(T);
     return (*Nd)->getOutput(0);
   };
-  auto AllReduce = [&](Value *V, const char *Red,
-                       StringRef Suffix) -> Expected<Value *> {
-    return collective("HcomAllReduce", "tp", V, B + "." + Suffix.str(),
-                      V->Type, {{"reduction", 0, Red}});
+  auto AllReduce = [&](Value *V, unsigned I) -> Expected<Value *> {
+    return tpCollective(NS.Collectives[I], V, B, V->Type);
   };
   Value *Axis1 = constInt64(B + ".class_axis", {1}, {1});
 #define LOOM_TRY(Var, Expr)                                                    \
@@ -931,13 +951,13 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
   // The row max over all classes.
   LOOM_TRY(MaxL, Op("ReduceMax", {X}, "local_max", RowT,
                     {intsAttr("axes", {1}), intAttr("keepdims", 1)}));
-  LOOM_TRY(Max, AllReduce(*MaxL, "max", "max"));
+  LOOM_TRY(Max, AllReduce(*MaxL, 0));
   LOOM_TRY(Xs, Op("Sub", {X, *Max}, "shifted", XT));
   // The sum of exps over all classes.
   LOOM_TRY(Ex, Op("Exp", {*Xs}, "exp", XT));
   LOOM_TRY(SumL, Op("ReduceSum", {*Ex, Axis1}, "local_sum", RowT,
                     {intAttr("keepdims", 1)}));
-  LOOM_TRY(Sum, AllReduce(*SumL, "sum", "sum_exp"));
+  LOOM_TRY(Sum, AllReduce(*SumL, 1));
   // The target's shifted score, from the rank holding its class.
   TensorType LUT = LT;
   LUT.Dims.insert(LUT.Dims.begin() + 1, Dim(1));
@@ -954,9 +974,9 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
   LOOM_TRY(Picked, Op("GatherElements", {*Xs, *Safe}, "target_local", RowT,
                       {intAttr("axis", 1)}));
   Value *ZeroF = constScalar(B + ".zero", FT, 0);
-  LOOM_TRY(Masked, Op("Where", {*Valid, *Picked, ZeroF}, "target_masked",
-                      RowT));
-  LOOM_TRY(Target, AllReduce(*Masked, "sum", "target"));
+  LOOM_TRY(Masked,
+           Op("Where", {*Valid, *Picked, ZeroF}, "target_masked", RowT));
+  LOOM_TRY(Target, AllReduce(*Masked, 2));
   // Per row: log(sum) - target, zero where the label is ignore_index.
   LOOM_TRY(Log, Op("Log", {*Sum}, "log_sum", RowT));
   LOOM_TRY(Diff, Op("Sub", {*Log, *Target}, "row_loss", RowT));
@@ -974,8 +994,8 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
                             (double)N.getAttrInt("ignore_index", 0));
     LOOM_TRY(Ign, Op("Equal", {Labels, II}, "ignored", LBoolT));
     StringRef Name = Red == "none" ? StringRef(OutNames[0]) : StringRef();
-    LOOM_TRY(R0, Op("Where", {*Ign, ZeroF, Rows}, "rows_kept", PerRowT, {},
-                    Name));
+    LOOM_TRY(R0,
+             Op("Where", {*Ign, ZeroF, Rows}, "rows_kept", PerRowT, {}, Name));
     Rows = *R0;
     if (Red == "mean") {
       LOOM_TRY(NotIgn, Op("Not", {*Ign}, "counted", LBoolT));
@@ -989,9 +1009,9 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
   ScalarT.HasShape = true;
   Value *Result = Rows;
   if (Red == "sum" || (Red == "mean" && !Kept)) {
-    LOOM_TRY(Tot, Op(Red == "sum" ? "ReduceSum" : "ReduceMean", {Rows},
-                     "reduced", ScalarT, {intAttr("keepdims", 0)},
-                     OutNames[0]));
+    LOOM_TRY(Tot,
+             Op(Red == "sum" ? "ReduceSum" : "ReduceMean", {Rows}, "reduced",
+                ScalarT, {intAttr("keepdims", 0)}, OutNames[0]));
     Result = *Tot;
   } else if (Red == "mean") {
     LOOM_TRY(Tot, Op("ReduceSum", {Rows}, "total", ScalarT,
@@ -1006,7 +1026,8 @@ Error RoleBuilder::lowerVocabParallelCrossEntropy(
   return Error::success();
 }
 
-Error RoleBuilder::lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
+Error RoleBuilder::lowerBiasAfterReduce(const Node &N, const NodeSharding &NS,
+                                        ArrayRef<Value *> In,
                                         ArrayRef<std::string> OutNames) {
   const Value *Y = N.getOutput(0);
   // Row-parallel Gemm/Conv: partial products, reduced, then the bias once.
@@ -1021,9 +1042,12 @@ Error RoleBuilder::lowerBiasAfterReduce(const Node &N, ArrayRef<Value *> In,
       (*Mm)->addAttribute(copyAttributeValues(A));
   TensorType T = localType(Y, AxisSpec(), false);
   (*Mm)->getOutput(0)->Type = T;
+  // The one all-reduce the rule declares (Rules.cpp, setRowParallel).
+  if (NS.Collectives.size() != 1)
+    return err("bias after reduce of '" + N.getName() + "' declares " +
+               Twine(NS.Collectives.size()) + " collectives, not 1");
   Expected<Value *> Red =
-      collective("HcomAllReduce", "tp", (*Mm)->getOutput(0),
-                 OutNames[0] + ".allreduce", T, {{"reduction", 0, "sum"}});
+      tpCollective(NS.Collectives[0], (*Mm)->getOutput(0), OutNames[0], T);
   if (!Red)
     return Red.takeError();
   Value *Bias = In[2];
@@ -1454,7 +1478,8 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
   auto MaskOf = [&](Value *Bool) {
     Value *U;
     if (R.M->getOpsetVersion("") >= 13) {
-      U = Op("Unsqueeze", "mask1", {Bool, constInt64(Base + ".last", {1}, {-1})},
+      U = Op("Unsqueeze", "mask1",
+             {Bool, constInt64(Base + ".last", {1}, {-1})},
              TensorType(DataType::Bool, MShape));
     } else {
       U = Op("Unsqueeze", "mask1", {Bool}, TensorType(DataType::Bool, MShape));
@@ -1485,8 +1510,8 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
       Shape LShape = PShape;
       LShape.back() = SD->Type.Dims[1].Size;
       Value *L = Op("Gather", "lookup", {*Shard, *GId}, TensorType(ET, LShape));
-      Expected<Value *> Y = allToAllDP(L, Base + ".dpa2a", 0,
-                                       (int)LShape.size() - 1, OutV->Type);
+      Expected<Value *> Y =
+          allToAllDP(L, Base + ".dpa2a", 0, (int)LShape.size() - 1, OutV->Type);
       if (!Y)
         return Y.takeError();
       Produced[OutV] = *Y;
@@ -1506,8 +1531,7 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
       Value *Hi = Op("Less", "inrange", {Rel, I64Const("rows", Rows)}, BT);
       Value *NotLo = Op("Not", "notbelow", {Lo}, BT);
       Value *Mine = Op("And", "mine", {NotLo, Hi}, BT);
-      Value *Safe =
-          Op("Where", "safe", {Mine, Rel, I64Const("row0", 0)}, IT);
+      Value *Safe = Op("Where", "safe", {Mine, Rel, I64Const("row0", 0)}, IT);
       Value *L = Op("Gather", "lookup", {*Shard, Safe}, PT);
       Partial = Op("Mul", "partial", {L, MaskOf(Mine)}, PT);
     }
@@ -1551,7 +1575,8 @@ Expected<RoleGraph> RoleBuilder::build() {
                   (DPR >= 0 ? "_dp" + Twine(DPR) : Twine()) + ".onnx")
                      .str();
   G = &M->getGraph();
-  G->setName((Src.getName() + "_" + StringRef(Out.FileName).drop_back(5)).str());
+  G->setName(
+      (Src.getName() + "_" + StringRef(Out.FileName).drop_back(5)).str());
   // Names inside copied control-flow bodies stay taken.
   collectSubgraphValueNames(Src, UsedNames);
   if (EP > 1) {
@@ -1560,7 +1585,8 @@ Expected<RoleGraph> RoleBuilder::build() {
     for (const auto &NP : Src.getNodes())
       if (R.Nodes.lookup(NP.get()).Expert >= 0)
         for (const Value *V : NP->getInputs())
-          if (V && DD.count(V) && R.Nodes.lookup(V->getDefiningNode()).Expert < 0 &&
+          if (V && DD.count(V) &&
+              R.Nodes.lookup(V->getDefiningNode()).Expert < 0 &&
               V->Type.getRank() && V->Type.Dims[0].isStatic()) {
             EPTokens = V->Type.Dims[0].Size;
             break;
@@ -1586,8 +1612,9 @@ Expected<RoleGraph> RoleBuilder::build() {
       return err(describeNode(*D) + ": model output '" + V->getName() +
                  "' is an expert sum");
     if (Y->getName() != V->getName()) {
-      Expected<Node *> Id = G->addNode("Identity", "", fresh(("output." + V->getName()).str()), {Y},
-                                       {V->getName().str()});
+      Expected<Node *> Id =
+          G->addNode("Identity", "", fresh(("output." + V->getName()).str()),
+                     {Y}, {V->getName().str()});
       if (!Id)
         return Id.takeError();
       (*Id)->getOutput(0)->Type = Y->Type;
@@ -1611,7 +1638,9 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
   // Cross-device edges, tagged in the order their producers appear.
   Edges E;
   int NextTag = 0;
-  auto DevOf = [&](const Node *N) { return R.Nodes.lookup(N).Chunk % R.Plan.PP; };
+  auto DevOf = [&](const Node *N) {
+    return R.Nodes.lookup(N).Chunk % R.Plan.PP;
+  };
   for (const auto &NP : G.getNodes()) {
     unsigned Dst = DevOf(NP.get());
     // A control-flow body's outer-scope reads cross devices like inputs.
@@ -1645,8 +1674,8 @@ Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R) {
   for (unsigned P = 0; P < R.Plan.PP; ++P)
     for (unsigned T = 0; T < R.Plan.TP; ++T)
       for (unsigned X = 0; X < R.Plan.EP; ++X)
-        for (int D = PerDP[P] ? 0 : -1;
-             D < (PerDP[P] ? (int)R.Plan.DP : 0); ++D) {
+        for (int D = PerDP[P] ? 0 : -1; D < (PerDP[P] ? (int)R.Plan.DP : 0);
+             ++D) {
           RoleBuilder B(R, E, DD, P, T, X, D);
           Expected<RoleGraph> RG = B.build();
           if (!RG)

@@ -30,26 +30,6 @@ struct Item {
   double Start = -1, End = -1;
 };
 
-CollectiveKind kindOf(StringRef Kind) {
-  if (Kind == "allgather")
-    return CollectiveKind::AllGather;
-  if (Kind == "reducescatter")
-    return CollectiveKind::ReduceScatter;
-  if (Kind == "alltoall")
-    return CollectiveKind::AllToAll;
-  return CollectiveKind::AllReduce;
-}
-
-std::string eventKind(StringRef Op) {
-  if (Op == "HcomAllGather")
-    return "allgather";
-  if (Op == "HcomReduceScatter")
-    return "reducescatter";
-  if (Op == "HcomAllToAllV")
-    return "alltoall";
-  return "allreduce";
-}
-
 struct Comm {
   std::string Op, Kind, Group;
   double Bytes = 0;
@@ -105,7 +85,11 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   double Dur = E.EndS - E.StartS;
   for (size_t K = 0; K < Coll.size(); ++K) {
     const ScheduleComm &C = *Coll[Forward ? K : Coll.size() - 1 - K];
+    // Spread evenly over the compute they run inside, each ending by the
+    // compute's end where it fits (the cost model counts it within the
+    // chunk's time): a long last collective is not left sticking out.
     double Start = E.StartS + Dur * (K + 1) / (Coll.size() + 1);
+    Start = std::max(E.StartS, std::min(Start, E.EndS - C.TimeS));
     ScheduleEvent CE = Event(C, Start, Start + C.TimeS);
     CE.Stream = C.Group;
     Fn(CE);
@@ -187,7 +171,8 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
         C.Peer = N.getAttrInt("src_rank", 0);
         C.Tag = N.getAttrInt("sr_tag", 0);
       } else {
-        C.Kind = eventKind(N.getOpType());
+        C.Kind =
+            getScheduleEventKind(getHcomCollectiveKind(N.getOpType())).str();
         if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
           C.Bytes = (double)N.getOutput(0)->Type.getSizeInBytes().getValueOr(0);
       }
@@ -207,8 +192,8 @@ ChunkTimes chunkTimes(const PlanCost &Cost, unsigned NumChunks, unsigned PP,
   T.P2P.resize(NumChunks);
   T.Lag.resize(NumChunks);
   for (unsigned C = 0; C < NumChunks; ++C) {
-    const StageCost &S = Cost.Stages[std::min<size_t>(C % PP,
-                                                      Cost.Stages.size() - 1)];
+    const StageCost &S =
+        Cost.Stages[std::min<size_t>(C % PP, Cost.Stages.size() - 1)];
     // Exposed TP and EP communication where the evaluator's pipeline puts
     // it: forward's with the forward, backward's with the backward.
     // The plan's overlaps (PlanCost.h: OverlapFwdS/BwdS, SendLagS).
@@ -229,16 +214,16 @@ ChunkTimes chunkTimes(const PlanCost &Cost, unsigned NumChunks, unsigned PP,
 /// The timeline per pipeline device: list scheduling of the 1F1B order
 /// (the bubble model's, cost_models/pipeline) with the cross-chunk
 /// dependencies. Fails if the order deadlocks.
-Expected<std::vector<std::vector<Item>>>
-layTimeline(const ChunkTimes &T, unsigned NumChunks, unsigned PP,
-            unsigned VPP, unsigned M, bool Train) {
+Expected<std::vector<std::vector<Item>>> layTimeline(const ChunkTimes &T,
+                                                     unsigned NumChunks,
+                                                     unsigned PP, unsigned VPP,
+                                                     unsigned M, bool Train) {
   std::vector<std::vector<Item>> Order(PP);
   std::vector<std::vector<PipelineOp>> Ops =
       getPipelineOrder(PP, M, VPP, /*ForwardOnly=*/!Train);
   for (unsigned D = 0; D < PP; ++D)
     for (const PipelineOp &Op : Ops[D])
-      Order[D].push_back(
-          Item{!Op.Backward, Op.MicroBatch, Op.Chunk * PP + D});
+      Order[D].push_back(Item{!Op.Backward, Op.MicroBatch, Op.Chunk * PP + D});
   std::map<std::tuple<bool, unsigned, unsigned>, double> EndOf;
   std::vector<size_t> Next(PP, 0);
   std::vector<double> Free(PP, 0);
@@ -328,7 +313,8 @@ std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
                              : C.Group == "dp" ? G.DPG
                                                : G.TPG;
       SC.Level = levelName(GS, HW);
-      SC.TimeS = collectiveTime(kindOf(C.Kind), C.Bytes, GS, HW).Seconds;
+      SC.TimeS = collectiveTime(parseScheduleEventKind(C.Kind), C.Bytes, GS, HW)
+                     .Seconds;
     }
     SC.Bytes = C.Bytes;
     Out.push_back(SC);
@@ -455,10 +441,9 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   // One program per role; DP replicas run their role's, and roles whose
   // communication is alike share one (a program follows from its pipeline
   // device, its collectives and transfers, and its gradient bytes).
-  ScheduleGroups G{Ctx.Eval->getGroupShape(P, "tp"),
-                   Ctx.Eval->getGroupShape(P, "ep"),
-                   Ctx.Eval->getGroupShape(P, "dp"),
-                   Ctx.Eval->getGroupShape(P, "pp")};
+  ScheduleGroups G{
+      Ctx.Eval->getGroupShape(P, "tp"), Ctx.Eval->getGroupShape(P, "ep"),
+      Ctx.Eval->getGroupShape(P, "dp"), Ctx.Eval->getGroupShape(P, "pp")};
   double Step = 0;
   SP.Programs.clear();
   SP.RoleProgram.clear();

@@ -36,6 +36,7 @@ MODELS = os.path.join(HERE, "models")
 HW = os.path.join(ROOT, "examples", "hw", "atlas800t-a2.yaml")
 
 BLOCKS4 = "layers: 6 (4 repeated blocks in 1 run(s), 2 other)"
+SEQ2SEQ = "layers: 8 (6 repeated blocks in 2 run(s), 2 other)"
 # model: (extra args, summary line, structure pattern per run)
 EXPECT = {
     "gpt-torch": (["--batch", "8", "--seq", "8"], BLOCKS4, ["AAAA"]),
@@ -47,6 +48,12 @@ EXPECT = {
     "vit-torchvision": (["--batch", "8"],
                         "layers: 14 (12 repeated blocks in 1 run(s), 2 other)",
                         ["A" * 12]),
+    # Encoder-decoder (nn.Transformer, and the same written with
+    # onnx.helper): the embeddings; the encoder run; the decoder run, whose
+    # first block also holds the encoder's final norm (so B, B after A);
+    # the decoder's norm and the head.
+    "seq2seq-torch": (["--batch", "8", "--seq", "8"], SEQ2SEQ, ["AAA", "ABB"]),
+    "seq2seq-helper": (["--batch", "8", "--seq", "8"], SEQ2SEQ, ["AAA", "ABB"]),
     # Patch embedding; stage 1 (window, shifted); patch merging; stage 2
     # (window, shifted); norm, pool and head.
     "swin-torchvision": (["--batch", "8"],

@@ -313,6 +313,105 @@ def swin_torchvision():
                   {"pixels": {0: "batch"}, "logits": {0: "batch"}})
 
 
+# --- Encoder-decoder (T5/BART-style) with torch's own nn.Transformer ------
+
+class TorchSeq2Seq(nn.Module):
+    """nn.Transformer with both stacks (3 encoder, 3 decoder layers, the
+    decoder with self- and cross-attention), shared token embedding, a
+    causal mask on the decoder, tied-free head."""
+
+    def __init__(self, vocab=64, d=32, heads=2, layers=3, max_pos=32):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_pos, d)
+        self.transformer = nn.Transformer(
+            d, heads, num_encoder_layers=layers, num_decoder_layers=layers,
+            dim_feedforward=4 * d, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, src, tgt):
+        s, t = src.shape[1], tgt.shape[1]
+        x = self.tok(src) + self.pos(torch.arange(s).unsqueeze(0))
+        y = self.tok(tgt) + self.pos(torch.arange(t).unsqueeze(0))
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        return self.head(self.transformer(x, y, tgt_mask=mask))
+
+
+def seq2seq_torch():
+    torch.manual_seed(0)
+    src = torch.randint(0, 64, (2, 8))
+    tgt = torch.randint(0, 64, (2, 8))
+    return export(TorchSeq2Seq(), (src, tgt), ["src_ids", "tgt_ids"],
+                  ["logits"],
+                  {"src_ids": {0: "batch", 1: "seq"},
+                   "tgt_ids": {0: "batch", 1: "seq"},
+                   "logits": {0: "batch", 1: "seq"}})
+
+
+def seq2seq_helper():
+    """The same encoder-decoder written with onnx.helper (post-norm blocks,
+    ReLU feed-forward, the decoder's causal self-attention and its
+    cross-attention over the encoder's normalised output; final norms on
+    both stacks): separate q/k/v projections, an additive causal mask
+    sliced from a table. Weights seeded numpy."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+    from gen_models import Builder, causal_mask, seq_slice
+    b = Builder("seq2seq_helper", 7)
+    d, H, layers, vocab = 32, 2, 3, 64
+    hd = d // H
+    mask_table = causal_mask(b)
+
+    tok, pos = b.weight("tok.weight", [vocab, d]), b.weight("pos.weight", [32, d])
+
+    def embed(ids):  # shared by both stacks, as in TorchSeq2Seq
+        return b.op("Add", [b.op("Gather", [tok, ids], axis=0), seq_slice(b, pos, ids)])
+
+    def heads(t):
+        t = b.op("Reshape", [t, b.const([0, 0, H, hd])])
+        return b.op("Transpose", [t], perm=[0, 2, 1, 3])
+
+    def attention(xq, xkv, p, causal):
+        q, k, v = (heads(b.linear(src, d, d, f"{p}.{w}_proj"))
+                   for w, src in (("q", xq), ("k", xkv), ("v", xkv)))
+        s = b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                         b.const(np.sqrt(hd), np.float32)])
+        if causal:
+            m = seq_slice(b, mask_table, xq)
+            sq = b.op("Unsqueeze", [b.op("Gather", [b.op("Shape", [xq]), b.const(1)], axis=0),
+                                    b.const([0])])
+            s = b.op("Add", [s, b.op("Slice", [m, b.const([0]), sq, b.const([1])])])
+        a = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])
+        a = b.op("Reshape", [b.op("Transpose", [a], perm=[0, 2, 1, 3]), b.const([0, 0, d])])
+        return b.linear(a, d, d, f"{p}.out_proj")
+
+    def feed_forward(x, p):
+        return b.linear(b.op("Relu", [b.linear(x, d, 4 * d, p + ".linear1")]), 4 * d, d,
+                        p + ".linear2")
+
+    # Both embeddings first, in TorchSeq2Seq.forward's order.
+    x, y = embed("src_ids"), embed("tgt_ids")
+    for i in range(layers):
+        p = f"encoder.layers.{i}"
+        x = b.layernorm(b.op("Add", [x, attention(x, x, p + ".self_attn", False)]), d, p + ".norm1")
+        x = b.layernorm(b.op("Add", [x, feed_forward(x, p)]), d, p + ".norm2")
+    mem = b.layernorm(x, d, "encoder.norm")
+    for i in range(layers):
+        p = f"decoder.layers.{i}"
+        y = b.layernorm(b.op("Add", [y, attention(y, y, p + ".self_attn", True)]), d, p + ".norm1")
+        y = b.layernorm(b.op("Add", [y, attention(y, mem, p + ".cross_attn", False)]), d,
+                        p + ".norm2")
+        y = b.layernorm(b.op("Add", [y, feed_forward(y, p)]), d, p + ".norm3")
+    y = b.layernorm(y, d, "decoder.norm")
+    b.op("MatMul", [y, b.weight("head.weight", [d, vocab])])
+    b.nodes[-1].output[0] = "logits"
+    ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
+    m = b.model([ids("src_ids"), ids("tgt_ids")],
+                [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", vocab])])
+    return m.SerializeToString()
+
+
 MODELS = {
     "gpt-torch": gpt_torch,
     "gpt-hf": gpt_hf,
@@ -321,6 +420,8 @@ MODELS = {
     "llama-additive": llama_additive,
     "vit-torchvision": vit_torchvision,
     "swin-torchvision": swin_torchvision,
+    "seq2seq-torch": seq2seq_torch,
+    "seq2seq-helper": seq2seq_helper,
 }
 
 

@@ -19,6 +19,16 @@ scores arrive split on the vocab.
 
 Inputs ids and labels (int64 [batch, seq], dynamic batch), output loss.
 
+  vocab-odd-loss-tiny.onnx    the ce-loss model with a vocabulary of 1,001
+                              (GPT-2's 50,257 scaled down: no tp > 1
+                              divides it): pad-vocab pads it to 1,024 at
+                              tp = 2 and 4 (a multiple of 128 x tp) and the
+                              loss stays vocab-parallel.
+  vocab-odd-logits-tiny.onnx  the same blocks with the head tied to the
+                              embedding (logits = x @ emb.weight^T, no
+                              loss): output logits [batch, seq, 1001], the
+                              padded scores sliced back to 1,001.
+
   nll-rows-tiny.onnx  written with onnx.helper, not torch: x [batch, 16] ->
                       MatMul(16, 32) -> Relu -> MatMul(32, 16) -> Relu ->
                       LogSoftmax(axis 1) -> NegativeLogLikelihoodLoss,
@@ -39,24 +49,29 @@ VOCAB, HIDDEN = 16, 32
 
 
 class Head(torch.nn.Module):
-    def __init__(self, nll, **loss_args):
+    def __init__(self, nll, vocab=VOCAB, tied=False, **loss_args):
         super().__init__()
         self.nll = nll
+        self.vocab = vocab
+        self.tied = tied
         self.loss_args = loss_args
-        self.emb = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.emb = torch.nn.Embedding(vocab, HIDDEN)
         self.up = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, 2 * HIDDEN) for _ in range(2))
         self.down = torch.nn.ModuleList(torch.nn.Linear(2 * HIDDEN, HIDDEN) for _ in range(2))
-        self.head = torch.nn.Linear(HIDDEN, VOCAB)
+        self.head = torch.nn.Linear(HIDDEN, vocab)
 
-    def forward(self, ids, labels):
+    def forward(self, ids, labels=None):
         x = self.emb(ids)
         for up, down in zip(self.up, self.down):
             x = x + down(F.relu(up(x)))
+        if self.tied:
+            return x @ self.emb.weight.t()
         logits = self.head(x)
         if self.nll:
             return F.nll_loss(F.log_softmax(logits.transpose(1, 2), 1), labels,
                               reduction="none")
-        return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1), **self.loss_args)
+        return F.cross_entropy(logits.view(-1, self.vocab), labels.view(-1),
+                               **self.loss_args)
 
 
 def nll_rows(path):
@@ -105,6 +120,28 @@ def main():
                           do_constant_folding=True)
         print(path)
     nll_rows(os.path.join(out, "nll-rows-tiny.onnx"))
+    vocab_odd(out)
+
+
+def vocab_odd(out, vocab=1001):
+    for name, tied in (("vocab-odd-loss-tiny.onnx", False),
+                       ("vocab-odd-logits-tiny.onnx", True)):
+        torch.manual_seed(0)
+        model = Head(False, vocab=vocab, tied=tied).eval()
+        ids = torch.randint(0, vocab, (2, 8))
+        labels = torch.randint(0, vocab, (2, 8))
+        path = os.path.join(out, name)
+        if tied:
+            torch.onnx.export(model, (ids,), path, input_names=["ids"],
+                              output_names=["logits"],
+                              dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}},
+                              opset_version=17, do_constant_folding=True)
+        else:
+            torch.onnx.export(model, (ids, labels), path, input_names=["ids", "labels"],
+                              output_names=["loss"],
+                              dynamic_axes={"ids": {0: "batch"}, "labels": {0: "batch"}},
+                              opset_version=17, do_constant_folding=True)
+        print(path)
 
 
 if __name__ == "__main__":

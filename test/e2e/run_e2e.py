@@ -177,6 +177,15 @@ CASES = [
     ("ce_sum-tp4",         "test:ce-sum-tiny.onnx",  "tp=4,pp=1,dp=1,mb=4",  "infer", 4, None),
     ("ce_none-tp2",        "test:ce-none-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",  "infer", 4, None),
     ("ce_none-tp2pp2dp2",  "test:ce-none-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",  "infer", 4, None),
+    # a vocabulary of 1,001 no tp divides (GPT-2's 50,257 scaled down,
+    # make_loss.py): pad-vocab pads it to 1,024 (a multiple of 128 x tp),
+    # the loss stays vocab-parallel over the masked padded scores; the tied
+    # head's logits output is sliced back to 1,001 columns
+    ("vocab_odd_loss-tp2",  "test:vocab-odd-loss-tiny.onnx", "tp=2,pp=1,dp=1,mb=4", "infer", 4, None),
+    ("vocab_odd_loss-tp4",  "test:vocab-odd-loss-tiny.onnx", "tp=4,pp=1,dp=1,mb=4", "infer", 4, None),
+    ("vocab_odd_loss-tp2pp2dp2-train", "test:vocab-odd-loss-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "train", 4, None),
+    ("vocab_odd_logits-tp2", "test:vocab-odd-logits-tiny.onnx", "tp=2,pp=1,dp=1,mb=2", "infer", 4, None),
+    ("vocab_odd_logits-tp4", "test:vocab-odd-logits-tiny.onnx", "tp=4,pp=1,dp=1,mb=2", "infer", 4, None),
     # onnx.helper's LogSoftmax + NegativeLogLikelihoodLoss, reduction none:
     # under sequence parallelism the rows arrive split and stay split, the
     # labels sliced on each rank
@@ -203,6 +212,16 @@ CASES = [
     # (Cast-19, split by columns over tp), opset 21
     ("newtypes-tp2pp2",    "test:newtypes-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),
     ("newtypes-pp2dp2",    "test:newtypes-tiny.onnx", "tp=1,pp=2,dp=2,mb=1", "infer", 4, None),
+    # ai.onnx.ml 5 and 4 (issue 40, make_mlops.py): a scikit-learn-style
+    # pipeline (Imputer, Scaler, Normalizer, Binarizer,
+    # ArrayFeatureExtractor, LabelEncoder-4 with tensor keys and values,
+    # OneHotEncoder) around an MLP whose head feeds a tree ensemble:
+    # TreeEnsemble-5, or TreeEnsembleRegressor-3 at ai.onnx.ml 4; the
+    # ai.onnx.ml nodes run replicated on the AICPU, written back unchanged
+    ("ml5-dp2",            "test:ml5-pipeline-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 8, None),
+    ("ml5-tp2pp2",         "test:ml5-pipeline-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),
+    ("ml4-tp2",            "test:ml4-pipeline-tiny.onnx", "tp=2,pp=1,dp=1,mb=2", "infer", 4, None),
+    ("ml4-pp2dp2",         "test:ml4-pipeline-tiny.onnx", "tp=1,pp=2,dp=2,mb=1", "infer", 4, None),
     # dense gating on [b,t,h], experts summed straight into the residual
     ("moe_dense-ep2",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=2", "infer", 4, 8),
     ("moe_dense-ep4",      "ex:moe-dense-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
@@ -310,7 +329,9 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "test:bagloop-helper-tiny.onnx": "0:32", "test:embbag-slices-tiny.onnx": "0:32",
              "test:embbag-padding-tiny.onnx": "0:32", "test:mixtral-loop-tiny.onnx": "0:32",
              "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32",
-             "test:mixtral-counts-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32"}
+             "test:mixtral-counts-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32",
+             "test:vocab-odd-loss-tiny.onnx": "0:1001",
+             "test:vocab-odd-logits-tiny.onnx": "0:1001"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
 # model is over 1% of its FLOPs and has no cost rule.
 EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
@@ -319,7 +340,7 @@ EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
 # micro-batch's loss is the mean over its own samples, as data parallelism
 # computes it, so the original runs on each micro-batch alone.
 MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
-                         "test:ce-sum-tiny.onnx"}
+                         "test:ce-sum-tiny.onnx", "test:vocab-odd-loss-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.
 NEGATIVE_CASE = "mlp-tp2pp2dp2"

@@ -5,7 +5,7 @@ default-domain ONNX operator and the versions Loom reads.
 The versions come from two places: ONNX 1.12's schema history (Debian's
 python3-onnx, the library Loom links: opsets 1-17), and the schemas
 lib/ONNX/OpsetSchemas*.cpp registers for opsets 18-23 (read from the sources:
-every `make("Op", V)`, `cloneAs(.., "Op", V)` and `cloneSchema(.., "Op", V)`,
+the schema tables (rows `{"Op", V, ...}`) and `cloneSchema(.., "Op", V)`,
 and the `for (int V : {..})` loops of QuantizeLinear/DequantizeLinear). The
 ops of opsets 18-23 Loom does not register are listed from ONNX's changelog
 (CHANGES below): those whose change is only a wider type list or new
@@ -42,22 +42,60 @@ CHANGES = {
 }
 
 
-def registered(src):
+def registered(src, files=("OpsetSchemas.cpp", "OpsetSchemas19To23.cpp")):
+    """Op -> versions Loom registers, read from the schema tables (rows
+    `{"Op", V, ...}`, loops over versions or op names, `revised(T, "Op", V,
+    ...)`) and the clones (`cloneSchema(.., "Op", V, ...)`)."""
     regs = {}
-    for name in ("OpsetSchemas.cpp", "OpsetSchemas19To23.cpp"):
+    for name in files:
         text = open(os.path.join(src, "lib", "ONNX", name)).read()
-        for m in re.finditer(r'(?:make|cloneAs|cloneSchema)\((?:"\w+", \d+, )?"(\w+)", (\d+)\)', text):
+        for m in re.finditer(r'cloneSchema\(\s*"\w+", \d+, "(\w+)", (\d+)[,)]', text):
             regs.setdefault(m.group(1), set()).add(int(m.group(2)))
-        for m in re.finditer(r'for \(int V : \{([\d, ]+)\}\) \{\s*OpSchema S = make\("(\w+)", V\)', text):
-            regs.setdefault(m.group(2), set()).update(int(v) for v in m.group(1).split(","))
-        for m in re.finditer(r'for \(const char \*Op :\s*\{([^}]*)\}\)\s*Out\.push_back\(cloneAs\("\w+", \d+, Op, (\d+)\)\)',
-                             text):
+        for m in re.finditer(r'\{"(\w+)",\s*(\d+),', text):
+            regs.setdefault(m.group(1), set()).add(int(m.group(2)))
+        for m in re.finditer(r'for \(int V : \{([\d, ]+)\}\) \{(.*?)\n  \}', text, re.S):
+            for op in re.findall(r'\{"(\w+)",\s*V,', m.group(2)):
+                regs.setdefault(op, set()).update(int(v) for v in m.group(1).split(","))
+        for m in re.finditer(r'for \(const char \*Op :\s*\{([^}]*)\}\)\s*'
+                             r'(?:Out\.push_back\(cloneSchema\("\w+", \d+, Op, |T\.push_back\(\{Op,\s*)(\d+)', text):
             for op in re.findall(r'"(\w+)"', m.group(1)):
                 regs.setdefault(op, set()).add(int(m.group(2)))
-        # GroupNormalization-21: S.SinceVersion(21) on the -18 schema
-        for m in re.finditer(r'make\("(\w+)", \d+\);(?:(?!make\().)*?S\.SinceVersion\((\d+)\)', text, re.S):
+        for m in re.finditer(r'revised\(\w+, "(\w+)", (\d+)', text):
             regs.setdefault(m.group(1), set()).add(int(m.group(2)))
     return regs
+
+
+def ml_table(src):
+    """The ai.onnx.ml operators: ONNX 1.12's versions (1-3) and those
+    lib/ONNX/MLSchemas.cpp registers (4-5); deprecated ones marked ✗."""
+    ops = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain == "ai.onnx.ml":
+            ops.setdefault(s.name, set()).add(s.since_version)
+    # Rows at versions 1 and 3 are ONNX 1.12's schemas given shape rules.
+    regs = {op: {v for v in vs if v > 3}
+            for op, vs in registered(src, ("MLSchemas.cpp",)).items()}
+    text = open(os.path.join(src, "lib", "ONNX", "MLSchemas.cpp")).read()
+    deprecated = {}
+    for m in re.finditer(r'for \(const char \*Op :\s*\{([^}]*)\}\) \{\s*OpSchema S;\s*'
+                         r'S\.SetName\(Op\)\.SetDomain\(ML\)\.SinceVersion\((\d+)\);', text):
+        for op in re.findall(r'"(\w+)"', m.group(1)):
+            deprecated[op] = int(m.group(2))
+    lines = ["", "## ai.onnx.ml", "",
+             "Loom reads `ai.onnx.ml` 1 to 5 (exporters pair 4 or 5 with opsets 18-23).",
+             "Versions in **bold** are schemas Loom registers (`lib/ONNX/MLSchemas.cpp`:",
+             "ONNX 1.12 knows `ai.onnx.ml` up to 3); versions marked ✗ are deprecated",
+             "there and refused at import. Every `ai.onnx.ml` op is costed as AICPU work",
+             "(`cost_models/ops/ClassicalMLOps.cpp`) except the map and sequence ops",
+             "(CastMap, DictVectorizer, ZipMap), which have no cost rule.", "",
+             "| op | versions |", "|---|---|"]
+    for name in sorted(set(ops) | set(regs) | set(deprecated)):
+        vs = [str(v) for v in sorted(ops.get(name, set()))]
+        vs += ["**%d**" % v for v in sorted(regs.get(name, set()))]
+        if name in deprecated:
+            vs.append("%d ✗" % deprecated[name])
+        lines.append("| %s | %s |" % (name, ", ".join(vs)))
+    return "\n".join(lines) + "\n"
 
 
 def table(src):
@@ -94,7 +132,7 @@ def table(src):
             else:
                 vs.append("%d ✗" % v)
         lines.append("| %s | %s |" % (name, ", ".join(vs)))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + ml_table(src)
 
 
 def main():

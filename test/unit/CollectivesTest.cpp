@@ -10,6 +10,7 @@
 
 #include "loom/Cost/Collectives.h"
 
+#include "TestTopology.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -18,27 +19,6 @@ namespace {
 
 constexpr double MiB = 1024.0 * 1024.0;
 constexpr double GiB = 1024.0 * MiB;
-
-HardwareModel atlas900(double RoceOversubscription = 1.0) {
-  HardwareModel HW;
-  HW.Name = "atlas900";
-  TopologyLevel Hccs;
-  Hccs.Name = "hccs";
-  Hccs.Size = 8;
-  Hccs.Bandwidth = BytesPerSecond(196e9);
-  Hccs.Latency = Seconds(1.2e-6);
-  Hccs.Efficiency = 0.8;
-  Hccs.AllowTP = true;
-  TopologyLevel Roce;
-  Roce.Name = "roce";
-  Roce.Size = 16;
-  Roce.Bandwidth = BytesPerSecond(25e9);
-  Roce.Latency = Seconds(4e-6);
-  Roce.Efficiency = 0.65;
-  Roce.Oversubscription = RoceOversubscription;
-  HW.Topology = {Hccs, Roce};
-  return HW;
-}
 
 GroupShape group(std::initializer_list<unsigned> PerLevel) {
   GroupShape G;
@@ -74,7 +54,7 @@ TEST(CollectivesTest, GroupShape) {
 }
 
 TEST(CollectivesTest, BusEfficiency) {
-  TopologyLevel L = atlas900().Topology[0];
+  TopologyLevel L = atlas900Topology().Topology[0];
   EXPECT_EQ(MiB, getHalfBandwidthBytes(L));
   // m = n_1/2 reaches half the bandwidth; 1 GiB reaches 1024/1025.
   EXPECT_DOUBLE_EQ(0.5, busEfficiency(MiB, L));
@@ -85,7 +65,7 @@ TEST(CollectivesTest, BusEfficiency) {
 }
 
 TEST(CollectivesTest, GroupOfOneIsFree) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   CollectiveTime T =
       collectiveTime(CollectiveKind::AllReduce, GiB, group({1, 1}), HW);
   EXPECT_EQ(0.0, T.Seconds);
@@ -102,7 +82,7 @@ TEST(CollectivesTest, GroupOfOneIsFree) {
 //===----------------------------------------------------------------------===//
 
 TEST(CollectivesTest, AllReduceOneLevel) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // AllReduce 1 GiB over 8 ranks on hccs:
   //   2*7/8 * 2^30 / (156.8e9 * 1024/1025) + 14 * 1.2us
   //   = 1.75 * 1074790400 / 156.8e9 + 16.8e-6
@@ -116,7 +96,7 @@ TEST(CollectivesTest, AllReduceOneLevel) {
 }
 
 TEST(CollectivesTest, SmallMessageIsLatencyAndOverheadBound) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // AllReduce 64 KiB over 8: busEff = 1/17, so
   //   1.75 * (65536 + 1048576) / 156.8e9 + 16.8e-6
   //   = 1.75 * 1114112 / 156.8e9 + 16.8e-6
@@ -129,7 +109,7 @@ TEST(CollectivesTest, SmallMessageIsLatencyAndOverheadBound) {
 }
 
 TEST(CollectivesTest, AllGatherAndReduceScatterOneLevel) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // 256 MiB (AllGather: per-rank output; ReduceScatter: per-rank input)
   // over 8:
   //   7/8 * (268435456 + 1048576) / 156.8e9 + 7 * 1.2us
@@ -145,7 +125,7 @@ TEST(CollectivesTest, AllGatherAndReduceScatterOneLevel) {
 }
 
 TEST(CollectivesTest, AllToAllOneLevel) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // 64 MiB per rank over 8:
   //   7/8 * (67108864 + 1048576) / 156.8e9 + 7 * 1.2us
   //   = 0.875 * 68157440 / 156.8e9 + 8.4e-6
@@ -156,7 +136,7 @@ TEST(CollectivesTest, AllToAllOneLevel) {
 }
 
 TEST(CollectivesTest, BroadcastOneLevel) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // Pipelined chain, 64 MiB over 8:
   //   (67108864 + 1048576) / 156.8e9 + 7 * 1.2us
   //   = 0.000434677551 + 0.0000084 = 0.000443077551 s
@@ -166,7 +146,7 @@ TEST(CollectivesTest, BroadcastOneLevel) {
 }
 
 TEST(CollectivesTest, SendRecvUsesTheOutermostLevelCrossed) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // Inside the server, 16 MiB: (16777216 + 1048576) / 156.8e9 + 1.2us
   //   = 0.000113684898 + 0.0000012 = 0.000114884898 s
   CollectiveTime In =
@@ -183,7 +163,7 @@ TEST(CollectivesTest, SendRecvUsesTheOutermostLevelCrossed) {
 }
 
 TEST(CollectivesTest, LevelsOfSizeOneAreSkipped) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // DP of 16, one rank per server, 1 GiB: a plain ring on roce,
   //   2*15/16 * (2^30 + 2^20) / 16.25e9 + 30 * 4us
   //   = 1.875 * 1074790400 / 16.25e9 + 120e-6
@@ -195,7 +175,7 @@ TEST(CollectivesTest, LevelsOfSizeOneAreSkipped) {
 }
 
 TEST(CollectivesTest, OversubscriptionDividesBandwidth) {
-  HardwareModel HW = atlas900(/*RoceOversubscription=*/2.0);
+  HardwareModel HW = atlas900Topology(/*RoceOversubscription=*/2.0);
   // As above at 16.25e9 / 2 = 8.125e9 B/s:
   //   1.875 * 1074790400 / 8.125e9 + 120e-6
   //   = 0.248028553846 + 0.00012 = 0.248148553846 s
@@ -209,7 +189,7 @@ TEST(CollectivesTest, OversubscriptionDividesBandwidth) {
 //===----------------------------------------------------------------------===//
 
 TEST(CollectivesTest, AllReduceHierarchical) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // 1 GiB over {8, 16}: ReduceScatter + AllGather on hccs over the whole
   // 1 GiB (= a ring AllReduce of it), AllReduce across roce of 1 GiB / 8.
   //   hccs: as AllReduceOneLevel = 0.0120122285714 s
@@ -227,7 +207,7 @@ TEST(CollectivesTest, AllReduceHierarchical) {
 }
 
 TEST(CollectivesTest, AllGatherAndReduceScatterHierarchical) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // 1 GiB (AllGather output / ReduceScatter input per rank) over {8, 16}.
   //   hccs: 7/8 * (2^30 + 2^20) / 156.8e9 + 7 * 1.2us
   //         = 0.875 * 1074790400 / 156.8e9 + 8.4e-6
@@ -247,7 +227,7 @@ TEST(CollectivesTest, AllGatherAndReduceScatterHierarchical) {
 }
 
 TEST(CollectivesTest, AllToAllHierarchical) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // 256 MiB per rank over {8, 16}, 2D: the buffer stays 256 MiB per level.
   //   hccs: 7/8 * (268435456 + 1048576) / 156.8e9 + 7 * 1.2us
   //         = 0.00151221714286 s
@@ -264,7 +244,7 @@ TEST(CollectivesTest, AllToAllHierarchical) {
 }
 
 TEST(CollectivesTest, BroadcastHierarchicalIsPipelined) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // 256 MiB over {8, 16}: the slowest level sets the rate, every level
   // adds its chain latency.
   //   hccs bandwidth term: 269484032 / 156.8e9 = 0.00171864816327 s
@@ -285,7 +265,7 @@ TEST(CollectivesTest, BroadcastHierarchicalIsPipelined) {
 //===----------------------------------------------------------------------===//
 
 TEST(CollectivesTest, ExplicitShareSlowsTheBandwidthTerm) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // Half of hccs: 1.75 * 1074790400 / (156.8e9 * 0.5) + 16.8e-6
   //   = 0.0239908571429 + 0.0000168 = 0.0240076571429 s
   double Share[] = {0.5, 1.0};
@@ -314,7 +294,7 @@ TEST(CollectivesTest, LevelBytes) {
 }
 
 TEST(CollectivesTest, DataParallelAndTensorParallelShareHccs) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // DP gradient AllReduce of 1 GiB over {8, 16} while a TP AllReduce of
   // 256 MiB runs over {8, 1}. Bytes per rank on hccs: DP 1.75 * 2^30, TP
   // 1.75 * 2^28, so DP gets 4/5 of hccs and TP 1/5; only DP uses roce, so
@@ -346,7 +326,7 @@ TEST(CollectivesTest, DataParallelAndTensorParallelShareHccs) {
 }
 
 TEST(CollectivesTest, SharesFollowBytesOfEachKind) {
-  HardwareModel HW = atlas900();
+  HardwareModel HW = atlas900Topology();
   // The same 1 GiB over {8, 1}: an AllReduce sends 2*7/8 S, an AllGather
   // 7/8 S, so the AllReduce gets 2/3 of hccs and the AllGather 1/3.
   CollectiveKind Kinds[] = {CollectiveKind::AllReduce,
@@ -369,36 +349,33 @@ TEST(CollectivesTest, SharesFollowBytesOfEachKind) {
 // A full-mesh level (topology[].full_mesh): the 196 GB/s of hccs is the sum
 // of 7 point-to-point links, so a group of N reaches (N - 1)/7 of it.
 TEST(CollectivesTest, FullMeshGroupReachesOnlyItsPeersLinks) {
-  HardwareModel HW = atlas900();
-  HardwareModel Mesh = atlas900();
+  HardwareModel HW = atlas900Topology();
+  HardwareModel Mesh = atlas900Topology();
   Mesh.Topology[0].FullMesh = true;
   // AllGather 1 GiB over 4 of the 8: 3 links, 156.8e9 * 3/7 = 67.2e9 B/s:
   //   3/4 * (2^30 + 2^20) / 67.2e9 + 3 * 1.2us
   //   = 806092800 / 67.2e9 + 3.6e-6 = 0.011995428571 + 0.0000036
   //   = 0.011999028571 s
-  expectClose(0.011999028571428571,
-              collectiveTime(CollectiveKind::AllGather, GiB, group({4, 1}),
-                             Mesh)
-                  .Seconds);
+  expectClose(0.011999028571428571, collectiveTime(CollectiveKind::AllGather,
+                                                   GiB, group({4, 1}), Mesh)
+                                        .Seconds);
   // Switched: 806092800 / 156.8e9 + 3.6e-6 = 0.005144497959 s.
   expectClose(0.005144497959183674,
               collectiveTime(CollectiveKind::AllGather, GiB, group({4, 1}), HW)
                   .Seconds);
   // All 8 use all 7 links: the AllReduceOneLevel figure, 0.012012228571 s.
-  expectClose(0.012012228571428573,
-              collectiveTime(CollectiveKind::AllReduce, GiB, group({8, 1}),
-                             Mesh)
-                  .Seconds);
+  expectClose(0.012012228571428573, collectiveTime(CollectiveKind::AllReduce,
+                                                   GiB, group({8, 1}), Mesh)
+                                        .Seconds);
   // A send inside the server: one link, 156.8e9 / 7 = 22.4e9 B/s:
   //   (2^30 + 2^20) / 22.4e9 + 1.2us = 0.047981714286 + 0.0000012
   //   = 0.047982914286 s
   expectClose(0.04798291428571429,
-              collectiveTime(CollectiveKind::SendRecv, GiB, group({2, 1}),
-                             Mesh)
+              collectiveTime(CollectiveKind::SendRecv, GiB, group({2, 1}), Mesh)
                   .Seconds);
   // Across servers roce is switched: the send is what it was.
-  expectClose(0.0011009718153846156,
-              collectiveTime(CollectiveKind::SendRecv, 16 * MiB,
-                             group({1, 2}), Mesh)
-                  .Seconds);
+  expectClose(
+      0.0011009718153846156,
+      collectiveTime(CollectiveKind::SendRecv, 16 * MiB, group({1, 2}), Mesh)
+          .Seconds);
 }

@@ -213,6 +213,98 @@ TEST(ShardRules, TransitionsAndLocalShapes) {
   EXPECT_TRUE(getLocalShape({4, 96}, Bad, 2).empty());
 }
 
+TEST(ShardRules, TransitionsNameTheirCollective) {
+  // One float [4, 96] value (1,536 bytes whole) at tp = 2. Every kind
+  // moves the whole value's bytes per rank (Collectives.h: the buffer of
+  // an all-reduce, an all-gather's output, a reduce-scatter's input).
+  TensorType T;
+  T.Elem = DataType::Float;
+  T.HasShape = true;
+  T.Dims = {Dim(4), Dim(96)};
+  AxisSpec R, P = AxisSpec::partial(), S0 = AxisSpec::split(0),
+              S1 = AxisSpec::split(1);
+  Optional<ShardCollective> AR = getTransitionCollective(P, R, T, 2);
+  ASSERT_TRUE(AR.hasValue());
+  EXPECT_EQ(AR->Kind, CollectiveKind::AllReduce);
+  EXPECT_EQ(AR->Reduction, "sum");
+  EXPECT_EQ(AR->Bytes, 1536.0); // 4 x 96 x 4 bytes
+  EXPECT_EQ(AR->Result.Dims[1].Size, 96);
+  // P -> S(0): reduce-scatter over dim 0, each rank keeps [2, 96].
+  Optional<ShardCollective> RS = getTransitionCollective(P, S0, T, 2);
+  ASSERT_TRUE(RS.hasValue());
+  EXPECT_EQ(RS->Kind, CollectiveKind::ReduceScatter);
+  EXPECT_EQ(RS->Axis, 0);
+  EXPECT_EQ(RS->Result.Dims[0].Size, 2); // 4 / 2
+  EXPECT_EQ(RS->Bytes, 1536.0);
+  // S(1) -> R and S(0) -> S(1) (gathered, then sliced locally): an
+  // all-gather along the dim the value arrives split on.
+  for (const AxisSpec &To : {R, S1}) {
+    Optional<ShardCollective> AG = getTransitionCollective(S0, To, T, 2);
+    ASSERT_TRUE(AG.hasValue());
+    EXPECT_EQ(AG->Kind, CollectiveKind::AllGather);
+    EXPECT_EQ(AG->Axis, 0);
+    EXPECT_EQ(AG->Result.Dims[0].Size, 4);
+  }
+  // No collective: same spec, a local slice, zeros, blocks.
+  AxisSpec Blk = AxisSpec::split(1);
+  Blk.Blocks = {64, 16, 16};
+  EXPECT_FALSE(getTransitionCollective(S1, S1, T, 2).hasValue());
+  EXPECT_FALSE(getTransitionCollective(R, S1, T, 2).hasValue());
+  EXPECT_FALSE(getTransitionCollective(R, P, T, 2).hasValue());
+  EXPECT_FALSE(getTransitionCollective(P, Blk, T, 2).hasValue());
+  // The hccl op of each kind and back; schedule.json's names.
+  EXPECT_EQ(getHcomOpName(CollectiveKind::ReduceScatter), "HcomReduceScatter");
+  EXPECT_EQ(getHcomCollectiveKind("HcomAllToAllV"), CollectiveKind::AllToAll);
+  EXPECT_EQ(getHcomCollectiveKind("HcomBroadcast"), CollectiveKind::AllReduce);
+  EXPECT_EQ(getScheduleEventKind(CollectiveKind::AllGather), "allgather");
+  EXPECT_EQ(parseScheduleEventKind("reducescatter"),
+            CollectiveKind::ReduceScatter);
+  EXPECT_EQ(parseScheduleEventKind("send"), CollectiveKind::AllReduce);
+}
+
+TEST(ShardRules, RulesDeclareTheirLoweringsCollectives) {
+  // x [4,16] -> column-parallel w1 [16,32] -> Relu -> row-parallel Gemm
+  // with a bias (w2 [32,8], b [8]) -> column-parallel head wv [8,64] ->
+  // SoftmaxCrossEntropyLoss over the 64 classes, at tp = 2.
+  CompilationUnit CU = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,16] x, int64[4] lbl) => (float loss)
+<float[16,32] w1, float[32,8] w2, float[8] b, float[8,64] wv>
+{
+  u = MatMul (x, w1)
+  r = Relu (u)
+  y = Gemm (r, w2, b)
+  s = MatMul (y, wv)
+  loss = SoftmaxCrossEntropyLoss <reduction = "mean"> (s, lbl)
+}
+)");
+  WalkContext Ctx(CU.M->getGraph(), 2);
+  // The bias is added once after one all-reduce (sum) of the partial
+  // products: [4, 8] floats, 128 bytes.
+  const OpSharding &G = Ctx.at("y");
+  EXPECT_EQ(G.Lower, ShardLowering::BiasAfterReduce);
+  ASSERT_EQ(G.Collectives.size(), 1u);
+  EXPECT_EQ(G.Collectives[0].Kind, CollectiveKind::AllReduce);
+  EXPECT_EQ(G.Collectives[0].Reduction, "sum");
+  EXPECT_EQ(G.Collectives[0].Bytes, 128.0); // 4 x 8 x 4 bytes
+  EXPECT_EQ(G.Collectives[0].On->getName(), "y");
+  // Megatron's vocab-parallel cross entropy: the row max (max), the sum
+  // of exps and the target score (sum), one float per row: [4, 1], 16
+  // bytes each.
+  const OpSharding &L = Ctx.at("loss");
+  EXPECT_EQ(L.Lower, ShardLowering::VocabParallelCrossEntropy);
+  ASSERT_EQ(L.Collectives.size(), 3u);
+  const char *Red[] = {"max", "sum", "sum"};
+  const char *Suffix[] = {"max", "sum_exp", "target"};
+  for (unsigned I = 0; I < 3; ++I) {
+    EXPECT_EQ(L.Collectives[I].Kind, CollectiveKind::AllReduce);
+    EXPECT_EQ(L.Collectives[I].Reduction, Red[I]);
+    EXPECT_EQ(L.Collectives[I].Suffix, Suffix[I]);
+    EXPECT_EQ(L.Collectives[I].Bytes, 16.0); // 4 rows x 1 x 4 bytes
+  }
+  // A column-parallel MatMul needs none of its own.
+  EXPECT_TRUE(Ctx.at("s").Collectives.empty());
+}
+
 TEST(ShardRules, SplitDimsAreWhatTheRulesSplit) {
   CompilationUnit CU = load(blockText());
   // At a degree dividing everything: emb rows 96, w1 columns 64 (and u, r),

@@ -148,6 +148,7 @@ static cl::opt<std::string>
              cl::desc("Fix plan choices: tp, pp, dp, ep, sp, mb (micro-batch "
                       "size), nmb, vpp, recompute=none|selective|full, "
                       "zero=0..3, grad=fp32|bf16 (DP gradient precision), "
+                      "cp=N, cp_algo=ring|a2a (context parallelism), "
                       "order=tp-ep-dp-pp (mesh axes, innermost first), "
                       "offload=opt:host,grad:host,param:ssd,act:host "
                       "(training state in host DRAM or SSD), "
@@ -214,6 +215,12 @@ static cl::opt<bool> AllowUncosted(
     cl::desc("Plan even when more than 1% of the forward FLOPs or "
              "parameters have no cost rule (the plan leaves them out)"),
     cl::cat(LoomCategory));
+static cl::opt<unsigned> VocabDivisibleBy(
+    LOOM_OPT("make-vocab-size-divisible-by"), cl::init(128),
+    cl::desc("Pad a vocabulary tp does not divide to a multiple of N x tp, "
+             "as Megatron-LM's flag of the same name (default 128, "
+             "Megatron's)"),
+    cl::value_desc("N"), cl::cat(LoomCategory));
 static cl::opt<bool> NoPrune(
     LOOM_OPT("no-prune"), cl::Hidden,
     cl::desc("Search without bounds: every candidate evaluated in full (for "
@@ -953,6 +960,11 @@ parseInputs(const HardwareModel &HW, ArrayRef<HardwareOverride> Overrides,
   CU.Opts.VerifyOutput = !NoVerifyOutput;
   CU.Opts.AllowUncosted = AllowUncosted;
   CU.Opts.NoPrune = NoPrune;
+  if (VocabDivisibleBy == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "--make-vocab-size-divisible-by must be at least "
+                             "1 (1 pads to a multiple of tp only)");
+  CU.Opts.VocabDivisibleBy = VocabDivisibleBy;
   if (Error E = parseFusedKernels(CU.Opts))
     return std::move(E);
   CU.Opts.TestCorruptOutput = TestCorruptOutput;

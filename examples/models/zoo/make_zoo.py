@@ -244,6 +244,17 @@ MODELS = [
            vocab=32000, max_pos=4096, published=68_976_648_192,
            published_note="exact count of the released checkpoint (the "
                           "paper's '70B')"),
+    # Llama 3.1 405B (Llama Team 2024, "The Llama 3 Herd of Models", Table
+    # 3; HF meta-llama/Llama-3.1-405B config.json): 126 layers, 16384, 128
+    # heads, 8 KV heads, FFN 53248, vocab 128256, rope theta 5e5, rotary
+    # tables of 131072 (its 128K context).
+    Config(name="llama3-405b", family="llama",
+           source="Llama Team 2024, 'The Llama 3 Herd of Models', Table 3; "
+                  "HF meta-llama/Llama-3.1-405B config.json (GQA, 8 KV heads)",
+           layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248,
+           vocab=128256, max_pos=131072, rope_theta=5e5, published=405e9,
+           published_rounding=1e9,
+           published_note="paper: 405B parameters"),
     # Qwen3-8B (Qwen team 2025, HF Qwen/Qwen3-8B config.json): GQA 32/8,
     # head_dim 128, QK-RMSNorm, untied head, rope tables of 32768.
     Config(name="qwen3-8b", family="llama",
@@ -1428,6 +1439,13 @@ def main(argv=None):
     ap.add_argument("out_dir", nargs="?")
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--layers", type=int, help="override the layer count")
+    ap.add_argument("--vocab", type=int,
+                    help="override the vocabulary (GPT-2's unpadded 50257 "
+                         "for the padding tests)")
+    ap.add_argument("--max-pos", type=int,
+                    help="override the position tables' length (longer "
+                         "contexts, as long-context continued training "
+                         "extends them)")
     ap.add_argument("--with-weights", action="store_true",
                     help="write random weights (small models only)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
@@ -1453,6 +1471,16 @@ def main(argv=None):
     else:
         cfgs = MODELS + TINY
     cfgs = [with_layers(c, args.layers) for c in cfgs]
+    if args.vocab is not None:
+        if args.vocab < 2:
+            ap.error("--vocab must be >= 2")
+        cfgs = [dataclasses.replace(c, vocab=args.vocab, full_scale=False)
+                if c.vocab else c for c in cfgs]
+    if args.max_pos is not None:
+        if args.max_pos < 1:
+            ap.error("--max-pos must be >= 1")
+        cfgs = [dataclasses.replace(c, max_pos=args.max_pos)
+                if c.max_pos else c for c in cfgs]
     if args.moe_style and args.moe_style != "capacity":
         dense = [c.name for c in cfgs if not c.experts]
         if args.only and dense:

@@ -366,6 +366,13 @@ public:
   Value *turnResultIntoParameter(Node *N, std::shared_ptr<const TensorData> D);
   /// Removes parameters not read by any node or graph output (recursively).
   void eraseUnusedParameters();
+  /// Gives \p V (a value of this graph) the unused name \p NewName (a graph
+  /// output that a pass re-derives keeps its name for the new value).
+  llvm::Error renameValue(Value *V, llvm::StringRef NewName);
+  /// Moves node \p N of this graph to position \p Index (a node a pass
+  /// appended, to just after the value it reads); the caller keeps the
+  /// order topological.
+  void moveNode(Node *N, unsigned Index);
   /// Removes the nodes whose outputs nothing reads, transitively (control
   /// flow nodes, with their subgraphs, and nodes without outputs stay).
   void eraseDeadNodes();

@@ -101,6 +101,10 @@ struct CompileOptions {
   /// Launch-argument files emit writes (--export): framework names as
   /// loom/Report/Export.h parses them, already checked by the tool.
   std::vector<std::string> Export;
+  /// --make-vocab-size-divisible-by N (Megatron-LM's flag and default,
+  /// megatron/training/arguments.py): pad-vocab pads a vocabulary tp does
+  /// not divide to a multiple of N x tp.
+  unsigned VocabDivisibleBy = 128;
   /// fold-shape-arith gives data-dependent dims of MoE routing their
   /// expected size (planning); shard's micro-batch graph keeps them dynamic.
   bool PlanExpectedCounts = true;
@@ -122,11 +126,28 @@ struct CompileOptions {
   std::shared_ptr<const ServingOptions> Serve;
 };
 
+/// What pad-vocab did: the vocabulary grown to a multiple of
+/// DivisibleBy x TP (Megatron-LM's _vocab_size_with_padding).
+struct VocabPadding {
+  /// --make-vocab-size-divisible-by and the tp degree padded for (the
+  /// --plan's tp, else the largest the search considers).
+  unsigned DivisibleBy = 0, TP = 0;
+  /// The embedding table, its vocabulary before and after; empty when
+  /// nothing was padded.
+  std::string Table;
+  int64_t From = 0, To = 0;
+  /// Every parameter grown (table, LM head, its bias).
+  std::vector<std::string> Params;
+  bool padded() const { return To > From; }
+};
+
 /// What a pipeline works on: the model, the hardware, options, and the
 /// results passes add (the plan, once the search exists).
 class CompilationUnit {
 public:
   std::unique_ptr<Model> M;
+  /// Filled by pad-vocab (shard's replay reuses its tp).
+  llvm::Optional<VocabPadding> VocabPad;
   /// Filled by detect-layers; Node::Layer indexes it.
   std::vector<LayerInfo> Layers;
   /// Filled by annotate-costs: every node of the main graph.

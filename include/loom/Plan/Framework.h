@@ -96,8 +96,12 @@ struct FrameworkProfile {
   std::string OrdersSource;
   std::vector<GradPrecision> Grads;
   std::string GradsSource;
-  /// Recorded, not searched (Loom has no cp yet; one pipeline order).
+  /// Its context-parallel algorithms by its own names (Megatron's
+  /// --cp-comm-type p2p/a2a, MindSpeed's megatron_cp_algo/ulysses_cp_algo,
+  /// DeepSpeed's ulysses); empty: no cp. getFrameworkCPAlgo maps them to
+  /// Loom's. Pipeline schedules are recorded, not searched (one order).
   std::vector<std::string> ContextParallel, PipelineSchedules;
+  std::string ContextParallelSource;
 
   // How it runs them (fed into the cost where Loom models it).
   std::string Attention;
@@ -126,6 +130,9 @@ struct FrameworkProfile {
   std::string HowSource;
 
   const FrameworkZeroMode *getZeroMode(unsigned Stage) const;
+  /// Its name for \p A ("p2p", "megatron_cp_algo", ...), or "" when it
+  /// does not run \p A.
+  std::string getCPAlgoName(CPAlgo A) const;
 };
 
 /// The profile the search runs with when no --framework is given.

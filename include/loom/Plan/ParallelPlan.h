@@ -35,6 +35,18 @@ namespace loom {
 enum class Recompute { None, Selective, Full };
 llvm::StringRef getRecomputeName(Recompute R);
 
+/// How context parallelism (cp > 1) splits attention over the sequence.
+/// Ring: each cp rank keeps seq/cp of the queries and passes its K/V chunk
+/// around the cp group by send/receive, overlapped with the attention of
+/// the chunk it holds; causal masks use 2*cp chunks, rank i taking chunks
+/// i and 2*cp-1-i, so every rank does the same work (Megatron-Core's
+/// load-balanced ring, --cp-comm-type p2p). A2A: all-to-all over heads
+/// before and after attention, each rank then attending the whole
+/// sequence for heads/cp of the heads (DeepSpeed-Ulysses; MindSpeed's
+/// ulysses_cp_algo; Megatron's --cp-comm-type a2a).
+enum class CPAlgo : uint8_t { Ring, A2A };
+llvm::StringRef getCPAlgoName(CPAlgo A);
+
 /// The mesh axes above tp: ep, the part of dp outside ep ("dp"), and pp.
 enum class MeshAxis : uint8_t { EP, DP, PP };
 llvm::StringRef getMeshAxisName(MeshAxis A);
@@ -67,6 +79,13 @@ llvm::Expected<EmbeddingMode> parseEmbeddingMode(llvm::StringRef Text);
 
 /// A complete plan.
 ///
+/// Context parallelism (cp) splits every sequence of a micro-batch into cp
+/// parts; its axis sits directly outside tp (Megatron-Core's default order
+/// tp-cp-ep-dp-pp, parallel_state.py), so each axis below strides tp * cp
+/// where it said tp, and cp ranks share a server whenever tp * cp fits in
+/// one. cp joins dp for the weight gradients: they are reduced over the
+/// dp x cp ranks (Megatron-Core's data-parallel group with cp).
+///
 /// Mesh and rank order (the emitter and the manifest must match it). The
 /// mesh has four axes: tp (size tp), ep (size ep), dp (the part of the
 /// data-parallel axis outside ep, size dp / ep) and pp (size pp), with
@@ -95,6 +114,9 @@ llvm::Expected<EmbeddingMode> parseEmbeddingMode(llvm::StringRef Text);
 /// every MoE layer, non-expert parameters are replicated over dp as usual.
 struct ParallelPlan {
   unsigned DP = 1, TP = 1, PP = 1, EP = 1;
+  /// Context parallelism: the sequence split over CP ranks, by CPA.
+  unsigned CP = 1;
+  CPAlgo CPA = CPAlgo::Ring;
   /// Sequence parallelism alongside TP (Korthikanti et al. 2022).
   bool SP = false;
   unsigned MicroBatchSize = 1;
@@ -121,7 +143,7 @@ struct ParallelPlan {
   /// Loom costed before these were choices.
   bool TPOverlap = false, DPOverlap = true, PPOverlap = true;
 
-  unsigned getNumDevices() const { return DP * TP * PP; }
+  unsigned getNumDevices() const { return DP * TP * CP * PP; }
   /// Size of axis \p A: ep, dp / ep, pp.
   unsigned getAxisSize(MeshAxis A) const;
   /// Rank distance between neighbours along axis \p A: tp times the sizes
@@ -132,7 +154,8 @@ struct ParallelPlan {
   /// "tp=8,pp=4,dp=4,ep=1,sp=0,mb=1,nmb=64,vpp=1,recompute=none,zero=1",
   /// then ",grad=bf16", ",order=tp-pp-ep-dp" and ",offload=opt:host" when
   /// they are not the defaults, ",tp_overlap=on", ",dp_overlap=off",
-  /// ",pp_overlap=off" likewise, then the stages.
+  /// ",pp_overlap=off" likewise, ",cp=N" (and ",cp_algo=a2a") when cp >
+  /// 1, then the stages.
   std::string str() const;
 };
 
@@ -154,8 +177,9 @@ getDistinctAxisOrders(unsigned EP, unsigned DPOuter, unsigned PP);
 
 /// What `--plan` fixed; unset fields are free.
 struct PlanSpec {
-  llvm::Optional<unsigned> DP, TP, PP, EP, MicroBatchSize, NumMicroBatches,
+  llvm::Optional<unsigned> DP, TP, PP, EP, CP, MicroBatchSize, NumMicroBatches,
       VirtualStages, ZeroStage;
+  llvm::Optional<CPAlgo> CPA;
   llvm::Optional<bool> SP;
   llvm::Optional<Recompute> RC;
   llvm::Optional<AxisOrder> Order;
@@ -173,8 +197,8 @@ PlanSpec getFixedSpec(const ParallelPlan &P);
 
 /// Parses "tp=8,pp=4,dp=2,ep=1,sp=1,mb=2,nmb=16,vpp=2,recompute=selective,
 /// zero=1,grad=bf16,order=tp-pp-ep-dp,offload=opt:host,act:host,
-/// emb=row,tp_overlap=on,dp_overlap=off,pp_overlap=on,stages=13:13:14,
-/// rest=plain" (rest:
+/// emb=row,tp_overlap=on,dp_overlap=off,pp_overlap=on,cp=2,cp_algo=ring,
+/// stages=13:13:14,rest=plain" (rest:
 /// "search", the default, or "plain"). order lists the
 /// mesh axes innermost first: tp (always innermost; may be left out), then
 /// ep, dp and pp; axes left out go outside the listed ones in the default
@@ -196,7 +220,7 @@ llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
 
 /// The plan as a JSON object's members, written into the object \p J has
 /// open: tp, pp, dp, ep, sp, micro_batch_size, num_micro_batches,
-/// virtual_stages, recompute, zero_stage, grad_dtype, tp_overlap,
+/// virtual_stages, cp, cp_algo, recompute, zero_stage, grad_dtype, tp_overlap,
 /// dp_overlap, pp_overlap, offload ("none", "opt:host,grad:host"), axis_order
 /// (innermost first, tp always) and stage_layers (\p StageLayers: the
 /// layers of each stage). The one writer of a plan's JSON: the search's

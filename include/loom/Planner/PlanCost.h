@@ -74,8 +74,13 @@ struct StageCost {
   /// Per micro-batch: EP dispatch and combine (forward + backward), not
   /// overlapped.
   double EPCommS = 0;
-  /// Per micro-batch: the TP and EP communication of the forward and of
-  /// the backward (TPCommS + EPCommS split as the pipeline sees it).
+  /// Per micro-batch: context parallelism's attention traffic (K/V ring
+  /// sends or all-to-alls over heads; ContextParallel.h), forward +
+  /// backward: the part not hidden behind attention, and all of it.
+  double CPCommS = 0, CPCommTotalS = 0;
+  /// Per micro-batch: the TP, EP and exposed CP communication of the
+  /// forward and of the backward (TPCommS + EPCommS + CPCommS split as the
+  /// pipeline sees it).
   double ForwardCommS = 0, BackwardCommS = 0;
   /// One pipeline send each way (forward activations, backward gradient):
   /// per micro-batch at vpp = 1; interleaved, each chunk's (the last
@@ -226,7 +231,10 @@ public:
     double ForwardS = 0, BackwardS = 0, AttentionForwardS = 0;
   };
   LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB, bool SP,
-                         unsigned EP = 1) const;
+                         unsigned EP = 1, unsigned CP = 1) const;
+  /// Why \p P's cp and cp_algo cannot split this model (ContextParallel.h:
+  /// the sequence, the heads); empty when they can.
+  std::string getCPIllegalReason(const ParallelPlan &P) const;
   /// Serving (Serving.h): layer \p Layer's forward time on one device at
   /// \p TP, the nodes outside the attention core at \p ActScale of the
   /// bound graph's activations and the attention core (activation x

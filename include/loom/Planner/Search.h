@@ -121,6 +121,8 @@ enum class CostTerm {
   Compute,
   TPComm,
   EPComm,
+  /// Context parallelism's attention traffic not hidden behind attention.
+  CPComm,
   Bubble,
   DPComm,
   Optimizer,
@@ -135,8 +137,8 @@ llvm::StringRef getCostTermName(CostTerm T);
 /// gradient sync and the optimizer of the stage that finishes last. Sums to
 /// StepTimeS.
 struct StepBreakdown {
-  double ComputeS = 0, TPCommS = 0, EPCommS = 0, BubbleS = 0, DPCommS = 0,
-         OptimizerS = 0, OffloadS = 0;
+  double ComputeS = 0, TPCommS = 0, EPCommS = 0, CPCommS = 0, BubbleS = 0,
+         DPCommS = 0, OptimizerS = 0, OffloadS = 0;
   double get(CostTerm T) const;
   CostTerm getDominant() const;
 };
@@ -180,6 +182,14 @@ struct SearchSpace;
 bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
                 const ParallelPlan &P);
 
+/// The fewest tokens of a sequence a cp rank is left with in the search
+/// ([assume]: the published long-context recipes keep 8K-16K tokens per
+/// cp rank -- Llama 3 405B at 128K with cp 16, MindSpeed-LLM's Mixtral
+/// 8x7B at 32K with cp 2 -- and none splits 4K sequences; below this the
+/// K/V ring's sends outgrow the chunk attention that hides them and the
+/// space grows for nothing). --plan cp=N is costed at any N.
+constexpr int64_t MinCPTokens = 4096;
+
 /// The structural part of the space, for reports and the Z3 model.
 struct SearchSpace {
   uint64_t Devices = 1;
@@ -195,6 +205,11 @@ struct SearchSpace {
   std::string EPNotSearched;
   /// SearchOptions::StaticBatch.
   bool StaticBatch = false;
+  /// The cp degrees searched (1 first) and why the list stops there
+  /// (ContextParallel.h): each divides the devices and leaves every rank
+  /// at least MinCPTokens of the sequence.
+  std::vector<unsigned> CPs = {1};
+  std::string CPWhy;
 };
 
 /// The least memory found at one (tp, pp) (for explanations).
@@ -228,6 +243,9 @@ struct SearchStats {
 
 struct SearchResult {
   SearchSpace Space;
+  /// "vocab padded V -> V' (...)" when pad-vocab padded the vocabulary
+  /// (passes/PadVocab.cpp); empty otherwise.
+  std::string VocabPadded;
   /// Best first; empty when nothing fits.
   std::vector<PlanCost> Top;
   /// The best plan whose (tp, pp, ep) differs from Top[0]'s (explanations).
@@ -270,6 +288,10 @@ struct SearchResult {
   /// (under the same --plan constraints).
   bool OffloadNeeded = false;
   llvm::Optional<PlanCost> NoOffload;
+  /// When Top[0] has cp > 1 and --plan left cp free: the best plan at
+  /// cp = 1 under the same constraints (None when none fits).
+  bool NoCPSearched = false;
+  llvm::Optional<PlanCost> NoCP;
   /// When nothing fits: the candidate with the least memory, costed in
   /// full (--print-costs=stage shows it, marked as not fitting).
   llvm::Optional<PlanCost> Closest;

@@ -57,6 +57,10 @@ struct ExportInput {
   /// ddp.bucket_size or the framework profile's); 0: the framework's
   /// default.
   double DDPBucketParams = 0;
+  /// pad-vocab padded the vocabulary VocabFrom -> VocabTo (0, 0: not
+  /// padded), to a multiple of VocabDivisibleBy x VocabTP.
+  int64_t VocabFrom = 0, VocabTo = 0;
+  unsigned VocabDivisibleBy = 0, VocabTP = 0;
 };
 
 /// Fills ExportInput from the planning graph and the chosen plan.

@@ -35,14 +35,21 @@
 //   the token dim under sequence parallelism.
 // - Where a producer's spec differs from the spec a rule needs, the
 //   transition is getTransition(From, To) (AllReduce, ReduceScatter,
-//   AllGather, a local slice).
+//   AllGather, a local slice), lowered by the one collective
+//   getTransitionCollective names; a lowering that needs more (a bias after
+//   reduce, a vocab-parallel cross entropy) declares it in
+//   OpSharding::Collectives. The role builder emits exactly these, the
+//   evaluator prices exactly these.
+// - One driver walks the graph (include/loom/Shard/Propagate.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SHARD_RULES_H
 #define LOOM_SHARD_RULES_H
 
+#include "loom/Cost/Collectives.h"
 #include "loom/IR/Graph.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/SmallVector.h"
 #include <map>
 #include <string>
@@ -105,6 +112,53 @@ llvm::SmallVector<int64_t, 4> getLocalShape(llvm::ArrayRef<int64_t> Global,
                                             const AxisSpec &S,
                                             unsigned AxisSize);
 
+/// One collective along the tp axis that a sharding decision needs: the
+/// reshard of a spec transition (getTransitionCollective) or a rule's own
+/// lowering (OpSharding::Collectives). The role builder emits it as the
+/// hccl op getHcomOpName(Kind); the evaluator and the schedule price it
+/// with collectiveTime(Kind, Bytes, ...).
+struct ShardCollective {
+  CollectiveKind Kind = CollectiveKind::AllReduce;
+  /// AllReduce, ReduceScatter: "sum" or "max".
+  std::string Reduction = "sum";
+  /// AllGather: the dim gathered; ReduceScatter: the dim scattered; -1
+  /// otherwise.
+  int Axis = -1;
+  /// The per-rank type it produces: the reduced buffer, the whole value
+  /// gathered, a reduce-scatter's slice.
+  TensorType Result;
+  /// Per-rank bytes as collectiveTime counts them (Collectives.h): the
+  /// buffer of an all-reduce, an all-gather's output, a reduce-scatter's
+  /// input; for every transition the value's bytes replicated.
+  double Bytes = 0;
+  /// Runs in the forward pass (the role graphs are forward programs).
+  bool Forward = true;
+  /// The value it acts on (a rule's: the node's first output, which the
+  /// role builder names it after) and the suffix of its output's name.
+  const Value *On = nullptr;
+  std::string Suffix;
+};
+/// The collective that lowers the transition \p From -> \p To of a value
+/// whose type, replicated along the axis of \p AxisSize ranks, is \p Whole:
+/// AllReduce (P -> R), ReduceScatter (P -> S), AllGather (S -> R, and
+/// S -> S' before a local slice). None where the transition needs no
+/// collective (same spec, a local slice, zeros) or none can do it
+/// (Unsupported).
+llvm::Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
+                                                        const AxisSpec &To,
+                                                        const TensorType &Whole,
+                                                        unsigned AxisSize);
+/// The hccl op that lowers \p K ("HcomAllReduce", ...; DESIGN §7), and
+/// the kind an hccl op performs (HcomAllToAllV: AllToAll; HcomSend and
+/// HcomReceive: SendRecv; any other: AllReduce).
+llvm::StringRef getHcomOpName(CollectiveKind K);
+CollectiveKind getHcomCollectiveKind(llvm::StringRef Op);
+/// The name schedule.json gives a collective event ("allreduce",
+/// "allgather", "reducescatter", "alltoall"), and back (AllReduce for a
+/// name it does not know).
+llvm::StringRef getScheduleEventKind(CollectiveKind K);
+CollectiveKind parseScheduleEventKind(llvm::StringRef Kind);
+
 /// Special lowering a rule asks of the role builder.
 enum class ShardLowering : uint8_t {
   None,
@@ -128,6 +182,12 @@ struct OpSharding {
   /// The spec of each output.
   std::vector<AxisSpec> OutputSpecs;
   ShardLowering Lower = ShardLowering::None;
+  /// The collectives the lowering itself needs, beyond the transitions of
+  /// its operands (which getTransitionCollective derives), in the order
+  /// the role builder emits them: the all-reduce of a bias after reduce,
+  /// the three of a vocab-parallel cross entropy. The role builder emits
+  /// exactly these and the evaluator prices exactly these.
+  std::vector<ShardCollective> Collectives;
 };
 
 /// What a rule may ask about the graph and the propagation state, and the

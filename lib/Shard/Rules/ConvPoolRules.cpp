@@ -28,7 +28,7 @@ void ruleConv(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     CX = AxisSpec();
   if (CX.isSplit() && CX.Dim == 1 && CX.Blocks.empty() &&
       Ctx.isDivisible(SW[1]) && Ctx.splitWeight(W, 1, {})) {
-    setRowParallel(CX, Ctx.getStoredSpec(W), B != nullptr, NS);
+    setRowParallel(N, CX, Ctx.getStoredSpec(W), B != nullptr, NS);
     return;
   }
   if (!Ctx.isDivisible(SW[0]) || !Ctx.splitWeight(W, 0, {}))

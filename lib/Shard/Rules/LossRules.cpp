@@ -11,8 +11,9 @@
 //   scores stay split, each rank's row max is all-reduced (max), its sum of
 //   exps and its masked target score all-reduced (sum); loss = log(sum) -
 //   (target - max). The role builder emits it (RoleGraphs.cpp,
-//   lowerVocabParallelCrossEntropy), the evaluator costs its three
-//   all-reduces of one value per row (RuleSplit.cpp). Otherwise (weights,
+//   lowerVocabParallelCrossEntropy) and the evaluator prices (RuleSplit.cpp)
+//   the three all-reduces of one value per row that the rule declares
+//   (OpSharding::Collectives). Otherwise (weights,
 //   log_prob, NegativeLogLikelihoodLoss) the scores are needed whole:
 //   every input replicated, so the propagation all-gathers them over tp.
 // - A split of another dim (the batch or a token dim, under sequence
@@ -37,8 +38,7 @@ static bool isVocabParallelCE(const Node &N, const RuleContext &Ctx,
   StringRef Red = N.getAttrString("reduction", "mean");
   return N.getOpType() == "SoftmaxCrossEntropyLoss" && CX.isSplit() &&
          CX.Blocks.empty() && CX.Dim == 1 && Ctx.getOpset() >= 13 &&
-         Ctx.getOpset() <= 17 &&
-         !(N.getNumInputs() > 2 && N.getInput(2)) &&
+         Ctx.getOpset() <= 17 && !(N.getNumInputs() > 2 && N.getInput(2)) &&
          !(N.getNumOutputs() > 1 && N.getOutput(1)) &&
          (Red == "none" || Red == "mean" || Red == "sum");
 }
@@ -53,6 +53,14 @@ void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   if (Labels->Type.getRank() + 1 == Rank && isVocabParallelCE(N, Ctx, CX)) {
     NS.InputSpecs[0] = CX;
     NS.Lower = ShardLowering::VocabParallelCrossEntropy;
+    // One value of the scores' type per row (the labels' shape with the
+    // class axis kept as 1), all-reduced three times: the row max, the
+    // sum of exps, the target score. No backward collective.
+    TensorType RowT = X->Type;
+    RowT.Dims[1] = Dim(1);
+    NS.Collectives = {getLoweringAllReduce(N, RowT, "max", "max"),
+                      getLoweringAllReduce(N, RowT, "sum", "sum_exp"),
+                      getLoweringAllReduce(N, RowT, "sum", "target")};
     return;
   }
   if (N.getAttrString("reduction", "mean") != "none")

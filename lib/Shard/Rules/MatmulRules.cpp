@@ -176,7 +176,7 @@ void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   if (CA.isSplit() && CA.Dim == KDimA && Ctx.isDivisible(SB[KDimB]) &&
       Ctx.splitWeight(B, KDimB, {})) {
     // Row parallel. A bias is added once, after the reduction.
-    setRowParallel(CA, Ctx.getStoredSpec(B), C != nullptr, NS);
+    setRowParallel(N, CA, Ctx.getStoredSpec(B), C != nullptr, NS);
     return;
   }
   if (!Ctx.isDivisible(SB[NDimB]) || !Ctx.splitWeight(B, NDimB, {}))

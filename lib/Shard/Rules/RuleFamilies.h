@@ -34,9 +34,15 @@ void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
 /// Row parallel (MatMul, Gemm, Conv alike): the input \p In and the weight
 /// \p Weight split along the contraction dim, so the output is a partial
 /// sum -- or, with a bias, whole after the reduction, the bias (whole)
-/// added once.
-void setRowParallel(const AxisSpec &In, const AxisSpec &Weight, bool HasBias,
-                    OpSharding &S);
+/// added once, after the one all-reduce S.Collectives declares.
+void setRowParallel(const Node &N, const AxisSpec &In, const AxisSpec &Weight,
+                    bool HasBias, OpSharding &S);
+/// An all-reduce (\p Reduction: "sum" or "max") of a buffer of type \p T
+/// that the lowering of \p N needs (OpSharding::Collectives), named after
+/// N's first output with \p Suffix.
+ShardCollective getLoweringAllReduce(const Node &N, const TensorType &T,
+                                     llvm::StringRef Reduction,
+                                     llvm::StringRef Suffix);
 
 // MatmulRules.cpp: MatMul, Gemm.
 void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &S);
@@ -46,8 +52,7 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &S);
 // MovementRules.cpp: Reshape/Flatten, Transpose, (Un)Squeeze, Split,
 // Concat, Slice, Shape/Size.
-void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S,
-                 bool Flatten);
+void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S, bool Flatten);
 void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &S);
 void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &S,
                           bool Unsqueeze);

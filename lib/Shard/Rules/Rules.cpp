@@ -81,6 +81,97 @@ StringRef getTransitionName(Transition T) {
   return "?";
 }
 
+static double bytesOf(const TensorType &T) {
+  return (double)T.getSizeInBytes().getValueOr(0);
+}
+
+Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
+                                                  const AxisSpec &To,
+                                                  const TensorType &Whole,
+                                                  unsigned AxisSize) {
+  ShardCollective C;
+  C.Result = Whole;
+  // Every kind moves the value's bytes replicated per rank, as
+  // collectiveTime counts them: the buffer reduced, the gathered output,
+  // the input scattered.
+  C.Bytes = bytesOf(Whole);
+  switch (getTransition(From, To)) {
+  case Transition::AllReduce:
+    C.Kind = CollectiveKind::AllReduce;
+    C.Suffix = "allreduce";
+    return C;
+  case Transition::ReduceScatter:
+    C.Kind = CollectiveKind::ReduceScatter;
+    C.Axis = To.Dim;
+    C.Suffix = "reducescatter";
+    if ((unsigned)To.Dim < C.Result.getRank() &&
+        C.Result.Dims[To.Dim].isStatic() && AxisSize)
+      C.Result.Dims[To.Dim] = Dim(C.Result.Dims[To.Dim].Size / AxisSize);
+    return C;
+  case Transition::AllGather:
+  case Transition::GatherSlice:
+    // Gather-then-slice gathers the whole value; the slice is local.
+    C.Kind = CollectiveKind::AllGather;
+    C.Axis = From.Dim;
+    C.Suffix = "allgather";
+    return C;
+  case Transition::None:
+  case Transition::LocalSlice:
+  case Transition::Zeros:
+  case Transition::Unsupported:
+    break;
+  }
+  return None;
+}
+
+namespace {
+/// One row per collective kind an hccl op performs (DESIGN §7).
+struct HcomKind {
+  CollectiveKind Kind;
+  const char *Op, *Event;
+};
+const HcomKind HcomKinds[] = {
+    {CollectiveKind::AllReduce, "HcomAllReduce", "allreduce"},
+    {CollectiveKind::AllGather, "HcomAllGather", "allgather"},
+    {CollectiveKind::ReduceScatter, "HcomReduceScatter", "reducescatter"},
+    {CollectiveKind::AllToAll, "HcomAllToAllV", "alltoall"},
+    {CollectiveKind::Broadcast, "HcomBroadcast", "broadcast"},
+    {CollectiveKind::SendRecv, "HcomSend", "send"},
+};
+} // namespace
+
+StringRef getHcomOpName(CollectiveKind K) {
+  for (const HcomKind &H : HcomKinds)
+    if (H.Kind == K)
+      return H.Op;
+  return "HcomAllReduce";
+}
+
+CollectiveKind getHcomCollectiveKind(StringRef Op) {
+  if (Op == "HcomReceive")
+    return CollectiveKind::SendRecv;
+  for (const HcomKind &H : HcomKinds)
+    if (Op == H.Op && H.Kind != CollectiveKind::Broadcast)
+      return H.Kind;
+  // The schedule prices a broadcast as an all-reduce of its buffer.
+  return CollectiveKind::AllReduce;
+}
+
+StringRef getScheduleEventKind(CollectiveKind K) {
+  for (const HcomKind &H : HcomKinds)
+    if (H.Kind == K && K != CollectiveKind::Broadcast)
+      return H.Event;
+  return "allreduce";
+}
+
+CollectiveKind parseScheduleEventKind(StringRef Kind) {
+  for (const HcomKind &H : HcomKinds)
+    if (Kind == H.Event && H.Kind != CollectiveKind::Broadcast &&
+        H.Kind != CollectiveKind::SendRecv)
+      return H.Kind;
+  return CollectiveKind::AllReduce;
+}
+
 SmallVector<int64_t, 4> getLocalShape(ArrayRef<int64_t> Global,
                                       const AxisSpec &S, unsigned AxisSize) {
   SmallVector<int64_t, 4> L(Global.begin(), Global.end());
@@ -131,9 +222,9 @@ AxisSpec RuleContext::resolvePartial(const Value *V) const {
 
 bool RuleContext::mayStayPartial(const Value *V) const {
   static const StringSet<> TakesPartial = {
-      "Add",     "Sub",     "Mul",       "Div",     "Neg",
-      "Identity", "Dropout", "Cast",     "Reshape", "Transpose",
-      "Squeeze", "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
+      "Add",      "Sub",       "Mul",     "Div",     "Neg",
+      "Identity", "Dropout",   "Cast",    "Reshape", "Transpose",
+      "Squeeze",  "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
   if (!V)
     return false;
   ArrayRef<const Node *> Users = getUsers(V);
@@ -330,15 +421,30 @@ std::vector<int64_t> readAxes(const Node &N, unsigned InputIdx) {
 void replicateAll(const Node &N, OpSharding &S) {
   S.InputSpecs.assign(N.getNumInputs(), AxisSpec());
   S.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
+  S.Collectives.clear();
 }
 
-void setRowParallel(const AxisSpec &In, const AxisSpec &Weight, bool HasBias,
-                    OpSharding &S) {
+ShardCollective getLoweringAllReduce(const Node &N, const TensorType &T,
+                                     StringRef Reduction, StringRef Suffix) {
+  ShardCollective C;
+  C.Reduction = Reduction.str();
+  C.Result = T;
+  C.Bytes = bytesOf(T);
+  C.On = N.getNumOutputs() ? N.getOutput(0) : nullptr;
+  C.Suffix = Suffix.str();
+  return C;
+}
+
+void setRowParallel(const Node &N, const AxisSpec &In, const AxisSpec &Weight,
+                    bool HasBias, OpSharding &S) {
   S.InputSpecs = {In, Weight};
   if (HasBias) {
     S.InputSpecs.push_back(AxisSpec());
     S.Lower = ShardLowering::BiasAfterReduce;
     S.OutputSpecs = {AxisSpec()};
+    // The partial products, whole, all-reduced before the bias is added.
+    if (const Value *Y = N.getOutput(0))
+      S.Collectives = {getLoweringAllReduce(N, Y->Type, "sum", "allreduce")};
   } else {
     S.OutputSpecs = {AxisSpec::partial()};
   }

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
+#include "loom/Shard/Propagate.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/Twine.h"
@@ -26,35 +27,41 @@ namespace loom {
 
 namespace {
 
-class SymbolicContext final : public RuleContext {
+class SymbolicContext final : public PropagationContext {
 public:
   SymbolicContext(const Graph &G, int64_t Opset, SplitDimSizes &Out,
                   unsigned AxisSize = AnyDivides)
-      : RuleContext(AxisSize, /*SP=*/false,
-                    Opset > 0 ? Opset : std::numeric_limits<int64_t>::max()),
-        Out(Out) {
-    for (const auto &NP : G.getNodes())
-      for (const Value *V : NP->getInputs())
-        if (V)
-          Users[V].push_back(NP.get());
-  }
+      : PropagationContext(AxisSize, /*SP=*/false,
+                           Opset > 0 ? Opset
+                                     : std::numeric_limits<int64_t>::max(),
+                           OwnValues, OwnUsers),
+        Out(Out), OwnUsers(buildUseMap(G)) {}
 
-  AxisSpec getSpec(const Value *V) const override {
-    return V ? Values.lookup(V) : AxisSpec();
-  }
-  ArrayRef<const Node *> getUsers(const Value *V) const override {
-    auto It = Users.find(V);
-    if (It == Users.end())
-      return {};
-    return It->second;
-  }
-  bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> Blocks) override;
-  void run(const Graph &G);
+  void run(const Graph &G) { propagate(G); }
   /// Parameter -> the spec it is stored in.
   const DenseMap<const Value *, AxisSpec> &getParams() const { return Params; }
 
 private:
-  void record(int64_t Size, const Twine &Why) {
+  // The rules decide at any degree, 1 included (collectUnsplitWeights).
+  bool replicatesAtOne() const override { return false; }
+  void onParamSplit(const Value *Param, const AxisSpec &PS) override {
+    recordSpec(Param, PS, Param->getName());
+  }
+  void record(const Node &N, OpSharding S, bool) override {
+    StringRef Label = N.getName().empty() && N.getOutput(0)
+                          ? N.getOutput(0)->getName()
+                          : StringRef(N.getName());
+    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
+      if (const Value *V = N.getOutput(O))
+        recordSpec(V, S.OutputSpecs[O], Label);
+    // An operand the rule slices locally (a replicated constant) is split
+    // too.
+    for (unsigned I = 0; I < N.getNumInputs(); ++I)
+      if (const Value *V = N.getInput(I))
+        if (!V->isParameter() && S.InputSpecs[I] != getSpec(V))
+          recordSpec(V, S.InputSpecs[I], Label);
+  }
+  void recordSize(int64_t Size, const Twine &Why) {
     if (Size > 1)
       Out.emplace((uint64_t)Size, Why.str());
   }
@@ -65,69 +72,17 @@ private:
     if (S.Dim < 0 || (size_t)S.Dim >= Sh.size())
       return;
     if (S.Blocks.empty()) {
-      record(Sh[S.Dim], "dim " + Twine(S.Dim) + " of '" + Where + "'");
+      recordSize(Sh[S.Dim], "dim " + Twine(S.Dim) + " of '" + Where + "'");
       return;
     }
     for (int64_t B : S.Blocks)
-      record(B, "a block of dim " + Twine(S.Dim) + " of '" + Where + "'");
+      recordSize(B, "a block of dim " + Twine(S.Dim) + " of '" + Where + "'");
   }
 
   SplitDimSizes &Out;
-  DenseMap<const Value *, AxisSpec> Values;
-  /// Parameter -> the spec it is stored in.
-  DenseMap<const Value *, AxisSpec> Params;
-  /// Weight chains (Transpose/Cast/Identity) their consumer decided.
-  DenseSet<const Node *> Decided;
-  DenseMap<const Value *, SmallVector<const Node *, 2>> Users;
+  DenseMap<const Value *, AxisSpec> OwnValues;
+  UseMap OwnUsers;
 };
-
-bool SymbolicContext::splitWeight(const Value *V, int Dim,
-                                  ArrayRef<int64_t> Blocks) {
-  int PDim = Dim;
-  const Value *Param = traceWeight(V, PDim);
-  if (!Param)
-    return false;
-  AxisSpec PS = AxisSpec::split(PDim);
-  PS.Blocks.assign(Blocks.begin(), Blocks.end());
-  auto It = Params.find(Param);
-  if (It != Params.end() && It->second != PS)
-    return false;
-  if (It == Params.end()) {
-    Params[Param] = PS;
-    recordSpec(Param, PS, Param->getName());
-  }
-  Values[Param] = PS;
-  // The chain from the parameter to V, as Propagation.cpp re-derives it.
-  for (const auto &CS : getWeightChainSpecs(V, Param, PDim, Blocks)) {
-    Values[CS.first] = CS.second;
-    Decided.insert(CS.first->getDefiningNode());
-  }
-  return true;
-}
-
-void SymbolicContext::run(const Graph &G) {
-  for (const auto &NP : G.getNodes()) {
-    const Node &N = *NP;
-    if (Decided.count(&N))
-      continue;
-    bool HasRule;
-    OpSharding S = applyShardingRule(N, *this, HasRule);
-    StringRef Label = N.getName().empty() && N.getOutput(0)
-                          ? N.getOutput(0)->getName()
-                          : StringRef(N.getName());
-    for (unsigned O = 0; O < N.getNumOutputs(); ++O)
-      if (const Value *V = N.getOutput(O)) {
-        Values[V] = S.OutputSpecs[O];
-        recordSpec(V, S.OutputSpecs[O], Label);
-      }
-    // An operand the rule slices locally (a replicated constant) is split
-    // too.
-    for (unsigned I = 0; I < N.getNumInputs(); ++I)
-      if (const Value *V = N.getInput(I))
-        if (!V->isParameter() && S.InputSpecs[I] != getSpec(V))
-          recordSpec(V, S.InputSpecs[I], Label);
-  }
-}
 
 } // namespace
 

@@ -1,0 +1,74 @@
+//===- ContextParallel.cpp - What context parallelism costs per layer -----===//
+#include "loom/Planner/ContextParallel.h"
+
+#include <algorithm>
+#include <string>
+
+namespace loom {
+
+CPLayerCost costContextParallelLayer(CPAlgo Algo, unsigned CP,
+                                     const CPLayerInputs &In,
+                                     const GroupShape &CPG,
+                                     const HardwareModel &HW) {
+  CPLayerCost R;
+  if (CP <= 1)
+    return R;
+  if (Algo == CPAlgo::Ring) {
+    // cp - 1 steps; in each, the held chunk's attention (1/cp of the
+    // rank's: the causal 2*cp chunking balances it) runs beside the send
+    // of the next chunk, over the slowest link the ring crosses.
+    double Steps = CP - 1;
+    double Send =
+        collectiveTime(CollectiveKind::SendRecv, In.KVBytes, CPG, HW).Seconds;
+    R.FwdS = Steps * Send;
+    R.FwdExposedS = Steps * std::max(0.0, Send - In.AttnFwdS / CP);
+    if (In.Train) {
+      double BwdSend =
+          collectiveTime(CollectiveKind::SendRecv, 2 * In.KVBytes, CPG, HW)
+              .Seconds;
+      R.BwdS = Steps * BwdSend;
+      R.BwdExposedS = Steps * std::max(0.0, BwdSend - In.AttnBwdS / CP);
+    }
+    return R;
+  }
+  // Ulysses: Q, K and V scattered over heads and gathered over the
+  // sequence, the output back the other way; each an all-to-all of the
+  // rank's share.
+  auto A2A = [&](double Bytes) {
+    return collectiveTime(CollectiveKind::AllToAll, Bytes, CPG, HW).Seconds;
+  };
+  R.FwdS = R.FwdExposedS = 2 * A2A(In.QOBytes) + A2A(In.KVBytes);
+  if (In.Train)
+    R.BwdS = R.BwdExposedS = R.FwdS;
+  return R;
+}
+
+std::string getCPIllegalReason(CPAlgo Algo, unsigned CP, unsigned TP,
+                               int64_t Seq, int64_t QHeads, int64_t KVHeads) {
+  if (CP <= 1)
+    return "";
+  std::string C = "cp=" + std::to_string(CP);
+  if (Seq <= 0)
+    return C + " splits the sequence, and no sequence dim is bound (--seq)";
+  int64_t Chunks = Algo == CPAlgo::Ring ? 2 * (int64_t)CP : CP;
+  if (Seq % Chunks)
+    return C + " with cp_algo=" + getCPAlgoName(Algo).str() + ": sequence " +
+           std::to_string(Seq) + " is not divisible by " +
+           std::to_string(Chunks) +
+           (Algo == CPAlgo::Ring ? " (2*cp chunks balance the causal ring)"
+                                 : "");
+  if (Algo == CPAlgo::A2A) {
+    int64_t Need = (int64_t)TP * CP;
+    if (QHeads <= 0 || KVHeads <= 0)
+      return C + " with cp_algo=a2a splits the heads, and the model's "
+                 "attention heads were not found";
+    if (QHeads % Need || KVHeads % Need)
+      return C + " with cp_algo=a2a: " + std::to_string(QHeads) +
+             " heads and " + std::to_string(KVHeads) +
+             " K/V heads are not both divisible by tp*cp = " +
+             std::to_string(Need);
+  }
+  return "";
+}
+
+} // namespace loom

@@ -1,0 +1,96 @@
+//===- ContextParallelTest.cpp - Tests for cp's per-layer cost ------------===//
+//
+// Every expected time is worked out by hand beside it, on two levels:
+// hccs 8 x 196 GB/s, 1.2 us, efficiency 0.8 (156.8e9 B/s effective), and
+// roce 16 x 25 GB/s, 4 us, efficiency 0.65 (16.25e9 B/s effective). With
+// the collective model's bus efficiency S / (S + 1 MiB), a send of S bytes
+// takes (S + 2^20) / BW + latency, and an all-to-all of S bytes per rank
+// over n ranks on one level (n - 1) / n * (S + 2^20) / BW + (n - 1) *
+// latency (cost_models/collectives/Collectives.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Planner/ContextParallel.h"
+
+#include "TestTopology.h"
+#include "gtest/gtest.h"
+
+using namespace loom;
+
+namespace {
+
+constexpr double MiB = 1024.0 * 1024.0;
+
+TEST(ContextParallel, RingInsideTheServer) {
+  HardwareModel HW = atlas900Topology();
+  CPLayerInputs In;
+  In.KVBytes = 1 * MiB;
+  In.AttnFwdS = 10e-6;
+  In.AttnBwdS = 60e-6;
+  GroupShape G{{2, 1}};
+  CPLayerCost C = costContextParallelLayer(CPAlgo::Ring, 2, In, G, HW);
+  // One step: send 1 MiB, (2 MiB) / 156.8e9 + 1.2 us = 13.3747 + 1.2 =
+  // 14.5747 us, beside the held chunk's attention, 10 / 2 = 5 us: 9.5747
+  // us exposed.
+  EXPECT_NEAR(C.FwdS, 14.5747e-6, 1e-10);
+  EXPECT_NEAR(C.FwdExposedS, 9.5747e-6, 1e-10);
+  // Backward: K/V and their gradients, 2 MiB: (3 MiB) / 156.8e9 + 1.2 us
+  // = 20.0620 + 1.2 = 21.2620 us, beside 60 / 2 = 30 us of attention
+  // backward: hidden.
+  EXPECT_NEAR(C.BwdS, 21.2620e-6, 1e-10);
+  EXPECT_EQ(C.BwdExposedS, 0.0);
+}
+
+TEST(ContextParallel, RingAcrossServers) {
+  HardwareModel HW = atlas900Topology();
+  CPLayerInputs In;
+  In.KVBytes = 1 * MiB;
+  In.Train = false;
+  // cp = 4, one rank per server: 3 steps over roce, each (2 MiB) /
+  // 16.25e9 + 4 us = 129.0555 + 4 = 133.0555 us; no attention to hide
+  // behind: 399.1665 us, all exposed; no backward in inference.
+  GroupShape G{{1, 4}};
+  CPLayerCost C = costContextParallelLayer(CPAlgo::Ring, 4, In, G, HW);
+  EXPECT_NEAR(C.FwdS, 399.1665e-6, 1e-9);
+  EXPECT_NEAR(C.FwdExposedS, 399.1665e-6, 1e-9);
+  EXPECT_EQ(C.BwdS, 0.0);
+}
+
+TEST(ContextParallel, AllToAllOverHeads) {
+  HardwareModel HW = atlas900Topology();
+  CPLayerInputs In;
+  In.KVBytes = 1 * MiB;
+  In.QOBytes = 1 * MiB;
+  In.AttnFwdS = 1; // a2a hides nothing
+  In.AttnBwdS = 1;
+  GroupShape G{{2, 1}};
+  CPLayerCost C = costContextParallelLayer(CPAlgo::A2A, 2, In, G, HW);
+  // Q, K+V and O: three all-to-alls of 1 MiB over 2 ranks, each 1/2 *
+  // (2 MiB) / 156.8e9 + 1.2 us = 6.6874 + 1.2 = 7.8874 us: 23.6621 us,
+  // all exposed; the backward the same again.
+  EXPECT_NEAR(C.FwdS, 23.6621e-6, 1e-10);
+  EXPECT_NEAR(C.FwdExposedS, C.FwdS, 1e-15);
+  EXPECT_NEAR(C.BwdExposedS, 23.6621e-6, 1e-10);
+}
+
+TEST(ContextParallel, Legality) {
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::Ring, 1, 8, 0, 0, 0), "");
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::Ring, 2, 8, 4096, 0, 0), "");
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::Ring, 2, 1, 0, 32, 32),
+            "cp=2 splits the sequence, and no sequence dim is bound (--seq)");
+  // 2 * cp = 8 chunks do not divide 4100.
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::Ring, 4, 1, 4100, 32, 32),
+            "cp=4 with cp_algo=ring: sequence 4100 is not divisible by 8 "
+            "(2*cp chunks balance the causal ring)");
+  // a2a: 64 heads, 8 K/V heads (LLaMA-2-70B): tp 8 x cp 2 = 16 does not
+  // divide 8.
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 8, 4096, 64, 8),
+            "cp=2 with cp_algo=a2a: 64 heads and 8 K/V heads are not both "
+            "divisible by tp*cp = 16");
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 4, 4096, 64, 8), "");
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 1, 4096, 0, 0),
+            "cp=2 with cp_algo=a2a splits the heads, and the model's "
+            "attention heads were not found");
+}
+
+} // namespace
