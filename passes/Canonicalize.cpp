@@ -115,6 +115,7 @@ public:
     SubgraphReads.clear();
     collectSubgraphReads(G, SubgraphReads, false);
     Replace.clear();
+    Masks.clear();
     unsigned Before = C.total();
     for (unsigned I = 0; I < G.getNumNodes(); ++I) {
       Node &N = *G.getNodes()[I];
@@ -147,6 +148,7 @@ private:
   Graph &G;
   Counts &C;
   int64_t Opset;
+  MaskCache Masks;
   UseMap Users;
   DenseSet<const Value *> SubgraphReads;
   /// Uses of a value to redirect to another (bypassed no-ops).
@@ -171,7 +173,7 @@ private:
   /// The families of CanonicalizeRewrites.h; they may insert nodes
   /// before \p I and then advance it past them.
   void rewriteFamily(StringRef Op, unsigned &I) {
-    CanonContext Ctx{G, Users, SubgraphReads, Opset};
+    CanonContext Ctx{G, Users, SubgraphReads, Opset, Masks};
     if (Op == "Gemm")
       rewriteGemm(Ctx, I, C.Gemms);
     else if (Op == "Add")

@@ -127,13 +127,20 @@ bool rewriteWhereMask(CanonContext &Ctx, unsigned &Pos, unsigned &Masks) {
     return false;
   // x is selected where the condition is true when x is the second input.
   bool KeptWhenTrue = FillIdx == 2;
-  std::vector<double> M;
-  M.reserve(Cond->size());
-  for (int64_t B : *Cond)
-    M.push_back((B != 0) == KeptWhenTrue ? 0.0 : Fill->front());
-  SmallVector<int64_t, 4> Shape = C->Type.getStaticShape();
-  Tensor T = Tensor::makeFromDoubles(X->Type.Elem, Shape, M);
-  Value *Mask = makeMask(G, N, Pos, *C, std::move(T));
+  // Wheres reading one condition share one mask (one parameter, counted
+  // once in memory, as the additive writing's shared mask).
+  auto Key = std::make_tuple(static_cast<const Value *>(C), Fill->front(),
+                             KeptWhenTrue, unsigned(X->Type.Elem));
+  Value *&Mask = Ctx.Masks[Key];
+  if (!Mask) {
+    std::vector<double> M;
+    M.reserve(Cond->size());
+    for (int64_t B : *Cond)
+      M.push_back((B != 0) == KeptWhenTrue ? 0.0 : Fill->front());
+    SmallVector<int64_t, 4> Shape = C->Type.getStaticShape();
+    Tensor T = Tensor::makeFromDoubles(X->Type.Elem, Shape, M);
+    Mask = makeMask(G, N, Pos, *C, std::move(T));
+  }
   if (!Mask)
     return false;
   Node &Add = *G.getNodes()[Pos];

@@ -14,7 +14,16 @@
 #include "loom/IR/Graph.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <map>
+#include <tuple>
+
 namespace loom {
+
+/// The additive masks made in one sweep, by (condition, fill, whether the
+/// condition keeps the scores, element type): Wheres that read one
+/// condition share one mask, as the additive writing shares its mask.
+using MaskCache =
+    std::map<std::tuple<const Value *, double, bool, unsigned>, Value *>;
 
 /// What a rewrite may read about the graph being swept. The use map was
 /// built at the start of the sweep: values made during it are not in it.
@@ -24,7 +33,8 @@ struct CanonContext {
   /// Values read by name from a Loop/If/Scan body.
   const llvm::DenseSet<const Value *> &SubgraphReads;
   /// The model's default-domain opset (Split's form depends on it).
-  int64_t Opset = 17;
+  int64_t Opset;
+  MaskCache &Masks;
 
   bool isGraphOutput(const Value *V) const {
     return llvm::is_contained(G.getOutputs(), V);
