@@ -287,6 +287,26 @@ public:
                "kernels hold), got " +
                    formatNumber(*V));
     }
+    if (C.Tiles) {
+      std::string TPath = Path + ".matmul_tiles";
+      if (Name != "aicore")
+        fail(TPath,
+             "GEMM tiling describes the matrix unit: only class 'aicore' "
+             "may give it, not '" +
+                 Name + "'",
+             /*AtKey=*/true);
+      else if (C.Cores == 0)
+        fail(TPath,
+             "needs the class's `cores` (the tiles run in waves of "
+             "one tile per core)",
+             /*AtKey=*/true);
+      if (C.Tiles->M < 1)
+        fail(TPath + ".m", "must be at least 1");
+      if (C.Tiles->N < 1)
+        fail(TPath + ".n", "must be at least 1");
+      if (C.Tiles->Source.empty())
+        fail(TPath + ".source", "must say where the tile shape comes from");
+    }
     for (const auto &[KName, K] : C.FusedKernels) {
       std::string KPath = Path + ".fused_kernels." + KName;
       if (!is_contained(KnownFusedKernels, KName)) {
@@ -576,6 +596,10 @@ void HardwareModel::print(raw_ostream &OS) const {
         OS << " (" << C.Overlap->Source << ")";
       OS << '\n';
     }
+    if (C.Tiles)
+      OS << "    matmul tiles " << C.Tiles->M << " x " << C.Tiles->N
+         << (C.Tiles->SerialStore ? ", serial store" : "") << " ("
+         << C.Tiles->Source << ")\n";
     if (C.Fusion) {
       for (const auto &[RName, R] : C.Fusion->Rules) {
         OS << "    fusion " << RName;

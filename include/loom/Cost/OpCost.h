@@ -1,4 +1,5 @@
-//===- OpCost.h - Per-operator cost rules ------------------------*- C++ -*-===//
+//===- OpCost.h - Per-operator cost rules ------------------------*- C++
+//-*-===//
 //
 // What one node costs, independent of where it runs: FLOPs, HBM traffic,
 // parameters, and the activations it keeps for backward. Rules live in
@@ -27,6 +28,9 @@ llvm::StringRef getComputeUnitName(ComputeUnit U);
 /// The matrix-unit view of a matmul-like op: Batch x [M,K] * [K,N].
 struct MatmulShape {
   int64_t Batch = 1, M = 0, N = 0, K = 0;
+  /// The second operand is one matrix broadcast over Batch (activations
+  /// times a weight): its gradient contracts over Batch x M.
+  bool SharedB = false;
 };
 
 struct OpCost {
