@@ -21,8 +21,11 @@ public:
     if (!CU.HW)
       return createStringError(inconvertibleErrorCode(),
                                "annotate-costs needs a hardware model");
-    CU.NodeCosts = annotateNodeCosts(CU.M->getGraph(),
-                                     CU.M->getOpsetVersion(""), *CU.HW);
+    const Optional<PrecisionRecipe> &R = CU.Opts.Precision;
+    CU.NodeCosts =
+        annotateNodeCosts(CU.M->getGraph(), CU.M->getOpsetVersion(""), *CU.HW,
+                          R ? StringRef(R->CubeFormat) : StringRef(),
+                          R ? R->Storage : DataType::Float);
     return Error::success();
   }
 };

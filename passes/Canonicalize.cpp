@@ -50,6 +50,7 @@
 // rest of the pass on a 4-block LLaMA, for nothing.)
 //
 //===----------------------------------------------------------------------===//
+#include "CanonicalizeRewrites.h"
 #include "loom/IR/Graph.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
@@ -70,9 +71,11 @@ constexpr unsigned MaxRounds = 16;
 
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
-           Constants = 0, Rounds = 0, Reinferred = 0;
+           Constants = 0, Gemms = 0, BiasSwaps = 0, Masks = 0, Splits = 0,
+           Rounds = 0, Reinferred = 0;
   unsigned total() const {
-    return Params + Identities + Divs + Transposes + Reshapes + Constants;
+    return Params + Identities + Divs + Transposes + Reshapes + Constants +
+           Gemms + BiasSwaps + Masks + Splits;
   }
 };
 
@@ -103,7 +106,8 @@ static Optional<double> getScalarFloat(const Value *V) {
 
 class Canonicalizer {
 public:
-  Canonicalizer(Graph &G, Counts &C) : G(G), C(C) {}
+  Canonicalizer(Graph &G, Counts &C, int64_t Opset)
+      : G(G), C(C), Opset(Opset) {}
 
   /// One sweep of every rewrite; returns whether anything changed.
   bool sweep() {
@@ -111,6 +115,7 @@ public:
     SubgraphReads.clear();
     collectSubgraphReads(G, SubgraphReads, false);
     Replace.clear();
+    Masks.clear();
     unsigned Before = C.total();
     for (unsigned I = 0; I < G.getNumNodes(); ++I) {
       Node &N = *G.getNodes()[I];
@@ -127,6 +132,9 @@ public:
         rewriteTranspose(N);
       else if (Op == "Reshape")
         rewriteReshape(N);
+      else if (Op == "Gemm" || Op == "Add" || Op == "Where" || Op == "Slice" ||
+               Op == "Split")
+        rewriteFamily(Op, I);
     }
     applyReplacements();
     G.eraseNodes([](const Node &N) {
@@ -139,6 +147,8 @@ public:
 private:
   Graph &G;
   Counts &C;
+  int64_t Opset;
+  MaskCache Masks;
   UseMap Users;
   DenseSet<const Value *> SubgraphReads;
   /// Uses of a value to redirect to another (bypassed no-ops).
@@ -158,6 +168,22 @@ private:
     auto It = Users.find(V);
     return It != Users.end() && It->second.size() == 1 && !isGraphOutput(V) &&
            !SubgraphReads.count(V);
+  }
+
+  /// The families of CanonicalizeRewrites.h; they may insert nodes
+  /// before \p I and then advance it past them.
+  void rewriteFamily(StringRef Op, unsigned &I) {
+    CanonContext Ctx{G, Users, SubgraphReads, Opset, Masks};
+    if (Op == "Gemm")
+      rewriteGemm(Ctx, I, C.Gemms);
+    else if (Op == "Add")
+      rewriteBiasOrder(Ctx, I, C.BiasSwaps);
+    else if (Op == "Where")
+      rewriteWhereMask(Ctx, I, C.Masks);
+    else if (Op == "Slice")
+      rewriteSliceGroup(Ctx, I, C.Splits);
+    else
+      rewriteSplitSizes(Ctx, I, C.Splits);
   }
 
   void rewriteIdentity(Node &N) {
@@ -345,6 +371,14 @@ public:
        << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)";
     if (Last.Constants)
       OS << ", " << Last.Constants << " weight Constant(s) made parameters";
+    if (Last.Gemms)
+      OS << ", " << Last.Gemms << " Gemm -> MatMul [+ Add]";
+    if (Last.BiasSwaps)
+      OS << ", " << Last.BiasSwaps << " bias Add(s) reordered";
+    if (Last.Masks)
+      OS << ", " << Last.Masks << " Where mask(s) -> additive";
+    if (Last.Splits)
+      OS << ", " << Last.Splits << " Slice group(s) or sized Split(s) -> Split";
     if (Last.Reinferred)
       OS << ", " << Last.Reinferred << " type(s) refined by re-inference";
     OS << "\n";
@@ -353,7 +387,7 @@ public:
   Error run(CompilationUnit &CU) override {
     Counts C;
     Graph &G = CU.M->getGraph();
-    Canonicalizer Canon(G, C);
+    Canonicalizer Canon(G, C, CU.M->getOpsetVersion(""));
     unsigned Round = 0;
     for (; Round < MaxRounds; ++Round)
       if (!Canon.sweep())

@@ -69,6 +69,9 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
      << ")\n";
   for (const std::string &O : CU.Opts.HardwareOverrides)
     OS << "what-if: " << O << "\n";
+  if (CU.Opts.Precision)
+    OS << "precision: " << CU.Opts.Precision->describe() << " ["
+       << CU.Opts.Precision->Why << "]\n";
   OS << "\n";
   if (CU.Serving) {
     // The serving plan, then one replica of it as emitted below.
@@ -243,6 +246,7 @@ private:
     MI.Batch = CU.Search->Space.Batch;
     MI.Predicted = CU.Search->Top.front();
     MI.PerRank = CU.Opts.EmitPerRank;
+    MI.Precision = CU.Opts.Precision;
     if (CU.Serving) {
       MI.Mode = "serve";
       const ServingPlanCost &S = CU.Serving->Plans.front();
@@ -314,6 +318,8 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
   In.HardwareName = CU.HW->Name;
   In.ClusterDevices = CU.HW->getNumDevices();
   In.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
+  if (CU.Opts.Precision)
+    In.Precision = CU.Opts.Precision->Kind;
   if (CU.VocabPad && CU.VocabPad->padded()) {
     In.VocabFrom = CU.VocabPad->From;
     In.VocabTo = CU.VocabPad->To;

@@ -44,7 +44,10 @@ namespace {
 
 /// Below this an additive mask entry is taken as "masked": exp(-1e4)
 /// underflows in every float type.
-constexpr double MaskedBelow = -1e4;
+// -1e4 as bf16 stores it (-9984: 8 bits of mantissa), so a mask written
+// with -1e4 in fp16 and read under a bf16 recipe (passes/ApplyPrecision.cpp)
+// is still a mask.
+constexpr double MaskedBelow = -9984;
 
 bool isActivation(const Value *V) {
   return V && !isConstantLike(V) && !isWeightLike(V);
@@ -73,7 +76,8 @@ bool isLastAxis(int64_t Axis, unsigned Rank) {
 
 class ElementwiseMatcher {
 public:
-  ElementwiseMatcher(const Graph &G, int64_t Opset, DenseSet<const Node *> &Taken)
+  ElementwiseMatcher(const Graph &G, int64_t Opset,
+                     DenseSet<const Node *> &Taken)
       : G(G), Opset(Opset), Taken(Taken), Users(buildUseMap(G)) {
     for (const Value *V : G.getOutputs())
       GraphOutputs.insert(V);
@@ -345,8 +349,8 @@ private:
     if (!Starts || !Ends || Starts->size() != 1 || Ends->size() != 1)
       return None;
     int64_t Axis = Axes ? (Axes->size() == 1 ? (*Axes)[0] : -2) : 0;
-    if (!isLastAxis(Axis, Rank) || (Steps && (Steps->size() != 1 ||
-                                              (*Steps)[0] != 1)))
+    if (!isLastAxis(Axis, Rank) ||
+        (Steps && (Steps->size() != 1 || (*Steps)[0] != 1)))
       return None;
     auto Norm = [&](int64_t I) {
       if (I < 0)
@@ -383,8 +387,8 @@ private:
       int64_t D = X->Type.isStatic() && X->Type.getRank()
                       ? X->Type.Dims.back().Size
                       : 0;
-      if (!HA || !HB || D <= 0 || D % 2 ||
-          *HA != std::make_pair(D / 2, D) || *HB != std::make_pair(0L, D / 2))
+      if (!HA || !HB || D <= 0 || D % 2 || *HA != std::make_pair(D / 2, D) ||
+          *HB != std::make_pair(0L, D / 2))
         return false;
       M.push_back(SA);
       M.push_back(SB);
@@ -584,14 +588,13 @@ Optional<int64_t> causalOffset(const Value *V, MaskUse Use, unsigned Depth) {
       return None;
     return causalOffset(In, Use, Depth + 1);
   }
-  if (Op == "Unsqueeze" || Op == "Squeeze" || Op == "Reshape" ||
-      Op == "Expand")
+  if (Op == "Unsqueeze" || Op == "Squeeze" || Op == "Reshape" || Op == "Expand")
     return LastTwoKept() ? causalOffset(In, Use, Depth + 1) : None;
   if (Op == "Slice") {
     // A top-left block of a causal mask keeps the same diagonal.
-    Optional<std::vector<int64_t>> Starts = D->getNumInputs() > 1
-                                                ? getConstantInts(D->getInput(1))
-                                                : D->getAttrInts("starts");
+    Optional<std::vector<int64_t>> Starts =
+        D->getNumInputs() > 1 ? getConstantInts(D->getInput(1))
+                              : D->getAttrInts("starts");
     if (!Starts || any_of(*Starts, [](int64_t S) { return S != 0; }))
       return None;
     if (D->getInput(4)) {

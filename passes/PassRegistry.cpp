@@ -33,6 +33,11 @@ static const PassInfo Registry[] = {
      createPadVocabPass, PassKind::Planning},
     {"detect-layers", "Number repeated blocks (layers) by structural hashing",
      createDetectLayersPass, PassKind::Planning},
+    {"apply-precision",
+     "Retype the planning graph's float values to the precision recipe "
+     "(--precision): what kernels compute and store in, not the export's "
+     "dtype",
+     createApplyPrecisionPass, PassKind::Planning},
     {"annotate-costs",
      "Annotate every node with FLOPs, bytes, memory and per-class time",
      createAnnotateCostsPass, PassKind::Planning},

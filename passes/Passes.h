@@ -15,6 +15,7 @@ std::unique_ptr<Pass> createLowerEmbeddingBagsPass();
 std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createPadVocabPass();
 std::unique_ptr<Pass> createDetectLayersPass();
+std::unique_ptr<Pass> createApplyPrecisionPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
 std::unique_ptr<Pass> createDetectFusedKernelsPass();
 std::unique_ptr<Pass> createFuseKernelsPass();

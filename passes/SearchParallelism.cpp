@@ -177,20 +177,25 @@ static Optional<std::string> describeTierOverflow(const SearchResult &R) {
   if (!R.Closest || R.Closest->MaxMemoryBytes > R.Closest->HBMBytes)
     return None;
   const PlanCost &C = *R.Closest;
-  std::string S = "no plan fits: the nearest, " + C.Plan.str() +
-                  ", fits HBM (" + formatBytes(Bytes(C.MaxMemoryBytes)) +
-                  " of " + formatBytes(Bytes(C.HBMBytes)) + ") but needs";
+  std::string Head = "no plan fits: the nearest, " + C.Plan.str() +
+                     ", fits HBM (" + formatBytes(Bytes(C.MaxMemoryBytes)) +
+                     " of " + formatBytes(Bytes(C.HBMBytes)) + ")";
+  std::vector<std::string> Needs;
   if (C.MaxHostBytes > C.HostCapacity)
-    S += " " + formatBytes(Bytes(C.MaxHostBytes)) + " > " +
-         formatBytes(Bytes(C.HostCapacity)) + " of host DRAM";
+    Needs.push_back(formatBytes(Bytes(C.MaxHostBytes)) + " > " +
+                    formatBytes(Bytes(C.HostCapacity)) + " of host DRAM");
   if (C.MaxSSDBytes > C.SSDCapacity)
-    S += std::string(C.MaxHostBytes > C.HostCapacity ? " and" : "") + " " +
-         formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
-         formatBytes(Bytes(C.SSDCapacity)) + " of SSD";
+    Needs.push_back(formatBytes(Bytes(C.MaxSSDBytes)) + " > " +
+                    formatBytes(Bytes(C.SSDCapacity)) + " of SSD");
+  if (!Needs.empty())
+    return Head + " but needs " + join(Needs, " and ") + " per device";
   if (!C.Embeddings.Fits) // lib/Plan/Embedding.cpp
-    return S.substr(0, S.size() - std::string(" but needs").size()) +
-           " but its embedding tables do not fit: " + C.Embeddings.Why;
-  return S + " per device";
+    return Head + " but its embedding tables do not fit: " + C.Embeddings.Why;
+  // Every tier fits costed in full, yet the search refused it: its memory
+  // bound (Search.cpp) exceeded the cost. Never an empty reason.
+  return Head + " and every other memory tier, yet the search's memory "
+                "bound refused it (a bug in Loom: the bound must not exceed "
+                "the cost; please report it)";
 }
 
 EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
@@ -205,6 +210,14 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   EO.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
   if (CU.Opts.OptimizerBytesPerParam)
     EO.OptimizerBytesPerParam = *CU.Opts.OptimizerBytesPerParam;
+  if (const Optional<PrecisionRecipe> &R = CU.Opts.Precision) {
+    // The profile's optimizer bytes include a 4-byte fp32 master copy
+    // (optimizer_bytes_per_param: 12 = master + Adam m, v); a recipe
+    // whose weights are fp32 has none beyond the weights themselves.
+    EO.OptimizerBytesPerParam += R->MasterBytes - 4;
+    EO.WeightBytesPerParam = R->WeightBytes;
+    EO.Allows16BitGrads = R->Allows16BitGrads;
+  }
   EO.Opset = CU.M->getOpsetVersion("");
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.
@@ -376,6 +389,7 @@ Error searchParallelism(CompilationUnit &CU) {
       for (const FrameworkProfile *F : SO.Frameworks)
         if (Error E = checkSpec(*F, getFixedSpec(P), {R->Space.NumBlocks}))
           Rule = toString(std::move(E));
+      R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>(
           "no plan the framework can run fits; the best plan outside its "
@@ -388,10 +402,12 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   if (R->Top.empty()) {
     if (Optional<std::string> Why = explainFixedChoices(SO.Fixed, R->Space)) {
+      R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>("no plan satisfies " + *Why);
     }
     if (Optional<std::string> Why = describeTierOverflow(*R)) {
+      R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));
       return make_error<NoFeasiblePlanError>(*Why);
     }
@@ -404,6 +420,7 @@ Error searchParallelism(CompilationUnit &CU) {
         describeForSolver(R->Space, SO.Fixed), Facts, Usable);
     if (!X)
       return X.takeError();
+    R->Precision = CU.Opts.Precision;
     CU.Search = std::make_shared<SearchResult>(std::move(*R));
     return make_error<NoFeasiblePlanError>(X->str());
   }
@@ -435,6 +452,7 @@ Error searchParallelism(CompilationUnit &CU) {
     unsigned L = std::max(0, NP->Layer);
     NP->Stage = StageOf[std::min<size_t>(L, StageOf.size() - 1)];
   }
+  R->Precision = CU.Opts.Precision;
   CU.Search = std::make_shared<SearchResult>(std::move(*R));
   return Error::success();
 }

@@ -110,6 +110,8 @@ public:
     auto Prog = std::make_shared<ShardedProgram>();
     ShardingResult &R = Prog->Sharding;
     R.Plan = Best.Plan;
+    if (CU.Opts.Precision)
+      R.CommFloatType = CU.Opts.Precision->Storage;
     R.Plan.StageLayers.clear();
     for (const StageCost &S : Best.Stages)
       R.Plan.StageLayers.push_back(S.NumLayers);
@@ -170,10 +172,20 @@ public:
           R.Plan.MicroBatchSize, Sub.Layers.size(), CU.Layers.size());
     R.M = std::move(Sub.M);
     R.Layers = std::move(Sub.Layers);
+    // Shapes as planned, element types as the model has them
+    // (apply-precision retypes the planning graph, not the I/O).
+    auto AsImported = [&](const Value *V, ArrayRef<Value *> Orig) {
+      TensorType T = V->Type;
+      for (const Value *O : Orig)
+        if (O->getName() == V->getName())
+          T.Elem = O->Type.Elem;
+      return T;
+    };
+    const Graph &IG = CU.Imported->getGraph();
     for (const Value *V : CU.M->getGraph().getInputs())
-      R.GlobalInputTypes[V->getName().str()] = V->Type;
+      R.GlobalInputTypes[V->getName().str()] = AsImported(V, IG.getInputs());
     for (const Value *V : CU.M->getGraph().getOutputs())
-      R.GlobalOutputTypes[V->getName().str()] = V->Type;
+      R.GlobalOutputTypes[V->getName().str()] = AsImported(V, IG.getOutputs());
     for (const Value *V : R.M->getGraph().getInputs()) {
       std::string N = V->getName().str();
       R.InputBatchAxis[N] =

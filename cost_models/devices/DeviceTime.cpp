@@ -49,6 +49,10 @@
 // backward also does the RecomputeFlops; on the Vector unit (rmsnorm,
 // layernorm, swiglu, rotary) it scales the vector peak and the HBM
 // bandwidth: max(F / (vector_peak x e), (R + W) / (HBM bw x e)) + launch.
+// Matmul tiles (YAML `matmul_tiles`, MatmulTiles): where the aicore class
+// gives its GEMM tiling, matmulTileEfficiency (tiles, waves, serial store)
+// replaces cubeShapeEfficiency, per product: the forward's (M, N, K), and
+// for the backward the harmonic mean of dX's (M, K, N) and dW's (K, N, M).
 // Efficiency (YAML `efficiency`) scales the cube's and the AICPU's peak,
 // as the example YAML describes it ("large well-shaped matmuls", "scalar-
 // heavy code"); the vector peak is taken as given.
@@ -178,6 +182,35 @@ double cubeShapeEfficiency(const MatmulShape &MM, unsigned Alignment) {
   return Pad(MM.M) * Pad(MM.N) * Pad(MM.K) * Fill(MM.M) * Fill(MM.N);
 }
 
+double matmulStoreK(double ElemBytes, double Rate, double Bandwidth) {
+  return Bandwidth > 0 ? ElemBytes * Rate / (2 * Bandwidth) : 0;
+}
+
+// Tiles and waves: a GEMM launches Batch x ceil(M / m) x ceil(N / n) output
+// tiles, one per core at a time, so it takes ceil(tiles / cores) waves;
+// what it computes usefully is M x N x Batch outputs of the waves x cores
+// x m x n it pays for (tile padding and the last wave's idle cores both
+// count). Serial store: per tile, the multiply loop takes 2 m n K / r and
+// the store m n b / w (r, w: the rate and HBM bandwidth per core), so the
+// tile runs at K / (K + b r / (2 w)) of the rate.
+double matmulTileEfficiency(const MatmulShape &MM, const MatmulTiles &Tiles,
+                            unsigned Cores, unsigned Alignment, double StoreK) {
+  if (MM.M <= 0 || MM.N <= 0 || MM.K <= 0 || Tiles.M <= 0 || Tiles.N <= 0 ||
+      Cores == 0)
+    return 1.0;
+  double A = std::max(1u, Alignment);
+  double K = double(MM.K);
+  double PadK = K / roundUp(K, A);
+  double B = double(std::max<int64_t>(1, MM.Batch));
+  double TilesM = std::ceil(double(MM.M) / double(Tiles.M));
+  double TilesN = std::ceil(double(MM.N) / double(Tiles.N));
+  double Waves = std::ceil(B * TilesM * TilesN / double(Cores));
+  double Wave = B * double(MM.M) * double(MM.N) /
+                (Waves * Cores * double(Tiles.M) * double(Tiles.N));
+  double Store = Tiles.SerialStore && StoreK > 0 ? K / (K + StoreK) : 1.0;
+  return PadK * Wave * Store;
+}
+
 /// Why \p N (costed \p C) cannot run on class \p ClassName (\p DC): the
 /// unit or data type the class lacks, or a class without a time model; None
 /// when it can.
@@ -245,8 +278,8 @@ struct KernelTraffic {
 
 static KernelTraffic getKernelTraffic(const OpCost &C, const DeviceClass &DC) {
   double Bytes = C.BytesRead + C.BytesWritten;
-  double Back = C.BackwardBytes > 0 ? C.BackwardBytes
-                                    : BackwardTrafficFactor * Bytes;
+  double Back =
+      C.BackwardBytes > 0 ? C.BackwardBytes : BackwardTrafficFactor * Bytes;
   return {DC.LaunchOverhead.value(), Bytes, Back, hasGradient(C)};
 }
 
@@ -322,6 +355,8 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
   const EfficiencyCurve *Curve = findCurve(DC, C.Family);
   double Rate = 0;
   if (C.Unit == ComputeUnit::Cube) {
+    if (!C.CubeFormat.empty())
+      DT = C.CubeFormat;
     Rate = rateOf(DC.getThroughput(DT));
     if (Rate == 0 && C.Flops > 0)
       return unsupported("aicore lists no cube throughput for " + DT.str() +
@@ -329,16 +364,42 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
     if (C.KernelEfficiency > 0) {
       double Peak = Rate;
       double Fwd = C.Flops, Bwd = C.BackwardFlops + C.RecomputeFlops;
-      T.Seconds = roofline(Fwd, Peak * C.KernelEfficiency, Bytes, HBMBW) + Launch;
-      T.BackwardSeconds =
-          Grad ? roofline(Bwd, Peak * C.BackwardKernelEfficiency, BackBytes,
-                          HBMBW) +
-                     Launch
-               : 0;
+      T.Seconds =
+          roofline(Fwd, Peak * C.KernelEfficiency, Bytes, HBMBW) + Launch;
+      T.BackwardSeconds = Grad
+                              ? roofline(Bwd, Peak * C.BackwardKernelEfficiency,
+                                         BackBytes, HBMBW) +
+                                    Launch
+                              : 0;
       return T;
     }
-    Rate *=
-        (Curve ? 1.0 : DC.Efficiency) * cubeShapeEfficiency(C.MM, DC.Alignment);
+    Rate *= Curve ? 1.0 : DC.Efficiency;
+    if (DC.Tiles) {
+      // Forward (M, N, K); backward dX = dY W^T (M, K, N) and dW = X^T dY
+      // (K, N, M; over Batch x M when W is shared), each one product.
+      const MatmulShape &F = C.MM;
+      MatmulShape DX{F.Batch, F.M, F.K, F.N, F.SharedB};
+      MatmulShape DW = F.SharedB ? MatmulShape{1, F.K, F.N, F.Batch * F.M}
+                                 : MatmulShape{F.Batch, F.K, F.N, F.M};
+      double StoreK = matmulStoreK(getDataTypeBits(C.Elem) / 8.0, Rate, HBMBW);
+      auto Eff = [&](const MatmulShape &S) {
+        return matmulTileEfficiency(S, *DC.Tiles, DC.Cores, DC.Alignment,
+                                    StoreK);
+      };
+      // The backward's two products at one rate: their harmonic mean.
+      double BackEff = 2 / (1 / Eff(DX) + 1 / Eff(DW));
+      double Flops = C.Flops, BackFlops = C.BackwardFlops;
+      T.Seconds =
+          applyCurve(roofline(Flops, Rate * Eff(F), Bytes, HBMBW), Curve) +
+          Launch;
+      T.BackwardSeconds = Grad ? applyCurve(roofline(BackFlops, Rate * BackEff,
+                                                     BackBytes, HBMBW),
+                                            Curve) +
+                                     Launch
+                               : 0;
+      return T;
+    }
+    Rate *= cubeShapeEfficiency(C.MM, DC.Alignment);
   } else if (C.Unit == ComputeUnit::Vector) {
     Rate = rateOf(DC.getVectorThroughput(DT));
     if (Rate == 0)

@@ -150,6 +150,16 @@ const ElementwiseSpec *findSpec(StringRef Op) {
 }
 
 void costElementwise(const Node &N, int64_t, OpCost &C) {
+  // A Cast to the type its input already has is the identity (ONNX Cast),
+  // which runtimes elide: a view. apply-precision makes an exporter's
+  // upcasts around norms and softmax such (passes/ApplyPrecision.cpp).
+  if ((N.getOpType() == "Cast" || N.getOpType() == "CastLike") &&
+      N.getInput(0) && N.getOutput(0) &&
+      N.getInput(0)->Type.Elem == N.getOutput(0)->Type.Elem) {
+    C.Unit = ComputeUnit::None;
+    C.BytesRead = C.BytesWritten = 0;
+    return;
+  }
   const ElementwiseSpec *S = findSpec(N.getOpType());
   double Elems = 0;
   for (const Value *V : N.getOutputs())

@@ -70,6 +70,7 @@ void costMatMul(const Node &N, int64_t, OpCost &C) {
   C.MM.M = M;
   C.MM.N = NN;
   C.MM.K = K;
+  C.MM.SharedB = BB == 0 && Batch > 1;
   C.Flops = 2 * Batch * double(M) * double(NN) * double(K);
   C.BackwardFlops = productBackward(N, C.Flops, {0, 1});
   saveOperands(N, C, {0, 1});

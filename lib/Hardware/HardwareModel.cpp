@@ -25,6 +25,11 @@ namespace loom {
 namespace hardware_detail {
 
 StringRef canonicalDataTypeName(StringRef Name) {
+  // TF32 is a format of NVIDIA's tensor cores with no storage type (fp32
+  // in memory): a throughput key only, for the tf32 precision recipe
+  // (loom/Plan/Precision.h).
+  if (Name == "tf32")
+    return "tf32";
   if (Optional<DataType> T = parseDataTypeName(Name))
     return getDataTypeName(*T);
   return "";
@@ -195,7 +200,8 @@ public:
       fail(Path,
            "unknown data type '" + Name +
                "'; expected f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, "
-               "u32, u64 or bool (fp16, float32, int8, ... also accepted)",
+               "u32, u64 or bool (fp16, float32, int8, ... also accepted; tf32 "
+               "as a throughput key)",
            AtKey);
   }
 
@@ -280,6 +286,26 @@ public:
                "must be in [0, 1) (the share of compute the collective's "
                "kernels hold), got " +
                    formatNumber(*V));
+    }
+    if (C.Tiles) {
+      std::string TPath = Path + ".matmul_tiles";
+      if (Name != "aicore")
+        fail(TPath,
+             "GEMM tiling describes the matrix unit: only class 'aicore' "
+             "may give it, not '" +
+                 Name + "'",
+             /*AtKey=*/true);
+      else if (C.Cores == 0)
+        fail(TPath,
+             "needs the class's `cores` (the tiles run in waves of "
+             "one tile per core)",
+             /*AtKey=*/true);
+      if (C.Tiles->M < 1)
+        fail(TPath + ".m", "must be at least 1");
+      if (C.Tiles->N < 1)
+        fail(TPath + ".n", "must be at least 1");
+      if (C.Tiles->Source.empty())
+        fail(TPath + ".source", "must say where the tile shape comes from");
     }
     for (const auto &[KName, K] : C.FusedKernels) {
       std::string KPath = Path + ".fused_kernels." + KName;
@@ -570,6 +596,10 @@ void HardwareModel::print(raw_ostream &OS) const {
         OS << " (" << C.Overlap->Source << ")";
       OS << '\n';
     }
+    if (C.Tiles)
+      OS << "    matmul tiles " << C.Tiles->M << " x " << C.Tiles->N
+         << (C.Tiles->SerialStore ? ", serial store" : "") << " ("
+         << C.Tiles->Source << ")\n";
     if (C.Fusion) {
       for (const auto &[RName, R] : C.Fusion->Rules) {
         OS << "    fusion " << RName;

@@ -228,6 +228,15 @@ template <> struct MappingTraits<CommOverlap> {
   }
 };
 
+template <> struct MappingTraits<MatmulTiles> {
+  static void mapping(IO &IO, MatmulTiles &T) {
+    mapRequiredLate(IO, "m", T.M);
+    mapRequiredLate(IO, "n", T.N);
+    IO.mapOptional("serial_store", T.SerialStore, false);
+    mapRequiredLate(IO, "source", T.Source);
+  }
+};
+
 /// fused_kernels: the map key is the kernel name.
 template <> struct CustomMappingTraits<std::map<std::string, FusedKernel>> {
   static void inputOne(IO &IO, StringRef Key,
@@ -259,6 +268,7 @@ template <> struct MappingTraits<DeviceClass> {
     IO.mapOptional("fused_kernels", C.FusedKernels);
     IO.mapOptional("fusion", C.Fusion);
     IO.mapOptional("comm_overlap", C.Overlap);
+    IO.mapOptional("matmul_tiles", C.Tiles);
     if (!IO.outputting())
       for (std::string &DType : C.DataTypes) {
         StringRef Canonical = canonicalDataTypeName(DType);

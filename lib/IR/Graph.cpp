@@ -5,6 +5,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <cstring>
 
 using namespace llvm;
@@ -520,6 +521,35 @@ Expected<Node *> Graph::addNode(StringRef OpType, StringRef Domain,
     N->Outputs.push_back(V);
   }
   return N;
+}
+
+Expected<Node *> Graph::insertNode(unsigned Pos, StringRef OpType,
+                                   StringRef Domain, StringRef NodeName,
+                                   ArrayRef<Value *> Ins,
+                                   ArrayRef<std::string> OutputNames) {
+  assert(Pos <= Nodes.size() && "insertion point out of range");
+  Expected<Node *> N = addNode(OpType, Domain, NodeName, Ins, OutputNames);
+  if (N)
+    std::rotate(Nodes.begin() + Pos, Nodes.end() - 1, Nodes.end());
+  return N;
+}
+
+void Graph::moveResult(Value *V, Node *To, unsigned Slot) {
+  assert(V->Def && V->Def->Owner == this && To->Owner == this &&
+         "a result of this graph moves to a node of this graph");
+  V->Def->Outputs[V->ResultNo] = nullptr;
+  if (To->Outputs.size() <= Slot)
+    To->Outputs.resize(Slot + 1, nullptr);
+  To->Outputs[Slot] = V;
+  V->Def = To;
+  V->ResultNo = Slot;
+}
+
+std::string Graph::getFreshName(StringRef Base) const {
+  std::string Name = Base.str();
+  for (unsigned I = 1; ValuesByName.count(Name); ++I)
+    Name = (Base + "_" + Twine(I)).str();
+  return Name;
 }
 
 Value *Graph::lookup(StringRef N) const {

@@ -32,6 +32,7 @@ struct KindTag {};
 struct OrderTag {};
 struct GradTag {};
 struct FusionTag {};
+struct PrecisionTag {};
 using NameWord = Word<AnyTag>;
 
 bool inVocab(RecomputeTag, StringRef S, std::string &Known) {
@@ -53,6 +54,10 @@ bool inVocab(GradTag, StringRef S, std::string &Known) {
 bool inVocab(FusionTag, StringRef S, std::string &Known) {
   Known = "hw, none";
   return S == "hw" || S == "none";
+}
+bool inVocab(PrecisionTag, StringRef S, std::string &Known) {
+  Known = getPrecisionNames().str();
+  return parsePrecisionName(S).hasValue();
 }
 bool inVocab(OrderTag, StringRef S, std::string &Known) {
   Known = "an order of tp, ep, dp, pp with tp first (tp-ep-dp-pp)";
@@ -89,6 +94,12 @@ struct RawSupport {
   bool Extra = false;
   std::string Source;
 };
+/// runs.precision: the recipes it runs and the one it runs by default.
+struct RawPrecision {
+  std::vector<Word<PrecisionTag>> Values;
+  Word<PrecisionTag> Default;
+  std::string Source;
+};
 struct RawRuns {
   std::vector<RawZero> Zero;
   std::vector<RawOffload> Offload;
@@ -97,6 +108,7 @@ struct RawRuns {
   RawValues<OrderTag> Orders;
   RawValues<GradTag> Grads;
   RawValues<AnyTag> CP, Schedules;
+  Optional<RawPrecision> Precision;
 };
 struct RawOverlap {
   Optional<double> TP, DP, PP;
@@ -218,6 +230,7 @@ template <> struct MappingTraits<RawRuns> {
     IO.mapRequired("grad_reduce", R.Grads);
     IO.mapRequired("context_parallel", R.CP);
     IO.mapRequired("pipeline_schedules", R.Schedules);
+    IO.mapOptional("precision", R.Precision);
   }
   static std::string validate(IO &, RawRuns &R) {
     if (none_of(R.Zero, [](const RawZero &Z) { return Z.Stage == 0; }))
@@ -227,6 +240,21 @@ template <> struct MappingTraits<RawRuns> {
       return "recompute: none must be listed";
     if (R.Grads.Values.empty())
       return "grad_reduce: at least one of fp32, bf16";
+    return "";
+  }
+};
+
+template <> struct MappingTraits<RawPrecision> {
+  static void mapping(IO &IO, RawPrecision &P) {
+    IO.mapRequired("values", P.Values);
+    IO.mapRequired("default", P.Default);
+    IO.mapRequired("source", P.Source);
+  }
+  static std::string validate(IO &, RawPrecision &P) {
+    if (none_of(P.Values, [&](const Word<PrecisionTag> &W) {
+          return W.S == P.Default.S;
+        }))
+      return "precision: the default must be one of its values";
     return "";
   }
 };
@@ -299,6 +327,7 @@ LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Word<TierTag>)
 LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Word<KindTag>)
 LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Word<OrderTag>)
 LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Word<GradTag>)
+LLVM_YAML_IS_FLOW_SEQUENCE_VECTOR(Word<PrecisionTag>)
 LLVM_YAML_IS_SEQUENCE_VECTOR(RawZero)
 LLVM_YAML_IS_SEQUENCE_VECTOR(RawOffload)
 
@@ -366,6 +395,14 @@ void convertRuns(const RawRuns &R, FrameworkProfile &F) {
   F.ContextParallelSource = R.CP.Source;
   for (const auto &W : R.Schedules.Values)
     F.PipelineSchedules.push_back(W.S);
+  if (R.Precision) {
+    FrameworkPrecision FP;
+    for (const auto &W : R.Precision->Values)
+      FP.Values.push_back(*parsePrecisionName(W.S));
+    FP.Default = *parsePrecisionName(R.Precision->Default.S);
+    FP.Source = R.Precision->Source;
+    F.Precision = std::move(FP);
+  }
 }
 
 void convertHow(const RawHow &H, FrameworkProfile &F) {

@@ -22,13 +22,17 @@ using namespace llvm;
 namespace loom {
 
 NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
-                              const HardwareModel &HW) {
+                              const HardwareModel &HW, StringRef CubeFormat,
+                              DataType CubeStorage) {
   NodeCostMap Map;
   Map.reserve(G.getNumNodes());
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;
     NodeCostInfo &Info = Map[&N];
     Info.Cost = computeOpCost(N, Opset);
+    if (!CubeFormat.empty() && Info.Cost.Unit == ComputeUnit::Cube &&
+        Info.Cost.Elem == CubeStorage)
+      Info.Cost.CubeFormat = CubeFormat.str();
     double Best = INFINITY;
     for (const auto &KV : HW.Device.Classes) {
       ClassTime T = estimateClassTime(N, Info.Cost, KV.first, HW);
@@ -242,6 +246,11 @@ struct PlanEvaluator::Impl {
   std::vector<EmbeddingTable> Tables;
   DenseMap<const Value *, unsigned> TableIndex;
   std::vector<unsigned> TableLayer, TableParamIndex;
+  /// Parameters only the placement's SSD class reads (tables served from
+  /// SSD): they hold no HBM, are not among any layer's parameters and are
+  /// never sharded over the dp group (holdsHBM; the search's memory bound
+  /// reads the same set).
+  DenseSet<const Value *> SSDOnlyParams;
   std::vector<bool> TableMustShard;
   /// Lookups of the tables emb=auto shards: they read the rows of their
   /// ids, not the (huge) table their ParamBytes count.
@@ -526,6 +535,27 @@ void PlanEvaluator::Impl::collectLayerValues(
     Out.push_back(V);
   };
 
+  // A Loop/If/Scan reads the values its bodies capture (a table an
+  // EmbeddingBag Loop gathers from) as well as its inputs.
+  auto ReadsOf = [](const NodeFacts &F) {
+    std::vector<const Value *> Reads(F.N->getInputs().begin(),
+                                     F.N->getInputs().end());
+    if (hasSubgraphs(*F.N))
+      for (const Value *V : getCapturedValues(*F.N))
+        Reads.push_back(V);
+    return Reads;
+  };
+  // A parameter the placement serves from SSD holds no HBM (DESIGN
+  // section 5) unless a reader on another class needs it there too.
+  DenseSet<const Value *> OffSSD;
+  for (const LayerFacts &L : LF)
+    for (const NodeFacts &F : L.Nodes)
+      for (const Value *V : ReadsOf(F))
+        if (V && V->isParameter())
+          (F.C && F.C->Class == "ssd" ? SSDOnlyParams : OffSSD).insert(V);
+  for (const Value *V : OffSSD)
+    SSDOnlyParams.erase(V);
+
   // Parameters, saved activations, layer inputs.
   DenseSet<const Value *> Saved;
   for (unsigned LI = 0; LI < LF.size(); ++LI) {
@@ -533,17 +563,13 @@ void PlanEvaluator::Impl::collectLayerValues(
     Saved.clear();
     DenseSet<const Value *> Inputs;
     for (const NodeFacts &F : L.Nodes) {
-      // A Loop/If/Scan reads the values its bodies capture (a table an
-      // EmbeddingBag Loop gathers from) as well as its inputs.
-      std::vector<const Value *> Reads(F.N->getInputs().begin(),
-                                       F.N->getInputs().end());
-      if (hasSubgraphs(*F.N))
-        for (const Value *V : getCapturedValues(*F.N))
-          Reads.push_back(V);
-      for (const Value *V : Reads) {
+      for (const Value *V : ReadsOf(F)) {
         if (!V)
           continue;
         if (V->isParameter()) {
+          // Counted at its first reader off the SSD class, if any.
+          if (F.C && F.C->Class == "ssd")
+            continue;
           if (CountedParams.insert(V).second) {
             auto TI = TableIndex.find(V);
             if (TI != TableIndex.end()) {
@@ -683,13 +709,16 @@ void PlanEvaluator::Impl::computeModelFlops() {
   // Model FLOPs and the peak MFU is measured against: the cube's fastest
   // rate among the element types the matmuls run in (a model with one
   // fp32 matmul among fp16 ones is measured against the fp16 peak, so
-  // that no op can beat the peak and MFU stays <= 1).
+  // that no op can beat the peak and MFU stays <= 1), in the format the
+  // precision recipe computes them in (tf32).
   for (const LayerFacts &L : LF) {
     ModelFlops += L.Flops + (Opts.Train ? L.BackwardFlops : 0);
     for (const NodeFacts &F : L.Nodes)
       if (F.C && F.C->Cost.Unit == ComputeUnit::Cube)
         if (const DeviceClass *AC = HW.getClass("aicore"))
-          if (auto P = AC->getThroughput(getDataTypeName(F.C->Cost.Elem)))
+          if (auto P = AC->getThroughput(F.C->Cost.CubeFormat.empty()
+                                             ? getDataTypeName(F.C->Cost.Elem)
+                                             : StringRef(F.C->Cost.CubeFormat)))
             Peak = std::max(Peak, P->value());
   }
   if (Peak == 0)
@@ -1177,6 +1206,10 @@ bool PlanEvaluator::isEmbeddingTable(const Value *V) const {
   return I->TableIndex.count(V);
 }
 
+bool PlanEvaluator::holdsHBM(const Value *Param) const {
+  return !I->SSDOnlyParams.count(Param);
+}
+
 bool PlanEvaluator::isShardedTable(const Value *V, EmbeddingMode Mode) const {
   auto It = I->TableIndex.find(V);
   return It != I->TableIndex.end() &&
@@ -1415,7 +1448,8 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
                                             StageSums &S) const {
   for (unsigned T = 0; T < Tables.size(); ++T) {
     unsigned L = TableLayer[T];
-    if (L < SC.FirstLayer || L >= SC.FirstLayer + SC.NumLayers ||
+    if (SSDOnlyParams.count(Tables[T].Weight) || L < SC.FirstLayer ||
+        L >= SC.FirstLayer + SC.NumLayers ||
         (C.P.Emb == EmbeddingMode::Auto && !TableMustShard[T]))
       continue;
     // Its split as the rules decide it at the plan's tp (vocab-parallel).
@@ -1437,12 +1471,14 @@ void PlanEvaluator::Impl::addZero3Gathers(const PlanContext &C,
   const ParallelPlan &P = C.P;
   if (P.ZeroStage >= 3 && C.DPCP > 1) {
     double Gather =
-        collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
+        collectiveTime(CollectiveKind::AllGather,
+                       S.Params * Opts.WeightBytesPerParam, C.DPG, HW)
             .Seconds;
     if (S.ExpertParams > 0 && P.DP / C.EP > 1)
-      Gather += collectiveTime(CollectiveKind::AllGather, S.ExpertParams * 2.0,
-                               C.DPEPG, HW)
-                    .Seconds;
+      Gather +=
+          collectiveTime(CollectiveKind::AllGather,
+                         S.ExpertParams * Opts.WeightBytesPerParam, C.DPEPG, HW)
+              .Seconds;
     S.TPFwd += Gather;
     if (Opts.Train)
       S.TPBwd += Gather;
@@ -1566,6 +1602,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
     MI.ActivationWorkspaceBytes = S.MaxLayerLive;
   MI.DP = C.DPCP; // ZeRO partitions over dp x cp (Megatron-Core)
   MI.ZeroStage = P.ZeroStage;
+  MI.WeightBytesPerParam = Opts.WeightBytesPerParam;
   MI.GradBytesPerParam = C.GradWidth;
   MI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
   bool AnyComm = C.TP > 1 || C.DPCP > 1 || P.PP > 1;
@@ -1584,6 +1621,7 @@ PlanEvaluator::Impl::costStageMemory(const PlanContext &C, unsigned Stage,
     XI.ParamCount = S.ExpertParams;
     XI.DP = P.DP / C.EP * C.CP;
     XI.ZeroStage = P.ZeroStage;
+    XI.WeightBytesPerParam = Opts.WeightBytesPerParam;
     XI.GradBytesPerParam = C.GradWidth;
     XI.OptimizerBytesPerParam = Opts.OptimizerBytesPerParam;
     XI.InFlightMicroBatches = 0;
@@ -1609,18 +1647,19 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
                                {GradBytes, C.TP > 1 ? S.TPBwdBytes : 0.0}, HW);
   SC.DPSyncS = collectiveTime(K, GradBytes, C.DPG, HW, Shares[0]).Seconds;
   if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
-    SC.DPSyncS +=
-        collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
-            .Seconds;
+    SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
+                                 S.Params * Opts.WeightBytesPerParam, C.DPG, HW)
+                      .Seconds;
   // Expert gradients over dp_ep (the ranks holding the same experts),
   // after the rest.
   double ExpertGrad = S.ExpertParams * C.GradWidth;
   if (ExpertGrad > 0 && P.DP / C.EP * C.CP > 1) {
     SC.DPSyncS += collectiveTime(K, ExpertGrad, C.DPEPG, HW).Seconds;
     if (P.ZeroStage >= 1)
-      SC.DPSyncS += collectiveTime(CollectiveKind::AllGather,
-                                   S.ExpertParams * 2.0, C.DPEPG, HW)
-                        .Seconds;
+      SC.DPSyncS +=
+          collectiveTime(CollectiveKind::AllGather,
+                         S.ExpertParams * Opts.WeightBytesPerParam, C.DPEPG, HW)
+              .Seconds;
   }
   // dp_overlap: beside the last micro-batch's backward, whose compute
   // the reduction's kernels share (loom/Cost/Overlap.h); off: after
@@ -1649,7 +1688,8 @@ double PlanEvaluator::Impl::dpTailS(const PlanContext &C, const StageSums &S,
   double Tail = std::min(S.Params, std::max(Bucket, S.FirstLayerMaxParam));
   double T = collectiveTime(K, Tail * C.GradWidth, C.DPG, HW).Seconds;
   if (P.ZeroStage >= 1)
-    T += collectiveTime(CollectiveKind::AllGather, Tail * 2.0, C.DPG, HW)
+    T += collectiveTime(CollectiveKind::AllGather,
+                        Tail * Opts.WeightBytesPerParam, C.DPG, HW)
              .Seconds;
   return T;
 }

@@ -642,9 +642,10 @@ public:
       SSDCap = SSD->getUsableCapacity().value();
       SSDBandwidth = SSD->Bandwidth.value();
     }
-    // Parameters as the evaluator counts them: distinct, read by a node;
-    // expert parameters apart (divided by ep); embedding tables the plans
-    // shard over dp apart too (their shards are costed per plan).
+    // Parameters as the evaluator counts them: distinct, read by a node,
+    // holding HBM (not a table served only from SSD); expert parameters
+    // apart (divided by ep); embedding tables the plans shard over dp
+    // apart too (their shards are costed per plan).
     DenseSet<const Value *> Seen, Expert;
     for (const ExpertGroup &EG : Eval.getExpertGroups()) {
       Expert.insert(EG.StackedParams.begin(), EG.StackedParams.end());
@@ -653,7 +654,7 @@ public:
     }
     for (const auto &NP : G.getNodes())
       for (const Value *V : NP->getInputs())
-        if (V && V->isParameter() &&
+        if (V && V->isParameter() && Eval.holdsHBM(V) &&
             !Eval.isShardedTable(
                 V, Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto)) &&
             Seen.insert(V).second)
@@ -916,8 +917,8 @@ double Searcher::tailBound(const ParallelPlan &P) const {
     return Dense * BytesPerParam / (Part ? DPCP : 1.0) +
            Experts * BytesPerParam / (Part ? DPE : 1.0);
   };
-  double Updated = Sum(1.0, 1), W = Sum(2.0, 3), G = Sum(P.getGradBytes(), 2),
-         O = Sum(EO.OptimizerBytesPerParam, 1);
+  double Updated = Sum(1.0, 1), W = Sum(EO.WeightBytesPerParam, 3),
+         G = Sum(P.getGradBytes(), 2), O = Sum(EO.OptimizerBytesPerParam, 1);
   auto Secs = [](double Bytes, double BW) {
     return Bytes > 0 && BW > 0 ? Bytes / BW : 0.0;
   };
@@ -947,7 +948,8 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
   const OffloadTiers &Off = P.Offload;
   auto InHBM = [](MemoryTier T) { return T == MemoryTier::HBM ? 1.0 : 0.0; };
   auto PerParam = [&](double DP) {
-    double B = 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * InHBM(Off.Param);
+    double B = EO.WeightBytesPerParam / (P.ZeroStage >= 3 ? DP : 1.0) *
+               InHBM(Off.Param);
     if (EO.Train)
       B += P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * InHBM(Off.Grad) +
            EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
@@ -963,7 +965,8 @@ double Searcher::memoryBound(const ParallelPlan &P) const {
     // parameters spread evenly), else the candidate is out.
     auto InTier = [&](MemoryTier Tier, double DP) {
       auto Is = [&](MemoryTier T) { return T == Tier ? 1.0 : 0.0; };
-      return 2.0 / (P.ZeroStage >= 3 ? DP : 1.0) * Is(Off.Param) +
+      return EO.WeightBytesPerParam / (P.ZeroStage >= 3 ? DP : 1.0) *
+                 Is(Off.Param) +
              P.getGradBytes() / (P.ZeroStage >= 2 ? DP : 1.0) * Is(Off.Grad) +
              EO.OptimizerBytesPerParam / (P.ZeroStage >= 1 ? DP : 1.0) *
                  Is(Off.Opt);
@@ -1174,7 +1177,10 @@ void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
   if (EO.Train) {
     RCs = {Recompute::None, Recompute::Selective, Recompute::Full};
     Zeros = {0, 1, 2, 3};
-    Grads = {GradPrecision::FP32, GradPrecision::BF16};
+    // 16-bit gradient reduction belongs to the 16-bit recipes
+    // (loom/Plan/Precision.h).
+    if (EO.Allows16BitGrads)
+      Grads = {GradPrecision::FP32, GradPrecision::BF16};
   }
   {
     uint64_t TP = MD.TP, PP = MD.PP, DP = MD.DP;

@@ -119,6 +119,21 @@ parseExportTargets(ArrayRef<std::string> Values) {
   return Out;
 }
 
+DataType ExportInput::getRunType() const {
+  if (!Precision)
+    return ParamType;
+  switch (*Precision) {
+  case PrecisionKind::BF16:
+    return DataType::BFloat16;
+  case PrecisionKind::FP16:
+    return DataType::Float16;
+  case PrecisionKind::FP32:
+  case PrecisionKind::TF32:
+    return DataType::Float;
+  }
+  return ParamType;
+}
+
 ExportInput makeExportInput(const Graph &G, ArrayRef<LayerInfo> Layers,
                             const PlanCost &Chosen) {
   ExportInput In;
@@ -286,8 +301,10 @@ void printHeader(StringRef Framework, const ExportInput &In, const Facts &F,
      << "--export)\n";
   OS << "# plan: " << P.str() << "\n";
   OS << "# model: " << In.ModelName << " (" << F.Blocks
-     << " transformer layers, " << getDataTypeName(In.ParamType)
-     << " weights); hardware: " << In.HardwareName << "; global batch "
+     << " transformer layers, "
+     << (In.Precision ? "precision " + getPrecisionName(*In.Precision).str()
+                      : getDataTypeName(In.ParamType).str() + " weights")
+     << "); hardware: " << In.HardwareName << "; global batch "
      << In.GlobalBatch << " x seq " << In.Seq << "\n";
   OS << "# world size: " << P.getNumDevices() << " ranks (tp " << P.TP
      << " x pp " << P.PP << " x dp " << P.DP << ")";
@@ -535,21 +552,28 @@ void MegatronFlags::addVocabPadding() {
 }
 
 void MegatronFlags::addPrecision() {
-  if (In.ParamType == DataType::BFloat16)
+  // The recipe Loom costed (loom/Plan/Precision.h), whatever type the
+  // model was exported in.
+  DataType T = In.getRunType();
+  if (T == DataType::BFloat16)
     add("--bf16");
-  else if (In.ParamType == DataType::Float16)
+  else if (T == DataType::Float16)
     add("--fp16");
-  else
+  else if (!In.Precision)
     warn("the model's weights are " + getDataTypeName(In.ParamType) +
          ": no --bf16/--fp16, but Loom costed mixed-precision training "
          "(2-byte weights and gradients); add --bf16 for that memory");
+  else if (*In.Precision == PrecisionKind::TF32)
+    warn("precision tf32: " + Name +
+         " has no flag for it; Loom costed fp32 training with TF32 "
+         "matmuls: set torch.backends.cuda.matmul.allow_tf32 = True");
   // Gradient width: with --bf16 Megatron accumulates and reduces in fp32
   // unless --grad-reduce-in-bf16; with --fp16 it reduces fp16 gradients
   // unless --accumulate-allreduce-grads-in-fp32 (arguments.py,
   // validate_args).
-  if (In.ParamType == DataType::BFloat16 && P.Grad == GradPrecision::BF16)
+  if (T == DataType::BFloat16 && P.Grad == GradPrecision::BF16)
     add("--grad-reduce-in-bf16");
-  if (In.ParamType == DataType::Float16) {
+  if (T == DataType::Float16) {
     if (P.Grad == GradPrecision::FP32)
       add("--accumulate-allreduce-grads-in-fp32");
     else
@@ -762,7 +786,12 @@ void warnDeepSpeed(const ExportInput &In, const Facts &F,
     Warn("offload=" + P.Offload.str() +
          ": set nvme_path to the NVMe mount of each server (written as "
          "DeepSpeed's documented example, /local_nvme)");
-  if (In.ParamType != DataType::BFloat16 && In.ParamType != DataType::Float16)
+  if (In.Precision == PrecisionKind::TF32)
+    Warn("precision tf32: DeepSpeed has no section for it; Loom costed fp32 "
+         "training with TF32 matmuls: set "
+         "torch.backends.cuda.matmul.allow_tf32 = True");
+  if (!In.Precision && In.ParamType != DataType::BFloat16 &&
+      In.ParamType != DataType::Float16)
     Warn("the model's weights are " + getDataTypeName(In.ParamType) +
          ": no bf16/fp16 section, but Loom costed mixed-precision training "
          "(2-byte weights and gradients)");
@@ -811,9 +840,10 @@ ExportResult exportDeepSpeed(const ExportInput &In) {
                   getDeepSpeedWorld(P) * P.MicroBatchSize * P.NumMicroBatches);
       J.attribute("train_micro_batch_size_per_gpu", (int64_t)P.MicroBatchSize);
       J.attribute("gradient_accumulation_steps", (int64_t)P.NumMicroBatches);
-      if (In.ParamType == DataType::BFloat16)
+      // The recipe Loom costed, not the export's type.
+      if (In.getRunType() == DataType::BFloat16)
         J.attributeObject("bf16", [&] { J.attribute("enabled", true); });
-      else if (In.ParamType == DataType::Float16)
+      else if (In.getRunType() == DataType::Float16)
         J.attributeObject("fp16", [&] { J.attribute("enabled", true); });
       writeZero(J, In);
       J.attribute("communication_data_type",

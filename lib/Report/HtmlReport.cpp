@@ -593,7 +593,12 @@ void writeHtmlReport(const HtmlReportInput &In, raw_ostream &OS) {
      << "</style></head>\n<body>\n";
   OS << "<h1>" << esc(Title) << "</h1>\n<div class=\"sub\">" << esc(In.Mode)
      << " &middot; plan <code id=\"plan\">" << esc(PC.Plan.str())
-     << "</code> &middot; layers per stage " << stageList(PC) << "</div>\n";
+     << "</code> &middot; layers per stage " << stageList(PC);
+  if (In.Search->Precision)
+    OS << " &middot; precision <code id=\"precision\" title=\""
+       << esc(In.Search->Precision->describe()) << "\">"
+       << getPrecisionName(In.Search->Precision->Kind) << "</code>";
+  OS << "</div>\n";
   OS << "<div class=\"cards\">";
   card(OS, "predicted step", secs(PC.StepTimeS), "step");
   std::string Tok;

@@ -454,6 +454,9 @@ void printExplanation(const SearchResult &R, raw_ostream &OS) {
   if (W.Plan.Offload.any())
     printOffloadExplanation(R, OS);
   explainEmbeddingCost(W.Embeddings, OS);
+  if (R.Precision)
+    OS << "explain: precision " << R.Precision->describe() << " ["
+       << R.Precision->Why << "]\n";
   OS << "explain: memory " << formatBytes(Bytes(W.MaxMemoryBytes)) << " of "
      << formatBytes(Bytes(W.HBMBytes)) << " HBM at the fullest stage; the "
      << "space: ";
@@ -514,6 +517,8 @@ void printSearchJSON(const SearchResult &R, unsigned K, bool Explain,
   if (!R.Top.empty())
     Root = planJSON(R.Top.front(), R.Reliab ? &*R.Reliab : nullptr);
   Root["fits"] = !R.Top.empty();
+  if (R.Precision)
+    Root["precision"] = R.Precision->toJSON();
   Root["devices"] = (int64_t)R.Space.Devices;
   if (!R.Top.empty()) {
     Root["devices_used"] = (int64_t)R.Top.front().Plan.getNumDevices();

@@ -452,6 +452,8 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
       J.attribute("hardware", Info.Hardware);
       J.attribute("mode", Info.Mode);
       J.attribute("batch", Info.Batch);
+      if (Info.Precision)
+        J.attribute("precision", Info.Precision->toJSON());
       J.attributeObject("plan", [&] {
         writePlanJSON(J, P, P.StageLayers);
         J.attributeArray("chunk_layers", [&] {

@@ -114,6 +114,12 @@ private:
   Expected<Value *> produced(const Value *V);
   Expected<Value *> materialize(const Value *V, const AxisSpec &Req);
   Expected<Value *> epGathered(const Value *V, Value *Local);
+  /// Part \p V of a Split outside expert work that an expert branch reads
+  /// as \p Req, with the ep group's tokens: the Split's input gathered and
+  /// cut here. Null when V is not such a part.
+  Expected<Value *> epGatheredPart(const Value *V, const AxisSpec &Req);
+  /// Removes the local Splits all of whose parts were read gathered.
+  void eraseUnreadParts();
   Expected<Value *> sliceConstant(const Value *V, Value *X,
                                   const AxisSpec &Req);
   /// A weight-like value (getWeightParameter) whole in this rank's graph,
@@ -249,6 +255,8 @@ private:
   DenseSet<const Value *> EPPartial;
   std::map<std::pair<const Value *, std::string>, Value *> Converted;
   DenseMap<const Value *, Value *> Gathered;
+  /// Splits cut again from their gathered input (epGatheredPart).
+  DenseMap<const Node *, SmallVector<Value *, 4>> GatheredParts;
   StringSet<> UsedNames;
   std::set<const Node *> Building;
   RoleGraph Out;
@@ -635,6 +643,83 @@ Expected<Value *> RoleBuilder::epGathered(const Value *V, Value *Local) {
     return Y.takeError();
   Gathered[V] = *Y;
   return *Y;
+}
+
+Expected<Value *> RoleBuilder::epGatheredPart(const Value *V,
+                                              const AxisSpec &Req) {
+  // Each rank gathering the parts its own experts read would issue
+  // different all-gathers (expert e's part on e's rank); the Split's input
+  // gathered once is the same on every rank, as for the per-expert Slices
+  // canonicalize makes into this Split (issue 29).
+  const Node *D = V->getDefiningNode();
+  auto NI = D ? R.Nodes.find(D) : R.Nodes.end();
+  if (NI == R.Nodes.end() || D->getOpType() != "Split" ||
+      !D->getDomain().empty() || NI->second.Expert >= 0 || !D->getInput(0))
+    return nullptr;
+  const NodeSharding &NSD = NI->second;
+  const Value *In = D->getInput(0);
+  int64_t Rank = In->Type.getRank(), Axis = D->getAttrInt("axis", 0);
+  Axis = Axis < 0 ? Axis + Rank : Axis;
+  unsigned K = find(D->getOutputs(), V) - D->getOutputs().begin();
+  // Axis 0 holds the tokens the gather concatenates.
+  if (!DD.count(In) || Axis <= 0 || Axis >= Rank || Req.isPartial() ||
+      (Req.isSplit() && Req.Dim == Axis) || NSD.InputSpecs.empty() ||
+      NSD.InputSpecs[0] != Req || NSD.OutputSpecs[K] != Req)
+    return nullptr;
+  auto It = GatheredParts.find(D);
+  if (It != GatheredParts.end())
+    return It->second[K];
+  Expected<Value *> X = materialize(In, Req);
+  if (!X)
+    return X.takeError();
+  Expected<Value *> Y = epGathered(In, *X);
+  if (!Y)
+    return Y.takeError();
+  SmallVector<Value *, 2> Ins = {*Y};
+  if (D->getNumInputs() > 1 && D->getInput(1)) {
+    Expected<Value *> Sizes = materialize(D->getInput(1), AxisSpec());
+    if (!Sizes)
+      return Sizes.takeError();
+    Ins.push_back(*Sizes);
+  }
+  SmallVector<std::string, 4> Names;
+  for (const Value *O : D->getOutputs())
+    Names.push_back(O ? fresh((O->getName() + ".epgather").str()) : "");
+  // Unnamed stays unnamed, as the Split it copies.
+  Expected<Node *> S =
+      add("Split",
+          D->getName().empty() ? "" : fresh(D->getName().str() + ".epgather"),
+          Ins, Names);
+  if (!S)
+    return S.takeError();
+  for (const Attribute &A : D->getAttributes())
+    (*S)->addAttribute(copyAttributeValues(A));
+  SmallVector<Value *, 4> &Parts = GatheredParts[D];
+  for (unsigned O = 0; O < D->getNumOutputs(); ++O) {
+    Value *P = (*S)->getOutput(O);
+    if (P && D->getOutput(O))
+      P->Type = localType(D->getOutput(O), Req, /*EPGathered=*/true);
+    Parts.push_back(P);
+  }
+  return Parts[K];
+}
+
+void RoleBuilder::eraseUnreadParts() {
+  DenseSet<const Value *> Local,
+      Read(G->getOutputs().begin(), G->getOutputs().end());
+  for (const auto &KV : GatheredParts)
+    for (const Value *O : KV.first->getOutputs())
+      if (Value *L = O ? Produced.lookup(O) : nullptr)
+        Local.insert(L);
+  if (Local.empty())
+    return;
+  for (const auto &NP : G->getNodes())
+    Read.insert(NP->getInputs().begin(), NP->getInputs().end());
+  G->eraseNodes([&](const Node &N) {
+    return N.getNumOutputs() && all_of(N.getOutputs(), [&](const Value *V) {
+             return !V || (Local.count(V) && !Read.count(V));
+           });
+  });
 }
 
 Expected<Value *> RoleBuilder::widenFill(const Value *V, Value *X) {
@@ -1239,6 +1324,9 @@ Expected<Value *> RoleBuilder::buildInput(const Node &N, const NodeSharding &NS,
   if (IsBranch && *X && DD.count(V) && !InEPRegion.count(V)) {
     // Tokens entering an expert branch: every expert sees every token of
     // the ep group.
+    Expected<Value *> Part = epGatheredPart(V, NS.InputSpecs[I]);
+    if (!Part || *Part)
+      return Part;
     return epGathered(V, *X);
   }
   if (IsBranch && *X && !DD.count(V) && EPTokens > 0 && (*X)->Type.getRank() &&
@@ -1626,6 +1714,7 @@ Expected<RoleGraph> RoleBuilder::build() {
       if (NP->Stage < 0)
         NP->Stage = R.Nodes.lookup(D).Chunk;
   }
+  eraseUnreadParts();
   Out.M = std::move(M);
   return std::move(Out);
 }

@@ -131,6 +131,20 @@ std::string levelName(const GroupShape &S, const HardwareModel &HW) {
 /// each with the pipeline chunk it belongs to, and the role's parameter
 /// bytes. The dp roles of embedding shards (RG.DP) communicate alike and
 /// are skipped.
+/// Bytes of \p V on the wire: a float tensor in the precision recipe's type
+/// (ShardingResult::CommFloatType) where one is set.
+static double wireBytes(const Value *V, DataType FloatType) {
+  if (!V)
+    return 0;
+  DataType T = V->Type.Elem;
+  if (FloatType != DataType::Undefined &&
+      (T == DataType::Float || T == DataType::Float16 ||
+       T == DataType::BFloat16))
+    return (double)V->Type.getNumElements().getValueOr(0) *
+           getDataTypeSize(FloatType);
+  return (double)V->Type.getSizeInBytes().getValueOr(0);
+}
+
 RoleComms collectRoleComms(const ShardedProgram &SP) {
   const ShardingResult &R = SP.Sharding;
   StringMap<unsigned> ChunkOfName;
@@ -143,8 +157,10 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       continue;
     std::vector<Comm> &Cs = RC.Comms[{RG.PP, RG.TP, RG.EP}];
     double PB = 0;
+    // In fp32 bytes whatever the graph's type: appendStepTail counts the
+    // parameters by them.
     for (const Value *V : RG.M->getGraph().getParameters())
-      PB += (double)V->Type.getSizeInBytes().getValueOr(0);
+      PB += wireBytes(V, DataType::Float);
     RC.ParamBytes[{RG.PP, RG.TP, RG.EP}] = PB;
     unsigned Cur = RG.PP;
     for (const auto &NP : RG.M->getGraph().getNodes()) {
@@ -161,7 +177,7 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       // The role builder tags every node with its pipeline chunk.
       C.Chunk = N.Stage >= 0 ? (unsigned)N.Stage : Cur;
       const Value *X = N.getNumInputs() ? N.getInput(0) : N.getOutput(0);
-      C.Bytes = X ? (double)X->Type.getSizeInBytes().getValueOr(0) : 0;
+      C.Bytes = wireBytes(X, R.CommFloatType);
       if (N.getOpType() == "HcomSend") {
         C.Kind = "send";
         C.Peer = N.getAttrInt("dest_rank", 0);
@@ -174,7 +190,7 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
         C.Kind =
             getScheduleEventKind(getHcomCollectiveKind(N.getOpType())).str();
         if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
-          C.Bytes = (double)N.getOutput(0)->Type.getSizeInBytes().getValueOr(0);
+          C.Bytes = wireBytes(N.getOutput(0), R.CommFloatType);
       }
       Cs.push_back(C);
     }

@@ -3,7 +3,10 @@
 make_writings.py, in each of its writings, planned with one fixed plan on
 each hardware under each --fused-kernels setting, must predict the same
 step time and peak memory per device within 3 % (the largest over the
-smallest writing). Prints one line per (model, hardware, setting, plan)
+smallest writing); one writing of each model is also in fp32 (an
+unconverted torch.onnx.export), so the spread covers the export's dtype
+under the one precision recipe (the hardware's default, issue 39 item 6).
+Prints one line per (model, hardware, setting, plan)
 and exits 1 when any spread is over the bound.
 
 Usage: check_invariance.py PLAN_PARALLEL SRC_DIR OUT_DIR [--fusion=none]

@@ -42,6 +42,10 @@ MoE 2 blocks; ViT-L-like, 256 patches of 14x14).
                        softmax spelled out (ReduceMax/Sub/Exp/ReduceSum/Div)
               c        as llama-c
 
+Each model's first writing is also written in fp32 (`-<writing>_fp32`),
+as torch.onnx.export writes a module nobody cast (issue 39 item 6): under
+one precision recipe it must predict what the fp16 writings predict.
+
 Usage: make_writings.py OUTDIR   (python3-onnx, numpy)
 """
 import os
@@ -355,6 +359,30 @@ def vit(w, d=1024, H=16, L=4, img=224, P=14):
     return finish(b, "vit_" + w, ["batch", 3, img, img])
 
 
+def as_fp32(m):
+    """The same model with every fp16 tensor, input, output and Cast
+    target in fp32 (an exporter's fp32 writing)."""
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    g = m.graph
+    for t in g.initializer:
+        if t.data_type != F16:
+            continue
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            t.data_type = TensorProto.FLOAT
+        else:
+            t.CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(t).astype(np.float32), t.name))
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == F16:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "Cast" and a.name == "to" and a.i == F16:
+                a.i = TensorProto.FLOAT
+            assert a.type != onnx.AttributeProto.TENSOR, "no tensor attributes"
+    return m
+
+
 MODELS = {
     "gpt": (gpt, ["compact", "spelled", "gemm"]),
     "llama": (llama, ["a", "b", "c"]),
@@ -369,8 +397,13 @@ def main():
     for name, (fn, writings) in MODELS.items():
         for w in writings:
             path = os.path.join(out, f"{name}-{w}.onnx")
-            onnx.save(fn(w), path)
+            m = fn(w)
+            onnx.save(m, path)
             print(path)
+            if w == writings[0]:
+                path = os.path.join(out, f"{name}-{w}_fp32.onnx")
+                onnx.save(as_fp32(m), path)
+                print(path)
 
 
 if __name__ == "__main__":

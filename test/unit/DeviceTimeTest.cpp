@@ -125,6 +125,65 @@ TEST(DeviceTimeTest, CubeShapeEfficiency) {
   EXPECT_DOUBLE_EQ(cubeShapeEfficiency({1, 0, 16, 16}, 16), 1.0);
 }
 
+TEST(DeviceTimeTest, MatmulTileEfficiency) {
+  MatmulTiles T{128, 256, /*SerialStore=*/true, "test"};
+  // H100-like: 132 cores. M 4096, N 2048: 32 x 8 = 256 tiles, 2 waves of
+  // 132 slots: 256 / 264 = 32 / 33 of them useful. K 2048 with a store
+  // worth 207 steps of K: 2048 / 2255.
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 4096, 2048, 2048}, T, 132, 8, 207),
+                   32.0 / 33 * 2048 / 2255);
+  // Batch multiplies the tiles: 4 x 1 x 1 = 4 tiles on 4 cores, 1 wave; M
+  // 100 of a 128-row tile: 100 / 128; no serial store.
+  MatmulTiles P{128, 256, false, "test"};
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({4, 100, 256, 64}, P, 4, 8, 207),
+                   100.0 / 128);
+  // K 60 pads to 64 at alignment 8: 60 / 64; M and N fill one tile.
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 128, 256, 60}, P, 1, 8, 0),
+                   60.0 / 64);
+  // Nothing to compute, or no cores given: no loss.
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 0, 256, 64}, T, 4, 8, 207), 1.0);
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 128, 256, 64}, T, 0, 8, 207), 1.0);
+  // The store's K: 2 bytes x 1.28e14 / (2 x 1e12) = 128.
+  EXPECT_DOUBLE_EQ(matmulStoreK(2, 1.28e14, 1e12), 128.0);
+}
+
+TEST(DeviceTimeTest, AICoreMatmulTiles) {
+  // HW with 4 cores and 128 x 256 tiles, serial store: the store's K is
+  // 2 B x 1.28e14 / (2 x 1e12 B/s) = 128.
+  std::string Text = HW;
+  size_t At = Text.find("      alignment: 16\n");
+  Text.insert(At, "      cores: 4\n      matmul_tiles: {m: 128, n: 256, "
+                  "serial_store: true, source: \"test\"}\n");
+  HardwareModel H = loadHW(Text);
+  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float16[4096,4096] a, float16[4,1024,512] x)
+  => (float16[4096,4096] c, float16[4,1024,4096] y)
+  <float16[4096,4096] w, float16[512,4096] v> {
+  c = MatMul(a, w)
+  y = MatMul(x, v)
+})");
+  // c: 32 x 16 = 512 tiles = 128 full waves of 4; K 4096: 4096 / 4224 =
+  // 32 / 33. 2^37 FLOPs at 1.28e14 x 32 / 33 = 1.107296256 ms (traffic
+  // 0.1007 ms hides), + 5 us.
+  ClassTime C = timeOf(M.get(), "c", "aicore", H);
+  ASSERT_TRUE(C.Supported) << C.Reason;
+  expectTime(C.Seconds, 1.112296256e-3);
+  // Backward: dX and dW both (4096, 4096, 4096), 32 / 33: 2 x 1.107296256
+  // ms + 5 us.
+  expectTime(C.BackwardSeconds, 2.219592512e-3);
+  // y: Batch 4, M 1024, N 4096, K 512 (v shared over the batch). Forward:
+  // 4 x 8 x 16 = 512 tiles, full waves; K 512: 512 / 640 = 0.8. 2^34
+  // FLOPs at 1.024e14 = 167.77216 us (traffic 41.9 us), + 5 us.
+  ClassTime Y = timeOf(M.get(), "y", "aicore", H);
+  ASSERT_TRUE(Y.Supported) << Y.Reason;
+  expectTime(Y.Seconds, 172.77216e-6);
+  // Backward: dX (4, 1024, 512, K 4096) and dW over the batch (1, 512,
+  // 4096, K 4 x 1024) both 64 full waves and K 4096: 32 / 33. 2^35 FLOPs
+  // at 1.28e14 x 32 / 33 = 276.824064 us, + 5 us. (Without the shared
+  // weight, dW's K would be 1024: 8 / 9, slower.)
+  expectTime(Y.BackwardSeconds, 281.824064e-6);
+}
+
 TEST(DeviceTimeTest, AICoreCubeRoofline) {
   HardwareModel H = loadHW();
   auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>

@@ -545,13 +545,13 @@ TEST(HardwareErrorTest, DataTypes) {
             "hw.yaml:5:27: error: device.classes.aicore.throughput.fp17: "
             "unknown data type 'fp17'; expected f16, bf16, f32, f64, i8, i16, "
             "i32, i64, u8, u16, u32, u64 or bool (fp16, float32, int8, ... "
-            "also accepted)");
+            "also accepted; tf32 as a throughput key)");
   EXPECT_EQ(loadError(edit(Tiny, "ops: [\"*\"]",
                            "ops: [\"*\"], dtypes: [fp16, float17]")),
             "hw.yaml:5:94: error: device.classes.aicore.dtypes[1]: unknown "
             "data type 'float17'; expected f16, bf16, f32, f64, i8, i16, i32, "
             "i64, u8, u16, u32, u64 or bool (fp16, float32, int8, ... also "
-            "accepted)");
+            "accepted; tf32 as a throughput key)");
 }
 
 TEST(HardwareErrorTest, SsdClassNeedsSsdMemory) {
@@ -631,7 +631,8 @@ TEST(HardwareErrorTest, ValidateWithoutFile) {
   EXPECT_EQ(toString(M.validate()),
             "device.classes.aicore.throughput.fp16: unknown data type 'fp16'; "
             "expected f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, "
-            "u64 or bool (fp16, float32, int8, ... also accepted)");
+            "u64 or bool (fp16, float32, int8, ... also accepted; tf32 as a "
+            "throughput key)");
   EXPECT_EQ(toString(HardwareModel().validate()), "name: must not be empty");
 }
 

@@ -485,11 +485,11 @@ TEST(IRTest, CloneCopiesStructureAndSharesData) {
   M.SourcePath = "m.onnx";
   M.Opsets.push_back({"", 17});
   Graph &G = M.getGraph();
-  Value *X = cantFail(G.addInput("x", typeOf(DataType::Float,
-                                             {Dim::symbol("batch"), 2})));
+  Value *X = cantFail(
+      G.addInput("x", typeOf(DataType::Float, {Dim::symbol("batch"), 2})));
   auto Data = std::make_shared<BufferTensorData>(std::vector<char>(16, 0));
-  Value *W = cantFail(G.addParameter("w", TensorType(DataType::Float, {2, 2}),
-                                     Data));
+  Value *W =
+      cantFail(G.addParameter("w", TensorType(DataType::Float, {2, 2}), Data));
   Node *MM = cantFail(G.addNode("MatMul", "", "mm", {X, W}, {"h"}));
   MM->getOutput(0)->Type = typeOf(DataType::Float, {Dim::symbol("batch"), 2});
   MM->DeviceClass = "aicore";
@@ -501,8 +501,8 @@ TEST(IRTest, CloneCopiesStructureAndSharesData) {
   A.K = Attribute::Kind::Graph;
   A.Gs.push_back(std::make_unique<Graph>("then", &G));
   Graph &Sub = *A.Gs[0];
-  Node *Neg = cantFail(Sub.addNode("Neg", "", "neg", {MM->getOutput(0)},
-                                   {"t"}));
+  Node *Neg =
+      cantFail(Sub.addNode("Neg", "", "neg", {MM->getOutput(0)}, {"t"}));
   Sub.addOutput(Neg->getOutput(0));
   If->addAttribute(std::move(A));
   G.addOutput(If->getOutput(0));
@@ -558,3 +558,26 @@ TEST(DataType, StorageBytesOfNewTypes) {
 }
 
 } // namespace
+
+// insertNode keeps topological order; moveResult hands a value (name,
+// type, readers) to another node and leaves an empty slot behind
+// (canonicalize's Slices -> Split).
+TEST(IRTest, InsertNodeAndMoveResult) {
+  using namespace loom;
+  Graph G("g");
+  Value *X = cantFail(G.addInput("x", TensorType(DataType::Float, {2, 4})));
+  Node *A = cantFail(G.addNode("Slice", "", "a", {X}, {"lo"}));
+  Node *B = cantFail(G.addNode("Slice", "", "b", {X}, {"hi"}));
+  Value *Lo = A->getOutput(0), *Hi = B->getOutput(0);
+  Node *S = cantFail(G.insertNode(0, "Split", "", "s", {X}, {}));
+  ASSERT_EQ(G.getNodes()[0].get(), S);
+  EXPECT_EQ(G.getNodes()[1].get(), A);
+  G.moveResult(Lo, S, 0);
+  G.moveResult(Hi, S, 1);
+  EXPECT_EQ(Lo->getDefiningNode(), S);
+  EXPECT_EQ(Hi->getResultNumber(), 1u);
+  EXPECT_EQ(A->getOutput(0), nullptr);
+  EXPECT_EQ(S->getNumOutputs(), 2u);
+  EXPECT_EQ(G.getFreshName("lo"), "lo_1");
+  EXPECT_EQ(G.getFreshName("new"), "new");
+}

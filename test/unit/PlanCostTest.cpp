@@ -3,13 +3,15 @@
 // MFU never exceeds 1: the evaluator measures it against the fastest peak
 // among the matmuls' element types, and refuses (an error, an assertion
 // in debug builds) a plan whose predicted step would beat the hardware.
+// A table the placement serves from SSD holds no HBM, in the evaluator and
+// in the search alike (holdsHBM).
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Planner/PlanCost.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Planner/PlanCost.h"
 
 #include "RunPipeline.h"
 #include "gtest/gtest.h"
@@ -18,7 +20,6 @@ using namespace loom;
 using namespace llvm;
 
 namespace {
-
 
 // A small fp32 matmul first, then a large fp16 one: measured against the
 // first matmul's fp32 peak (78 TFLOPS on the 910B2, a quarter of fp16's
@@ -89,6 +90,73 @@ TEST(PlanCostTest, RestPlainFixesEveryChoice) {
   EXPECT_EQ(*F.RC, Recompute::None);
   EXPECT_EQ(*F.Grad, GradPrecision::FP32);
   EXPECT_EQ(cantFail(completePlan(F, 8, 16)).str(), P.str());
+}
+
+// costs/placed-class.test's DLRM on one toy NPU: table_a (10^8 x 64 fp32,
+// 23.8 GiB) does not fit 16 GiB of HBM, so its Gather goes to ssd; table_b
+// (1000 x 64) stays on the cores.
+const char *SSDTableModel = R"(<ir_version: 8, opset_import: ["" : 17]>
+dlrm (int64[4096] ids_a, int64[4096] ids_b, float[4096,64] dense) => (float[4096,64] out)
+  <float[100000000,64] table_a, float[1000,64] table_b>
+{
+  ea = Gather(table_a, ids_a)
+  eb = Gather(table_b, ids_b)
+  s = Add(ea, eb)
+  out = Add(s, dense)
+}
+)";
+
+const char *SSDTableHW = R"(name: toy
+device:
+  name: toy-npu
+  classes:
+    aicore:
+      throughput: {fp32: 100TFLOPS}
+      vector_throughput: {fp32: 10TFLOPS}
+      launch_overhead: 5us
+      ops: ["*"]
+      dtypes: [fp32, int32]
+    ssd:
+      bandwidth: 4GB/s
+      latency: 100us
+      launch_overhead: 10us
+      ops: [Gather]
+  memory:
+    hbm: {capacity: 16GiB, bandwidth: 1TB/s}
+    ssd: {capacity: 1TB, bandwidth: 4GB/s, latency: 100us}
+  transfers:
+    - {from: aicore, to: ssd, bandwidth: 1TB/s, latency: 10us}
+topology:
+  - {name: hccs, size: 1, bandwidth: 100GB/s, latency: 1us}
+)";
+
+TEST(PlanCostTest, TableServedFromSSDHoldsNoHBM) {
+  CompilationUnit CU;
+  HardwareModel HW;
+  loadAndCost(CU, HW, SSDTableHW, SSDTableModel);
+  CU.Opts.Mode = RunMode::Infer;
+  runPipeline(CU, "assign-device-classes");
+  const Graph &G = CU.M->getGraph();
+  EvaluatorOptions EO;
+  EO.Train = false;
+  EO.Batch = 4096;
+  EO.WeightBytesPerParam = 4; // fp32 weights: 23.8 GiB if counted
+  PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, HW, EO);
+  EXPECT_FALSE(Eval.holdsHBM(G.lookup("table_a")));
+  EXPECT_TRUE(Eval.holdsHBM(G.lookup("table_b")));
+  ParallelPlan P;
+  P.MicroBatchSize = 4096;
+  Expected<PlanCost> PC = Eval.evaluate(P);
+  ASSERT_TRUE(!!PC) << toString(PC.takeError());
+  // Only table_b: 1000 x 64 x 4 B = 256,000 B of weights.
+  ASSERT_EQ(PC->Stages.size(), 1u);
+  EXPECT_DOUBLE_EQ(PC->Stages[0].Memory.Weights, 256000.0);
+  EXPECT_TRUE(PC->FitsMemory);
+  // The search's memory bound reads the same: the plan is found.
+  CU.Opts.Batch = 4096;
+  runPipeline(CU, "search-parallelism");
+  ASSERT_TRUE(CU.Search && !CU.Search->Top.empty());
+  EXPECT_EQ(CU.Search->Top.front().Plan.str(), PC->Plan.str());
 }
 
 } // namespace

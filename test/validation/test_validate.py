@@ -21,9 +21,9 @@ VALIDATE = os.path.join(HERE, "validate.py")
 ROW = ('sp22-22b,A100,examples/hw/dgx-a100-superpod.yaml,8,gpt3-22b,2048,4,'
        '"tp=8,pp=1,dp=1,sp=1,recompute=selective,zero=0",0.415,'
        'mfu_korthikanti,test/validation/frameworks/megatron-lm-2021.yaml,'
-       '"Megatron-LM 2022","Korthikanti et al. 2022 Table 5",""\n')
+       '"Megatron-LM 2022","Korthikanti et al. 2022 Table 5","",fp16\n')
 HEADER = ("id,hw,hw_files,devices,model,seq,batch,plan,measured,unit,"
-          "framework,framework_version,source,notes\n")
+          "framework,framework_version,source,notes,precision\n")
 
 
 def run(build, zoo, table_text):

@@ -73,7 +73,7 @@ def read_table(path):
                 body.append(line)
     rows = list(csv.DictReader(io.StringIO("".join(body))))
     need = ["id", "hw", "hw_files", "devices", "model", "seq", "batch", "plan",
-            "measured", "unit", "framework", "source"]
+            "measured", "unit", "framework", "source", "precision"]
     for i, r in enumerate(rows):
         missing = [k for k in need if not (r.get(k) or "").strip()]
         if missing:
@@ -139,6 +139,9 @@ def run_row(row, plan_parallel, zoo, framework=None):
     cmd += ["--framework", framework_arg(framework or row["framework"]),
             "--devices", row["devices"], "--batch", row["batch"], "--seq",
             row["seq"], "--plan", row["plan"], "--format", "json", "--quiet"]
+    # The precision recipe the run trained with (issue 39 item 6; the
+    # `precision` column), not the zoo's fp16 export nor Loom's default.
+    cmd += ["--precision", row["precision"]]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     nofit = False

@@ -100,4 +100,32 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
   It->second.Overlap = Ov;
 }
 
+Error resolveRecipe(CompilationUnit &CU, Optional<StringRef> Flag,
+                    const HardwareModel &HW) {
+  const auto &Fs = CU.Opts.Frameworks;
+  Expected<PrecisionRecipe> R =
+      resolvePrecision(Flag, Fs.empty() ? nullptr : Fs.front().get(), HW);
+  if (!R)
+    return R.takeError();
+  // Every framework the plan is for must run it (--export A,B).
+  for (size_t I = 1; I < Fs.size(); ++I)
+    if (Fs[I]->Precision && !is_contained(Fs[I]->Precision->Values, R->Kind))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "precision %s (%s): --framework %s does not run it (%s): the rule "
+          "is that Loom costs only recipes the framework can run",
+          getPrecisionName(R->Kind).str().c_str(), R->Why.c_str(),
+          Fs[I]->Name.c_str(), Fs[I]->Precision->Source.c_str());
+  if (CU.PlanRequest && CU.PlanRequest->Grad &&
+      *CU.PlanRequest->Grad == GradPrecision::BF16 && !R->Allows16BitGrads)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "--plan grad=bf16 with precision %s: the rule is that only a 16-bit "
+        "recipe reduces gradients in 16 bits (fp32 and tf32 reduce fp32 "
+        "gradients); use grad=fp32 or --precision bf16",
+        getPrecisionName(R->Kind).str().c_str());
+  CU.Opts.Precision = std::move(*R);
+  return Error::success();
+}
+
 } // namespace loom

@@ -30,6 +30,14 @@ resolveFrameworks(llvm::Optional<llvm::StringRef> Flag,
 void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
                        CompileOptions &O);
 
+/// The precision recipe (--precision \p Flag, else the first framework's
+/// default, else Loom's for \p HW) into CU.Opts.Precision; every
+/// framework of CU.Opts.Frameworks must run it, and --plan grad=bf16 needs
+/// a recipe that reduces gradients in 16 bits. Errors name the rule.
+llvm::Error resolveRecipe(CompilationUnit &CU,
+                          llvm::Optional<llvm::StringRef> Flag,
+                          const HardwareModel &HW);
+
 } // namespace loom
 
 #endif // LOOM_TOOLS_PLAN_PARALLEL_FRAMEWORK_H

@@ -320,6 +320,18 @@ static cl::opt<std::string> FrameworkOpt(
              "implies it)"),
     cl::cat(LoomCategory));
 
+// The training recipe (loom/Plan/Precision.h): one precision decides every
+// kernel's type, the state's bytes and the collectives'.
+static cl::opt<std::string> PrecisionOpt(
+    LOOM_OPT("precision"), cl::value_desc("bf16|fp16|fp32|tf32"),
+    cl::desc("The precision recipe costed, whatever types the model was "
+             "exported in: bf16/fp16 mixed precision (16-bit matmuls, "
+             "activations and collectives, fp32 master weights and Adam "
+             "states), fp32, or tf32 (fp32 with TF32 matmuls) where the "
+             "hardware has it (default: the framework's; for none, bf16 "
+             "where the hardware has it, else fp16)"),
+    cl::cat(LoomCategory));
+
 static StringRef ToolName = "plan-parallel";
 
 static void stopProgress();
@@ -1356,6 +1368,12 @@ int main(int argc, char **argv) {
     if (F.GenericFusion && !FusionOpt.getNumOccurrences())
       CU.Opts.GenericFusion = *F.GenericFusion;
   }
+  if (Error E = resolveRecipe(CU,
+                              PrecisionOpt.getNumOccurrences()
+                                  ? Optional<StringRef>(PrecisionOpt)
+                                  : None,
+                              *HW))
+    return reportError(std::move(E));
   Expected<unsigned> NodesBefore = importInput(CU, Progress);
   if (!NodesBefore)
     return reportError(NodesBefore.takeError());

@@ -21,6 +21,21 @@ namespace loom {
 /// \p Alignment times a fill factor for small dims.
 double cubeShapeEfficiency(const MatmulShape &MM, unsigned Alignment);
 
+/// Fraction of the cube's well-shaped rate a GEMM of shape \p MM reaches
+/// under \p Tiles on \p Cores cores, in (0, 1]: K padded to \p Alignment,
+/// times the wave fill (useful outputs / the tiles' outputs over all the
+/// waves' slots), times, with a serial store, K / (K + \p StoreK) where
+/// StoreK is the contraction length whose multiply takes as long as
+/// storing the output tile (matmulStoreK).
+double matmulTileEfficiency(const MatmulShape &MM, const MatmulTiles &Tiles,
+                            unsigned Cores, unsigned Alignment, double StoreK);
+
+/// The contraction length whose multiply-adds, at \p Rate FLOP/s for the
+/// whole device, take as long as writing the same outputs' \p ElemBytes
+/// each at \p Bandwidth bytes/s: ElemBytes x Rate / (2 x Bandwidth). Per
+/// core both sides divide by the core count, so it holds per tile.
+double matmulStoreK(double ElemBytes, double Rate, double Bandwidth);
+
 struct ClassTime {
   /// False if the class cannot run the op (op type, dtype, or unit).
   bool Supported = false;
@@ -34,8 +49,7 @@ struct ClassTime {
 
 /// Time of \p N with cost \p C on the class named \p ClassName of \p HW.
 ClassTime estimateClassTime(const Node &N, const OpCost &C,
-                            llvm::StringRef ClassName,
-                            const HardwareModel &HW);
+                            llvm::StringRef ClassName, const HardwareModel &HW);
 
 } // namespace loom
 

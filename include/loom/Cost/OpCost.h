@@ -1,4 +1,5 @@
-//===- OpCost.h - Per-operator cost rules ------------------------*- C++ -*-===//
+//===- OpCost.h - Per-operator cost rules ------------------------*- C++
+//-*-===//
 //
 // What one node costs, independent of where it runs: FLOPs, HBM traffic,
 // parameters, and the activations it keeps for backward. Rules live in
@@ -27,6 +28,9 @@ llvm::StringRef getComputeUnitName(ComputeUnit U);
 /// The matrix-unit view of a matmul-like op: Batch x [M,K] * [K,N].
 struct MatmulShape {
   int64_t Batch = 1, M = 0, N = 0, K = 0;
+  /// The second operand is one matrix broadcast over Batch (activations
+  /// times a weight): its gradient contracts over Batch x M.
+  bool SharedB = false;
 };
 
 struct OpCost {
@@ -41,6 +45,10 @@ struct OpCost {
   llvm::StringRef Family;
   /// Element type that sets the throughput (the widest float input).
   DataType Elem = DataType::Undefined;
+  /// Cube ops: the matrix unit's format when the precision recipe computes
+  /// matmuls in one with no storage type (tf32; an fp8 recipe's format);
+  /// empty: Elem's name. The throughput key the cube is costed at.
+  std::string CubeFormat;
   /// Forward FLOPs (multiply-add = 2 FLOPs).
   double Flops = 0;
   /// Backward FLOPs: 2x forward for matmuls (grad wrt input and weight),

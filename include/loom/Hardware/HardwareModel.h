@@ -52,6 +52,10 @@
 //           dp: 0.05                  #   kernels hold while overlapped
 //           pp: 0.02                  #   with compute, per kind, in [0, 1)
 //           source: "..."             #   (CommOverlap; Cost/Overlap.h)
+//         matmul_tiles:               # optional (aicore only, needs
+//           {m: 128, n: 256,          #   cores): GEMM output tile per
+//            serial_store: true,      #   core, waves, exposed tile store
+//            source: "..."}           #   (MatmulTiles)
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -219,6 +223,22 @@ struct CommOverlap {
   std::string Source;
 };
 
+/// How the matrix unit's GEMM kernels tile their output (matmul_tiles:):
+/// each core computes one M x N output tile at a time and the tiles run
+/// in waves of `cores`, so a GEMM whose tile count is not a multiple of the
+/// cores leaves some idle in its last wave; where SerialStore, a core
+/// writes its tile to HBM after the tile's multiply loop instead of under
+/// it (a cooperative rather than a ping-pong kernel), so small contraction
+/// dims pay the store. DeviceTime.cpp's matmulTileEfficiency turns it into
+/// a shape-dependent efficiency; the class's `efficiency` stays the
+/// well-shaped figure.
+struct MatmulTiles {
+  int64_t M = 0, N = 0;
+  bool SerialStore = false;
+  /// Where the numbers come from (required).
+  std::string Source;
+};
+
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
 /// its AICPU cores, compute next to HBM, or the SSD read path (DESIGN.md §5).
 struct DeviceClass {
@@ -259,6 +279,8 @@ struct DeviceClass {
   llvm::Optional<FusionRules> Fusion;
   /// Communication overlap shares (comm_overlap:); None if not given.
   llvm::Optional<CommOverlap> Overlap;
+  /// GEMM output tiling (matmul_tiles:); None: no tile or wave model.
+  llvm::Optional<MatmulTiles> Tiles;
   /// The fused kernel named \p Name, or null.
   const FusedKernel *getFusedKernel(llvm::StringRef Name) const {
     auto It = FusedKernels.find(Name.str());

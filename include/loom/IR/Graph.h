@@ -251,6 +251,9 @@ public:
   }
   unsigned getNumInputs() const { return Inputs.size(); }
   void setInput(unsigned I, Value *V) { Inputs[I] = V; }
+  void setInputs(llvm::ArrayRef<Value *> Vs) {
+    Inputs.assign(Vs.begin(), Vs.end());
+  }
   /// Outputs; a null entry is an omitted optional output.
   llvm::ArrayRef<Value *> getOutputs() const { return Outputs; }
   Value *getOutput(unsigned I) const {
@@ -313,6 +316,19 @@ public:
                                  llvm::StringRef Name,
                                  llvm::ArrayRef<Value *> Inputs,
                                  llvm::ArrayRef<std::string> OutputNames);
+  /// As addNode, placing the node at position \p Pos (before the node now
+  /// there) so that a rewrite keeps the nodes in topological order.
+  llvm::Expected<Node *> insertNode(unsigned Pos, llvm::StringRef OpType,
+                                    llvm::StringRef Domain,
+                                    llvm::StringRef Name,
+                                    llvm::ArrayRef<Value *> Inputs,
+                                    llvm::ArrayRef<std::string> OutputNames);
+  /// Makes \p V (a result of a node of this graph) result \p Slot of \p To
+  /// instead; its old node keeps an empty slot there. canonicalize merges
+  /// Slices into one Split whose results are the Slices' own values.
+  void moveResult(Value *V, Node *To, unsigned Slot);
+  /// A value name not yet defined in this graph: \p Base, else Base_1, ...
+  std::string getFreshName(llvm::StringRef Base) const;
   void addOutput(Value *V) { Outputs.push_back(V); }
   void setOutputs(llvm::ArrayRef<Value *> Vs) {
     Outputs.assign(Vs.begin(), Vs.end());

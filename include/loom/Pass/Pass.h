@@ -121,6 +121,12 @@ struct CompileOptions {
   /// fusion rules (device.classes.aicore.fusion) describe; false
   /// (--fusion=none): one kernel per op, the named fused kernels aside.
   bool GenericFusion = true;
+  /// The precision recipe (--precision, or the framework's default):
+  /// apply-precision retypes the planning graph to it and the evaluator
+  /// takes weight, master and gradient bytes from it. None (library use,
+  /// explicit pipelines without it): the graph's own types, 2-byte
+  /// weights.
+  llvm::Optional<PrecisionRecipe> Precision;
   /// --mode serve (Mode is Infer): the workload, SLO and KV element type
   /// search-parallelism plans serving for (loom/Planner/Serving.h).
   std::shared_ptr<const ServingOptions> Serve;

@@ -20,6 +20,7 @@
 #define LOOM_PLAN_FRAMEWORK_H
 
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Plan/Precision.h"
 #include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -96,6 +97,9 @@ struct FrameworkProfile {
   std::string OrdersSource;
   std::vector<GradPrecision> Grads;
   std::string GradsSource;
+  /// The precision recipes it runs and its default (runs.precision);
+  /// None: any, Loom's hardware default (loom/Plan/Precision.h).
+  llvm::Optional<FrameworkPrecision> Precision;
   /// Its context-parallel algorithms by its own names (Megatron's
   /// --cp-comm-type p2p/a2a, MindSpeed's megatron_cp_algo/ulysses_cp_algo,
   /// DeepSpeed's ulysses); empty: no cp. getFrameworkCPAlgo maps them to

@@ -87,12 +87,24 @@ struct EvaluatorOptions {
   /// Optimizer-state bytes per parameter (fp32 master weights and Adam's
   /// two moments: 12); the framework profile's when one is given.
   double OptimizerBytesPerParam = 12;
+  /// Bytes per parameter of the weights the kernels read (the precision
+  /// recipe's: 2 for bf16/fp16, 4 for fp32; loom/Plan/Precision.h): HBM
+  /// they take and the ZeRO parameter all-gather's payload.
+  double WeightBytesPerParam = 2;
+  /// Whether the recipe lets gradients be reduced in 16 bits (grad=bf16
+  /// searched): the 16-bit recipes.
+  bool Allows16BitGrads = true;
 };
 
 /// Computes NodeCostInfo for every node of \p G (subgraphs are folded into
 /// their parent node by the op rules).
+/// \p CubeFormat: the matrix unit's format where the precision recipe's
+/// matmuls have no storage type (tf32), applied to matrix ops computing in
+/// \p CubeStorage; empty: each op's element type.
 NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
-                              const HardwareModel &HW);
+                              const HardwareModel &HW,
+                              llvm::StringRef CubeFormat = "",
+                              DataType CubeStorage = DataType::Float);
 
 class PlanEvaluator {
 public:
@@ -183,6 +195,11 @@ public:
   /// the plan shards it.
   llvm::ArrayRef<EmbeddingTable> getEmbeddingTables() const;
   bool isEmbeddingTable(const Value *V) const;
+  /// Whether parameter \p Param holds HBM on every device of its stage:
+  /// false for one only the placement's SSD class reads (a table served
+  /// from SSD, DESIGN section 5). The evaluator's stage memory and the
+  /// search's memory bound both ask this.
+  bool holdsHBM(const Value *Param) const;
   /// Whether a plan with \p Mode shards table \p V (isShardedTable).
   bool isShardedTable(const Value *V, EmbeddingMode Mode) const;
 

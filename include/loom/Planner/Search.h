@@ -243,6 +243,9 @@ struct SearchStats {
 
 struct SearchResult {
   SearchSpace Space;
+  /// The precision recipe the plans were costed under (None: the graph's
+  /// own types; loom/Plan/Precision.h).
+  llvm::Optional<PrecisionRecipe> Precision;
   /// "vocab padded V -> V' (...)" when pad-vocab padded the vocabulary
   /// (passes/PadVocab.cpp); empty otherwise.
   std::string VocabPadded;

@@ -10,6 +10,7 @@
 #define LOOM_REPORT_EXPORT_H
 
 #include "loom/IR/Graph.h"
+#include "loom/Plan/Precision.h"
 #include "loom/Planner/PlanCost.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -42,6 +43,13 @@ struct ExportInput {
   std::vector<LayerInfo::Kind> LayerKinds;
   /// The element type of most parameter bytes (Float16, BFloat16, Float).
   DataType ParamType = DataType::Float;
+  /// The precision recipe Loom costed (loom/Plan/Precision.h): the flags
+  /// written are its; None: ParamType's, with a warning where that is not
+  /// what the cost assumed.
+  llvm::Optional<PrecisionKind> Precision;
+  /// The 16-bit type the run's weights are in: the recipe's, else
+  /// ParamType; Float for fp32 and tf32.
+  DataType getRunType() const;
   /// Experts per MoE layer (0: dense model) and whether they are stacked
   /// [E, d, f] weights (routed tokens) or unrolled branches (every expert
   /// sees every token).

@@ -7,6 +7,7 @@
 #ifndef LOOM_SHARD_OUTPUTDIR_H
 #define LOOM_SHARD_OUTPUTDIR_H
 
+#include "loom/Plan/Precision.h"
 #include "loom/Plan/PredictedCost.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/Support/JSON.h"
@@ -35,6 +36,8 @@ struct ManifestInfo {
   /// predicted{} gains its TTFT, TPOT, output tokens/s, max concurrency and
   /// KV cache bytes.
   llvm::Optional<ManifestServing> Serving;
+  /// The precision recipe the prediction is for (loom/Plan/Precision.h).
+  llvm::Optional<PrecisionRecipe> Precision;
 };
 
 /// The manifest's format_version (include/loom/Shard/OutputFormat.md).

@@ -99,6 +99,10 @@ struct KVCacheShard {
 /// Result of the shard pass.
 struct ShardingResult {
   ParallelPlan Plan;
+  /// The precision recipe's storage type (loom/Plan/Precision.h): what the
+  /// schedule's collectives carry floating tensors in, whatever the
+  /// emitted graphs (the model's own types) hold; Undefined: as held.
+  DataType CommFloatType = DataType::Undefined;
   /// The model re-bound at micro-batch shapes (what the roles are cut from).
   std::unique_ptr<Model> M;
   std::vector<LayerInfo> Layers;

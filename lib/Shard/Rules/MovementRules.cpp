@@ -117,6 +117,14 @@ void ruleSplit(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   AxisSpec CX = Ctx.getSpec(X);
   unsigned Rank = X->Type.getRank();
   replicateAll(N, NS);
+  // Each part of a partial sum is the partial sum of that part, as for
+  // Slice (canonicalize writes equal Slices as one Split, issue 29).
+  if (CX.isPartial()) {
+    keepInputs(N, Ctx, NS, AxisSpec());
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs.assign(N.getNumOutputs(), CX);
+    return;
+  }
   if (!CX.isSplit())
     return;
   int Axis = normAxis(N.getAttrInt("axis", 0), Rank);
