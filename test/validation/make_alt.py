@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""The validation table's second writing (issue 39): every model
+validate.py plans, from its zoo configuration
+(examples/models/zoo/make_zoo.py), written the way another exporter would,
+by the invariance test's builders (test/invariance/make_writings.py):
+
+  GPT (Megatron / Megatron-Core)   make_writings gpt "spelled": LayerNorm
+      spelled out, separate Q/K/V Linear with biases, Div scale, additive
+      mask, tanh GELU; learned positions Sliced from their table; head tied
+      (MatMul by the embedding's Transpose) or its own, as the zoo config
+  LLaMA / LLaMA-2                  make_writings llama "b": RMSNorm as
+      Mul(x,x)/ReduceMean/Add/Sqrt/Reciprocal/Mul/Mul, fused gate-up
+      MatMul + Split, Mul scale, Where mask
+  MoE (Qwen3-30B-A3B)              make_writings moe "b": attention as
+      llama "b" with QK-norm on the transposed heads, router softmax
+      spelled out, top-k renormalised, one SwiGLU branch per expert gated
+      by Equal(TopK index, e) (the zoo writes a capacity dispatch with
+      stacked expert weights)
+
+Shape-only like the zoo (weights in an external file that is not there;
+the causal mask built from Range, the rotary tables [seq, head_dim] the
+only data), fp16, batch symbolic, the sequence static: so a model is
+written per (NAME, SEQ), as OUT/NAME-alt-sSEQ.onnx.
+
+    /usr/bin/python3 test/validation/make_alt.py OUT NAME:SEQ[,NAME:SEQ...]
+
+Only onnx + numpy and the standard library.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SRC, "examples", "models", "zoo"))
+sys.path.insert(0, os.path.join(SRC, "test", "invariance"))
+
+WRITING = {"gpt": "spelled", "llama": "b", "moe": "b"}
+
+
+def file_name(name, seq):
+    return f"{name}-alt-s{seq}.onnx"
+
+
+def build(cfg, seq):
+    """cfg (a make_zoo Config) at sequence length seq, in the alternative
+    writing; a ValueError names what the builders cannot write."""
+    import make_writings as mw  # noqa: E402  (onnx is imported only here)
+    lm = {"vocab": cfg.vocab, "max_pos": cfg.max_pos, "tied": cfg.tied}
+    if cfg.family == "gpt" and not cfg.experts:
+        if cfg.hd * cfg.heads != cfg.hidden:
+            raise ValueError(f"{cfg.name}: head width {cfg.hd} x {cfg.heads} "
+                             f"heads is not the hidden size")
+        return mw.gpt(WRITING["gpt"], d=cfg.hidden, H=cfg.heads,
+                      L=cfg.layers, S=seq, f=cfg.ffn, lm=lm)
+    if cfg.family != "llama" or cfg.dense_layers or cfg.shared_ffn:
+        raise ValueError(f"{cfg.name}: no alternative writing for a "
+                         f"{cfg.family} model"
+                         + (" with dense layers or shared experts"
+                            if cfg.family == "llama" else ""))
+    common = dict(d=cfg.hidden, H=cfg.heads, KV=cfg.kvh, L=cfg.layers,
+                  S=seq, lm=lm)
+    if cfg.experts:
+        return mw.moe(WRITING["moe"], f=cfg.expert_ffn, E=cfg.experts,
+                      K=cfg.top_k, hd=cfg.hd, qk_norm=cfg.qk_norm,
+                      normalize=cfg.normalize_topk, **common)
+    if cfg.qk_norm or cfg.hd * cfg.heads != cfg.hidden:
+        raise ValueError(f"{cfg.name}: the dense LLaMA writing has no "
+                         f"QK-norm and heads of hidden / heads")
+    return mw.llama(WRITING["llama"], f=cfg.ffn, **common)
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit(__doc__.strip().splitlines()[-3].strip())
+    out, items = argv
+    import make_zoo  # noqa: E402
+    import onnx  # noqa: E402
+    os.makedirs(out, exist_ok=True)
+    for item in items.split(","):
+        name, _, seq = item.partition(":")
+        if name not in make_zoo.ALL or not seq.isdigit():
+            sys.exit(f"make_alt.py: bad model '{item}' (NAME:SEQ, NAME a "
+                     f"make_zoo model)")
+        try:
+            model = build(make_zoo.ALL[name], int(seq))
+        except ValueError as e:
+            sys.exit(f"make_alt.py: {e}")
+        path = os.path.join(out, file_name(name, int(seq)))
+        tmp = path + ".tmp"
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
