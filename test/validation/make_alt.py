@@ -23,6 +23,11 @@ only data), fp16, batch symbolic, the sequence static: so a model is
 written per (NAME, SEQ), as OUT/NAME-alt-sSEQ.onnx.
 
     /usr/bin/python3 test/validation/make_alt.py OUT NAME:SEQ[,NAME:SEQ...]
+        [--as FAMILY=WRITING,...]
+
+--as picks another make_writings writing per family (gpt: compact,
+spelled, gemm; llama and moe: a, b, c), for comparing writings; the files
+are then named NAME-WRITING-sSEQ.onnx (validate.py plans the defaults).
 
 Only onnx + numpy and the standard library.
 """
@@ -41,20 +46,21 @@ sys.path.insert(0, os.path.join(SRC, "test", "invariance"))
 WRITING = {"gpt": "spelled", "llama": "b", "moe": "b"}
 
 
-def file_name(name, seq):
-    return f"{name}-alt-s{seq}.onnx"
+def file_name(name, seq, tag="alt"):
+    return f"{name}-{tag}-s{seq}.onnx"
 
 
-def build(cfg, seq):
+def build(cfg, seq, writing=None):
     """cfg (a make_zoo Config) at sequence length seq, in the alternative
     writing; a ValueError names what the builders cannot write."""
     import make_writings as mw  # noqa: E402  (onnx is imported only here)
+    w = dict(WRITING, **(writing or {}))
     lm = {"vocab": cfg.vocab, "max_pos": cfg.max_pos, "tied": cfg.tied}
     if cfg.family == "gpt" and not cfg.experts:
         if cfg.hd * cfg.heads != cfg.hidden:
             raise ValueError(f"{cfg.name}: head width {cfg.hd} x {cfg.heads} "
                              f"heads is not the hidden size")
-        return mw.gpt(WRITING["gpt"], d=cfg.hidden, H=cfg.heads,
+        return mw.gpt(w["gpt"], d=cfg.hidden, H=cfg.heads,
                       L=cfg.layers, S=seq, f=cfg.ffn, lm=lm)
     if cfg.family != "llama" or cfg.dense_layers or cfg.shared_ffn:
         raise ValueError(f"{cfg.name}: no alternative writing for a "
@@ -64,18 +70,31 @@ def build(cfg, seq):
     common = dict(d=cfg.hidden, H=cfg.heads, KV=cfg.kvh, L=cfg.layers,
                   S=seq, lm=lm)
     if cfg.experts:
-        return mw.moe(WRITING["moe"], f=cfg.expert_ffn, E=cfg.experts,
+        return mw.moe(w["moe"], f=cfg.expert_ffn, E=cfg.experts,
                       K=cfg.top_k, hd=cfg.hd, qk_norm=cfg.qk_norm,
                       normalize=cfg.normalize_topk, **common)
     if cfg.qk_norm or cfg.hd * cfg.heads != cfg.hidden:
         raise ValueError(f"{cfg.name}: the dense LLaMA writing has no "
                          f"QK-norm and heads of hidden / heads")
-    return mw.llama(WRITING["llama"], f=cfg.ffn, **common)
+    return mw.llama(w["llama"], f=cfg.ffn, **common)
 
 
 def main(argv):
+    writing, tag = {}, "alt"
+    if len(argv) == 4 and argv[2] == "--as":
+        try:
+            writing = dict(kv.split("=", 1) for kv in argv[3].split(","))
+        except ValueError:
+            sys.exit(f"make_alt.py: bad --as '{argv[3]}' (FAMILY=WRITING,...)")
+        import make_writings as mw  # noqa: E402
+        for fam, wr in writing.items():
+            if fam not in WRITING or wr not in mw.MODELS[fam][1]:
+                sys.exit(f"make_alt.py: bad --as '{fam}={wr}'")
+        tag = "-".join(writing[f] for f in sorted(writing))
+        argv = argv[:2]
     if len(argv) != 2:
-        sys.exit(__doc__.strip().splitlines()[-3].strip())
+        sys.exit("usage: make_alt.py OUT NAME:SEQ[,NAME:SEQ...] "
+                 "[--as FAMILY=WRITING,...]")
     out, items = argv
     import make_zoo  # noqa: E402
     import onnx  # noqa: E402
@@ -86,10 +105,10 @@ def main(argv):
             sys.exit(f"make_alt.py: bad model '{item}' (NAME:SEQ, NAME a "
                      f"make_zoo model)")
         try:
-            model = build(make_zoo.ALL[name], int(seq))
+            model = build(make_zoo.ALL[name], int(seq), writing)
         except ValueError as e:
             sys.exit(f"make_alt.py: {e}")
-        path = os.path.join(out, file_name(name, int(seq)))
+        path = os.path.join(out, file_name(name, int(seq), tag))
         tmp = path + ".tmp"
         onnx.save(model, tmp)
         os.replace(tmp, path)
