@@ -42,6 +42,14 @@ MoE 2 blocks; ViT-L-like, 256 patches of 14x14).
                        softmax spelled out (ReduceMax/Sub/Exp/ReduceSum/Div)
               c        as llama-c
 
+gpt(), llama() and moe() take the sizes as arguments and, given `lm`
+(vocab, max_pos, tied), write a whole language model (token embedding,
+learned positions for the GPT, LM head; the causal mask built from Range
+rather than stored): test/validation/make_alt.py writes the validation
+table's second writing with them. moe(experts="sorted") writes the experts
+as Megatron-Core's dropless permute/unpermute with stacked weights instead
+of the dense-gated loop.
+
 Usage: make_writings.py OUTDIR   (python3-onnx, numpy)
 """
 import os
@@ -346,10 +354,34 @@ def llama(w, d=2048, H=16, KV=4, L=4, S=2048, f=5632, lm=None):
     return finish_lm(b, "llama_" + w, lm, ["batch", S, d])
 
 
+def sorted_experts(b, t, d, f, E, K, topw, topi, p):
+    """Megatron-Core's dropless permute / unpermute: the T*K token copies
+    sorted by expert (argsort, which torch exports as TopK), gathered, cut
+    into E equal groups [E, T*K/E, d] (the mean load; a grouped GEMM runs
+    the real counts), SwiGLU experts with stacked weights, scaled by their
+    routing weights and scattered back with ScatterND(add)."""
+    flat = b.op("Reshape", [topi, b.c([-1])])                      # [T*K]
+    n = b.op("Reshape", [b.op("Size", [flat]), b.c([1])])
+    key = b.op("Neg", [b.op("Cast", [flat], to=TensorProto.FLOAT)])
+    _, order = b.op("TopK", [key, n], n_out=2, axis=-1)           # ascending
+    tok = b.op("Div", [order, b.c(K)])                            # [T*K]
+    xe = b.op("Reshape", [b.op("Gather", [t, tok], axis=0), b.c([E, -1, d])])
+    g = b.op("MatMul", [xe, b.W(p + ".gate", [E, d, f])])
+    u = b.op("MatMul", [xe, b.W(p + ".up", [E, d, f])])
+    y = b.op("MatMul", [b.op("Mul", [silu(b, g, "a"), u]), b.W(p + ".down", [E, f, d])])
+    wts = b.op("Gather", [b.op("Reshape", [topw, b.c([-1])]), order], axis=0)
+    y = b.op("Mul", [b.op("Reshape", [y, b.c([-1, d])]), b.op("Unsqueeze", [wts, b.c([1])])])
+    zeros = b.op("ConstantOfShape", [b.op("Shape", [t])],
+                 value=numpy_helper.from_array(np.zeros(1, np.float16)))
+    return b.op("ScatterND", [zeros, b.op("Unsqueeze", [tok, b.c([1])]), y],
+                reduction="add")
+
+
 def moe(w, d=2048, H=16, KV=4, L=2, S=2048, f=2048, E=8, K=2, hd=None,
-        qk_norm=False, normalize=False, lm=None):
+        qk_norm=False, normalize=False, lm=None, experts="dense"):
     """normalize: the top-k weights renormalised to sum to 1 (Qwen3,
-    Mixtral)."""
+    Mixtral); experts: "dense" (a loop gated by Equal(TopK index, e), every
+    expert on every token) or "sorted" (sorted_experts)."""
     b = B()
     mask = causal(b, S, "where" if w == "b" else "add", built=lm is not None)
     x = embed(b, d, S, lm, positions=False) if lm else "x"
@@ -363,8 +395,8 @@ def moe(w, d=2048, H=16, KV=4, L=2, S=2048, f=2048, E=8, K=2, hd=None,
         topw, topi = b.op("TopK", [probs, b.c([K])], n_out=2, axis=-1)
         if normalize:
             topw = b.op("Div", [topw, b.op("ReduceSum", [topw, b.c([-1])], keepdims=1)])
-        out = None
-        for e in range(E):
+        out = sorted_experts(b, t, d, f, E, K, topw, topi, p) if experts == "sorted" else None
+        for e in range(E if experts == "dense" else 0):
             y = swiglu(b, t, d, f, f"{p}.e{e}", "a" if w != "c" else "c")
             sel = b.op("Cast", [b.op("Equal", [topi, b.c(e)])], to=F16)
             gate = b.op("ReduceSum", [b.op("Mul", [topw, sel]), b.c([-1])], keepdims=1)

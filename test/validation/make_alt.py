@@ -13,9 +13,13 @@ by the invariance test's builders (test/invariance/make_writings.py):
       MatMul + Split, Mul scale, Where mask
   MoE (Qwen3-30B-A3B)              make_writings moe "b": attention as
       llama "b" with QK-norm on the transposed heads, router softmax
-      spelled out, top-k renormalised, one SwiGLU branch per expert gated
-      by Equal(TopK index, e) (the zoo writes a capacity dispatch with
-      stacked expert weights)
+      spelled out, top-k renormalised, the experts as Megatron-Core's
+      dropless permute / unpermute (token copies sorted by expert with
+      TopK, Gather, [E, T*K/E, d] groups at the mean load, stacked SwiGLU
+      weights, ScatterND(add) back; the zoo writes a capacity dispatch by
+      TopK per expert). make_writings' own MoE spelling, a loop gated by
+      Equal(TopK index, e), computes every expert on every token (16x the
+      expert FLOPs at top-8 of 128) and is costed so: not the run's work.
 
 Shape-only like the zoo (weights in an external file that is not there;
 the causal mask built from Range, the rotary tables [seq, head_dim] the
@@ -72,7 +76,8 @@ def build(cfg, seq, writing=None):
     if cfg.experts:
         return mw.moe(w["moe"], f=cfg.expert_ffn, E=cfg.experts,
                       K=cfg.top_k, hd=cfg.hd, qk_norm=cfg.qk_norm,
-                      normalize=cfg.normalize_topk, **common)
+                      normalize=cfg.normalize_topk, experts="sorted",
+                      **common)
     if cfg.qk_norm or cfg.hd * cfg.heads != cfg.hidden:
         raise ValueError(f"{cfg.name}: the dense LLaMA writing has no "
                          f"QK-norm and heads of hidden / heads")
