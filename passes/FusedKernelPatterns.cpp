@@ -326,6 +326,25 @@ private:
     R.Saved = {Gt, Up};
     R.Out = M2->getOutput(0);
     R.Members = {&S, M1, M2};
+    // A fused gate-up projection cut in two by a Split over the last axis
+    // (Megatron-Core's linear_fc1 and chunk, a view): the kernel reads and
+    // saves the projection whole, as bias_swiglu does; no copy.
+    const Node *Sp = def(Gt, "Split");
+    const Value *GU = Sp ? Sp->getInput(0) : nullptr;
+    auto ReadOnlyBy = [&](const Value *V, ArrayRef<const Node *> Ns) {
+      auto It = Users.find(V);
+      return It != Users.end() && !GraphOutputs.count(V) &&
+             all_of(It->second,
+                    [&](const Node *U) { return is_contained(Ns, U); });
+    };
+    if (Sp && Sp->getNumOutputs() == 2 && Up->getDefiningNode() == Sp &&
+        isActivation(GU) && GU->Type.HasShape &&
+        isLastAxis(Sp->getAttrInt("axis", 0), GU->Type.getRank()) &&
+        ReadOnlyBy(Gt, {&S, M1}) && ReadOnlyBy(Up, {M2})) {
+      R.Inputs = {GU};
+      R.Saved = {GU};
+      R.Members.insert(R.Members.begin(), Sp);
+    }
     return true;
   }
 
