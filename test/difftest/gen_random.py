@@ -97,6 +97,12 @@ def draw(seed):
     # Drawn last, so the other families' seeds keep their models.
     if fam == "mlp" and flip(0.3):
         cfg.update(family="ctrl", threshold=pick([-100.0, 100.0]))
+    # A vocabulary no tp divides (GPT-2's 50,257 is prime to every power of
+    # two): pad-vocab pads the table and the head, and the padded scores must
+    # not reach an output or the loss. Drawn after everything else, so every
+    # other draw of a seed keeps its model.
+    if fam == "transformer" and cfg["head"] != "hidden" and flip(0.5):
+        cfg["vocab"] = pick([101, 257, 1001])
     return cfg
 
 
