@@ -25,7 +25,14 @@
 // as torch.triu(full(-inf), 1) or tril(ones) write it; through Where(c,
 // -inf, 0) / Where(c, 0, -inf), Not, Cast (within float or within bool),
 // Unsqueeze, Squeeze, Reshape and Expand that keep the last two axes, and
-// Slices from the top-left corner.
+// Slices from the top-left corner. Built from positions, as Megatron and
+// HF build the mask at run time for long sequences: a comparison (Less,
+// LessOrEqual, Greater, GreaterOrEqual) of a row index [.., S, 1] with a
+// column index [.., 1, S] (each a Range or a constant counting up by one,
+// through Unsqueeze / Reshape / integer Cast / Add of a scalar), used in
+// a Where, or Cast to float and scaled by a large negative scalar (Mul)
+// to add; a Where's fill may be a uniform tensor (HF's masked_fill of a
+// full(-inf) matrix).
 //
 //===----------------------------------------------------------------------===//
 #include "FusedKernelPatterns.h"
@@ -33,6 +40,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -321,6 +329,25 @@ private:
     R.Saved = {Gt, Up};
     R.Out = M2->getOutput(0);
     R.Members = {&S, M1, M2};
+    // A fused gate-up projection cut in two by a Split over the last axis
+    // (Megatron-Core's linear_fc1 and chunk, a view): the kernel reads and
+    // saves the projection whole, as bias_swiglu does; no copy.
+    const Node *Sp = def(Gt, "Split");
+    const Value *GU = Sp ? Sp->getInput(0) : nullptr;
+    auto ReadOnlyBy = [&](const Value *V, ArrayRef<const Node *> Ns) {
+      auto It = Users.find(V);
+      return It != Users.end() && !GraphOutputs.count(V) &&
+             all_of(It->second,
+                    [&](const Node *U) { return is_contained(Ns, U); });
+    };
+    if (Sp && Sp->getNumOutputs() == 2 && Up->getDefiningNode() == Sp &&
+        isActivation(GU) && GU->Type.HasShape &&
+        isLastAxis(Sp->getAttrInt("axis", 0), GU->Type.getRank()) &&
+        ReadOnlyBy(Gt, {&S, M1}) && ReadOnlyBy(Up, {M2})) {
+      R.Inputs = {GU};
+      R.Saved = {GU};
+      R.Members.insert(R.Members.begin(), Sp);
+    }
     return true;
   }
 
@@ -564,6 +591,137 @@ Optional<int64_t> constantOffset(const Value *V, MaskUse Use) {
   return AnyMasked ? Optional<int64_t>(Off) : None;
 }
 
+/// A position index over one of the last two axes of a rank >= 2 tensor:
+/// the axis (0: rows, -2; 1: columns, -1) and the first position.
+struct PositionIndex {
+  int Axis = 0;
+  int64_t Start = 0;
+};
+
+/// An int64 scalar or [1] constant.
+Optional<int64_t> scalarInt(const Value *V) {
+  Optional<double> S = scalarConstant(V);
+  if (!S || *S != std::floor(*S))
+    return None;
+  return (int64_t)*S;
+}
+
+/// \p V's positions counting up by one from Start, along a 1-D vector or
+/// its last two axes (the other axis of the two of size 1, leading axes of
+/// size 1): a constant, a Range(start, limit, 1) or an Add of a scalar, through
+/// Unsqueeze, Reshape and integer Casts. Axis is -1 for a 1-D vector.
+Optional<PositionIndex> positionIndex(const Value *V, unsigned Depth) {
+  if (!V || Depth > 8 || !V->Type.isStatic() || !isInteger(V->Type.Elem))
+    return None;
+  const TensorType &T = V->Type;
+  unsigned Rank = T.getRank();
+  if (Rank == 0 || any_of(ArrayRef<Dim>(T.Dims).drop_back(std::min(2u, Rank)),
+                          [](const Dim &D) { return D.Size != 1; }))
+    return None;
+  int64_t Rows = Rank >= 2 ? T.Dims[Rank - 2].Size : 1,
+          Cols = T.Dims[Rank - 1].Size;
+  int Axis;
+  if (Rank >= 2 && Cols == 1 && Rows > 1)
+    Axis = 0;
+  else if (Rows == 1 && Cols > 1)
+    Axis = 1;
+  else
+    return None;
+  auto WithAxis = [&](Optional<PositionIndex> P) -> Optional<PositionIndex> {
+    // The source counts along its own vector; V lays it on Axis.
+    if (P)
+      P->Axis = Axis;
+    return P;
+  };
+  if (isConstantLike(V)) {
+    Optional<std::vector<int64_t>> I = getConstantInts(V);
+    if (!I || I->empty())
+      return None;
+    for (size_t K = 1; K < I->size(); ++K)
+      if ((*I)[K] != (*I)[0] + (int64_t)K)
+        return None;
+    return PositionIndex{Axis, (*I)[0]};
+  }
+  const Node *D = V->getDefiningNode();
+  if (!D || D->getDomain() != "")
+    return None;
+  StringRef Op = D->getOpType();
+  if (Op == "Range" && D->getNumInputs() == 3) {
+    Optional<int64_t> Start = scalarInt(D->getInput(0)),
+                      Delta = scalarInt(D->getInput(2));
+    if (!Start || !Delta || *Delta != 1)
+      return None;
+    return PositionIndex{Axis, *Start};
+  }
+  const Value *In = D->getInput(0);
+  if (!In || !In->Type.isStatic() ||
+      In->Type.getNumElements() != T.getNumElements())
+    return None;
+  if (Op == "Unsqueeze" || Op == "Reshape" || Op == "Cast")
+    return WithAxis(positionIndex(In, Depth + 1));
+  if (Op == "Add" && D->getNumInputs() == 2) {
+    for (unsigned K = 0; K < 2; ++K) {
+      Optional<int64_t> C = scalarInt(D->getInput(1 - K));
+      const Value *X = D->getInput(K);
+      if (!C || !X || !X->Type.isStatic() ||
+          X->Type.getNumElements() != T.getNumElements())
+        continue;
+      if (Optional<PositionIndex> P = positionIndex(X, Depth + 1)) {
+        P->Axis = Axis;
+        P->Start += *C;
+        return P;
+      }
+    }
+  }
+  return None;
+}
+
+/// A comparison of a row position i + a with a column position j + b
+/// (either order) as a mask used as \p Use: the offset d with "kept"
+/// exactly when j <= i + d, or None.
+Optional<int64_t> comparisonOffset(const Node &D, MaskUse Use) {
+  if (Use == MaskUse::Additive || D.getNumInputs() != 2)
+    return None;
+  Optional<PositionIndex> L = positionIndex(D.getInput(0), 0),
+                          R = positionIndex(D.getInput(1), 0);
+  if (!L || !R || L->Axis == R->Axis)
+    return None;
+  StringRef Op = D.getOpType();
+  // Written as row OP col: swapping the operands mirrors the comparison.
+  if (L->Axis == 1) {
+    std::swap(L, R);
+    Op = StringSwitch<StringRef>(Op)
+             .Case("Less", "Greater")
+             .Case("Greater", "Less")
+             .Case("LessOrEqual", "GreaterOrEqual")
+             .Case("GreaterOrEqual", "LessOrEqual");
+  }
+  int64_t Diff = L->Start - R->Start; // i + a vs j + b: j vs i + Diff
+  // True exactly when j > i + d (a masked-when-true mask) or j <= i + d
+  // (kept when true).
+  bool TrueKeeps;
+  int64_t Off;
+  if (Op == "Less") { // j > i + Diff
+    TrueKeeps = false, Off = Diff;
+  } else if (Op == "LessOrEqual") { // j >= i + Diff
+    TrueKeeps = false, Off = Diff - 1;
+  } else if (Op == "Greater") { // j < i + Diff
+    TrueKeeps = true, Off = Diff - 1;
+  } else if (Op == "GreaterOrEqual") { // j <= i + Diff
+    TrueKeeps = true, Off = Diff;
+  } else {
+    return None;
+  }
+  if (TrueKeeps != (Use == MaskUse::KeptWhenTrue))
+    return None;
+  // As constantOffset: row 0 keeps a key and some entry is masked.
+  const TensorType &T = D.getOutput(0)->Type;
+  int64_t Sk = T.getRank() >= 2 ? T.Dims[T.getRank() - 1].Size : 0;
+  if (Off < 0 || Sk <= 0 || Off >= Sk - 1)
+    return None;
+  return Off;
+}
+
 Optional<int64_t> causalOffset(const Value *V, MaskUse Use, unsigned Depth) {
   if (!V || Depth > 12)
     return None;
@@ -587,6 +745,25 @@ Optional<int64_t> causalOffset(const Value *V, MaskUse Use, unsigned Depth) {
     if (isFloatingPoint(In->Type.Elem) != isFloatingPoint(V->Type.Elem))
       return None;
     return causalOffset(In, Use, Depth + 1);
+  }
+  if (Op == "Less" || Op == "LessOrEqual" || Op == "Greater" ||
+      Op == "GreaterOrEqual")
+    return comparisonOffset(*D, Use);
+  if (Op == "Mul" && Use == MaskUse::Additive && D->getNumInputs() == 2) {
+    // Cast(bool mask) * big negative: the entries where the mask is true
+    // are masked.
+    for (unsigned K = 0; K < 2; ++K) {
+      Optional<double> C = scalarConstant(D->getInput(1 - K));
+      const Node *Cast =
+          D->getInput(K) ? D->getInput(K)->getDefiningNode() : nullptr;
+      if (!C || *C > MaskedBelow || !Cast || Cast->getDomain() != "" ||
+          Cast->getOpType() != "Cast" || !Cast->getInput(0) ||
+          Cast->getInput(0)->Type.Elem != DataType::Bool)
+        continue;
+      return causalOffset(Cast->getInput(0), MaskUse::MaskedWhenTrue,
+                          Depth + 1);
+    }
+    return None;
   }
   if (Op == "Unsqueeze" || Op == "Squeeze" || Op == "Reshape" || Op == "Expand")
     return LastTwoKept() ? causalOffset(In, Use, Depth + 1) : None;
@@ -613,8 +790,8 @@ Optional<int64_t> causalOffset(const Value *V, MaskUse Use, unsigned Depth) {
                         Depth + 1);
   }
   if (Op == "Where" && Use == MaskUse::Additive && D->getNumInputs() == 3) {
-    Optional<double> A = scalarConstant(D->getInput(1)),
-                     B = scalarConstant(D->getInput(2));
+    Optional<double> A = uniformFill(D->getInput(1)),
+                     B = uniformFill(D->getInput(2));
     if (!A || !B)
       return None;
     if (*A <= MaskedBelow && *B == 0)

@@ -45,6 +45,13 @@ MoE 2 blocks; ViT-L-like, 256 patches of 14x14).
 Each model's first writing is also written in fp32 (`-<writing>_fp32`),
 as torch.onnx.export writes a module nobody cast (issue 39 item 6): under
 one precision recipe it must predict what the fp16 writings predict.
+test/validation/README.mdgpt(), llama() and moe() take the sizes as arguments and, given `lm`
+(vocab, max_pos, tied), write a whole language model (token embedding,
+learned positions for the GPT, LM head; the causal mask built from Range
+rather than stored): test/validation/make_alt.py writes the validation
+table's second writing with them. moe(experts="sorted") writes the experts
+as Megatron-Core's dropless permute/unpermute with stacked weights instead
+of the dense-gated loop.
 
 Usage: make_writings.py OUTDIR   (python3-onnx, numpy)
 """
@@ -89,10 +96,10 @@ class B:
         return self.c(v, np.float16)
 
 
-def finish(b, name, x_shape, x_type=F16):
+def finish(b, name, x_shape, x_type=F16, x_name="x"):
     b.nodes[-1].output[0] = "y"
     g = helper.make_graph(b.nodes, name,
-                          [helper.make_tensor_value_info("x", x_type, x_shape)],
+                          [helper.make_tensor_value_info(x_name, x_type, x_shape)],
                           [helper.make_tensor_value_info("y", F16, None)], b.inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
                           producer_name="loom-invariance")
@@ -145,7 +152,18 @@ def linear(b, x, din, dout, p, bias=True, gemm=False):
     return b.op("Add", [y, b.W(p + ".b", [dout])]) if bias else y
 
 
-def causal(b, S, use):
+def causal(b, S, use, built=False):
+    """The causal mask for attention()'s `use`: an initializer [S, S]
+    (built=False), or built=True computed from Range (Megatron / HF build
+    it at run time: a few nodes instead of S^2 elements in the file)."""
+    if built:
+        r = b.op("Range", [b.c(0), b.c(S), b.c(1)])
+        row, col = b.op("Unsqueeze", [r, b.c([1])]), b.op("Unsqueeze", [r, b.c([0])])
+        if use == "where":
+            return b.op("Less", [row, col])  # True: masked
+        if use == "where_keep":
+            return b.op("GreaterOrEqual", [row, col])  # True: kept
+        return b.op("Mul", [b.op("Cast", [b.op("Less", [row, col])], to=F16), b.h(-1e4)])
     if use == "where":
         m = np.triu(np.ones((S, S), dtype=bool), k=1)  # True: masked
         b.inits.append(numpy_helper.from_array(m, "mask_bool"))
@@ -193,17 +211,47 @@ def merge_heads(b, a, d):
     return b.op("Reshape", [b.op("Transpose", [a], perm=[0, 2, 1, 3]), b.c([0, 0, d])])
 
 
+# --- language-model ends (lm: a dict with vocab, max_pos, tied) --------------
+
+def embed(b, d, S, lm, positions):
+    """input_ids [batch, S] -> token embeddings (+ learned positions, the
+    table [max_pos, d] Sliced to its first S rows); the embedding's name is
+    what a tied head reads."""
+    x = b.op("Gather", [b.W("wte", [lm["vocab"], d]), "input_ids"], axis=0)
+    if positions:
+        pe = b.op("Slice", [b.W("wpe", [lm["max_pos"], d]), b.c([0]), b.c([S]), b.c([0])])
+        x = b.op("Add", [x, pe])
+    return x
+
+
+def lm_head(b, x, d, lm, gemm=False):
+    """Logits: tied to the embedding (Gemm transB on 2-D tokens, else
+    MatMul by its Transpose) or an output layer of its own [d, vocab]."""
+    if not lm["tied"]:
+        return b.op("MatMul", [x, b.W("head", [d, lm["vocab"]])])
+    if gemm:
+        return b.op("Gemm", [x, "wte"], transB=1)
+    return b.op("MatMul", [x, b.op("Transpose", ["wte"], perm=[1, 0])])
+
+
+def finish_lm(b, name, lm, x_shape):
+    return finish(b, name, ["batch", x_shape[1]], TensorProto.INT64, "input_ids") if lm \
+        else finish(b, name, x_shape)
+
+
 # --- GPT --------------------------------------------------------------------
 
-def gpt(w, d=2048, H=16, L=4, S=2048):
+def gpt(w, d=2048, H=16, L=4, S=2048, f=None, lm=None):
+    """lm: None (hidden states in, as the invariance test plans them) or
+    the language model's ends (embed, lm_head)."""
     b = B()
-    hd, f = d // H, 4 * d
+    hd, f = d // H, f or 4 * d
     cfg = {"compact": dict(ln="op", qkv="fused", scale="mul", mask="where", gelu="erf"),
            "spelled": dict(ln="spelled", qkv="sep", scale="div", mask="add", gelu="tanh"),
            "gemm": dict(ln="op", qkv="sep", scale="preq", mask="where_keep", gelu="erf2")}[w]
     gemm = w == "gemm"
-    mask = causal(b, S, cfg["mask"])
-    x = "x"
+    mask = causal(b, S, cfg["mask"], built=lm is not None)
+    x = embed(b, d, S, lm, positions=True) if lm else "x"
     if gemm:
         x = b.op("Reshape", [x, b.c([-1, d])])
 
@@ -226,9 +274,12 @@ def gpt(w, d=2048, H=16, L=4, S=2048):
         u = gelu(b, linear(b, n, d, f, p + ".fc", gemm=gemm), cfg["gelu"])
         x = b.op("Add", [x, linear(b, u, f, d, p + ".proj", gemm=gemm)])
     x = layernorm(b, x, d, "lnf", cfg["ln"])
+    if lm:
+        x = lm_head(b, x, d, lm, gemm)
+        d = lm["vocab"]
     if gemm:
         b.op("Reshape", [x, b.c([-1, S, d])])
-    return finish(b, "gpt_" + w, ["batch", S, d])
+    return finish_lm(b, "gpt_" + w, lm, ["batch", S, d])
 
 
 # --- LLaMA and the MoE ------------------------------------------------------
@@ -260,8 +311,10 @@ def swiglu(b, n, d, f, p, w):
     return b.op("MatMul", [b.op("Mul", [silu(b, g, w), u]), b.W(p + ".down", [f, d])])
 
 
-def llama_attn(b, x, d, H, KV, S, p, w, mask):
-    hd, rep = d // H, H // KV
+def llama_attn(b, x, d, H, KV, S, p, w, mask, hd=None, qk_norm=False):
+    """hd: head width (default d // H; Qwen3's is not); qk_norm: RMSNorm on
+    each head of q and k (Qwen3), here after the heads are transposed."""
+    hd, rep = hd or d // H, H // KV
     n = rmsnorm(b, x, d, p + ".attn_norm", "b" if w == "b" else "a")
     if w == "c":
         qkv = b.op("MatMul", [n, b.W(p + ".wqkv", [d, (H + 2 * KV) * hd])])
@@ -271,6 +324,9 @@ def llama_attn(b, x, d, H, KV, S, p, w, mask):
         k = b.op("MatMul", [n, b.W(p + ".wk", [d, KV * hd])])
         v = b.op("MatMul", [n, b.W(p + ".wv", [d, KV * hd])])
     q, k, v = heads(b, q, H, hd), heads(b, k, KV, hd), heads(b, v, KV, hd)
+    if qk_norm:
+        q = rmsnorm(b, q, hd, p + ".q_norm", "b" if w == "b" else "a")
+        k = rmsnorm(b, k, hd, p + ".k_norm", "b" if w == "b" else "a")
     q, k = rope(b, q, hd, S), rope(b, k, hd, S)
 
     def repeat(t):
@@ -282,45 +338,78 @@ def llama_attn(b, x, d, H, KV, S, p, w, mask):
     k, v = repeat(k), repeat(v)
     use = {"a": "add", "b": "where", "c": "add"}[w]
     scale = {"a": "div", "b": "mul", "c": "div"}[w]
-    a = merge_heads(b, attention(b, q, k, v, hd, scale, mask, use), d)
-    return b.op("Add", [x, b.op("MatMul", [a, b.W(p + ".wo", [d, d])])])
+    a = merge_heads(b, attention(b, q, k, v, hd, scale, mask, use), H * hd)
+    return b.op("Add", [x, b.op("MatMul", [a, b.W(p + ".wo", [H * hd, d])])])
 
 
-def llama(w, d=2048, H=16, KV=4, L=4, S=2048, f=5632):
+def llama(w, d=2048, H=16, KV=4, L=4, S=2048, f=5632, lm=None):
     b = B()
-    mask = causal(b, S, "where" if w == "b" else "add")
-    x = "x"
+    mask = causal(b, S, "where" if w == "b" else "add", built=lm is not None)
+    x = embed(b, d, S, lm, positions=False) if lm else "x"
     for i in range(L):
         p = f"l{i}"
         x = llama_attn(b, x, d, H, KV, S, p, w, mask)
         n = rmsnorm(b, x, d, p + ".ffn_norm", "b" if w == "b" else "a")
         x = b.op("Add", [x, swiglu(b, n, d, f, p + ".mlp", w)])
-    rmsnorm(b, x, d, "norm", "b" if w == "b" else "a")
-    return finish(b, "llama_" + w, ["batch", S, d])
+    x = rmsnorm(b, x, d, "norm", "b" if w == "b" else "a")
+    if lm:
+        lm_head(b, x, d, lm)
+    return finish_lm(b, "llama_" + w, lm, ["batch", S, d])
 
 
-def moe(w, d=2048, H=16, KV=4, L=2, S=2048, f=2048, E=8, K=2):
+def sorted_experts(b, t, d, f, E, K, topw, topi, p):
+    """Megatron-Core's dropless permute / unpermute: the T*K token copies
+    sorted by expert (argsort, which torch exports as TopK), gathered, cut
+    into E equal groups [E, T*K/E, d] (the mean load; a grouped GEMM runs
+    the real counts), SwiGLU experts with stacked weights, scaled by their
+    routing weights and scattered back with ScatterND(add)."""
+    flat = b.op("Reshape", [topi, b.c([-1])])                      # [T*K]
+    n = b.op("Reshape", [b.op("Size", [flat]), b.c([1])])
+    key = b.op("Neg", [b.op("Cast", [flat], to=TensorProto.FLOAT)])
+    _, order = b.op("TopK", [key, n], n_out=2, axis=-1)           # ascending
+    tok = b.op("Div", [order, b.c(K)])                            # [T*K]
+    xe = b.op("Reshape", [b.op("Gather", [t, tok], axis=0), b.c([E, -1, d])])
+    g = b.op("MatMul", [xe, b.W(p + ".gate", [E, d, f])])
+    u = b.op("MatMul", [xe, b.W(p + ".up", [E, d, f])])
+    y = b.op("MatMul", [b.op("Mul", [silu(b, g, "a"), u]), b.W(p + ".down", [E, f, d])])
+    wts = b.op("Gather", [b.op("Reshape", [topw, b.c([-1])]), order], axis=0)
+    y = b.op("Mul", [b.op("Reshape", [y, b.c([-1, d])]), b.op("Unsqueeze", [wts, b.c([1])])])
+    zeros = b.op("ConstantOfShape", [b.op("Shape", [t])],
+                 value=numpy_helper.from_array(np.zeros(1, np.float16)))
+    return b.op("ScatterND", [zeros, b.op("Unsqueeze", [tok, b.c([1])]), y],
+                reduction="add")
+
+
+def moe(w, d=2048, H=16, KV=4, L=2, S=2048, f=2048, E=8, K=2, hd=None,
+        qk_norm=False, normalize=False, lm=None, experts="dense"):
+    """normalize: the top-k weights renormalised to sum to 1 (Qwen3,
+    Mixtral); experts: "dense" (a loop gated by Equal(TopK index, e), every
+    expert on every token) or "sorted" (sorted_experts)."""
     b = B()
-    mask = causal(b, S, "where" if w == "b" else "add")
-    x = "x"
+    mask = causal(b, S, "where" if w == "b" else "add", built=lm is not None)
+    x = embed(b, d, S, lm, positions=False) if lm else "x"
     for i in range(L):
         p = f"l{i}"
-        x = llama_attn(b, x, d, H, KV, S, p, w, mask)
+        x = llama_attn(b, x, d, H, KV, S, p, w, mask, hd, qk_norm)
         n = rmsnorm(b, x, d, p + ".ffn_norm", "b" if w == "b" else "a")
         t = b.op("Reshape", [n, b.c([-1, d])])
         probs = softmax(b, b.op("MatMul", [t, b.W(p + ".router", [d, E])]),
                         "spelled" if w == "b" else "op")
         topw, topi = b.op("TopK", [probs, b.c([K])], n_out=2, axis=-1)
-        out = None
-        for e in range(E):
+        if normalize:
+            topw = b.op("Div", [topw, b.op("ReduceSum", [topw, b.c([-1])], keepdims=1)])
+        out = sorted_experts(b, t, d, f, E, K, topw, topi, p) if experts == "sorted" else None
+        for e in range(E if experts == "dense" else 0):
             y = swiglu(b, t, d, f, f"{p}.e{e}", "a" if w != "c" else "c")
             sel = b.op("Cast", [b.op("Equal", [topi, b.c(e)])], to=F16)
             gate = b.op("ReduceSum", [b.op("Mul", [topw, sel]), b.c([-1])], keepdims=1)
             y = b.op("Mul", [y, gate])
             out = y if out is None else b.op("Add", [out, y])
         x = b.op("Add", [x, b.op("Reshape", [out, b.c([-1, S, d])])])
-    rmsnorm(b, x, d, "norm", "b" if w == "b" else "a")
-    return finish(b, "moe_" + w, ["batch", S, d])
+    x = rmsnorm(b, x, d, "norm", "b" if w == "b" else "a")
+    if lm:
+        lm_head(b, x, d, lm)
+    return finish_lm(b, "moe_" + w, lm, ["batch", S, d])
 
 
 # --- ViT ----------------------------------------------------------------------

@@ -26,14 +26,15 @@ HEADER = ("id,hw,hw_files,devices,model,seq,batch,plan,measured,unit,"
           "framework,framework_version,source,notes,precision\n")
 
 
-def run(build, zoo, table_text):
+def run(build, zoo, table_text, extra=()):
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
         f.write(table_text)
         path = f.name
     try:
         p = subprocess.run([sys.executable, VALIDATE, "--build", build,
                             "--zoo", zoo, "--table", path, "--check",
-                            "--jobs", "1"], capture_output=True, text=True)
+                            "--jobs", "1", *extra], capture_output=True,
+                           text=True)
     finally:
         os.unlink(path)
     return p.returncode, p.stdout + p.stderr
@@ -64,9 +65,27 @@ def main():
                   HEADER + ROW.replace("mfu_korthikanti", "furlongs"))
     expect("unknown unit named", rc != 0 and "unknown unit 'furlongs'" in out,
            out)
+    # The second writing (make_alt.py) of the same row: written as
+    # NAME-alt-sSEQ.onnx and planned.
+    rc, out = run(args.build, zoo, "# threshold A100 0.5\n" + HEADER + ROW,
+                  ["--writing", "alt"])
+    expect("alt writing planned", rc == 0 and "ok)" in out
+           and os.path.exists(os.path.join(zoo, "gpt3-22b-alt-s2048.onnx")),
+           out)
+    # A model no alternative writing exists for is one named error.
+    p = subprocess.run([sys.executable, os.path.join(HERE, "make_alt.py"),
+                        zoo, "bert-tiny:128"], capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    expect("no alt writing named", p.returncode != 0 and "bert-tiny: no "
+           "alternative writing for a bert model" in out, out)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "make_alt.py"),
+                        zoo, "gpt3-22b:x"], capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    expect("bad NAME:SEQ named", p.returncode != 0 and
+           "bad model 'gpt3-22b:x'" in out, out)
     for f in failures:
         print("FAILED:", f)
-    print(f"validate.py self-test: {5 - len(failures)} of 5 passed")
+    print(f"validate.py self-test: {8 - len(failures)} of 8 passed")
     return 1 if failures else 0
 
 

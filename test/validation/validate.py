@@ -3,7 +3,8 @@
 
     /usr/bin/python3 test/validation/validate.py --build build
         [--table test/validation/runs.csv] [--zoo DIR] [--only ID,...]
-        [--framework NAME] [--jobs N] [--check] [--json OUT]
+        [--framework NAME] [--writing zoo|alt] [--jobs N] [--check]
+        [--json OUT]
 
 For every row of the table (test/validation/runs.csv: model shape, cluster,
 published plan, global batch, sequence length, the framework that ran it,
@@ -22,6 +23,12 @@ fused kernels, its communication-overlap shares) comes from its profile
 test/validation/frameworks/ for a framework version Loom does not ship), as
 for a user who plans with `--hw FILE --framework NAME`. --framework NAME
 plans every row with NAME instead (e.g. none: Loom without a framework).
+
+--writing alt plans every row on a second writing of the same model
+(test/validation/make_alt.py: the invariance test's builders, as another
+exporter spells the mathematics; cached in --zoo as NAME-alt-sSEQ.onnx).
+The thresholds are the same: a difference between two writings of the
+same mathematics is the cost model's to fix, not the table's.
 
 --check exits 1 when a group's median |error| is above the `# threshold`
 recorded in the table's header (ctest `validation` runs this).
@@ -49,6 +56,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
+MAKE_ALT = os.path.join(HERE, "make_alt.py")
+MAKE_WRITINGS = os.path.join(SRC, "test", "invariance", "make_writings.py")
 
 # Peak dense bf16/fp16 tensor throughput the MFU figures are relative to:
 # A100 312 TFLOP/s (Korthikanti et al. 2022 use it; examples/hw/dgx-a100.yaml).
@@ -120,6 +129,28 @@ def framework_arg(name):
     return name
 
 
+def model_file(row, writing):
+    """The row's model file name (in --zoo) under `writing`."""
+    if writing == "alt":
+        return f"{row['model']}-alt-s{int(row['seq'])}.onnx"
+    return row["model"] + ".onnx"
+
+
+def ensure_alt_models(rows, zoo):
+    """The rows' models in the second writing, (NAME, SEQ) each once."""
+    os.makedirs(zoo, exist_ok=True)
+    stamp = max(os.path.getmtime(p) for p in (MAKE_ZOO, MAKE_ALT,
+                                              MAKE_WRITINGS))
+    missing = sorted({f"{r['model']}:{int(r['seq'])}" for r in rows
+                      if not os.path.exists(os.path.join(
+                          zoo, model_file(r, "alt")))
+                      or os.path.getmtime(os.path.join(
+                          zoo, model_file(r, "alt"))) < stamp})
+    if missing:
+        subprocess.run([sys.executable, MAKE_ALT, zoo, ",".join(missing)],
+                       check=True)
+
+
 def ensure_models(names, zoo):
     os.makedirs(zoo, exist_ok=True)
     stamp = os.path.getmtime(MAKE_ZOO)
@@ -132,8 +163,8 @@ def ensure_models(names, zoo):
                         "--quiet"], check=True)
 
 
-def run_row(row, plan_parallel, zoo, framework=None):
-    cmd = [plan_parallel, os.path.join(zoo, row["model"] + ".onnx")]
+def run_row(row, plan_parallel, zoo, framework=None, writing="zoo"):
+    cmd = [plan_parallel, os.path.join(zoo, model_file(row, writing))]
     for hw in row["hw_files"].split("+"):
         cmd += ["--hw", os.path.join(SRC, hw)]
     cmd += ["--framework", framework_arg(framework or row["framework"]),
@@ -189,6 +220,9 @@ def main(argv=None):
     ap.add_argument("--framework",
                     help="plan every row with this framework instead of "
                          "the row's own (e.g. none)")
+    ap.add_argument("--writing", choices=("zoo", "alt"), default="zoo",
+                    help="the models as make_zoo.py writes them (default) "
+                         "or in a second writing (make_alt.py)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a median |error| passes its threshold")
@@ -200,12 +234,16 @@ def main(argv=None):
     plan_parallel = find_plan_parallel(ap, args.build)
     zoo = args.zoo or os.path.join(args.build, "validation-zoo")
     t0 = time.perf_counter()
-    ensure_models(sorted({r["model"] for r in rows}), zoo)
+    if args.writing == "alt":
+        ensure_alt_models(rows, zoo)
+    else:
+        ensure_models(sorted({r["model"] for r in rows}), zoo)
     t_zoo = time.perf_counter() - t0
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
         results = list(ex.map(
-            lambda r: run_row(r, plan_parallel, zoo, args.framework),
+            lambda r: run_row(r, plan_parallel, zoo, args.framework,
+                              args.writing),
             rows))
 
     failed = False

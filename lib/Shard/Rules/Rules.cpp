@@ -230,8 +230,18 @@ bool RuleContext::mayStayPartial(const Value *V) const {
   ArrayRef<const Node *> Users = getUsers(V);
   if (Users.empty())
     return false; // a graph output, or read by nothing: reduce it
-  return all_of(Users, [](const Node *U) {
-    return U->getDomain().empty() && TakesPartial.count(U->getOpType());
+  return all_of(Users, [&](const Node *U) {
+    if (!U->getDomain().empty() || !TakesPartial.count(U->getOpType()))
+      return false;
+    // Linear in V only where V is one operand: x * x (an RMSNorm's square
+    // as some exporters write it) and a partial divisor are not, and
+    // ruleElementwise reduces them, so the other readers read the reduced
+    // value too (as they do when the square is a Pow).
+    StringRef Op = U->getOpType();
+    if (Op == "Div" && U->getNumInputs() > 1 && U->getInput(1) == V)
+      return false;
+    bool Product = Op == "Mul" || Op == "MatMul" || Op == "Gemm";
+    return !Product || count(U->getInputs(), V) == 1;
   });
 }
 
