@@ -208,6 +208,8 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   EO.MoEImbalance = CU.Opts.MoEImbalance.getValueOr(
       std::max(1.0, CU.Opts.MoECapacityFactor.getValueOr(1.0)));
   EO.DDPBucketParams = CU.Opts.DDPBucketParams.getValueOr(0);
+  EO.EPDispatchPerRank = CU.Opts.EPDispatchPerRank;
+  EO.EPDispatchEfficiency = CU.Opts.EPDispatchEfficiency;
   if (CU.Opts.OptimizerBytesPerParam)
     EO.OptimizerBytesPerParam = *CU.Opts.OptimizerBytesPerParam;
   if (const Optional<PrecisionRecipe> &R = CU.Opts.Precision) {

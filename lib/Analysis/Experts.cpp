@@ -493,6 +493,38 @@ std::vector<const Node *> findIndexRoutedExperts(const Graph &G) {
   return Out;
 }
 
+unsigned getRouterTopK(const Graph &G, const ExpertGroup &EG) {
+  for (const auto &NP : G.getNodes()) {
+    const Node &N = *NP;
+    if (N.getOpType() != "TopK" || !N.getDomain().empty() ||
+        std::max(0, N.Layer) != (int)EG.Layer || !N.getInput(0) ||
+        N.getNumInputs() < 2)
+      continue;
+    const TensorType &In = N.getInput(0)->Type;
+    int64_t Axis = N.getAttrInt("axis", -1);
+    if (Axis < 0)
+      Axis += In.getRank();
+    if (Axis < 0 || Axis >= (int64_t)In.getRank() ||
+        In.Dims[Axis].Size != (int64_t)EG.NumExperts)
+      continue;
+    Optional<std::vector<int64_t>> K = getConstantInts(N.getInput(1));
+    if (K && K->size() == 1 && (*K)[0] > 0 && (*K)[0] < EG.NumExperts)
+      return (unsigned)(*K)[0];
+  }
+  return 0;
+}
+
+double getEPRankCopies(unsigned E, unsigned K, unsigned EP) {
+  if (EP <= 1 || K == 0 || E == 0 || E % EP != 0)
+    return std::max(1u, K);
+  // P(a rank holds none of the K) = prod_{i<K} (E - E/EP - i) / (E - i).
+  double None = 1;
+  unsigned Off = E - E / EP;
+  for (unsigned I = 0; I < K; ++I)
+    None *= I < Off && I < E ? double(Off - I) / double(E - I) : 0.0;
+  return EP * (1 - None);
+}
+
 std::vector<ExpertGroup> findExperts(const Graph &G,
                                      ArrayRef<LayerInfo> Layers) {
   return ExpertFinder(G, Layers).run();

@@ -118,8 +118,14 @@ struct RawOverlap {
   /// Applies only to devices whose name starts with this (empty: any).
   std::string Devices;
 };
+struct RawEPDispatch {
+  std::string Per;
+  double Efficiency = 0;
+  std::string Source;
+};
 struct RawHow {
   std::string Attention;
+  Optional<RawEPDispatch> EPDispatch;
   Optional<std::vector<NameWord>> FusedKernels;
   Optional<RawOverlap> Overlap;
   uint64_t BucketParams = 0;
@@ -279,12 +285,28 @@ template <> struct MappingTraits<RawOverlap> {
   }
 };
 
+template <> struct MappingTraits<RawEPDispatch> {
+  static void mapping(IO &IO, RawEPDispatch &D) {
+    IO.mapRequired("per", D.Per);
+    IO.mapOptional("efficiency", D.Efficiency);
+    IO.mapRequired("source", D.Source);
+  }
+  static std::string validate(IO &, RawEPDispatch &D) {
+    if (D.Per != "rank" && D.Per != "expert")
+      return "ep_dispatch per: rank or expert";
+    return D.Efficiency >= 0 && D.Efficiency <= 1
+               ? ""
+               : "ep_dispatch efficiency must be in [0, 1]";
+  }
+};
+
 template <> struct MappingTraits<RawHow> {
   static void mapping(IO &IO, RawHow &H) {
     IO.mapRequired("attention", H.Attention);
     IO.mapOptional("fused_kernels", H.FusedKernels);
     IO.mapOptional("comm_overlap", H.Overlap);
     IO.mapOptional("fusion", H.Fusion);
+    IO.mapOptional("ep_dispatch", H.EPDispatch);
     IO.mapRequired("ddp_bucket_params", H.BucketParams);
     IO.mapRequired("optimizer_bytes_per_param", H.OptimizerBytes);
     IO.mapRequired("grad_reduce_dtype", H.GradReduce);
@@ -420,6 +442,11 @@ void convertHow(const RawHow &H, FrameworkProfile &F) {
     F.OverlapDevices = H.Overlap->Devices;
   }
   F.DDPBucketParams = (double)H.BucketParams;
+  if (H.EPDispatch) {
+    F.EPDispatchPerRank = H.EPDispatch->Per == "rank";
+    F.EPDispatchEfficiency = H.EPDispatch->Efficiency;
+    F.EPDispatchSource = H.EPDispatch->Source;
+  }
   F.OptimizerBytesPerParam = H.OptimizerBytes;
   F.GradReduce = toGrad(H.GradReduce.S);
   if (H.Fusion)

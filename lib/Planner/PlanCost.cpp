@@ -75,6 +75,9 @@ struct NodeFacts {
 struct EPTraffic {
   bool Stacked = false;
   double TokenBytes = 0, OutputBytes = 0;
+  /// The group's experts and its router's top-k (0: not found), for a
+  /// dispatcher that sends one copy per destination rank.
+  unsigned NumExperts = 0, TopK = 0;
 };
 
 /// What a layer is, whatever the plan: its nodes, MoE traffic, KV cache
@@ -233,6 +236,9 @@ struct PlanEvaluator::Impl {
   std::vector<LayerInfo> Layers;
   const NodeCostMap &Costs;
   const HardwareModel &HW;
+  /// HW with the MoE dispatcher's link efficiency
+  /// (EvaluatorOptions::EPDispatchEfficiency), for the ep all-to-all.
+  HardwareModel EPHW;
   EvaluatorOptions Opts;
   std::vector<LayerFacts> LF;
   /// BoundaryBytes[l]: activations crossing from layers < l into >= l.
@@ -281,6 +287,11 @@ struct PlanEvaluator::Impl {
        const EvaluatorOptions &Opts)
       : G(G), Layers(Ls.begin(), Ls.end()), Costs(Costs), HW(HW), Opts(Opts),
         Outer(Outer) {
+    if (Opts.EPDispatchEfficiency > 0) {
+      EPHW = HW;
+      for (TopologyLevel &L : EPHW.Topology)
+        L.Efficiency = Opts.EPDispatchEfficiency;
+    }
     if (Layers.empty()) {
       LayerInfo L;
       Layers.push_back(L);
@@ -681,6 +692,8 @@ void PlanEvaluator::Impl::collectTransfers() {
     T.Stacked = EG.isStacked();
     T.TokenBytes = valueBytes(EG.Tokens);
     T.OutputBytes = valueBytes(EG.Output);
+    T.NumExperts = EG.NumExperts;
+    T.TopK = T.Stacked ? getRouterTopK(G, EG) : 0;
     LF[EG.Layer].EP.push_back(T);
   }
 
@@ -1364,6 +1377,14 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         double Imb = X.Stacked ? Opts.MoEImbalance : 1.0;
         double In = X.TokenBytes * C.ActScale / C.SeqDiv * Imb,
                Out = X.OutputBytes * C.ActScale / C.SeqDiv * Imb;
+        // A dispatcher that sends a token once per destination rank
+        // (DeepEP) moves getEPRankCopies of its k expert copies there,
+        // and its combine sums a rank's k outputs before sending them back.
+        if (Opts.EPDispatchPerRank && X.Stacked && X.TopK > 1) {
+          double F = getEPRankCopies(X.NumExperts, X.TopK, EP) / X.TopK;
+          In *= F;
+          Out *= F;
+        }
         if (LastEP.Valid && LastEP.Stacked == X.Stacked && LastEP.In == In &&
             LastEP.Out == Out) {
           S.EPFwd += LastEP.Cm;
@@ -1371,11 +1392,12 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
             S.EPBwd += LastEP.Cm;
           continue;
         }
+        const HardwareModel &AH = Opts.EPDispatchEfficiency > 0 ? EPHW : HW;
         double Cm =
             X.Stacked
-                ? collectiveTime(CollectiveKind::AllToAll, In, C.EPG, HW)
+                ? collectiveTime(CollectiveKind::AllToAll, In, C.EPG, AH)
                           .Seconds +
-                      collectiveTime(CollectiveKind::AllToAll, Out, C.EPG, HW)
+                      collectiveTime(CollectiveKind::AllToAll, Out, C.EPG, AH)
                           .Seconds
                 // Every expert sees every token: gather the ep ranks'
                 // tokens, reduce-scatter the summed output back.

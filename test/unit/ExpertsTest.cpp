@@ -320,3 +320,68 @@ TEST(ExpertsTest, CompletePlanCarvesEPOutOfDP) {
 }
 
 } // namespace
+
+TEST(ExpertsTest, RankCopiesOfADispatcherThatSendsPerRank) {
+  // One expert per rank: a token's k experts are on k ranks.
+  EXPECT_DOUBLE_EQ(getEPRankCopies(8, 2, 8), 2.0);
+  // Top-1: one rank whatever the split.
+  EXPECT_DOUBLE_EQ(getEPRankCopies(16, 1, 4), 1.0);
+  // 8 experts over 2 ranks, top-2: a rank holds neither with probability
+  // C(4,2)/C(8,2) = 6/28, so 2 (1 - 6/28) = 22/14 ranks per token.
+  EXPECT_DOUBLE_EQ(getEPRankCopies(8, 2, 2), 22.0 / 14);
+  // Qwen3-30B-A3B at ep=8: 8 (1 - C(112,8)/C(128,8)) = 5.3394 (Python's
+  // math.comb: 5.339356895383487) of its 8 copies.
+  EXPECT_NEAR(getEPRankCopies(128, 8, 8), 5.339356895383487, 1e-12);
+  // No ep split: the k copies stay.
+  EXPECT_DOUBLE_EQ(getEPRankCopies(128, 8, 1), 8.0);
+}
+
+/// StackedModel with a router: scores [32, 8] over the 8 experts, top-2.
+static const char *RoutedStackedModel =
+    R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[8,4,16] xe, float[32,16] x) => (float[8,4,16] y, float[32,16] z, float[32,2] v)
+<float[16,16] wd, float[16,8] wr, float[8,16,32] w1, float[8,32,16] w2, int64[1] k = {2}> {
+  z = MatMul (x, wd)
+  s = MatMul (x, wr)
+  v, i = TopK <axis = -1> (s, k)
+  h = MatMul (xe, w1)
+  r = Relu (h)
+  y = MatMul (r, w2)
+}
+)";
+
+TEST(ExpertsTest, PerRankDispatchMovesFewerCopies) {
+  CompilationUnit CU = loadTextModel(RoutedStackedModel);
+  std::vector<ExpertGroup> Groups = findExperts(CU.M->getGraph(), CU.Layers);
+  ASSERT_EQ(Groups.size(), 1u);
+  EXPECT_EQ(getRouterTopK(CU.M->getGraph(), Groups[0]), 2u);
+  EXPECT_EQ(getRouterTopK(loadTextModel(StackedModel).M->getGraph(), Groups[0]),
+            0u);
+  Expected<HardwareModel> HW = loadHardwareModel(
+      std::string(LOOM_SOURCE_DIR) + "/examples/hw/atlas800t-a2.yaml");
+  ASSERT_TRUE(!!HW) << toString(HW.takeError());
+  CU.HW = &*HW;
+  runPipeline(CU, "annotate-costs");
+  auto EPComm = [&](bool PerRank, double Imb) {
+    EvaluatorOptions EO;
+    EO.Batch = 8;
+    EO.Seq = 4;
+    EO.MoEImbalance = Imb;
+    EO.EPDispatchPerRank = PerRank;
+    PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *HW, EO);
+    ParallelPlan P;
+    P.DP = 8;
+    P.EP = 2;
+    P.NumMicroBatches = 1;
+    Expected<PlanCost> PC = Eval.evaluate(P);
+    EXPECT_TRUE(!!PC) << (PC ? "" : toString(PC.takeError()));
+    return PC ? PC->Stages[0].EPCommS : 0.0;
+  };
+  // The all-to-all is L + X (latency, bytes); moe.imbalance 2 doubles the
+  // bytes: X = EP(2) - EP(1). Per rank, 8 experts over ep=2 at top-2
+  // send 22/14 of the 2 copies (above): L + 11/14 X.
+  double One = EPComm(false, 1), Two = EPComm(false, 2), Rank = EPComm(true, 1);
+  double X = Two - One;
+  EXPECT_GT(X, 0);
+  EXPECT_NEAR(Rank, One - (1 - 11.0 / 14) * X, 1e-12);
+}

@@ -71,6 +71,8 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
   }
   if (!O.DDPBucketParams && F.DDPBucketParams > 0)
     O.DDPBucketParams = F.DDPBucketParams;
+  O.EPDispatchPerRank = F.EPDispatchPerRank;
+  O.EPDispatchEfficiency = F.EPDispatchEfficiency;
   if (!F.AnyPlan)
     O.OptimizerBytesPerParam = F.OptimizerBytesPerParam;
   if (!F.TPOverlapShare && !F.DPOverlapShare && !F.PPOverlapShare)

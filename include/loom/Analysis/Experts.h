@@ -100,6 +100,21 @@ bool keepExpertGroupsWhole(Graph &G, std::vector<LayerInfo> &Layers);
 /// token, scaled by a gate that is 0 for unrouted tokens) or "unrolled".
 std::string getExpertPattern(const ExpertGroup &EG);
 
+/// The router's top-k of \p EG: K of the TopK in its layer that picks
+/// among its NumExperts scores (the last dim of its input); 0 when none is
+/// found (an unrolled or hand-gated writing).
+unsigned getRouterTopK(const Graph &G, const ExpertGroup &EG);
+
+/// The expected number of distinct ep ranks a token's \p K experts live
+/// on, with \p E experts split evenly over \p EP ranks and routing uniform
+/// over the C(E, K) choices: EP (1 - C(E - E/EP, K) / C(E, K)), the chance
+/// that a rank holds none of the token's experts being the hypergeometric
+/// C(E - E/EP, K) / C(E, K). 1 at K = 1; EP when every rank must be hit.
+/// What a dispatcher that sends one copy per destination rank moves
+/// (DeepEP: deep_ep Buffer.get_dispatch_layout's is_token_in_rank,
+/// [tokens, ranks]), against K copies per token otherwise.
+double getEPRankCopies(unsigned E, unsigned K, unsigned EP);
+
 } // namespace loom
 
 #endif // LOOM_PLAN_EXPERTS_H

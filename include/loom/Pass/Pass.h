@@ -58,6 +58,11 @@ struct CompileOptions {
   /// --set ddp.bucket_size=N: the DP gradient bucket, in parameters;
   /// unset: Megatron-Core's default (EvaluatorOptions::DDPBucketParams).
   llvm::Optional<double> DDPBucketParams;
+  /// The framework's MoE dispatcher sends a routed token once per
+  /// destination ep rank (FrameworkProfile::EPDispatchPerRank).
+  bool EPDispatchPerRank = false;
+  /// Its all-to-all's share of link bandwidth; 0: the topology's.
+  double EPDispatchEfficiency = 0;
   /// --compare PLAN (as given, and parsed): plans search-parallelism also
   /// completes and costs beside the unconstrained best.
   std::vector<std::pair<std::string, PlanSpec>> Compare;

@@ -128,6 +128,15 @@ struct FrameworkProfile {
   /// The DP gradient bucket in parameters; 0: Megatron-Core's
   /// max(40M, 1M x dp).
   double DDPBucketParams = 0;
+  /// How its MoE dispatcher sends a routed token over ep (`how:
+  /// ep_dispatch`): once per destination rank (DeepEP: the rank's experts
+  /// share one copy; the combine sums them there) instead of once per
+  /// chosen expert (Megatron's alltoall dispatcher).
+  bool EPDispatchPerRank = false;
+  /// The share of each link's bandwidth its all-to-all kernels reach
+  /// (replacing the topology level's efficiency for them); 0: the level's.
+  double EPDispatchEfficiency = 0;
+  std::string EPDispatchSource;
   /// fp32 master weights and Adam moments.
   double OptimizerBytesPerParam = 12;
   GradPrecision GradReduce = GradPrecision::FP32;

@@ -81,6 +81,14 @@ struct EvaluatorOptions {
   /// with --overlap-grad-reduce, max(40M, 1M x dp) (DDP's bucket_size).
   /// With dp overlap the last bucket's reduction is exposed.
   double DDPBucketParams = 0;
+  /// The MoE dispatch sends a routed token once per destination ep rank
+  /// (DeepEP), not once per chosen expert: the stacked experts' all-to-all
+  /// carries getEPRankCopies of the k copies (the combine likewise).
+  bool EPDispatchPerRank = false;
+  /// The MoE all-to-all's share of each link's bandwidth (the
+  /// dispatcher's measured figure, replacing the topology level's
+  /// efficiency for it); 0: the level's.
+  double EPDispatchEfficiency = 0;
   /// The model's default-domain opset (the sharding rules of Softmax and
   /// Slice depend on it); 0: the latest.
   int64_t Opset = 0;
