@@ -240,9 +240,10 @@ private:
       StringRef Named = C.FusedKernel;
       if (!Named.empty()) {
         // The named element-wise kernels are generic fusion's special
-        // cases: a norm is a reduction, swiglu and rotary are loops.
+        // cases: a norm is a reduction, swiglu, gelu and rotary are loops.
         bool Norm = Named == "rmsnorm" || Named == "layernorm";
-        if (!(Norm || Named == "swiglu" || Named == "rotary") ||
+        if (!(Norm || Named == "swiglu" || Named == "rotary" ||
+              Named == "gelu") ||
             C.FusedMembers.empty() || (Norm && !Rules->get("reduction")) ||
             (!Norm && !Loop))
           continue;

@@ -16,6 +16,18 @@
 //   (Megatron's chunked gate/up and HF's two projections alike). A SiLU
 //   without the gating product, or a Sigmoid of another value (GLU), is
 //   not SwiGLU.
+// GELU (bias-GELU, Megatron's jit-fused bias_gelu): x times a function of
+//   Erf or Tanh of a polynomial in x, whatever the spelling -- the exact
+//   x * 0.5 * (1 + erf(x / sqrt 2)) with Div or Mul by 1/sqrt 2 and the
+//   0.5 on either side, the tanh approximation x * 0.5 * (1 + tanh(
+//   0.79788456 (x + 0.044715 x^3))) with Pow(x, 3) or x * x * x, and opset
+//   20's Gelu op -- taken from the Erf/Tanh: its argument is built from one
+//   activation x by Add, Sub, Mul, Div, Pow and Cast with scalar constants
+//   (or x again); after it, a chain of the same ops adds 1 and multiplies
+//   by x (or x scaled by a constant). With a bias Add (a weight of the last
+//   axis' size) producing x and read only by the GELU, the bias is fused
+//   too. Erf or Tanh used otherwise (Mish's tanh of softplus, a plain Tanh
+//   activation) is not GELU.
 // Rotary (rotate-half, GPT-NeoX/HF LLaMA): the halves of x's last axis by
 //   two Slices or one Split; Concat(Neg(second), first); Mul by sin; Add
 //   to Mul(x, cos). The interleaved (GPT-J) writing is not recognised.
@@ -98,6 +110,7 @@ public:
     bool Norm = is_contained(Kernels, "rmsnorm"),
          LN = is_contained(Kernels, "layernorm"),
          Swi = is_contained(Kernels, "swiglu"),
+         Gel = is_contained(Kernels, "gelu"),
          Rot = is_contained(Kernels, "rotary");
     std::vector<ElementwiseRegion> Out;
     for (const auto &NP : G.getNodes()) {
@@ -111,6 +124,8 @@ public:
         Found = matchNorm(N, R) && (R.Kernel == "rmsnorm" ? Norm : LN);
       else if (Op == "Sigmoid" && Swi)
         Found = matchSwiGLU(N, R);
+      else if ((Op == "Erf" || Op == "Tanh" || Op == "Gelu") && Gel)
+        Found = matchGelu(N, R);
       else if (Op == "Neg" && Rot)
         Found = matchRotary(N, R);
       else if ((Op == "RMSNormalization" && Norm) ||
@@ -348,6 +363,116 @@ private:
       R.Saved = {GU};
       R.Members.insert(R.Members.begin(), Sp);
     }
+    return true;
+  }
+
+  /// The element-wise steps a GELU's polynomial and its x * (1 + .) are
+  /// written with.
+  static bool isPolyStep(const Node *D) {
+    if (!D || D->getDomain() != "" || D->getNumOutputs() != 1)
+      return false;
+    StringRef Op = D->getOpType();
+    return Op == "Add" || Op == "Sub" || Op == "Mul" || Op == "Div" ||
+           Op == "Pow" || Op == "Cast";
+  }
+
+  /// Whether every input of \p D is a scalar constant or in \p Of, and at
+  /// least one is in \p Of.
+  static bool readsOnly(const Node *D, const DenseSet<const Value *> &Of) {
+    bool Any = false;
+    for (const Value *V : D->getInputs()) {
+      if (V && Of.count(V))
+        Any = true;
+      else if (!V || !scalarConstant(V))
+        return false;
+    }
+    return Any;
+  }
+
+  bool matchGelu(const Node &A, ElementwiseRegion &R) {
+    const Value *X = A.getInput(0);
+    std::vector<const Node *> M = {&A};
+    bool Times = false, PlusOne = false;
+    if (A.getOpType() == "Gelu") {
+      Times = PlusOne = true;
+    } else {
+      // Up: the argument's steps back to the one activation x they read.
+      SmallVector<const Value *, 8> Work = {X};
+      DenseSet<const Value *> Leaves;
+      while (!Work.empty() && M.size() < 16) {
+        const Value *V = Work.pop_back_val();
+        const Node *D = V ? V->getDefiningNode() : nullptr;
+        bool Step = isPolyStep(D) && !Taken.count(D) &&
+                    all_of(D->getInputs(), [](const Value *In) {
+                      return In && (scalarConstant(In) || isActivation(In));
+                    });
+        if (!Step) {
+          Leaves.insert(V);
+          continue;
+        }
+        if (!is_contained(M, D))
+          M.push_back(D);
+        for (const Value *In : D->getInputs())
+          if (!scalarConstant(In))
+            Work.push_back(In);
+      }
+      if (!Work.empty() || Leaves.size() != 1 || !isActivation(*Leaves.begin()))
+        return false;
+      X = *Leaves.begin();
+    }
+    // Down: 1 + ., times x (or a scaled x), scaled, cast.
+    DenseSet<const Value *> FromX = {X};
+    const Value *Cur = A.getOutput(0);
+    DenseSet<const Value *> Known = {Cur};
+    for (const Node *D : M)
+      Known.insert(D->getOutput(0));
+    while (A.getOpType() != "Gelu") {
+      auto It = Users.find(Cur);
+      if (GraphOutputs.count(Cur) || It == Users.end() ||
+          It->second.size() != 1)
+        break;
+      const Node *U = It->second.front();
+      if (!isPolyStep(U) || Taken.count(U))
+        break;
+      const Value *O = U->getNumInputs() == 2 ? other(U, Cur) : nullptr;
+      if (O && !scalarConstant(O) && !FromX.count(O)) {
+        // x scaled on the side (Mul(x, 0.5)) before the product.
+        const Node *Side = O->getDefiningNode();
+        if (!isPolyStep(Side) || Taken.count(Side) || !readsOnly(Side, FromX))
+          break;
+        M.push_back(Side);
+        FromX.insert(O);
+      }
+      if (U->getOpType() == "Add" && O && scalarConstant(O))
+        PlusOne |= *scalarConstant(O) == 1;
+      if (U->getOpType() == "Mul" && O && FromX.count(O))
+        Times = true;
+      M.push_back(U);
+      Cur = U->getOutput(0);
+    }
+    if (!Times || !PlusOne || !Cur->Type.HasShape || Cur->Type != X->Type)
+      return false;
+    R.Kernel = "gelu";
+    R.Out = A.getOpType() == "Gelu" ? A.getOutput(0) : Cur;
+    R.Inputs = {X};
+    R.Saved = {X};
+    // Bias-GELU: the bias Add before it, when only the GELU reads its sum.
+    const Node *B = def(X, "Add");
+    const Value *Bias = B ? (isNormWeight(B->getInput(1), X)   ? B->getInput(1)
+                             : isNormWeight(B->getInput(0), X) ? B->getInput(0)
+                                                               : nullptr)
+                          : nullptr;
+    const Value *Y = Bias ? other(B, Bias) : nullptr;
+    auto XUsers = Users.find(X);
+    if (Y && isActivation(Y) && Y->Type == X->Type && !GraphOutputs.count(X) &&
+        XUsers != Users.end() && all_of(XUsers->second, [&](const Node *U) {
+          return is_contained(M, U);
+        })) {
+      M.push_back(B);
+      R.Inputs = {Y, Bias};
+      R.Saved = {Y};
+    }
+    R.Members = std::move(M);
     return true;
   }
 

@@ -138,8 +138,8 @@ constexpr uint64_t MaxDevices = 262144;
 const char *const KnownClasses[] = {"aicore", "aicpu", "hbm_pim", "ssd"};
 const char *const KnownMemories[] = {"hbm", "host", "ssd"};
 const char *const KnownFusionRules[] = {"epilogue", "loop", "reduction"};
-const char *const KnownFusedKernels[] = {"attention", "layernorm", "rmsnorm",
-                                         "rotary", "swiglu"};
+const char *const KnownFusedKernels[] = {"attention", "gelu",   "layernorm",
+                                         "rmsnorm",   "rotary", "swiglu"};
 
 std::string formatNumber(double V) {
   std::string S;

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Self-test of validate.py: its check passes and fails on the threshold, and
-a malformed table is one named error. One small row (8 GPUs) keeps it fast.
+"""Self-test of validate.py: its check passes and fails on the thresholds
+(median and max), and a malformed table is one named error. One small row
+(8 GPUs) keeps it fast.
 
     /usr/bin/python3 test/validation/test_validate.py --build build
 """
@@ -59,6 +60,15 @@ def main():
     expect("zero threshold fails", rc == 1 and "FAILED" in out, out)
     rc, out = run(args.build, zoo, "# threshold A100 x\n" + HEADER + ROW)
     expect("bad threshold named", rc != 0 and "bad threshold 'x'" in out, out)
+    # The largest |error| has its own limit: a generous median with a max
+    # of 0 fails, on the max alone.
+    rc, out = run(args.build, zoo, "# threshold A100 0.5\n"
+                  "# max_threshold A100 0\n" + HEADER + ROW)
+    expect("zero max threshold fails", rc == 1
+           and "threshold 50.0%: ok; max threshold 0.0%: FAILED" in out, out)
+    rc, out = run(args.build, zoo, "# max_threshold A100 y\n" + HEADER + ROW)
+    expect("bad max threshold named",
+           rc != 0 and "bad max_threshold 'y'" in out, out)
     rc, out = run(args.build, zoo, HEADER + ROW.replace("0.415", "", 1))
     expect("empty column named", rc != 0 and "empty measured" in out, out)
     rc, out = run(args.build, zoo,
@@ -85,7 +95,7 @@ def main():
            "bad model 'gpt3-22b:x'" in out, out)
     for f in failures:
         print("FAILED:", f)
-    print(f"validate.py self-test: {8 - len(failures)} of 8 passed")
+    print(f"validate.py self-test: {10 - len(failures)} of 10 passed")
     return 1 if failures else 0
 
 

@@ -47,7 +47,8 @@ resolveFrameworks(Optional<StringRef> Flag, ArrayRef<ExportTarget> Exports) {
 /// the traffic and the launches, not the rate. Fused attention is not
 /// here: its efficiency is the hardware's (fused_kernels.attention).
 static bool isElementwiseFusedKernel(StringRef K) {
-  return K == "rmsnorm" || K == "layernorm" || K == "swiglu" || K == "rotary";
+  return K == "rmsnorm" || K == "layernorm" || K == "swiglu" || K == "rotary" ||
+         K == "gelu";
 }
 
 void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,

@@ -228,7 +228,7 @@ static cl::opt<bool> NoPrune(
     cl::cat(LoomCategory));
 static cl::opt<std::string> FusedKernelsOpt(
     LOOM_OPT("fused-kernels"),
-    cl::value_desc("none|all|attention,rmsnorm,layernorm,swiglu,rotary"),
+    cl::value_desc("none|all|attention,rmsnorm,layernorm,swiglu,gelu,rotary"),
     cl::desc("Fused kernels to cost regions as (default: all those the "
              "hardware's fused_kernels lists)"),
     cl::cat(LoomCategory));
