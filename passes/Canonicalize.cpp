@@ -27,12 +27,6 @@
 //    epsilons), and what fold-shape-arith folded from the batch and
 //    sequence (masks, rotary tables, the zeros an index_add starts from),
 //    which are data, not weights.
-//  - the converse: initializers that are data, not weights (integer
-//    tensors read only as shapes, axes, bounds or indices; one-element
-//    floats and additive masks of 0 and <= -1e4 that no node reads as a
-//    weight) become `Constant` nodes, as torch
-//    writes them; onnx.helper code stores every constant as an
-//    initializer, and they counted as parameters (and memory) there only.
 //  - other `Identity` nodes are bypassed (unless a graph output, or read
 //    by name from a Loop/If/Scan body).
 //  - `Div(x, c)` with c a constant scalar 2^k becomes `Mul(x, 2^-k)` (the
@@ -63,7 +57,6 @@
 #include "loom/Support/DataType.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/MathExtras.h"
 #include <cmath>
 
@@ -79,7 +72,7 @@ constexpr unsigned MaxRounds = 16;
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
            Constants = 0, Gemms = 0, BiasSwaps = 0, Masks = 0, Splits = 0,
-           Rounds = 0, Reinferred = 0, DataParams = 0;
+           Rounds = 0, Reinferred = 0;
   unsigned total() const {
     return Params + Identities + Divs + Transposes + Reshapes + Constants +
            Gemms + BiasSwaps + Masks + Splits;
@@ -231,76 +224,6 @@ private:
     return false;
   }
 
-public:
-  /// Initializers that are data, not weights, become `Constant` nodes, as
-  /// torch.onnx writes them (the converse of rewriteConstant): integer
-  /// tensors read only as shapes, axes, bounds or indices, and, when no
-  /// node reads them as a weight, one-element floats
-  /// (scales, epsilons) and additive masks (every element 0 or <= -1e4,
-  /// at least one of them masked). onnx.helper code stores its constants
-  /// as initializers; without this they counted as parameters and memory.
-  void rewriteDataInitializers() {
-    Users = buildUseMap(G);
-    collectSubgraphReads(G, SubgraphReads, false);
-    std::vector<Value *> Data;
-    for (Value *P : G.getParameters())
-      if (isDataInitializer(P))
-        Data.push_back(P);
-    for (Value *P : Data)
-      G.turnParameterIntoConstant(P);
-    C.DataParams += Data.size();
-  }
-
-private:
-  /// Whether \p U reads its input \p I as a shape, axes, bounds or
-  /// indices operand (what onnx.helper code writes as int64 initializers
-  /// and torch as Constant nodes or shape arithmetic).
-  static bool readsAsShapeOrIndex(const Node &U, unsigned I) {
-    if (I == 0)
-      return false;
-    return StringSwitch<bool>(U.getOpType())
-        .Cases("Reshape", "Expand", "Tile", "Slice", "Unsqueeze", "Squeeze",
-               true)
-        .Cases("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", true)
-        .Cases("Split", "TopK", "Pad", "Gather", true)
-        .Default(false);
-  }
-
-  bool isDataInitializer(const Value *P) const {
-    if (P->AlsoGraphInput || !P->Data ||
-        P->Data->getKind() != TensorData::Kind::Inline || !canBypass(P))
-      return false;
-    auto It = Users.find(P);
-    if (It == Users.end())
-      return false;
-    if (isInteger(P->Type.Elem) || P->Type.Elem == DataType::Bool)
-      return all_of(It->second, [&](const Node *U) {
-        for (unsigned I = 0; I < U->getNumInputs(); ++I)
-          if (U->getInput(I) == P && !readsAsShapeOrIndex(*U, I))
-            return false;
-        return true;
-      });
-    if (!isFloatingPoint(P->Type.Elem))
-      return false;
-    for (const Node *U : It->second)
-      for (unsigned I = 0; I < U->getNumInputs(); ++I)
-        if (U->getInput(I) == P && readsAsWeight(*U, I))
-          return false;
-    Optional<std::vector<double>> F = getConstantFloats(P);
-    if (!F || F->empty())
-      return false;
-    if (F->size() == 1)
-      return true;
-    bool Masked = false;
-    for (double X : *F) {
-      if (X <= -1e4)
-        Masked = true;
-      else if (X != 0)
-        return false;
-    }
-    return Masked;
-  }
-
   void rewriteConstant(Node &N) {
     Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
     const Attribute *A = N.getAttribute("value");
@@ -448,8 +371,6 @@ public:
        << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)";
     if (Last.Constants)
       OS << ", " << Last.Constants << " weight Constant(s) made parameters";
-    if (Last.DataParams)
-      OS << ", " << Last.DataParams << " data initializer(s) made Constants";
     if (Last.Gemms)
       OS << ", " << Last.Gemms << " Gemm -> MatMul [+ Add]";
     if (Last.BiasSwaps)
@@ -467,7 +388,6 @@ public:
     Counts C;
     Graph &G = CU.M->getGraph();
     Canonicalizer Canon(G, C, CU.M->getOpsetVersion(""));
-    Canon.rewriteDataInitializers();
     unsigned Round = 0;
     for (; Round < MaxRounds; ++Round)
       if (!Canon.sweep())
