@@ -856,8 +856,8 @@ public:
       OS << "\n";
     }
     if (!Indexed.empty())
-      OS << "#   index-routed: " << Indexed.size()
-         << " expert(s) (NonZero over the routing mask, e.g. '"
+      OS << "#   " << describeIndexRoutedExperts(Indexed)
+         << " (NonZero over the routing mask, e.g. '"
          << Indexed.front()->getName()
          << "'): planned at the expected tokens per expert, not split by "
             "ep\n";

@@ -18,10 +18,25 @@
 // such a Loop into that form, in place of the Loop, so that the planning
 // graph and the graphs shard emits (it replays the front-end passes) agree.
 //
+// With 1-D ids and an offsets input (TorchRec's and the reference DLRM's
+// form: bags of any size), the offsets are data: bag b reads the ids in
+// [starts[b], ends[b]) of vectors the Loop reads at the iteration (torch:
+// Concat(offsets, [N]) and its Slice [1:]). That Loop computes
+//
+//   mask[b, n] = starts[b] <= n < ends[b]                       [B, N]
+//   sum  = MatMul(mask, Gather(table, ids[N]) (* w[N, 1]))
+//   mean = sum / max(count, 1),  max = Where(mask, rows, -inf) reduced
+//
+// for offsets that are positions (non-negative, as torch requires them);
+// the one lookup of all N ids makes the table shardable like the others.
+// An empty bag pools to 0 there, as torch defines it (the exported Loop
+// gives ONNX Runtime's NaN / -inf for a mean / max over no rows).
+//
 // Anything else stays a Loop (emitted replicated): a body with any other
-// node, offsets that are not constants of one stride (1-D ids with an
-// offsets input: bags of varying size), loop-carried values, a reduction
-// over another axis or with keepdims, ids read other than by the one slice.
+// node, constant offsets not of one stride, bounds that are neither
+// constants nor static vectors of the enclosing graph, loop-carried
+// values, a reduction over another axis or with keepdims, ids read other
+// than by the one slice.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/IR/Graph.h"
@@ -33,6 +48,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
+#include <cmath>
 
 using namespace llvm;
 
@@ -47,6 +63,12 @@ struct BagLoop {
   Value *FlatWts = nullptr; ///< [B * L] per-sample weights, or null.
   std::string Reduce;       ///< ReduceSum / ReduceMean / ReduceMax.
   int64_t Bags = 0, BagSize = 0;
+  /// Bags of any size (1-D ids + offsets): bag b is FlatIds[Starts[b],
+  /// Ends[b]) (or [Starts[b], Starts[b] + EndDelta)), bounds read at run
+  /// time; BagSize is unused.
+  bool Ragged = false;
+  Value *Starts = nullptr, *Ends = nullptr;
+  int64_t EndDelta = 0;
 };
 
 bool isDefault(const Node &N) {
@@ -184,6 +206,34 @@ bool isAlwaysTrue(const Value *V, const Graph &Body,
   return true;
 }
 
+/// A vector of bag bounds read at run time: a rank-1 static integer value
+/// of the enclosing graph with at least \p B elements.
+bool isOuterBounds(const Value *V, const Graph &Body, int64_t B) {
+  return V && V->getGraph() != &Body && V->Type.getRank() == 1 &&
+         V->Type.isStatic() && V->Type.Dims[0].Size >= B &&
+         isInteger(V->Type.Elem);
+}
+
+/// The bags of any size of 1-D ids + offsets: the bounds are data, read
+/// at the iteration from outer vectors (torch: Concat(offsets, [N]) and
+/// its Slice [1:]), or the start plus a constant size.
+bool matchRaggedBounds(const BagBounds &Bounds, const Graph &Body, int64_t N,
+                       BagLoop &R) {
+  int64_t B = R.Bags;
+  if (!isOuterFlat(R.FlatIds, Body, N) ||
+      (R.FlatWts && !isOuterFlat(R.FlatWts, Body, N)) ||
+      !isOuterBounds(Bounds.Starts, Body, B) ||
+      (Bounds.Ends && !isOuterBounds(Bounds.Ends, Body, B)))
+    return false;
+  R.Ragged = true;
+  R.Starts = const_cast<Value *>(Bounds.Starts);
+  R.Ends = const_cast<Value *>(Bounds.Ends);
+  // Slice clamps the end at N: a larger size reads the same ids (and
+  // start + size cannot overflow once the size is at most N).
+  R.EndDelta = std::min(Bounds.EndDelta, N);
+  return true;
+}
+
 /// Whether \p L is a torch-style EmbeddingBag Loop of fixed bag size;
 /// fills \p R.
 bool matchBagLoop(Node &L, BagLoop &R) {
@@ -254,19 +304,32 @@ bool matchBagLoop(Node &L, BagLoop &R) {
         !(isDefault(*N) && N->getOpType() == "Constant"))
       return false;
 
-  // Offsets of one stride L over all N ids: bag b is ids[b L, (b + 1) L).
-  // Bounds are checked against N before any product (no overflow on
-  // hostile offsets).
   int64_t B = (*Trip)[0];
   if (Flat->Type.getRank() != 1 || !Flat->Type.isStatic())
     return false;
   int64_t N = Flat->Type.Dims[0].Size;
-  if (N < B || N % B)
+  if (!isInteger(Flat->Type.Elem) ||
+      (FlatW && FlatW->Type.Elem != Table->Type.Elem))
     return false;
-  int64_t Len = N / B;
   Optional<std::vector<int64_t>> S = getConstantInts(Bounds.Starts);
   Optional<std::vector<int64_t>> E =
       Bounds.Ends ? getConstantInts(Bounds.Ends) : None;
+  R.Loop = &L;
+  R.Table = Table;
+  R.FlatIds = Flat;
+  R.FlatWts = FlatW;
+  R.Reduce = Red->getOpType().str();
+  R.Bags = B;
+  // Bounds that are data (1-D ids + an offsets input): bags of any size.
+  if (!S || (Bounds.Ends && !E))
+    return matchRaggedBounds(Bounds, Body, N, R);
+
+  // Offsets of one stride L over all N ids: bag b is ids[b L, (b + 1) L).
+  // Bounds are checked against N before any product (no overflow on
+  // hostile offsets).
+  if (N < B || N % B)
+    return false;
+  int64_t Len = N / B;
   if (!S || (int64_t)S->size() < B ||
       (Bounds.Ends && (!E || (int64_t)E->size() < B)) ||
       (!Bounds.Ends && Bounds.EndDelta != Len))
@@ -276,15 +339,6 @@ bool matchBagLoop(Node &L, BagLoop &R) {
       return false;
   if (!isOuterFlat(Flat, Body, N) || (FlatW && !isOuterFlat(FlatW, Body, N)))
     return false;
-  if (!isInteger(Flat->Type.Elem) ||
-      (FlatW && FlatW->Type.Elem != Table->Type.Elem))
-    return false;
-  R.Loop = &L;
-  R.Table = Table;
-  R.FlatIds = Flat;
-  R.FlatWts = FlatW;
-  R.Reduce = Red->getOpType().str();
-  R.Bags = B;
   R.BagSize = Len;
   return true;
 }
@@ -401,6 +455,8 @@ private:
   /// result's name \p OutName (graph outputs keep their names).
   Value *rewrite(const BagLoop &R, StringRef LoopName, StringRef OutName) {
     Prefix = LoopName.empty() ? OutName.str() : LoopName.str();
+    if (R.Ragged)
+      return rewriteRagged(R, OutName);
     int64_t B = R.Bags, L = R.BagSize, D = R.Table->Type.Dims[1].Size;
     DataType Elem = R.Table->Type.Elem;
     Value *Ids = as2D(map(R.FlatIds), B, L, "ids");
@@ -427,6 +483,112 @@ private:
     return Red->getOutput(0);
   }
 
+  /// Bags of any size: the N ids' rows, one lookup of the table,
+  /// pooled by a [B, N] 0/1 membership mask (pos in [start, end)):
+  ///   sum  = MatMul(mask, rows)
+  ///   mean = sum / max(count, 1)
+  ///   max  = Where(count > 0, ReduceMax(Where(mask, rows, -inf), 1), 0)
+  /// An empty bag pools to 0, as torch defines it.
+  Value *rewriteRagged(const BagLoop &R, StringRef OutName) {
+    int64_t B = R.Bags, N = R.FlatIds->Type.Dims[0].Size,
+            D = R.Table->Type.Dims[1].Size;
+    DataType Elem = R.Table->Type.Elem;
+    TensorType BN(DataType::Bool, {B, N}), FBN(Elem, {B, N}), B1(Elem, {B, 1}),
+        BD(Elem, {B, D});
+    Value *Rows = add("Gather", {R.Table, map(R.FlatIds)}, "rows",
+                      TensorType(Elem, {N, D}));
+    setInt(Rows->getDefiningNode(), "axis", 0);
+    if (R.FlatWts) {
+      Value *W =
+          add("Reshape", {map(R.FlatWts), constant("weights_shape", {N, 1})},
+              "weights_col", TensorType(Elem, {N, 1}));
+      Rows = add("Mul", {Rows, W}, "weighted", TensorType(Elem, {N, D}));
+    }
+    // Bag b's bounds, [B, 1]: element b of the vectors the body read.
+    std::vector<int64_t> Idx(B), Pos(N);
+    for (int64_t K = 0; K < B; ++K)
+      Idx[K] = K;
+    for (int64_t K = 0; K < N; ++K)
+      Pos[K] = K;
+    TensorType I64B1(DataType::Int64, {B, 1});
+    Value *Bag = constant("bag_index", Idx, {B, 1});
+    Value *Start = add("Gather", {map(R.Starts), Bag}, "starts", I64B1);
+    Value *End = R.Ends
+                     ? add("Gather", {map(R.Ends), Bag}, "ends", I64B1)
+                     : add("Add", {Start, constant("bag_size", {R.EndDelta})},
+                           "ends", I64B1);
+    Value *Positions = constant("positions", Pos, {1, N});
+    Value *Before = add("Less", {Positions, Start}, "before", BN);
+    Value *From = add("Not", {Before}, "from", BN);
+    Value *Upto = add("Less", {Positions, End}, "upto", BN);
+    Value *In = add("And", {From, Upto}, "in_bag", BN);
+    Value *Mask = add("Cast", {In}, "mask", FBN);
+    setInt(Mask->getDefiningNode(), "to", (int64_t)Elem);
+    if (R.Reduce == "ReduceMax")
+      return raggedMax(R, OutName, Rows, In, Mask);
+    bool Sum1 = R.Reduce == "ReduceSum";
+    Value *Sum = add("MatMul", {Mask, Rows}, Sum1 ? "pooled" : "sum", BD,
+                     Sum1 ? OutName : StringRef());
+    if (R.Reduce == "ReduceSum")
+      return Sum;
+    Value *Count = count(Mask, B1);
+    Value *Div = add("Max", {Count, scalar("one", Elem, 1.0)}, "divisor", B1);
+    return add("Div", {Sum, Div}, "pooled", BD, OutName);
+  }
+
+  Value *raggedMax(const BagLoop &R, StringRef OutName, Value *Rows, Value *In,
+                   Value *Mask) {
+    int64_t B = R.Bags, N = R.FlatIds->Type.Dims[0].Size,
+            D = R.Table->Type.Dims[1].Size;
+    DataType Elem = R.Table->Type.Elem;
+    Value *In3 = add("Reshape", {In, constant("mask_shape", {B, N, 1})},
+                     "in_bag3", TensorType(DataType::Bool, {B, N, 1}));
+    Value *Rows3 = add("Reshape", {Rows, constant("rows_shape", {1, N, D})},
+                       "rows3", TensorType(Elem, {1, N, D}));
+    Value *Masked =
+        add("Where", {In3, Rows3, scalar("lowest", Elem, -INFINITY)}, "masked",
+            TensorType(Elem, {B, N, D}));
+    bool AxesIn = Opset >= 18;
+    SmallVector<Value *, 2> Ins{Masked};
+    if (AxesIn)
+      Ins.push_back(constant("axes", {1}));
+    Value *Max = add("ReduceMax", Ins, "max", TensorType(Elem, {B, D}));
+    if (!AxesIn)
+      setInts(Max->getDefiningNode(), "axes", {1});
+    setInt(Max->getDefiningNode(), "keepdims", 0);
+    Value *Count = count(Mask, TensorType(Elem, {B, 1}));
+    Value *Some = add("Less", {scalar("zero", Elem, 0.0), Count}, "nonempty",
+                      TensorType(DataType::Bool, {B, 1}));
+    return add("Where", {Some, Max, scalar("empty", Elem, 0.0)}, "pooled",
+               TensorType(Elem, {B, D}), OutName);
+  }
+
+  /// Ids per bag, [B, 1].
+  Value *count(Value *Mask, TensorType T) {
+    bool AxesIn = Opset >= 13;
+    SmallVector<Value *, 2> Ins{Mask};
+    if (AxesIn)
+      Ins.push_back(constant("count_axes", {1}));
+    Value *C = add("ReduceSum", Ins, "count", std::move(T));
+    if (!AxesIn)
+      setInts(C->getDefiningNode(), "axes", {1});
+    setInt(C->getDefiningNode(), "keepdims", 1);
+    return C;
+  }
+
+  Value *scalar(StringRef What, DataType Elem, double V) {
+    std::string Name = fresh(Prefix + "/" + What);
+    Node *N = cantFail(G.addNode("Constant", "", Name, {}, {Name}));
+    Tensor T = Tensor::makeFromDoubles(Elem, {}, {V});
+    N->getOutput(0)->Type = T.Type;
+    Attribute A;
+    A.Name = "value";
+    A.K = Attribute::Kind::Tensor;
+    A.Ts.push_back(std::move(T));
+    N->addAttribute(std::move(A));
+    return N->getOutput(0);
+  }
+
   std::string fresh(const Twine &Base) {
     std::string N = Base.str();
     for (unsigned K = 1; G.lookup(N) || Taken.count(N); ++K)
@@ -434,17 +596,25 @@ private:
     return N;
   }
 
-  Value *add(StringRef Op, ArrayRef<Value *> In, StringRef What, TensorType T) {
+  /// A node named Prefix/What; its output takes \p Out when given (the
+  /// pooled result keeps the Loop output's name), the node's name if not.
+  Value *add(StringRef Op, ArrayRef<Value *> In, StringRef What, TensorType T,
+             StringRef Out = "") {
     std::string Name = fresh(Prefix + "/" + What);
-    Node *N = cantFail(G.addNode(Op, "", Name, In, {Name}));
+    Node *N =
+        cantFail(G.addNode(Op, "", Name, In, {Out.empty() ? Name : Out.str()}));
     N->getOutput(0)->Type = std::move(T);
     return N->getOutput(0);
   }
 
-  Value *constant(StringRef What, ArrayRef<int64_t> Vals) {
+  Value *constant(StringRef What, ArrayRef<int64_t> Vals,
+                  ArrayRef<int64_t> Shape = {}) {
     std::string Name = fresh(Prefix + "/" + What);
     Node *N = cantFail(G.addNode("Constant", "", Name, {}, {Name}));
-    Tensor T = Tensor::makeInt64({(int64_t)Vals.size()}, Vals);
+    std::vector<int64_t> S(Shape.begin(), Shape.end());
+    if (S.empty())
+      S.push_back((int64_t)Vals.size());
+    Tensor T = Tensor::makeInt64(S, Vals);
     N->getOutput(0)->Type = T.Type;
     Attribute A;
     A.Name = "value";
@@ -486,6 +656,37 @@ private:
   }
 };
 
+/// Why a Loop whose body gathers rows of a table (a 2-D parameter) was
+/// not proven a pooled lookup; None for other nodes.
+Optional<std::string> whyNotBag(const Node &L) {
+  const Attribute *BodyA = L.getAttribute("body");
+  if (!isDefault(L) || L.getOpType() != "Loop" || !BodyA ||
+      BodyA->Gs.size() != 1)
+    return None;
+  const Graph &Body = *BodyA->Gs[0];
+  const Value *Table = nullptr;
+  for (const auto &N : Body.getNodes())
+    if (isDefault(*N) && N->getOpType() == "Gather" && N->getInput(0) &&
+        N->getInput(0)->isParameter() && N->getInput(0)->Type.getRank() == 2)
+      Table = N->getInput(0);
+  if (!Table)
+    return None;
+  std::string Why = "Loop '" + L.getName().str() + "' gathers rows of '" +
+                    Table->getName().str() + "' but stays a Loop: ";
+  if (L.getNumInputs() < 1 || !L.getInput(0) || !getConstantInts(L.getInput(0)))
+    return Why + "its trip count is not a constant (bind the batch and "
+                 "ids dims with --batch / --dim)";
+  for (const auto &N : Body.getNodes())
+    if (isDefault(*N) && N->getOpType() == "Slice" && N->getInput(0) &&
+        N->getInput(0)->getGraph() != &Body && !N->getInput(0)->Type.isStatic())
+      return Why + "the ids it slices, '" + N->getInput(0)->getName().str() +
+             "', have no static shape (bind their dims with --dim)";
+  return Why + "its body is not one slice of the ids per iteration, one "
+               "lookup of the table and a sum, mean or max over the rows "
+               "with nothing carried between iterations, or its constant "
+               "offsets are not of one stride over all the ids";
+}
+
 class LowerEmbeddingBagsPass : public Pass {
 public:
   Error run(CompilationUnit &CU) override {
@@ -495,6 +696,10 @@ public:
       BagLoop R;
       if (matchBagLoop(*N, R))
         Bags.push_back(R);
+      else if (Optional<std::string> Why = whyNotBag(*N))
+        CU.warn("lower-embedding-bags: " + *Why +
+                " (not a pooled lookup it can prove; the table stays "
+                "replicated)");
     }
     if (Bags.empty())
       return Error::success();
@@ -510,8 +715,11 @@ public:
     Expected<unsigned> Inferred = inferShapes(*CU.M);
     if (!Inferred)
       return Inferred.takeError();
+    size_t Ragged = count_if(Bags, [](const BagLoop &R) { return R.Ragged; });
     CU.warn("lower-embedding-bags: " + Twine(Bags.size()) +
-            " Loop(s) over fixed-size bags, first '" + First +
+            " Loop(s) over bags (" + Twine(Bags.size() - Ragged) +
+            " of fixed size, " + Twine(Ragged) +
+            " of any size: 1-D ids + offsets), first '" + First +
             "', rewritten to Gather + Reduce (static shapes, tables "
             "shardable)");
     return verifyGraph(G);

@@ -525,6 +525,21 @@ double getEPRankCopies(unsigned E, unsigned K, unsigned EP) {
   return EP * (1 - None);
 }
 
+std::string describeIndexRoutedExperts(ArrayRef<const Node *> Indexed) {
+  std::string Out = std::to_string(Indexed.size()) + " index-routed expert(s)";
+  unsigned E = 0;
+  for (const Node *N : Indexed) {
+    unsigned C = getRoutingMaskClasses(N->getInput(0));
+    if (E && C != E)
+      return Out;
+    E = C;
+  }
+  if (E && Indexed.size() % E == 0)
+    Out += " in " + std::to_string(Indexed.size() / E) + " MoE layer(s) of " +
+           std::to_string(E);
+  return Out;
+}
+
 std::vector<ExpertGroup> findExperts(const Graph &G,
                                      ArrayRef<LayerInfo> Layers) {
   return ExpertFinder(G, Layers).run();

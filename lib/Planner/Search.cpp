@@ -463,11 +463,13 @@ SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,
   std::vector<const Node *> Indexed = findIndexRoutedExperts(G);
   if (!Indexed.empty())
     S.Experts.NotSplit =
-        (Twine(Indexed.size()) +
-         " index-routed expert(s) (NonZero over the routing mask, e.g. '" +
+        (describeIndexRoutedExperts(Indexed) +
+         " (NonZero over the routing mask, e.g. '" +
          Indexed.front()->getName() +
          "'), planned at the expected tokens per expert; ep does not split "
-         "this pattern yet, so they stay whole on every ep rank")
+         "them (each expert's token count is data: the rows NonZero picks), "
+         "so they stay whole on every ep rank, and without other experts "
+         "ep > 1 is not searched")
             .str();
   return S;
 }

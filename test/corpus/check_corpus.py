@@ -95,6 +95,29 @@ EXPECT.update({
                               "layers: 10 (4 repeated blocks in 2 run(s), 6 other)",
                               ["AA", "AA"]),
 })
+EXPECT.update({
+    # nn.EmbeddingBag over 1-D ids + offsets (from lengths, TorchRec's
+    # form): 4 Loops over bags of any size lowered to lookups; no blocks.
+    "dlrm-offsets-torch": (["--batch", "8", "--dim", "ids=128"],
+                           "layers: 1 (0 repeated blocks in 0 run(s), 1 other)",
+                           []),
+})
+# loom-run's options per model. The DLRM's ids are not per sample: every
+# micro-batch reads all 128 ids at its bags' offsets (what each rank of a
+# data-parallel DLRM is fed), so the reference is the model on each
+# micro-batch's lengths; lengths >= 1 keep every bag non-empty (the
+# exported Loop's mean and max of no rows are NaN / -inf in ONNX Runtime;
+# torch and the lowered form give 0); ids < 16 <= every table's rows.
+RUN_ARGS = {
+    "dlrm-offsets-torch": ["--reference", "micro-batch", "--int-range", "1:16"],
+}
+# Plans run by loom-run besides the best: the DLRM's tables sharded
+# row-, column- and table-wise over dp (4 devices).
+SHARDED = {
+    "dlrm-offsets-torch": ["tp=1,pp=1,dp=4,mb=2,emb=row",
+                           "tp=2,pp=1,dp=2,mb=4,emb=col",
+                           "tp=1,pp=1,dp=4,mb=1,emb=table"],
+}
 FAMILIES = [("gpt-torch", "gpt-hf"), ("llama-hf", "llama-additive")]
 FAMILY_PLAN = "tp=2,pp=2,dp=2,ep=1,sp=0,mb=1,nmb=4,vpp=1,recompute=none,zero=1"
 
@@ -165,7 +188,8 @@ class Checker:
         out = self.emit(name, devices, plan, tag)
         if not out or not self.do_run:
             return
-        r = run([self.loom_run, out, "--model", model_path(name)])
+        r = run([self.loom_run, out, "--model", model_path(name)] +
+                RUN_ARGS.get(name, []))
         if r.returncode:
             self.fail("%s on %d devices, plan %s: loom-run:\n%s" %
                       (name, devices, plan, r.stdout[-2000:]))
@@ -180,6 +204,10 @@ class Checker:
             for i, p in enumerate(plans):
                 tasks.append((self.emit, (name, devices, p, "top%d" % i)))
             tasks.append((self.loom_check, (name, devices, plans[0], "best")))
+            if devices == 4:
+                for i, p in enumerate(SHARDED.get(name, [])):
+                    tasks.append((self.loom_check,
+                                  (name, devices, p, "sharded%d" % i)))
             if "repeated blocks in 0" not in EXPECT[name][1]:
                 pp2 = "tp=1,pp=2,dp=%d,mb=1" % (devices // 2)
                 tasks.append((self.loom_check, (name, devices, pp2, "pp2")))

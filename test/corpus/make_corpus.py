@@ -412,6 +412,46 @@ def seq2seq_helper():
     return m.SerializeToString()
 
 
+# --- DLRM with nn.EmbeddingBag fed 1-D ids + offsets (TorchRec's form) ----
+
+class OffsetsDLRM(nn.Module):
+    """DLRM as TorchRec and the reference DLRM feed its tables: one flat
+    ids vector, each sample's bag length (a KeyedJaggedTensor's lengths)
+    and the offsets where each bag starts, computed from them as TorchRec
+    does, and per_sample_weights for the weighted bag; modes sum, mean and
+    max. torch.onnx writes each bag(ids, offsets) as a Loop over the bags
+    whose bounds are data (torch 1.13 refuses padding_idx: "embedding_bag
+    with padding_idx"). Lengths >= 1 (loom-run --int-range 1:16) keep every
+    bag non-empty: ONNX Runtime's ReduceMean/ReduceMax of an empty bag in
+    the exported Loop give NaN/-inf where torch gives 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.bot = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+        self.bags = nn.ModuleList(nn.EmbeddingBag(n, 8, mode=m) for n, m in
+                                  ((64, "sum"), (48, "sum"), (40, "mean"), (32, "max")))
+        self.top = nn.Sequential(nn.Linear(40, 16), nn.ReLU(), nn.Linear(16, 1), nn.Sigmoid())
+
+    def forward(self, dense, ids, lengths, weights):
+        offsets = torch.cumsum(lengths, 0) - lengths
+        e = [self.bot(dense)]
+        for k, bag in enumerate(self.bags):
+            e.append(bag(ids, offsets, per_sample_weights=weights if k == 1 else None))
+        return self.top(torch.cat(e, dim=1))
+
+
+def dlrm_offsets_torch():
+    torch.manual_seed(0)
+    m = OffsetsDLRM()
+    dense = torch.randn(4, 4)
+    ids = torch.randint(0, 32, (12,))
+    lengths = torch.tensor([3, 2, 4, 3])
+    weights = torch.rand(12)
+    return export(m, (dense, ids, lengths, weights), ["dense", "ids", "lengths", "weights"], ["y"],
+                  {"dense": {0: "batch"}, "lengths": {0: "batch"}, "ids": {0: "ids"},
+                   "weights": {0: "ids"}, "y": {0: "batch"}})
+
+
 MODELS = {
     "gpt-torch": gpt_torch,
     "gpt-hf": gpt_hf,
@@ -422,6 +462,7 @@ MODELS = {
     "swin-torchvision": swin_torchvision,
     "seq2seq-torch": seq2seq_torch,
     "seq2seq-helper": seq2seq_helper,
+    "dlrm-offsets-torch": dlrm_offsets_torch,
 }
 
 

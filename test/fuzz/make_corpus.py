@@ -19,6 +19,9 @@ every feature the importer and the YAML reader handle:
   hardware-yaml  examples/hw/*.yaml and the YAML in test/lit/hardware
   plan-spec      --plan strings from the README and the lit tests
 
+The corpus's torch DLRM with 1-D ids + offsets (test/corpus/models/dlrm-*)
+is an onnx-binary seed too: Loops over bags whose bounds are data.
+
 Files named regress-* are inputs that once crashed a target or nearly did
 (too large for a lit test's split-file section); regeneration keeps them.
 """
@@ -168,6 +171,13 @@ def main():
     for path in sorted(glob.glob(os.path.join(SRC, "examples/models/*.onnx"))):
         model = shape_only(onnx.load(path, load_external_data=False))
         write("onnx-binary", "shape-only-" + os.path.basename(path),
+              model.SerializeToString())
+
+    # torch's EmbeddingBag Loops over bags of any size (1-D ids + offsets),
+    # the form lower-embedding-bags rewrites (issue 29).
+    for path in sorted(glob.glob(os.path.join(SRC, "test/corpus/models/dlrm-*.onnx"))):
+        model = shape_only(onnx.load(path, load_external_data=False))
+        write("onnx-binary", "shape-only-corpus-" + os.path.basename(path),
               model.SerializeToString())
 
     for path in sorted(glob.glob(os.path.join(SRC, "examples/hw/*.yaml"))):

@@ -78,6 +78,12 @@ unsigned getRoutingMaskClasses(const Value *Mask);
 /// split them by ep.
 std::vector<const Node *> findIndexRoutedExperts(const Graph &G);
 
+/// "16 index-routed expert(s) in 2 MoE layer(s) of 8": the count of
+/// \p Indexed (findIndexRoutedExperts), with the layers and experts per
+/// layer when every routing mask has the same class count E and the count
+/// is a multiple of it (one NonZero per expert per layer, as HF writes).
+std::string describeIndexRoutedExperts(llvm::ArrayRef<const Node *> Indexed);
+
 /// The expert groups of \p G, one per MoE layer (a layer with both forms,
 /// or with stacked weights of different expert counts, yields one group
 /// per form/count), in layer order. \p Layers is detect-layers' numbering;

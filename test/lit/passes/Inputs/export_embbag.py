@@ -9,7 +9,7 @@
                       test embbag-dlrm-1e9.test scales its tables to 10^9
                       rows (the rows appear in no other shape).
   embbag-offsets.onnx nn.EmbeddingBag(16, 8, sum) called with 1-D ids and
-                      an offsets input (bags of any size): stays a Loop.
+                      an offsets input (bags of any size): one lookup pooled by a mask.
 
 Usage: export_embbag.py OUT_DIR
 """
