@@ -374,7 +374,7 @@ def run(cmd, timeout=300, cwd=None):
 
 def plan_devices(plan):
     kv = dict(x.split("=", 1) for x in plan.split(","))
-    return int(kv.get("tp", 1)) * int(kv.get("pp", 1)) * int(kv.get("dp", 1))
+    return int(kv.get("tp", 1)) * int(kv.get("cp", 1)) * int(kv.get("pp", 1)) * int(kv.get("dp", 1))
 
 
 # Keys a case does not give are fixed here rather than searched, so that a
