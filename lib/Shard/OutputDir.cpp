@@ -560,11 +560,22 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                     for (unsigned M : getGroupRanks(P, G, Rank))
                       J.value(M);
                 });
-              if (R.CPAxis)
+              if (R.CPAxis) {
                 J.attributeArray("cp", [&] {
                   for (unsigned M : getGroupRanks(P, "tp", Rank))
                     J.value(M);
                 });
+                // The weight gradients' group: dp x cp.
+                std::vector<unsigned> DPCP;
+                for (unsigned D : getGroupRanks(P, "dp", Rank))
+                  for (unsigned M : getGroupRanks(P, "tp", D))
+                    DPCP.push_back(M);
+                llvm::sort(DPCP);
+                J.attributeArray("dp_cp", [&] {
+                  for (unsigned M : DPCP)
+                    J.value(M);
+                });
+              }
             });
           });
         }

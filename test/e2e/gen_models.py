@@ -135,12 +135,20 @@ def causal_mask(b, maxs=64):
     return name
 
 
-def attn():
-    b = Builder("attn", 2)
+def attn(causal=True):
+    """causal=False: bidirectional, with a learned position table [64, d]
+    (table[:seq]) added to the input instead of the mask."""
+    b = Builder("attn" if causal else "attn_bidir", 2)
     d, H = 32, 4
     hd = d // H
-    mask_table = causal_mask(b)
     h = "x"
+    if causal:
+        mask_table = causal_mask(b)
+    else:
+        pos = "pos_table"
+        b.inits.append(numpy_helper.from_array(
+            b.rng.uniform(-1, 1, (64, d)).astype(np.float32), pos))
+        h = b.op("Add", [h, seq_slice(b, pos, h)])
     for i in range(6):
         p = f"layers.{i}"
         n = b.layernorm(h, d, p + ".ln")
@@ -152,12 +160,13 @@ def attn():
         q, k, v = heads
         kt = b.op("Transpose", [k], perm=[0, 1, 3, 2])
         s = b.op("Div", [b.op("MatMul", [q, kt]), b.const(np.sqrt(hd), np.float32)])
-        # mask[:seq, :seq]
-        m = seq_slice(b, mask_table, h)
-        shp = b.op("Shape", [h])
-        sq = b.op("Unsqueeze", [b.op("Gather", [shp, b.const(1)], axis=0), b.const([0])])
-        m = b.op("Slice", [m, b.const([0]), sq, b.const([1])])
-        s = b.op("Add", [s, m])
+        if causal:
+            # mask[:seq, :seq]
+            m = seq_slice(b, mask_table, h)
+            shp = b.op("Shape", [h])
+            sq = b.op("Unsqueeze", [b.op("Gather", [shp, b.const(1)], axis=0), b.const([0])])
+            m = b.op("Slice", [m, b.const([0]), sq, b.const([1])])
+            s = b.op("Add", [s, m])
         a = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])
         a = b.op("Reshape", [b.op("Transpose", [a], perm=[0, 2, 1, 3]), b.const([0, 0, d])])
         h = b.op("Add", [h, b.linear(a, d, d, f"{p}.o_proj")])
@@ -349,7 +358,7 @@ def cnn():
 
 
 MODELS = {
-    "mlp": mlp, "attn": attn, "llama": llama,
+    "mlp": mlp, "attn": attn, "attn_bidir": lambda: attn(causal=False), "llama": llama,
     "moe_stacked": lambda: moe(False), "moe_unrolled": lambda: moe(True),
     "moe_gshard": moe_gshard,
     "embed_lm": embed_lm, "cnn": cnn,
