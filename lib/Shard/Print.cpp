@@ -63,6 +63,9 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
     case NodeSharding::Lowering::VocabParallelCrossEntropy:
       OS << " vocab-parallel-ce";
       break;
+    case NodeSharding::Lowering::MeanOfShards:
+      OS << " mean-of-shards";
+      break;
     case NodeSharding::Lowering::None:
       break;
     }

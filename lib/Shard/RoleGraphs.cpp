@@ -895,6 +895,26 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
     return lowerBiasAfterReduce(N, NS, In, OutNames);
   case NodeSharding::Lowering::VocabParallelCrossEntropy:
     return lowerVocabParallelCrossEntropy(N, NS, In, OutNames);
+  case NodeSharding::Lowering::MeanOfShards: {
+    // The mean over this rank's rows, scaled by 1 / axis size: an addend
+    // of the mean over all rows (LossRules.cpp).
+    SmallVector<std::string, 2> Names(OutNames.begin(), OutNames.end());
+    Names[0] = fresh(OutNames[0] + ".local_mean");
+    SmallVector<Value *, 4> Ins(In.begin(), In.end());
+    if (Error E = cloneLocal(N, NS, Ins, Names, false))
+      return E;
+    const Value *Y = N.getOutput(0);
+    Value *Local = Produced[Y];
+    Value *Scale =
+        constScalar(fresh(OutNames[0] + ".share"), Local->Type.Elem, 1.0 / TP);
+    Expected<Node *> M = add("Mul", fresh("share." + OutNames[0]),
+                             {Local, Scale}, {OutNames[0]});
+    if (!M)
+      return M.takeError();
+    (*M)->getOutput(0)->Type = Local->Type;
+    Produced[Y] = (*M)->getOutput(0);
+    return Error::success();
+  }
   case NodeSharding::Lowering::None:
     break;
   }

@@ -175,6 +175,10 @@ CASES = [
     ("attn_bidir-cp2",     "gen:attn_bidir", "cp=2,cp_algo=a2a,mb=2",          "infer", 4, 8),
     ("attn_bidir-cp4pp2",  "gen:attn_bidir", "cp=4,cp_algo=a2a,pp=2,mb=1",     "infer", 4, 8),
     ("attn_bidir-cp2dp2-train", "gen:attn_bidir", "cp=2,cp_algo=a2a,dp=2,mb=1", "train", 4, 8),
+    # The loss (a mean over every token) follows the split: each rank's mean
+    # over its tokens, scaled by 1/cp and all-reduced over group cp.
+    ("attn_loss-cp2-train",  "gen:attn_loss", "cp=2,cp_algo=a2a,mb=2",       "train", 4, 8),
+    ("attn_loss-cp4pp2-train", "gen:attn_loss", "cp=4,cp_algo=a2a,pp=2,mb=1", "train", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked
@@ -357,7 +361,7 @@ EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
 # Models whose outputs are means over the batch (a training loss): each
 # micro-batch's loss is the mean over its own samples, as data parallelism
 # computes it, so the original runs on each micro-batch alone.
-MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
+MICRO_BATCH_REFERENCE = {"gen:attn_loss", "test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
                          "test:ce-sum-tiny.onnx", "test:vocab-odd-loss-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.

@@ -181,6 +181,10 @@ enum class ShardLowering : uint8_t {
   /// vocab-parallel cross entropy (all-reduced row max, sum of exps and
   /// target score), the scores never gathered.
   VocabParallelCrossEntropy,
+  /// A loss's "mean" over rows split evenly on the sequence axis: each
+  /// rank's mean over its rows, scaled by 1 / axis size, is an addend of
+  /// the mean (a Partial output; LossRules.cpp).
+  MeanOfShards,
 };
 
 /// What a rule decided for one node.
