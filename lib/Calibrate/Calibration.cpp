@@ -31,34 +31,6 @@ using namespace llvm;
 namespace loom {
 namespace {
 
-/// The ONNX text syntax name of a tensor element type.
-StringRef onnxTextType(DataType T) {
-  switch (T) {
-  case DataType::Float16:
-    return "float16";
-  case DataType::BFloat16:
-    return "bfloat16";
-  case DataType::Float:
-    return "float";
-  case DataType::Double:
-    return "double";
-  case DataType::Int8:
-    return "int8";
-  case DataType::UInt8:
-    return "uint8";
-  case DataType::Int16:
-    return "int16";
-  case DataType::Int32:
-    return "int32";
-  case DataType::Int64:
-    return "int64";
-  case DataType::Bool:
-    return "bool";
-  default:
-    return "";
-  }
-}
-
 /// A costed profile row: the one-node model stays alive with its cost.
 struct CostedOp {
   std::unique_ptr<Model> M;
@@ -106,7 +78,7 @@ private:
         OS << ", ";
       // A scalar is written [1]: ONNX text gives "T[]" no rank, and one
       // element more or less changes no cost.
-      OS << onnxTextType(S.InputTypes[I]) << '[';
+      OS << getONNXTypeName(S.InputTypes[I]) << '[';
       if (S.InputShapes[I].empty())
         OS << '1';
       interleave(S.InputShapes[I], OS, ",");
@@ -282,9 +254,9 @@ Expected<LevelFit> fitTopologyLevel(const HardwareModel &HW, StringRef Level,
                                     ArrayRef<CollectiveTable> Tables) {
   int Index = levelIndex(HW, Level);
   if (Index < 0)
-    return createStringError(inconvertibleErrorCode(),
-                             "no topology level '" + Level + "' in '" +
-                                 HW.Name + "'");
+    return createStringError(inconvertibleErrorCode(), "no topology level '" +
+                                                           Level + "' in '" +
+                                                           HW.Name + "'");
   HardwareModel H0 = HW, H1 = HW;
   H0.Topology[Index].Latency = Seconds(0);
   H0.Topology[Index].Efficiency = 1;
@@ -415,8 +387,8 @@ static void fitFamilies(const HardwareModel &Base, const CalibrationInput &In,
     double Launch = Base.getClass(Class)->LaunchOverhead.value();
     Expected<CurveFit> F = fitEfficiencyCurve(Ideal, Measured, Launch);
     if (!F) {
-      R.Warnings.push_back(What + ": warning: not fitted: " +
-                           toString(F.takeError()));
+      R.Warnings.push_back(What +
+                           ": warning: not fitted: " + toString(F.takeError()));
       continue;
     }
     FamilyReport Rep;
@@ -443,9 +415,10 @@ static Error fitLevels(const HardwareModel &Base, const CalibrationInput &In,
     int Index = levelIndex(Base, Level);
     if (Index < 0)
       return createStringError(inconvertibleErrorCode(),
-                               Tables.front().File + ": error: no topology "
-                               "level '" + Level + "' in hardware '" +
-                               Base.Name + "'");
+                               Tables.front().File +
+                                   ": error: no topology "
+                                   "level '" +
+                                   Level + "' in hardware '" + Base.Name + "'");
     LevelReport Rep;
     Rep.Level = Level;
     std::vector<double> Errs;
@@ -473,8 +446,8 @@ static Error fitLevels(const HardwareModel &Base, const CalibrationInput &In,
     }
     Expected<LevelFit> F = fitTopologyLevel(Base, Level, Tables);
     if (!F) {
-      R.Warnings.push_back(Level + ": warning: not fitted: " +
-                           toString(F.takeError()));
+      R.Warnings.push_back(Level +
+                           ": warning: not fitted: " + toString(F.takeError()));
       continue;
     }
     Rep.MedianErrorBefore = median(Errs);
@@ -522,8 +495,7 @@ static std::string writeOverlay(const CalibrationResult &R, StringRef BaseName,
         Fs.insert(T.File);
       OS << "  # latency and efficiency calibrated from " << joinFiles(Fs)
          << ": " << L.Rows << " rows\n"
-         << "  - {name: " << L.Level
-         << ", latency: " << formatMicros(L.Latency)
+         << "  - {name: " << L.Level << ", latency: " << formatMicros(L.Latency)
          << ", efficiency: " << formatFixed(L.Efficiency, 4) << "}\n";
     }
   }

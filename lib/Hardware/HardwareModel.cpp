@@ -269,15 +269,20 @@ public:
       fail(Path + ".bandwidth", "required for class '" + Name + "'");
     if (Name == "ssd" && !C.Latency)
       fail(Path + ".latency", "required for class 'ssd' (cost per read)");
+    // Keys that describe the matrix unit belong to class aicore alone.
+    auto matrixUnitOnly = [&](const std::string &KeyPath, StringRef Why) {
+      if (Name == "aicore")
+        return true;
+      fail(KeyPath,
+           Why.str() + ": only class 'aicore' may give it, not '" + Name + "'",
+           /*AtKey=*/true);
+      return false;
+    };
     if (C.Overlap) {
       // A share of 1 would leave the overlapped compute no units at all.
       std::string OPath = Path + ".comm_overlap";
-      if (Name != "aicore")
-        fail(OPath,
-             "communication overlap takes a share of the matrix unit's "
-             "compute: only class 'aicore' may give it, not '" +
-                 Name + "'",
-             /*AtKey=*/true);
+      matrixUnitOnly(OPath, "communication overlap takes a share of the "
+                            "matrix unit's compute");
       for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
                              std::make_pair("dp", C.Overlap->DP),
                              std::make_pair("pp", C.Overlap->PP)})
@@ -289,13 +294,8 @@ public:
     }
     if (C.Tiles) {
       std::string TPath = Path + ".matmul_tiles";
-      if (Name != "aicore")
-        fail(TPath,
-             "GEMM tiling describes the matrix unit: only class 'aicore' "
-             "may give it, not '" +
-                 Name + "'",
-             /*AtKey=*/true);
-      else if (C.Cores == 0)
+      if (matrixUnitOnly(TPath, "GEMM tiling describes the matrix unit") &&
+          C.Cores == 0)
         fail(TPath,
              "needs the class's `cores` (the tiles run in waves of "
              "one tile per core)",

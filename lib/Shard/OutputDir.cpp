@@ -405,36 +405,12 @@ Error writeGraphs(const ShardedProgram &SP, StringRef Dir, bool PerRank,
 /// "float32", "int64", ... (numpy's names, which the harness and most
 /// runtimes use).
 static std::string numpyName(DataType T) {
-  switch (T) {
-  case DataType::Float:
+  StringRef ONNX = getONNXTypeName(T);
+  if (ONNX == "float")
     return "float32";
-  case DataType::Float16:
-    return "float16";
-  case DataType::BFloat16:
-    return "bfloat16";
-  case DataType::Double:
+  if (ONNX == "double")
     return "float64";
-  case DataType::Int8:
-    return "int8";
-  case DataType::Int16:
-    return "int16";
-  case DataType::Int32:
-    return "int32";
-  case DataType::Int64:
-    return "int64";
-  case DataType::UInt8:
-    return "uint8";
-  case DataType::UInt16:
-    return "uint16";
-  case DataType::UInt32:
-    return "uint32";
-  case DataType::UInt64:
-    return "uint64";
-  case DataType::Bool:
-    return "bool";
-  default:
-    return getDataTypeName(T).str();
-  }
+  return ONNX.empty() ? getDataTypeName(T).str() : ONNX.str();
 }
 
 /// "tp" (and "cp") of a role or rank whose index on the propagated axis

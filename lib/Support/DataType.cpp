@@ -6,6 +6,39 @@ using namespace llvm;
 
 namespace loom {
 
+StringRef getONNXTypeName(DataType T) {
+  switch (T) {
+  case DataType::Float16:
+    return "float16";
+  case DataType::BFloat16:
+    return "bfloat16";
+  case DataType::Float:
+    return "float";
+  case DataType::Double:
+    return "double";
+  case DataType::Int8:
+    return "int8";
+  case DataType::UInt8:
+    return "uint8";
+  case DataType::Int16:
+    return "int16";
+  case DataType::Int32:
+    return "int32";
+  case DataType::Int64:
+    return "int64";
+  case DataType::UInt16:
+    return "uint16";
+  case DataType::UInt32:
+    return "uint32";
+  case DataType::UInt64:
+    return "uint64";
+  case DataType::Bool:
+    return "bool";
+  default:
+    return "";
+  }
+}
+
 StringRef getDataTypeName(DataType T) {
   switch (T) {
   case DataType::Undefined:

@@ -10,6 +10,7 @@
 #include "loom/Cost/DeviceTime.h"
 #include "loom/ONNX/ONNX.h"
 
+#include "RunPipeline.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -57,29 +58,6 @@ device:
 topology:
   - {name: hccs, size: 8, bandwidth: 200GB/s, latency: 1us}
 )";
-
-HardwareModel loadHW(StringRef Text = HW) {
-  Expected<HardwareModel> M = parseHardwareModel(Text, "hw.yaml");
-  if (!M) {
-    ADD_FAILURE() << toString(M.takeError());
-    return HardwareModel();
-  }
-  return std::move(*M);
-}
-
-std::unique_ptr<Model> load(StringRef Text) {
-  Expected<std::unique_ptr<Model>> M = importModelFromText(Text, "test");
-  if (!M) {
-    ADD_FAILURE() << toString(M.takeError());
-    return nullptr;
-  }
-  Expected<unsigned> Changed = inferShapes(**M);
-  if (!Changed) {
-    ADD_FAILURE() << toString(Changed.takeError());
-    return nullptr;
-  }
-  return std::move(*M);
-}
 
 const Node *producer(const Model *M, StringRef Out) {
   const Value *V = M ? M->getGraph().lookup(Out) : nullptr;
@@ -154,8 +132,8 @@ TEST(DeviceTimeTest, AICoreMatmulTiles) {
   size_t At = Text.find("      alignment: 16\n");
   Text.insert(At, "      cores: 4\n      matmul_tiles: {m: 128, n: 256, "
                   "serial_store: true, source: \"test\"}\n");
-  HardwareModel H = loadHW(Text);
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(Text);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float16[4096,4096] a, float16[4,1024,512] x)
   => (float16[4096,4096] c, float16[4,1024,4096] y)
   <float16[4096,4096] w, float16[512,4096] v> {
@@ -185,8 +163,8 @@ g (float16[4096,4096] a, float16[4,1024,512] x)
 }
 
 TEST(DeviceTimeTest, AICoreCubeRoofline) {
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float16[4096,4096] a, float16[16,4096] v, float16[4100,4100] u)
   => (float16[4096,4096] c, float16[16,4096] d, float16[4100,4100] e)
   <float16[4096,4096] w, float16[4100,4100] w2> {
@@ -221,8 +199,8 @@ g (float16[4096,4096] a, float16[16,4096] v, float16[4100,4100] u)
 }
 
 TEST(DeviceTimeTest, AICoreVectorMemoryAndFree) {
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float16[1] s, float16[1024,1024] a, float16[1024,1024] b)
   => (float16[1] t, float16[1024,1024] c, float16[1024,1024] tr,
       float16[1048576] r, float16[1024,1024] sm) {
@@ -263,13 +241,13 @@ g (float16[1] s, float16[1024,1024] a, float16[1024,1024] b)
                  std::string("      vector_throughput: {fp16: 10TFLOPS, "
                              "fp32: 5TFLOPS}\n")
                      .size());
-  HardwareModel H2 = loadHW(NoVector);
+  HardwareModel H2 = parseTestHardware(NoVector);
   expectTime(timeOf(M.get(), "sm", "aicore", H2, &Heavy).Seconds, 10e-6 + 5e-6);
 }
 
 TEST(DeviceTimeTest, AICPU) {
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (int64[1024] i, bool[1024] p, float[64,64] x, float[4,4] x0)
   => (int64[1024] j, bool[1024] q, float[64,64] y, int64[2] s,
       float[4,4] l) <float[64,64] w, float[4,4] w4> {
@@ -321,8 +299,8 @@ g (int64[1024] i, bool[1024] p, float[64,64] x, float[4,4] x0)
 }
 
 TEST(DeviceTimeTest, HBMPIM) {
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float16[1024,1024] a, float16[1024,1024] b, int32[8] i)
   => (float16[1024,1024] c, float16[1024,1024] d, float16[1024] r,
       int32[8] k) {
@@ -352,8 +330,8 @@ g (float16[1024,1024] a, float16[1024,1024] b, int32[8] i)
 }
 
 TEST(DeviceTimeTest, SSDGather) {
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (int64[4,128] ids, float[1000,1024] data, float[4,4] x)
   => (float[4,128,1024] e, float[4,128,1024] f, float[4,4] y)
   <float[50000,1024] table, float[4,4] w> {
@@ -382,8 +360,9 @@ g (int64[4,128] ids, float[1000,1024] data, float[4,4] x)
 }
 
 TEST(DeviceTimeTest, UnsupportedReasons) {
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17, "com.foo" : 1]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M =
+      loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17, "com.foo" : 1]>
 g (double[4] a, float[4] b) => (double[4] c, float[4] d) {
   c = Add(a, a)
   d = com.foo.Bar(b)
@@ -397,7 +376,7 @@ g (double[4] a, float[4] b) => (double[4] c, float[4] d) {
   std::string NoPIM = HW;
   size_t From = NoPIM.find("    hbm_pim:"), To = NoPIM.find("    ssd:");
   NoPIM.erase(From, To - From);
-  HardwareModel H2 = loadHW(NoPIM);
+  HardwareModel H2 = parseTestHardware(NoPIM);
   ClassTime P = timeOf(M.get(), "c", "hbm_pim", H2);
   EXPECT_FALSE(P.Supported);
   EXPECT_EQ(P.Reason, "no device class 'hbm_pim' in hardware 'small'");
@@ -447,8 +426,8 @@ TEST(DeviceTimeTest, LossBackwardTrafficIsTheRules) {
   // The losses count their backward's bytes (cost_models/ops/LossOps.cpp)
   // instead of twice the forward's. f16 scores [1024,1024] = 2^20
   // elements of 2 bytes, int64 labels [1024] = 8,192 B.
-  HardwareModel H = loadHW();
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  HardwareModel H = parseTestHardware(HW);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float16[1024,1024] x, int64[1024] labels) => (float16 ce, float16 nll) {
   ce = SoftmaxCrossEntropyLoss(x, labels)
   lp = LogSoftmax <axis = 1> (x)

@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include "RunPipeline.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -21,22 +22,6 @@ using namespace loom;
 using namespace llvm;
 
 namespace {
-
-/// Imports \p Text and infers its shapes; null (with a test failure) on
-/// error.
-std::unique_ptr<Model> load(StringRef Text) {
-  Expected<std::unique_ptr<Model>> M = importModelFromText(Text, "test");
-  if (!M) {
-    ADD_FAILURE() << toString(M.takeError());
-    return nullptr;
-  }
-  Expected<unsigned> Changed = inferShapes(**M);
-  if (!Changed) {
-    ADD_FAILURE() << toString(Changed.takeError());
-    return nullptr;
-  }
-  return std::move(*M);
-}
 
 /// The node of the main graph that defines \p Out.
 const Node *producer(const Model &M, StringRef Out) {
@@ -69,7 +54,7 @@ std::string saved(const OpCost &C) {
 //===----------------------------------------------------------------------===//
 
 TEST(OpCostTest, BatchedMatMulWithWeight) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[2,64,64] a) => (float[2,64,64] c) <float[64,64] w> {
   c = MatMul(a, w)
 })");
@@ -95,7 +80,7 @@ g (float[2,64,64] a) => (float[2,64,64] c) <float[64,64] w> {
 }
 
 TEST(OpCostTest, MatMulVectorsAndBroadcast) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[64] v, float[64,32] w, float[8,1,16,32] a, float[4,32,8] b,
    float[64] u) => (float[32] r, float[8,4,16,8] p, float d) {
   r = MatMul(v, w)
@@ -125,7 +110,7 @@ g (float[64] v, float[64,32] w, float[8,1,16,32] a, float[4,32,8] b,
 }
 
 TEST(OpCostTest, Gemm) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[32,128] a, float[128,32] at) => (float[32,256] y, float[32,256] z)
   <float[256,128] w, float[256] bias> {
   y = Gemm <transB = 1> (a, w, bias)
@@ -150,7 +135,7 @@ g (float[32,128] a, float[128,32] at) => (float[32,256] y, float[32,256] z)
 }
 
 TEST(OpCostTest, Conv) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,3,32,32] x, float[2,8,17,17] x2, float[1,4,5,5] x3)
   => (float[1,16,32,32] y, float[2,8,7,7] y2, float[1,2,11,11] y3)
   <float[16,3,3,3] w, float[8,2,3,3] w2, float[8] b2, float[4,2,3,3] w3> {
@@ -189,7 +174,7 @@ g (float[1,3,32,32] x, float[2,8,17,17] x2, float[1,4,5,5] x3)
 }
 
 TEST(OpCostTest, Einsum) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,4,16,8] q, float[1,4,16,8] k, float[2,3] a, float[3,4] b,
    float[4,5] c, float[3,2,4] e, float[3,4,5] f)
   => (float[1,4,16,16] s, float[2,5] chain, float[3,2,5] ell, float[3,2] tr,
@@ -239,7 +224,7 @@ g (float[1,4,16,8] q, float[1,4,16,8] k, float[2,3] a, float[3,4] b,
 
 TEST(OpCostTest, AttentionPieces) {
   // One attention block of b = 1, 4 heads, s = 16, d = 8.
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,16,4,8] q4, float[1,4,8,16] kt, float[1,4,16,8] v)
   => (float[1,16,32] out) {
   q = Transpose <perm = [0, 2, 1, 3]> (q4)
@@ -291,7 +276,7 @@ g (float[1,16,4,8] q4, float[1,4,8,16] kt, float[1,4,16,8] v)
 }
 
 TEST(OpCostTest, LayerNormalization) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,16,64] x, float16[4,64] h) => (float[4,16,64] y, float16[4,64] z)
   <float[64] gamma, float[64] beta, float16[64] g16> {
   y = LayerNormalization <axis = -1> (x, gamma, beta)
@@ -313,7 +298,8 @@ g (float[4,16,64] x, float16[4,64] h) => (float[4,16,64] y, float16[4,64] z)
 TEST(OpCostTest, RMSNormPiecesMatchFusedRule) {
   // The decomposed RMSNorm exporters emit, and the fused op, on [2,8,64]
   // (1024 elements, 16 rows).
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+  auto M = loadShapedModel(
+      R"(<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
 g (float[2,8,64] x) => (float[2,8,64] y, float[2,8,64] f) <float[64] w> {
   two = Constant <value = float {2.0}> ()
   sq = Pow(x, two)
@@ -359,7 +345,7 @@ g (float[2,8,64] x) => (float[2,8,64] y, float[2,8,64] f) <float[64] w> {
 
 TEST(OpCostTest, ElementwiseFamily) {
   // Opset 20: Gelu is a default-domain op from there on.
-  auto M = load(R"(<ir_version: 9, opset_import: ["" : 20]>
+  auto M = loadShapedModel(R"(<ir_version: 9, opset_import: ["" : 20]>
 g (float[4,8] a, float[8] b, int64[4,8] i, bool[4,8] m)
   => (float[4,8] add, float[4,8] sq, float[4,8] sg, float[4,8] re,
       bool[4,8] eq, float[4,8] ci, float[4,8] wh, int64[4,8] ii,
@@ -414,7 +400,7 @@ g (float[4,8] a, float[8] b, int64[4,8] i, bool[4,8] m)
 }
 
 TEST(OpCostTest, Dropout) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,8] a) => (float[4,8] inf, float[4,8] tr, bool[4,8] mask) {
   inf = Dropout(a)
   ratio = Constant <value = float {0.1}> ()
@@ -437,7 +423,7 @@ g (float[4,8] a) => (float[4,8] inf, float[4,8] tr, bool[4,8] mask) {
 //===----------------------------------------------------------------------===//
 
 TEST(OpCostTest, ReductionsAndTopK) {
-  auto M2 = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M2 = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,16] a, float[8,1000] x) => (float[4] s, int64[4] am,
    float[8,5] vals, int64[8,5] idx) {
   axes = Constant <value = int64[1] {1}> ()
@@ -464,7 +450,7 @@ g (float[4,16] a, float[8,1000] x) => (float[4] s, int64[4] am,
 }
 
 TEST(OpCostTest, GatherReadsOnlyTouchedRows) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (int64[4,128] ids, float[100,64] data, int64[10,1] at, float[10,64] upd)
   => (float[4,128,1024] e, float[100,64] sc) <float[50000,1024] table> {
   e = Gather(table, ids)
@@ -492,7 +478,7 @@ g (int64[4,128] ids, float[100,64] data, int64[10,1] at, float[10,64] upd)
 }
 
 TEST(OpCostTest, MovementPoolsAndResize) {
-  auto M2 = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M2 = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,4,8,8] x, float[1,1,4,4] im, float[4,8] a, float[4,8] b)
   => (float[1,4,4,4] mp, float[1,4,1,1] gap, float[1,4,8,8] bn,
       float[1,1,8,8] rz, float[4,2] sl, float[8,8] cc, float[1,256] fl)
@@ -537,7 +523,7 @@ g (float[1,4,8,8] x, float[1,1,4,4] im, float[4,8] a, float[4,8] b)
 //===----------------------------------------------------------------------===//
 
 TEST(OpCostTest, LoopWithKnownTripCount) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,4] x0, int64 n) => (float[4,4] x10, float[4,4] xn) <float[4,4] w> {
   trips = Constant <value = int64 {10}> ()
   cond = Constant <value = bool {1}> ()
@@ -576,7 +562,7 @@ g (float[4,4] x0, int64 n) => (float[4,4] x10, float[4,4] xn) <float[4,4] w> {
 }
 
 TEST(OpCostTest, IfTakesTheDearerBranch) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (bool c, float[4,4] x) => (float[4,4] y) {
   y = If(c) <then_branch = t () => (float[4,4] a) { a = Relu(x) },
              else_branch = e () => (float[4,4] b) { b = Sigmoid(x) }>
@@ -590,7 +576,7 @@ g (bool c, float[4,4] x) => (float[4,4] y) {
 }
 
 TEST(OpCostTest, ShapeOps) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4,4] x) => (int64[2] s, int64[2,K] nz) {
   s = Shape(x)
   nz = NonZero(x)
@@ -609,7 +595,8 @@ g (float[4,4] x) => (int64[2] s, int64[2,K] nz) {
 }
 
 TEST(OpCostTest, NoRule) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17, "com.foo" : 1]>
+  auto M =
+      loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17, "com.foo" : 1]>
 g (float[4,4] x, float[N,4] d) => (float[4,4] y, float[N,4] r) {
   y = com.foo.Bar(x)
   r = Relu(d)
@@ -624,7 +611,7 @@ g (float[4,4] x, float[N,4] d) => (float[4,4] y, float[N,4] r) {
 }
 
 TEST(OpCostTest, ScanMultipliesItsBody) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4] h0, float[6,4] xs) => (float[4] hn, float[6,4] ys) {
   hn, ys = Scan(h0, xs) <num_scan_inputs = 1,
       body = step (float[4] h, float[4] x) => (float[4] ho, float[4] y) {
@@ -644,7 +631,7 @@ g (float[4] h0, float[6,4] xs) => (float[4] hn, float[6,4] ys) {
 }
 
 TEST(OpCostTest, BatchNormalizationTraining) {
-  auto M = load(R"(<ir_version: 8, opset_import: ["" : 15]>
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 15]>
 g (float[2,4,8,8] x) => (float[2,4,8,8] y, float[4] rm, float[4] rv)
   <float[4] sc, float[4] bi, float[4] mu, float[4] va> {
   y, rm, rv = BatchNormalization <training_mode = 1> (x, sc, bi, mu, va)
@@ -779,7 +766,7 @@ llama_layer (float16[1,2048,4096] x, float16[1,1,2048,2048] mask)
 })";
 
 TEST(OpCostTest, LlamaLayerSelfCheck) {
-  auto M = load(LlamaLayer);
+  auto M = loadShapedModel(LlamaLayer);
   ASSERT_TRUE(M);
   int64_t Opset = M->getOpsetVersion("");
   double CubeFlops = 0, AllFlops = 0, CubeParams = 0;

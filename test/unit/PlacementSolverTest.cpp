@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "RunPipeline.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Solver/Placement.h"
@@ -466,34 +467,7 @@ TEST(PlacementSolverTest, LongChainIsEliminatedExactly) {
 
 namespace {
 
-const char *ToyHW = R"(
-name: toy
-device:
-  name: toy-npu
-  classes:
-    aicore:
-      throughput: {fp32: 100TFLOPS}
-      vector_throughput: {fp32: 10TFLOPS}
-      launch_overhead: 5us
-      ops: ["*"]
-      dtypes: [fp32, int32]
-    aicpu:
-      throughput: {fp32: 100GFLOPS, int64: 10GOPS}
-      launch_overhead: 30us
-      ops: ["*"]
-    ssd:
-      bandwidth: 4GB/s
-      latency: 100us
-      launch_overhead: 10us
-      ops: [Gather]
-  memory:
-    hbm: {capacity: 16GiB, bandwidth: 1TB/s}
-    ssd: {capacity: 1TB, bandwidth: 4GB/s, latency: 100us}
-  transfers:
-    - {from: aicore, to: ssd, bandwidth: 1TB/s, latency: 10us}
-topology:
-  - {name: hccs, size: 8, bandwidth: 100GB/s, latency: 1us}
-)";
+const std::string ToyHW = getSSDToyHW(/*Devices=*/8, /*WithAICPU=*/true);
 
 // table: 1e8 x 64 x 4 B = 25.6e9 B = 23.8 GiB; w: 64 x 64 x 4 B = 16 KiB.
 const char *EmbeddingModel = R"(<ir_version: 8, opset_import: ["" : 17]>

@@ -106,29 +106,7 @@ dlrm (int64[4096] ids_a, int64[4096] ids_b, float[4096,64] dense) => (float[4096
 }
 )";
 
-const char *SSDTableHW = R"(name: toy
-device:
-  name: toy-npu
-  classes:
-    aicore:
-      throughput: {fp32: 100TFLOPS}
-      vector_throughput: {fp32: 10TFLOPS}
-      launch_overhead: 5us
-      ops: ["*"]
-      dtypes: [fp32, int32]
-    ssd:
-      bandwidth: 4GB/s
-      latency: 100us
-      launch_overhead: 10us
-      ops: [Gather]
-  memory:
-    hbm: {capacity: 16GiB, bandwidth: 1TB/s}
-    ssd: {capacity: 1TB, bandwidth: 4GB/s, latency: 100us}
-  transfers:
-    - {from: aicore, to: ssd, bandwidth: 1TB/s, latency: 10us}
-topology:
-  - {name: hccs, size: 1, bandwidth: 100GB/s, latency: 1us}
-)";
+const std::string SSDTableHW = getSSDToyHW(/*Devices=*/1, /*WithAICPU=*/false);
 
 TEST(PlanCostTest, TableServedFromSSDHoldsNoHBM) {
   CompilationUnit CU;

@@ -48,6 +48,10 @@ constexpr int32_t MaxDataTypeCode = 23;
 
 /// Short name used in dumps and YAML: f32, f16, bf16, i64, ...
 llvm::StringRef getDataTypeName(DataType T);
+/// The name ONNX's text syntax (and TensorProto) gives \p T: "float",
+/// "double", "float16", "int64", ...; empty for types it has no name for
+/// here (complex, string, float8, 4-bit).
+llvm::StringRef getONNXTypeName(DataType T);
 /// Inverse of getDataTypeName; also accepts fp32/fp16/int8/... spellings.
 llvm::Optional<DataType> parseDataTypeName(llvm::StringRef Name);
 /// Size of one element in bytes; 0 for String and Undefined, and 0 for the
