@@ -24,8 +24,7 @@ public:
     const Optional<PrecisionRecipe> &R = CU.Opts.Precision;
     CU.NodeCosts =
         annotateNodeCosts(CU.M->getGraph(), CU.M->getOpsetVersion(""), *CU.HW,
-                          R ? StringRef(R->CubeFormat) : StringRef(),
-                          R ? R->Storage : DataType::Float);
+                          R ? R.getPointer() : nullptr);
     return Error::success();
   }
 };

@@ -30,6 +30,12 @@ StringRef canonicalDataTypeName(StringRef Name) {
   // (loom/Plan/Precision.h).
   if (Name == "tf32")
     return "tf32";
+  // FP8 likewise: one throughput key for the tensor cores' e4m3 and e5m2
+  // formats, which run at the same rate on Hopper (H100 datasheet) and
+  // Blackwell; a class whose formats differ lists f8e4m3fn / f8e5m2 keys,
+  // which getThroughput reads first.
+  if (Name == "fp8")
+    return "fp8";
   if (Optional<DataType> T = parseDataTypeName(Name))
     return getDataTypeName(*T);
   return "";
@@ -72,8 +78,19 @@ lookupRate(const std::map<std::string, FlopsPerSecond> &Rates,
   return It->second;
 }
 
+/// True for the storage types the `fp8` throughput key stands for.
+static bool isFP8Storage(StringRef DType) {
+  Optional<DataType> T = parseDataTypeName(DType);
+  return T && (*T == DataType::Float8E4M3FN || *T == DataType::Float8E4M3FNUZ ||
+               *T == DataType::Float8E5M2 || *T == DataType::Float8E5M2FNUZ);
+}
+
 Optional<FlopsPerSecond> DeviceClass::getThroughput(StringRef DType) const {
-  return lookupRate(Throughput, DType);
+  if (Optional<FlopsPerSecond> R = lookupRate(Throughput, DType))
+    return R;
+  if (isFP8Storage(DType))
+    return lookupRate(Throughput, "fp8");
+  return None;
 }
 
 Optional<FlopsPerSecond>
@@ -200,8 +217,9 @@ public:
       fail(Path,
            "unknown data type '" + Name +
                "'; expected f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, "
-               "u32, u64 or bool (fp16, float32, int8, ... also accepted; tf32 "
-               "as a throughput key)",
+               "u32, u64, bool, f8e4m3fn or f8e5m2 (fp16, float32, int8, ... "
+               "also "
+               "accepted; tf32 and fp8 as throughput keys)",
            AtKey);
   }
 

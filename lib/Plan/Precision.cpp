@@ -1,5 +1,6 @@
 //===- Precision.cpp - The training precision recipe ----------------------===//
 #include "loom/Plan/Precision.h"
+#include "loom/Cost/OpCost.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/Framework.h"
 
@@ -20,6 +21,8 @@ StringRef getPrecisionName(PrecisionKind K) {
     return "fp32";
   case PrecisionKind::TF32:
     return "tf32";
+  case PrecisionKind::FP8:
+    return "fp8";
   }
   return "bf16";
 }
@@ -30,17 +33,32 @@ Optional<PrecisionKind> parsePrecisionName(StringRef S) {
       .Case("fp16", PrecisionKind::FP16)
       .Case("fp32", PrecisionKind::FP32)
       .Case("tf32", PrecisionKind::TF32)
+      .Case("fp8", PrecisionKind::FP8)
       .Default(None);
 }
 
-StringRef getPrecisionNames() { return "bf16, fp16, fp32, tf32"; }
+StringRef getPrecisionNames() { return "bf16, fp16, fp32, tf32, fp8"; }
 
-PrecisionRecipe makePrecisionRecipe(PrecisionKind K) {
+PrecisionRecipe makePrecisionRecipe(PrecisionKind K, bool Serving) {
   PrecisionRecipe R;
   R.Kind = K;
   switch (K) {
   case PrecisionKind::BF16:
     R.Storage = DataType::BFloat16;
+    break;
+  case PrecisionKind::FP8:
+    // Precision.h: bf16 around fp8 weight GEMMs. Training keeps bf16
+    // weights and fp32 masters (TE casts fp8 copies from them); serving
+    // stores the weights in fp8 and has no optimizer.
+    R.Storage = DataType::BFloat16;
+    R.CubeFormat = "fp8";
+    R.Serving = Serving;
+    if (Serving) {
+      R.WeightBytes = 1;
+      R.MasterBytes = 0;
+    } else {
+      R.AmaxHistory = 1024; // DelayedScaling.amax_history_len's default
+    }
     break;
   case PrecisionKind::FP16:
     R.Storage = DataType::Float16;
@@ -65,6 +83,19 @@ std::string PrecisionRecipe::getCubeFormat() const {
 std::string PrecisionRecipe::describe() const {
   std::string S = getPrecisionName(Kind).str();
   std::string St = getDataTypeName(Storage).str();
+  if (isFP8() && Serving)
+    return "fp8 serving (fp8 weights, GEMM activations and KV cache, 1 byte "
+           "per element, per-tensor scales; GEMMs in fp8; norms, softmax and "
+           "attention in " +
+           St + ")";
+  if (isFP8())
+    return "fp8 training, Transformer Engine's delayed scaling (hybrid: e4m3 "
+           "forward, e5m2 gradients; weight GEMMs in fp8 forward and "
+           "backward; " +
+           St +
+           " weights, activations, attention and collectives; fp32 master "
+           "weights and Adam states; amax history " +
+           std::to_string(AmaxHistory) + " and one fp32 scale per tensor)";
   if (MasterBytes > 0)
     return S + " mixed precision (" + St +
            " matmuls, activations and collectives; fp32 master weights and "
@@ -76,17 +107,55 @@ std::string PrecisionRecipe::describe() const {
              "states)";
 }
 
+void PrecisionRecipe::applyToCube(OpCost &C, bool WeightGemm) const {
+  if (CubeFormat.empty() || (isFP8() && !WeightGemm))
+    return;
+  C.CubeFormat = CubeFormat;
+  if (!isFP8())
+    return;
+  double Elem = getDataTypeSize(Storage);
+  if (Serving) {
+    // Weights, input and output activations stored in fp8: 1 byte per
+    // element where the bf16 recipe moves Elem.
+    C.BytesRead /= Elem;
+    C.BytesWritten /= Elem;
+    C.ParamBytes /= Elem;
+    return;
+  }
+  // TE's quantization of each operand: one read of the Elem-byte tensor,
+  // one write of its fp8 copy, which the GEMM then reads (1 byte): 2
+  // bytes more per element than the bf16 GEMM's read, 2 / Elem of the
+  // bytes read. The two quantized tensors of the forward (input, weight)
+  // each read their amax history and scale. The backward (twice the
+  // forward's bytes, OpCost::BackwardBytes) quantizes the output gradient
+  // likewise.
+  C.BytesRead += C.BytesRead * 2 / Elem + 2 * getScalingStateBytes();
+}
+
 json::Value PrecisionRecipe::toJSON() const {
   json::Array Grads{"fp32"};
   if (Allows16BitGrads)
     Grads.push_back("bf16");
-  return json::Object{{"recipe", getPrecisionName(Kind)},
-                      {"matmul", getCubeFormat()},
-                      {"storage", getDataTypeName(Storage)},
-                      {"weight_bytes_per_param", WeightBytes},
-                      {"master_bytes_per_param", MasterBytes},
-                      {"grad_reduce", std::move(Grads)},
-                      {"why", Why}};
+  json::Value V = json::Object{{"recipe", getPrecisionName(Kind)},
+                               {"matmul", getCubeFormat()},
+                               {"storage", getDataTypeName(Storage)},
+                               {"weight_bytes_per_param", WeightBytes},
+                               {"master_bytes_per_param", MasterBytes},
+                               {"grad_reduce", std::move(Grads)},
+                               {"why", Why}};
+  if (isFP8()) {
+    json::Object &O = *V.getAsObject();
+    O["mode"] = Serving ? "serve" : "train";
+    if (Serving) {
+      O["kv_cache"] = "fp8";
+    } else {
+      O["fp8_format"] = "hybrid";
+      O["amax_history_len"] = (int64_t)AmaxHistory;
+      O["amax_compute_algo"] = "max";
+      O["scaling_bytes_per_tensor"] = getScalingStateBytes();
+    }
+  }
+  return V;
 }
 
 PrecisionKind getHardwareDefaultPrecision(const HardwareModel &HW) {
@@ -102,37 +171,38 @@ PrecisionKind getHardwareDefaultPrecision(const HardwareModel &HW) {
   return PrecisionKind::FP32;
 }
 
-/// The rule \p R breaks on \p HW, or success.
+/// The rule \p R breaks on \p HW (from \p HWFile), or success.
 static Error checkOnHardware(const PrecisionRecipe &R, const HardwareModel &HW,
-                             StringRef Flag) {
+                             StringRef HWFile, StringRef Flag) {
   const DeviceClass *C = HW.getClass("aicore");
   if (!C)
     return Error::success();
+  std::string Where = (HWFile.empty() ? "" : HWFile.str() + ": ") + Flag.str() +
+                      ": hardware '" + HW.Name + "'";
   std::string Cube = R.getCubeFormat();
-  std::string Name = getPrecisionName(R.Kind).str();
   if (!C->getThroughput(Cube))
     return createStringError(
         inconvertibleErrorCode(),
-        "%s: hardware '%s' lists no %s throughput for its aicore "
+        "%s, device class aicore (%s), lists no %s throughput "
         "(device.classes.aicore.throughput): the rule is that a precision "
         "recipe computes its matmuls in a format the device's matrix unit "
         "has",
-        Flag.str().c_str(), HW.Name.c_str(), Cube.c_str());
+        Where.c_str(), HW.Device.Name.c_str(), Cube.c_str());
   StringRef St = getDataTypeName(R.Storage);
   if (!C->supportsDataType(St))
     return createStringError(
         inconvertibleErrorCode(),
-        "%s: hardware '%s' aicore does not list data type %s "
+        "%s, device class aicore, does not list data type %s "
         "(device.classes.aicore.dtypes): the rule is that the recipe's "
         "activations and weights are stored in a type the device computes",
-        Flag.str().c_str(), HW.Name.c_str(), St.str().c_str());
-  (void)Name;
+        Where.c_str(), St.str().c_str());
   return Error::success();
 }
 
 Expected<PrecisionRecipe> resolvePrecision(Optional<StringRef> Flag,
                                            const FrameworkProfile *F,
-                                           const HardwareModel &HW) {
+                                           const HardwareModel &HW,
+                                           bool Serving, StringRef HWFile) {
   const FrameworkPrecision *FP =
       F && F->Precision ? F->Precision.getPointer() : nullptr;
   PrecisionKind K;
@@ -153,12 +223,12 @@ Expected<PrecisionRecipe> resolvePrecision(Optional<StringRef> Flag,
     Why = "Loom's default for --framework none: 16-bit mixed precision, "
           "bf16 where the hardware has it, else fp16";
   }
-  PrecisionRecipe R = makePrecisionRecipe(K);
+  PrecisionRecipe R = makePrecisionRecipe(K, Serving);
   R.Why = std::move(Why);
   std::string What =
       Flag ? ("--precision " + Flag->str())
            : ("precision " + getPrecisionName(K).str() + " (" + R.Why + ")");
-  if (Error E = checkOnHardware(R, HW, What))
+  if (Error E = checkOnHardware(R, HW, HWFile, What))
     return std::move(E);
   if (FP && !is_contained(FP->Values, K)) {
     std::string Known;

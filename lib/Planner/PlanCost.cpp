@@ -21,18 +21,27 @@ using namespace llvm;
 
 namespace loom {
 
+/// A MatMul/Gemm with a weight operand (a Linear layer).
+static bool multipliesWeight(const Node &N) {
+  StringRef Op = N.getOpType();
+  return (Op == "MatMul" || Op == "Gemm") &&
+         any_of(N.getInputs(), [](const Value *V) {
+           return V && isWeightLike(V) && V->Type.getRank() >= 2;
+         });
+}
+
 NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
-                              const HardwareModel &HW, StringRef CubeFormat,
-                              DataType CubeStorage) {
+                              const HardwareModel &HW,
+                              const PrecisionRecipe *Recipe) {
   NodeCostMap Map;
   Map.reserve(G.getNumNodes());
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;
     NodeCostInfo &Info = Map[&N];
     Info.Cost = computeOpCost(N, Opset);
-    if (!CubeFormat.empty() && Info.Cost.Unit == ComputeUnit::Cube &&
-        Info.Cost.Elem == CubeStorage)
-      Info.Cost.CubeFormat = CubeFormat.str();
+    if (Recipe && Info.Cost.Unit == ComputeUnit::Cube &&
+        Info.Cost.Elem == Recipe->Storage)
+      Recipe->applyToCube(Info.Cost, multipliesWeight(N));
     double Best = INFINITY;
     for (const auto &KV : HW.Device.Classes) {
       ClassTime T = estimateClassTime(N, Info.Cost, KV.first, HW);

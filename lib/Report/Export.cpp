@@ -124,6 +124,7 @@ DataType ExportInput::getRunType() const {
     return ParamType;
   switch (*Precision) {
   case PrecisionKind::BF16:
+  case PrecisionKind::FP8: // bf16 around Transformer Engine's fp8 GEMMs
     return DataType::BFloat16;
   case PrecisionKind::FP16:
     return DataType::Float16;
@@ -567,6 +568,24 @@ void MegatronFlags::addPrecision() {
     warn("precision tf32: " + Name +
          " has no flag for it; Loom costed fp32 training with TF32 "
          "matmuls: set torch.backends.cuda.matmul.allow_tf32 = True");
+  // fp8: Transformer Engine's delayed scaling as Loom costed it
+  // (loom/Plan/Precision.h). Megatron's own defaults differ
+  // (--fp8-amax-history-len 1, --fp8-amax-compute-algo most_recent;
+  // megatron/training/arguments.py), so all three are written. MindSpeed
+  // (torch_npu on Ascend) has no fp8 training recipe for the 910B.
+  if (In.Precision == PrecisionKind::FP8) {
+    if (Mind) {
+      warn("precision fp8: " + Name +
+           " has no fp8 training flags for this hardware; Loom costed "
+           "Transformer Engine's fp8 recipe, which the launch arguments "
+           "below (--bf16) do not run");
+    } else {
+      add("--fp8-format hybrid");
+      add("--fp8-amax-history-len 1024");
+      add("--fp8-amax-compute-algo max");
+      add("--transformer-impl transformer_engine");
+    }
+  }
   // Gradient width: with --bf16 Megatron accumulates and reduces in fp32
   // unless --grad-reduce-in-bf16; with --fp16 it reduces fp16 gradients
   // unless --accumulate-allreduce-grads-in-fp32 (arguments.py,
@@ -790,6 +809,7 @@ void warnDeepSpeed(const ExportInput &In, const Facts &F,
     Warn("precision tf32: DeepSpeed has no section for it; Loom costed fp32 "
          "training with TF32 matmuls: set "
          "torch.backends.cuda.matmul.allow_tf32 = True");
+
   if (!In.Precision && In.ParamType != DataType::BFloat16 &&
       In.ParamType != DataType::Float16)
     Warn("the model's weights are " + getDataTypeName(In.ParamType) +

@@ -200,6 +200,23 @@ TEST(HardwareTest, NormalizesDataTypeNames) {
   EXPECT_FALSE(Core->supportsDataType("nonsense"));
 }
 
+// One `fp8` figure stands for e4m3 and e5m2 (the H100 datasheet gives
+// one FP8 Tensor Core peak); a class whose formats differ lists its own
+// f8e5m2 key, read first.
+TEST(HardwareTest, FP8ThroughputKey) {
+  HardwareModel M = load(edit(Tiny, "{fp16: 100TFLOPS}",
+                              "{fp16: 100TFLOPS, fp8: 200TFLOPS, "
+                              "float8e5m2: 150TFLOPS}"));
+  const DeviceClass *Core = M.getClass("aicore");
+  EXPECT_EQ(Core->getThroughput("fp8")->value(), 200e12);
+  // e4m3 has no key of its own: the fp8 figure.
+  EXPECT_EQ(Core->getThroughput("f8e4m3fn")->value(), 200e12);
+  EXPECT_EQ(Core->getThroughput("float8e4m3fnuz")->value(), 200e12);
+  EXPECT_EQ(Core->getThroughput("f8e5m2")->value(), 150e12);
+  EXPECT_FALSE(load(Tiny).getClass("aicore")->getThroughput("fp8"));
+  EXPECT_FALSE(load(Tiny).getClass("aicore")->getThroughput("f8e4m3fn"));
+}
+
 TEST(HardwareTest, OpSupport) {
   DeviceClass All;
   All.Ops = {"*"};
@@ -544,14 +561,15 @@ TEST(HardwareErrorTest, DataTypes) {
   EXPECT_EQ(loadError(edit(Tiny, "fp16: 100TFLOPS", "fp17: 100TFLOPS")),
             "hw.yaml:5:27: error: device.classes.aicore.throughput.fp17: "
             "unknown data type 'fp17'; expected f16, bf16, f32, f64, i8, i16, "
-            "i32, i64, u8, u16, u32, u64 or bool (fp16, float32, int8, ... "
-            "also accepted; tf32 as a throughput key)");
+            "i32, i64, u8, u16, u32, u64, bool, f8e4m3fn or f8e5m2 (fp16, "
+            "float32, int8, ... also accepted; tf32 and fp8 as throughput "
+            "keys)");
   EXPECT_EQ(loadError(edit(Tiny, "ops: [\"*\"]",
                            "ops: [\"*\"], dtypes: [fp16, float17]")),
             "hw.yaml:5:94: error: device.classes.aicore.dtypes[1]: unknown "
             "data type 'float17'; expected f16, bf16, f32, f64, i8, i16, i32, "
-            "i64, u8, u16, u32, u64 or bool (fp16, float32, int8, ... also "
-            "accepted; tf32 as a throughput key)");
+            "i64, u8, u16, u32, u64, bool, f8e4m3fn or f8e5m2 (fp16, float32, "
+            "int8, ... also accepted; tf32 and fp8 as throughput keys)");
 }
 
 TEST(HardwareErrorTest, SsdClassNeedsSsdMemory) {
@@ -631,8 +649,8 @@ TEST(HardwareErrorTest, ValidateWithoutFile) {
   EXPECT_EQ(toString(M.validate()),
             "device.classes.aicore.throughput.fp16: unknown data type 'fp16'; "
             "expected f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, "
-            "u64 or bool (fp16, float32, int8, ... also accepted; tf32 as a "
-            "throughput key)");
+            "u64, bool, f8e4m3fn or f8e5m2 (fp16, float32, int8, ... also "
+            "accepted; tf32 and fp8 as throughput keys)");
   EXPECT_EQ(toString(HardwareModel().validate()), "name: must not be empty");
 }
 

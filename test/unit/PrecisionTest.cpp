@@ -1,5 +1,6 @@
 //===- PrecisionTest.cpp - Tests for the precision recipe -----------------===//
 #include "loom/Plan/Precision.h"
+#include "loom/Cost/OpCost.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/Framework.h"
 #include "gtest/gtest.h"
@@ -48,7 +49,53 @@ TEST(PrecisionTest, Recipes) {
   EXPECT_EQ(T.Storage, DataType::Float);
   EXPECT_EQ(T.getCubeFormat(), "tf32");
   EXPECT_EQ(parsePrecisionName("fp16"), PrecisionKind::FP16);
-  EXPECT_FALSE(parsePrecisionName("fp8").hasValue());
+  EXPECT_FALSE(parsePrecisionName("fp4").hasValue());
+  // fp8 training (issue 38 item 3): Transformer Engine's recipe, bf16
+  // around the fp8 GEMMs, fp32 masters, amax history 1024: (1024 + 2) x 4
+  // = 4104 bytes of scaling state per tensor.
+  EXPECT_EQ(parsePrecisionName("fp8"), PrecisionKind::FP8);
+  PrecisionRecipe E = makePrecisionRecipe(PrecisionKind::FP8);
+  EXPECT_EQ(E.Storage, DataType::BFloat16);
+  EXPECT_EQ(E.getCubeFormat(), "fp8");
+  EXPECT_EQ(E.WeightBytes, 2);
+  EXPECT_EQ(E.MasterBytes, 4);
+  EXPECT_EQ(E.getScalingStateBytes(), 4104);
+  // fp8 serving: 1-byte weights, no optimizer, no scaling history.
+  PrecisionRecipe S = makePrecisionRecipe(PrecisionKind::FP8, true);
+  EXPECT_EQ(S.WeightBytes, 1);
+  EXPECT_EQ(S.MasterBytes, 0);
+  EXPECT_EQ(S.getScalingStateBytes(), 0);
+}
+
+// How the fp8 recipes retype one weight GEMM's cost (bf16 storage, 2-byte
+// elements): training adds 2 / 2 of the bytes read (quantize: read bf16,
+// write fp8, GEMM reads fp8) and 2 x 4104 bytes of amax history; serving
+// moves 1 byte an element. Activation GEMMs are left alone.
+TEST(PrecisionTest, FP8CubeCost) {
+  OpCost C;
+  C.BytesRead = 1000;
+  C.BytesWritten = 200;
+  C.ParamBytes = 600;
+  OpCost T = C;
+  makePrecisionRecipe(PrecisionKind::FP8).applyToCube(T, true);
+  EXPECT_EQ(T.CubeFormat, "fp8");
+  EXPECT_EQ(T.BytesRead, 1000 + 1000 + 8208);
+  EXPECT_EQ(T.BytesWritten, 200);
+  EXPECT_EQ(T.ParamBytes, 600);
+  OpCost S = C;
+  makePrecisionRecipe(PrecisionKind::FP8, true).applyToCube(S, true);
+  EXPECT_EQ(S.BytesRead, 500);
+  EXPECT_EQ(S.BytesWritten, 100);
+  EXPECT_EQ(S.ParamBytes, 300);
+  OpCost A = C;
+  makePrecisionRecipe(PrecisionKind::FP8).applyToCube(A, false);
+  EXPECT_EQ(A.CubeFormat, "");
+  EXPECT_EQ(A.BytesRead, 1000);
+  // tf32 retypes every matrix op, weights or not.
+  OpCost F = C;
+  makePrecisionRecipe(PrecisionKind::TF32).applyToCube(F, false);
+  EXPECT_EQ(F.CubeFormat, "tf32");
+  EXPECT_EQ(F.BytesRead, 1000);
 }
 
 TEST(PrecisionTest, Defaults) {
@@ -75,11 +122,23 @@ TEST(PrecisionTest, Errors) {
   Expected<PrecisionRecipe> R =
       resolvePrecision(StringRef("tf32"), nullptr, Atlas);
   ASSERT_FALSE((bool)R);
+  // The message names the device class (and the file where one is given).
   EXPECT_EQ(toString(R.takeError()),
-            "--precision tf32: hardware 'atlas800t-a2' lists no tf32 "
-            "throughput for its aicore (device.classes.aicore.throughput): "
-            "the rule is that a precision recipe computes its matmuls in a "
-            "format the device's matrix unit has");
+            "--precision tf32: hardware 'atlas800t-a2', device class aicore "
+            "(Ascend 910B2), lists no tf32 throughput "
+            "(device.classes.aicore.throughput): the rule is that a "
+            "precision recipe computes its matmuls in a format the device's "
+            "matrix unit has");
+  // fp8 on the 910B (no fp8 format), with the file named; the H100 has it.
+  Expected<PrecisionRecipe> H =
+      resolvePrecision(StringRef("fp8"), nullptr, loadHW("dgx-h100"), true);
+  ASSERT_TRUE((bool)H) << toString(H.takeError());
+  EXPECT_TRUE(H->Serving);
+  R = resolvePrecision(StringRef("fp8"), nullptr, Atlas, false, "hw.yaml");
+  ASSERT_FALSE((bool)R);
+  EXPECT_EQ(toString(R.takeError()).substr(0, 95),
+            "hw.yaml: --precision fp8: hardware 'atlas800t-a2', device class "
+            "aicore (Ascend 910B2), lists no");
   // MindSpeed-LLM does not run tf32 (its profile lists no tf32).
   HardwareModel A100 = loadHW("dgx-a100");
   FrameworkProfile MS = loadFW("mindspeed-llm");
@@ -92,7 +151,7 @@ TEST(PrecisionTest, Errors) {
   R = resolvePrecision(StringRef("fp64"), nullptr, A100);
   ASSERT_FALSE((bool)R);
   EXPECT_EQ(toString(R.takeError()),
-            "--precision fp64: expected one of bf16, fp16, fp32, tf32");
+            "--precision fp64: expected one of bf16, fp16, fp32, tf32, fp8");
 }
 
 } // namespace

@@ -83,9 +83,9 @@ def read_table(path):
         if r["batching"] not in ("static", "inflight"):
             sys.exit(f"{path}: row {i + 1} ({r['id']}): batching "
                      f"'{r['batching']}' is not static or inflight")
-        if r["dtype"] not in ("fp16", "bf16"):
+        if r["dtype"] not in ("fp16", "bf16", "fp8"):
             sys.exit(f"{path}: row {i + 1} ({r['id']}): dtype '{r['dtype']}'"
-                     f": only fp16 and bf16 rows are planned")
+                     f": only fp16, bf16 and fp8 rows are planned")
     return rows, thresholds
 
 
@@ -133,6 +133,10 @@ def command(row, plan_parallel, zoo):
             "json", "--quiet"]
     if row["batching"] == "static":
         cmd += ["--set", "serve.batching=static"]
+    # fp8 rows: the engine's fp8 weights, GEMM activations and KV cache
+    # (--precision fp8 under --mode serve, loom/Plan/Precision.h).
+    if row["dtype"] == "fp8":
+        cmd += ["--precision", "fp8"]
     return cmd
 
 

@@ -101,10 +101,11 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
 }
 
 Error resolveRecipe(CompilationUnit &CU, Optional<StringRef> Flag,
-                    const HardwareModel &HW) {
+                    const HardwareModel &HW, StringRef HWFile) {
   const auto &Fs = CU.Opts.Frameworks;
   Expected<PrecisionRecipe> R =
-      resolvePrecision(Flag, Fs.empty() ? nullptr : Fs.front().get(), HW);
+      resolvePrecision(Flag, Fs.empty() ? nullptr : Fs.front().get(), HW,
+                       CU.Opts.Serve != nullptr, HWFile);
   if (!R)
     return R.takeError();
   // Every framework the plan is for must run it (--export A,B).

@@ -33,10 +33,11 @@ void applyFrameworkHow(const FrameworkProfile &F, HardwareModel &HW,
 /// The precision recipe (--precision \p Flag, else the first framework's
 /// default, else Loom's for \p HW) into CU.Opts.Precision; every
 /// framework of CU.Opts.Frameworks must run it, and --plan grad=bf16 needs
-/// a recipe that reduces gradients in 16 bits. Errors name the rule.
+/// a recipe that reduces gradients in 16 bits. Errors name the rule (and
+/// \p HWFile, the --hw files, where the hardware breaks it).
 llvm::Error resolveRecipe(CompilationUnit &CU,
                           llvm::Optional<llvm::StringRef> Flag,
-                          const HardwareModel &HW);
+                          const HardwareModel &HW, llvm::StringRef HWFile);
 
 } // namespace loom
 

@@ -323,11 +323,13 @@ static cl::opt<std::string> FrameworkOpt(
 // The training recipe (loom/Plan/Precision.h): one precision decides every
 // kernel's type, the state's bytes and the collectives'.
 static cl::opt<std::string> PrecisionOpt(
-    LOOM_OPT("precision"), cl::value_desc("bf16|fp16|fp32|tf32"),
+    LOOM_OPT("precision"), cl::value_desc("bf16|fp16|fp32|tf32|fp8"),
     cl::desc("The precision recipe costed, whatever types the model was "
              "exported in: bf16/fp16 mixed precision (16-bit matmuls, "
              "activations and collectives, fp32 master weights and Adam "
-             "states), fp32, or tf32 (fp32 with TF32 matmuls) where the "
+             "states), fp32, tf32 (fp32 with TF32 matmuls) or fp8 "
+             "(Transformer Engine's recipe in training; fp8 weights, "
+             "activations and KV cache with --mode serve) where the "
              "hardware has it (default: the framework's; for none, bf16 "
              "where the hardware has it, else fp16)"),
     cl::cat(LoomCategory));
@@ -596,6 +598,13 @@ static Error buildServingOptions(CompileOptions &O) {
     O.HardwareOverrides.push_back(
         ("serve.kv_dtype: (the graph's) -> " + KV.second.trim() + " (--set)")
             .str());
+  }
+  // fp8 serving stores the KV cache in fp8 too (loom/Plan/Precision.h)
+  // unless --set serve.kv_dtype says otherwise.
+  if (PrecisionOpt.getNumOccurrences() && PrecisionOpt == "fp8" &&
+      SO->KVElementBytes == 0) {
+    SO->KVElementBytes = 1;
+    SO->KVDType = "fp8, --precision fp8";
   }
   // A graph with symbolic dims is bound at one prompt of the longest
   // length: the serving model scales from it.
@@ -1372,7 +1381,7 @@ int main(int argc, char **argv) {
                               PrecisionOpt.getNumOccurrences()
                                   ? Optional<StringRef>(PrecisionOpt)
                                   : None,
-                              *HW))
+                              *HW, join(HWPaths.begin(), HWPaths.end(), ",")))
     return reportError(std::move(E));
   Expected<unsigned> NodesBefore = importInput(CU, Progress);
   if (!NodesBefore)

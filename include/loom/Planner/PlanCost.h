@@ -39,6 +39,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/Graph.h"
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Plan/Precision.h"
 #include "loom/Plan/PredictedCost.h"
 #include "loom/Planner/Embedding.h"
 #include "loom/Shard/Rules.h"
@@ -98,13 +99,12 @@ struct EvaluatorOptions {
 
 /// Computes NodeCostInfo for every node of \p G (subgraphs are folded into
 /// their parent node by the op rules).
-/// \p CubeFormat: the matrix unit's format where the precision recipe's
-/// matmuls have no storage type (tf32), applied to matrix ops computing in
-/// \p CubeStorage; empty: each op's element type.
+/// \p Recipe (null: none): the precision recipe, which retypes matrix ops
+/// computing in its storage type (PrecisionRecipe::applyToCube: tf32's
+/// format, fp8's format and bytes).
 NodeCostMap annotateNodeCosts(const Graph &G, int64_t Opset,
                               const HardwareModel &HW,
-                              llvm::StringRef CubeFormat = "",
-                              DataType CubeStorage = DataType::Float);
+                              const PrecisionRecipe *Recipe = nullptr);
 
 class PlanEvaluator {
 public:
