@@ -10,6 +10,7 @@
 // bind one symbol to different sizes are an error.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/IR/SequenceSymbols.h"
 #include "loom/Pass/Pass.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -25,8 +26,8 @@ public:
 
 /// The positional fallback for --batch / --seq: the first input whose dim
 /// \p Pos is dynamic.
-static Optional<std::pair<Value *, unsigned>>
-findDynamicDim(const Graph &G, unsigned Pos) {
+static Optional<std::pair<Value *, unsigned>> findDynamicDim(const Graph &G,
+                                                             unsigned Pos) {
   for (Value *V : G.getInputs())
     if (V->Type.HasShape && V->Type.getRank() > Pos &&
         !V->Type.Dims[Pos].isStatic())
@@ -124,8 +125,7 @@ Error BindSymbolsPass::run(CompilationUnit &CU) {
     CU.warn(Flag + " " + Twine(Size) + " matches no dynamic dim of the model");
     return Error::success();
   };
-  static const StringRef SeqNames[] = {"seq", "seq_len", "sequence",
-                                       "sequence_length"};
+  ArrayRef<StringRef> SeqNames = getSequenceSymbols();
   bool Matched = false;
   if (CU.Opts.Batch)
     if (Error E = Bind("--batch", {"batch", "batch_size"}, 0, *CU.Opts.Batch,

@@ -27,8 +27,11 @@ public:
     PlanEvaluator Eval(CU.M->getGraph(), CU.Layers, CU.NodeCosts, *CU.HW, EO);
     ScheduleContext Ctx;
     Ctx.HW = CU.HW;
-    const ParallelPlan &P = CU.Sharded->Sharding.Plan;
-    Ctx.TPGroup = Eval.getGroupShape(P, "tp");
+    // The groups as planned: under context parallelism the propagated axis
+    // is cp's and the gradients reduce over dp x cp (Sharding.h).
+    const ShardingResult &R = CU.Sharded->Sharding;
+    ParallelPlan P = getPlanAsPlanned(R);
+    Ctx.TPGroup = Eval.getGroupShape(P, getAxisGroupName(R));
     Ctx.EPGroup = Eval.getGroupShape(P, "ep");
     Ctx.DPGroup = Eval.getGroupShape(P, "dp");
     Ctx.PPGroup = Eval.getGroupShape(P, "pp");

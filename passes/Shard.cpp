@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
+#include "loom/IR/SequenceSymbols.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Plan/BatchSplit.h"
 #include "loom/Planner/Search.h"
@@ -33,6 +34,21 @@ int findAxis(const TensorType &Orig, StringRef Sym, const TensorType &Global,
     for (unsigned I = 0; I < Global.Dims.size(); ++I)
       if (Global.Dims[I] != Local.Dims[I])
         return I;
+  return -1;
+}
+
+std::string getSequenceSymbolList() {
+  std::string S;
+  for (StringRef N : getSequenceSymbols())
+    S += (S.empty() ? "" : ", ") + N.str();
+  return S;
+}
+/// The axis of \p Orig (an input as imported) named by a sequence symbol,
+/// or -1.
+int findSequenceAxis(const TensorType &Orig) {
+  for (unsigned I = 0; I < Orig.Dims.size(); ++I)
+    if (is_contained(getSequenceSymbols(), StringRef(Orig.Dims[I].Symbol)))
+      return I;
   return -1;
 }
 
@@ -79,16 +95,19 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
-    // Context parallelism is planned and costed, not yet emitted: the ring
-    // and the all-to-all over heads have no lowering in the role graphs.
-    if (Best.Plan.CP > 1)
+    // Context parallelism: all-to-all over heads (Ulysses) is emitted on
+    // the propagated axis, alone on it (tp = 1); the ring and cp beside
+    // tp are costed only.
+    if (Best.Plan.CP > 1 && (Best.Plan.CPA != CPAlgo::A2A || Best.Plan.TP > 1))
       return createStringError(
           inconvertibleErrorCode(),
           "plan %s: cp=%u (context parallelism, cp_algo=%s) is costed but "
-          "its graphs cannot be emitted yet (issue 34 items 2-3); drop -o "
-          "to plan and export, or pin --plan cp=1 to emit",
+          "its graphs cannot be emitted yet (issue 34 items 2-3: %s); drop "
+          "-o to plan and export, or pin --plan cp=1 to emit",
           Best.Plan.str().c_str(), Best.Plan.CP,
-          getCPAlgoName(Best.Plan.CPA).str().c_str());
+          getCPAlgoName(Best.Plan.CPA).str().c_str(),
+          Best.Plan.CPA != CPAlgo::A2A ? "the ring is not lowered, a2a is"
+                                       : "a2a is lowered at tp=1 only");
     // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
     // and column-wise shards are written at ep=1 (RoleGraphs.cpp);
     // the evaluator does not fit other plans (Embedding.h), so a plan
@@ -110,6 +129,12 @@ public:
     auto Prog = std::make_shared<ShardedProgram>();
     ShardingResult &R = Prog->Sharding;
     R.Plan = Best.Plan;
+    if (R.Plan.CP > 1) {
+      // The one propagated axis is cp's (Sharding.h, ShardingResult).
+      R.CPAxis = true;
+      R.Plan.TP = R.Plan.CP;
+      R.Plan.CP = 1;
+    }
     if (CU.Opts.Precision)
       R.CommFloatType = CU.Opts.Precision->Storage;
     R.Plan.StageLayers.clear();
@@ -195,6 +220,21 @@ public:
       std::string N = V->getName().str();
       R.OutputBatchAxis[N] =
           findAxis(OrigOut[N], BatchSym, R.GlobalOutputTypes[N], V->Type);
+    }
+    if (R.CPAxis) {
+      bool Any = false;
+      for (const Value *V : R.M->getGraph().getInputs()) {
+        int A = findSequenceAxis(OrigIn[V->getName().str()]);
+        R.InputSeqAxis[V->getName().str()] = A;
+        Any |= A >= 0;
+      }
+      if (!Any)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "plan %s: cp=%u splits the sequence, and no model input has a "
+            "sequence dim (one of the symbols %s)",
+            Best.Plan.str().c_str(), R.Plan.TP,
+            getSequenceSymbolList().c_str());
     }
     // Before propagation: it keeps dp-sharded tables' lookups whole on
     // every tp rank.

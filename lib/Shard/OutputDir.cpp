@@ -413,6 +413,15 @@ static std::string numpyName(DataType T) {
   return ONNX.empty() ? getDataTypeName(T).str() : ONNX.str();
 }
 
+/// "tp" (and "cp") of a role or rank whose index on the propagated axis
+/// is \p Idx: under context parallelism that axis is cp and tp is 0.
+static void writeAxisIndex(json::OStream &J, const ShardingResult &R,
+                           unsigned Idx) {
+  J.attribute("tp", R.CPAxis ? 0u : Idx);
+  if (R.CPAxis)
+    J.attribute("cp", Idx);
+}
+
 Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
                     StringRef Path) {
   std::unique_ptr<raw_fd_ostream> OS;
@@ -431,7 +440,7 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
       if (Info.Precision)
         J.attribute("precision", Info.Precision->toJSON());
       J.attributeObject("plan", [&] {
-        writePlanJSON(J, P, P.StageLayers);
+        writePlanJSON(J, getPlanAsPlanned(R), P.StageLayers);
         J.attributeArray("chunk_layers", [&] {
           for (unsigned L : R.ChunkLayers)
             J.value(L);
@@ -485,7 +494,7 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
           J.object([&] {
             J.attribute("graph", getRoleGraphPath(RG));
             J.attribute("pp", RG.PP);
-            J.attribute("tp", RG.TP);
+            writeAxisIndex(J, R, RG.TP);
             J.attribute("ep", RG.EP);
             if (RG.DP >= 0) // holds its own embedding table shards
               J.attribute("dp", RG.DP);
@@ -515,15 +524,34 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
             J.attributeObject("coords", [&] {
               J.attribute("dp", C.DP);
               J.attribute("pp", C.PP);
-              J.attribute("tp", C.TP);
+              writeAxisIndex(J, R, C.TP);
               J.attribute("ep", C.EP);
             });
             J.attributeObject("groups", [&] {
               for (const char *G : {"tp", "pp", "dp", "ep", "dp_ep"})
                 J.attributeArray(G, [&] {
-                  for (unsigned M : getGroupRanks(P, G, Rank))
+                  if (R.CPAxis && StringRef(G) == "tp")
+                    J.value(Rank); // tp = 1
+                  else
+                    for (unsigned M : getGroupRanks(P, G, Rank))
+                      J.value(M);
+                });
+              if (R.CPAxis) {
+                J.attributeArray("cp", [&] {
+                  for (unsigned M : getGroupRanks(P, "tp", Rank))
                     J.value(M);
                 });
+                // The weight gradients' group: dp x cp.
+                std::vector<unsigned> DPCP;
+                for (unsigned D : getGroupRanks(P, "dp", Rank))
+                  for (unsigned M : getGroupRanks(P, "tp", D))
+                    DPCP.push_back(M);
+                llvm::sort(DPCP);
+                J.attributeArray("dp_cp", [&] {
+                  for (unsigned M : DPCP)
+                    J.value(M);
+                });
+              }
             });
           });
         }
@@ -604,7 +632,7 @@ Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
       J.object([&] {
         J.attribute("graph", getRoleGraphPath(RG));
         J.attribute("pp", RG.PP);
-        J.attribute("tp", RG.TP);
+        writeAxisIndex(J, SP.Sharding, RG.TP);
         J.attribute("ep", RG.EP);
         if (RG.DP >= 0)
           J.attribute("dp", RG.DP);
@@ -661,12 +689,14 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
   std::unique_ptr<raw_fd_ostream> OS;
   if (Error E = openFile(Path, OS))
     return E;
-  static const char *const Streams[] = {"compute", "tp", "ep", "p2p", "dp"};
+  // Streams 1-5, then 6 for the rest (offload), 7 for cp's collectives.
+  static const char *const Streams[] = {"compute", "tp", "ep",
+                                        "p2p",     "dp", "cp"};
   auto Tid = [](StringRef S) {
     for (unsigned I = 0; I < 5; ++I)
       if (S == Streams[I])
         return I + 1;
-    return 6u;
+    return S == "cp" ? 7u : 6u;
   };
   const ParallelPlan &P = SP.Sharding.Plan;
   unsigned M = SP.NumMicroBatches;
@@ -712,12 +742,12 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
                                       SP.Roles[Role].FileName + ")");
             });
           });
-          for (unsigned I = 0; I < 5; ++I)
+          for (unsigned I = 0; I < (SP.Sharding.CPAxis ? 6u : 5u); ++I)
             J.object([&] {
               J.attribute("name", "thread_name");
               J.attribute("ph", "M");
               J.attribute("pid", Rank);
-              J.attribute("tid", I + 1);
+              J.attribute("tid", I < 5 ? I + 1 : 7u);
               J.attributeObject("args",
                                 [&] { J.attribute("name", Streams[I]); });
             });

@@ -7,7 +7,7 @@ using namespace llvm;
 namespace loom {
 
 void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
-  OS << "sharding " << R.Plan.str() << "\n";
+  OS << "sharding " << getPlanAsPlanned(R).str() << "\n";
   OS << "chunks " << R.NumChunks << ":";
   for (unsigned C : R.ChunkLayers)
     OS << " " << C;
@@ -62,6 +62,9 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
       break;
     case NodeSharding::Lowering::VocabParallelCrossEntropy:
       OS << " vocab-parallel-ce";
+      break;
+    case NodeSharding::Lowering::MeanOfShards:
+      OS << " mean-of-shards";
       break;
     case NodeSharding::Lowering::None:
       break;

@@ -84,7 +84,9 @@ public:
   Propagator(ShardingResult &R, const UseMap &Users)
       : PropagationContext(R.Plan.TP, R.Plan.SP, R.M->getOpsetVersion(""),
                            R.Values, Users),
-        R(R) {}
+        R(R) {
+    setSequenceAxis(R.CPAxis);
+  }
   Error run();
 
   bool isStackedExpertWork(const Node *N) const override {
@@ -241,6 +243,14 @@ Error propagateSharding(ShardingResult &R) {
             RegionChunk[O] = NS.Chunk;
     }
   }
+  // Context parallelism: each cp rank holds its tokens of every input with
+  // a sequence dim (the role graph slices the whole input it is fed).
+  if (R.CPAxis)
+    for (const Value *V : G.getInputs()) {
+      auto It = R.InputSeqAxis.find(V->getName().str());
+      if (It != R.InputSeqAxis.end() && It->second >= 0)
+        R.Values[V] = AxisSpec::split(It->second);
+    }
   UseMap Users = buildUseMap(G);
   Propagator Prop(R, Users);
   return Prop.run();

@@ -323,7 +323,11 @@ Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
     Attrs.push_back({"rank_size", TP});
     Attrs.push_back({"axis", C.Axis});
   }
-  return collective(getHcomOpName(C.Kind), "tp", X,
+  if (C.Kind == CollectiveKind::AllToAll)
+    return addAllToAllV(X, getAxisGroupName(R), TP,
+                        (Base + "." + C.Suffix).str(), C.Axis, C.ConcatAxis,
+                        std::move(T));
+  return collective(getHcomOpName(C.Kind), getAxisGroupName(R), X,
                     (Base + "." + C.Suffix).str(), std::move(T), Attrs);
 }
 
@@ -334,15 +338,26 @@ Expected<Value *> RoleBuilder::produced(const Value *V) {
   if (It != Produced.end())
     return It->second;
   if (V->isInput()) {
-    // A split KV cache input arrives as this rank's slice (KVCache.cpp).
+    // A split KV cache input arrives as this rank's slice (KVCache.cpp);
+    // under context parallelism an input arrives whole and the rank keeps
+    // its tokens.
+    AxisSpec S = producedSpec(V);
+    bool Whole = R.CPAxis && S.isSplit();
     Expected<Value *> In =
-        G->addInput(V->getName(), localType(V, producedSpec(V), false));
+        G->addInput(V->getName(), localType(V, Whole ? AxisSpec() : S, false));
     if (!In)
       return In.takeError();
     UsedNames.insert(V->getName());
     Out.Inputs.push_back(V->getName().str());
-    Produced[V] = *In;
-    return *In;
+    Value *X = *In;
+    if (Whole) {
+      Expected<Value *> Y = sliceActivation(X, V->Type, S, V->getName());
+      if (!Y)
+        return Y.takeError();
+      X = *Y;
+    }
+    Produced[V] = X;
+    return X;
   }
   if (V->isParameter()) {
     AxisSpec S = producedSpec(V);
@@ -592,6 +607,19 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
         return Refuse();
       return tpCollective(*C, *X, Base, C->Result);
     }
+    case Transition::GatherSlice:
+      // On the sequence axis one all-to-all moves the split (Rules.h).
+      if (R.CPAxis)
+        if (Optional<ShardCollective> C =
+                getTransitionCollective(Cur, Req, GT, TP, true))
+          if (C->Kind == CollectiveKind::AllToAll)
+            return tpCollective(*C, *X, Base, C->Result);
+      {
+        Expected<Value *> Full = materialize(V, AxisSpec());
+        if (!Full)
+          return Full.takeError();
+        return sliceActivation(*Full, GT, Req, Base);
+      }
     case Transition::LocalSlice: {
       // A constant's slice as a new constant; an activation's by Slice.
       bool ConstLike =
@@ -603,12 +631,6 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
           return C;
       }
       return sliceActivation(*X, GT, Req, Base);
-    }
-    case Transition::GatherSlice: {
-      Expected<Value *> Full = materialize(V, AxisSpec());
-      if (!Full)
-        return Full.takeError();
-      return sliceActivation(*Full, GT, Req, Base);
     }
     case Transition::Zeros:
       // A replicated zero as an addend of a sum of partials: zeros on
@@ -873,6 +895,26 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
     return lowerBiasAfterReduce(N, NS, In, OutNames);
   case NodeSharding::Lowering::VocabParallelCrossEntropy:
     return lowerVocabParallelCrossEntropy(N, NS, In, OutNames);
+  case NodeSharding::Lowering::MeanOfShards: {
+    // The mean over this rank's rows, scaled by 1 / axis size: an addend
+    // of the mean over all rows (LossRules.cpp).
+    SmallVector<std::string, 2> Names(OutNames.begin(), OutNames.end());
+    Names[0] = fresh(OutNames[0] + ".local_mean");
+    SmallVector<Value *, 4> Ins(In.begin(), In.end());
+    if (Error E = cloneLocal(N, NS, Ins, Names, false))
+      return E;
+    const Value *Y = N.getOutput(0);
+    Value *Local = Produced[Y];
+    Value *Scale =
+        constScalar(fresh(OutNames[0] + ".share"), Local->Type.Elem, 1.0 / TP);
+    Expected<Node *> M = add("Mul", fresh("share." + OutNames[0]),
+                             {Local, Scale}, {OutNames[0]});
+    if (!M)
+      return M.takeError();
+    (*M)->getOutput(0)->Type = Local->Type;
+    Produced[Y] = (*M)->getOutput(0);
+    return Error::success();
+  }
   case NodeSharding::Lowering::None:
     break;
   }
@@ -1658,7 +1700,7 @@ Expected<RoleGraph> RoleBuilder::build() {
   Out.TP = TPR;
   Out.EP = EPR;
   Out.DP = DPR;
-  Out.FileName = ("pp" + Twine(Dev) + "_tp" + Twine(TPR) +
+  Out.FileName = ("pp" + Twine(Dev) + "_" + getAxisGroupName(R) + Twine(TPR) +
                   (EP > 1 ? "_ep" + Twine(EPR) : Twine()) +
                   (DPR >= 0 ? "_dp" + Twine(DPR) : Twine()) + ".onnx")
                      .str();

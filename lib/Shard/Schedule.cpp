@@ -384,7 +384,7 @@ void appendComputeEvents(std::vector<ScheduleEvent> &Events,
 /// Training's step tail: the DP gradient buckets (dp > 1), overlapped with
 /// the last backward as the evaluator costed it, then the optimizer.
 void appendStepTail(std::vector<ScheduleEvent> &Events, const StageCost &S,
-                    const ParallelPlan &P, double ParamBytes,
+                    const ParallelPlan &P, bool CPAxis, double ParamBytes,
                     double BucketBytes, const std::string &DPLevel,
                     double LastBwdStart, double LastBwdEnd) {
   double Grad =
@@ -396,13 +396,15 @@ void appendStepTail(std::vector<ScheduleEvent> &Events, const StageCost &S,
   double Hidden = S.DPSyncS - S.DPExposedS;
   double T = std::max(LastBwdStart, LastBwdEnd - Hidden);
   double End = LastBwdEnd;
-  if (P.DP > 1)
+  // Under context parallelism (P's tp is cp, Sharding.h) the weights are
+  // replicated over dp x cp and their gradients reduce over group dp_cp.
+  if (P.DP > 1 || CPAxis)
     for (unsigned B = 0; B < Buckets; ++B) {
       ScheduleEvent G;
       G.Kind = "grad_sync";
       G.Op = P.ZeroStage >= 2 ? "reducescatter" : "allreduce";
       G.FusionId = B;
-      G.Group = "dp";
+      G.Group = CPAxis ? "dp_cp" : "dp";
       G.Level = DPLevel;
       G.Stream = "dp";
       G.Bytes = std::min(Buf, Grad - B * Buf);
@@ -487,7 +489,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     appendComputeEvents(Prog.Events, (*Order)[RG.PP], St, P, VPP, Ctx.Train,
                         LastBwdStart, LastBwdEnd);
     if (Ctx.Train)
-      appendStepTail(Prog.Events, St, P, PB, Ctx.BucketBytes,
+      appendStepTail(Prog.Events, St, P, R.CPAxis, PB, Ctx.BucketBytes,
                      levelName(G.DPG, *Ctx.HW), LastBwdStart, LastBwdEnd);
     std::stable_sort(Prog.Events.begin(), Prog.Events.end(),
                      [](const ScheduleEvent &A, const ScheduleEvent &B) {

@@ -109,13 +109,16 @@ static void checkCollectiveOrder(const ShardedProgram &SP,
         Seq.push_back((NP->getOpType() + ":" + NP->getName()).str());
     return Seq;
   };
+  // The propagated axis is cp's under context parallelism (Sharding.h).
+  StringRef Axis = getAxisGroupName(SP.Sharding);
   for (const RoleGraph &A : SP.Roles)
     for (const RoleGraph &B : SP.Roles) {
       if (&A == &B || A.PP != B.PP)
         continue;
-      if (A.EP == B.EP && A.TP < B.TP && Sequence(A, "tp") != Sequence(B, "tp"))
-        Fail("tp group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
-             " and " + B.FileName + " issue different collectives");
+      if (A.EP == B.EP && A.TP < B.TP && Sequence(A, Axis) != Sequence(B, Axis))
+        Fail(Axis + " group of pipeline device " + Twine(A.PP) + ": " +
+             A.FileName + " and " + B.FileName +
+             " issue different collectives");
       if (A.TP == B.TP && A.EP < B.EP && Sequence(A, "ep") != Sequence(B, "ep"))
         Fail("ep group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
              " and " + B.FileName + " issue different collectives");

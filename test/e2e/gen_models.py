@@ -135,12 +135,22 @@ def causal_mask(b, maxs=64):
     return name
 
 
-def attn():
-    b = Builder("attn", 2)
+def attn(causal=True, loss=False):
+    """causal=False: bidirectional, with a learned position table [64, d]
+    (table[:seq]) added to the input instead of the mask. loss=True: a
+    16-class head and the mean SoftmaxCrossEntropyLoss over every token
+    against int64 labels [batch, seq] (a training graph with its loss)."""
+    b = Builder("attn" if causal else "attn_bidir", 2)
     d, H = 32, 4
     hd = d // H
-    mask_table = causal_mask(b)
     h = "x"
+    if causal:
+        mask_table = causal_mask(b)
+    else:
+        pos = "pos_table"
+        b.inits.append(numpy_helper.from_array(
+            b.rng.uniform(-1, 1, (64, d)).astype(np.float32), pos))
+        h = b.op("Add", [h, seq_slice(b, pos, h)])
     for i in range(6):
         p = f"layers.{i}"
         n = b.layernorm(h, d, p + ".ln")
@@ -152,16 +162,25 @@ def attn():
         q, k, v = heads
         kt = b.op("Transpose", [k], perm=[0, 1, 3, 2])
         s = b.op("Div", [b.op("MatMul", [q, kt]), b.const(np.sqrt(hd), np.float32)])
-        # mask[:seq, :seq]
-        m = seq_slice(b, mask_table, h)
-        shp = b.op("Shape", [h])
-        sq = b.op("Unsqueeze", [b.op("Gather", [shp, b.const(1)], axis=0), b.const([0])])
-        m = b.op("Slice", [m, b.const([0]), sq, b.const([1])])
-        s = b.op("Add", [s, m])
+        if causal:
+            # mask[:seq, :seq]
+            m = seq_slice(b, mask_table, h)
+            shp = b.op("Shape", [h])
+            sq = b.op("Unsqueeze", [b.op("Gather", [shp, b.const(1)], axis=0), b.const([0])])
+            m = b.op("Slice", [m, b.const([0]), sq, b.const([1])])
+            s = b.op("Add", [s, m])
         a = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])
         a = b.op("Reshape", [b.op("Transpose", [a], perm=[0, 2, 1, 3]), b.const([0, 0, d])])
         h = b.op("Add", [h, b.linear(a, d, d, f"{p}.o_proj")])
     h = b.layernorm(h, d, "ln_f")
+    if loss:
+        scores = b.op("Transpose", [b.linear(h, d, 16, "head")], perm=[0, 2, 1])
+        b.nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [scores, "labels"],
+                                        ["loss"], reduction="mean"))
+        return b.model([helper.make_tensor_value_info("x", FLOAT, ["batch", "seq", d]),
+                        helper.make_tensor_value_info("labels", onnx.TensorProto.INT64,
+                                                      ["batch", "seq"])],
+                       [helper.make_tensor_value_info("loss", FLOAT, [])])
     b.nodes[-1].output[0] = "y"
     return b.model([helper.make_tensor_value_info("x", FLOAT, ["batch", "seq", d])],
                    [helper.make_tensor_value_info("y", FLOAT, ["batch", "seq", d])])
@@ -349,7 +368,8 @@ def cnn():
 
 
 MODELS = {
-    "mlp": mlp, "attn": attn, "llama": llama,
+    "mlp": mlp, "attn": attn, "attn_bidir": lambda: attn(causal=False),
+    "attn_loss": lambda: attn(loss=True), "llama": llama,
     "moe_stacked": lambda: moe(False), "moe_unrolled": lambda: moe(True),
     "moe_gshard": moe_gshard,
     "embed_lm": embed_lm, "cnn": cnn,

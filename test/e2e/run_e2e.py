@@ -157,6 +157,28 @@ CASES = [
     ("moe_tiny-ep2",       "ex:moe-tiny.onnx",   "tp=1,pp=1,dp=2,ep=2,mb=2",   "infer", 4, 8),
     ("moe_tiny-ep4",       "ex:moe-tiny.onnx",   "tp=1,pp=1,dp=4,ep=4,mb=1",   "infer", 4, 8),
     ("moe_tiny-tp2ep2pp2", "ex:moe-tiny.onnx",   "tp=2,pp=2,dp=2,ep=2,mb=1",   "infer", 4, 8),
+    # Context parallelism, all-to-all over heads (issue 34 items 2-3): each
+    # cp rank keeps its tokens of the inputs (sliced in its graph), Q/K/V
+    # move to heads by HcomAllToAllV over group cp, the context back, and
+    # the logits are gathered. Causal (GPT-2, LLaMA: the mask whole, the
+    # rotary tables sliced to the rank's positions) and bidirectional
+    # (attn_bidir: a learned position table sliced to the rank's tokens);
+    # alone and with pp and dp; cp=4 where the K/V heads allow.
+    ("gpt2-cp2",           "ex:gpt2-tiny.onnx",  "cp=2,cp_algo=a2a,mb=2",      "infer", 4, 8),
+    ("gpt2-cp4",           "ex:gpt2-tiny.onnx",  "cp=4,cp_algo=a2a,mb=2",      "infer", 4, 8),
+    ("gpt2-cp2pp2dp2",     "ex:gpt2-tiny.onnx",  "cp=2,cp_algo=a2a,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("gpt2-cp2pp2-train",  "ex:gpt2-tiny.onnx",  "cp=2,cp_algo=a2a,pp=2,mb=1", "train", 4, 8),
+    ("llama_tiny-cp2",     "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,mb=2",      "infer", 4, 8),
+    ("llama_tiny-cp2dp2",  "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,dp=2,mb=1", "infer", 4, 8),
+    ("llama-cp2-train",    "gen:llama", "cp=2,cp_algo=a2a,mb=2",               "train", 4, 8),
+    ("attn-cp2",           "gen:attn",  "cp=2,cp_algo=a2a,mb=2",               "infer", 4, 8),
+    ("attn_bidir-cp2",     "gen:attn_bidir", "cp=2,cp_algo=a2a,mb=2",          "infer", 4, 8),
+    ("attn_bidir-cp4pp2",  "gen:attn_bidir", "cp=4,cp_algo=a2a,pp=2,mb=1",     "infer", 4, 8),
+    ("attn_bidir-cp2dp2-train", "gen:attn_bidir", "cp=2,cp_algo=a2a,dp=2,mb=1", "train", 4, 8),
+    # The loss (a mean over every token) follows the split: each rank's mean
+    # over its tokens, scaled by 1/cp and all-reduced over group cp.
+    ("attn_loss-cp2-train",  "gen:attn_loss", "cp=2,cp_algo=a2a,mb=2",       "train", 4, 8),
+    ("attn_loss-cp4pp2-train", "gen:attn_loss", "cp=4,cp_algo=a2a,pp=2,mb=1", "train", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked
@@ -339,7 +361,7 @@ EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
 # Models whose outputs are means over the batch (a training loss): each
 # micro-batch's loss is the mean over its own samples, as data parallelism
 # computes it, so the original runs on each micro-batch alone.
-MICRO_BATCH_REFERENCE = {"test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
+MICRO_BATCH_REFERENCE = {"gen:attn_loss", "test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
                          "test:ce-sum-tiny.onnx", "test:vocab-odd-loss-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.
@@ -374,7 +396,7 @@ def run(cmd, timeout=300, cwd=None):
 
 def plan_devices(plan):
     kv = dict(x.split("=", 1) for x in plan.split(","))
-    return int(kv.get("tp", 1)) * int(kv.get("pp", 1)) * int(kv.get("dp", 1))
+    return int(kv.get("tp", 1)) * int(kv.get("cp", 1)) * int(kv.get("pp", 1)) * int(kv.get("dp", 1))
 
 
 # Keys a case does not give are fixed here rather than searched, so that a

@@ -24,8 +24,15 @@ namespace {
 /// split of the same parameter).
 class WalkContext final : public RuleContext {
 public:
-  WalkContext(const Graph &G, unsigned TP, bool SP = false)
+  /// \p SeqInputs: on context parallelism's axis (RuleContext::
+  /// isSequenceAxis), the graph inputs that arrive split and their dim.
+  WalkContext(const Graph &G, unsigned TP, bool SP = false,
+              std::map<std::string, int> SeqInputs = {})
       : RuleContext(TP, SP, 17) {
+    setSequenceAxis(!SeqInputs.empty());
+    for (const Value *V : G.getInputs())
+      if (SeqInputs.count(V->getName().str()))
+        Values[V] = AxisSpec::split(SeqInputs[V->getName().str()]);
     for (const auto &NP : G.getNodes())
       for (const Value *V : NP->getInputs())
         if (V)
@@ -42,6 +49,8 @@ public:
     return V ? Values.lookup(V) : AxisSpec();
   }
   bool splitWeight(const Value *V, int Dim, ArrayRef<int64_t> B) override {
+    if (isSequenceAxis())
+      return false;
     int D = Dim;
     const Value *P = traceWeight(V, D);
     if (!P)
@@ -184,6 +193,66 @@ TEST(ShardRules, SequenceParallelResolvesPartialsOntoTokens) {
             Transition::ReduceScatter);
 }
 
+// Context parallelism over 2 ranks (all-to-all over heads): x [2,8,16]
+// arrives split on its 8 tokens; attention of 4 heads of 4, a 16-class
+// head and the mean cross entropy over every token.
+const char *CPBlock = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,8,16] x, int64[2,8] labels) => (float loss)
+<float[16,16] wq, float[16,16] wk, float[16,16] wo,
+ int64[4] hs = {2,8,4,4}, int64[3] os = {2,8,16}>
+{
+  q = MatMul (x, wq)
+  k = MatMul (x, wk)
+  qh = Reshape (q, hs)
+  kh = Reshape (k, hs)
+  qt = Transpose <perm = [0, 2, 1, 3]> (qh)
+  kt = Transpose <perm = [0, 2, 3, 1]> (kh)
+  s = MatMul (qt, kt)
+  p = Softmax <axis = -1> (s)
+  c = MatMul (p, qt)
+  ct = Transpose <perm = [0, 2, 1, 3]> (c)
+  cr = Reshape (ct, os)
+  o = MatMul (cr, wo)
+  ot = Transpose <perm = [0, 2, 1]> (o)
+  loss = SoftmaxCrossEntropyLoss <reduction = "mean"> (ot, labels)
+}
+)";
+
+TEST(ShardRules, SequenceAxisMovesTokensToHeadsAroundAttention) {
+  CompilationUnit CU = load(CPBlock);
+  const Graph &G = CU.M->getGraph();
+  WalkContext C(G, 2, false, {{"x", 1}, {"labels", 1}});
+  // Weights stay whole; the projections keep the token split.
+  EXPECT_EQ(C.Values.lookup(param(G, "wq")).str(), "R");
+  EXPECT_EQ(C.in("q", 0), "S(1)");
+  EXPECT_EQ(C.out("q"), "S(1)");
+  EXPECT_EQ(C.out("qh"), "S(1)");
+  // [2,4,8,4]: tokens on dim 2; K^T [2,4,4,8] on dim 3.
+  EXPECT_EQ(C.out("qt"), "S(2)");
+  EXPECT_EQ(C.out("kt"), "S(3)");
+  // Q K^T on the 4 heads (dim 1): both operands moved to S(1) (the
+  // transitions S(2) -> S(1) and S(3) -> S(1), all-to-alls on this axis),
+  // the scores [2,4,8,8] over the whole sequence, 2 heads per rank.
+  EXPECT_EQ(C.in("s", 0), "S(1)");
+  EXPECT_EQ(C.in("s", 1), "S(1)");
+  EXPECT_EQ(C.out("s"), "S(1)");
+  EXPECT_EQ(C.out("p"), "S(1)");
+  EXPECT_EQ(C.out("c"), "S(1)");
+  // The context [2,8,16] arrives split on its head columns (dim 2, k of
+  // the output projection): the projection asks for it on the tokens.
+  EXPECT_EQ(C.out("cr"), "S(2)");
+  EXPECT_EQ(C.in("o", 0), "S(1)");
+  EXPECT_EQ(C.out("o"), "S(1)");
+  // The mean loss: each rank's rows, a partial sum of the mean.
+  EXPECT_EQ(C.in("loss", 0), "S(2)");
+  EXPECT_EQ(C.in("loss", 1), "S(1)");
+  EXPECT_EQ(C.out("loss"), "P");
+  EXPECT_EQ(C.at("loss").Lower, ShardLowering::MeanOfShards);
+  // Off the sequence axis the same loss runs replicated.
+  WalkContext TP(G, 2);
+  EXPECT_EQ(TP.out("loss"), "R");
+}
+
 TEST(ShardRules, TransitionsAndLocalShapes) {
   AxisSpec R, P = AxisSpec::partial(), S0 = AxisSpec::split(0),
               S1 = AxisSpec::split(1);
@@ -245,6 +314,21 @@ TEST(ShardRules, TransitionsNameTheirCollective) {
     EXPECT_EQ(AG->Axis, 0);
     EXPECT_EQ(AG->Result.Dims[0].Size, 4);
   }
+  // On the sequence axis (context parallelism) S(0) -> S(1) is one
+  // all-to-all: split on dim 1 among the peers, concatenated on dim 0;
+  // each rank keeps [4, 48] and sends its share, 1,536 / 2 = 768 bytes.
+  Optional<ShardCollective> A2A = getTransitionCollective(S0, S1, T, 2, true);
+  ASSERT_TRUE(A2A.hasValue());
+  EXPECT_EQ(A2A->Kind, CollectiveKind::AllToAll);
+  EXPECT_EQ(A2A->Axis, 1);
+  EXPECT_EQ(A2A->ConcatAxis, 0);
+  EXPECT_EQ(A2A->Result.Dims[0].Size, 4);
+  EXPECT_EQ(A2A->Result.Dims[1].Size, 48); // 96 / 2
+  EXPECT_EQ(A2A->Bytes, 768.0);
+  // ... and a split to replicated is still an all-gather there.
+  Optional<ShardCollective> AGS = getTransitionCollective(S0, R, T, 2, true);
+  ASSERT_TRUE(AGS.hasValue());
+  EXPECT_EQ(AGS->Kind, CollectiveKind::AllGather);
   // No collective: same spec, a local slice, zeros, blocks.
   AxisSpec Blk = AxisSpec::split(1);
   Blk.Blocks = {64, 16, 16};

@@ -121,9 +121,12 @@ struct ShardCollective {
   CollectiveKind Kind = CollectiveKind::AllReduce;
   /// AllReduce, ReduceScatter: "sum" or "max".
   std::string Reduction = "sum";
-  /// AllGather: the dim gathered; ReduceScatter: the dim scattered; -1
-  /// otherwise.
+  /// AllGather: the dim gathered; ReduceScatter: the dim scattered;
+  /// AllToAll: the dim split among the peers (split_axis); -1 otherwise.
   int Axis = -1;
+  /// AllToAll: the dim the peers' pieces are concatenated on
+  /// (concat_axis); -1 otherwise.
+  int ConcatAxis = -1;
   /// The per-rank type it produces: the reduced buffer, the whole value
   /// gathered, a reduce-scatter's slice.
   TensorType Result;
@@ -143,11 +146,16 @@ struct ShardCollective {
 /// AllReduce (P -> R), ReduceScatter (P -> S), AllGather (S -> R, and
 /// S -> S' before a local slice). None where the transition needs no
 /// collective (same spec, a local slice, zeros) or none can do it
-/// (Unsupported).
+/// (Unsupported). On the sequence axis (\p SeqAxis: context parallelism,
+/// RuleContext::isSequenceAxis) a split moved to another dim (GatherSlice
+/// between two unblocked splits) is one all-to-all (DeepSpeed-Ulysses,
+/// Jacobs et al. 2023: tokens to heads before attention, heads to tokens
+/// after), not a gather and a slice.
 llvm::Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
                                                         const AxisSpec &To,
                                                         const TensorType &Whole,
-                                                        unsigned AxisSize);
+                                                        unsigned AxisSize,
+                                                        bool SeqAxis = false);
 /// The hccl op that lowers \p K ("HcomAllReduce", ...; DESIGN §7), and
 /// the kind an hccl op performs (HcomAllToAllV: AllToAll; HcomSend and
 /// HcomReceive: SendRecv; any other: AllReduce).
@@ -173,6 +181,10 @@ enum class ShardLowering : uint8_t {
   /// vocab-parallel cross entropy (all-reduced row max, sum of exps and
   /// target score), the scores never gathered.
   VocabParallelCrossEntropy,
+  /// A loss's "mean" over rows split evenly on the sequence axis: each
+  /// rank's mean over its rows, scaled by 1 / axis size, is an addend of
+  /// the mean (a Partial output; LossRules.cpp).
+  MeanOfShards,
 };
 
 /// What a rule decided for one node.
@@ -203,6 +215,12 @@ public:
 
   unsigned getAxisSize() const { return AxisSize; }
   bool isSequenceParallel() const { return SP; }
+  /// The axis is context parallelism's (cp, issue 34), not tp's: every
+  /// rank holds all weights (splitWeight refuses), activations are split on
+  /// their tokens, and the attention's activation x activation matmuls
+  /// move the split to the heads (MatmulRules.cpp).
+  bool isSequenceAxis() const { return SeqAxis; }
+  void setSequenceAxis(bool On) { SeqAxis = On; }
   int64_t getOpset() const { return Opset; }
   /// The axis size divides \p Size (> 0); a symbolic size divides every
   /// size but 1 (no degree > 1 splits a unit dim).
@@ -248,6 +266,7 @@ public:
 private:
   unsigned AxisSize;
   bool SP;
+  bool SeqAxis = false;
   int64_t Opset;
 };
 

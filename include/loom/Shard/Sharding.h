@@ -98,7 +98,16 @@ struct KVCacheShard {
 
 /// Result of the shard pass.
 struct ShardingResult {
+  /// The plan the graphs are cut for. With context parallelism (cp > 1,
+  /// cp_algo=a2a, tp = 1) the one propagated axis is cp's: Plan holds it
+  /// in TP (tp = cp, cp = 1: the same mesh, cp sitting right outside a tp
+  /// of 1) and CPAxis is set; the output names it "cp" (getAxisGroupName,
+  /// getPlanAsPlanned).
   ParallelPlan Plan;
+  bool CPAxis = false;
+  /// CPAxis: per model input, the axis of its sequence dim (-1: none): the
+  /// input arrives whole and each cp rank keeps its tokens.
+  std::map<std::string, int> InputSeqAxis;
   /// The precision recipe's storage type (loom/Plan/Precision.h): what the
   /// schedule's collectives carry floating tensors in, whatever the
   /// emitted graphs (the model's own types) hold; Undefined: as held.
@@ -216,6 +225,22 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
                  llvm::function_ref<void(const ScheduleEvent &)> Fn);
 
 /// Mesh coordinates of a global rank (include/loom/Shard/OutputFormat.md).
+/// The group name of the propagated axis: "cp" when it is context
+/// parallelism's (ShardingResult::CPAxis), "tp" otherwise.
+inline llvm::StringRef getAxisGroupName(const ShardingResult &R) {
+  return R.CPAxis ? "cp" : "tp";
+}
+/// The plan as searched (tp = 1, cp = Plan.TP when CPAxis).
+inline ParallelPlan getPlanAsPlanned(const ShardingResult &R) {
+  ParallelPlan P = R.Plan;
+  if (R.CPAxis) {
+    P.CP = P.TP;
+    P.TP = 1;
+    P.CPA = CPAlgo::A2A;
+  }
+  return P;
+}
+
 struct RankCoords {
   unsigned DP = 0, PP = 0, TP = 0, EP = 0, DPOuter = 0;
 };

@@ -20,7 +20,13 @@
 //   parallelism) is exact with reduction = "none": each rank's rows give
 //   their own losses; the labels split alike (dim D of the scores is dim
 //   D - 1 of the labels past the class axis), the weights whole. The
-//   reductions "mean" and "sum" over all rows run replicated.
+//   reductions "mean" and "sum" over all rows run replicated, except on
+//   context parallelism's axis (RuleContext::isSequenceAxis), where the
+//   rows stay split and the loss is reduced over the cp group (Megatron-
+//   Core all-reduces the loss over its cp group the same way): "sum" of the
+//   local rows is a partial sum; "mean" without class weights or
+//   ignore_index (every rank then counts the same rows) is the local mean
+//   scaled by 1/cp, a partial sum too (ShardLowering::MeanOfShards).
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
@@ -63,7 +69,12 @@ void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &NS) {
                       getLoweringAllReduce(N, RowT, "sum", "target")};
     return;
   }
-  if (N.getAttrString("reduction", "mean") != "none")
+  StringRef Red = N.getAttrString("reduction", "mean");
+  bool Weighted = N.getNumInputs() > 2 && N.getInput(2);
+  bool OverCP = Ctx.isSequenceAxis() &&
+                (Red == "sum" || (Red == "mean" && !Weighted &&
+                                  !N.getAttribute("ignore_index")));
+  if (Red != "none" && !OverCP)
     return;
   if (!CX.isSplit() || !CX.Blocks.empty() || CX.Dim == 1 ||
       CX.Dim >= (int)Rank || Labels->Type.getRank() + 1 != Rank)
@@ -72,6 +83,11 @@ void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   NS.InputSpecs[0] = CX;
   NS.InputSpecs[1] = Row;
   NS.OutputSpecs[0] = Row;
+  if (Red != "none") {
+    NS.OutputSpecs[0] = AxisSpec::partial();
+    if (Red == "mean")
+      NS.Lower = ShardLowering::MeanOfShards;
+  }
   if (N.getNumOutputs() > 1 && N.getOutput(1))
     NS.OutputSpecs[1] = CX;
 }

@@ -10,6 +10,14 @@
 // Activation x activation (attention scores and context): batch dims and
 // the free dims keep their split; a split on the contracted dim k of both
 // operands gives partial sums.
+// On context parallelism's axis (RuleContext::isSequenceAxis) weights stay
+// whole: a weight matmul keeps its activation's token split (rows are
+// independent), and one whose activation arrives split on k (the heads of
+// an attention's output) asks for it on the tokens instead, which the
+// transition makes an all-to-all. An activation x activation matmul with a
+// batch dim (the heads of [B, H, S, D]) splits that dim: Q, K and V move
+// from tokens to heads by all-to-all and each rank attends over the whole
+// sequence with its heads (DeepSpeed-Ulysses, Jacobs et al. 2023, §3).
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
@@ -62,6 +70,43 @@ std::vector<int64_t> findBlocks(const Value *Out, const RuleContext &Ctx) {
   return {};
 }
 
+/// The weight matmul Y = A B on the sequence axis: A's token split kept.
+void weightMatMulOnSequence(const AxisSpec &CA, unsigned RA, unsigned RY,
+                            const Shape &SA, RuleContext &Ctx, OpSharding &NS) {
+  if (!CA.isSplit() || !CA.Blocks.empty())
+    return;
+  int D = CA.Dim;
+  if (D == (int)RA - 1) {
+    // Split on k: back to the tokens, the matmul's rows ([B, S, d]).
+    D = RA - 2;
+    if (SA[D] <= 1 || !Ctx.isDivisible(SA[D]))
+      return;
+  }
+  int OutDim = D + (int)RY - (int)RA;
+  if (OutDim < 0)
+    return;
+  NS.InputSpecs[0] = AxisSpec::split(D);
+  NS.OutputSpecs[0] = AxisSpec::split(OutDim);
+}
+
+/// The batch dim an activation x activation matmul splits on the sequence
+/// axis: the innermost batch dim of Y (the heads) both operands have
+/// whole, or -1.
+int getSequenceAxisBatchDim(const Shape &SA, const Shape &SB, const Shape &SY,
+                            const RuleContext &Ctx) {
+  unsigned RY = SY.size();
+  if (RY < 3)
+    return -1;
+  int D = RY - 3;
+  auto Has = [&](const Shape &S) {
+    int L = D - (int)(RY - S.size());
+    return L >= 0 && S[L] == SY[D];
+  };
+  if (SY[D] <= 1 || !Ctx.isDivisible(SY[D]) || !Has(SA) || !Has(SB))
+    return -1;
+  return D;
+}
+
 } // namespace
 
 void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
@@ -76,6 +121,10 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   bool AWeight = traceWeight(A, Dummy) != nullptr;
   AxisSpec CA = Ctx.getSpec(A), CB = Ctx.getSpec(B);
   unsigned RY = SY.size(), RA = SA.size(), RB = SB.size();
+  if (BWeight && !AWeight && Ctx.isSequenceAxis()) {
+    weightMatMulOnSequence(CA, RA, RY, SA, Ctx, NS);
+    return;
+  }
   if (BWeight && !AWeight) {
     int K = RB - 2, NDim = RB - 1;
     if (CA.isPartial())
@@ -133,6 +182,11 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   if (CB.isPartial())
     CB = AxisSpec();
   int OA = ToOut(CA, RA, true), OB = ToOut(CB, RB, false);
+  if (Ctx.isSequenceAxis() && (CA.isSplit() || CB.isSplit())) {
+    int H = getSequenceAxisBatchDim(SA, SB, SY, Ctx);
+    if (H >= 0)
+      OA = OB = H;
+  }
   if (OA == -1 && OB == -1) {
     NS.InputSpecs = {CA, CB};
     NS.OutputSpecs = {AxisSpec::partial()};
@@ -167,6 +221,16 @@ void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   int Dummy = 0;
   if (SA.size() != 2 || SB.size() != 2 || !traceWeight(B, Dummy))
     return;
+  if (Ctx.isSequenceAxis()) {
+    // Rows are tokens: a row split passes through; the bias is whole.
+    AxisSpec CA = Ctx.getSpec(A);
+    if (!N.getAttrInt("transA", 0) && CA.isSplit() && CA.Dim == 0 &&
+        CA.Blocks.empty()) {
+      NS.InputSpecs[0] = CA;
+      NS.OutputSpecs[0] = CA;
+    }
+    return;
+  }
   bool TransA = N.getAttrInt("transA", 0), TransB = N.getAttrInt("transB", 0);
   int KDimB = TransB ? 1 : 0, NDimB = TransB ? 0 : 1;
   int KDimA = TransA ? 0 : 1;

@@ -11,6 +11,9 @@ namespace loom {
 
 bool PropagationContext::splitWeight(const Value *V, int Dim,
                                      ArrayRef<int64_t> Blocks) {
+  // Context parallelism keeps every weight whole on every rank.
+  if (isSequenceAxis())
+    return false;
   int PDim = Dim;
   const Value *Param = traceWeight(V, PDim);
   if (!Param)

@@ -88,7 +88,8 @@ static double bytesOf(const TensorType &T) {
 Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
                                                   const AxisSpec &To,
                                                   const TensorType &Whole,
-                                                  unsigned AxisSize) {
+                                                  unsigned AxisSize,
+                                                  bool SeqAxis) {
   ShardCollective C;
   C.Result = Whole;
   // Every kind moves the value's bytes replicated per rank, as
@@ -108,8 +109,22 @@ Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
         C.Result.Dims[To.Dim].isStatic() && AxisSize)
       C.Result.Dims[To.Dim] = Dim(C.Result.Dims[To.Dim].Size / AxisSize);
     return C;
-  case Transition::AllGather:
   case Transition::GatherSlice:
+    if (SeqAxis && From.Blocks.empty() && To.Blocks.empty() && AxisSize &&
+        (unsigned)To.Dim < C.Result.getRank() &&
+        C.Result.Dims[To.Dim].isStatic()) {
+      // Each rank sends peer j its piece j of dim To.Dim and concatenates
+      // what it receives on From.Dim: the rank's share crosses the links.
+      C.Kind = CollectiveKind::AllToAll;
+      C.Axis = To.Dim;
+      C.ConcatAxis = From.Dim;
+      C.Suffix = "alltoall";
+      C.Result.Dims[To.Dim] = Dim(C.Result.Dims[To.Dim].Size / AxisSize);
+      C.Bytes = bytesOf(Whole) / AxisSize;
+      return C;
+    }
+    LLVM_FALLTHROUGH;
+  case Transition::AllGather:
     // Gather-then-slice gathers the whole value; the slice is local.
     C.Kind = CollectiveKind::AllGather;
     C.Axis = From.Dim;
