@@ -58,10 +58,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
-#include "loom/Planner/Embedding.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Plan/BatchSplit.h"
+#include "loom/Planner/Embedding.h"
 #include "loom/Solver/Placement.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/DenseMap.h"
@@ -752,11 +752,11 @@ Expected<GraphPlacement> placeForPipeline(const CompilationUnit &CU,
       // dp > 1 only where shard can emit it (loom/Plan/BatchSplit.h).
       bool Symbolic =
           CU.Imported && !findBatchSymbol(CU.Imported->getGraph()).empty();
-      double DP = S.DP ? *S.DP
-                  : !isBatchSplitEmittable(Symbolic, 2, 1)
-                      ? 1.0
-                      : std::max(1.0,
-                                 std::floor(CU.HW->getNumDevices() / Model));
+      double DP =
+          S.DP ? *S.DP
+          : !isBatchSplitEmittable(Symbolic, 2, 1)
+              ? 1.0
+              : std::max(1.0, std::floor(CU.HW->getNumDevices() / Model));
       bool Sharded =
           S.ZeroStage.getValueOr(1) > 0 || !S.Offload || S.Offload->any();
       if (Sharded)

@@ -96,8 +96,7 @@ public:
     std::vector<AttentionRegion> Regions;
     for (const auto &NP : G.getNodes()) {
       const Node &N = *NP;
-      if (N.getDomain() != "" || N.getOpType() != "Softmax" ||
-          Taken.count(&N))
+      if (N.getDomain() != "" || N.getOpType() != "Softmax" || Taken.count(&N))
         continue;
       AttentionRegion R;
       if (!matchAt(N, R))
@@ -349,7 +348,6 @@ std::string label(const Node &N) { return getNodeLabel(N); }
 
 class DetectFusedKernelsPass : public Pass {
 public:
-
   Error run(CompilationUnit &CU) override {
     Regions.clear();
     AttentionOps.clear();
@@ -401,8 +399,8 @@ public:
 
     const Graph &G = CU.M->getGraph();
     Matcher Mt(G, CU.M->getOpsetVersion(""));
-    for (AttentionRegion &R : Attention ? Mt.findAttention()
-                                        : std::vector<AttentionRegion>()) {
+    for (AttentionRegion &R :
+         Attention ? Mt.findAttention() : std::vector<AttentionRegion>()) {
       if (R.Mask && !Attention->Masked) {
         Skipped.push_back(label(*R.Context) +
                           ": masked, and the kernel takes no mask");
@@ -458,17 +456,17 @@ public:
         continue;
       StringRef DT = getDataTypeName(R.Out->Type.Elem);
       if (!Kernel->supportsDataType(DT)) {
-        Skipped.push_back(R.Kernel + " '" + label(*R.Anchor) + "': " +
-                          DT.str() + ", and the kernel takes " +
+        Skipped.push_back(R.Kernel + " '" + label(*R.Anchor) +
+                          "': " + DT.str() + ", and the kernel takes " +
                           join(Kernel->DataTypes, ", "));
         continue;
       }
-      OpCost Fused = fusedElementwiseCost(MemberCosts, R.Inputs, R.Out,
-                                          R.Saved, *Kernel, R.Members);
+      OpCost Fused = fusedElementwiseCost(MemberCosts, R.Inputs, R.Out, R.Saved,
+                                          *Kernel, R.Members);
       ClassTime T = estimateClassTime(*R.Anchor, Fused, KClass, *CU.HW);
       if (!T.Supported) {
-        Skipped.push_back(R.Kernel + " '" + label(*R.Anchor) + "': " +
-                          T.Reason);
+        Skipped.push_back(R.Kernel + " '" + label(*R.Anchor) +
+                          "': " + T.Reason);
         continue;
       }
       assignRegion(CU, R.Members, R.Anchor, Fused, T, KClass, R.Kernel);
@@ -530,12 +528,11 @@ public:
 
   /// The anchor carries \p Fused and its time on \p Class; the other
   /// members cost nothing; no other class runs any of them.
-  static void assignRegion(CompilationUnit &CU,
-                           ArrayRef<const Node *> Members, const Node *Anchor,
-                           const OpCost &Fused, const ClassTime &T,
-                           const std::string &Class, const std::string &Name) {
-    std::string Elsewhere =
-        "the fused " + Name + " kernel runs on " + Class;
+  static void assignRegion(CompilationUnit &CU, ArrayRef<const Node *> Members,
+                           const Node *Anchor, const OpCost &Fused,
+                           const ClassTime &T, const std::string &Class,
+                           const std::string &Name) {
+    std::string Elsewhere = "the fused " + Name + " kernel runs on " + Class;
     for (const Node *M : Members) {
       NodeCostInfo &Info = CU.NodeCosts[M];
       bool IsAnchor = M == Anchor;

@@ -13,10 +13,10 @@
 // are read per the model's default-domain opset.
 //
 //===----------------------------------------------------------------------===//
+#include "loom/Analysis/Experts.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Analysis/Experts.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -59,8 +59,7 @@ static int64_t product(ArrayRef<int64_t> S) {
 static Optional<Const> fromTensor(const Tensor &T) {
   Optional<int64_t> N = T.Type.getNumElements();
   if (!N || *N > FoldLimit || !T.Data || T.Type.Elem == DataType::String ||
-      T.Type.Elem == DataType::Complex64 ||
-      T.Type.Elem == DataType::Complex128)
+      T.Type.Elem == DataType::Complex64 || T.Type.Elem == DataType::Complex128)
     return None;
   Const C;
   C.Elem = T.Type.Elem;
@@ -266,9 +265,8 @@ Optional<Const> Folder::getConst(const Value *V) {
   return C;
 }
 
-Optional<std::vector<int64_t>> Folder::getAxes(const Node &N,
-                                               int64_t InputSince,
-                                               unsigned Idx, bool &Absent) {
+Optional<std::vector<int64_t>>
+Folder::getAxes(const Node &N, int64_t InputSince, unsigned Idx, bool &Absent) {
   Absent = false;
   if (Opset < InputSince) {
     if (auto A = N.getAttrInts("axes"))
@@ -387,21 +385,26 @@ Optional<Const> Folder::foldReduce(const Node &N, const Const &X) {
   }
   StringRef Op = N.getOpType();
   int64_t OutN = product(KeptShape);
-  std::vector<double> Acc(OutN, Op == "ReduceProd" ? 1.0
+  std::vector<double> Acc(OutN, Op == "ReduceProd"  ? 1.0
                                 : Op == "ReduceMax" ? -INFINITY
                                 : Op == "ReduceMin" ? INFINITY
                                                     : 0.0);
-  SmallVector<int64_t, 4> InStr = stridesOf(X.Shape), OutStr = stridesOf(KeptShape);
+  SmallVector<int64_t, 4> InStr = stridesOf(X.Shape),
+                          OutStr = stridesOf(KeptShape);
   for (int64_t K = 0; K < X.size(); ++K) {
     int64_t O = 0;
     for (int64_t D = 0; D < Rank; ++D)
       if (!Reduced[D])
         O += ((K / InStr[D]) % X.Shape[D]) * OutStr[D];
     double V = X.getF(K);
-    if (Op == "ReduceProd") Acc[O] *= V;
-    else if (Op == "ReduceSum") Acc[O] += V;
-    else if (Op == "ReduceMax") Acc[O] = std::max(Acc[O], V);
-    else Acc[O] = std::min(Acc[O], V);
+    if (Op == "ReduceProd")
+      Acc[O] *= V;
+    else if (Op == "ReduceSum")
+      Acc[O] += V;
+    else if (Op == "ReduceMax")
+      Acc[O] = std::max(Acc[O], V);
+    else
+      Acc[O] = std::min(Acc[O], V);
   }
   Const R;
   R.Elem = X.Elem;
@@ -1301,8 +1304,8 @@ unsigned Folder::bindExpectedCounts(Graph &G, double CapacityFactor,
     if (!Bound++) {
       raw_string_ostream OS(First);
       OS << "NonZero '" << N.getName() << "': " << Elems << " / " << Experts
-         << " experts x capacity factor "
-         << format("%.3g", CapacityFactor) << " = " << Count;
+         << " experts x capacity factor " << format("%.3g", CapacityFactor)
+         << " = " << Count;
     }
   }
   return Bound;
@@ -1343,8 +1346,8 @@ public:
       if (unsigned Bound = F.bindExpectedCounts(G, CF, First)) {
         CU.warn("fold-shape-arith: " + Twine(Bound) +
                 " data-dependent dim(s) of MoE routing planned at their "
-                "expected size (" + First +
-                "; --set moe.capacity_factor=F to change)");
+                "expected size (" +
+                First + "; --set moe.capacity_factor=F to change)");
         Expected<unsigned> Inferred = inferShapes(*CU.M);
         if (!Inferred)
           return Inferred.takeError();

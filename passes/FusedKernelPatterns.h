@@ -53,9 +53,9 @@ findElementwiseRegions(const Graph &G, int64_t Opset,
 
 /// How an attention mask enters the scores.
 enum class MaskUse {
-  Additive,        ///< scores + mask: a large negative entry masks
-  MaskedWhenTrue,  ///< Where(mask, fill, scores)
-  KeptWhenTrue,    ///< Where(mask, scores, fill)
+  Additive,       ///< scores + mask: a large negative entry masks
+  MaskedWhenTrue, ///< Where(mask, fill, scores)
+  KeptWhenTrue,   ///< Where(mask, scores, fill)
 };
 
 /// If \p Mask (used as \p Use) is provably causal over its last two axes,

@@ -5,11 +5,16 @@ namespace loom {
 
 llvm::StringRef getComputeUnitName(ComputeUnit U) {
   switch (U) {
-  case ComputeUnit::Cube: return "cube";
-  case ComputeUnit::Vector: return "vector";
-  case ComputeUnit::Memory: return "memory";
-  case ComputeUnit::Control: return "control";
-  case ComputeUnit::None: return "none";
+  case ComputeUnit::Cube:
+    return "cube";
+  case ComputeUnit::Vector:
+    return "vector";
+  case ComputeUnit::Memory:
+    return "memory";
+  case ComputeUnit::Control:
+    return "control";
+  case ComputeUnit::None:
+    return "none";
   }
   return "none";
 }

@@ -53,7 +53,7 @@ namespace {
 /// micro-batches (the last one may be smaller), each group run by chunk
 /// 0..V-1. Backwards use the same order with chunks reversed.
 std::vector<PipelineOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
-                                  bool Backward) {
+                                      bool Backward) {
   std::vector<PipelineOp> Order;
   for (unsigned First = 0; First < M; First += P) {
     unsigned Group = std::min(P, M - First);
@@ -66,8 +66,8 @@ std::vector<PipelineOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
 
 /// The operations of device \p D in schedule order.
 std::vector<PipelineOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
-                                   unsigned V, bool ForwardOnly,
-                                   bool FallBack) {
+                                       unsigned V, bool ForwardOnly,
+                                       bool FallBack) {
   std::vector<PipelineOp> Fwd = getChunkOrder(P, M, V, /*Backward=*/false);
   if (ForwardOnly)
     return Fwd;
@@ -100,8 +100,8 @@ DeviceOrders getDeviceOrders(unsigned P, unsigned M, unsigned V,
 
 /// Runs the schedule; returns false if some device's next operation can
 /// never start (the order has a cycle).
-bool runSchedule(const PipelineTimes &T, const DeviceOrders &Orders,
-                 unsigned M, unsigned V, std::vector<double> &Finish) {
+bool runSchedule(const PipelineTimes &T, const DeviceOrders &Orders, unsigned M,
+                 unsigned V, std::vector<double> &Finish) {
   unsigned P = Orders.size();
   auto transfer = [&](unsigned I) {
     return I < T.Transfer.size() ? T.Transfer[I] : 0.0;
@@ -167,7 +167,8 @@ bool runSchedule(const PipelineTimes &T, const DeviceOrders &Orders,
         break;
       double Start = std::max(Free[D], Ready);
       double Finish = Start + time(Op.Backward ? T.Backward : T.Forward, D);
-      (Op.Backward ? BwdDone : FwdDone)[D][Op.Chunk * M + Op.MicroBatch] = Finish;
+      (Op.Backward ? BwdDone : FwdDone)[D][Op.Chunk * M + Op.MicroBatch] =
+          Finish;
       Free[D] = Finish;
       ++Next[D];
       Ran = true;
@@ -224,9 +225,9 @@ PipelineResult simulatePipeline(const PipelineTimes &T) {
     std::vector<double> Finish;
     if (!runSchedule(T, getDeviceOrders(P, Micro, V, T.ForwardOnly, false),
                      Micro, V, Finish)) {
-      bool Ok = runSchedule(
-          T, getDeviceOrders(P, Micro, V, T.ForwardOnly, true), Micro, V,
-          Finish);
+      bool Ok =
+          runSchedule(T, getDeviceOrders(P, Micro, V, T.ForwardOnly, true),
+                      Micro, V, Finish);
       assert(Ok && "all-forward-then-all-backward order cannot deadlock");
       (void)Ok;
     }

@@ -78,7 +78,8 @@ bool Finder::isFreshProjection(const Value *V) const {
       continue;
     StringRef Op = D->getOpType();
     if ((Op == "MatMul" || Op == "Gemm") &&
-        any_of(D->getInputs(), [](const Value *I) { return I && isWeightLike(I); }))
+        any_of(D->getInputs(),
+               [](const Value *I) { return I && isWeightLike(I); }))
       return true;
     if (Op == "Softmax" || isAttentionMatMul(D) || Depth >= 12)
       continue;
@@ -104,7 +105,8 @@ bool Finder::findAttention(const Value *V, const Node *&Att,
         for (unsigned Hop = 0; S && Hop < 6; ++Hop) {
           const Node *Next = nullptr;
           for (const Node *SU : Users.lookup(S))
-            if (SU->getOpType() == "Softmax" || SU->getOpType() == "LogSoftmax") {
+            if (SU->getOpType() == "Softmax" ||
+                SU->getOpType() == "LogSoftmax") {
               Att = U;
               K = KVCacheTensor::Key;
               return true;
@@ -178,8 +180,8 @@ std::vector<KVCacheTensor> Finder::run() {
     SmallVector<const Value *, 3> Chain{In};
     for (unsigned Hop = 0; Hop < 2; ++Hop) {
       const auto &Us = Users.lookup(Chain.back());
-      if (Us.size() != 1 || (Us[0]->getOpType() != "Cast" &&
-                             Us[0]->getOpType() != "Identity"))
+      if (Us.size() != 1 ||
+          (Us[0]->getOpType() != "Cast" && Us[0]->getOpType() != "Identity"))
         break;
       Chain.push_back(Us[0]->getOutput(0));
     }

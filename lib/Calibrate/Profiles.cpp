@@ -24,8 +24,7 @@ namespace loom {
 namespace {
 
 Error fileError(const Twine &Where, const Twine &Msg) {
-  return createStringError(inconvertibleErrorCode(),
-                           Where + ": error: " + Msg);
+  return createStringError(inconvertibleErrorCode(), Where + ": error: " + Msg);
 }
 
 std::string warning(const Twine &Where, const Twine &Msg) {
@@ -85,8 +84,7 @@ StringRef onnxOpForAscend(StringRef Op) {
 
 StringRef onnxOpForAten(StringRef Op) {
   return StringSwitch<StringRef>(Op)
-      .Cases("aten::mm", "aten::bmm", "aten::matmul", "aten::linear",
-             "MatMul")
+      .Cases("aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "MatMul")
       .Case("aten::addmm", "Gemm")
       .Cases("aten::add", "aten::add_", "Add")
       .Cases("aten::sub", "aten::sub_", "Sub")
@@ -209,8 +207,7 @@ Expected<bool> shapeOperands(OpSample &S) {
     if (!Need(2))
       return Fail("a layer norm needs the input and a scale");
     Keep(3);
-    if (S.InputShapes.size() == 3 &&
-        S.InputTypes[2] == DataType::Undefined)
+    if (S.InputShapes.size() == 3 && S.InputTypes[2] == DataType::Undefined)
       Keep(2);
     size_t Axes = S.InputShapes[1].size();
     if (Axes == 0 || Axes > S.InputShapes[0].size())
@@ -341,8 +338,7 @@ Expected<ProfileRead> readMsprofOpSummary(StringRef Text, StringRef Name) {
   int OpType = Find({"OP Type"}), TaskType = Find({"Task Type"}),
       Duration = Find({"Task Duration(us)", "Task Duration"}),
       Shapes = Find({"Input Shapes"}), Types = Find({"Input Data Types"}),
-      Formats = Find({"Input Formats"}),
-      OutTypes = Find({"Output Data Types"});
+      Formats = Find({"Input Formats"}), OutTypes = Find({"Output Data Types"});
   std::pair<int, StringRef> Required[] = {{OpType, "OP Type"},
                                           {TaskType, "Task Type"},
                                           {Duration, "Task Duration(us)"},
@@ -366,11 +362,9 @@ Expected<ProfileRead> readMsprofOpSummary(StringRef Text, StringRef Name) {
                  : StringRef();
     };
     if (Row.Cells.size() < Header.Cells.size()) {
-      Out.Warnings.push_back(warning(Where, "row has " +
-                                                Twine(Row.Cells.size()) +
-                                                " cells, header has " +
-                                                Twine(Header.Cells.size()) +
-                                                "; row left out"));
+      Out.Warnings.push_back(warning(
+          Where, "row has " + Twine(Row.Cells.size()) + " cells, header has " +
+                     Twine(Header.Cells.size()) + "; row left out"));
       continue;
     }
     StringRef Task = Cell(TaskType);
@@ -430,8 +424,8 @@ Expected<ProfileRead> readMsprofOpSummary(StringRef Text, StringRef Name) {
     for (StringRef T : Ts) {
       Optional<DataType> D = parseProfileType(T);
       if (!D) {
-        Out.Warnings.push_back(warning(
-            Where, "unknown data type '" + T.trim() + "'; row left out"));
+        Out.Warnings.push_back(warning(Where, "unknown data type '" + T.trim() +
+                                                  "'; row left out"));
         BadType = true;
         break;
       }
@@ -440,20 +434,18 @@ Expected<ProfileRead> readMsprofOpSummary(StringRef Text, StringRef Name) {
     if (BadType)
       continue;
     if (S.InputTypes.size() != S.InputShapes.size()) {
-      Out.Warnings.push_back(
-          warning(Where, Twine(S.InputShapes.size()) + " input shapes but " +
-                             Twine(S.InputTypes.size()) +
-                             " data types; row left out"));
+      Out.Warnings.push_back(warning(
+          Where, Twine(S.InputShapes.size()) + " input shapes but " +
+                     Twine(S.InputTypes.size()) + " data types; row left out"));
       continue;
     }
     if (S.OpType == "Cast") {
       SmallVector<StringRef, 2> Os;
       Cell(OutTypes).split(Os, ';');
-      Optional<DataType> To =
-          Os.empty() ? None : parseProfileType(Os.front());
+      Optional<DataType> To = Os.empty() ? None : parseProfileType(Os.front());
       if (!To) {
-        Out.Warnings.push_back(warning(
-            Where, "Cast without an output data type; row left out"));
+        Out.Warnings.push_back(
+            warning(Where, "Cast without an output data type; row left out"));
         continue;
       }
       S.Attributes.push_back("to = " + std::to_string(int(*To)));
@@ -696,23 +688,23 @@ Expected<ProfileRead> readTorchTrace(StringRef Text, StringRef Name) {
       continue;
     }
     if (!(Us > 0) || !std::isfinite(Us)) {
-      Out.Warnings.push_back(warning(
-          Where, (Us == 0 ? "zero" : std::isfinite(Us) ? "negative"
-                                                       : "malformed") +
-                     Twine(" duration; row left out")));
+      Out.Warnings.push_back(
+          warning(Where, (Us == 0             ? "zero"
+                          : std::isfinite(Us) ? "negative"
+                                              : "malformed") +
+                             Twine(" duration; row left out")));
       continue;
     }
     S.Seconds = Us * 1e-6;
     if (!readInputShapes(O, Where, S, Out))
       continue;
     Expected<bool> Ok = shapeOperands(S);
-    if (Ok && !S.InputTypes.empty() &&
-        S.InputTypes[0] == DataType::Undefined)
+    if (Ok && !S.InputTypes.empty() && S.InputTypes[0] == DataType::Undefined)
       Ok = createStringError(inconvertibleErrorCode(),
                              "first input is not a tensor");
     if (!Ok) {
-      Out.Warnings.push_back(warning(Where, toString(Ok.takeError()) +
-                                                "; row left out"));
+      Out.Warnings.push_back(
+          warning(Where, toString(Ok.takeError()) + "; row left out"));
       continue;
     }
     Out.Samples.push_back(std::move(S));
@@ -724,8 +716,7 @@ Expected<ProfileRead> readProfileFile(StringRef Path) {
   ErrorOr<std::unique_ptr<MemoryBuffer>> File =
       MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!File)
-    return fileError(Path, "cannot read profile: " +
-                               File.getError().message());
+    return fileError(Path, "cannot read profile: " + File.getError().message());
   StringRef Text = (*File)->getBuffer();
   StringRef Start = Text.ltrim();
   if (Start.startswith("{") || Start.startswith("["))
@@ -737,8 +728,7 @@ Expected<ProfileRead> readProfileFile(StringRef Path) {
 // Collective tables
 //===----------------------------------------------------------------------===//
 
-Expected<CollectiveRead> readBusBandwidthTable(StringRef Text,
-                                               StringRef Name) {
+Expected<CollectiveRead> readBusBandwidthTable(StringRef Text, StringRef Name) {
   SmallVector<StringRef, 64> Lines;
   Text.split(Lines, '\n');
   CollectiveRead Out;

@@ -29,7 +29,7 @@ struct YNode {
   std::string Value;
   bool Quoted = false;
   std::vector<std::pair<std::string, std::unique_ptr<YNode>>> Items; // Map
-  std::vector<std::unique_ptr<YNode>> Elems;                          // Seq
+  std::vector<std::unique_ptr<YNode>> Elems;                         // Seq
 
   YNode *get(StringRef Key) const {
     for (const auto &KV : Items)
@@ -58,8 +58,7 @@ struct YNode {
 };
 
 Error fileError(StringRef Name, const Twine &Msg) {
-  return createStringError(inconvertibleErrorCode(),
-                           Name + ": error: " + Msg);
+  return createStringError(inconvertibleErrorCode(), Name + ": error: " + Msg);
 }
 
 Expected<std::unique_ptr<YNode>> convert(yaml::Node *N, StringRef File) {
@@ -69,8 +68,8 @@ Expected<std::unique_ptr<YNode>> convert(yaml::Node *N, StringRef File) {
   if (auto *S = dyn_cast<yaml::ScalarNode>(N)) {
     SmallString<64> Storage;
     Out->Value = S->getValue(Storage).str();
-    Out->Quoted = S->getRawValue().startswith("\"") ||
-                  S->getRawValue().startswith("'");
+    Out->Quoted =
+        S->getRawValue().startswith("\"") || S->getRawValue().startswith("'");
     return std::move(Out);
   }
   if (auto *M = dyn_cast<yaml::MappingNode>(N)) {
@@ -166,10 +165,9 @@ void merge(YNode &Base, const YNode &Over, StringRef Path, StringRef Source,
       if (YNode *B = Base.get(KV.first)) {
         merge(*B, *KV.second, P, Source, Out);
       } else {
-        Out.push_back({P, "", KV.second->K == YNode::Scalar
-                                  ? KV.second->Value
-                                  : "(...)",
-                       Source.str()});
+        Out.push_back(
+            {P, "", KV.second->K == YNode::Scalar ? KV.second->Value : "(...)",
+             Source.str()});
         Base.Items.emplace_back(KV.first, KV.second->clone());
       }
     }
@@ -249,14 +247,13 @@ bool isAddableKey(StringRef Parent, StringRef Key) {
   if (Parent.endswith("throughput"))
     return true;
   return is_contained(std::vector<StringRef>{"efficiency", "oversubscription",
-                                             "allow_tp", "full_mesh", "reserved", "latency",
-                                             "alignment", "cores",
-                                             "description", "devices"},
+                                             "allow_tp", "full_mesh",
+                                             "reserved", "latency", "alignment",
+                                             "cores", "description", "devices"},
                       Key);
 }
 
-Error applySet(YNode &Root, StringRef Set,
-               std::vector<HardwareOverride> &Out) {
+Error applySet(YNode &Root, StringRef Set, std::vector<HardwareOverride> &Out) {
   auto Bad = [&](const Twine &Msg) {
     return createStringError(inconvertibleErrorCode(),
                              "--set " + Set + ": " + Msg);
@@ -264,7 +261,8 @@ Error applySet(YNode &Root, StringRef Set,
   size_t Eq = Set.find('=');
   if (Eq == StringRef::npos || Eq == 0)
     return Bad("expected PATH=VALUE (e.g. topology.roce.bandwidth=400Gbps)");
-  StringRef Path = Set.take_front(Eq).trim(), Value = Set.drop_front(Eq + 1).trim();
+  StringRef Path = Set.take_front(Eq).trim(),
+            Value = Set.drop_front(Eq + 1).trim();
   if (Value.empty())
     return Bad("empty value");
   // "topology[1].bandwidth" is "topology.1.bandwidth".
@@ -308,8 +306,8 @@ Error applySet(YNode &Root, StringRef Set,
                  "), not a map or list; '" + S + "' matches nothing");
     }
     if (!Next)
-      return Bad("'" + S + "' matches nothing at " + Here + "; valid keys: " +
-                 validKeys(*Cur));
+      return Bad("'" + S + "' matches nothing at " + Here +
+                 "; valid keys: " + validKeys(*Cur));
     // List items are named by their name where they have one.
     std::string Shown = Cur->K == YNode::Seq && !Next->getName().empty()
                             ? Next->getName()
@@ -401,15 +399,13 @@ void printTree(const YNode &N, unsigned Indent, raw_ostream &OS) {
 } // namespace
 
 std::string loom::describeOverride(const HardwareOverride &O) {
-  return O.Path + ": " + (O.Old.empty() ? "(unset)" : O.Old) + " -> " +
-         O.New + " (" + O.Source + ")";
+  return O.Path + ": " + (O.Old.empty() ? "(unset)" : O.Old) + " -> " + O.New +
+         " (" + O.Source + ")";
 }
 
-Expected<HardwareModel>
-loom::parseLayeredHardware(ArrayRef<std::string> Texts,
-                           ArrayRef<std::string> Names,
-                           ArrayRef<std::string> Sets,
-                           std::vector<HardwareOverride> &Overrides) {
+Expected<HardwareModel> loom::parseLayeredHardware(
+    ArrayRef<std::string> Texts, ArrayRef<std::string> Names,
+    ArrayRef<std::string> Sets, std::vector<HardwareOverride> &Overrides) {
   assert(!Texts.empty() && Texts.size() == Names.size());
   if (Texts.size() == 1 && Sets.empty())
     return parseHardwareModel(Texts[0], Names[0]);
@@ -438,11 +434,10 @@ loom::parseLayeredHardware(ArrayRef<std::string> Texts,
   }
   if (SizeChanged && !DevicesSet) {
     auto &Items = (*Root)->Items;
-    Items.erase(std::remove_if(Items.begin(), Items.end(),
-                               [](const auto &KV) {
-                                 return KV.first == "devices";
-                               }),
-                Items.end());
+    Items.erase(
+        std::remove_if(Items.begin(), Items.end(),
+                       [](const auto &KV) { return KV.first == "devices"; }),
+        Items.end());
   }
   std::string Text;
   raw_string_ostream OS(Text);

@@ -27,8 +27,7 @@ static bool isPlainName(StringRef N) {
   if (N.empty())
     return false;
   for (char C : N)
-    if (!isAlnum(C) && C != '_' && C != '.' && C != '/' && C != ':' &&
-        C != '-')
+    if (!isAlnum(C) && C != '_' && C != '.' && C != '/' && C != ':' && C != '-')
       return false;
   return true;
 }
@@ -67,7 +66,8 @@ static void printTensorValue(raw_ostream &OS, const Tensor &T) {
       Expected<std::vector<double>> Vs = T.getFloatValues();
       if (Vs) {
         OS << " [";
-        interleave(*Vs, OS, [&](double D) { printFloat(OS, D); }, ", ");
+        interleave(
+            *Vs, OS, [&](double D) { printFloat(OS, D); }, ", ");
         OS << ']';
         return;
       }
@@ -86,8 +86,8 @@ static void printTensorValue(raw_ostream &OS, const Tensor &T) {
   if (T.Data->getKind() == TensorData::Kind::External) {
     OS << " external(";
     printQuoted(OS, T.Data->getLocation());
-    OS << ", offset=" << T.Data->getOffset()
-       << ", length=" << T.Data->getSize() << ')';
+    OS << ", offset=" << T.Data->getOffset() << ", length=" << T.Data->getSize()
+       << ')';
     return;
   }
   Expected<ArrayRef<char>> B = T.Data->getBytes();
@@ -124,13 +124,14 @@ static void printAttribute(raw_ostream &OS, const Attribute &A,
     break;
   case Attribute::Kind::Floats:
     OS << '[';
-    interleave(A.Fs, OS, [&](float F) { printFloat(OS, F); }, ", ");
+    interleave(
+        A.Fs, OS, [&](float F) { printFloat(OS, F); }, ", ");
     OS << ']';
     break;
   case Attribute::Kind::Strings:
     OS << '[';
-    interleave(A.Ss, OS, [&](const std::string &S) { printQuoted(OS, S); },
-               ", ");
+    interleave(
+        A.Ss, OS, [&](const std::string &S) { printQuoted(OS, S); }, ", ");
     OS << ']';
     break;
   case Attribute::Kind::Tensor:
@@ -177,8 +178,8 @@ static void printNode(raw_ostream &OS, const Node &N, unsigned Indent) {
   if (!N.getOutputs().empty())
     OS << " = ";
   OS << N.getQualifiedOpType() << '(';
-  interleave(N.getInputs(), OS, [&](const Value *V) { printValueRef(OS, V); },
-             ", ");
+  interleave(
+      N.getInputs(), OS, [&](const Value *V) { printValueRef(OS, V); }, ", ");
   OS << ')';
   if (!N.getAttributes().empty()) {
     OS << " {";

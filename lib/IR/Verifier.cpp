@@ -44,8 +44,7 @@ static Error verifyParameter(const Value &P) {
   return Error::success();
 }
 
-static Error verifyGraphImpl(const Graph &G,
-                             DenseSet<const Value *> &Defined) {
+static Error verifyGraphImpl(const Graph &G, DenseSet<const Value *> &Defined) {
   for (const Value *V : G.getInputs())
     Defined.insert(V);
   for (const Value *P : G.getParameters()) {

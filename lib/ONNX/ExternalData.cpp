@@ -147,9 +147,8 @@ Error ExternalTensorData::writeStrided(uint64_t First, uint64_t Stride,
   bool UseCopy = true;
   std::vector<char> Buf;
   for (uint64_t I = 0; I < Count; ++I)
-    if (std::error_code EC =
-            copyRange(*Src, Offset + First + I * Stride, FD,
-                      Off + I * DestStride, Len, UseCopy, Buf))
+    if (std::error_code EC = copyRange(*Src, Offset + First + I * Stride, FD,
+                                       Off + I * DestStride, Len, UseCopy, Buf))
       return createStringError(EC, "copying external data '%s': %s",
                                Path.c_str(), EC.message().c_str());
   return Error::success();
@@ -172,12 +171,12 @@ Error ExternalTensorData::withBytes(
 }
 
 Expected<std::unique_ptr<MemoryBuffer>> ExternalTensorData::map() const {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> MB = MemoryBuffer::getFileSlice(
-      Path, Length, Offset, /*IsVolatile=*/false);
+  ErrorOr<std::unique_ptr<MemoryBuffer>> MB =
+      MemoryBuffer::getFileSlice(Path, Length, Offset, /*IsVolatile=*/false);
   if (!MB)
     return createStringError(MB.getError(),
-                             "cannot read external data '%s': %s",
-                             Path.c_str(), MB.getError().message().c_str());
+                             "cannot read external data '%s': %s", Path.c_str(),
+                             MB.getError().message().c_str());
   if ((*MB)->getBufferSize() != Length)
     return createStringError(inconvertibleErrorCode(),
                              "external data '%s' is shorter than declared",

@@ -17,9 +17,9 @@ namespace loom {
 using namespace onnx;
 
 static const char *const AllTypes[] = {
-    "tensor(float)",  "tensor(float16)", "tensor(bfloat16)", "tensor(double)",
-    "tensor(int8)",   "tensor(int16)",   "tensor(int32)",    "tensor(int64)",
-    "tensor(uint8)",  "tensor(uint16)",  "tensor(uint32)",   "tensor(uint64)",
+    "tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)",
+    "tensor(int8)",  "tensor(int16)",   "tensor(int32)",    "tensor(int64)",
+    "tensor(uint8)", "tensor(uint16)",  "tensor(uint32)",   "tensor(uint64)",
     "tensor(bool)"};
 
 static std::vector<std::string> allTypes() {

@@ -7,15 +7,15 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ProtoTensorData.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "loom/ONNX/ONNX.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
@@ -215,8 +215,8 @@ private:
   Error importNodes(const onnx::GraphProto &GP, Graph &G,
                     ArrayRef<unsigned> Order);
   Error importValueTypes(const onnx::GraphProto &GP, Graph &G);
-  Error checkLimits(const onnx::GraphProto &GP, unsigned Depth,
-                    uint64_t &Nodes, uint64_t &Values);
+  Error checkLimits(const onnx::GraphProto &GP, unsigned Depth, uint64_t &Nodes,
+                    uint64_t &Values);
   Expected<TensorType> convertType(const onnx::TypeProto &T,
                                    StringRef ValueName);
   Expected<TensorType> convertValueInfo(const onnx::ValueInfoProto &VI);
@@ -295,7 +295,8 @@ Expected<TensorType> Importer::convertType(const onnx::TypeProto &T,
   return TT;
 }
 
-Expected<TensorType> Importer::convertValueInfo(const onnx::ValueInfoProto &VI) {
+Expected<TensorType>
+Importer::convertValueInfo(const onnx::ValueInfoProto &VI) {
   if (!VI.has_type())
     return TensorType();
   return convertType(VI.type(), VI.name());
@@ -307,8 +308,7 @@ static bool isContainedLocation(StringRef Loc) {
       sys::path::is_absolute(Loc, sys::path::Style::windows) ||
       Loc.contains(':') || Loc.contains('\\'))
     return false;
-  for (auto It = sys::path::begin(Loc), E = sys::path::end(Loc); It != E;
-       ++It)
+  for (auto It = sys::path::begin(Loc), E = sys::path::end(Loc); It != E; ++It)
     if (*It == "..")
       return false;
   return true;
@@ -358,13 +358,14 @@ Importer::convertTensorData(const onnx::TensorProto &TP,
       }
     }
     if (!isContainedLocation(Location))
-      return fail("tensor '" + Name + "': external data location '" +
-                  Location +
+      return fail("tensor '" + Name + "': external data location '" + Location +
                   "' must be a relative path inside the model's directory");
     if (Length && *Length != Want)
-      return fail("tensor '" + Name + "' declares type " + Type.str() +
-                  " (" + Twine(Want) + " bytes) but its external data length "
-                  "is " + Twine(*Length));
+      return fail("tensor '" + Name + "' declares type " + Type.str() + " (" +
+                  Twine(Want) +
+                  " bytes) but its external data length "
+                  "is " +
+                  Twine(*Length));
     SmallString<256> Path(BaseDir);
     sys::path::append(Path, Location);
     uint64_t FileSize;
@@ -379,9 +380,9 @@ Importer::convertTensorData(const onnx::TensorProto &TP,
                   " bytes at offset " + Twine(Offset) + " of '" + Location +
                   "', which has " + Twine(FileSize) + " bytes");
     ++Stats->ExternalParameters;
-    return std::shared_ptr<const TensorData>(std::make_shared<
-                                             ExternalTensorData>(
-        std::string(Path), Location, Offset, Want));
+    return std::shared_ptr<const TensorData>(
+        std::make_shared<ExternalTensorData>(std::string(Path), Location,
+                                             Offset, Want));
   }
 
   uint64_t Have;
@@ -452,8 +453,7 @@ Expected<Tensor> Importer::convertTensor(const onnx::TensorProto &TP) {
   }
   if (TP.segment().begin() != 0 || TP.segment().end() != 0)
     return fail("tensor '" + TP.name() + "' is segmented; not supported");
-  Expected<std::shared_ptr<const TensorData>> D =
-      convertTensorData(TP, T.Type);
+  Expected<std::shared_ptr<const TensorData>> D = convertTensorData(TP, T.Type);
   if (!D)
     return D.takeError();
   T.Data = std::move(*D);
@@ -501,16 +501,26 @@ Error Importer::convertAttribute(const onnx::AttributeProto &AP,
   onnx::AttributeProto::AttributeType Ty = AP.type();
   if (Ty == onnx::AttributeProto::UNDEFINED) {
     // IR version 1 models leave the type implicit.
-    if (AP.has_f()) Ty = onnx::AttributeProto::FLOAT;
-    else if (AP.has_i()) Ty = onnx::AttributeProto::INT;
-    else if (AP.has_s()) Ty = onnx::AttributeProto::STRING;
-    else if (AP.has_t()) Ty = onnx::AttributeProto::TENSOR;
-    else if (AP.has_g()) Ty = onnx::AttributeProto::GRAPH;
-    else if (AP.floats_size()) Ty = onnx::AttributeProto::FLOATS;
-    else if (AP.ints_size()) Ty = onnx::AttributeProto::INTS;
-    else if (AP.strings_size()) Ty = onnx::AttributeProto::STRINGS;
-    else if (AP.tensors_size()) Ty = onnx::AttributeProto::TENSORS;
-    else if (AP.graphs_size()) Ty = onnx::AttributeProto::GRAPHS;
+    if (AP.has_f())
+      Ty = onnx::AttributeProto::FLOAT;
+    else if (AP.has_i())
+      Ty = onnx::AttributeProto::INT;
+    else if (AP.has_s())
+      Ty = onnx::AttributeProto::STRING;
+    else if (AP.has_t())
+      Ty = onnx::AttributeProto::TENSOR;
+    else if (AP.has_g())
+      Ty = onnx::AttributeProto::GRAPH;
+    else if (AP.floats_size())
+      Ty = onnx::AttributeProto::FLOATS;
+    else if (AP.ints_size())
+      Ty = onnx::AttributeProto::INTS;
+    else if (AP.strings_size())
+      Ty = onnx::AttributeProto::STRINGS;
+    else if (AP.tensors_size())
+      Ty = onnx::AttributeProto::TENSORS;
+    else if (AP.graphs_size())
+      Ty = onnx::AttributeProto::GRAPHS;
     else
       return fail(Where() + " has no type and no value");
   }
@@ -650,8 +660,8 @@ Error Importer::mapProducers(const onnx::GraphProto &GP, const Graph &G,
       if (O.empty())
         continue;
       if (G.lookupLocal(O) || !Producer.try_emplace(O, I).second)
-        return fail(nodeDesc(GP.node(I)) +
-                    ": duplicate definition of value '" + O + "'");
+        return fail(nodeDesc(GP.node(I)) + ": duplicate definition of value '" +
+                    O + "'");
     }
   return Error::success();
 }
@@ -718,8 +728,8 @@ Importer::sortNodes(const onnx::GraphProto &GP, const Graph &G,
     Preds.erase(std::unique(Preds.begin(), Preds.end()), Preds.end());
     for (unsigned P : Preds) {
       if (P == I)
-        return fail("graph '" + GP.name() + "' has a cycle: " +
-                    nodeDesc(NP) + " reads its own output");
+        return fail("graph '" + GP.name() + "' has a cycle: " + nodeDesc(NP) +
+                    " reads its own output");
       Succs[P].push_back(I);
       ++InDegree[I];
     }
@@ -769,8 +779,7 @@ Error Importer::importNodes(const onnx::GraphProto &GP, Graph &G,
     StringSet<> Seen;
     for (const onnx::AttributeProto &AP : NP.attribute()) {
       if (!Seen.insert(AP.name()).second)
-        return fail(nodeDesc(NP) + ": duplicate attribute '" + AP.name() +
-                    "'");
+        return fail(nodeDesc(NP) + ": duplicate attribute '" + AP.name() + "'");
       Attribute A;
       if (Error E = convertAttribute(AP, *Nd, G, A))
         return E;
@@ -846,8 +855,8 @@ static void forEachGraph(onnx::ModelProto &P,
 
 Error Importer::upgradeOpset(const Model &Old, int64_t From) {
   auto Fail = [&](StringRef Why) {
-    return fail("cannot upgrade default-domain opset " + Twine(From) +
-                " to " + Twine(MinOpset) + ": " + Why.trim());
+    return fail("cannot upgrade default-domain opset " + Twine(From) + " to " +
+                Twine(MinOpset) + ": " + Why.trim());
   };
   // The converter crashes on malformed graphs (undefined names, unsorted
   // nodes): give it Loom's export of the validated, sorted import.
@@ -927,7 +936,8 @@ Error Importer::checkLimits(const onnx::GraphProto &GP, unsigned Depth,
   if (Nodes > ImportLimits::MaxNodes)
     return fail("model has more than " + Twine(ImportLimits::MaxNodes) +
                 " nodes (graph '" + GP.name() + "' alone has " +
-                Twine(GP.node_size()) + "); refused as too large to plan "
+                Twine(GP.node_size()) +
+                "); refused as too large to plan "
                 "within memory");
   if (Values > ImportLimits::MaxValues)
     return fail("model declares more than " + Twine(ImportLimits::MaxValues) +
@@ -1046,7 +1056,8 @@ static Error parseErrorToLLVM(StringRef Buffer, StringRef Msg) {
   }
   if (Detail.empty())
     Detail = "syntax error";
-  std::string Out = (Buffer + ":" + Line + ":" + Col + ": error: " + Detail).str();
+  std::string Out =
+      (Buffer + ":" + Line + ":" + Col + ": error: " + Detail).str();
   if (!Context.empty())
     Out += "\n  " + Context.str();
   return createStringError(inconvertibleErrorCode(), Out);
@@ -1099,8 +1110,7 @@ static Error checkTextNesting(StringRef Text, StringRef BufferName) {
         return createStringError(
             inconvertibleErrorCode(),
             "%s:%u:%u: error: brackets nested deeper than %u levels",
-            BufferName.str().c_str(), Line, Col,
-            ImportLimits::MaxTextNesting);
+            BufferName.str().c_str(), Line, Col, ImportLimits::MaxTextNesting);
     } else if ((C == ')' || C == ']' || C == '}') && Depth) {
       --Depth;
     }
@@ -1108,9 +1118,10 @@ static Error checkTextNesting(StringRef Text, StringRef BufferName) {
   return Error::success();
 }
 
-Expected<std::unique_ptr<Model>>
-importModelFromText(StringRef Text, StringRef BufferName, StringRef BaseDir,
-                    ImportStats *Stats) {
+Expected<std::unique_ptr<Model>> importModelFromText(StringRef Text,
+                                                     StringRef BufferName,
+                                                     StringRef BaseDir,
+                                                     ImportStats *Stats) {
   if (Error E = checkTextNesting(Text, BufferName))
     return std::move(E);
   auto MP = std::make_shared<onnx::ModelProto>();
@@ -1120,16 +1131,16 @@ importModelFromText(StringRef Text, StringRef BufferName, StringRef BaseDir,
     if (!S.IsOK())
       return parseErrorToLLVM(BufferName, S.ErrorMessage());
   } catch (const std::exception &E) {
-    return createStringError(inconvertibleErrorCode(),
-                             "%s: error: %s", BufferName.str().c_str(),
-                             E.what());
+    return createStringError(inconvertibleErrorCode(), "%s: error: %s",
+                             BufferName.str().c_str(), E.what());
   }
   return runImporter(MP, BufferName, BaseDir, /*IsText=*/true, Stats);
 }
 
-Expected<std::unique_ptr<Model>>
-importModelFromBinary(StringRef Bytes, StringRef BufferName,
-                      StringRef BaseDir, ImportStats *Stats) {
+Expected<std::unique_ptr<Model>> importModelFromBinary(StringRef Bytes,
+                                                       StringRef BufferName,
+                                                       StringRef BaseDir,
+                                                       ImportStats *Stats) {
   auto MP = std::make_shared<onnx::ModelProto>();
   if (Bytes.size() > (size_t)INT_MAX)
     return createStringError(inconvertibleErrorCode(),

@@ -39,8 +39,8 @@ static void checkConvPoolRanks(InferenceContext &Ctx, int W) {
     if (!A)
       continue;
     int Want = std::string(Name) == "pads" ? 2 * Spatial : Spatial;
-    if (A->ints_size() != Want && !(std::string(Name) == "output_shape" &&
-                                    A->ints_size() == Rank))
+    if (A->ints_size() != Want &&
+        !(std::string(Name) == "output_shape" && A->ints_size() == Rank))
       fail_shape_inference("attribute ", Name, " has ", A->ints_size(),
                            " values; the input's ", Spatial,
                            " spatial dims need ", Want);
@@ -51,9 +51,9 @@ void guardConvPoolShapeInference() {
   static std::once_flag Once;
   std::call_once(Once, [] {
     const std::pair<const char *, int> Ops[] = {
-        {"Conv", 1},         {"ConvTranspose", 1}, {"ConvInteger", 1},
-        {"QLinearConv", 3},  {"MaxPool", -1},      {"AveragePool", -1},
-        {"LpPool", -1},      {"MaxRoiPool", -1},   {"MaxUnpool", -1}};
+        {"Conv", 1},        {"ConvTranspose", 1}, {"ConvInteger", 1},
+        {"QLinearConv", 3}, {"MaxPool", -1},      {"AveragePool", -1},
+        {"LpPool", -1},     {"MaxRoiPool", -1},   {"MaxUnpool", -1}};
     int MaxOpset =
         OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
     std::set<const OpSchema *> Done;

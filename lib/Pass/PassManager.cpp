@@ -13,9 +13,7 @@ namespace loom {
 Pass::~Pass() = default;
 
 StringRef Pass::getArgument() const { return Info ? Info->Argument : ""; }
-StringRef Pass::getDescription() const {
-  return Info ? Info->Description : "";
-}
+StringRef Pass::getDescription() const { return Info ? Info->Description : ""; }
 
 void PassManager::addPass(const PassInfo &PI) {
   std::unique_ptr<Pass> P = PI.Create();
@@ -27,7 +25,6 @@ bool PassManager::isTransformPass(StringRef Argument) const {
   const PassInfo *PI = lookupPass(Argument);
   return PI && PI->Kind != PassKind::Planning;
 }
-
 
 const PassInfo *PassManager::lookupPass(StringRef Argument) const {
   for (const PassInfo &PI : Registry)
@@ -141,9 +138,9 @@ Error PassManager::run(CompilationUnit &CU, const PassInstrumentation &PI,
                        std::to_string(Passes.size()) + ")");
     auto Start = std::chrono::steady_clock::now();
     Error E = P->run(CU);
-    double Secs = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - Start)
-                      .count();
+    double Secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+            .count();
     Times.emplace_back(P->getArgument().str(), Secs);
     if (E)
       return P->errorsNameModel() ? nameModelFile(CU, std::move(E))

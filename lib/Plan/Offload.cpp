@@ -34,8 +34,7 @@ Expected<OffloadTiers> parseOffloadTiers(StringRef Text) {
                 .Case("act", 3)
                 .Default(-1);
     if (K < 0)
-      return offloadError(Text + ": unknown kind '" + Kind +
-                          "' in '" + Item +
+      return offloadError(Text + ": unknown kind '" + Kind + "' in '" + Item +
                           "'; expected opt, grad, param or act");
     if (Seen[K])
       return offloadError(Text + ": kind '" + Kind + "' is given twice");
@@ -89,8 +88,7 @@ Error checkOffloadHardware(const OffloadTiers &T, const HardwareModel &HW,
 
 std::vector<OffloadTiers> getSearchedOffloads(const HardwareModel &HW) {
   std::vector<OffloadTiers> R;
-  const MemoryTier All[] = {MemoryTier::HBM, MemoryTier::Host,
-                            MemoryTier::SSD};
+  const MemoryTier All[] = {MemoryTier::HBM, MemoryTier::Host, MemoryTier::SSD};
   const MemoryTier Near[] = {MemoryTier::HBM, MemoryTier::Host};
   for (MemoryTier O : All)
     for (MemoryTier G : Near)

@@ -19,10 +19,9 @@ PlacementTable PlacementTable::build(const std::vector<double> &Tails,
       T.Entries.push_back(E);
   }
   if (Prune)
-    std::stable_sort(T.Entries.begin(), T.Entries.end(),
-                     [](const Entry &A, const Entry &B) {
-                       return A.Tail < B.Tail;
-                     });
+    std::stable_sort(
+        T.Entries.begin(), T.Entries.end(),
+        [](const Entry &A, const Entry &B) { return A.Tail < B.Tail; });
   T.Fit = T.Entries.size();
   T.Entries.insert(T.Entries.end(), Over.begin(), Over.end());
   return T;

@@ -12,7 +12,6 @@ using namespace llvm;
 
 namespace loom {
 
-
 void applyOffload(StageCost &SC, OffloadInputs In, const OffloadTiers &T,
                   const HardwareModel &HW) {
   In.InHBM = SC.Memory;

@@ -11,7 +11,6 @@ using namespace llvm;
 
 namespace loom {
 
-
 /// Product of the known dims of \p V (unknown ones count as 1).
 static double knownElements(const Value *V) {
   if (!V || !V->Type.HasShape)
@@ -34,9 +33,8 @@ static double estimateFlops(const Node &N) {
       N.getInput(0) && N.getInput(0)->Type.HasShape &&
       N.getInput(0)->Type.getRank() >= 1) {
     const TensorType &A = N.getInput(0)->Type;
-    const Dim &K = Op == "Gemm" && N.getAttrInt("transA", 0)
-                       ? A.Dims.front()
-                       : A.Dims.back();
+    const Dim &K = Op == "Gemm" && N.getAttrInt("transA", 0) ? A.Dims.front()
+                                                             : A.Dims.back();
     return 2 * E * (K.isStatic() ? (double)K.Size : 1.0);
   }
   return E;
@@ -107,8 +105,8 @@ static std::string fmtShare(double F) {
 }
 
 std::string describeUncosted(const UncostedWork &U) {
-  return (Twine(U.Nodes) + " of " + Twine(U.TotalNodes) + " nodes, >= " +
-          fmtShare(U.getFlopShare()) + " of forward FLOPs, " +
+  return (Twine(U.Nodes) + " of " + Twine(U.TotalNodes) +
+          " nodes, >= " + fmtShare(U.getFlopShare()) + " of forward FLOPs, " +
           fmtShare(U.getParamShare()) + " of parameters")
       .str();
 }
@@ -120,13 +118,13 @@ std::error_code UncostedWorkError::convertToErrorCode() const {
 }
 
 Error checkUncosted(const UncostedWork &U, double Threshold) {
-  if (!U.Nodes || (U.getFlopShare() <= Threshold &&
-                   U.getParamShare() <= Threshold))
+  if (!U.Nodes ||
+      (U.getFlopShare() <= Threshold && U.getParamShare() <= Threshold))
     return Error::success();
   std::string Msg;
   raw_string_ostream OS(Msg);
-  OS << "no plan: " << describeUncosted(U)
-     << " have no cost rule (more than " << fmtShare(Threshold)
+  OS << "no plan: " << describeUncosted(U) << " have no cost rule (more than "
+     << fmtShare(Threshold)
      << "), so a predicted step time would leave them out; first:";
   for (unsigned I = 0; I < std::min<size_t>(3, U.NoRule.size()); ++I)
     OS << (I ? "," : "") << " '" << getNodeLabel(*U.NoRule[I]) << "' ("

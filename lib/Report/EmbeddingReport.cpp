@@ -17,13 +17,13 @@ static std::string fmtS(double S) { return formatDuration(Seconds(S)); }
 void printEmbeddingCost(const EmbeddingCost &E, raw_ostream &OS) {
   if (E.empty())
     return;
-  OS << "  embedding tables over dp=" << E.Group << " (emb="
-     << getEmbeddingModeName(E.Mode) << "): " << E.Tables.size()
-     << " sharded; per rank hbm " << formatBytes(Bytes(E.HBMBytes))
-     << ", host " << formatBytes(Bytes(E.HostBytes)) << ", ssd "
+  OS << "  embedding tables over dp=" << E.Group
+     << " (emb=" << getEmbeddingModeName(E.Mode) << "): " << E.Tables.size()
+     << " sharded; per rank hbm " << formatBytes(Bytes(E.HBMBytes)) << ", host "
+     << formatBytes(Bytes(E.HostBytes)) << ", ssd "
      << formatBytes(Bytes(E.SSDBytes)) << "; per micro-batch forward "
-     << fmtS(E.ForwardS) << ", backward " << fmtS(E.BackwardS)
-     << " (exchange " << fmtS(E.ExchangeS) << ")\n";
+     << fmtS(E.ForwardS) << ", backward " << fmtS(E.BackwardS) << " (exchange "
+     << fmtS(E.ExchangeS) << ")\n";
   if (!E.Fits)
     OS << "  embedding tables do not fit: " << E.Why << "\n";
   for (const EmbeddingShard &S : E.Tables) {
@@ -60,8 +60,8 @@ void printEmbeddingCost(const EmbeddingCost &E, raw_ostream &OS) {
 void explainEmbeddingCost(const EmbeddingCost &E, raw_ostream &OS) {
   if (E.empty())
     return;
-  OS << "explain: embedding tables are sharded over the dp group ("
-     << E.Group << " ranks), each choice by its busiest rank's lookups and "
+  OS << "explain: embedding tables are sharded over the dp group (" << E.Group
+     << " ranks), each choice by its busiest rank's lookups and "
      << "update plus the exchange per micro-batch\n";
   for (const EmbeddingShard &S : E.Tables) {
     OS << "explain: table '" << S.Table << "': ";

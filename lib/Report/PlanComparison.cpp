@@ -61,9 +61,7 @@ void printComparison(ArrayRef<ComparisonColumn> Columns, raw_ostream &OS) {
     if (Text.size() < Width)
       Line.append(Width - Text.size(), ' ');
   };
-  auto Emit = [&](std::string Line) {
-    OS << StringRef(Line).rtrim() << "\n";
-  };
+  auto Emit = [&](std::string Line) { OS << StringRef(Line).rtrim() << "\n"; };
   std::string Head = "  term      ";
   for (unsigned I = 0; I < Columns.size(); ++I) {
     Cell(Head, Columns[I].Label, 12);

@@ -17,7 +17,8 @@ Expected<EmbeddingShardData> getEmbeddingShardData(const Value &W,
                                                    EmbShardKind K, unsigned N,
                                                    unsigned DPR) {
   auto Err = [&](const Twine &Msg) {
-    return createStringError(inconvertibleErrorCode(), "embedding table '%s': %s",
+    return createStringError(inconvertibleErrorCode(),
+                             "embedding table '%s': %s",
                              W.getName().str().c_str(), Msg.str().c_str());
   };
   const TensorType &T = W.Type;

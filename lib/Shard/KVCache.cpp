@@ -41,7 +41,8 @@ void shardKVCache(ShardingResult &R) {
     std::string Reason;
     if (R.Plan.TP > 1) {
       const NodeSharding &NS = R.Nodes.lookup(T.Attention);
-      if (all_of(NS.InputSpecs, [](const AxisSpec &S) { return S.isReplicated(); }))
+      if (all_of(NS.InputSpecs,
+                 [](const AxisSpec &S) { return S.isReplicated(); }))
         Reason = ("the attention reading it ('" + T.Attention->getName() +
                   "') runs replicated over tp")
                      .str();

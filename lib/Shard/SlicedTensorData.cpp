@@ -37,8 +37,8 @@ Error SlicedTensorData::readAll(char *Out) const {
   if (Blocks.size() == 1) {
     // One strided read: this rank's run of every outer index.
     uint64_t Piece = Blocks[0] / Parts;
-    return Source->readStrided(Index * Piece * Inner, Row, Piece * Inner,
-                               Outer, Out);
+    return Source->readStrided(Index * Piece * Inner, Row, Piece * Inner, Outer,
+                               Out);
   }
   // Blocks (a fused QKV weight): each block's piece, interleaved per outer
   // index.
@@ -74,9 +74,9 @@ Error SlicedTensorData::writeTo(sys::fs::file_t FD, uint64_t Offset) const {
   uint64_t Piece0 = 0, Written = 0;
   for (int64_t B : Blocks) {
     uint64_t Piece = B / Parts, Len = Piece * Inner;
-    if (Error E = Source->writeStrided((Piece0 + Index * Piece) * Inner, Row,
-                                       Len, Outer, FD, Offset + Written,
-                                       PerOuter))
+    if (Error E =
+            Source->writeStrided((Piece0 + Index * Piece) * Inner, Row, Len,
+                                 Outer, FD, Offset + Written, PerOuter))
       return E;
     Written += Len;
     Piece0 += B;

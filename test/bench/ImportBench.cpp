@@ -55,8 +55,8 @@ static void BM_ImportInferFold(benchmark::State &S) {
     CU.Opts.Seq = SeqLen;
     Before = CU.M->getGraph().getNumNodes();
     PassManager PM(getRegisteredPasses());
-    if (llvm::Error E = PM.parsePipeline(
-            "bind-symbols,infer-shapes,fold-shape-arith")) {
+    if (llvm::Error E =
+            PM.parsePipeline("bind-symbols,infer-shapes,fold-shape-arith")) {
       llvm::errs() << llvm::toString(std::move(E)) << '\n';
       std::exit(1);
     }
@@ -127,8 +127,9 @@ int main(int argc, char **argv) {
       Rest.push_back(argv[I]);
   }
   if (ModelPath.empty()) {
-    llvm::errs() << "usage: loom-bench MODEL.onnx [--hw HW.yaml] [--batch B] [--seq S] "
-                    "[benchmark flags]\n";
+    llvm::errs()
+        << "usage: loom-bench MODEL.onnx [--hw HW.yaml] [--batch B] [--seq S] "
+           "[benchmark flags]\n";
     return 1;
   }
   int N = Rest.size();

@@ -1,4 +1,5 @@
-//===- FuzzCommon.h - Shared helpers for Loom's libFuzzer targets -*- C++ -*-===//
+//===- FuzzCommon.h - Shared helpers for Loom's libFuzzer targets -*- C++
+//-*-===//
 //
 // Each target feeds one input to a Loom entry point and, when it is
 // accepted, walks the result through the code a real run would touch next

@@ -241,8 +241,9 @@ TEST(CalibrationTest, BusBandwidthTables) {
 
   Expected<CollectiveRead> E = readBusBandwidthTable("1024 20.0\n", "e.txt");
   ASSERT_FALSE(!!E);
-  EXPECT_NE(toString(E.takeError()).find("e.txt:1: error: data row before a "
-                                         "header"),
+  EXPECT_NE(toString(E.takeError())
+                .find("e.txt:1: error: data row before a "
+                      "header"),
             std::string::npos);
 }
 

@@ -26,8 +26,8 @@ std::string makeModel(unsigned N) {
     std::string I = std::to_string(L), Next = std::to_string(L + 1);
     Decls += ", float[16] g" + I + ", float[16] b" + I + ", float[16,64] w1_" +
              I + ", float[64,16] w2_" + I;
-    Body += "  n" + I + " = LayerNormalization (h" + I + ", g" + I + ", b" +
-            I + ")\n";
+    Body += "  n" + I + " = LayerNormalization (h" + I + ", g" + I + ", b" + I +
+            ")\n";
     Body += "  u" + I + " = MatMul (n" + I + ", w1_" + I + ")\n";
     Body += "  r" + I + " = Relu (u" + I + ")\n";
     Body += "  d" + I + " = MatMul (r" + I + ", w2_" + I + ")\n";
@@ -136,9 +136,9 @@ TEST(DetectLayersTest, ResidualBlocksThatRepeatNowhere) {
                    const std::string &Skip) {
     Text += "  " + P + "c = Conv <pads = [1, 1, 1, 1]> (" + In + ", " + W1 +
             ")\n  " + P + "r = Relu (" + P + "c)\n  " + P +
-            "d = Conv <pads = [1, 1, 1, 1]> (" + P + "r, " + W2 + ")\n  " +
-            P + "j = Add (" + P + "d, " + Skip + ")\n  " + P + "o = Relu (" +
-            P + "j)\n";
+            "d = Conv <pads = [1, 1, 1, 1]> (" + P + "r, " + W2 + ")\n  " + P +
+            "j = Add (" + P + "d, " + Skip + ")\n  " + P + "o = Relu (" + P +
+            "j)\n";
   };
   Block("s1", "a", "a1", "a2", "s1");
   Block("ao", "e", "a3", "a4", "ao");
@@ -157,8 +157,8 @@ TEST(DetectLayersTest, ResidualBlocksThatRepeatNowhere) {
   const auto &Nodes = CU.M->getGraph().getNodes();
   // stem 2 nodes, 5 per block (6 with the projection), then the pool (it
   // shrinks what crosses, so it ends the block), Flatten and Gemm.
-  std::vector<int> Want = {0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3,
-                           3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5};
+  std::vector<int> Want = {0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3,
+                           3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5};
   ASSERT_EQ(Nodes.size(), Want.size());
   for (unsigned I = 0; I < Want.size(); ++I)
     EXPECT_EQ(Nodes[I]->Layer, Want[I]) << Nodes[I]->getName().str();

@@ -45,8 +45,8 @@ TEST(EmbeddingShards, ColumnSliceHoldsEveryRow) {
   EXPECT_EQ(S.Type.Dims[0].Size, 5);
   EXPECT_EQ(S.Type.Dims[1].Size, 2);
   // Columns 2 and 3 of rows 0..4.
-  EXPECT_EQ(floatsOf(S), (std::vector<float>{2, 3, 12, 13, 22, 23, 32, 33,
-                                              42, 43}));
+  EXPECT_EQ(floatsOf(S),
+            (std::vector<float>{2, 3, 12, 13, 22, 23, 32, 33, 42, 43}));
 }
 
 TEST(EmbeddingShards, ColumnsMustDivide) {
@@ -72,8 +72,8 @@ TEST(EmbeddingShards, UnevenRowsArePaddedWithZeros) {
   EXPECT_EQ(S1.Rows, 3);
   EXPECT_EQ(S1.Type.Dims[0].Size, 3);
   EXPECT_EQ(floatsOf(S0)[8], 20.0f);
-  EXPECT_EQ(floatsOf(S1), (std::vector<float>{30, 31, 32, 33, 40, 41, 42, 43,
-                                               0, 0, 0, 0}));
+  EXPECT_EQ(floatsOf(S1),
+            (std::vector<float>{30, 31, 32, 33, 40, 41, 42, 43, 0, 0, 0, 0}));
   // More ranks than rows: the last ranks hold one zero row.
   EmbeddingShardData S7 =
       cantFail(getEmbeddingShardData(*T.W, EmbShardKind::Row, 8, 7));
@@ -95,9 +95,8 @@ TEST(EmbeddingShards, EvenRowsAndWholeTable) {
 
 TEST(EmbeddingShards, ShapeOnlyTableHasNoData) {
   Graph G{"t"};
-  Value *W = cantFail(
-      G.addParameter("big", TensorType(DataType::Float16, {1000000000, 128}),
-                     nullptr));
+  Value *W = cantFail(G.addParameter(
+      "big", TensorType(DataType::Float16, {1000000000, 128}), nullptr));
   EmbeddingShardData S =
       cantFail(getEmbeddingShardData(*W, EmbShardKind::Col, 128, 5));
   EXPECT_EQ(S.Type.Dims[1].Size, 1);

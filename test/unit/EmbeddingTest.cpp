@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Hardware/HardwareModel.h"
 #include "loom/Planner/Embedding.h"
+#include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/ParallelPlan.h"
 
 #include "gtest/gtest.h"

@@ -62,9 +62,8 @@ Planned plan(StringRef Text, StringRef Plan, int64_t Batch,
     P.CU.reset();
     return P;
   }
-  P.Eval = std::make_unique<PlanEvaluator>(CU.M->getGraph(), CU.Layers,
-                                           CU.NodeCosts, HW,
-                                           getEvaluatorOptions(CU));
+  P.Eval = std::make_unique<PlanEvaluator>(
+      CU.M->getGraph(), CU.Layers, CU.NodeCosts, HW, getEvaluatorOptions(CU));
   return P;
 }
 
@@ -147,8 +146,7 @@ std::pair<unsigned, unsigned> checkShapes(const Planned &P, bool SP) {
         SmallVector<int64_t, 4> HaveS = It->second->Type.getStaticShape();
         std::vector<int64_t> Have(HaveS.begin(), HaveS.end());
         EXPECT_EQ(std::vector<int64_t>(Want.begin(), Want.end()), Have)
-            << V->getName().str() << " "
-            << S.Specs[I].OutputSpecs[O].str();
+            << V->getName().str() << " " << S.Specs[I].OutputSpecs[O].str();
         ++Compared;
         Split += S.Specs[I].OutputSpecs[O].isSplit();
       }

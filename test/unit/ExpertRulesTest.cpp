@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Shard/ExpertRules.h"
+#include "loom/Analysis/Experts.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
-#include "loom/Analysis/Experts.h"
 
 #include "ExpertModels.h"
 #include "LoadModel.h"

@@ -1,4 +1,5 @@
-//===- GoodputTest.cpp - Young/Daly goodput, derived by hand ---------------===//
+//===- GoodputTest.cpp - Young/Daly goodput, derived by hand
+//---------------===//
 
 #include "loom/Planner/Goodput.h"
 #include "loom/Hardware/HardwareModel.h"

@@ -49,7 +49,8 @@ TEST(KVCacheTest, TorchExportWithPastTwoNamings) {
   };
   for (const Naming &N :
        {Naming{"kvdecoder-optimum.onnx", "past_key_values.{0}.key",
-               "past_key_values.{0}.value", "present.{0}.key", "present.{0}.value"},
+               "past_key_values.{0}.value", "present.{0}.key",
+               "present.{0}.value"},
         Naming{"kvdecoder-plain.onnx", "cache_a_{0}", "cache_b_{0}", "kc_{0}",
                "vc_{0}"}}) {
     SCOPED_TRACE(N.File);

@@ -480,7 +480,6 @@ TEST(ONNXImportTest, ExternalLengthMustMatchType) {
                    "its external data length is 25");
 }
 
-
 /// Emitting writes a rank's slice of an external weight file to file
 /// (copy_file_range, runs at their offsets); the bytes must be exactly what
 /// reading the slice gives, for column, row and blocked (fused QKV) slices,
@@ -507,9 +506,8 @@ ext (float[4, 6] x) => (float[4, 6] y)
       cantFail(Ext->readRange(0, Ext->getSize())));
 
   std::string Out = Dir.file("out.bin");
-  for (std::shared_ptr<const TensorData> Src : {Ext, std::static_pointer_cast<
-                                                         const TensorData>(
-                                                         InMemory)}) {
+  for (std::shared_ptr<const TensorData> Src :
+       {Ext, std::static_pointer_cast<const TensorData>(InMemory)}) {
     // Columns in 2 parts; rows in 4; blocks {2, 4} of the columns in 2 (a
     // rank holds block 0's column 1 and block 1's columns 4-5 of each row).
     SlicedTensorData Slices[] = {

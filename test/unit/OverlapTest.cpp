@@ -21,13 +21,15 @@ TEST(OverlapTest, WindowModel) {
   EXPECT_DOUBLE_EQ(overlapExposed(10, 4, 0.2, true), 2.5);
   EXPECT_DOUBLE_EQ(overlapExposed(10, 4, 0.2, false), 4);
   // On pays off exactly when C > W * s / (1 - s) (2.5 here).
-  EXPECT_LT(overlapWindow(10, 2.6, 0.2, true), overlapWindow(10, 2.6, 0.2, false));
-  EXPECT_GT(overlapWindow(10, 2.4, 0.2, true), overlapWindow(10, 2.4, 0.2, false));
+  EXPECT_LT(overlapWindow(10, 2.6, 0.2, true),
+            overlapWindow(10, 2.6, 0.2, false));
+  EXPECT_GT(overlapWindow(10, 2.4, 0.2, true),
+            overlapWindow(10, 2.4, 0.2, false));
   // Held while the collective runs: W + s * C = 10.8, or C when longer.
-  EXPECT_DOUBLE_EQ(
-      overlapWindow(10, 4, 0.2, true, OverlapHold::WhileRunning), 10.8);
-  EXPECT_DOUBLE_EQ(
-      overlapWindow(10, 30, 0.2, true, OverlapHold::WhileRunning), 30);
+  EXPECT_DOUBLE_EQ(overlapWindow(10, 4, 0.2, true, OverlapHold::WhileRunning),
+                   10.8);
+  EXPECT_DOUBLE_EQ(overlapWindow(10, 30, 0.2, true, OverlapHold::WhileRunning),
+                   30);
   // ... never worse than waiting.
   for (double C : {0.1, 1.0, 9.0, 12.0, 50.0})
     EXPECT_LE(overlapWindow(10, C, 0.3, true, OverlapHold::WhileRunning),

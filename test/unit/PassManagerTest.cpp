@@ -166,9 +166,9 @@ TEST(PassManagerTest, ParsesPipelines) {
             (std::vector<std::string>{"first", "second", "rename", "fail"}));
   PassManager NoEmit(TestRegistry);
   NoEmit.addDefaultPipeline({/*Transforms=*/true, /*Emit=*/false});
-  EXPECT_EQ(NoEmit.getPipelineNames(),
-            (std::vector<std::string>{"first", "second", "rename", "fail",
-                                      "break"}));
+  EXPECT_EQ(
+      NoEmit.getPipelineNames(),
+      (std::vector<std::string>{"first", "second", "rename", "fail", "break"}));
   EXPECT_TRUE(Default.isTransformPass("break"));
   EXPECT_TRUE(Default.isTransformPass("third"));
   EXPECT_FALSE(Default.isTransformPass("first"));

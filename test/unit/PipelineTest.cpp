@@ -416,10 +416,10 @@ TEST(PipelineTest, OneOrderInterleavedPartialGroup) {
            std::to_string(Op.MicroBatch) + " ";
     return S;
   };
-  EXPECT_EQ(Str(O[0]),
-            "F00 F01 F10 F11 F02 B10 F12 B11 B00 B01 B12 B02 ");
+  EXPECT_EQ(Str(O[0]), "F00 F01 F10 F11 F02 B10 F12 B11 B00 B01 B12 B02 ");
   // Forward only: the forwards of the same order.
-  EXPECT_EQ(Str(getPipelineOrder(2, 3, 2, true)[1]), "F00 F01 F10 F11 F02 F12 ");
+  EXPECT_EQ(Str(getPipelineOrder(2, 3, 2, true)[1]),
+            "F00 F01 F10 F11 F02 F12 ");
   // 1F1B (V = 1) on the last device: no warm-up.
   EXPECT_EQ(Str(getPipelineOrder(2, 2, 1, false)[1]), "F00 B00 F01 B01 ");
 }

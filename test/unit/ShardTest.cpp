@@ -34,16 +34,16 @@ TEST(SlicedTensorData, ColumnsRowsAndBlocks) {
   // Columns split in 2: rank 1 holds columns 3..5 of every row.
   SlicedTensorData Cols(Src, {4, 6}, 4, 1, {}, 2, 1);
   EXPECT_EQ(Cols.getSize(), 4u * 3 * 4);
-  EXPECT_EQ(ints(Cols), (std::vector<int32_t>{3, 4, 5, 9, 10, 11, 15, 16, 17,
-                                              21, 22, 23}));
+  EXPECT_EQ(ints(Cols),
+            (std::vector<int32_t>{3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23}));
   // Rows split in 4: rank 2 holds row 2.
   SlicedTensorData Rows(Src, {4, 6}, 4, 0, {}, 4, 2);
   EXPECT_EQ(ints(Rows), (std::vector<int32_t>{12, 13, 14, 15, 16, 17}));
   // Fused blocks of 2 and 4 columns (Q | KV), each split in 2: rank 1
   // holds column 1 of the first block and columns 4, 5 of the second.
   SlicedTensorData Blocks(Src, {4, 6}, 4, 1, {2, 4}, 2, 1);
-  EXPECT_EQ(ints(Blocks), (std::vector<int32_t>{1, 4, 5, 7, 10, 11, 13, 16,
-                                                17, 19, 22, 23}));
+  EXPECT_EQ(ints(Blocks),
+            (std::vector<int32_t>{1, 4, 5, 7, 10, 11, 13, 16, 17, 19, 22, 23}));
   // getBytes() agrees with readAll().
   Expected<ArrayRef<char>> B = Blocks.getBytes();
   ASSERT_TRUE(!!B);

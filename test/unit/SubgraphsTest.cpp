@@ -60,8 +60,10 @@ TEST(SubgraphsTest, CloneReadsThroughTheOuterMap) {
   const Graph &Else = *If.getAttribute("else_branch")->Gs[0];
   // A new enclosing graph where 'b' and 'a' are other values.
   Graph NG("ng");
-  Value *A2 = cantFail(NG.addInput("a_gathered", TensorType(DataType::Float, {2})));
-  Value *B2 = cantFail(NG.addInput("b_received", TensorType(DataType::Float, {2})));
+  Value *A2 =
+      cantFail(NG.addInput("a_gathered", TensorType(DataType::Float, {2})));
+  Value *B2 =
+      cantFail(NG.addInput("b_received", TensorType(DataType::Float, {2})));
   DenseMap<const Value *, Value *> Outer;
   Outer[(*M)->getGraph().lookup("a")] = A2;
   Outer[(*M)->getGraph().lookup("b")] = B2;

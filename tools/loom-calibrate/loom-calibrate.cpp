@@ -86,9 +86,9 @@ static Expected<CollectiveTable> readCollective(StringRef Spec) {
   ErrorOr<std::unique_ptr<MemoryBuffer>> File =
       MemoryBuffer::getFile(T.File, /*IsText=*/true);
   if (!File)
-    return createStringError(inconvertibleErrorCode(),
-                             T.File + ": error: cannot read table: " +
-                                 File.getError().message());
+    return createStringError(
+        inconvertibleErrorCode(),
+        T.File + ": error: cannot read table: " + File.getError().message());
   Expected<CollectiveRead> Read =
       readBusBandwidthTable((*File)->getBuffer(), T.File);
   if (!Read)
@@ -106,10 +106,9 @@ static Error writeAtomically(StringRef Path, StringRef Text) {
   Temp += ".tmp-%%%%%%";
   int FD;
   SmallString<128> TempPath;
-  if (std::error_code EC =
-          sys::fs::createUniqueFile(Temp, FD, TempPath))
-    return createStringError(EC, Path + ": error: cannot write: " +
-                                     EC.message());
+  if (std::error_code EC = sys::fs::createUniqueFile(Temp, FD, TempPath))
+    return createStringError(EC,
+                             Path + ": error: cannot write: " + EC.message());
   {
     raw_fd_ostream OS(FD, /*shouldClose=*/true);
     OS << Text;
@@ -122,8 +121,8 @@ static Error writeAtomically(StringRef Path, StringRef Text) {
   }
   if (std::error_code EC = sys::fs::rename(TempPath, Path)) {
     sys::fs::remove(TempPath);
-    return createStringError(EC, Path + ": error: cannot write: " +
-                                     EC.message());
+    return createStringError(EC,
+                             Path + ": error: cannot write: " + EC.message());
   }
   return Error::success();
 }

@@ -1,4 +1,5 @@
-//===- KVCache.h - Find the KV cache a decoder graph carries -----*- C++ -*-===//
+//===- KVCache.h - Find the KV cache a decoder graph carries -----*- C++
+//-*-===//
 //
 // A decoder exported for incremental decoding takes the keys and values of
 // the tokens seen so far as graph inputs and returns them, with the step's

@@ -1,4 +1,5 @@
-//===- Calibration.h - Fit the hardware model to measured profiles -*- C++ -*-===//
+//===- Calibration.h - Fit the hardware model to measured profiles -*- C++
+//-*-===//
 //
 // loom-calibrate's library: read measured kernel timings and collective
 // benchmark tables, cost each kernel with Loom's own op rules
@@ -159,9 +160,9 @@ struct LevelFit {
   std::vector<std::string> Notes;
 };
 /// Fits one level's latency and efficiency to every table of that level.
-llvm::Expected<LevelFit> fitTopologyLevel(const HardwareModel &HW,
-                                          llvm::StringRef Level,
-                                          llvm::ArrayRef<CollectiveTable> Tables);
+llvm::Expected<LevelFit>
+fitTopologyLevel(const HardwareModel &HW, llvm::StringRef Level,
+                 llvm::ArrayRef<CollectiveTable> Tables);
 
 /// Before/after figures of one fitted group.
 struct FamilyReport {
@@ -207,8 +208,7 @@ llvm::Expected<CalibrationResult> calibrate(const HardwareModel &Base,
                                             const CalibrationInput &In);
 
 /// The fit tables, one line per family and level.
-void printCalibrationReport(const CalibrationResult &R,
-                            llvm::raw_ostream &OS);
+void printCalibrationReport(const CalibrationResult &R, llvm::raw_ostream &OS);
 
 /// "allreduce" (any case, with or without '_'/'-') -> AllReduce.
 llvm::Optional<CollectiveKind> parseCollectiveKind(llvm::StringRef Name);

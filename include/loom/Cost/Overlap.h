@@ -55,8 +55,7 @@ double overlapWindow(double ComputeS, double CommS, double Share, bool On,
 /// overlapWindow(...) - ComputeS (the exposed communication plus the held
 /// compute; CommS when off).
 inline double overlapExposed(double ComputeS, double CommS, double Share,
-                             bool On,
-                             OverlapHold Hold = OverlapHold::Window) {
+                             bool On, OverlapHold Hold = OverlapHold::Window) {
   return overlapWindow(ComputeS, CommS, Share, On, Hold) - ComputeS;
 }
 

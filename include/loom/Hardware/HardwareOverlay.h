@@ -1,4 +1,5 @@
-//===- HardwareOverlay.h - Layered hardware files and --set overrides -*- C++ -*-===//
+//===- HardwareOverlay.h - Layered hardware files and --set overrides -*- C++
+//-*-===//
 //
 // What-if studies without copying YAML: `--hw A.yaml --hw B.yaml` layers
 // files (later keys win; maps merge key by key; a list of maps whose items
@@ -52,11 +53,9 @@ loadLayeredHardware(llvm::ArrayRef<std::string> Files,
                     std::vector<HardwareOverride> &Overrides);
 
 /// The same over texts already read: \p Texts[i] named \p Names[i].
-llvm::Expected<HardwareModel>
-parseLayeredHardware(llvm::ArrayRef<std::string> Texts,
-                     llvm::ArrayRef<std::string> Names,
-                     llvm::ArrayRef<std::string> Sets,
-                     std::vector<HardwareOverride> &Overrides);
+llvm::Expected<HardwareModel> parseLayeredHardware(
+    llvm::ArrayRef<std::string> Texts, llvm::ArrayRef<std::string> Names,
+    llvm::ArrayRef<std::string> Sets, std::vector<HardwareOverride> &Overrides);
 
 /// "topology.roce.bandwidth: 200Gbps -> 400Gbps (--set)".
 std::string describeOverride(const HardwareOverride &O);

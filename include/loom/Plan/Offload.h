@@ -33,8 +33,8 @@ std::vector<OffloadTiers> getSearchedOffloads(const HardwareModel &HW);
 /// Why \p HW cannot hold what \p T offloads, or success: the tier's memory
 /// level is missing, or opt off HBM without a host update_bandwidth.
 /// \p Train false: only param may leave HBM.
-llvm::Error checkOffloadHardware(const OffloadTiers &T,
-                                 const HardwareModel &HW, bool Train);
+llvm::Error checkOffloadHardware(const OffloadTiers &T, const HardwareModel &HW,
+                                 bool Train);
 
 /// How far from HBM \p T puts the state: the sum over the kinds of 0 (hbm),
 /// 1 (host), 2 (ssd). Between plans equal in cost, the nearer wins.

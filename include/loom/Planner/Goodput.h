@@ -1,4 +1,5 @@
-//===- Goodput.h - Expected goodput under failures and checkpoints -*- C++ -*-===//
+//===- Goodput.h - Expected goodput under failures and checkpoints -*- C++
+//-*-===//
 //
 // The fraction of a plan's throughput left after failures: the cluster's
 // failure rate is the sum of its devices' (each with its share of optical

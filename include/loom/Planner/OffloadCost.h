@@ -7,7 +7,6 @@
 
 namespace loom {
 
-
 struct StageCost;
 
 /// Places stage \p SC's state as \p T says: SC.Memory becomes what stays

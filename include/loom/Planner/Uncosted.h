@@ -12,7 +12,6 @@
 
 namespace loom {
 
-
 /// The work without a cost rule, against the whole graph.
 struct UncostedWork {
   unsigned Nodes = 0, TotalNodes = 0;

@@ -28,7 +28,6 @@ enum class ReportFormat { Text, JSON };
 /// params}: the "uncosted" key of every JSON report.
 llvm::json::Object uncostedJSON(const UncostedWork &U);
 
-
 /// \p TPSpecs (a costed plan at tp > 1): the spec of each node's first
 /// output as the evaluator costs it (PlanEvaluator::getTPSplit), printed
 /// as tp=R|S(d)|P -- what the emitted graphs hold of it.
@@ -40,8 +39,7 @@ void printLayerCosts(const Graph &G, llvm::ArrayRef<LayerInfo> Layers,
                      const NodeCostMap &Costs, ReportFormat F,
                      llvm::raw_ostream &OS);
 void printStageCosts(const Graph &G, const NodeCostMap &Costs,
-                     const PlanCost &PC, ReportFormat F,
-                     llvm::raw_ostream &OS);
+                     const PlanCost &PC, ReportFormat F, llvm::raw_ostream &OS);
 
 } // namespace loom
 

@@ -21,7 +21,8 @@ namespace loom {
 class RunWriter {
 public:
   /// Writes to \p FD starting at byte \p Offset.
-  RunWriter(llvm::sys::fs::file_t FD, uint64_t Offset) : FD(FD), Offset(Offset) {}
+  RunWriter(llvm::sys::fs::file_t FD, uint64_t Offset)
+      : FD(FD), Offset(Offset) {}
   /// Appends \p Run; its bytes must stay valid until the next flush() (add()
   /// flushes by itself when a batch is full). A run that continues the
   /// previous one in memory extends it.
@@ -36,7 +37,7 @@ public:
 
 private:
   llvm::sys::fs::file_t FD;
-  uint64_t Offset;  ///< Where the pending runs go.
+  uint64_t Offset; ///< Where the pending runs go.
   uint64_t Pending = 0;
   std::vector<std::pair<const char *, uint64_t>> Runs;
 };

@@ -40,9 +40,8 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     } else if (Op == "Mul") {
       unsigned NP =
           count_if(In, [](const AxisSpec &S) { return S.isPartial(); });
-      Linear = NP == 1 && all_of(In, [](const AxisSpec &S) {
-                 return !S.isSplit();
-               });
+      Linear =
+          NP == 1 && all_of(In, [](const AxisSpec &S) { return !S.isSplit(); });
     } else if (Op == "Div") {
       Linear = In[0].isPartial() && NIn > 1 && !In[1].isPartial() &&
                !In[1].isSplit();

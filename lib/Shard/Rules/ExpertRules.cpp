@@ -118,9 +118,8 @@ bool isExpertSplitLegal(unsigned NumExperts, unsigned EP) {
   return EP <= 1 || (NumExperts && NumExperts % EP == 0);
 }
 
-Expected<ExpertAxisRules> applyExpertRules(const Graph &G,
-                                           ArrayRef<ExpertGroup> Groups,
-                                           unsigned EP) {
+Expected<ExpertAxisRules>
+applyExpertRules(const Graph &G, ArrayRef<ExpertGroup> Groups, unsigned EP) {
   ExpertAxisRules R;
   if (EP == RuleContext::AnyDivides) {
     // The evaluator: every group's work, whatever degree it is costed at.
@@ -139,9 +138,10 @@ Expected<ExpertAxisRules> applyExpertRules(const Graph &G,
     if (!Take)
       continue;
     if (R.NumExperts && EG.NumExperts != R.NumExperts)
-      return err("ep=" + Twine(EP) + ": MoE layers have different expert "
-                 "counts (" + Twine(R.NumExperts) + " and " +
-                 Twine(EG.NumExperts) + ")");
+      return err("ep=" + Twine(EP) +
+                 ": MoE layers have different expert "
+                 "counts (" +
+                 Twine(R.NumExperts) + " and " + Twine(EG.NumExperts) + ")");
     R.NumExperts = EG.NumExperts;
     markGroup(G, EG, /*Split=*/true, R);
   }
@@ -157,7 +157,7 @@ AxisSpec getExpertInputSpec(ExpertRole Role, const AxisSpec &Arrived) {
   // Branches gather the tokens along dim 0, stacked work dispatches along
   // dims 0 (experts) and 1 (tokens): a tp split there would be mixed with
   // the ep group's tokens.
-  int LastEPDim = Role == ExpertRole::Stacked ? 1
+  int LastEPDim = Role == ExpertRole::Stacked  ? 1
                   : Role == ExpertRole::Branch ? 0
                                                : -1;
   if (Arrived.isSplit() && Arrived.Dim <= LastEPDim)
