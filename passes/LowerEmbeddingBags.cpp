@@ -576,10 +576,10 @@ private:
     return C;
   }
 
-  Value *scalar(StringRef What, DataType Elem, double V) {
+  /// A Constant node named Prefix/What holding \p T.
+  Value *constantOf(StringRef What, Tensor T) {
     std::string Name = fresh(Prefix + "/" + What);
     Node *N = cantFail(G.addNode("Constant", "", Name, {}, {Name}));
-    Tensor T = Tensor::makeFromDoubles(Elem, {}, {V});
     N->getOutput(0)->Type = T.Type;
     Attribute A;
     A.Name = "value";
@@ -587,6 +587,10 @@ private:
     A.Ts.push_back(std::move(T));
     N->addAttribute(std::move(A));
     return N->getOutput(0);
+  }
+
+  Value *scalar(StringRef What, DataType Elem, double V) {
+    return constantOf(What, Tensor::makeFromDoubles(Elem, {}, {V}));
   }
 
   std::string fresh(const Twine &Base) {
@@ -609,19 +613,10 @@ private:
 
   Value *constant(StringRef What, ArrayRef<int64_t> Vals,
                   ArrayRef<int64_t> Shape = {}) {
-    std::string Name = fresh(Prefix + "/" + What);
-    Node *N = cantFail(G.addNode("Constant", "", Name, {}, {Name}));
     std::vector<int64_t> S(Shape.begin(), Shape.end());
     if (S.empty())
       S.push_back((int64_t)Vals.size());
-    Tensor T = Tensor::makeInt64(S, Vals);
-    N->getOutput(0)->Type = T.Type;
-    Attribute A;
-    A.Name = "value";
-    A.K = Attribute::Kind::Tensor;
-    A.Ts.push_back(std::move(T));
-    N->addAttribute(std::move(A));
-    return N->getOutput(0);
+    return constantOf(What, Tensor::makeInt64(S, Vals));
   }
 
   static void setInt(Node *N, StringRef Name, int64_t I) {

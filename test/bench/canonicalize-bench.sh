@@ -13,7 +13,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
-shift || true
+if [ $# -gt 0 ]; then shift; fi
 SIZES=${*:-20 40 80 160}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
