@@ -68,6 +68,9 @@ F16 = TensorProto.FLOAT16
 class B:
     def __init__(self):
         self.nodes, self.inits, self.n = [], [], 0
+        # rope(): the cos/sin tables as data (False), or computed from the
+        # positions as Hugging Face's LlamaRotaryEmbedding exports them.
+        self.rope_computed, self.rope_tables = False, None
 
     def fresh(self, h):
         self.n += 1
@@ -284,17 +287,39 @@ def gpt(w, d=2048, H=16, L=4, S=2048, f=None, lm=None):
 
 # --- LLaMA and the MoE ------------------------------------------------------
 
+def rope_computed(b, hd, S):
+    """The [S, hd] cos/sin tables computed in the graph, as torch.onnx
+    exports Hugging Face's LlamaRotaryEmbedding: inv_freq [1, hd/2, 1] @
+    positions [1, 1, S] in fp32, transposed, duplicated, Cos/Sin, cast to
+    fp16. No [S, hd] data in the file, whatever S is."""
+    inv = (1.0 / (10000 ** (np.arange(0, hd, 2) / hd))).astype(np.float32)
+    pos = b.op("Cast", [b.op("Range", [b.c(0), b.c(S), b.c(1)])],
+               to=TensorProto.FLOAT)
+    pos = b.op("Reshape", [pos, b.c([1, 1, S])])
+    fr = b.op("MatMul", [b.c(inv.reshape(1, hd // 2, 1), np.float32), pos])
+    fr = b.op("Transpose", [fr], perm=[0, 2, 1])                   # [1,S,hd/2]
+    emb = b.op("Concat", [fr, fr], axis=-1)
+    return tuple(b.op("Cast", [b.op(f, [emb])], to=F16) for f in ("Cos", "Sin"))
+
+
 def rope(b, t, hd, S):
-    inv = 1.0 / (10000 ** (np.arange(0, hd, 2) / hd))
-    ang = np.outer(np.arange(S), inv)
-    if "rope_cos" not in [i.name for i in b.inits]:
-        for nm, fn in (("rope_cos", np.cos), ("rope_sin", np.sin)):
-            b.inits.append(numpy_helper.from_array(
-                np.concatenate([fn(ang), fn(ang)], -1).astype(np.float16), nm))
+    if b.rope_computed:
+        if b.rope_tables is None:
+            b.rope_tables = rope_computed(b, hd, S)
+        cos, sin = b.rope_tables
+    else:
+        cos, sin = "rope_cos", "rope_sin"
+        if cos not in [i.name for i in b.inits]:
+            inv = 1.0 / (10000 ** (np.arange(0, hd, 2) / hd))
+            ang = np.outer(np.arange(S), inv)
+            for nm, fn in ((cos, np.cos), (sin, np.sin)):
+                b.inits.append(numpy_helper.from_array(
+                    np.concatenate([fn(ang), fn(ang)], -1).astype(np.float16),
+                    nm))
     x1 = b.op("Slice", [t, b.c([0]), b.c([hd // 2]), b.c([-1])])
     x2 = b.op("Slice", [t, b.c([hd // 2]), b.c([hd]), b.c([-1])])
     rot = b.op("Concat", [b.op("Neg", [x2]), x1], axis=-1)
-    return b.op("Add", [b.op("Mul", [t, "rope_cos"]), b.op("Mul", [rot, "rope_sin"])])
+    return b.op("Add", [b.op("Mul", [t, cos]), b.op("Mul", [rot, sin])])
 
 
 def silu(b, x, how):
@@ -342,8 +367,12 @@ def llama_attn(b, x, d, H, KV, S, p, w, mask, hd=None, qk_norm=False):
     return b.op("Add", [x, b.op("MatMul", [a, b.W(p + ".wo", [H * hd, d])])])
 
 
-def llama(w, d=2048, H=16, KV=4, L=4, S=2048, f=5632, lm=None):
+def llama(w, d=2048, H=16, KV=4, L=4, S=2048, f=5632, lm=None,
+          rope="data"):
+    """rope: the rotary tables as "data" (initializers) or "computed" in
+    the graph (rope_computed)."""
     b = B()
+    b.rope_computed = rope == "computed"
     mask = causal(b, S, "where" if w == "b" else "add", built=lm is not None)
     x = embed(b, d, S, lm, positions=False) if lm else "x"
     for i in range(L):

@@ -10,7 +10,9 @@ by the invariance test's builders (test/invariance/make_writings.py):
       (MatMul by the embedding's Transpose) or its own, as the zoo config
   LLaMA / LLaMA-2                  make_writings llama "b": RMSNorm as
       Mul(x,x)/ReduceMean/Add/Sqrt/Reciprocal/Mul/Mul, fused gate-up
-      MatMul + Split, Mul scale, Where mask
+      MatMul + Split, Mul scale, Where mask; for a row longer than the
+      zoo's position tables, the rotary tables computed from the positions
+      as Hugging Face's LlamaRotaryEmbedding exports them
   MoE (Qwen3-30B-A3B)              make_writings moe "b": attention as
       llama "b" with QK-norm on the transposed heads, router softmax
       spelled out, top-k renormalised, the experts as Megatron-Core's
@@ -22,8 +24,8 @@ by the invariance test's builders (test/invariance/make_writings.py):
       expert FLOPs at top-8 of 128) and is costed so: not the run's work.
 
 Shape-only like the zoo (weights in an external file that is not there;
-the causal mask built from Range, the rotary tables [seq, head_dim] the
-only data), fp16, batch symbolic, the sequence static: so a model is
+the causal mask built from Range; the rotary tables [seq, head_dim] the
+only data, up to the zoo's max_pos), fp16, batch symbolic, the sequence static: so a model is
 written per (NAME, SEQ), as OUT/NAME-alt-sSEQ.onnx.
 
     /usr/bin/python3 test/validation/make_alt.py OUT NAME:SEQ[,NAME:SEQ...]
@@ -81,7 +83,11 @@ def build(cfg, seq, writing=None):
     if cfg.qk_norm or cfg.hd * cfg.heads != cfg.hidden:
         raise ValueError(f"{cfg.name}: the dense LLaMA writing has no "
                          f"QK-norm and heads of hidden / heads")
-    return mw.llama(w["llama"], f=cfg.ffn, **common)
+    # A row longer than the zoo's position tables (a long-context run):
+    # the rotary tables computed in the graph, so that the file holds no
+    # [seq, head_dim] data (536 MB at 1M tokens).
+    rope = "computed" if seq > cfg.max_pos else "data"
+    return mw.llama(w["llama"], f=cfg.ffn, rope=rope, **common)
 
 
 def main(argv):

@@ -120,6 +120,19 @@ def tokens_per_device(row, cfg):
         # Korthikanti et al. 2022, model FLOPs per iteration / (B s).
         f = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
         return x * A100_PEAK / f
+    if unit == "tflops_nemo":
+        # NeMo's LLaMA-2 model FLOPs (NVIDIA/NeMo nemo/utils/flops_formulas.py
+        # llama2(), the version without the causal factor: attention counted
+        # whole), per token: l h^2 (12 + 12 g/a + 18 ffn/h + 12 s/h +
+        # 6 V/(l h)), g KV heads of a. The long-sequence table's figures
+        # (NeMo 24.03, fp8, H100) imply this count: at 1M tokens attention is
+        # 98 % of it, and 536 TFLOP/s counted with the causal half would be
+        # a bf16 flash attention at 54 % of the H100's peak, not achievable
+        # by the FA2 kernels of that release; counted whole it is 27 %.
+        g, a = cfg.kvh, cfg.heads
+        f = l * h * h * (12 + 12 * g / a + 18 * cfg.ffn / h + 12 * s / h
+                         + 6 * V / (l * h))
+        return x * 1e12 / f
     if unit == "tflops_mcore":
         # Megatron-LM num_floating_point_operations (commit f2e5db4), MHA,
         # no MoE, no gating: 12 s l h^2 ((2 + s/h) + ffn/h + V/(2 l h)).
@@ -136,11 +149,21 @@ def framework_arg(name):
     return name
 
 
+def zoo_name(row):
+    """The row's zoo model: NAME, or NAME-pSEQ when the row's sequence is
+    longer than NAME's position tables (long-context runs extend them, as
+    make_zoo.py --max-pos does)."""
+    seq = int(row["seq"])
+    if seq > zoo_config(row["model"]).max_pos:
+        return f"{row['model']}-p{seq}"
+    return row["model"]
+
+
 def model_file(row, writing):
     """The row's model file name (in --zoo) under `writing`."""
     if writing == "alt":
         return f"{row['model']}-alt-s{int(row['seq'])}.onnx"
-    return row["model"] + ".onnx"
+    return zoo_name(row) + ".onnx"
 
 
 def ensure_alt_models(rows, zoo):
@@ -159,15 +182,34 @@ def ensure_alt_models(rows, zoo):
 
 
 def ensure_models(names, zoo):
+    """Writes the zoo models NAME (or NAME-pSEQ: position tables SEQ long,
+    zoo_name) missing from or older than the cache `zoo`."""
     os.makedirs(zoo, exist_ok=True)
     stamp = os.path.getmtime(MAKE_ZOO)
     missing = [n for n in names
                if not os.path.exists(os.path.join(zoo, n + ".onnx"))
                or os.path.getmtime(os.path.join(zoo, n + ".onnx")) < stamp]
-    if missing:
-        subprocess.run([sys.executable, MAKE_ZOO, zoo, "--only",
-                        ",".join(missing), "--dtype", "float16", "--no-check",
-                        "--quiet"], check=True)
+    by_pos = {}
+    for n in missing:
+        base, _, pos = n.rpartition("-p")
+        if base and pos.isdigit():
+            by_pos.setdefault(int(pos), []).append(base)
+        else:
+            by_pos.setdefault(0, []).append(n)
+    for pos, bases in sorted(by_pos.items()):
+        cmd = [sys.executable, MAKE_ZOO, zoo, "--only", ",".join(bases),
+               "--dtype", "float16", "--no-check", "--quiet"]
+        if pos == 0:
+            subprocess.run(cmd, check=True)
+            continue
+        # make_zoo names its files NAME.onnx: write them aside and rename.
+        side = os.path.join(zoo, f"p{pos}")
+        os.makedirs(side, exist_ok=True)
+        subprocess.run(cmd[:2] + [side] + cmd[3:] + ["--max-pos", str(pos)],
+                       check=True)
+        for b in bases:
+            os.replace(os.path.join(side, b + ".onnx"),
+                       os.path.join(zoo, f"{b}-p{pos}.onnx"))
 
 
 def run_row(row, plan_parallel, zoo, framework=None, writing="zoo"):
@@ -245,7 +287,7 @@ def main(argv=None):
     if args.writing == "alt":
         ensure_alt_models(rows, zoo)
     else:
-        ensure_models(sorted({r["model"] for r in rows}), zoo)
+        ensure_models(sorted({zoo_name(r) for r in rows}), zoo)
     t_zoo = time.perf_counter() - t0
 
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
