@@ -286,9 +286,9 @@ struct PlanEvaluator::Impl {
   /// getLayerSummary's all-reduces, per layer.
   mutable std::map<unsigned, std::vector<double>> SummaryAllReduce;
   /// Pipeline simulations by their inputs: plans that differ only in what
-  /// follows the last backward (DP sync, optimizer, ZeRO 0-2, gradient
-  /// precision) or in memory run the same pipeline, and the simulation is
-  /// a pure function of its times (cost_models/pipeline/Pipeline.cpp).
+  /// follows the last backward (DP sync, optimizer, gradient precision)
+  /// or in memory run the same pipeline, and the simulation is a pure
+  /// function of its times (cost_models/pipeline/Pipeline.cpp).
   mutable std::map<
       std::tuple<std::vector<double>, std::vector<double>, std::vector<double>,
                  unsigned, unsigned, bool, unsigned>,

@@ -40,7 +40,9 @@
 // simulation (exact memory, per-micro-batch stage times with TP
 // communication, DP sync and optimizer), bounded again the same way with
 // those times and the exact tail, and only then simulated, from the stage
-// costs just computed (PlanEvaluator::simulate). The offload placements of
+// costs just computed (PlanEvaluator::simulate, which keeps each distinct
+// pipeline's simulation: plans differing only in what follows the last
+// backward share it). The offload placements of
 // a plan share its stage costs (costed once, re-placed by
 // applyOffloadToPlan, kept in a first-in first-out cache while the
 // placements come up). An act:host placement with one micro-batch in
