@@ -270,5 +270,14 @@ void addElementwiseRules(RuleTable &T) {
   T["Dropout"] = {costDropout};
 }
 
+bool getElementwiseFlops(StringRef Op, double &Forward, double &Backward) {
+  const ElementwiseSpec *S = findSpec(Op);
+  if (!S)
+    return false;
+  Forward = S->Flops;
+  Backward = S->Backward;
+  return true;
+}
+
 } // namespace opcost
 } // namespace loom

@@ -1,10 +1,11 @@
 //===- FusedElementwiseOps.cpp - Cost of fused vector kernels -------------===//
 //
-// Fused RMSNorm, LayerNorm, SwiGLU and rotary embedding: one launch for a
-// region of element-wise ops. The formulas and their sources are in
+// Fused RMSNorm, LayerNorm, SwiGLU, GELU and rotary embedding: one launch
+// for a region of element-wise ops. The formulas and their sources are in
 // loom/Cost/FusedKernels.h.
 //
 //===----------------------------------------------------------------------===//
+#include "OpCostRules.h"
 #include "loom/Cost/FusedKernels.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -13,6 +14,30 @@ namespace loom {
 
 static double bytesOf(const Value *V) {
   return V ? (double)V->Type.getSizeInBytes().getValueOr(0) : 0.0;
+}
+
+/// The FLOPs the kernel \p Kernel defines for itself, forward and backward,
+/// per element of its output \p Out, whatever ops the exporter spelled it
+/// with; false where the members' own FLOPs stand (the kernels below the
+/// table). gelu: the exact GELU, x/2 (1 + erf(x / sqrt 2)), as the ONNX
+/// Gelu op is counted (ElementwiseOps.cpp: Erf's 20 + 4 = 24 each way), so
+/// the erf and tanh writings, Pow(x, 3) or x*x*x, and opset 20's Gelu
+/// report one count; a fused bias Add (bias-GELU: every input after the
+/// activation is a bias) adds the Add rule's 1 + 1 per element.
+static bool getKernelFlops(const FusedKernel &Kernel,
+                           llvm::ArrayRef<const Value *> Inputs,
+                           const Value *Out, double &Flops,
+                           double &BackwardFlops) {
+  double Fwd = 0, Bwd = 0, AddFwd = 0, AddBwd = 0;
+  if (Kernel.Name != "gelu" || !Out ||
+      !opcost::getElementwiseFlops("Gelu", Fwd, Bwd) ||
+      !opcost::getElementwiseFlops("Add", AddFwd, AddBwd))
+    return false;
+  double Biases = Inputs.empty() ? 0.0 : (double)(Inputs.size() - 1);
+  double Elems = opcost::numElements(Out);
+  Flops = Elems * (Fwd + Biases * AddFwd);
+  BackwardFlops = Elems * (Bwd + Biases * AddBwd);
+  return true;
 }
 
 OpCost fusedElementwiseCost(llvm::ArrayRef<const OpCost *> MemberCosts,
@@ -35,6 +60,7 @@ OpCost fusedElementwiseCost(llvm::ArrayRef<const OpCost *> MemberCosts,
     if (C.Elem == DataType::Undefined)
       C.Elem = M->Elem;
   }
+  getKernelFlops(Kernel, Inputs, Out, C.Flops, C.BackwardFlops);
   // Parameters: the weights and tables among the inputs (scalar constants
   // such as eps sit in the kernel's arguments, not in HBM traffic).
   for (const Value *V : Inputs) {

@@ -78,6 +78,11 @@ void addSignalRules(RuleTable &T);
 /// ClassicalMLOps.cpp: the ai.onnx.ml ops (family "control": AICPU work).
 void addClassicalMLRules(RuleTable &T);
 
+/// ElementwiseOps.cpp's table: FLOPs per output element of the element-wise
+/// op \p Op (before any attribute- or operand-dependent adjustment), forward
+/// and backward; false for an op not in the table.
+bool getElementwiseFlops(llvm::StringRef Op, double &Forward, double &Backward);
+
 /// The table, built once.
 const RuleTable &getRuleTable();
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <tuple>
 
 using namespace llvm;
 
@@ -284,6 +285,16 @@ struct PlanEvaluator::Impl {
       Cache;
   /// getLayerSummary's all-reduces, per layer.
   mutable std::map<unsigned, std::vector<double>> SummaryAllReduce;
+  /// Pipeline simulations by their inputs: plans that differ only in what
+  /// follows the last backward (DP sync, optimizer, gradient precision)
+  /// or in memory run the same pipeline, and the simulation is a pure
+  /// function of its times (cost_models/pipeline/Pipeline.cpp).
+  mutable std::map<
+      std::tuple<std::vector<double>, std::vector<double>, std::vector<double>,
+                 unsigned, unsigned, bool, unsigned>,
+      PipelineResult>
+      Simulations;
+  const PipelineResult &simulate(const PipelineTimes &PT) const;
   /// Group shapes by their non-trivial (stride, size) axes.
   mutable std::map<SmallVector<std::pair<unsigned, unsigned>, 3>, GroupShape>
       Shapes;
@@ -1844,6 +1855,17 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
   return finishPlan(std::move(R), Simulate);
 }
 
+const PipelineResult &
+PlanEvaluator::Impl::simulate(const PipelineTimes &PT) const {
+  auto K = std::make_tuple(PT.Forward, PT.Backward, PT.Transfer,
+                           PT.NumMicroBatches, PT.VirtualStages, PT.ForwardOnly,
+                           PT.MaxSimulatedMicroBatches);
+  auto It = Simulations.find(K);
+  if (It == Simulations.end())
+    It = Simulations.emplace(std::move(K), simulatePipeline(PT)).first;
+  return It->second;
+}
+
 Expected<PlanCost> PlanEvaluator::simulate(PlanCost Staged) const {
   return finishPlan(std::move(Staged), /*Simulate=*/true);
 }
@@ -1884,7 +1906,7 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
     if (P.Offload.any())
       PT.Backward.back() += SC.Offload.ExposedPerMicroBatchS;
   }
-  PipelineResult PR = simulatePipeline(PT);
+  const PipelineResult &PR = Im.simulate(PT);
   // Each stage's DP gradient sync and optimizer follow its own last
   // backward, not the pipeline's: a later stage, done earlier, updates
   // while the first still runs its backwards (Schedule.cpp places them so).

@@ -40,7 +40,9 @@
 // simulation (exact memory, per-micro-batch stage times with TP
 // communication, DP sync and optimizer), bounded again the same way with
 // those times and the exact tail, and only then simulated, from the stage
-// costs just computed (PlanEvaluator::simulate). The offload placements of
+// costs just computed (PlanEvaluator::simulate, which keeps each distinct
+// pipeline's simulation: plans differing only in what follows the last
+// backward share it). The offload placements of
 // a plan share its stage costs (costed once, re-placed by
 // applyOffloadToPlan, kept in a first-in first-out cache while the
 // placements come up). An act:host placement with one micro-batch in
@@ -84,6 +86,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <numeric>
@@ -1716,8 +1719,17 @@ Error Searcher::findMemoryFloors(const std::vector<Candidate> &Bases,
   return Error::success();
 }
 
+/// CPU seconds the calling thread has run.
+static double threadCPUSeconds() {
+  timespec T;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &T) != 0)
+    return 0;
+  return (double)T.tv_sec + 1e-9 * (double)T.tv_nsec;
+}
+
 Expected<SearchResult> Searcher::run(bool Floors) {
   auto Start = std::chrono::steady_clock::now();
+  double CPUStart = threadCPUSeconds();
   SearchResult R;
   R.Space = Space;
   R.StagesGiven = !Opts.Fixed.StageLayers.empty();
@@ -1743,6 +1755,7 @@ Expected<SearchResult> Searcher::run(bool Floors) {
   R.Stats.Seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
           .count();
+  R.Stats.CPUSeconds = threadCPUSeconds() - CPUStart;
   if (Floors && R.Top.empty())
     if (Error E = addFloors(R))
       return std::move(E);
@@ -1751,11 +1764,13 @@ Expected<SearchResult> Searcher::run(bool Floors) {
 
 Error Searcher::addFloors(SearchResult &R) const {
   auto Start = std::chrono::steady_clock::now();
+  double CPUStart = threadCPUSeconds();
   if (Error E = findMemoryFloors(Bases, R))
     return E;
   R.Stats.Seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
           .count();
+  R.Stats.CPUSeconds += threadCPUSeconds() - CPUStart;
   return Error::success();
 }
 
@@ -1930,6 +1945,7 @@ searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
     if (!R2->Top.empty()) {
       R2->OffloadNeeded = true;
       R2->Stats.Seconds += R->Stats.Seconds;
+      R2->Stats.CPUSeconds += R->Stats.CPUSeconds;
       return R2;
     }
     S2.returnBases(S);

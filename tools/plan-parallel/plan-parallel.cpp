@@ -1163,12 +1163,17 @@ getCostedPlan(const CompilationUnit &CU, bool HaveCosts, bool NoPlanPending) {
   if (Searched && TimePasses)
     errs() << format(
         "search-parallelism: %llu candidates in %.4f s "
-        "(%.2f us per candidate; %llu simulated)\n",
+        "(%.2f us per candidate; %llu simulated; CPU %.4f s, %.2f us per "
+        "candidate)\n",
         (unsigned long long)Searched->Stats.Candidates, Searched->Stats.Seconds,
         Searched->Stats.Candidates
             ? 1e6 * Searched->Stats.Seconds / Searched->Stats.Candidates
             : 0.0,
-        (unsigned long long)Searched->Stats.Simulated);
+        (unsigned long long)Searched->Stats.Simulated,
+        Searched->Stats.CPUSeconds,
+        Searched->Stats.Candidates
+            ? 1e6 * Searched->Stats.CPUSeconds / Searched->Stats.Candidates
+            : 0.0);
   const PlanCost *Costed = Searched ? &Searched->Top.front()
                            : CU.Search && CU.Search->Closest
                                ? &*CU.Search->Closest

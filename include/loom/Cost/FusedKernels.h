@@ -35,13 +35,15 @@
 // the diagonal, computed whole, are left out: at S = 4096 and 128-row
 // tiles they add 1.6 % of the full FLOPs.
 //
-// Fused element-wise kernels (rmsnorm, layernorm, swiglu, rotary; the
-// vector unit): one launch for the region; FLOPs and backward FLOPs are
-// the members' own; HBM traffic is the region's inputs (activations,
-// weights, rotary tables) read once and its output written once; saved
-// for the backward: what the fused backward reads (norms: the input and
-// weight, the per-row statistics being B x S floats, left out, as
-// attention's; swiglu: both inputs, as Megatron's fused bias_swiglu
+// Fused element-wise kernels (rmsnorm, layernorm, swiglu, gelu, rotary;
+// the vector unit): one launch for the region; FLOPs and backward FLOPs
+// are the members' own, except gelu's, which the kernel defines per
+// output element (the ONNX Gelu op's count, plus its fused bias Add), so
+// that every spelling of GELU reports the same work; HBM traffic is the
+// region's inputs (activations, weights, rotary tables) read once and its
+// output written once; saved for the backward: what the fused backward reads
+// (norms: the input and weight, the per-row statistics being B x S floats, left
+// out, as attention's; swiglu: both inputs, as Megatron's fused bias_swiglu
 // saves its input; rotary: only the cos/sin tables, the backward being
 // the inverse rotation). Time: the vector roofline with the YAML's
 // efficiency applied to the vector peak and to the HBM bandwidth.

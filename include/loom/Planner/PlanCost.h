@@ -138,6 +138,9 @@ public:
   /// applyOffloadToPlan): simulates the pipeline and fills the step time,
   /// bubble, throughput and MFU. Equal to evaluate(Staged.Plan), without
   /// costing the stages again (the search simulates what it has costed).
+  /// The pipeline simulation is kept per its inputs (stage times, sends,
+  /// micro-batches, virtual stages): plans that differ only after the last
+  /// backward (DP sync, optimizer, gradient precision) reuse it.
   llvm::Expected<PlanCost> simulate(PlanCost Staged) const;
 
   /// Compute time of layer \p Layer for one micro-batch of \p MB samples

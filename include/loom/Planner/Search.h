@@ -238,7 +238,9 @@ struct SearchStats {
   /// Skipped: over memory at a placement where the same plan at another
   /// mesh order was (the order moves no memory).
   uint64_t SameMemoryOver = 0;
-  double Seconds = 0;
+  /// Wall time, and the CPU time of the searching thread (what the
+  /// search costs on a machine shared with other work).
+  double Seconds = 0, CPUSeconds = 0;
 };
 
 struct SearchResult {
