@@ -27,6 +27,15 @@
 //    epsilons), and what fold-shape-arith folded from the batch and
 //    sequence (masks, rotary tables, the zeros an index_add starts from),
 //    which are data, not weights.
+//  - the converse: initializers that are data, not parameters, become
+//    `Constant` nodes before their first reader, as torch writes them
+//    (onnx.helper code stores every constant as an initializer, and they
+//    counted as parameters and memory there only). A parameter is a
+//    tensor that trains: integer and boolean tensors never do; a float
+//    one is data when no node reads it as a weight and it is one element
+//    (a scale, an epsilon) or an additive mask (0 and <= -1e4). This runs
+//    once, before the sweep, so a helper writing's scale is a Constant
+//    for the Div rewrite and its Where condition makes a Constant mask.
 //  - other `Identity` nodes are bypassed (unless a graph output, or read
 //    by name from a Loop/If/Scan body).
 //  - `Div(x, c)` with c a constant scalar 2^k becomes `Mul(x, 2^-k)` (the
@@ -72,7 +81,7 @@ constexpr unsigned MaxRounds = 16;
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
            Constants = 0, Gemms = 0, BiasSwaps = 0, Masks = 0, Splits = 0,
-           Rounds = 0, Reinferred = 0;
+           Rounds = 0, Reinferred = 0, DataParams = 0;
   unsigned total() const {
     return Params + Identities + Divs + Transposes + Reshapes + Constants +
            Gemms + BiasSwaps + Masks + Splits;
@@ -224,6 +233,87 @@ private:
     return false;
   }
 
+public:
+  /// Initializers that are data, not parameters, become `Constant` nodes
+  /// placed just before their first reader, as torch.onnx writes them (the
+  /// converse of rewriteConstant): onnx.helper code stores every constant
+  /// as an initializer, and they counted as parameters (and memory) there
+  /// only. The rule, one for every exporter: a parameter is a tensor that
+  /// trains. So data are
+  ///  - every integer or boolean tensor (no gradient flows through one):
+  ///    shapes, axes, bounds, indices, conditions, expert ids;
+  ///  - a floating-point tensor no node reads as a weight (readsAsWeight)
+  ///    that is one element (a scale, an epsilon, a fill) or an additive
+  ///    mask (every element 0 or <= -1e4, at least one masked).
+  /// Other floating-point initializers stay parameters whoever reads them
+  /// (a learned position table added to the tokens, a class token), and
+  /// so does any initializer also declared a graph input (the user may
+  /// feed it) or whose data is not inline (shape-only models).
+  void rewriteDataInitializers() {
+    Users = buildUseMap(G);
+    SubgraphReads.clear();
+    collectSubgraphReads(G, SubgraphReads, false);
+    std::vector<Value *> Data;
+    for (Value *P : G.getParameters())
+      if (isDataInitializer(P))
+        Data.push_back(P);
+    if (Data.empty())
+      return;
+    DenseMap<const Node *, unsigned> Order;
+    for (unsigned I = 0; I < G.getNumNodes(); ++I)
+      Order[G.getNodes()[I].get()] = I;
+    // Placed before the first reader (in the order read), not all first:
+    // a block's constants stay among the block's nodes, as torch writes
+    // them, and every Constant comes before the nodes reading it.
+    auto FirstReader = [&](const Value *P) {
+      unsigned First = ~0u;
+      for (const Node *U : Users.find(P)->second)
+        First = std::min(First, Order.lookup(U));
+      return First;
+    };
+    llvm::stable_sort(Data, [&](const Value *A, const Value *B) {
+      return FirstReader(A) < FirstReader(B);
+    });
+    // Each Constant is made first, then moved before its reader: the
+    // I Constants placed before it moved that reader I places on.
+    for (unsigned I = 0; I < Data.size(); ++I) {
+      unsigned Reader = FirstReader(Data[I]);
+      G.moveNode(G.turnParameterIntoConstant(Data[I]), Reader + I);
+    }
+    C.DataParams += Data.size();
+  }
+
+private:
+  bool isDataInitializer(const Value *P) const {
+    if (P->AlsoGraphInput || !P->Data ||
+        P->Data->getKind() != TensorData::Kind::Inline || !canBypass(P))
+      return false;
+    auto It = Users.find(P);
+    if (It == Users.end() || It->second.empty())
+      return false;
+    if (isInteger(P->Type.Elem) || P->Type.Elem == DataType::Bool)
+      return true;
+    if (!isFloatingPoint(P->Type.Elem))
+      return false;
+    for (const Node *U : It->second)
+      for (unsigned I = 0; I < U->getNumInputs(); ++I)
+        if (U->getInput(I) == P && readsAsWeight(*U, I))
+          return false;
+    Optional<std::vector<double>> F = getConstantFloats(P);
+    if (!F || F->empty())
+      return false;
+    if (F->size() == 1)
+      return true;
+    bool Masked = false;
+    for (double X : *F) {
+      if (X <= MaskedBelow)
+        Masked = true;
+      else if (X != 0)
+        return false;
+    }
+    return Masked;
+  }
+
   void rewriteConstant(Node &N) {
     Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
     const Attribute *A = N.getAttribute("value");
@@ -371,6 +461,8 @@ public:
        << " Reshape(s) merged or dropped, " << Last.Rounds << " round(s)";
     if (Last.Constants)
       OS << ", " << Last.Constants << " weight Constant(s) made parameters";
+    if (Last.DataParams)
+      OS << ", " << Last.DataParams << " data initializer(s) made Constants";
     if (Last.Gemms)
       OS << ", " << Last.Gemms << " Gemm -> MatMul [+ Add]";
     if (Last.BiasSwaps)
@@ -388,6 +480,7 @@ public:
     Counts C;
     Graph &G = CU.M->getGraph();
     Canonicalizer Canon(G, C, CU.M->getOpsetVersion(""));
+    Canon.rewriteDataInitializers();
     unsigned Round = 0;
     for (; Round < MaxRounds; ++Round)
       if (!Canon.sweep())

@@ -33,9 +33,6 @@ using namespace llvm;
 namespace loom {
 namespace {
 
-/// As detect-fused-kernels: below this an entry is masked.
-constexpr double MaskedBelow = -1e4;
-
 /// Whether a masked entry reading x + Fill instead of Fill computes the
 /// same for every reader of \p Out.
 bool fillIsAbsorbed(CanonContext &Ctx, const Value *Out, double Fill,

@@ -62,6 +62,10 @@ struct CanonContext {
 bool rewriteGemm(CanonContext &Ctx, unsigned &Pos, unsigned &Gemms);
 bool rewriteBiasOrder(CanonContext &Ctx, unsigned Pos, unsigned &Swapped);
 
+/// As detect-fused-kernels: at or below this an additive mask's entry is
+/// masked (-1e4 in bf16 is -9984).
+constexpr double MaskedBelow = -9984;
+
 /// `Where(cond, x, fill)` / `Where(cond, fill, x)` with a constant
 /// condition and a large negative fill becomes `Add(x, additive mask)`.
 bool rewriteWhereMask(CanonContext &Ctx, unsigned &Pos, unsigned &Masks);

@@ -304,6 +304,22 @@ static bool isWeight(const Value *V) {
   return V && V->isParameter() && !isInteger(V->Type.Elem);
 }
 
+/// Whether a body of \p N (If, Loop, Scan) reads a weight of an outer
+/// graph by name: the node applies that weight as an op reading it would.
+static bool bodyReadsWeight(const Node &N) {
+  for (const Attribute &A : N.getAttributes())
+    for (const auto &Sub : A.Gs)
+      for (const auto &M : Sub->getNodes()) {
+        if (any_of(M->getInputs(), [&](const Value *V) {
+              return isWeight(V) && V->getGraph() != Sub.get();
+            }))
+          return true;
+        if (bodyReadsWeight(*M))
+          return true;
+      }
+  return false;
+}
+
 static uint64_t anchorSignature(const Node &N) {
   Hasher H;
   H.add(N.getQualifiedOpType());
@@ -438,7 +454,7 @@ private:
   void findAnchors() {
     for (unsigned I = 0; I < NumNodes; ++I) {
       const Node &N = *G.getNodes()[I];
-      if (any_of(N.getInputs(), isWeight)) {
+      if (any_of(N.getInputs(), isWeight) || bodyReadsWeight(N)) {
         AnchorNode.push_back(I);
         Sig.push_back(anchorSignature(N));
         // A weight read through a layout change (torch's Linear on 3-D

@@ -34,6 +34,13 @@
 // efficiency, so a norm costs the same whether the pattern matcher knew its
 // spelling or not. Attention regions stay their own kernels.
 //
+// What the backend runs no kernel for costs nothing: a layout op of a
+// weight alone (torch's Transpose and Slice of a Linear's or
+// MultiheadAttention's parameter) that only GEMMs and their epilogues read
+// -- the GEMM reads it through an offset, a leading dimension and a
+// transpose flag -- and a node computed from Constant nodes alone, which
+// the backend folds when it loads the graph (absorbWeightViews).
+//
 // Each kernel is costed once (fusedGroupCost in loom/Cost/FusedKernels.h)
 // on its anchor, the member writing its last output (the product, for an
 // epilogue); the other members cost nothing (OpCost::FusedInto), as the
@@ -138,6 +145,7 @@ public:
     if (Rules->get("epilogue"))
       addEpilogues(G);
     cost(CU);
+    absorbWeightViews(CU, G);
     return Error::success();
   }
 
@@ -519,6 +527,145 @@ private:
         continue;
       assign(CU, K.Members, Anchor, Fused, T, kernelName(K));
       Kernels.push_back(K);
+    }
+  }
+
+  /// Whether \p N is a layout op (Transpose, Slice, Split, Reshape, ...)
+  /// of a weight alone: its data input a parameter or another such view,
+  /// every other input a constant (starts, perm, shape).
+  bool isWeightView(const Node &N, const DenseSet<const Node *> &Views) const {
+    static const StringRef Layout[] = {"Transpose", "Slice",   "Split",
+                                       "Reshape",   "Squeeze", "Unsqueeze",
+                                       "Identity",  "Flatten"};
+    if (!N.getDomain().empty() || !is_contained(Layout, N.getOpType()) ||
+        !N.getNumInputs() || !N.getInput(0))
+      return false;
+    const Value *In = N.getInput(0);
+    const Node *D = In->getDefiningNode();
+    if (!In->isParameter() && !(D && Views.count(D)))
+      return false;
+    for (unsigned I = 1; I < N.getNumInputs(); ++I)
+      if (N.getInput(I) && !isConstantLike(N.getInput(I)))
+        return false;
+    return true;
+  }
+
+  /// A node computed from Constant nodes alone (a mask cut from a stored
+  /// table by a static sequence length) runs once, when the backend loads
+  /// the graph (ONNX Runtime's constant folding, TensorRT's, CANN GE's),
+  /// not every step: it costs what a Constant costs. (torch.onnx folds the
+  /// same subgraphs at export; parameters are not constants: they train.)
+  void foldConstantNodes(CompilationUnit &CU, const Graph &G) {
+    DenseSet<const Value *> Folded;
+    for (const auto &NP : G.getNodes()) {
+      const Node &N = *NP;
+      if (N.getOpType() == "Constant" && N.getDomain().empty()) {
+        for (const Value *V : N.getOutputs())
+          Folded.insert(V);
+        continue;
+      }
+      bool Const = N.getNumInputs() && N.getDomain().empty() &&
+                   all_of(N.getInputs(), [&](const Value *V) {
+                     return !V || Folded.count(V);
+                   });
+      // Random ops draw anew each run: never folded.
+      StringRef Op = N.getOpType();
+      Const &= !Op.startswith("Random") && Op != "Bernoulli" &&
+               Op != "Multinomial" && Op != "Dropout";
+      for (const Attribute &A : N.getAttributes())
+        Const &= A.Gs.empty();
+      if (!Const)
+        continue;
+      for (const Value *V : N.getOutputs())
+        Folded.insert(V);
+      auto CI = CU.NodeCosts.find(&N);
+      if (CI == CU.NodeCosts.end() || CI->second.Class != "aicore" ||
+          CI->second.Cost.FusedInto)
+        continue;
+      OpCost C;
+      C.HasRule = true;
+      C.Unit = ComputeUnit::None;
+      C.Elem = CI->second.Cost.Elem;
+      CI->second.Cost = C;
+      // The classes that could run it still can (as a Constant's).
+      for (auto &KV : CI->second.Times)
+        KV.second.Seconds = KV.second.BackwardSeconds = 0;
+    }
+  }
+
+  /// A weight's transpose or slice read only by products (and the bias
+  /// of their epilogues) is no kernel of its own: the GEMM reads its
+  /// operand through an offset, a leading dimension and a transpose flag
+  /// (cuBLAS cublasGemmEx transa/transb and lda; CANN MatMul's
+  /// transpose_x1/transpose_x2), as torch reads nn.MultiheadAttention's
+  /// in_proj_weight[0:E].t() as a view. torch.onnx writes those views as
+  /// Slice and Transpose nodes of the parameter (a Linear's weight
+  /// transposed, cross-attention's q and kv rows sliced); a writing that
+  /// stores each projection's weight as the GEMM reads it has none. Such
+  /// views cost nothing, as members of their reader's kernel.
+  void absorbWeightViews(CompilationUnit &CU, const Graph &G) {
+    DenseSet<const Node *> Views;
+    for (const auto &NP : G.getNodes())
+      if (isWeightView(*NP, Views))
+        Views.insert(NP.get());
+    // Readers first: a view's reader may be a view absorbed already.
+    DenseMap<const Node *, const Node *> AnchorOf;
+    auto KernelAnchor = [&](const Node *R) -> const Node * {
+      auto It = AnchorOf.find(R);
+      if (It != AnchorOf.end())
+        return It->second;
+      auto CI = CU.NodeCosts.find(R);
+      if (CI == CU.NodeCosts.end())
+        return nullptr;
+      const OpCost &C = CI->second.Cost;
+      StringRef Op = R->getOpType();
+      if (Op == "MatMul" || Op == "Gemm" || Op == "Conv" ||
+          Op == "ConvTranspose")
+        return C.FusedInto ? C.FusedInto : R;
+      // An epilogue's element-wise member (the bias Add) reads it too.
+      if (C.FusedInto && C.FusedKernel == "fusion.epilogue")
+        return C.FusedInto;
+      return nullptr;
+    };
+    const auto &Nodes = G.getNodes();
+    foldConstantNodes(CU, G);
+    for (unsigned I = Nodes.size(); I-- > 0;) {
+      const Node *N = Nodes[I].get();
+      auto CI = CU.NodeCosts.find(N);
+      if (!Views.count(N) || CI == CU.NodeCosts.end() ||
+          CI->second.Class != "aicore" || CI->second.Cost.FusedInto)
+        continue;
+      const Node *Anchor = nullptr;
+      bool All = true;
+      for (const Value *V : N->getOutputs()) {
+        auto U = Users.find(V);
+        if (!V || GraphOutputs.count(V) || U == Users.end() ||
+            U->second.empty()) {
+          All = false;
+          break;
+        }
+        for (const Node *R : U->second) {
+          const Node *A = KernelAnchor(R);
+          All &= A != nullptr;
+          if (A && !Anchor)
+            Anchor = A;
+        }
+      }
+      if (!All || !Anchor)
+        continue;
+      AnchorOf[N] = Anchor;
+      NodeCostInfo &Info = CI->second;
+      // The weight it reads is still held, trained and reduced.
+      double Params = Info.Cost.ParamCount, Bytes = Info.Cost.ParamBytes;
+      Info.Cost = fusedMemberCost(Info.Cost, Anchor, "operand");
+      Info.Cost.ParamCount = Params;
+      Info.Cost.ParamBytes = Bytes;
+      for (auto &KV : Info.Times) {
+        KV.second = ClassTime();
+        KV.second.Supported = KV.first == "aicore";
+        if (KV.first != "aicore")
+          KV.second.Reason = "the GEMM reading this weight view runs on aicore";
+      }
     }
   }
 

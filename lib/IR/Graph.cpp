@@ -674,6 +674,33 @@ Value *Graph::turnResultIntoParameter(Node *N,
   return V;
 }
 
+Node *Graph::turnParameterIntoConstant(Value *P) {
+  assert(P->Owner == this && P->isParameter() && P->Data &&
+         "a parameter with data to turn into a constant");
+  Parameters.erase(llvm::find(Parameters, P));
+  Nodes.insert(Nodes.begin(), std::make_unique<Node>());
+  Node *N = Nodes.front().get();
+  N->OpType = "Constant";
+  N->Name = P->Name;
+  N->Owner = this;
+  Attribute A;
+  A.Name = "value";
+  A.K = Attribute::Kind::Tensor;
+  Tensor T;
+  T.Name = P->Name;
+  T.Type = P->Type;
+  T.Data = std::move(P->Data);
+  A.Ts.push_back(std::move(T));
+  N->addAttribute(std::move(A));
+  P->Data = nullptr;
+  P->AlsoGraphInput = false;
+  P->K = Value::Kind::Result;
+  P->Def = N;
+  P->ResultNo = 0;
+  N->Outputs.push_back(P);
+  return N;
+}
+
 void Graph::eraseDeadNodes() {
   llvm::DenseMap<const Value *, unsigned> Uses = computeUseCounts();
   llvm::DenseSet<const Node *> Dead;

@@ -15,7 +15,8 @@ For each model:
 For each family of writings of one model (FAMILIES): the same layer kinds,
 the same parameters per layer, and (under one pinned plan) the same
 predicted memory within 3 %; the step times are printed next to each
-other.
+other, and for STEP_FAMILIES must agree within 3 % under the
+--fused-kernels settings and plans STEP_CHECKS asserts.
 
 Usage: check_corpus.py --build BUILD [-k SUBSTR] [--jobs N] [--no-run]
 Exit: 0 all as expected, 1 otherwise (every failure is printed).
@@ -118,8 +119,29 @@ SHARDED = {
                            "tp=2,pp=1,dp=2,mb=4,emb=col",
                            "tp=1,pp=1,dp=4,mb=1,emb=table"],
 }
-FAMILIES = [("gpt-torch", "gpt-hf"), ("llama-hf", "llama-additive")]
+FAMILIES = [("gpt-torch", "gpt-hf"), ("llama-hf", "llama-additive"),
+            ("seq2seq-torch", "seq2seq-helper")]
 FAMILY_PLAN = "tp=2,pp=2,dp=2,ep=1,sp=0,mb=1,nmb=4,vpp=1,recompute=none,zero=1"
+# Families whose step times must agree too (within 3 %), under each
+# --fused-kernels setting (None: the hardware's list) and plan: the
+# encoder-decoder's writings (nn.Transformer's packed in_proj, its weights
+# sliced and transposed, batch-first transposes; onnx.helper's separate
+# q/k/v and a stored mask table) reach the same kernels (issue 29) where
+# attention is one kernel. (setting, plan, asserted): the spreads not
+# asserted are printed, with what is missing:
+#  - --fused-kernels=none: generic fusion makes the helper's three q/k/v
+#    products and their three layout chains six kernels, torch's packed
+#    projection three (its batch-first Transpose, one GEMM, one loop
+#    kernel): merging sibling GEMMs (XLA's DotMerger) and sibling loops
+#    (XLA's horizontal loop fusion) is not modelled yet;
+#  - tp = 2: the tp rules split the packed projection (a Split after the
+#    GEMM) and the separate ones differently, the sharding's business as in
+#    test/invariance (which plans no tp for the same reason).
+STEP_FAMILIES = {("seq2seq-torch", "seq2seq-helper")}
+STEP_CHECKS = [(fk, plan, fk != "none" and plan.startswith("tp=1,"))
+               for plan in ["tp=1,pp=2,dp=4,mb=1,vpp=1",
+                            "tp=1,pp=1,dp=8,mb=1,vpp=1", FAMILY_PLAN]
+               for fk in [None, "attention", "all", "none"]]
 
 
 def model_path(name):
@@ -241,6 +263,39 @@ class Checker:
             if abs(m - mem[0]) > 0.03 * mem[0]:
                 self.fail("%s and %s: memory %d vs %d (> 3 %%)" %
                           (names[0], n, mem[0], m))
+        if tuple(names) in STEP_FAMILIES:
+            self.check_family_steps(names)
+
+    def check_family_steps(self, names):
+        for fk, plan, asserted in STEP_CHECKS:
+            args = ["--devices", "8", "--plan", plan, "--format", "json"]
+            if fk:
+                args.append("--fused-kernels=" + fk)
+            res = []
+            for n in names:
+                r = self.plan(n, *args)
+                try:
+                    res.append(json.loads(r.stdout))
+                except ValueError:
+                    self.fail("%s: no JSON plan:\n%s" % (n, r.stdout[-2000:]))
+                    return
+            step = [d["step_time_s"] for d in res]
+            mem = [d["max_memory_bytes"] for d in res]
+            spread = max(step) / min(step) - 1
+            print("family %s, %s, fused-kernels=%s: step %s, spread %.2f %%%s"
+                  % (" = ".join(names), plan.split(",mb")[0], fk or "hw",
+                     " ".join("%.4g ms" % (x * 1e3) for x in step),
+                     100 * spread, "" if asserted else " (reported)"),
+                  flush=True)
+            if asserted and spread > 0.03:
+                self.fail("%s: step times %s differ by %.2f %% (> 3 %%) "
+                          "under --fused-kernels=%s, plan %s" %
+                          (" and ".join(names), step, 100 * spread,
+                           fk or "hw", plan))
+            if max(mem) > 1.03 * min(mem):
+                self.fail("%s: memory %s differs by > 3 %% under "
+                          "--fused-kernels=%s, plan %s" %
+                          (" and ".join(names), mem, fk or "hw", plan))
 
 
 def main():

@@ -364,6 +364,11 @@ public:
   /// exporter deduplicated into Identity(another layer's weight). Returns
   /// the parameter.
   Value *turnResultIntoParameter(Node *N, std::shared_ptr<const TensorData> D);
+  /// The converse: parameter \p P (holding data) becomes the result of a
+  /// new `Constant` node placed first, under the same name and type
+  /// (canonicalize: an initializer that is data, not a weight). Returns
+  /// the node.
+  Node *turnParameterIntoConstant(Value *P);
   /// Removes parameters not read by any node or graph output (recursively).
   void eraseUnusedParameters();
   /// Gives \p V (a value of this graph) the unused name \p NewName (a graph
