@@ -240,8 +240,23 @@ void printDisaggSummary(const ServingResult &R, raw_ostream &OS) {
      << "\n";
 }
 
+/// The disaggregated plan's latencies, for the no-plan message.
+static std::string describeDisaggMiss(const DisaggPlanCost &D) {
+  return D.str() + " has TTFT " + ms(D.TTFTS) + " (queue " + ms(D.QueueS) +
+         " + prefill " + ms(D.PrefillForwardS) + " + KV transfer " +
+         ms(D.KVTransferS) + "), TPOT " + ms(D.TPOTS);
+}
+
 std::string describeNoServingPlan(const ServingResult &R) {
   std::string SLO = describeSLO(R.Opts.SLO);
+  bool PinDisagg = R.Opts.Pin && R.Opts.Pin->Layout &&
+                   *R.Opts.Pin->Layout == ServingLayout::Disaggregated;
+  if (R.Disagg && (PinDisagg || R.Plans.empty()))
+    return "no serving plan meets the SLO (" + SLO + "): the disaggregated " +
+           describeDisaggMiss(*R.Disagg);
+  std::string Disagg =
+      R.Disagg ? "; the best disaggregated, " + describeDisaggMiss(*R.Disagg)
+               : "";
   if (R.Plans.empty())
     return "no serving plan on " + std::to_string(R.Devices) +
            " devices: the weights leave no room for one sequence's KV cache "
@@ -259,7 +274,7 @@ std::string describeNoServingPlan(const ServingResult &R) {
   return "no serving plan meets the SLO (" + SLO + "): the closest, " +
          shapeOf(P) + " at one sequence per replica, has " +
          (TPOT ? "TPOT " : "TTFT ") + ms(Got) + "; bound by " + Term +
-         (TPOT ? " (its decode step " + describeStep(P) + ")" : "");
+         (TPOT ? " (its decode step " + describeStep(P) + ")" : "") + Disagg;
 }
 
 void printServingSummary(const ServingResult &R, raw_ostream &OS) {
@@ -277,6 +292,9 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
      << (O.KVDType.empty() ? "" : " (" + O.KVDType + ")") << "\n";
   if (R.DisaggChosen) {
     OS << "engine: " << describeEngine(O.Engine) << "\n";
+    if (O.FailedDevices)
+      OS << "failure: " << O.FailureWhat << " lost; re-planned on " << R.Devices
+         << " of " << R.Devices + O.FailedDevices << " devices\n";
     printDisaggSummary(R, OS);
     for (const std::string &L : describeServingLayout(R))
       OS << L << "\n";
