@@ -49,7 +49,10 @@
 // tp (dividing the heads, within the TP limit) and pp with tp * pp
 // dividing the devices, dp = devices / (tp * pp), and for each the largest
 // batch that fits the KV cache and meets the SLO (TPOT and TTFT grow with
-// the batch); it maximises output tokens/s per device.
+// the batch); it maximises output tokens/s per device. Beside this pooled
+// (colocated) layout it searches the disaggregated one, prefill and decode
+// on separate pools with the KV cache sent between them
+// (ServingDisagg.cpp states that model), under the same SLO.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLAN_SERVING_H
