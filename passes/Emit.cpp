@@ -249,12 +249,18 @@ private:
     MI.Precision = CU.Opts.Precision;
     if (CU.Serving) {
       MI.Mode = "serve";
-      const ServingPlanCost &S = CU.Serving->Plans.front();
       ManifestServing MS;
-      forEachServingPredicted(
-          S, /*Detail=*/false, [&](StringRef Key, json::Value V) {
-            MS.Predicted.emplace_back(Key.str(), std::move(V));
-          });
+      auto Add = [&](StringRef Key, json::Value V) {
+        MS.Predicted.emplace_back(Key.str(), std::move(V));
+      };
+      // Disaggregated: the graphs are one decode instance.
+      const ServingPlanCost &S = CU.Serving->DisaggChosen
+                                     ? CU.Serving->Disagg->Decode
+                                     : CU.Serving->Plans.front();
+      if (CU.Serving->DisaggChosen)
+        forEachDisaggPredicted(*CU.Serving->Disagg, /*Detail=*/false, Add);
+      else
+        forEachServingPredicted(S, /*Detail=*/false, Add);
       MS.Replicas = S.DP;
       MS.BatchPerReplica = S.Batch;
       MI.Serving = std::move(MS);

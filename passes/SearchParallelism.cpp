@@ -307,7 +307,11 @@ Error searchParallelism(CompilationUnit &CU) {
     if (!CU.Serving->Feasible)
       return make_error<NoFeasiblePlanError>(
           describeNoServingPlan(*CU.Serving));
-    const ServingPlanCost &Best = CU.Serving->Plans.front();
+    // The graphs are one replica; of a disaggregated plan, one decode
+    // instance (a prefill instance is the same graph at prefill_tp).
+    const ServingPlanCost &Best = CU.Serving->DisaggChosen
+                                      ? CU.Serving->Disagg->Decode
+                                      : CU.Serving->Plans.front();
     PlanSpec One;
     One.TP = Best.TP;
     One.PP = Best.PP;
@@ -342,7 +346,8 @@ Error searchParallelism(CompilationUnit &CU) {
   for (const auto &F : CU.Opts.Frameworks)
     SO.Frameworks.push_back(F.get());
   if (CU.Serving)
-    SO.Devices = CU.Serving->Plans.front().TP * CU.Serving->Plans.front().PP;
+    SO.Devices =
+        CU.PlanRequest->TP.getValueOr(1) * CU.PlanRequest->PP.getValueOr(1);
   if (SO.Fixed.RestPlain) {
     // rest=plain: the keys not given take their plain values; the search
     // then costs that one plan, like any other.

@@ -192,7 +192,10 @@ double matmulStoreK(double ElemBytes, double Rate, double Bandwidth) {
 // x m x n it pays for (tile padding and the last wave's idle cores both
 // count). Serial store: per tile, the multiply loop takes 2 m n K / r and
 // the store m n b / w (r, w: the rate and HBM bandwidth per core), so the
-// tile runs at K / (K + b r / (2 w)) of the rate.
+// tile runs at K / (K + b r / (2 w)) of the rate. Stream-K (Osama, Merrill,
+// Cecka, Garland and Owens, "Stream-K: Work-centric Parallel Decomposition
+// for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023) deals the
+// multiply-add iterations, not the tiles, to the cores.
 double matmulTileEfficiency(const MatmulShape &MM, const MatmulTiles &Tiles,
                             unsigned Cores, unsigned Alignment, double StoreK) {
   if (MM.M <= 0 || MM.N <= 0 || MM.K <= 0 || Tiles.M <= 0 || Tiles.N <= 0 ||
@@ -207,6 +210,21 @@ double matmulTileEfficiency(const MatmulShape &MM, const MatmulTiles &Tiles,
   double Waves = std::ceil(B * TilesM * TilesN / double(Cores));
   double Wave = B * double(MM.M) * double(MM.N) /
                 (Waves * Cores * double(Tiles.M) * double(Tiles.N));
+  if (Tiles.StreamK && Tiles.K > 0) {
+    // Stream-K: the tiles' ceil(K / k) iterations each, I in all, dealt
+    // evenly to the cores, ceil(I / cores) per core; useful are M x N x
+    // Batch outputs times the K iterations of the cores x ceil(I / cores)
+    // x m x n paid for. Never below the whole-tile waves (ceil(I / c) <=
+    // iterations x ceil(tiles / c)); the libraries' heuristics pick the
+    // better decomposition. The partial tiles' fix-up (an fp32 tile
+    // through L2 per split) is not costed [assume: small beside the
+    // mainloop, as the paper's measurements show for K >= 1024].
+    double KIters = std::ceil(K / double(Tiles.K));
+    double Iters = B * TilesM * TilesN * KIters;
+    double Slots = std::ceil(Iters / double(Cores)) * Cores;
+    Wave = std::max(Wave, B * double(MM.M) * double(MM.N) * KIters /
+                              (Slots * double(Tiles.M) * double(Tiles.N)));
+  }
   double Store = Tiles.SerialStore && StoreK > 0 ? K / (K + StoreK) : 1.0;
   return PadK * Wave * Store;
 }

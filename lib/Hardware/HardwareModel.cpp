@@ -322,6 +322,12 @@ public:
         fail(TPath + ".m", "must be at least 1");
       if (C.Tiles->N < 1)
         fail(TPath + ".n", "must be at least 1");
+      if (C.Tiles->K < 0)
+        fail(TPath + ".k", "must be at least 1");
+      if (C.Tiles->StreamK && C.Tiles->K < 1)
+        fail(TPath + ".stream_k",
+             "needs the tile's step along K (`k`): stream-K splits a tile's "
+             "ceil(K / k) iterations between cores");
       if (C.Tiles->Source.empty())
         fail(TPath + ".source", "must say where the tile shape comes from");
     }
@@ -616,8 +622,11 @@ void HardwareModel::print(raw_ostream &OS) const {
     }
     if (C.Tiles)
       OS << "    matmul tiles " << C.Tiles->M << " x " << C.Tiles->N
-         << (C.Tiles->SerialStore ? ", serial store" : "") << " ("
-         << C.Tiles->Source << ")\n";
+         << (C.Tiles->SerialStore ? ", serial store" : "")
+         << (C.Tiles->StreamK
+                 ? ", stream-K (k " + std::to_string(C.Tiles->K) + ")"
+                 : "")
+         << " (" << C.Tiles->Source << ")\n";
     if (C.Fusion) {
       for (const auto &[RName, R] : C.Fusion->Rules) {
         OS << "    fusion " << RName;

@@ -233,6 +233,8 @@ template <> struct MappingTraits<MatmulTiles> {
     mapRequiredLate(IO, "m", T.M);
     mapRequiredLate(IO, "n", T.N);
     IO.mapOptional("serial_store", T.SerialStore, false);
+    IO.mapOptional("k", T.K, int64_t(0));
+    IO.mapOptional("stream_k", T.StreamK, false);
     mapRequiredLate(IO, "source", T.Source);
   }
 };

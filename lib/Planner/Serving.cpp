@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Serving.h"
+#include "ServingModel.h"
 #include "loom/Cost/Collectives.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
@@ -199,34 +200,66 @@ Expected<ServingEngine> getServingEngine(StringRef Name,
   return E;
 }
 
+bool ServingPin::isPooled() const {
+  return TP || PP || DP || (Layout && *Layout == ServingLayout::Pooled);
+}
+
 Expected<ServingPin> parseServingPlan(StringRef Text) {
   ServingPin P;
   SmallVector<StringRef, 4> Items;
   Text.split(Items, ',', -1, /*KeepEmpty=*/false);
+  auto Fail = [&](const Twine &Why) {
+    return createStringError(inconvertibleErrorCode(),
+                             "--mode serve: plan '" + Text + "': " + Why);
+  };
+  bool PoolKey = false;
   for (StringRef It : Items) {
     auto KV = It.split('=');
     StringRef K = KV.first.trim(), V = KV.second.trim();
+    if (K == "layout") {
+      if (V == "pooled" || V == "colocated")
+        P.Layout = ServingLayout::Pooled;
+      else if (V == "disagg" || V == "disaggregated")
+        P.Layout = ServingLayout::Disaggregated;
+      else
+        return Fail("layout='" + V + "': valid: pooled, disagg");
+      continue;
+    }
     Optional<unsigned> *Slot = StringSwitch<Optional<unsigned> *>(K)
                                    .Case("tp", &P.TP)
                                    .Case("pp", &P.PP)
                                    .Case("dp", &P.DP)
                                    .Case("batch", &P.Batch)
+                                   .Case("prefill_tp", &P.PrefillTP)
+                                   .Case("prefill_pp", &P.PrefillPP)
+                                   .Case("prefill_devices", &P.PrefillDevices)
+                                   .Case("decode_tp", &P.DecodeTP)
+                                   .Case("decode_pp", &P.DecodePP)
                                    .Default(nullptr);
     if (!Slot)
-      return createStringError(
-          inconvertibleErrorCode(),
-          "--mode serve: plan '%s': unknown key '%s'; valid keys: tp, pp, dp, "
-          "batch",
-          Text.str().c_str(), K.str().c_str());
+      return Fail("unknown key '" + K +
+                  "'; valid keys: tp, pp, dp, batch, layout, prefill_tp, "
+                  "prefill_pp, prefill_devices, decode_tp, decode_pp");
     unsigned N = 0;
     if (V.getAsInteger(10, N) || N == 0)
-      return createStringError(inconvertibleErrorCode(),
-                               "--mode serve: plan '%s': %s='%s' is not a "
-                               "positive integer",
-                               Text.str().c_str(), K.str().c_str(),
-                               V.str().c_str());
+      return Fail(K + "='" + V + "' is not a positive integer");
     *Slot = N;
+    if (K.startswith("prefill_") || K.startswith("decode_")) {
+      if (!P.Layout)
+        P.Layout = ServingLayout::Disaggregated;
+    } else if (K != "batch") {
+      PoolKey = true;
+    }
   }
+  bool PoolSet = P.PrefillTP || P.PrefillPP || P.PrefillDevices || P.DecodeTP ||
+                 P.DecodePP;
+  if (P.Layout && *P.Layout == ServingLayout::Disaggregated && PoolKey)
+    return Fail("tp, pp and dp are keys of the pooled layout; a "
+                "disaggregated plan takes prefill_tp, prefill_pp, "
+                "prefill_devices, decode_tp, decode_pp");
+  if (P.Layout && *P.Layout == ServingLayout::Pooled && PoolSet)
+    return Fail("prefill_* and decode_* are keys of layout=disagg, not of "
+                "layout=pooled");
   return P;
 }
 
@@ -260,121 +293,6 @@ void forEachServingPredicted(
                                         {"kv_read_s", P.KVReadS},
                                         {"comm_s", P.CommS}});
 }
-
-namespace {
-
-/// The serving model of one graph: per-layer facts, repeated blocks keyed,
-/// decode and prefill stage times cached.
-class ServingModel {
-public:
-  ServingModel(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
-               const HardwareModel &HW, const EvaluatorOptions &EO,
-               const ServingOptions &O)
-      : Eval(Eval), HW(HW), EO(EO), O(O) {
-    NL = Eval.getNumLayers();
-    Tokens = (double)EO.Batch * EO.Seq;
-    Rep.resize(NL);
-    for (unsigned L = 0; L < NL; ++L) {
-      Rep[L] = L;
-      if (Layers.size() == NL)
-        for (unsigned J = 0; J < L; ++J)
-          if (Layers[J].Signature == Layers[L].Signature &&
-              Layers[J].NumNodes == Layers[L].NumNodes) {
-            Rep[L] = J;
-            break;
-          }
-      Facts.push_back(Eval.getLayerSummary(L));
-    }
-    for (const PlanEvaluator::LayerSummary &F : Facts) {
-      double Elem = O.KVElementBytes > 0 ? O.KVElementBytes
-                    : F.KVElements > 0   ? F.KVBytes / F.KVElements
-                                         : 0;
-      KVPerToken.push_back(Tokens > 0 ? F.KVElements * Elem / Tokens : 0);
-      ModelKVPerToken += KVPerToken.back();
-    }
-    const MemoryLevel *HBM = HW.getMemory("hbm");
-    BW = HBM ? HBM->Bandwidth.value() : 0;
-    Peak = Eval.getPeakFlops();
-    double WSum = 0, GSum = 0;
-    for (const ServingWorkload::Row &R : O.Load.Rows) {
-      WSum += R.Weight;
-      MeanPrompt += R.Weight * R.Prompt;
-      MeanPromptSq += R.Weight * (double)R.Prompt * R.Prompt;
-      MeanGen += R.Weight * R.Gen;
-      // Weighted by the steps a request stays in flight (its G tokens).
-      GSum += R.Weight * R.Gen;
-      MeanContext += R.Weight * R.Gen * (R.Prompt + R.Gen / 2.0);
-      MeanKVTokens += R.Weight * R.Gen * (double)(R.Prompt + R.Gen);
-    }
-    MeanPrompt /= WSum;
-    MeanPromptSq /= WSum;
-    MeanGen /= WSum;
-    MeanContext /= GSum;
-    MeanKVTokens /= GSum;
-    for (const ServingWorkload::Row &R : O.Load.Rows)
-      PromptWeights.emplace_back(R.Prompt, R.Weight / WSum);
-  }
-
-  Expected<ServingPlanCost> cost(unsigned TP, unsigned PP, unsigned DP,
-                                 unsigned Batch);
-
-  unsigned NL = 1;
-  double Tokens = 0, BW = 0, Peak = 0;
-  double ModelKVPerToken = 0;
-  double MeanPrompt = 0, MeanGen = 0, MeanContext = 0, MeanKVTokens = 0;
-  double MeanPromptSq = 0;
-  uint64_t Costed = 0;
-
-private:
-  struct Shape {
-    ParallelPlan Plan;
-    std::vector<unsigned> First, Count;
-    GroupShape TPG, PPPair;
-    /// Per stage: weights, room for the KV cache, KV per sequence (bytes
-    /// per device), prefill time (workload mean).
-    std::vector<double> Weights, Room, KVPerSeq, Prefill;
-    double PrefillS = 0, PrefillStageS = 0;
-    unsigned MaxBatch = 0;
-  };
-  Expected<Shape *> getShape(unsigned TP, unsigned PP);
-  /// One stage's step at M decoding sequences, term by term, with
-  /// \p PrefTokens prompt tokens (and \p PrefAttn, the prompts' attention
-  /// core as a fraction of the bound graph's) in the same forward.
-  struct StageStep {
-    double TimeS = 0, ComputeS = 0, WeightS = 0, KVS = 0, CommS = 0, SendS = 0;
-  };
-  StageStep decodeStage(const Shape &S, unsigned Stage, double M,
-                        double PrefTokens = 0, double PrefAttn = 0);
-  /// Static batching: the prefill of \p B prompts together (pp
-  /// micro-batches of ceil(B / pp) through the stages), workload mean.
-  double batchPrefill(const Shape &S, unsigned B);
-  double layerTime(unsigned L, unsigned TP, double Act, double Attn) {
-    auto K = std::make_tuple(Rep[L], TP, Act, Attn);
-    auto It = LayerCache.find(K);
-    if (It != LayerCache.end())
-      return It->second;
-    return LayerCache[K] = Eval.getLayerForwardTime(L, TP, Act, Attn);
-  }
-  double allReduce(unsigned L, unsigned TP, double Act, const GroupShape &G) {
-    if (TP == 1)
-      return 0;
-    double T = 0;
-    for (double B : Facts[L].FwdAllReduce)
-      T += collectiveTime(CollectiveKind::AllReduce, B * Act, G, HW).Seconds;
-    return T;
-  }
-
-  const PlanEvaluator &Eval;
-  const HardwareModel &HW;
-  const EvaluatorOptions &EO;
-  const ServingOptions &O;
-  std::vector<unsigned> Rep;
-  std::vector<PlanEvaluator::LayerSummary> Facts;
-  std::vector<double> KVPerToken;
-  std::vector<std::pair<int64_t, double>> PromptWeights;
-  std::map<std::tuple<unsigned, unsigned, double, double>, double> LayerCache;
-  std::map<std::pair<unsigned, unsigned>, std::unique_ptr<Shape>> Shapes;
-};
 
 Expected<ServingModel::Shape *> ServingModel::getShape(unsigned TP,
                                                        unsigned PP) {
@@ -505,6 +423,14 @@ double ServingModel::batchPrefill(const Shape &S, unsigned B) {
   return std::max(Sum, PP * Max);
 }
 
+Expected<double> ServingModel::getBatchPrefill(unsigned TP, unsigned PP,
+                                               unsigned K) {
+  Expected<Shape *> SE = getShape(TP, PP);
+  if (!SE)
+    return SE.takeError();
+  return batchPrefill(**SE, K);
+}
+
 Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
                                              unsigned DP, unsigned Batch) {
   Expected<Shape *> SE = getShape(TP, PP);
@@ -530,7 +456,7 @@ Expected<ServingPlanCost> ServingModel::cost(unsigned TP, unsigned PP,
   // forward as the decode tokens (Sarathi-Serve's mixed batches: one
   // weight read for both), chunked to the engine's token budget.
   double PrefTokens = 0, PrefAttn = 0;
-  if (!O.StaticBatching) {
+  if (!O.StaticBatching && !O.DecodeOnly) {
     PrefTokens = M * MeanPrompt / MeanGen;
     PrefAttn =
         M / MeanGen * MeanPromptSq / ((double)EO.Batch * EO.Seq * EO.Seq);
@@ -603,8 +529,6 @@ bool isBetterServing(const ServingPlanCost &A, const ServingPlanCost &B) {
   return A.TP < B.TP;
 }
 
-} // namespace
-
 Expected<ServingPlanCost>
 costServingPlan(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
                 const HardwareModel &HW, const EvaluatorOptions &EO,
@@ -619,8 +543,6 @@ costServingPlan(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
                              TP, PP);
   return C;
 }
-
-namespace {
 
 /// The best batch of one replica shape: the largest the KV cache and the
 /// engine hold that meets the SLO (TTFT and TPOT grow with the batch, and
@@ -678,6 +600,8 @@ bestServingBatch(ServingModel &SM, const ServingOptions &O, unsigned TP,
     Best.Bound = ServingTerm::Memory;
   return Optional<ServingPlanCost>(Best);
 }
+
+namespace {
 
 /// Why --plan's tp, pp and dp admit no serving plan on \p Devices, if
 /// they break a rule the search applies.
@@ -804,6 +728,12 @@ Error searchServingComparisons(ServingModel &SM, const SearchSpace &Space,
     }
   }
   for (const auto &C : O.Compare) {
+    if (C.second.Layout && *C.second.Layout == ServingLayout::Disaggregated)
+      return createStringError(inconvertibleErrorCode(),
+                               "--compare %s: a disaggregated plan is "
+                               "compared by --plan with it (the pooled best "
+                               "is printed beside it), not by --compare",
+                               C.first.c_str());
     ServingOptions One = O;
     One.Pin = C.second;
     Expected<ServingResult> CR = rankServingPlans(SM, Space, One, R.Devices);
@@ -848,20 +778,54 @@ searchServing(const PlanEvaluator &Eval, ArrayRef<LayerInfo> Layers,
         inconvertibleErrorCode(),
         "--mode serve: the model has no KV cache (no attention: no "
         "activation x activation matmul whose K and V could be cached)");
-  Expected<ServingResult> R = rankServingPlans(
-      SM, Space, O, O.Devices ? O.Devices : HW.getNumDevices());
+  uint64_t Devices = O.Devices ? O.Devices : HW.getNumDevices();
+  // layout=disagg pins the disaggregated plan; the pooled search runs free
+  // beside it, to compare with.
+  bool PinDisagg =
+      O.Pin && O.Pin->Layout && *O.Pin->Layout == ServingLayout::Disaggregated;
+  ServingOptions PO = O;
+  if (PinDisagg)
+    PO.Pin = None;
+  Expected<ServingResult> R = rankServingPlans(SM, Space, PO, Devices);
   if (!R)
     return R.takeError();
+  if (!O.Pin || !O.Pin->isPooled()) {
+    if (PinDisagg && O.Pin->PrefillDevices && *O.Pin->PrefillDevices >= Devices)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--mode serve: no disaggregated plan with these choices: "
+          "prefill_devices=%u leaves no device of the %llu for the decode "
+          "pool",
+          *O.Pin->PrefillDevices, (unsigned long long)Devices);
+    Expected<Optional<DisaggPlanCost>> D =
+        searchDisaggregated(Eval, Layers, HW, EO, Space, O, Devices);
+    if (!D)
+      return D.takeError();
+    R->Disagg = *D;
+    if (PinDisagg && !R->Disagg)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "--mode serve: no disaggregated plan with these choices on %llu "
+          "devices: no split into a prefill and a decode pool of these tp x "
+          "pp shapes holds the model and one sequence's KV cache",
+          (unsigned long long)Devices);
+    R->DisaggChosen =
+        R->Disagg && (PinDisagg || R->Plans.empty() ||
+                      isDisaggBetter(*R->Disagg, R->Plans.front()));
+  }
+  bool PooledFeasible = R->Feasible;
+  if (R->DisaggChosen)
+    R->Feasible = R->Disagg->MeetsSLO;
   R->Opts = O;
   R->KVBytesPerToken = SM.ModelKVPerToken;
   R->MeanPrompt = SM.MeanPrompt;
   R->MeanGen = SM.MeanGen;
   R->MeanContext = SM.MeanContext;
   R->MeanKVTokens = SM.MeanKVTokens;
-  if (R->Feasible) {
+  if (PooledFeasible) {
     if (Error E = sweepBatches(SM, *R))
       return E;
-    if (Error E = searchServingComparisons(SM, Space, O, HW, *R))
+    if (Error E = searchServingComparisons(SM, Space, PO, HW, *R))
       return E;
   }
   R->Candidates = SM.Costed;

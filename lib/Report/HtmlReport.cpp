@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Report/HtmlReport.h"
+#include "loom/Report/ServingReport.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
@@ -514,15 +515,37 @@ std::string whole(double V) {
 void writeServing(const ServingResult &R, raw_ostream &OS) {
   const ServingPlanCost &P = R.Plans.front();
   OS << "<h2 id=\"serving\">Serving</h2>\n<div class=\"cards\">";
-  card(OS, "TTFT", secs(P.TTFTS), "ttft");
-  card(OS, "TPOT", secs(P.TPOTS), "tpot");
-  card(OS, "output tokens/s", whole(P.TokensPerS), "serve-tokens");
-  card(OS, "sequences per replica", std::to_string(P.Batch), "serve-batch");
+  if (R.DisaggChosen) {
+    const DisaggPlanCost &D = *R.Disagg;
+    card(OS, "layout", "disaggregated", "serve-layout");
+    card(OS, "TTFT", secs(D.TTFTS), "ttft");
+    card(OS, "TPOT", secs(D.TPOTS), "tpot");
+    card(OS, "output tokens/s", whole(D.TokensPerS), "serve-tokens");
+    card(OS, "prefill / decode devices",
+         std::to_string(D.PrefillDevices) + " / " +
+             std::to_string(D.DecodeDevices),
+         "serve-pools");
+  } else {
+    if (R.Disagg)
+      card(OS, "layout", "pooled", "serve-layout");
+    card(OS, "TTFT", secs(P.TTFTS), "ttft");
+    card(OS, "TPOT", secs(P.TPOTS), "tpot");
+    card(OS, "output tokens/s", whole(P.TokensPerS), "serve-tokens");
+    card(OS, "sequences per replica", std::to_string(P.Batch), "serve-batch");
+  }
   OS << "</div>\n";
+  std::vector<std::string> Layout = describeServingLayout(R);
+  if (!Layout.empty()) {
+    OS << "<ul id=\"serving-layout\">";
+    for (const std::string &L : Layout)
+      OS << "<li>" << esc(L) << "</li>";
+    OS << "</ul>\n";
+  }
   if (R.Sweep.size() < 2)
     return;
-  OS << "<p>Latency and throughput of <code>" << esc(P.str())
-     << "</code> against the batch; the dashed line is the plan's.</p>\n";
+  OS << "<p>Latency and throughput of <code>" << esc(P.str()) << "</code>"
+     << (R.DisaggChosen ? " (the pooled layout's best)" : "")
+     << " against the batch; the dashed line is the plan's.</p>\n";
   legend(OS, {{"TPOT", "#4e79a7"},
               {"TTFT", "#f28e2b"},
               {"output tokens/s", "#59a14f"}});

@@ -86,8 +86,8 @@ std::string describeEngine(const ServingEngine &E) {
 
 std::vector<std::string> explain(const ServingResult &R) {
   std::vector<std::string> Out;
-  if (R.Plans.empty())
-    return Out;
+  if (R.Plans.empty() || R.DisaggChosen)
+    return Out; // describeServingLayout says why.
   const ServingPlanCost &W = R.Plans.front();
   auto Line = [&](const ServingPlanCost &P) {
     return shapeOf(P) + ": " + std::to_string(P.Batch) +
@@ -132,10 +132,131 @@ std::vector<std::string> explain(const ServingResult &R) {
   return Out;
 }
 
+std::string percent(double F) { return formatv("{0:F1} %", 100 * F).str(); }
+
+/// The disaggregated plan's pools in words.
+std::string describePools(const DisaggPlanCost &D) {
+  auto Pool = [](const ServingPlanCost &P) {
+    std::string S = std::to_string(P.DP) + " x tp=" + std::to_string(P.TP);
+    return P.PP > 1 ? S + ",pp=" + std::to_string(P.PP) : S;
+  };
+  return "prefill pool " + std::to_string(D.PrefillDevices) + " device" +
+         (D.PrefillDevices == 1 ? "" : "s") + " (" + Pool(D.Prefill) + ", " +
+         std::to_string(D.PrefillBatch) +
+         (D.PrefillBatch == 1 ? " prompt" : " prompts") +
+         " a forward), decode pool " + std::to_string(D.DecodeDevices) +
+         " device" + (D.DecodeDevices == 1 ? "" : "s") + " (" + Pool(D.Decode) +
+         ", " + std::to_string(D.Decode.Batch) +
+         " sequences in flight per instance)";
+}
+
+/// What binds the disaggregated plan's rate, in words.
+std::string describeDisaggBound(const DisaggPlanCost &D) {
+  return std::string("bound by the ") +
+         (D.PrefillBound ? "prefill pool" : "decode pool") + " (prefill " +
+         formatv("{0:F1}", D.PrefillRate).str() + " requests/s, decode " +
+         formatv("{0:F1}", D.DecodeRate).str() +
+         " requests/s; the prefill pool busy " + percent(D.Utilisation) + ")";
+}
+
 } // namespace
+
+std::vector<std::string> describeServingLayout(const ServingResult &R) {
+  std::vector<std::string> Out;
+  if (!R.Disagg)
+    return Out;
+  const DisaggPlanCost &D = *R.Disagg;
+  std::string DNums = "TTFT " + ms(D.TTFTS) + ", TPOT " + ms(D.TPOTS) + ", " +
+                      tokensPerS(D.TokensPerSPerDevice) +
+                      " tokens/s per device";
+  if (R.Plans.empty()) {
+    Out.push_back("layout: disaggregated: no pooled plan holds the model and "
+                  "one sequence's KV cache");
+    return Out;
+  }
+  const ServingPlanCost &P = R.Plans.front();
+  std::string PNums = "TTFT " + ms(P.TTFTS) + ", TPOT " + ms(P.TPOTS) + ", " +
+                      tokensPerS(P.TokensPerSPerDevice) +
+                      " tokens/s per device";
+  double Ratio =
+      R.DisaggChosen
+          ? D.TokensPerSPerDevice / std::max(1e-30, P.TokensPerSPerDevice)
+          : P.TokensPerSPerDevice / std::max(1e-30, D.TokensPerSPerDevice);
+  std::string By = formatv("{0:F2}x", Ratio).str();
+  std::string Pooled =
+      "pooled " + shapeOf(P) + " at " + std::to_string(P.Batch) +
+      (P.Batch == 1 ? " sequence (" : " sequences (") + PNums + ")";
+  std::string Disagg = "disaggregated " + D.str() + " (" + DNums + ")";
+  bool Pinned = R.Opts.Pin && R.Opts.Pin->Layout &&
+                *R.Opts.Pin->Layout == ServingLayout::Disaggregated;
+  if (R.DisaggChosen) {
+    std::string Why =
+        Pinned ? "chosen by --plan"
+        : D.MeetsSLO && !P.MeetsSLO
+            ? "the pooled layout misses the SLO even at one sequence per "
+              "replica"
+            : "wins by " + By + " in output tokens/s per device";
+    Out.push_back("layout: " + Disagg + " over " + Pooled + ": " + Why);
+  } else {
+    std::string Why = P.MeetsSLO && !D.MeetsSLO
+                          ? "the disaggregated layout misses the SLO"
+                          : "wins by " + By + " in output tokens/s per device";
+    Out.push_back("layout: " + Pooled + " over " + Disagg + ": " + Why);
+  }
+  // The trade: the decode steps lose their joining prompts (TPOT), the
+  // prefill pool's devices serve no decode, the cache crosses a link.
+  Out.push_back("layout: disaggregated decode steps carry no prompt (TPOT " +
+                ms(D.TPOTS) + " at " + std::to_string(D.Decode.Batch) +
+                " sequences per instance, pooled " + ms(P.TPOTS) + " at " +
+                std::to_string(P.Batch) + " with its joining prompts); " +
+                describeDisaggBound(D) + "; each request's KV cache, " +
+                formatBytes(Bytes(D.KVTransferBytes)) + ", crosses " +
+                D.LinkName + " in " + ms(D.KVTransferS));
+  return Out;
+}
+
+void printDisaggSummary(const ServingResult &R, raw_ostream &OS) {
+  const DisaggPlanCost &D = *R.Disagg;
+  OS << "serving plan" << (R.Opts.Pin ? " (--plan)" : "")
+     << ": disaggregated on " << D.PrefillDevices + D.DecodeDevices << " of "
+     << R.Devices << " devices: " << describePools(D) << " (max "
+     << D.Decode.MaxConcurrency << ")" << (D.MeetsSLO ? "" : "; misses the SLO")
+     << "\n";
+  OS << "predicted: TTFT " << ms(D.TTFTS) << " (queue " << ms(D.QueueS)
+     << " + prefill " << ms(D.PrefillForwardS) << " + KV transfer "
+     << ms(D.KVTransferS) << "), TPOT " << ms(D.TPOTS)
+     << " (decode step, no prompt in it), " << tokensPerS(D.TokensPerS)
+     << " output tokens/s (" << tokensPerS(D.TokensPerSPerDevice)
+     << " per device)\n";
+  OS << "pools: " << describeDisaggBound(D) << "\n";
+  OS << "kv transfer: " << formatBytes(Bytes(D.KVTransferBytes))
+     << " per request (" << formatBytes(Bytes(D.KVTransferPerDevice))
+     << " from each prefill device) over " << D.LinkName << ": "
+     << ms(D.KVTransferS) << "\n";
+  OS << "kv cache: decode pool " << formatBytes(Bytes(D.Decode.KVCacheBytes))
+     << " per device of " << formatBytes(Bytes(D.Decode.KVCapacityBytes))
+     << " free after " << formatBytes(Bytes(D.Decode.WeightBytes))
+     << " of weights; batch limited by " << describeLimit(D.Decode, R.Opts)
+     << "\n";
+}
+
+/// The disaggregated plan's latencies, for the no-plan message.
+static std::string describeDisaggMiss(const DisaggPlanCost &D) {
+  return D.str() + " has TTFT " + ms(D.TTFTS) + " (queue " + ms(D.QueueS) +
+         " + prefill " + ms(D.PrefillForwardS) + " + KV transfer " +
+         ms(D.KVTransferS) + "), TPOT " + ms(D.TPOTS);
+}
 
 std::string describeNoServingPlan(const ServingResult &R) {
   std::string SLO = describeSLO(R.Opts.SLO);
+  bool PinDisagg = R.Opts.Pin && R.Opts.Pin->Layout &&
+                   *R.Opts.Pin->Layout == ServingLayout::Disaggregated;
+  if (R.Disagg && (PinDisagg || R.Plans.empty()))
+    return "no serving plan meets the SLO (" + SLO + "): the disaggregated " +
+           describeDisaggMiss(*R.Disagg);
+  std::string Disagg =
+      R.Disagg ? "; the best disaggregated, " + describeDisaggMiss(*R.Disagg)
+               : "";
   if (R.Plans.empty())
     return "no serving plan on " + std::to_string(R.Devices) +
            " devices: the weights leave no room for one sequence's KV cache "
@@ -153,7 +274,7 @@ std::string describeNoServingPlan(const ServingResult &R) {
   return "no serving plan meets the SLO (" + SLO + "): the closest, " +
          shapeOf(P) + " at one sequence per replica, has " +
          (TPOT ? "TPOT " : "TTFT ") + ms(Got) + "; bound by " + Term +
-         (TPOT ? " (its decode step " + describeStep(P) + ")" : "");
+         (TPOT ? " (its decode step " + describeStep(P) + ")" : "") + Disagg;
 }
 
 void printServingSummary(const ServingResult &R, raw_ostream &OS) {
@@ -169,6 +290,16 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
   OS << "; SLO " << describeSLO(O.SLO) << "; KV cache "
      << formatBytes(Bytes(R.KVBytesPerToken)) << " per token"
      << (O.KVDType.empty() ? "" : " (" + O.KVDType + ")") << "\n";
+  if (R.DisaggChosen) {
+    OS << "engine: " << describeEngine(O.Engine) << "\n";
+    if (O.FailedDevices)
+      OS << "failure: " << O.FailureWhat << " lost; re-planned on " << R.Devices
+         << " of " << R.Devices + O.FailedDevices << " devices\n";
+    printDisaggSummary(R, OS);
+    for (const std::string &L : describeServingLayout(R))
+      OS << L << "\n";
+    return;
+  }
   if (!R.Feasible || R.Plans.empty()) {
     OS << "serving plan: none meets the SLO\n";
     return;
@@ -215,6 +346,8 @@ void printServingSummary(const ServingResult &R, raw_ostream &OS) {
      << ms(std::max(0.0, P.StageS - P.WeightReadS - P.KVReadS - P.CommS))
      << "; compute floor " << ms(P.ComputeS) << "; batch limited by "
      << describeLimit(P, O) << ")\n";
+  for (const std::string &L : describeServingLayout(R))
+    OS << L << "\n";
 }
 
 void printServingTop(const ServingResult &R, unsigned K, raw_ostream &OS) {
@@ -277,6 +410,8 @@ void printServingComparison(const ServingResult &R, raw_ostream &OS) {
 
 void printServingExplanation(const ServingResult &R, raw_ostream &OS) {
   OS << "why this serving plan:\n";
+  for (const std::string &S : describeServingLayout(R))
+    OS << "  " << S << "\n";
   for (const std::string &S : explain(R))
     OS << "  " << S << "\n";
 }
@@ -307,7 +442,36 @@ void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
   Root["kv_bytes_per_token"] = R.KVBytesPerToken;
   Root["devices"] = (int64_t)R.Devices;
   Root["feasible"] = R.Feasible;
-  if (R.Feasible) {
+  Root["layout"] = R.DisaggChosen ? "disagg" : "pooled";
+  if (R.Disagg) {
+    json::Object D;
+    forEachDisaggPredicted(
+        *R.Disagg, /*Detail=*/true,
+        [&](StringRef Key, json::Value V) { D[Key] = std::move(V); });
+    D["plan_string"] = R.Disagg->str();
+    D["meets_slo"] = R.Disagg->MeetsSLO;
+    Root["disagg"] = std::move(D);
+    json::Array Why;
+    for (const std::string &L : describeServingLayout(R))
+      Why.push_back(L);
+    Root["layout_why"] = std::move(Why);
+  }
+  if (R.Feasible && R.DisaggChosen) {
+    const DisaggPlanCost &D = *R.Disagg;
+    Root["plan"] = json::Object{{"layout", "disagg"},
+                                {"prefill_tp", (int64_t)D.Prefill.TP},
+                                {"prefill_pp", (int64_t)D.Prefill.PP},
+                                {"prefill_devices", (int64_t)D.PrefillDevices},
+                                {"decode_tp", (int64_t)D.Decode.TP},
+                                {"decode_pp", (int64_t)D.Decode.PP},
+                                {"batch", (int64_t)D.Decode.Batch}};
+    Root["plan_string"] = D.str();
+    json::Object Pr;
+    forEachDisaggPredicted(
+        D, /*Detail=*/true,
+        [&](StringRef Key, json::Value V) { Pr[Key] = std::move(V); });
+    Root["predicted"] = std::move(Pr);
+  } else if (R.Feasible) {
     const ServingPlanCost &P = R.Plans.front();
     Root["plan"] = json::Object{{"tp", (int64_t)P.TP},
                                 {"pp", (int64_t)P.PP},
@@ -350,6 +514,8 @@ void printServingJSON(const ServingResult &R, unsigned K, bool Explain,
     Root["before_failure"] = getServingPredictedJSON(*R.BeforeFailure);
   if (Explain) {
     json::Array E;
+    for (const std::string &S : describeServingLayout(R))
+      E.push_back(S);
     for (const std::string &S : explain(R))
       E.push_back(S);
     Root["explain"] = std::move(E);

@@ -125,6 +125,27 @@ TEST(DeviceTimeTest, MatmulTileEfficiency) {
   EXPECT_DOUBLE_EQ(matmulStoreK(2, 1.28e14, 1e12), 128.0);
 }
 
+TEST(DeviceTimeTest, MatmulTileEfficiencyStreamK) {
+  // A 128-token prefill GEMM on 132 cores: M 128, N 4096, K 4096 is 1 x 16
+  // tiles, one wave with 116 cores idle: 16 / 132 whole-tile.
+  MatmulTiles DP{128, 256, false, "test"};
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 128, 4096, 4096}, DP, 132, 8, 0),
+                   16.0 / 132);
+  // Stream-K with k = 64: 16 tiles x 64 iterations = 1024, ceil(1024 /
+  // 132) = 8 per core: 1024 / (8 x 132) = 0.9697.
+  MatmulTiles SK{128, 256, false, "test", /*K=*/64, /*StreamK=*/true};
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 128, 4096, 4096}, SK, 132, 8, 0),
+                   1024.0 / (8 * 132));
+  // Whole waves gain nothing: 264 tiles on 132 cores, 2 waves, either way.
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 1408, 6144, 4096}, SK, 132, 8, 0),
+                   matmulTileEfficiency({1, 1408, 6144, 4096}, DP, 132, 8, 0));
+  // K 100 at k 64: 2 iterations; one tile on 4 cores: whole-tile, one
+  // core of 4 works (1 / 4); stream-K gives the two iterations to two
+  // cores (ceil(2 / 4) = 1 each): 2 / 4.
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 128, 256, 100}, SK, 4, 4, 0),
+                   2.0 / 4);
+}
+
 TEST(DeviceTimeTest, AICoreMatmulTiles) {
   // HW with 4 cores and 128 x 256 tiles, serial store: the store's K is
   // 2 B x 1.28e14 / (2 x 1e12 B/s) = 128.

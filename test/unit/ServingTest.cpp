@@ -4,6 +4,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Pass/Pass.h"
+#include "loom/Planner/Search.h"
 #include "gtest/gtest.h"
 
 using namespace loom;
@@ -163,6 +164,87 @@ TEST(ServingTest, ParseSLO) {
   consumeError(Zero.takeError());
   EXPECT_EQ(2.0, getKVDTypeBytes("bf16").getValue());
   EXPECT_FALSE(getKVDTypeBytes("int4").hasValue());
+}
+
+TEST(ServingTest, ParseDisaggPlan) {
+  Expected<ServingPin> P =
+      parseServingPlan("layout=disagg,prefill_tp=2,prefill_devices=4,"
+                       "decode_tp=4,decode_pp=2,batch=64");
+  ASSERT_TRUE(!!P);
+  EXPECT_EQ(ServingLayout::Disaggregated, *P->Layout);
+  EXPECT_EQ(2u, *P->PrefillTP);
+  EXPECT_EQ(4u, *P->PrefillDevices);
+  EXPECT_EQ(4u, *P->DecodeTP);
+  EXPECT_EQ(2u, *P->DecodePP);
+  EXPECT_EQ(64u, *P->Batch);
+  EXPECT_FALSE(P->isPooled());
+  // A pool key alone implies the layout; tp alone is a pooled plan.
+  Expected<ServingPin> Q = parseServingPlan("decode_tp=2");
+  ASSERT_TRUE(!!Q);
+  EXPECT_EQ(ServingLayout::Disaggregated, *Q->Layout);
+  Expected<ServingPin> R = parseServingPlan("tp=2,batch=8");
+  ASSERT_TRUE(!!R);
+  EXPECT_TRUE(R->isPooled());
+  EXPECT_FALSE(R->Layout.hasValue());
+  for (const char *Bad : {"layout=disagg,tp=2", "layout=pooled,prefill_tp=1",
+                          "layout=both", "prefill_devices=0"}) {
+    Expected<ServingPin> E = parseServingPlan(Bad);
+    EXPECT_FALSE(!!E) << Bad;
+    if (!E)
+      consumeError(E.takeError());
+  }
+}
+
+TEST(ServingTest, DisaggregatedIdentities) {
+  auto F = load(256);
+  ServingOptions O;
+  O.Load.Rows.push_back({256, 64, 1.0});
+  O.Pin = ServingPin();
+  O.Pin->Layout = ServingLayout::Disaggregated;
+  O.Pin->PrefillTP = 1;
+  O.Pin->PrefillDevices = 2;
+  O.Pin->DecodeTP = 2;
+  O.Pin->Batch = 16;
+  SearchSpace Space =
+      describeSearchSpace(F->CU.M->getGraph(), F->CU.Layers, F->HW, F->EO, 8);
+  Expected<Optional<DisaggPlanCost>> D =
+      searchDisaggregated(*F->Eval, F->CU.Layers, F->HW, F->EO, Space, O, 8);
+  ASSERT_TRUE(D && *D);
+  const DisaggPlanCost &C = **D;
+  // Two prefill instances of tp=1; six decode devices, three tp=2
+  // instances of 16 sequences.
+  EXPECT_EQ(2u, C.PrefillDevices);
+  EXPECT_EQ(6u, C.DecodeDevices);
+  EXPECT_EQ(2u, C.Prefill.DP);
+  EXPECT_EQ(3u, C.Decode.DP);
+  EXPECT_EQ(16u, C.Decode.Batch);
+  // The decode instance is the pooled model's step with no prompt in it
+  // (one evaluator): the same cost as a decode-only costServingPlan.
+  ServingOptions DO = O;
+  DO.Pin = None;
+  DO.DecodeOnly = true;
+  Expected<ServingPlanCost> Dec =
+      costServingPlan(*F->Eval, F->CU.Layers, F->HW, F->EO, DO, 2, 1, 1, 16);
+  ASSERT_TRUE(!!Dec);
+  EXPECT_DOUBLE_EQ(Dec->TPOTS, C.TPOTS);
+  // TTFT = queue + prefill forward + KV transfer; the queue is the running
+  // forward times the prefill pool's utilisation.
+  EXPECT_DOUBLE_EQ(C.QueueS + C.PrefillForwardS + C.KVTransferS, C.TTFTS);
+  EXPECT_DOUBLE_EQ(C.Utilisation * C.PrefillForwardS, C.QueueS);
+  // Rates: prefill k prompts per forward per instance, decode b / (TPOT G)
+  // per instance; the served rate is the smaller, 64 tokens a request.
+  EXPECT_DOUBLE_EQ(2.0 * C.PrefillBatch / C.PrefillForwardS, C.PrefillRate);
+  EXPECT_NEAR(3.0 * 16 / (C.TPOTS * 64), C.DecodeRate, 1e-9 * C.DecodeRate);
+  EXPECT_DOUBLE_EQ(std::min(C.PrefillRate, C.DecodeRate) * 64, C.TokensPerS);
+  EXPECT_DOUBLE_EQ(C.TokensPerS / 8, C.TokensPerSPerDevice);
+  // The cache sent: 512 B per token (8 heads of 8, K and V, fp32) x 256
+  // prompt tokens = 131072 B, all from the one prefill device, over the
+  // A2's HCCS (8 devices: one level).
+  EXPECT_DOUBLE_EQ(131072, C.KVTransferBytes);
+  EXPECT_DOUBLE_EQ(131072, C.KVTransferPerDevice);
+  EXPECT_EQ("hccs", C.LinkName);
+  EXPECT_EQ("layout=disagg,prefill_tp=1,prefill_devices=2,decode_tp=2,batch=16",
+            C.str());
 }
 
 } // namespace

@@ -237,6 +237,13 @@ struct MatmulTiles {
   bool SerialStore = false;
   /// Where the numbers come from (required).
   std::string Source;
+  /// Stream-K (YAML `stream_k`, with `k`, the tile's step along K): the
+  /// library splits the GEMM's multiply-add iterations (tiles x ceil(K /
+  /// k)) evenly over the cores instead of whole tiles, so a GEMM of fewer
+  /// tiles than cores does not leave the last wave's cores idle (Osama et
+  /// al., PPoPP'23; cuBLAS and CUTLASS's stream-K / split-K kernels).
+  int64_t K = 0;
+  bool StreamK = false;
 };
 
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,

@@ -49,7 +49,10 @@
 // tp (dividing the heads, within the TP limit) and pp with tp * pp
 // dividing the devices, dp = devices / (tp * pp), and for each the largest
 // batch that fits the KV cache and meets the SLO (TPOT and TTFT grow with
-// the batch); it maximises output tokens/s per device.
+// the batch); it maximises output tokens/s per device. Beside this pooled
+// (colocated) layout it searches the disaggregated one, prefill and decode
+// on separate pools with the KV cache sent between them
+// (ServingDisagg.cpp states that model), under the same SLO.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLAN_SERVING_H
@@ -114,13 +117,28 @@ struct ServingEngine {
 llvm::Expected<ServingEngine> getServingEngine(llvm::StringRef Name,
                                                const HardwareModel &HW);
 
+/// How a serving plan places prefill and decode: both on every replica
+/// (pooled, or colocated), or on two pools of devices with the KV cache
+/// sent from one to the other (disaggregated: DistServe, Splitwise,
+/// MindIE's PD separation).
+enum class ServingLayout { Pooled, Disaggregated };
+
 /// A serving plan fixed by --plan (or one --compare) under --mode serve:
 /// any of tp, pp, dp (replicas) and batch (sequences in flight per
-/// replica); the search fills the rest.
+/// replica); the search fills the rest. layout=disagg fixes the
+/// disaggregated layout, whose pools take prefill_tp, prefill_pp,
+/// prefill_devices, decode_tp, decode_pp (and batch: per decode instance).
+/// Without layout, a pin of tp, pp or dp or batch is a pooled plan.
 struct ServingPin {
   llvm::Optional<unsigned> TP, PP, DP, Batch;
+  llvm::Optional<ServingLayout> Layout;
+  llvm::Optional<unsigned> PrefillTP, PrefillPP, PrefillDevices, DecodeTP,
+      DecodePP;
+  /// Whether any key fixes the pooled layout (tp, pp, dp, or layout=pooled).
+  bool isPooled() const;
 };
-/// "tp=4,pp=1,batch=64": errors name the key and list the valid ones.
+/// "tp=4,pp=1,batch=64", "layout=disagg,prefill_tp=2,decode_tp=4": errors
+/// name the key and list the valid ones.
 llvm::Expected<ServingPin> parseServingPlan(llvm::StringRef Text);
 
 struct ServingOptions {
@@ -145,6 +163,9 @@ struct ServingOptions {
   /// decoded together to its end (no request joins a running batch);
   /// default in-flight (continuous) batching.
   bool StaticBatching = false;
+  /// The decode pool of a disaggregated layout: no prompt joins a decode
+  /// step (its prefill ran on the other pool).
+  bool DecodeOnly = false;
 };
 
 /// --set serve.kv_dtype=NAME: bytes per element of fp32, fp16, bf16, fp8,
@@ -214,6 +235,42 @@ void forEachServingPredicted(
     const ServingPlanCost &P, bool Detail,
     llvm::function_ref<void(llvm::StringRef Key, llvm::json::Value V)> Emit);
 
+/// A disaggregated serving plan (ServingDisagg.cpp): a prefill pool of
+/// Prefill.DP instances of Prefill.TP x Prefill.PP devices, each
+/// prefilling PrefillBatch prompts a forward, and a decode pool of
+/// Decode.DP instances of Decode.TP x Decode.PP, each decoding
+/// Decode.Batch sequences; every request's KV cache crosses from the
+/// first to the second over LinkName.
+struct DisaggPlanCost {
+  ServingPlanCost Prefill, Decode;
+  unsigned PrefillDevices = 0, DecodeDevices = 0, PrefillBatch = 1;
+  /// One prefill forward of PrefillBatch prompts.
+  double PrefillForwardS = 0;
+  /// Requests per second each pool sustains (all its instances).
+  double PrefillRate = 0, DecodeRate = 0;
+  /// The prefill pool's utilisation at the served rate, the wait for the
+  /// running prefill forward it implies.
+  double Utilisation = 0, QueueS = 0;
+  /// One request's KV cache (the whole model's, at its mean prompt), what
+  /// each sending device moves, its time, and the level it crosses.
+  double KVTransferBytes = 0, KVTransferPerDevice = 0, KVTransferS = 0;
+  std::string LinkName;
+  double TTFTS = 0, TPOTS = 0, TokensPerS = 0, TokensPerSPerDevice = 0;
+  bool MeetsSLO = false;
+  /// Whether the prefill pool (not the decode pool) sets the throughput.
+  bool PrefillBound = false;
+  /// "layout=disagg,prefill_tp=1,prefill_devices=2,decode_tp=2,..."
+  std::string str() const;
+};
+
+/// The disaggregated plan's numbers as JSON keys, as
+/// forEachServingPredicted: the headline (the same five keys, then layout,
+/// prefill_devices, prefill_tp, prefill_pp, decode_devices), with \p Detail
+/// the rest (the pools' rates, the queue, the KV transfer).
+void forEachDisaggPredicted(
+    const DisaggPlanCost &D, bool Detail,
+    llvm::function_ref<void(llvm::StringRef Key, llvm::json::Value V)> Emit);
+
 struct ServingResult {
   ServingOptions Opts;
   /// The best of each (tp, pp): those meeting the SLO first, most output
@@ -235,6 +292,11 @@ struct ServingResult {
   /// --compare plan as written and its cost.
   llvm::Optional<ServingPlanCost> Unconstrained;
   std::vector<std::pair<std::string, ServingPlanCost>> Compared;
+  /// The best disaggregated plan (none on one device, with a pooled pin,
+  /// or when no split of the devices holds the model), and whether it
+  /// beats the pooled one (Plans.front()) and is the chosen plan.
+  llvm::Optional<DisaggPlanCost> Disagg;
+  bool DisaggChosen = false;
   /// With --fail: the best plan on the intact cluster.
   llvm::Optional<ServingPlanCost> BeforeFailure;
   /// Batches costed, for --time-passes.
@@ -250,6 +312,19 @@ costServingPlan(const PlanEvaluator &Eval, llvm::ArrayRef<LayerInfo> Layers,
                 const HardwareModel &HW, const EvaluatorOptions &EO,
                 const ServingOptions &O, unsigned TP, unsigned PP, unsigned DP,
                 unsigned Batch);
+
+/// The disaggregated search over every split of \p Devices into a prefill
+/// and a decode pool and every tp x pp of each (only \p O.Pin's, if it
+/// fixes them); None when no split holds the model.
+llvm::Expected<llvm::Optional<DisaggPlanCost>>
+searchDisaggregated(const PlanEvaluator &Eval, llvm::ArrayRef<LayerInfo> Layers,
+                    const HardwareModel &HW, const EvaluatorOptions &EO,
+                    const SearchSpace &Space, const ServingOptions &O,
+                    uint64_t Devices);
+
+/// Whether \p D is the better plan than the pooled \p P: meeting the SLO
+/// first, then output tokens/s per device (the pooled plan on a tie).
+bool isDisaggBetter(const DisaggPlanCost &D, const ServingPlanCost &P);
 
 /// The search. No plan meeting the SLO is not an error here: Feasible is
 /// false (describeNoServingPlan says why). Errors: a model without a KV

@@ -14,6 +14,14 @@ namespace loom {
 /// to it.
 std::string describeNoServingPlan(const ServingResult &R);
 
+/// Which layout won (pooled or disaggregated) and why, against the best of
+/// the other: lines for report.txt, --explain, JSON and HTML; none without
+/// a disaggregated plan.
+std::vector<std::string> describeServingLayout(const ServingResult &R);
+/// The disaggregated plan's summary: its pools, TTFT term by term, TPOT,
+/// the pools' rates, the KV transfer, the decode pool's cache.
+void printDisaggSummary(const ServingResult &R, llvm::raw_ostream &OS);
+
 /// The summary lines (workload, SLO, plan, TTFT, TPOT, throughput,
 /// concurrency, KV cache, what binds).
 void printServingSummary(const ServingResult &R, llvm::raw_ostream &OS);
