@@ -30,7 +30,7 @@ public:
   }
   void print(const CompilationUnit &CU, raw_ostream &OS) const override {
     if (CU.Sharded)
-      printRoleGraphs(CU.Sharded->Roles, OS);
+      printRoleGraphs(*CU.Sharded, OS);
   }
 };
 

@@ -477,6 +477,8 @@ void writePlanJSON(json::OStream &J, const ParallelPlan &P,
   J.attribute("offload", P.Offload.str());
   J.attributeArray("axis_order", [&] {
     J.value("tp");
+    if (P.CP > 1) // cp sits right outside tp (Shard/OutputFormat.md)
+      J.value("cp");
     for (MeshAxis A : P.Order)
       J.value(getMeshAxisName(A));
   });

@@ -73,9 +73,11 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
   }
 }
 
-void printRoleGraphs(ArrayRef<RoleGraph> Roles, raw_ostream &OS) {
-  for (const RoleGraph &R : Roles) {
-    OS << "role " << R.FileName << " pp=" << R.PP << " tp=" << R.TP
+void printRoleGraphs(const ShardedProgram &SP, raw_ostream &OS) {
+  // Under context parallelism the propagated axis is cp and tp is 1.
+  StringRef Axis = getAxisGroupName(SP.Sharding);
+  for (const RoleGraph &R : SP.Roles) {
+    OS << "role " << R.FileName << " pp=" << R.PP << " " << Axis << "=" << R.TP
        << " ep=" << R.EP << "\n";
     printModel(*R.M, OS);
   }

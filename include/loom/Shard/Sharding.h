@@ -267,7 +267,7 @@ void writeRoleKVCache(llvm::json::OStream &J, const ShardingResult &R,
 /// Dumps (--print-after): per node its chunk, expert and specs.
 void printShardingResult(const ShardingResult &R, llvm::raw_ostream &OS);
 /// Dumps every role graph.
-void printRoleGraphs(llvm::ArrayRef<RoleGraph> Roles, llvm::raw_ostream &OS);
+void printRoleGraphs(const ShardedProgram &SP, llvm::raw_ostream &OS);
 
 /// Builds the role graphs (insert-collectives).
 llvm::Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R);
