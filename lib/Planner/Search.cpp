@@ -57,9 +57,11 @@
 // plan with its pipeline bound, the placements' tail and memory bounds
 // per (degrees, ZeRO stage, gradient precision), and a heap merging the
 // bases' placements into the order above; only what is visited before the
-// bound passes the threshold is built. The first search (all in HBM) and
-// the offload one share the bases, and the memory floors wait until the
-// offload search finds nothing either.
+// bound passes the threshold is built. Offload is a speed choice (issue
+// 35): wherever the hardware has a tier, every plan's placements are in
+// the one search, and the top list holds each plan once, at its best
+// placement; the best plan all in HBM (what --explain compares offload
+// with) is a second search over the same bases at the "none" placement.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Search.h"
