@@ -1954,6 +1954,10 @@ searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
   Expected<SearchResult> R = S.run();
   if (!R || !EO.Train)
     return R;
+  if (!Opts.FindNoOffload)
+    return R;
+  if (!R->Top.empty() && R->Top.front().Plan.Offload.any())
+    R->NoOffloadSearched = true;
   if (!R->Top.empty() && R->Top.front().Plan.Offload.any() &&
       !Opts.Fixed.Offload) {
     // What offload buys: the best plan with everything in HBM under the

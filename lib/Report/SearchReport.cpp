@@ -341,7 +341,9 @@ static std::string describeOffloadGain(const PlanCost &W,
 static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
   const PlanCost &W = R.Top.front();
   std::string Off = W.Plan.Offload.str();
-  if (R.OffloadNeeded)
+  if (!R.NoOffloadSearched)
+    ; // not searched (SearchOptions::FindNoOffload): nothing to compare
+  else if (R.OffloadNeeded)
     OS << "explain: offload=" << Off << " is needed: no plan "
        << (R.Constrained ? "under the --plan constraints " : "")
        << "fits with all training state in HBM\n";
