@@ -61,6 +61,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Plan/BatchSplit.h"
+#include "loom/Plan/Offload.h"
 #include "loom/Planner/Embedding.h"
 #include "loom/Solver/Placement.h"
 #include "loom/Support/Units.h"
@@ -762,8 +763,19 @@ Expected<GraphPlacement> placeForPipeline(const CompilationUnit &CU,
       if (Sharded)
         Widest = std::max(Factor, Model * DP);
     }
+    // Offload may move the state off HBM too (issue 35: searched
+    // wherever the hardware has a tier, Plan/Offload.h): then what stays
+    // in HBM is the plan's to say (the evaluator's memory, which fails
+    // the search when nothing fits), not this 16 B per parameter.
+    bool MayOffload = false;
+    if (CU.Opts.Mode == RunMode::Train) {
+      if (CU.PlanRequest && CU.PlanRequest->Offload)
+        MayOffload = CU.PlanRequest->Offload->any();
+      else
+        MayOffload = getSearchedOffloads(*CU.HW).size() > 1;
+    }
     double MustWidest = (*P)->getUnavoidableHBMBytes(Widest);
-    if (Warn && MustWidest > Free)
+    if (Warn && MustWidest > Free && !MayOffload)
       Warn->warn("assign-device-classes: parameters that only HBM can hold "
                  "need " +
                  formatBytes(Bytes(MustWidest)) + " per device split " +

@@ -337,6 +337,7 @@ Error searchParallelism(CompilationUnit &CU) {
   }
   SO.Devices = CU.Opts.Devices.getValueOr(0);
   SO.Prune = !CU.Opts.NoPrune;
+  SO.FindNoOffload = CU.Opts.FindNoOffload;
   // What shard can emit (loom/Plan/BatchSplit.h): it binds the model as
   // imported at the micro-batch size.
   // (Without the imported model -- the search run after a pipeline that

@@ -156,10 +156,14 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
            T.Param, W);
     }
   } else {
+    // This rank's partition only (ZeRO-Offload §4.1): at ZeRO-1 the
+    // gradients in HBM are whole but the partition is 1/dp of them.
+    const double GPart = std::min(G, In.UpdatedParams * In.GradBytesPerParam),
+                 WPart = std::min(W, In.UpdatedParams * In.WeightBytesPerParam);
     if (T.Grad == MemoryTier::HBM) { // gradients down for the CPU
-      R.TailHostBytes += G;
-      Pre = Secs(G, MemoryTier::Host);
-      Term("grad to host for the update", MemoryTier::Host, G);
+      R.TailHostBytes += GPart;
+      Pre = Secs(GPart, MemoryTier::Host);
+      Term("grad to host for the update", MemoryTier::Host, GPart);
     }
     double StateBytes = In.UpdatedParams * 28;
     R.HostOptimizerS =
@@ -175,9 +179,9 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     Update = std::max(R.HostOptimizerS, NVMe);
     // The new bf16 weights go where the weights live.
     if (T.Param == MemoryTier::HBM) {
-      R.TailHostBytes += W;
-      Post = Secs(W, MemoryTier::Host);
-      Term("param to hbm after the update", MemoryTier::Host, W);
+      R.TailHostBytes += WPart;
+      Post = Secs(WPart, MemoryTier::Host);
+      Term("param to hbm after the update", MemoryTier::Host, WPart);
     } else if (T.Param == MemoryTier::SSD) {
       R.TailSSDBytes += W;
       Post = Secs(W, MemoryTier::SSD);

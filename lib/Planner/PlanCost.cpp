@@ -1767,6 +1767,8 @@ void PlanEvaluator::Impl::costOffload(const PlanContext &C, StageCost &SC,
       P.ZeroStage >= 1
           ? S.Params / C.DPCP + S.ExpertParams / (P.DP / C.EP * C.CP)
           : S.Params + S.ExpertParams;
+  OI.WeightBytesPerParam = MI.WeightBytesPerParam;
+  OI.GradBytesPerParam = MI.GradBytesPerParam;
   OI.NumLayers = SC.NumLayers;
   OI.NumMicroBatches = P.NumMicroBatches;
   OI.ComputePerMicroBatchS = SC.ForwardS + SC.BackwardS;

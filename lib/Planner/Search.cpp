@@ -59,9 +59,11 @@
 // plan with its pipeline bound, the placements' tail and memory bounds
 // per (degrees, ZeRO stage, gradient precision), and a heap merging the
 // bases' placements into the order above; only what is visited before the
-// bound passes the threshold is built. The first search (all in HBM) and
-// the offload one share the bases, and the memory floors wait until the
-// offload search finds nothing either.
+// bound passes the threshold is built. Offload is a speed choice (issue
+// 35): wherever the hardware has a tier, every plan's placements are in
+// the one search, and the top list holds each plan once, at its best
+// placement; the best plan all in HBM (what --explain compares offload
+// with) is a second search over the same bases at the "none" placement.
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Planner/Search.h"
@@ -505,6 +507,18 @@ struct Candidate {
 
 /// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
 /// (the explanations compare the winner with the best of other degrees).
+/// Whether \p A and \p B differ at most in where the training state
+/// lives.
+static bool isSamePlanButOffload(const ParallelPlan &A, const ParallelPlan &B) {
+  if (A.StageLayers != B.StageLayers || A.Emb != B.Emb)
+    return false;
+  if (A.Offload == B.Offload)
+    return A.str() == B.str();
+  ParallelPlan X = A, Y = B;
+  X.Offload = Y.Offload = OffloadTiers();
+  return X.str() == Y.str();
+}
+
 struct Ranking {
   using Degrees = std::tuple<unsigned, unsigned, unsigned, unsigned>;
   static Degrees getDegrees(const ParallelPlan &P) {
@@ -547,6 +561,19 @@ struct Ranking {
       PairBest.emplace(Pair, PC);
     else if (isBetterPlan(PC, It->second))
       It->second = PC;
+    // Each plan ranks once, at its best offload placement: a placement
+    // that is no faster than one already ranked pays its transfers for
+    // nothing (a tie keeps the less offloaded, isBetterPlan). Ranked
+    // ones are only ever replaced by a better one, so Top stays the K
+    // best plans whatever the order of visits (--no-prune agrees).
+    auto Same = std::find_if(Top.begin(), Top.end(), [&](const PlanCost &T) {
+      return isSamePlanButOffload(T.Plan, PC.Plan);
+    });
+    if (Same != Top.end()) {
+      if (!isBetterPlan(PC, *Same))
+        return K;
+      Top.erase(Same);
+    }
     auto Pos = std::upper_bound(Top.begin(), Top.end(), PC, isBetterPlan);
     if (Pos - Top.begin() >= (long)K)
       return K;
@@ -906,10 +933,12 @@ double Searcher::tailBound(const ParallelPlan &P) const {
   //  - everything in HBM: AdamW, 28 B per updated parameter over HBM;
   //  - opt in HBM, the rest offloaded: the gradients back from their tier,
   //    the HBM update, the weights out to theirs;
-  //  - opt off HBM: the gradients still in HBM down to the host, then the
-  //    longer of the host CPU's update (28 B per updated parameter) and,
-  //    for opt:ssd, the states read and written over NVMe (2 x 12 B per
-  //    parameter after ZeRO-1), then the weights back unless on the host.
+  //  - opt off HBM: the updated partition's gradients still in HBM down
+  //    to the host, then the longer of the host CPU's update (28 B per
+  //    updated parameter) and, for opt:ssd, the states read and written
+  //    over NVMe (2 x 12 B per parameter after ZeRO-1), then the
+  //    partition's weights back unless on the host (min(whole, partition)
+  //    is the partition: ZeRO-1 splits them as it splits the update).
   if (!EO.Train)
     return 0;
   double TPPP = (double)P.TP * P.PP;
@@ -937,11 +966,13 @@ double Searcher::tailBound(const ParallelPlan &P) const {
   if (T.Opt == MemoryTier::HBM)
     return (T.Grad != MemoryTier::HBM ? Secs(G, BW(T.Grad)) : 0.0) + HBMUpdate +
            (T.Param != MemoryTier::HBM ? Secs(W, BW(T.Param)) : 0.0);
-  double Pre = T.Grad == MemoryTier::HBM ? Secs(G, HostBandwidth) : 0.0;
+  double GPart = Sum(P.getGradBytes(), 1),
+         WPart = Sum(EO.WeightBytesPerParam, 1);
+  double Pre = T.Grad == MemoryTier::HBM ? Secs(GPart, HostBandwidth) : 0.0;
   double Update = Secs(Updated * 28, HostUpdateBandwidth);
   if (T.Opt == MemoryTier::SSD)
     Update = std::max(Update, Secs(2 * O, SSDBandwidth));
-  double Post = T.Param == MemoryTier::HBM   ? Secs(W, HostBandwidth)
+  double Post = T.Param == MemoryTier::HBM   ? Secs(WPart, HostBandwidth)
                 : T.Param == MemoryTier::SSD ? Secs(W, SSDBandwidth)
                                              : 0.0;
   return Pre + Update + Post;
@@ -1925,37 +1956,42 @@ searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
       return createStringError(inconvertibleErrorCode(), "--plan: " + Why);
   }
   Searcher S(Eval, G, Space, HW, EO, Opts);
+  // Offload is a speed choice, not only a last resort (issue 35): wherever
+  // the hardware has a tier for it, every placement of every plan is in
+  // the one search, so a plan that offloads to afford a larger
+  // micro-batch, a shallower pipeline or less recompute wins when it is
+  // faster (the step bound visits each plan's placements cheapest first).
   std::vector<OffloadTiers> Offloads =
       EO.Train ? getSearchedOffloads(HW) : std::vector<OffloadTiers>();
   bool MayOffload = !Opts.Fixed.Offload && Offloads.size() > 1;
-  // Where offload may follow, the memory floors wait until it finds
-  // nothing either (they explain only a search that fails).
-  Expected<SearchResult> R = S.run(/*Floors=*/!MayOffload);
+  if (MayOffload)
+    S.Offloads = Offloads;
+  Expected<SearchResult> R = S.run();
   if (!R || !EO.Train)
     return R;
-  if (R->Top.empty() && MayOffload) {
-    // Nothing fits in HBM: place training state in host DRAM and SSD too
-    // (the first entry is "none", already tried), over the same plans.
-    Searcher S2(Eval, G, Space, HW, EO, Opts);
-    S2.Offloads.assign(Offloads.begin() + 1, Offloads.end());
-    S2.reuseBases(S);
-    Expected<SearchResult> R2 = S2.run();
-    if (!R2)
-      return R2.takeError();
-    if (!R2->Top.empty()) {
-      R2->OffloadNeeded = true;
-      R2->Stats.Seconds += R->Stats.Seconds;
-      R2->Stats.CPUSeconds += R->Stats.CPUSeconds;
-      return R2;
-    }
-    S2.returnBases(S);
-    if (Error E = S.addFloors(*R))
-      return std::move(E);
+  if (!Opts.FindNoOffload)
     return R;
-  }
-  if (!R->Top.empty() && R->Top.front().Plan.Offload.any()) {
-    // What offload costs: the best plan with everything in HBM under the
-    // same constraints, if one fits.
+  if (!R->Top.empty() && R->Top.front().Plan.Offload.any())
+    R->NoOffloadSearched = true;
+  if (!R->Top.empty() && R->Top.front().Plan.Offload.any() &&
+      !Opts.Fixed.Offload) {
+    // What offload buys: the best plan with everything in HBM under the
+    // same constraints, over the same plans; none fits: offload is needed.
+    SearchOptions O = Opts;
+    O.TopK = 1;
+    Searcher S3(Eval, G, Space, HW, EO, O);
+    S3.reuseBases(S);
+    Expected<SearchResult> R3 = S3.run();
+    S3.returnBases(S);
+    if (!R3)
+      return R3.takeError();
+    if (!R3->Top.empty())
+      R->NoOffload = R3->Top.front();
+    else
+      R->OffloadNeeded = true;
+    R->Stats.Seconds += R3->Stats.Seconds;
+  } else if (!R->Top.empty() && R->Top.front().Plan.Offload.any()) {
+    // offload= pinned: the best plan with everything in HBM, if one fits.
     SearchOptions O = Opts;
     O.Fixed.Offload = OffloadTiers();
     O.TopK = 1;

@@ -303,15 +303,60 @@ static std::string compareTo(const PlanCost &A, const PlanCost &B) {
   return "on a tie in step time and memory: by the plan string";
 }
 
-/// What the winner's offload costs, the transfer that binds, and the
-/// memory per tier.
+/// What the HBM that offload frees lets plan \p W do that \p NoOff, the
+/// best plan without offload, does not: the choices that differ.
+static std::string describeOffloadGain(const PlanCost &W,
+                                       const PlanCost &NoOff) {
+  const ParallelPlan &A = W.Plan, &B = NoOff.Plan;
+  std::vector<std::string> Parts;
+  if (A.MicroBatchSize != B.MicroBatchSize)
+    Parts.push_back("micro-batch " + std::to_string(A.MicroBatchSize) +
+                    " (not " + std::to_string(B.MicroBatchSize) + ")");
+  if (A.PP != B.PP)
+    Parts.push_back("pp " + std::to_string(A.PP) + " (not " +
+                    std::to_string(B.PP) + ")");
+  if (A.TP != B.TP)
+    Parts.push_back("tp " + std::to_string(A.TP) + " (not " +
+                    std::to_string(B.TP) + ")");
+  if (A.RC != B.RC)
+    Parts.push_back(("recompute " + getRecomputeName(A.RC) + " (not " +
+                     getRecomputeName(B.RC) + ")")
+                        .str());
+  if (A.ZeroStage != B.ZeroStage)
+    Parts.push_back("zero " + std::to_string(A.ZeroStage) + " (not " +
+                    std::to_string(B.ZeroStage) + ")");
+  if (A.VirtualStages != B.VirtualStages)
+    Parts.push_back("vpp " + std::to_string(A.VirtualStages) + " (not " +
+                    std::to_string(B.VirtualStages) + ")");
+  if (Parts.empty())
+    return "the same degrees";
+  std::string S;
+  for (size_t I = 0; I < Parts.size(); ++I)
+    S += (I ? ", " : "") + Parts[I];
+  return S;
+}
+
+/// What the winner's offload costs or buys, the transfer that binds, and
+/// the memory per tier.
 static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
   const PlanCost &W = R.Top.front();
   std::string Off = W.Plan.Offload.str();
-  if (R.OffloadNeeded)
+  if (!R.NoOffloadSearched)
+    ; // not searched (SearchOptions::FindNoOffload): nothing to compare
+  else if (R.OffloadNeeded)
     OS << "explain: offload=" << Off << " is needed: no plan "
        << (R.Constrained ? "under the --plan constraints " : "")
        << "fits with all training state in HBM\n";
+  else if (R.NoOffload && W.StepTimeS < R.NoOffload->StepTimeS)
+    // Offload as a speed choice: what the HBM it frees buys.
+    OS << "explain: offload=" << Off << " saves "
+       << fmtSeconds(R.NoOffload->StepTimeS - W.StepTimeS)
+       << " per step against the best plan without offload, "
+       << R.NoOffload->Plan.str() << " (" << fmtSeconds(W.StepTimeS) << " vs "
+       << fmtSeconds(R.NoOffload->StepTimeS) << "): it frees "
+       << formatBytes(Bytes(std::max(0.0, W.MaxHostBytes + W.MaxSSDBytes)))
+       << " of state per device for " << describeOffloadGain(W, *R.NoOffload)
+       << "\n";
   else if (R.NoOffload)
     OS << "explain: offload=" << Off << " costs "
        << fmtSeconds(W.StepTimeS - R.NoOffload->StepTimeS)

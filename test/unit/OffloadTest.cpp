@@ -31,6 +31,8 @@ OffloadInputs stage() {
   In.ActivationBytesPerMicroBatch = 1e9;
   In.InFlightMicroBatches = 4;
   In.UpdatedParams = 1e9;
+  In.WeightBytesPerParam = 2;
+  In.GradBytesPerParam = 4;
   In.NumLayers = 10;
   In.NumMicroBatches = 8;
   In.ComputePerMicroBatchS = 1;
@@ -68,6 +70,23 @@ TEST(OffloadTest, OptimizerOnHost) {
   EXPECT_DOUBLE_EQ(1.3, C.TailS);
   ASSERT_FALSE(C.Terms.empty());
   EXPECT_EQ("host optimizer", C.Terms.front().Name);
+}
+
+TEST(OffloadTest, OptimizerOnHostMovesOnlyThePartition) {
+  // ZeRO-1 over dp = 8: the gradients in HBM stay whole (4 GB), but this
+  // rank updates 1e9 / 8 = 125M parameters, and only their gradients go
+  // down and their weights come back (ZeRO-Offload §4.1).
+  OffloadInputs In = stage();
+  In.UpdatedParams = 1e9 / 8;
+  OffloadTiers T;
+  T.Opt = MemoryTier::Host;
+  OffloadCost C = estimateOffload(In, T);
+  // Gradients 125M x 4 B = 0.5 GB / 20 GB/s = 25 ms; CPU 125M x 28 B /
+  // 28 GB/s = 125 ms; weights 125M x 2 B = 0.25 GB / 20 GB/s = 12.5 ms:
+  // 0.75 GB and 162.5 ms.
+  EXPECT_DOUBLE_EQ(0.75e9, C.TailHostBytes);
+  EXPECT_DOUBLE_EQ(0.125, C.HostOptimizerS);
+  EXPECT_DOUBLE_EQ(0.1625, C.TailS);
 }
 
 TEST(OffloadTest, OptimizerOnSSDOverlapsTheCPU) {

@@ -975,6 +975,9 @@ parseInputs(const HardwareModel &HW, ArrayRef<HardwareOverride> Overrides,
   CU.Opts.Force = Force;
   CU.Opts.EmitPerRank = EmitMode == EmitKind::PerRank;
   // Under --mode serve the serving search makes its own comparisons.
+  // Only the explanation reads the best plan without offload (--explain,
+  // and the output directory's report).
+  CU.Opts.FindNoOffload = ExplainPlan || !OutputDir.empty();
   CU.Opts.SearchUnconstrained =
       !CU.Opts.Serve &&
       ((ExplainPlan && PlanText.getNumOccurrences()) || !ComparePlans.empty());

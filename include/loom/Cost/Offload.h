@@ -77,6 +77,12 @@ struct OffloadInputs {
          ActivationWorkspaceBytes = 0;
   /// Parameters this device updates (after ZeRO-1 partitioning).
   double UpdatedParams = 0;
+  /// Bytes of one weight and of one gradient in HBM: with the optimizer
+  /// off HBM only the updated partition's gradients go down and its
+  /// weights come back (ZeRO-Offload §4.1: each data-parallel rank
+  /// offloads and updates its own partition; the parameter all-gather
+  /// that follows is the DP sync's).
+  double WeightBytesPerParam = 2, GradBytesPerParam = 2;
   /// Layers of the stage: offloaded weights and gradients keep a double
   /// buffer of two layers' worth in HBM (the layer in use and the one
   /// being prefetched or drained).

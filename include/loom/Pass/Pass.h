@@ -69,6 +69,10 @@ struct CompileOptions {
   /// Also search without --plan's constraints (--explain with --plan, and
   /// --compare), so reports compare with the true best.
   bool SearchUnconstrained = false;
+  /// When the winner offloads, also find the best plan all in HBM (what
+  /// the explanation says offload buys): --explain and -o, whose reports
+  /// print it; a second search skipped otherwise.
+  bool FindNoOffload = true;
   /// --fail: devices lost (Devices is the cluster minus these); the search
   /// also plans the intact cluster to report the throughput kept.
   unsigned FailedDevices = 0;

@@ -174,6 +174,9 @@ struct SearchOptions {
   /// plans every one of them can run are candidates, and --plan asking for
   /// another is an error naming the rule. Empty: any plan (none).
   std::vector<const FrameworkProfile *> Frameworks;
+  /// When the winner offloads, also search the best plan all in HBM
+  /// (SearchResult::NoOffload, OffloadNeeded; NoOffloadSearched).
+  bool FindNoOffload = true;
 };
 
 struct SearchSpace;
@@ -293,6 +296,8 @@ struct SearchResult {
   /// (under the same --plan constraints).
   bool OffloadNeeded = false;
   llvm::Optional<PlanCost> NoOffload;
+  /// Whether NoOffload and OffloadNeeded were searched (FindNoOffload).
+  bool NoOffloadSearched = false;
   /// When Top[0] has cp > 1 and --plan left cp free: the best plan at
   /// cp = 1 under the same constraints (None when none fits).
   bool NoCPSearched = false;
