@@ -309,25 +309,17 @@ static std::string describeOffloadGain(const PlanCost &W,
                                        const PlanCost &NoOff) {
   const ParallelPlan &A = W.Plan, &B = NoOff.Plan;
   std::vector<std::string> Parts;
-  if (A.MicroBatchSize != B.MicroBatchSize)
-    Parts.push_back("micro-batch " + std::to_string(A.MicroBatchSize) +
-                    " (not " + std::to_string(B.MicroBatchSize) + ")");
-  if (A.PP != B.PP)
-    Parts.push_back("pp " + std::to_string(A.PP) + " (not " +
-                    std::to_string(B.PP) + ")");
-  if (A.TP != B.TP)
-    Parts.push_back("tp " + std::to_string(A.TP) + " (not " +
-                    std::to_string(B.TP) + ")");
-  if (A.RC != B.RC)
-    Parts.push_back(("recompute " + getRecomputeName(A.RC) + " (not " +
-                     getRecomputeName(B.RC) + ")")
-                        .str());
-  if (A.ZeroStage != B.ZeroStage)
-    Parts.push_back("zero " + std::to_string(A.ZeroStage) + " (not " +
-                    std::to_string(B.ZeroStage) + ")");
-  if (A.VirtualStages != B.VirtualStages)
-    Parts.push_back("vpp " + std::to_string(A.VirtualStages) + " (not " +
-                    std::to_string(B.VirtualStages) + ")");
+  auto Differ = [&](StringRef Name, const Twine &X, const Twine &Y) {
+    std::string SX = X.str(), SY = Y.str();
+    if (SX != SY)
+      Parts.push_back((Name + " " + SX + " (not " + SY + ")").str());
+  };
+  Differ("micro-batch", Twine(A.MicroBatchSize), Twine(B.MicroBatchSize));
+  Differ("pp", Twine(A.PP), Twine(B.PP));
+  Differ("tp", Twine(A.TP), Twine(B.TP));
+  Differ("recompute", getRecomputeName(A.RC), getRecomputeName(B.RC));
+  Differ("zero", Twine(A.ZeroStage), Twine(B.ZeroStage));
+  Differ("vpp", Twine(A.VirtualStages), Twine(B.VirtualStages));
   if (Parts.empty())
     return "the same degrees";
   std::string S;
