@@ -70,8 +70,9 @@ struct CompileOptions {
   /// --compare), so reports compare with the true best.
   bool SearchUnconstrained = false;
   /// When the winner offloads, also find the best plan all in HBM (what
-  /// the explanation says offload buys): --explain and -o, whose reports
-  /// print it; a second search skipped otherwise.
+  /// the explanation says offload buys), and when it uses cp, the best
+  /// plan without cp: --explain and -o, whose reports print them; the
+  /// extra searches are skipped otherwise.
   bool FindNoOffload = true;
   /// --fail: devices lost (Devices is the cluster minus these); the search
   /// also plans the intact cluster to report the throughput kept.

@@ -175,7 +175,8 @@ struct SearchOptions {
   /// another is an error naming the rule. Empty: any plan (none).
   std::vector<const FrameworkProfile *> Frameworks;
   /// When the winner offloads, also search the best plan all in HBM
-  /// (SearchResult::NoOffload, OffloadNeeded; NoOffloadSearched).
+  /// (SearchResult::NoOffload, OffloadNeeded; NoOffloadSearched); when it
+  /// splits the sequence, the best plan without cp (NoCP, NoCPSearched).
   bool FindNoOffload = true;
 };
 
