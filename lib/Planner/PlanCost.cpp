@@ -1,12 +1,13 @@
 //===- PlanCost.cpp - Predicted cost of a plan, stage by stage ------------===//
-#include "loom/IR/Subgraphs.h"
 #include "loom/Planner/PlanCost.h"
-#include "loom/Planner/OffloadCost.h"
-#include "loom/Cost/Overlap.h"
-#include "loom/Cost/Collectives.h"
-#include "loom/Cost/Pipeline.h"
-#include "loom/Shard/ExpertRules.h"
 #include "RuleSplit.h"
+#include "loom/Cost/Collectives.h"
+#include "loom/Cost/Overlap.h"
+#include "loom/Cost/Pipeline.h"
+#include "loom/IR/Subgraphs.h"
+#include "loom/Plan/StageSplit.h"
+#include "loom/Planner/OffloadCost.h"
+#include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -124,8 +125,8 @@ static const Value *kvCacheSource(const Value *V) {
       continue;
     }
     if (Op != "Transpose" && Op != "Reshape" && Op != "Unsqueeze" &&
-        Op != "Squeeze" && Op != "Expand" && Op != "Tile" &&
-        Op != "Identity" && Op != "Flatten")
+        Op != "Squeeze" && Op != "Expand" && Op != "Tile" && Op != "Identity" &&
+        Op != "Flatten")
       return V;
     if (isConstantLike(D->getInput(0)))
       return V;
@@ -133,7 +134,6 @@ static const Value *kvCacheSource(const Value *V) {
   }
   return V;
 }
-
 
 /// A value a fused kernel keeps on chip (detect-fused-kernels): produced
 /// and consumed only inside one fused region, and no graph output.
@@ -146,7 +146,8 @@ static bool fusedInternal(
   if (It == Costs.end() || It->second.Cost.FusedKernel.empty() ||
       GraphOutputs.count(V))
     return false;
-  const Node *Anchor = It->second.Cost.FusedInto ? It->second.Cost.FusedInto : D;
+  const Node *Anchor =
+      It->second.Cost.FusedInto ? It->second.Cost.FusedInto : D;
   auto U = Users.find(V);
   return U != Users.end() && all_of(U->second, [&](const Node *N) {
            auto NI = Costs.find(N);
@@ -230,9 +231,21 @@ struct PlanEvaluator::Impl {
   /// The rule table over representative layers (RuleSplit.h), and its
   /// result per (tp, sp, ep > 1).
   std::unique_ptr<rulesplit::RuleSplitter> Splitter;
-  mutable std::map<std::tuple<unsigned, bool, bool, bool>,
+  /// Keyed by (tp, sp, ep > 1, all tables, the micro-batch size whose
+  /// graph gave the activation bytes: 0 for the bound graph's).
+  mutable std::map<std::tuple<unsigned, bool, bool, bool, unsigned>,
                    std::unique_ptr<ConfigSplit>>
       Configs;
+  /// The activation bytes of the graph bound at a micro-batch size
+  /// (PlanEvaluator::setMicroBatchShapes), per size asked; none when the
+  /// bound graph's, scaled, are exact.
+  MicroBatchShapesFn MBShapes;
+  mutable std::map<unsigned, std::pair<std::shared_ptr<const StringMap<double>>,
+                                       rulesplit::MicroBatchBytes>>
+      MBBytes;
+  /// Set once a micro-batch graph showed every activation scaling with the
+  /// batch: the bound graph's bytes times micro-batch / batch are exact.
+  mutable bool BatchLinear = false;
   mutable std::map<
       std::tuple<unsigned, unsigned, unsigned, bool, unsigned, bool>,
       LayerTimes>
@@ -280,22 +293,30 @@ struct PlanEvaluator::Impl {
   /// \p AllTables: every embedding table is sharded over dp (emb= other
   /// than auto), else those emb=auto shards; their lookups stay whole on
   /// every tp rank.
+  /// \p MB: the micro-batch size whose activation bytes the result
+  /// carries (getMicroBatchBytes; 0: the bound graph's).
   const ConfigSplit &getConfig(unsigned TP, bool SP, unsigned EP,
-                               bool AllTables = false) const {
+                               bool AllTables = false, unsigned MB = 0) const {
     AllTables &= !Tables.empty();
-    auto K = std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables);
+    const rulesplit::MicroBatchBytes *MBB = getMicroBatchBytes(MB);
+    auto K =
+        std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables, MBB ? MB : 0u);
     auto It = Configs.find(K);
     if (It == Configs.end())
-      It = Configs
-               .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
-                               TP, SP && TP > 1, EP > 1,
-                               AllTables ? AllTableWeights
-                                         : ShardedTableWeights)))
-               .first;
+      It =
+          Configs
+              .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
+                              TP, SP && TP > 1, EP > 1,
+                              AllTables ? AllTableWeights : ShardedTableWeights,
+                              MBB)))
+              .first;
     return *It->second;
   }
+  /// The activation bytes at micro-batch size \p MB when the bound
+  /// graph's, scaled by MB / batch, are not exact; null otherwise.
+  const rulesplit::MicroBatchBytes *getMicroBatchBytes(unsigned MB) const;
   const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
-                        unsigned EP, bool AllTables = false) const;
+                               unsigned EP, bool AllTables = false) const;
   double nodeTime(const NodeFacts &F, const NodeSplit &S, double ActScale,
                   unsigned TP, bool Backward, unsigned EP) const;
 
@@ -312,13 +333,11 @@ struct PlanEvaluator::Impl {
   /// the previous stage's send time in, this stage's out; embedding costs
   /// are merged into \p R.
   StageCost costStage(const PlanContext &C, unsigned Stage, unsigned First,
-                      unsigned NumLayers, double &PrevSend,
-                      PlanCost &R) const;
+                      unsigned NumLayers, double &PrevSend, PlanCost &R) const;
   /// The stage's layers one by one: compute (with recomputation), the
   /// parameters, saved and live activations, KV cache, and the TP and EP
   /// collectives of each micro-batch.
-  void sumStageLayers(const PlanContext &C, StageCost &SC,
-                      StageSums &S) const;
+  void sumStageLayers(const PlanContext &C, StageCost &SC, StageSums &S) const;
   /// Takes the embedding tables the plan shards out of the stage's
   /// replicated parameters, keeping them for costStageEmbeddings.
   void takeShardedTables(const PlanContext &C, const StageCost &SC,
@@ -366,7 +385,6 @@ struct PlanEvaluator::Impl {
                            PlanCost &R) const;
 };
 
-
 void PlanEvaluator::Impl::analyze() {
   LF.assign(Layers.size(), LayerFacts());
   Experts = findExperts(G, Layers);
@@ -403,8 +421,8 @@ void PlanEvaluator::Impl::analyze() {
   std::vector<rulesplit::LayerValues> Values;
   for (LayerFacts &L : LF)
     Values.push_back(std::move(L.Values));
-  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values),
-                                                       XR, Opts.Opset);
+  Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values), XR,
+                                                       Opts.Opset);
 }
 
 void PlanEvaluator::Impl::collectNodes(const ExpertAxisRules &XR) {
@@ -423,8 +441,7 @@ void PlanEvaluator::Impl::collectNodes(const ExpertAxisRules &XR) {
     ExpertNodeRule XN = XR.lookup(&N);
     if (XN.Role == ExpertRole::Branch || XN.Role == ExpertRole::Stacked) {
       F.Expert = true;
-      F.StackedExperts =
-          XN.Role == ExpertRole::Stacked ? XN.GroupExperts : 0;
+      F.StackedExperts = XN.Role == ExpertRole::Stacked ? XN.GroupExperts : 0;
     }
     if (Op == "MatMul" || Op == "Gemm") {
       bool Weight = false, Act = false;
@@ -603,9 +620,9 @@ void PlanEvaluator::Impl::findPeakLive(const UseMap &Users) {
     DenseSet<const Value *> In;
     for (unsigned I = 0; I < End; ++I)
       for (const Value *V : L.Nodes[I].N->getInputs())
-        if (Live(V) && (!V->getDefiningNode() ||
-                        (unsigned)std::max(0, V->getDefiningNode()->Layer) !=
-                            LI) &&
+        if (Live(V) &&
+            (!V->getDefiningNode() ||
+             (unsigned)std::max(0, V->getDefiningNode()->Layer) != LI) &&
             In.insert(V).second)
           Add(V);
     for (unsigned I = 0; I < End; ++I) {
@@ -848,19 +865,20 @@ double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
   ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
   // Inputs arriving from another class (placement): the bytes scale with
   // the node's activations, the latencies do not.
-  double Transfer = Backward ? F.C->BackwardTransferS * ActF +
-                                   F.C->BackwardTransferLatencyS
-                             : F.C->TransferS * ActF + F.C->TransferLatencyS;
+  double Transfer =
+      Backward ? F.C->BackwardTransferS * ActF + F.C->BackwardTransferLatencyS
+               : F.C->TransferS * ActF + F.C->TransferLatencyS;
   return ((Backward ? T.BackwardSeconds : T.Seconds) + Transfer) * Share;
 }
 
-const LayerTimes &
-PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
-                                unsigned EP, bool AllTables) const {
+const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
+                                                  unsigned MB, bool SP,
+                                                  unsigned EP,
+                                                  bool AllTables) const {
   // Identical blocks cost the same: key by the representative the rules
   // ran over.
   AllTables &= !Tables.empty();
-  const ConfigSplit &CS = getConfig(TP, SP, EP, AllTables);
+  const ConfigSplit &CS = getConfig(TP, SP, EP, AllTables, MB);
   unsigned Key = CS.RepOf[L];
   if (LF[L].EP.empty())
     EP = 1; // no experts: the same times at every ep
@@ -925,6 +943,53 @@ PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
 
 PlanEvaluator::~PlanEvaluator() = default;
 
+void PlanEvaluator::setMicroBatchShapes(MicroBatchShapesFn F) {
+  I->MBShapes = std::move(F);
+  I->MBBytes.clear();
+  I->BatchLinear = false;
+  I->Configs.clear();
+  I->Cache.clear();
+}
+
+const rulesplit::MicroBatchBytes *
+PlanEvaluator::Impl::getMicroBatchBytes(unsigned MB) const {
+  if (!MBShapes || BatchLinear || MB == 0 || MB >= Opts.Batch)
+    return nullptr;
+  auto It = MBBytes.find(MB);
+  if (It == MBBytes.end()) {
+    std::shared_ptr<const StringMap<double>> Map = MBShapes(MB);
+    rulesplit::MicroBatchBytes B{Map.get(), (double)Opts.Batch / MB};
+    // The first graph built decides: when every activation the layers
+    // size (saved, entering, alive at the peak) is its bound size times
+    // MB / batch, the scaled bytes are exact and no other micro-batch
+    // graph is built.
+    if (Map && MBBytes.empty()) {
+      bool Linear = true;
+      for (const rulesplit::LayerValues &LV : Splitter->getLayers()) {
+        auto Check = [&](const Value *V) {
+          auto W = Map->find(V->getName());
+          if (W != Map->end() &&
+              W->second * Opts.Batch !=
+                  (double)V->Type.getSizeInBytes().getValueOr(0) * MB)
+            Linear = false;
+        };
+        for (const auto &S : LV.Saved)
+          Check(S.first);
+        for (const Value *V : LV.Inputs)
+          Check(V);
+        for (const Value *V : LV.PeakLive)
+          Check(V);
+      }
+      if (Linear) {
+        BatchLinear = true;
+        return nullptr;
+      }
+    }
+    It = MBBytes.emplace(MB, std::make_pair(std::move(Map), B)).first;
+  }
+  return It->second.first ? &It->second.second : nullptr;
+}
+
 GroupShape PlanEvaluator::getGroupShape(
     ArrayRef<std::pair<unsigned, unsigned>> Axes) const {
   SmallVector<std::pair<unsigned, unsigned>, 3> Key;
@@ -975,42 +1040,13 @@ GroupShape PlanEvaluator::getGroupShape(const ParallelPlan &P,
 
 Expected<std::vector<unsigned>>
 PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
-  unsigned NL = I->Layers.size();
-  if (!P.StageLayers.empty()) {
-    unsigned Sum = 0;
-    for (unsigned C : P.StageLayers)
-      Sum += C;
-    if (Sum != NL || P.StageLayers.size() != P.PP)
-      return createStringError(inconvertibleErrorCode(),
-                               "--plan stages=...: %u stages with %u layers "
-                               "in all, but pp=%u and the model has %u "
-                               "layers",
-                               (unsigned)P.StageLayers.size(), Sum, P.PP, NL);
-    return P.StageLayers;
-  }
-  if (P.PP > NL)
-    return createStringError(inconvertibleErrorCode(),
-                             "pp=%u exceeds the model's %u layers", P.PP, NL);
-  // Blocks evenly; the prologue rides on the first stage, the epilogue on
-  // the last (DESIGN §6: they weigh on the first and last stage).
-  unsigned Pro = 0, Epi = 0;
-  while (Pro < NL && I->Layers[Pro].K == LayerInfo::Kind::Prologue)
-    ++Pro;
-  while (Epi < NL - Pro &&
-         I->Layers[NL - 1 - Epi].K == LayerInfo::Kind::Epilogue)
-    ++Epi;
-  unsigned Mid = NL - Pro - Epi;
-  if (Mid < P.PP) {
-    Pro = Epi = 0;
-    Mid = NL;
-  }
-  std::vector<unsigned> Counts(P.PP, Mid / P.PP);
-  for (unsigned S = 0; S < Mid % P.PP; ++S)
-    ++Counts[P.PP - 1 - S]; // Extra blocks go late: the first stage has the
-                            // most micro-batches in flight.
-  Counts.front() += Pro;
-  Counts.back() += Epi;
-  return Counts;
+  // The one split shard, the manifest and the exports read too (interleaved
+  // chunks included): a stage costs the layers of its chunks.
+  Expected<std::vector<unsigned>> Chunks =
+      getChunkLayers(P, getLayerEnds(I->Layers));
+  if (!Chunks)
+    return Chunks.takeError();
+  return getStageTotals(*Chunks, P.PP);
 }
 
 PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
@@ -1033,8 +1069,7 @@ double PlanEvaluator::getLayerForwardTime(unsigned Layer, unsigned TP,
     const NodeFacts &F = I->LF[Rep].Nodes[J];
     double Scale = F.AttentionCore ? AttnScale : ActScale;
     if (Scale > 0)
-      T += I->nodeTime(F, CS.get(L).Nodes[J], Scale, TP, /*Backward=*/false,
-                       1);
+      T += I->nodeTime(F, CS.get(L).Nodes[J], Scale, TP, /*Backward=*/false, 1);
   }
   return T;
 }
@@ -1140,9 +1175,8 @@ Error PlanEvaluator::Impl::checkPlan(const ParallelPlan &P) const {
 PlanCost PlanEvaluator::Impl::startPlan(const ParallelPlan &P) const {
   PlanCost R;
   R.Plan = P;
-  if (P.EP > 1 && any_of(Experts, [](const ExpertGroup &EG) {
-        return EG.isStacked();
-      }))
+  if (P.EP > 1 &&
+      any_of(Experts, [](const ExpertGroup &EG) { return EG.isStacked(); }))
     R.MoEImbalance = Opts.MoEImbalance;
   const MemoryLevel *HBM = HW.getMemory("hbm");
   R.HBMBytes = HBM ? HBM->getUsableCapacity().value() : 0;
@@ -1185,7 +1219,7 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   unsigned TP = C.TP, EP = C.EP;
   // How the plan's tp, sp and ep split each layer (the rule table).
   bool AllTables = P.Emb != EmbeddingMode::Auto;
-  const ConfigSplit &CS = getConfig(TP, P.SP, EP, AllTables);
+  const ConfigSplit &CS = getConfig(TP, P.SP, EP, AllTables, P.MicroBatchSize);
   // The last EP exchange costed: a stage's MoE layers are mostly alike,
   // and the collective model is the same function of the same bytes.
   struct {
@@ -1251,8 +1285,7 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
                           .Seconds
                 // Every expert sees every token: gather the ep ranks'
                 // tokens, reduce-scatter the summed output back.
-                : collectiveTime(CollectiveKind::AllGather, In * EP, C.EPG,
-                                 HW)
+                : collectiveTime(CollectiveKind::AllGather, In * EP, C.EPG, HW)
                           .Seconds +
                       collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
                                      C.EPG, HW)
@@ -1302,11 +1335,11 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         S.TPPairedBwd += LayerTPBwd;
       } else {
         for (size_t I = 0; I < NLin; ++I) {
-          double Bwd = T.LinearBwd[I] +
-                       (Opts.Train && P.RC == Recompute::Full ? T.LinearFwd[I]
-                                                              : 0.0);
-          S.TPPairedFwd += overlapExposed(T.LinearFwd[I], LayerTPFwd / NLin,
-                                          C.OvTP, true);
+          double Bwd =
+              T.LinearBwd[I] +
+              (Opts.Train && P.RC == Recompute::Full ? T.LinearFwd[I] : 0.0);
+          S.TPPairedFwd +=
+              overlapExposed(T.LinearFwd[I], LayerTPFwd / NLin, C.OvTP, true);
           if (Opts.Train)
             S.TPPairedBwd +=
                 overlapExposed(Bwd, LayerTPBwd / NLin, C.OvTP, true);
@@ -1325,8 +1358,7 @@ void PlanEvaluator::Impl::takeShardedTables(const PlanContext &C,
         (C.P.Emb == EmbeddingMode::Auto && !TableMustShard[T]))
       continue;
     // Its split as the rules decide it at the plan's tp (vocab-parallel).
-    bool TPSplit = getConfig(C.TP, C.P.SP, C.EP,
-                             C.P.Emb != EmbeddingMode::Auto)
+    bool TPSplit = getConfig(C.TP, C.P.SP, C.EP, C.P.Emb != EmbeddingMode::Auto)
                        .get(L)
                        .ParamSplit[TableParamIndex[T]];
     double PerRank = Tables[T].getParams() / (TPSplit ? C.TP : 1);
@@ -1347,8 +1379,8 @@ void PlanEvaluator::Impl::addZero3Gathers(const PlanContext &C,
         collectiveTime(CollectiveKind::AllGather, S.Params * 2.0, C.DPG, HW)
             .Seconds;
     if (S.ExpertParams > 0 && P.DP / C.EP > 1)
-      Gather += collectiveTime(CollectiveKind::AllGather,
-                               S.ExpertParams * 2.0, C.DPEPG, HW)
+      Gather += collectiveTime(CollectiveKind::AllGather, S.ExpertParams * 2.0,
+                               C.DPEPG, HW)
                     .Seconds;
     S.TPFwd += Gather;
     if (Opts.Train)
@@ -1385,14 +1417,13 @@ void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
   // stage's wrap carries what its first layer receives.
   unsigned V = std::max(1u, P.VirtualStages);
   if (V > 1 && P.PP > 1) {
-    double ChunkBytes =
-        Stage + 1 < P.PP ? SendBytes
-                         : BoundaryBytes[SC.FirstLayer] * C.ActScale / C.TP;
-    S.ChunkSendTime = ChunkBytes > 0
-                          ? collectiveTime(CollectiveKind::SendRecv,
-                                           ChunkBytes, C.PPPair, HW)
-                                .Seconds
-                          : 0;
+    double ChunkBytes = Stage + 1 < P.PP
+                            ? SendBytes
+                            : BoundaryBytes[SC.FirstLayer] * C.ActScale / C.TP;
+    S.ChunkSendTime = ChunkBytes > 0 ? collectiveTime(CollectiveKind::SendRecv,
+                                                      ChunkBytes, C.PPPair, HW)
+                                           .Seconds
+                                     : 0;
   }
   SC.P2PS = std::max(S.SendTime, S.ChunkSendTime) * (Opts.Train ? 2 : 1);
 }
@@ -1405,9 +1436,9 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
     // The TP all-reduces (reduce-scatters and all-gathers with sp) beside
     // the sharded GEMMs; full recompute repeats the forward's GEMMs in
     // the backward, beside its all-reduces as well.
-    double BwdGemm = SC.GemmBwdS + (Opts.Train && P.RC == Recompute::Full
-                                        ? SC.GemmFwdS
-                                        : 0.0);
+    double BwdGemm =
+        SC.GemmBwdS +
+        (Opts.Train && P.RC == Recompute::Full ? SC.GemmFwdS : 0.0);
     // With sp, per linear (sumStageLayers); without (Megatron's
     // --tp-comm-overlap requires sp), the stage's all-reduces against
     // all its GEMMs.
@@ -1509,9 +1540,8 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   CollectiveKind K = P.ZeroStage >= 1 ? CollectiveKind::ReduceScatter
                                       : CollectiveKind::AllReduce;
   // The last micro-batch's backward TP traffic runs alongside.
-  auto Shares =
-      shareBandwidth({K, CollectiveKind::AllReduce}, {C.DPG, C.TPG},
-                     {GradBytes, C.TP > 1 ? S.TPBwdBytes : 0.0}, HW);
+  auto Shares = shareBandwidth({K, CollectiveKind::AllReduce}, {C.DPG, C.TPG},
+                               {GradBytes, C.TP > 1 ? S.TPBwdBytes : 0.0}, HW);
   SC.DPSyncS = collectiveTime(K, GradBytes, C.DPG, HW, Shares[0]).Seconds;
   if (P.ZeroStage >= 1) // Updated (bf16) parameters gathered back.
     SC.DPSyncS +=
@@ -1530,8 +1560,8 @@ void PlanEvaluator::Impl::costDPSync(const PlanContext &C, StageCost &SC,
   // dp_overlap: beside the last micro-batch's backward, whose compute
   // the reduction's kernels share (loom/Cost/Overlap.h); off: after
   // it, exposed whole.
-  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP,
-                                 P.DPOverlap, OverlapHold::WhileRunning);
+  SC.DPExposedS = overlapExposed(SC.BackwardS, SC.DPSyncS, C.OvDP, P.DPOverlap,
+                                 OverlapHold::WhileRunning);
   if (P.DPOverlap)
     SC.DPExposedS =
         std::max(SC.DPExposedS, std::min(SC.DPSyncS, dpTailS(C, S, K)));
@@ -1725,8 +1755,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   for (unsigned S = 0; S < R.Stages.size(); ++S) {
     StageCost &SC = R.Stages[S];
     SC.PipelineEndS = S < PR.Finish.size() ? PR.Finish[S] : PR.StepTime;
-    R.StepTimeS = std::max(R.StepTimeS,
-                           SC.PipelineEndS + SC.DPExposedS + SC.OptimizerS);
+    R.StepTimeS =
+        std::max(R.StepTimeS, SC.PipelineEndS + SC.DPExposedS + SC.OptimizerS);
   }
   R.BubbleFraction = PR.BubbleFraction;
   unsigned M = P.NumMicroBatches;
@@ -1735,11 +1765,10 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
     SC.ComputeS = M * (SC.ForwardS + SC.BackwardS);
     // Overlaps change what of the communication shows (OverlapFwdS/BwdS
     // hold the sends when they are waited for).
-    SC.CommExposedS =
-        M * (SC.TPCommS + SC.EPCommS + (P.PPOverlap ? SC.P2PS : 0.0) +
-             SC.OverlapFwdS + SC.OverlapBwdS +
-             SC.Offload.ExposedPerMicroBatchS) +
-        SC.DPExposedS;
+    SC.CommExposedS = M * (SC.TPCommS + SC.EPCommS +
+                           (P.PPOverlap ? SC.P2PS : 0.0) + SC.OverlapFwdS +
+                           SC.OverlapBwdS + SC.Offload.ExposedPerMicroBatchS) +
+                      SC.DPExposedS;
     if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
       SC.CommExposedS += M * R.Embeddings.ExchangeS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
@@ -1749,8 +1778,8 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   R.ModelFlops = Im.ModelFlops;
   R.PerToken = Im.Opts.Seq > 0;
   if (R.StepTimeS > 0) {
-    R.Throughput = (double)Im.Opts.Batch * (R.PerToken ? Im.Opts.Seq : 1) /
-                   R.StepTimeS;
+    R.Throughput =
+        (double)Im.Opts.Batch * (R.PerToken ? Im.Opts.Seq : 1) / R.StepTimeS;
     double Devices = P.getNumDevices();
     if (Im.Peak > 0)
       R.MFU = Im.ModelFlops / (R.StepTimeS * Devices * Im.Peak);

@@ -52,8 +52,8 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
   DupOf.assign(Layers.size(), -1);
   External.resize(Layers.size());
   DenseMap<const Value *, unsigned> ParamLayer;
-  std::vector<bool> OwnParams(Layers.size(), true), InputsBefore(
-                                                       Layers.size(), true);
+  std::vector<bool> OwnParams(Layers.size(), true),
+      InputsBefore(Layers.size(), true);
   for (unsigned L = 0; L < Layers.size(); ++L) {
     const LayerValues &LV = Layers[L];
     unsigned First = LV.Nodes.empty() ? 0 : Order.lookup(LV.Nodes.front());
@@ -114,9 +114,10 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
 class SplitContext final : public RuleContext {
 public:
   SplitContext(const RuleSplitter &RS, ConfigSplit &C, unsigned TP, bool SP,
-               bool EP, const DenseSet<const Value *> &DPTables)
-      : RuleContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX), RS(RS),
-        C(C), EP(EP), DPTables(DPTables) {}
+               bool EP, const DenseSet<const Value *> &DPTables,
+               const MicroBatchBytes *MB)
+      : RuleContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX), RS(RS), C(C),
+        EP(EP), DPTables(DPTables), MB(MB) {}
 
   /// The value a skipped layer's \p V stands for in its representative.
   const Value *canon(const Value *V) const {
@@ -170,10 +171,22 @@ private:
     return It->second;
   }
 
+  /// An activation's bytes: the micro-batch graph's, scaled to the full
+  /// batch, where it has them (RuleSplit.h, MicroBatchBytes).
+  double valueBytes(const Value *V) const {
+    if (MB && MB->ByName && !V->isParameter() && !isConstantLike(V)) {
+      auto It = MB->ByName->find(V->getName());
+      if (It != MB->ByName->end())
+        return It->second * MB->Scale;
+    }
+    return rulesplit::valueBytes(V);
+  }
+
   const RuleSplitter &RS;
   ConfigSplit &C;
   bool EP;
   const DenseSet<const Value *> &DPTables;
+  const MicroBatchBytes *MB;
   /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
   std::vector<uint8_t> State;
   /// Per structure (its first layer): the representatives propagated.
@@ -400,9 +413,13 @@ void SplitContext::countForward(unsigned L) {
       // (label), each all-reduced (LossRules.cpp); no backward collective.
       // Named after the loss, as the role builder names them.
       const Value *X = N->getInput(0), *Lbl = N->getInput(1);
+      // Rows: the label's elements (at the micro-batch where known).
       double XE = (double)X->Type.getNumElements().getValueOr(0);
-      double Rows = (double)Lbl->Type.getNumElements().getValueOr(0);
-      double RowBytes = XE > 0 ? valueBytes(X) / XE * Rows : 0;
+      double LE = (double)Lbl->Type.getNumElements().getValueOr(0);
+      double RowBytes = XE > 0 && LE > 0
+                            ? rulesplit::valueBytes(X) / XE * valueBytes(Lbl) /
+                                  rulesplit::valueBytes(Lbl) * LE
+                            : 0;
       for (unsigned K = 0; K < 3; ++K)
         LS.Fwd.push_back({CollectiveKind::AllReduce, RowBytes, Y});
     }
@@ -455,16 +472,15 @@ void SplitContext::countBackward(unsigned L) {
     const NodeSplit &NS = LS.Nodes[I];
     for (unsigned J = 0; J < N->getNumInputs(); ++J) {
       const Value *V = N->getInput(J);
-      if (!V || !RS.NeedsGrad.count(V) || isConstantLike(V) ||
-          isWeightLike(V))
+      if (!V || !RS.NeedsGrad.count(V) || isConstantLike(V) || isWeightLike(V))
         continue;
       const AxisSpec &In = NS.S.InputSpecs[J];
       // Split work on a replicated operand: each rank's gradient of it is
       // an addend (Megatron's f operator). An operand read as a partial sum
       // gets the whole gradient on every rank (each addend's is the sum's).
       AxisSpec G = NS.Sharded && In.isReplicated() ? AxisSpec::partial()
-                   : In.isPartial()                 ? AxisSpec()
-                                                    : In;
+                   : In.isPartial()                ? AxisSpec()
+                                                   : In;
       auto Ins = Grads.try_emplace(V);
       if (Ins.second)
         Order.push_back(V);
@@ -494,9 +510,10 @@ void SplitContext::countBackward(unsigned L) {
 }
 
 ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP,
-                             const DenseSet<const Value *> &DPTables) const {
+                              const DenseSet<const Value *> &DPTables,
+                              const MicroBatchBytes *MB) const {
   ConfigSplit C;
-  SplitContext Ctx(*this, C, TP, SP, EP, DPTables);
+  SplitContext Ctx(*this, C, TP, SP, EP, DPTables, MB);
   Ctx.run();
   return C;
 }

@@ -10,13 +10,14 @@
 // chunk of each expert region, and the weight slicing the rules ask for.
 //
 //===----------------------------------------------------------------------===//
-#include "loom/Shard/Sharding.h"
 #include "loom/Analysis/Experts.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Shard/ExpertRules.h"
+#include "loom/Shard/Sharding.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/ADT/DenseSet.h"
 #include <algorithm>
 #include <numeric>
 
@@ -170,10 +171,10 @@ Error Propagator::run() {
     const Node &N = *NP;
     SeenReplicated.clear();
     const NodeSharding &Marks = R.Nodes[&N];
-    ExpertRole Role = Marks.Stacked        ? ExpertRole::Stacked
-                      : Marks.Expert >= 0  ? ExpertRole::Branch
+    ExpertRole Role = Marks.Stacked         ? ExpertRole::Stacked
+                      : Marks.Expert >= 0   ? ExpertRole::Branch
                       : Marks.ExpertCombine ? ExpertRole::Combine
-                                           : ExpertRole::None;
+                                            : ExpertRole::None;
     if (Role != ExpertRole::None)
       for (const Value *V : N.getInputs()) {
         AxisSpec C = getSpec(V);
@@ -219,20 +220,15 @@ Error propagateSharding(ShardingResult &R) {
   // chunks are the plan's stages.
   unsigned NL = std::max<size_t>(R.Layers.size(), 1);
   R.NumChunks = P.PP * P.VirtualStages;
-  if (P.VirtualStages == 1 && P.StageLayers.size() == P.PP) {
-    R.ChunkLayers = P.StageLayers;
-  } else {
-    if (R.NumChunks > NL)
-      return createStringError(inconvertibleErrorCode(),
-                               "pp=%u x vpp=%u chunks exceed the model's %u "
-                               "layers",
-                               P.PP, P.VirtualStages, NL);
-    R.ChunkLayers.assign(R.NumChunks, NL / R.NumChunks);
-    for (unsigned C = 0; C < NL % R.NumChunks; ++C)
-      ++R.ChunkLayers[R.NumChunks - 1 - C];
-  }
-  unsigned Sum = std::accumulate(R.ChunkLayers.begin(), R.ChunkLayers.end(),
-                                 0u);
+  // The split the evaluator costs (loom/Plan/StageSplit.h).
+  LayerEnds Ends = getLayerEnds(R.Layers);
+  Ends.NumLayers = NL;
+  Expected<std::vector<unsigned>> Chunks = getChunkLayers(P, Ends);
+  if (!Chunks)
+    return Chunks.takeError();
+  R.ChunkLayers = std::move(*Chunks);
+  unsigned Sum =
+      std::accumulate(R.ChunkLayers.begin(), R.ChunkLayers.end(), 0u);
   if (Sum != NL)
     return createStringError(inconvertibleErrorCode(),
                              "the plan's stages cover %u layers but the "
