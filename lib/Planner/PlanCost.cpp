@@ -243,9 +243,14 @@ struct PlanEvaluator::Impl {
   mutable std::map<unsigned, std::pair<std::shared_ptr<const StringMap<double>>,
                                        rulesplit::MicroBatchBytes>>
       MBBytes;
-  /// Set once a micro-batch graph showed every activation scaling with the
-  /// batch: the bound graph's bytes times micro-batch / batch are exact.
-  mutable bool BatchLinear = false;
+  /// Set once the first micro-batch graph showed every value either
+  /// scaling with the batch or independent of it (a causal mask, rotary
+  /// tables): the bound graph's bytes times micro-batch / batch are exact
+  /// for the first, FixedBytes (the bound bytes) for the second, at every
+  /// micro-batch size, and no other graph is built.
+  mutable bool Classified = false;
+  mutable StringMap<double> FixedBytes;
+  mutable std::map<unsigned, rulesplit::MicroBatchBytes> FixedOf;
   mutable std::map<
       std::tuple<unsigned, unsigned, unsigned, bool, unsigned, bool>,
       LayerTimes>
@@ -946,43 +951,54 @@ PlanEvaluator::~PlanEvaluator() = default;
 void PlanEvaluator::setMicroBatchShapes(MicroBatchShapesFn F) {
   I->MBShapes = std::move(F);
   I->MBBytes.clear();
-  I->BatchLinear = false;
+  I->Classified = false;
+  I->FixedBytes.clear();
+  I->FixedOf.clear();
   I->Configs.clear();
   I->Cache.clear();
 }
 
 const rulesplit::MicroBatchBytes *
 PlanEvaluator::Impl::getMicroBatchBytes(unsigned MB) const {
-  if (!MBShapes || BatchLinear || MB == 0 || MB >= Opts.Batch)
+  if (!MBShapes || MB == 0 || MB >= Opts.Batch)
     return nullptr;
+  if (Classified) {
+    if (FixedBytes.empty())
+      return nullptr;
+    rulesplit::MicroBatchBytes &B = FixedOf[MB];
+    B = {&FixedBytes, (double)Opts.Batch / MB};
+    return &B;
+  }
   auto It = MBBytes.find(MB);
   if (It == MBBytes.end()) {
     std::shared_ptr<const StringMap<double>> Map = MBShapes(MB);
     rulesplit::MicroBatchBytes B{Map.get(), (double)Opts.Batch / MB};
-    // The first graph built decides: when every activation the layers
-    // size (saved, entering, alive at the peak) is its bound size times
-    // MB / batch, the scaled bytes are exact and no other micro-batch
-    // graph is built.
+    // The first graph built decides whether it is needed at all: every
+    // value it shares with the bound graph either MB / batch of its bound
+    // size or the same size.
     if (Map && MBBytes.empty()) {
-      bool Linear = true;
-      for (const rulesplit::LayerValues &LV : Splitter->getLayers()) {
-        auto Check = [&](const Value *V) {
-          auto W = Map->find(V->getName());
-          if (W != Map->end() &&
-              W->second * Opts.Batch !=
-                  (double)V->Type.getSizeInBytes().getValueOr(0) * MB)
-            Linear = false;
-        };
-        for (const auto &S : LV.Saved)
-          Check(S.first);
-        for (const Value *V : LV.Inputs)
-          Check(V);
-        for (const Value *V : LV.PeakLive)
-          Check(V);
-      }
-      if (Linear) {
-        BatchLinear = true;
-        return nullptr;
+      bool Classes = true;
+      StringMap<double> Fixed;
+      auto Check = [&](const Value *V) {
+        auto W = Map->find(V->getName());
+        if (!V || W == Map->end())
+          return;
+        double Bound = (double)V->Type.getSizeInBytes().getValueOr(0);
+        if (W->second == Bound)
+          Fixed[V->getName()] = Bound;
+        else if (W->second * Opts.Batch != Bound * MB)
+          Classes = false;
+      };
+      for (const Value *V : G.getInputs())
+        Check(V);
+      for (const auto &NP : G.getNodes())
+        for (const Value *V : NP->getOutputs())
+          if (V)
+            Check(V);
+      if (Classes) {
+        Classified = true;
+        FixedBytes = std::move(Fixed);
+        return getMicroBatchBytes(MB);
       }
     }
     It = MBBytes.emplace(MB, std::make_pair(std::move(Map), B)).first;
