@@ -309,6 +309,7 @@ ExportInput makeExportInput(const CompilationUnit &CU, const PlanCost &Chosen) {
     if (KV.second.Cost.FusedKernel == "attention")
       In.FusedAttention = true;
     else if (!KV.second.Cost.FusedKernel.empty() &&
+             !StringRef(KV.second.Cost.FusedKernel).startswith("fusion.") &&
              !is_contained(In.FusedElementwise, KV.second.Cost.FusedKernel))
       In.FusedElementwise.push_back(KV.second.Cost.FusedKernel);
   llvm::sort(In.FusedElementwise);

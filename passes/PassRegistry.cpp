@@ -35,6 +35,11 @@ static const PassInfo Registry[] = {
      "Cost regions the hardware runs as one fused kernel (attention) as one "
      "kernel",
      createDetectFusedKernelsPass, PassKind::Planning},
+    {"fuse-kernels",
+     "Group the remaining ops into the kernels the backend's compiler "
+     "runs (the hardware's fusion rules: loops, reductions, epilogues), "
+     "each costed once",
+     createFuseKernelsPass, PassKind::Planning},
     {"assign-device-classes",
      "Place every node on a device class (aicore, aicpu, hbm_pim, ssd)",
      createAssignDeviceClassesPass, PassKind::Planning},

@@ -16,6 +16,7 @@ std::unique_ptr<Pass> createCanonicalizePass();
 std::unique_ptr<Pass> createDetectLayersPass();
 std::unique_ptr<Pass> createAnnotateCostsPass();
 std::unique_ptr<Pass> createDetectFusedKernelsPass();
+std::unique_ptr<Pass> createFuseKernelsPass();
 std::unique_ptr<Pass> createAssignDeviceClassesPass();
 std::unique_ptr<Pass> createSearchParallelismPass();
 std::unique_ptr<Pass> createShardPass();

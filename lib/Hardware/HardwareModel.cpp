@@ -113,8 +113,8 @@ const TransferLink *HardwareModel::getTransfer(StringRef From,
 
 ArrayRef<StringRef> getOpFamilyNames() {
   // The rule files of cost_models/ops, in the order OpCost.cpp adds them.
-  static const StringRef Names[] = {"matmul",   "elementwise", "norm",
-                                    "reduction", "indexing",   "movement",
+  static const StringRef Names[] = {"matmul",    "elementwise", "norm",
+                                    "reduction", "indexing",    "movement",
                                     "conv",      "control"};
   return Names;
 }
@@ -132,8 +132,9 @@ constexpr uint64_t MaxDevices = 262144;
 
 const char *const KnownClasses[] = {"aicore", "aicpu", "hbm_pim", "ssd"};
 const char *const KnownMemories[] = {"hbm", "host", "ssd"};
+const char *const KnownFusionRules[] = {"epilogue", "loop", "reduction"};
 const char *const KnownFusedKernels[] = {"attention", "layernorm", "rmsnorm",
-                                          "rotary", "swiglu"};
+                                         "rotary", "swiglu"};
 
 std::string formatNumber(double V) {
   std::string S;
@@ -240,8 +241,9 @@ public:
     for (const auto &[Family, Curve] : C.EfficiencyCurves) {
       std::string P = Path + ".efficiency_curves." + Family;
       if (!is_contained(getOpFamilyNames(), StringRef(Family))) {
-        fail(P, "unknown op family '" + Family + "'; expected one of " +
-                    joinNames(getOpFamilyNames()),
+        fail(P,
+             "unknown op family '" + Family + "'; expected one of " +
+                 joinNames(getOpFamilyNames()),
              /*AtKey=*/true);
         continue;
       }
@@ -267,7 +269,8 @@ public:
       if (Name != "aicore")
         fail(OPath,
              "communication overlap takes a share of the matrix unit's "
-             "compute: only class 'aicore' may give it, not '" + Name + "'",
+             "compute: only class 'aicore' may give it, not '" +
+                 Name + "'",
              /*AtKey=*/true);
       for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
                              std::make_pair("dp", C.Overlap->DP),
@@ -275,7 +278,8 @@ public:
         if (V && !(*V >= 0 && *V < 1))
           fail(OPath + "." + Kind,
                "must be in [0, 1) (the share of compute the collective's "
-               "kernels hold), got " + formatNumber(*V));
+               "kernels hold), got " +
+                   formatNumber(*V));
     }
     for (const auto &[KName, K] : C.FusedKernels) {
       std::string KPath = Path + ".fused_kernels." + KName;
@@ -289,7 +293,8 @@ public:
       if (Name != "aicore") {
         fail(KPath,
              "fused kernels run on the AI core: only class 'aicore' "
-             "may list them, not '" + Name + "'",
+             "may list them, not '" +
+                 Name + "'",
              /*AtKey=*/true);
         return;
       }
@@ -299,6 +304,42 @@ public:
                      /*AtKey=*/false);
       if (K.BackwardEfficiency)
         efficiency(KPath + ".backward_efficiency", *K.BackwardEfficiency);
+    }
+    if (C.Fusion)
+      checkFusion(Path + ".fusion", Name, *C.Fusion);
+  }
+
+  void checkFusion(const std::string &Path, const std::string &Class,
+                   const FusionRules &F) {
+    if (Class != "aicore") {
+      fail(Path,
+           "generic fusion is the AI core's compiler's: only class "
+           "'aicore' may give it, not '" +
+               Class + "'",
+           /*AtKey=*/true);
+      return;
+    }
+    for (const auto &[RName, R] : F.Rules) {
+      std::string RPath = Path + "." + RName;
+      if (!is_contained(KnownFusionRules, RName)) {
+        fail(RPath,
+             "unknown fusion rule '" + RName + "'; expected one of " +
+                 joinNames(KnownFusionRules) + " (or the movement list)",
+             /*AtKey=*/true);
+        return;
+      }
+      if (StringRef(R.Source).trim().empty())
+        fail(RPath,
+             "a fusion rule needs its source: the backend documentation "
+             "that says it fuses so",
+             /*AtKey=*/true);
+      if (RName == "epilogue" && R.Into.empty())
+        fail(RPath,
+             "the epilogue rule needs 'into': the op types it fuses into "
+             "(e.g. [MatMul, Gemm])",
+             /*AtKey=*/true);
+      if (RName != "epilogue" && !R.Into.empty())
+        fail(RPath, "only the epilogue rule takes 'into'", /*AtKey=*/true);
     }
   }
 
@@ -374,8 +415,7 @@ public:
     auto NonNegative = [&](const char *Key, double V) {
       if (!(V >= 0) || !std::isfinite(V))
         fail(Twine("reliability.") + Key,
-             "must be non-negative and finite, got " +
-                 formatv("{0}", V).str());
+             "must be non-negative and finite, got " + formatv("{0}", V).str());
     };
     NonNegative("device_fit", R.DeviceFIT);
     NonNegative("optical_module_fit", R.OpticalModuleFIT);
@@ -525,11 +565,21 @@ void HardwareModel::print(raw_ostream &OS) const {
       for (auto [Kind, V] : {std::make_pair("tp", C.Overlap->TP),
                              std::make_pair("dp", C.Overlap->DP),
                              std::make_pair("pp", C.Overlap->PP)})
-        OS << " " << Kind << " "
-           << (V ? formatNumber(*V) : std::string("-"));
+        OS << " " << Kind << " " << (V ? formatNumber(*V) : std::string("-"));
       if (!C.Overlap->Source.empty())
         OS << " (" << C.Overlap->Source << ")";
       OS << '\n';
+    }
+    if (C.Fusion) {
+      for (const auto &[RName, R] : C.Fusion->Rules) {
+        OS << "    fusion " << RName;
+        if (!R.Into.empty())
+          OS << " into " << join(R.Into, ", ");
+        OS << " (" << R.Source << ")\n";
+      }
+      if (!C.Fusion->Movement.empty())
+        OS << "    fusion movement ops: " << join(C.Fusion->Movement, ", ")
+           << '\n';
     }
     for (const auto &[KName, K] : C.FusedKernels) {
       OS << "    fused kernel " << KName << ": efficiency "
@@ -568,8 +618,8 @@ void HardwareModel::print(raw_ostream &OS) const {
        << format("%.2f", L.Efficiency) << ", oversubscription "
        << format("%.2f", L.Oversubscription) << ", effective "
        << formatBandwidth(L.getEffectiveBandwidth())
-       << (L.FullMesh ? ", full mesh" : "")
-       << (L.AllowTP ? ", tp allowed" : "") << '\n';
+       << (L.FullMesh ? ", full mesh" : "") << (L.AllowTP ? ", tp allowed" : "")
+       << '\n';
   }
   if (Reliab) {
     const Reliability &R = *Reliab;

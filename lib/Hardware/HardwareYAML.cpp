@@ -166,8 +166,7 @@ template <> struct MappingTraits<EfficiencyCurve> {
 };
 
 /// efficiency_curves: the map key is the op family (validate() checks it).
-template <>
-struct CustomMappingTraits<std::map<std::string, EfficiencyCurve>> {
+template <> struct CustomMappingTraits<std::map<std::string, EfficiencyCurve>> {
   static void inputOne(IO &IO, StringRef Key,
                        std::map<std::string, EfficiencyCurve> &Curves) {
     IO.mapRequired(Key.str().c_str(), Curves[Key.str()]);
@@ -191,6 +190,32 @@ template <> struct MappingTraits<FusedKernel> {
         if (!Canonical.empty())
           DType = Canonical.str();
       }
+  }
+};
+
+template <> struct MappingTraits<FusionRule> {
+  static void mapping(IO &IO, FusionRule &R) {
+    IO.mapOptional("source", R.Source);
+    IO.mapOptional("into", R.Into);
+  }
+};
+
+/// fusion: the rule names are map keys, beside the movement list.
+template <> struct CustomMappingTraits<FusionRules> {
+  static void inputOne(IO &IO, StringRef Key, FusionRules &F) {
+    if (Key == "movement") {
+      IO.mapRequired("movement", F.Movement);
+      return;
+    }
+    FusionRule &R = F.Rules[Key.str()];
+    R.Name = Key.str();
+    IO.mapRequired(Key.str().c_str(), R);
+  }
+  static void output(IO &IO, FusionRules &F) {
+    for (auto &Entry : F.Rules)
+      IO.mapRequired(Entry.first.c_str(), Entry.second);
+    if (!F.Movement.empty())
+      IO.mapRequired("movement", F.Movement);
   }
 };
 
@@ -232,6 +257,7 @@ template <> struct MappingTraits<DeviceClass> {
     IO.mapOptional("latency", C.Latency);
     IO.mapOptional("efficiency_curves", C.EfficiencyCurves);
     IO.mapOptional("fused_kernels", C.FusedKernels);
+    IO.mapOptional("fusion", C.Fusion);
     IO.mapOptional("comm_overlap", C.Overlap);
     if (!IO.outputting())
       for (std::string &DType : C.DataTypes) {
@@ -613,8 +639,7 @@ Error checkRecursionBounds(MemoryBufferRef Buffer) {
         "more than " + Twine(MaxTokensInARow) + " " + What));
   }
   yaml::Stream Stream(Buffer, SM);
-  for (yaml::document_iterator Doc = Stream.begin(); Doc != Stream.end();
-       ++Doc)
+  for (yaml::document_iterator Doc = Stream.begin(); Doc != Stream.end(); ++Doc)
     if (yaml::Node *Deep = findTooDeep(Doc->getRoot(), 1))
       return makeDiagnosticError(SM.GetMessage(
           Deep->getSourceRange().Start, SourceMgr::DK_Error,

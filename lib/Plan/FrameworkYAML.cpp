@@ -31,6 +31,7 @@ struct TierTag {};
 struct KindTag {};
 struct OrderTag {};
 struct GradTag {};
+struct FusionTag {};
 using NameWord = Word<AnyTag>;
 
 bool inVocab(RecomputeTag, StringRef S, std::string &Known) {
@@ -48,6 +49,10 @@ bool inVocab(KindTag, StringRef S, std::string &Known) {
 bool inVocab(GradTag, StringRef S, std::string &Known) {
   Known = "fp32, bf16";
   return S == "fp32" || S == "bf16";
+}
+bool inVocab(FusionTag, StringRef S, std::string &Known) {
+  Known = "hw, none";
+  return S == "hw" || S == "none";
 }
 bool inVocab(OrderTag, StringRef S, std::string &Known) {
   Known = "an order of tp, ep, dp, pp with tp first (tp-ep-dp-pp)";
@@ -108,6 +113,7 @@ struct RawHow {
   uint64_t BucketParams = 0;
   double OptimizerBytes = 12;
   Word<GradTag> GradReduce{"fp32"};
+  Optional<Word<FusionTag>> Fusion;
   std::string Source;
 };
 struct RawProfile {
@@ -250,6 +256,7 @@ template <> struct MappingTraits<RawHow> {
     IO.mapRequired("attention", H.Attention);
     IO.mapOptional("fused_kernels", H.FusedKernels);
     IO.mapOptional("comm_overlap", H.Overlap);
+    IO.mapOptional("fusion", H.Fusion);
     IO.mapRequired("ddp_bucket_params", H.BucketParams);
     IO.mapRequired("optimizer_bytes_per_param", H.OptimizerBytes);
     IO.mapRequired("grad_reduce_dtype", H.GradReduce);
@@ -377,6 +384,8 @@ void convertHow(const RawHow &H, FrameworkProfile &F) {
   F.DDPBucketParams = (double)H.BucketParams;
   F.OptimizerBytesPerParam = H.OptimizerBytes;
   F.GradReduce = toGrad(H.GradReduce.S);
+  if (H.Fusion)
+    F.GenericFusion = H.Fusion->S == "hw";
   F.HowSource = H.Source;
 }
 

@@ -793,7 +793,7 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
         }
       }
       // A fused attention kernel keeps no scores to recompute.
-      if (F.C && !F.C->Cost.FusedKernel.empty())
+      if (F.C && F.C->Cost.FusedKernel == "attention")
         F.AttentionCore = false;
     }
 }

@@ -1,13 +1,14 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Report/CostReport.h"
-#include "loom/Report/EmbeddingReport.h"
 #include "loom/IR/NodeLabel.h"
-#include <cmath>
+#include "loom/Report/EmbeddingReport.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -54,12 +55,11 @@ static double savedBytes(const OpCost &C) {
   return Saved;
 }
 
-static void printSummaryLine(raw_ostream &OS, const Graph &G,
-                             const Totals &T) {
+static void printSummaryLine(raw_ostream &OS, const Graph &G, const Totals &T) {
   OS << "total: " << G.getNumNodes() << " nodes, forward FLOPs "
      << fmtCount(T.Flops) << ", backward FLOPs " << fmtCount(T.BackwardFlops)
-     << ", parameters " << fmtCount(T.ParamCount) << ", "
-     << T.NoRule.size() << " node(s) without a cost rule";
+     << ", parameters " << fmtCount(T.ParamCount) << ", " << T.NoRule.size()
+     << " node(s) without a cost rule";
   if (!T.NoRule.empty()) {
     OS << " (" << describeUncosted(T.U) << ")";
     OS << ":";
@@ -72,9 +72,10 @@ static void printSummaryLine(raw_ostream &OS, const Graph &G,
 static json::Array noRuleJSON(const Totals &T, const NodeCostMap &Costs) {
   json::Array A;
   for (const Node *N : T.NoRule)
-    A.push_back(json::Object{{"node", getNodeLabel(*N)},
-                             {"op", N->getQualifiedOpType()},
-                             {"reason", Costs.find(N)->second.Cost.NoRuleReason}});
+    A.push_back(
+        json::Object{{"node", getNodeLabel(*N)},
+                     {"op", N->getQualifiedOpType()},
+                     {"reason", Costs.find(N)->second.Cost.NoRuleReason}});
   return A;
 }
 
@@ -205,6 +206,11 @@ void printNodeCosts(const Graph &G, const NodeCostMap &Costs,
 namespace {
 struct LayerSum {
   unsigned Nodes = 0;
+  /// Kernels launched: nodes costed on their own or anchoring a fused
+  /// kernel (named or generic), not the members inside one nor free ops.
+  unsigned Kernels = 0;
+  /// Fused kernels by name (attention, fusion.loop, ...): how many.
+  std::map<std::string, unsigned> Fused;
   double Flops = 0, BackwardFlops = 0, Params = 0, Time = 0, BackwardTime = 0;
 };
 } // namespace
@@ -222,6 +228,10 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
       continue;
     S.Flops += Info.Cost.Flops;
     S.BackwardFlops += Info.Cost.BackwardFlops;
+    if (!Info.Cost.FusedInto && Info.Cost.Unit != ComputeUnit::None)
+      ++S.Kernels;
+    if (!Info.Cost.FusedInto && !Info.Cost.FusedKernel.empty())
+      ++S.Fused[Info.Cost.FusedKernel];
     auto It = Info.Times.find(Info.Class);
     if (It != Info.Times.end()) {
       S.Time += It->second.Seconds;
@@ -239,7 +249,12 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
                      {"backward_flops", Sums[L].BackwardFlops},
                      {"param_count", Sums[L].Params},
                      {"forward_s", Sums[L].Time},
-                     {"backward_s", Sums[L].BackwardTime}};
+                     {"backward_s", Sums[L].BackwardTime},
+                     {"kernels", (int64_t)Sums[L].Kernels}};
+      json::Object Fused;
+      for (const auto &KV : Sums[L].Fused)
+        Fused[KV.first] = (int64_t)KV.second;
+      O["fused_kernels"] = std::move(Fused);
       if (L < Layers.size()) {
         O["kind"] = getLayerKindName(Layers[L].K);
         O["signature"] = formatv("{0:x16}", Layers[L].Signature).str();
@@ -249,7 +264,8 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
     printTotalsJSON(OS, T, Costs, "layers", std::move(A));
     return;
   }
-  OS << "# layer costs at the bound batch, on each node's class (placed; before placement, the fastest)\n";
+  OS << "# layer costs at the bound batch, on each node's class (placed; "
+        "before placement, the fastest)\n";
   for (unsigned L = 0; L < Sums.size(); ++L) {
     const LayerSum &S = Sums[L];
     OS << "layer " << L;
@@ -259,7 +275,11 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
        << " flops=" << fmtCount(S.Flops)
        << " backward_flops=" << fmtCount(S.BackwardFlops)
        << " forward=" << formatDuration(Seconds(S.Time))
-       << " backward=" << formatDuration(Seconds(S.BackwardTime)) << "\n";
+       << " backward=" << formatDuration(Seconds(S.BackwardTime))
+       << " kernels=" << S.Kernels;
+    for (const auto &KV : S.Fused)
+      OS << ' ' << KV.first << '=' << KV.second;
+    OS << "\n";
   }
   printSummaryLine(OS, G, T);
 }
@@ -272,18 +292,17 @@ static json::Object offloadJSON(const OffloadCost &O) {
                                  {"tier", getMemoryTierName(T.Tier)},
                                  {"bytes", T.Bytes},
                                  {"s", T.Seconds}});
-  return json::Object{
-      {"host_bytes", O.HostBytes},
-      {"ssd_bytes", O.SSDBytes},
-      {"stream_host_bytes_per_microbatch", O.StreamHostBytes},
-      {"stream_ssd_bytes_per_microbatch", O.StreamSSDBytes},
-      {"stream_per_microbatch_s", O.StreamS},
-      {"exposed_per_microbatch_s", O.ExposedPerMicroBatchS},
-      {"optimizer_host_bytes", O.TailHostBytes},
-      {"optimizer_ssd_bytes", O.TailSSDBytes},
-      {"host_optimizer_s", O.HostOptimizerS},
-      {"optimizer_phase_s", O.TailS},
-      {"terms", std::move(Terms)}};
+  return json::Object{{"host_bytes", O.HostBytes},
+                      {"ssd_bytes", O.SSDBytes},
+                      {"stream_host_bytes_per_microbatch", O.StreamHostBytes},
+                      {"stream_ssd_bytes_per_microbatch", O.StreamSSDBytes},
+                      {"stream_per_microbatch_s", O.StreamS},
+                      {"exposed_per_microbatch_s", O.ExposedPerMicroBatchS},
+                      {"optimizer_host_bytes", O.TailHostBytes},
+                      {"optimizer_ssd_bytes", O.TailSSDBytes},
+                      {"host_optimizer_s", O.HostOptimizerS},
+                      {"optimizer_phase_s", O.TailS},
+                      {"terms", std::move(Terms)}};
 }
 
 /// The offload lines of one stage in the text report.
@@ -332,13 +351,12 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
           {"overlap_forward_s", SC.OverlapFwdS},
           {"overlap_backward_s", SC.OverlapBwdS},
           {"optimizer_s", SC.OptimizerS},
-          {"memory",
-           json::Object{{"weights", M.Weights},
-                        {"gradients", M.Gradients},
-                        {"optimizer_states", M.OptimizerStates},
-                        {"activations", M.Activations},
-                        {"kv_cache", M.KVCache},
-                        {"comm_buffers", M.CommBuffers}}}});
+          {"memory", json::Object{{"weights", M.Weights},
+                                  {"gradients", M.Gradients},
+                                  {"optimizer_states", M.OptimizerStates},
+                                  {"activations", M.Activations},
+                                  {"kv_cache", M.KVCache},
+                                  {"comm_buffers", M.CommBuffers}}}});
       if (P.Offload.any())
         Stages.back().getAsObject()->try_emplace("offload",
                                                  offloadJSON(SC.Offload));
@@ -402,8 +420,7 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatDuration(Seconds(SC.TPCommS))
        << (P.EP > 1 ? ", ep comm " + formatDuration(Seconds(SC.EPCommS))
                     : std::string())
-       << ", p2p "
-       << formatDuration(Seconds(SC.P2PS)) << "; dp sync "
+       << ", p2p " << formatDuration(Seconds(SC.P2PS)) << "; dp sync "
        << formatDuration(Seconds(SC.DPSyncS)) << " (exposed "
        << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "
        << formatDuration(Seconds(SC.OptimizerS)) << "\n";

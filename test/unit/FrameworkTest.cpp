@@ -67,6 +67,12 @@ TEST(FrameworkTest, ProfilesCarryTheirFacts) {
   EXPECT_TRUE(S.EvenChunks);
   ASSERT_TRUE(S.TPOverlapShare.hasValue());
   EXPECT_EQ(0.05, *S.TPOverlapShare);
+  // Eager runtimes: no generic fusion; the none profile leaves --fusion's
+  // default.
+  EXPECT_EQ(llvm::Optional<bool>(false), M.GenericFusion);
+  EXPECT_EQ(llvm::Optional<bool>(false), S.GenericFusion);
+  EXPECT_EQ(llvm::Optional<bool>(false), D.GenericFusion);
+  EXPECT_FALSE(getNoneFramework().GenericFusion.hasValue());
 }
 
 TEST(FrameworkTest, RulesNameTheFrameworkAndTheirSource) {

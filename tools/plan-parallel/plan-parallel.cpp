@@ -73,12 +73,12 @@ static cl::list<std::string> CompareHW(
     cl::desc("Also plan on this cluster and show the best plans side by "
              "side"),
     cl::cat(LoomCategory));
-static cl::opt<std::string> FailOpt(
-    LOOM_OPT("fail"), cl::value_desc("N|devices=K"),
-    cl::desc("Re-plan on the cluster minus N servers (units of the "
-             "innermost topology level) or K devices, and report the "
-             "throughput kept"),
-    cl::cat(LoomCategory));
+static cl::opt<std::string>
+    FailOpt(LOOM_OPT("fail"), cl::value_desc("N|devices=K"),
+            cl::desc("Re-plan on the cluster minus N servers (units of the "
+                     "innermost topology level) or K devices, and report the "
+                     "throughput kept"),
+            cl::cat(LoomCategory));
 static cl::opt<unsigned> DevicesOpt(
     LOOM_OPT("devices"), cl::value_desc("N"),
     cl::desc("Plan on the first N devices of the topology (innermost levels "
@@ -93,7 +93,8 @@ static cl::opt<int64_t> Seq(LOOM_OPT("seq"), cl::value_desc("S"),
                             cl::desc("Bind the sequence dim (symbol 'seq', "
                                      "else dim 1 of the first dynamic input)"),
                             cl::cat(LoomCategory));
-static cl::list<std::string> DimBindings(LOOM_OPT("dim"), cl::value_desc("NAME=V"),
+static cl::list<std::string> DimBindings(LOOM_OPT("dim"),
+                                         cl::value_desc("NAME=V"),
                                          cl::desc("Bind symbolic dim NAME"),
                                          cl::cat(LoomCategory));
 static cl::opt<std::string> MaxMemory(
@@ -112,10 +113,12 @@ static cl::opt<std::string>
                  cl::desc("Run these passes instead of the default pipeline"),
                  cl::cat(LoomCategory));
 static cl::list<std::string>
-    PrintAfter(LOOM_OPT("print-after"), cl::value_desc("PASS"), cl::CommaSeparated,
+    PrintAfter(LOOM_OPT("print-after"), cl::value_desc("PASS"),
+               cl::CommaSeparated,
                cl::desc("Print the IR after PASS ('all' for every pass)"),
                cl::cat(LoomCategory));
-static cl::opt<std::string> StopAfter(LOOM_OPT("stop-after"), cl::value_desc("PASS"),
+static cl::opt<std::string> StopAfter(LOOM_OPT("stop-after"),
+                                      cl::value_desc("PASS"),
                                       cl::desc("Stop the pipeline after PASS"),
                                       cl::cat(LoomCategory));
 static cl::opt<bool> VerifyEach(LOOM_OPT("verify-each"),
@@ -163,14 +166,14 @@ static cl::opt<ToolMode> Mode(
                           "serving: TTFT, TPOT, output tokens/s, KV cache")),
     cl::cat(LoomCategory));
 // --mode serve (lib/Plan/Serving.cpp).
-static cl::opt<int64_t> PromptLen(
-    LOOM_OPT("prompt-len"), cl::value_desc("P"),
-    cl::desc("--mode serve: prompt tokens per request"),
-    cl::cat(LoomCategory));
-static cl::opt<int64_t> GenLen(
-    LOOM_OPT("gen-len"), cl::value_desc("G"),
-    cl::desc("--mode serve: generated tokens per request"),
-    cl::cat(LoomCategory));
+static cl::opt<int64_t>
+    PromptLen(LOOM_OPT("prompt-len"), cl::value_desc("P"),
+              cl::desc("--mode serve: prompt tokens per request"),
+              cl::cat(LoomCategory));
+static cl::opt<int64_t>
+    GenLen(LOOM_OPT("gen-len"), cl::value_desc("G"),
+           cl::desc("--mode serve: generated tokens per request"),
+           cl::cat(LoomCategory));
 static cl::opt<std::string> LengthsFile(
     LOOM_OPT("lengths"), cl::value_desc("FILE.csv"),
     cl::desc("--mode serve: request lengths, lines prompt_len,gen_len,weight "
@@ -222,7 +225,15 @@ static cl::opt<std::string> FusedKernelsOpt(
     cl::desc("Fused kernels to cost regions as (default: all those the "
              "hardware's fused_kernels lists)"),
     cl::cat(LoomCategory));
-static cl::opt<bool> Quiet(LOOM_OPT("quiet"), cl::desc("Print no warnings or summary"),
+static cl::opt<std::string> FusionOpt(
+    LOOM_OPT("fusion"), cl::value_desc("hw|none"), cl::init("hw"),
+    cl::desc("Generic fusion: 'hw' groups ops into the kernels the "
+             "hardware's fusion rules describe (device.classes.aicore."
+             "fusion); 'none' costs one kernel per op (the named fused "
+             "kernels of --fused-kernels aside), for comparison"),
+    cl::cat(LoomCategory));
+static cl::opt<bool> Quiet(LOOM_OPT("quiet"),
+                           cl::desc("Print no warnings or summary"),
                            cl::cat(LoomCategory));
 
 // --print-placement (assign-device-classes; printer in passes/).
@@ -239,18 +250,19 @@ static cl::opt<std::string>
                        "schedule.json, trace.json, report.txt and "
                        "report.html to DIR"),
               cl::cat(LoomCategory));
-static cl::opt<bool> Force(LOOM_OPT("force"),
-                           cl::desc("Replace the output directory if it exists"),
-                           cl::cat(LoomCategory));
+static cl::opt<bool>
+    Force(LOOM_OPT("force"),
+          cl::desc("Replace the output directory if it exists"),
+          cl::cat(LoomCategory));
 enum class EmitKind { Roles, PerRank };
-static cl::opt<EmitKind> EmitMode(
-    LOOM_OPT("emit"), cl::init(EmitKind::Roles),
-    cl::desc("Graph files to write"),
-    cl::values(clEnumValN(EmitKind::Roles, "roles",
-                          "one graph per distinct role (default)"),
-               clEnumValN(EmitKind::PerRank, "per-rank",
-                          "also one graph file per global rank")),
-    cl::cat(LoomCategory));
+static cl::opt<EmitKind>
+    EmitMode(LOOM_OPT("emit"), cl::init(EmitKind::Roles),
+             cl::desc("Graph files to write"),
+             cl::values(clEnumValN(EmitKind::Roles, "roles",
+                                   "one graph per distinct role (default)"),
+                        clEnumValN(EmitKind::PerRank, "per-rank",
+                                   "also one graph file per global rank")),
+             cl::cat(LoomCategory));
 // Verification is on by default; --verify-output stays accepted so that
 // scripts written for the opt-in flag keep working.
 static cl::opt<bool> VerifyOutput(
@@ -431,9 +443,8 @@ static Error applyModelKnob(StringRef Set, CompileOptions &O) {
                                  : "--set %s: expected a positive number",
                              Set.str().c_str());
   (Imb ? O.MoEImbalance : O.MoECapacityFactor) = F;
-  O.HardwareOverrides.push_back(("moe." + Key + ": (unset) -> " +
-                                 KV.second.trim() + " (--set)")
-                                    .str());
+  O.HardwareOverrides.push_back(
+      ("moe." + Key + ": (unset) -> " + KV.second.trim() + " (--set)").str());
   return Error::success();
 }
 
@@ -626,9 +637,8 @@ static void printSummary(const CompilationUnit &CU, unsigned NodesBefore,
   const Graph &G = M.getGraph();
   OS << "model: " << sys::path::filename(M.SourcePath) << " (opset "
      << M.getOpsetVersion("") << "): " << NodesBefore << " nodes imported, "
-     << G.getNumNodes() << " after the pipeline, "
-     << G.getParameters().size() << " parameters ("
-     << getTotalParameterCount(G) << " elements, "
+     << G.getNumNodes() << " after the pipeline, " << G.getParameters().size()
+     << " parameters (" << getTotalParameterCount(G) << " elements, "
      << formatBytes(Bytes(getTotalParameterBytes(G))) << ")";
   if (CU.ShapeOnlyParameters)
     OS << ", " << CU.ShapeOnlyParameters
@@ -741,9 +751,8 @@ static void claimOptionNames() {
     if (is_contained(KV.second->Categories, &LoomCategory) &&
         KV.first().startswith("loom-"))
       Ours.push_back(KV.second);
-  llvm::sort(Ours, [](cl::Option *A, cl::Option *B) {
-    return A->ArgStr < B->ArgStr;
-  });
+  llvm::sort(
+      Ours, [](cl::Option *A, cl::Option *B) { return A->ArgStr < B->ArgStr; });
   for (cl::Option *O : Ours) {
     StringRef Public = O->ArgStr.drop_front(strlen("loom-"));
     if (cl::Option *Theirs = Opts.lookup(Public))
@@ -885,6 +894,11 @@ static Error applyDeviceLimits(const HardwareModel &HW, CompileOptions &O) {
 
 /// --fused-kernels=none|all|LIST into \p O (unset: the hardware's kernels).
 static Error parseFusedKernels(CompileOptions &O) {
+  if (FusionOpt != "hw" && FusionOpt != "none")
+    return createStringError(inconvertibleErrorCode(),
+                             "--fusion: expected 'hw' or 'none', got '%s'",
+                             FusionOpt.c_str());
+  O.GenericFusion = FusionOpt == "hw";
   if (!FusedKernelsOpt.getNumOccurrences())
     return Error::success();
   SmallVector<StringRef, 4> Names;
@@ -1322,8 +1336,14 @@ int main(int argc, char **argv) {
   if (!Frameworks)
     return reportError(Frameworks.takeError());
   CU.Opts.Frameworks = std::move(*Frameworks);
-  if (!CU.Opts.Frameworks.empty())
-    applyFrameworkHow(*CU.Opts.Frameworks.front(), *HW, CU.Opts);
+  if (!CU.Opts.Frameworks.empty()) {
+    const FrameworkProfile &F = *CU.Opts.Frameworks.front();
+    applyFrameworkHow(F, *HW, CU.Opts);
+    // The framework's runtime decides generic fusion (eager launches one
+    // kernel per op) unless --fusion says otherwise.
+    if (F.GenericFusion && !FusionOpt.getNumOccurrences())
+      CU.Opts.GenericFusion = *F.GenericFusion;
+  }
   Expected<unsigned> NodesBefore = importInput(CU, Progress);
   if (!NodesBefore)
     return reportError(NodesBefore.takeError());

@@ -46,6 +46,26 @@
 // the inverse rotation). Time: the vector roofline with the YAML's
 // efficiency applied to the vector peak and to the HBM bandwidth.
 //
+// Generic fused kernels (fuse-kernels, the hardware's fusion: rules): a
+// group of ops the backend's compiler runs as one kernel -- a loop over
+// element-wise and broadcast ops, a row reduction with its prologue and
+// epilogue, or a product with its element-wise epilogue -- is costed once:
+//   FLOPs      the members' own, forward and backward (a product's
+//              epilogue adds its few FLOPs to the product's);
+//   traffic    the values crossing the kernel's boundary: every distinct
+//              input produced outside it read once, every output a node
+//              outside it (or the graph) reads written once; nothing
+//              between members reaches HBM;
+//   time       the member unit's roofline over those totals (the cube's,
+//              with the product's shape, when the kernel holds one; else
+//              the vector's), launch overhead once;
+//   memory     what a fused backward keeps: the values the members save
+//              that cross into the kernel, and a product's output; a
+//              member's element-wise intermediate is recomputed in the
+//              backward from the kernel inputs it derives from (as fused
+//              kernels and Megatron's fusions do), so saved bytes do not
+//              depend on how many ops the exporter spelled.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_COST_FUSEDKERNELS_H
 #define LOOM_COST_FUSEDKERNELS_H
@@ -76,6 +96,18 @@ OpCost fusedElementwiseCost(llvm::ArrayRef<const OpCost *> MemberCosts,
                             llvm::ArrayRef<const Value *> Saved,
                             const FusedKernel &Kernel,
                             llvm::ArrayRef<const Node *> Members);
+
+/// The cost of a generic fused kernel (see above) named \p Kernel: its
+/// members' plain costs \p MemberCosts (graph order, as \p Members), the
+/// values crossing into it \p Inputs and out of it \p Outputs, what its
+/// backward keeps \p Saved, and its product's cost \p Product (null for a
+/// vector kernel).
+OpCost fusedGroupCost(llvm::ArrayRef<const OpCost *> MemberCosts,
+                      llvm::ArrayRef<const Node *> Members,
+                      llvm::ArrayRef<const Value *> Inputs,
+                      llvm::ArrayRef<const Value *> Outputs,
+                      llvm::ArrayRef<const Value *> Saved,
+                      const OpCost *Product, llvm::StringRef Kernel);
 
 /// What a member of a fused region other than its anchor costs: nothing,
 /// no kernel of its own.

@@ -41,6 +41,12 @@
 //           rmsnorm: {efficiency: 1.0}  # also layernorm, swiglu, rotary:
 //                                     #   vector kernels, efficiency of
 //                                     #   the vector peak and HBM bandwidth
+//         fusion:                     # optional (aicore only): the generic
+//           loop: {source: "..."}     #   fusion rules the backend applies
+//           reduction: {source: "..."}  #   (FusionRule; passes/FuseKernels)
+//           epilogue: {into: [MatMul, Gemm], source: "..."}
+//           movement: [Expand, Slice] #   optional: memory ops a loop
+//                                     #   kernel computes by indexing
 //         comm_overlap:               # optional (aicore only): share of the
 //           tp: 0.10                  #   class's compute a collective's
 //           dp: 0.05                  #   kernels hold while overlapped
@@ -168,6 +174,37 @@ struct FusedKernel {
   }
 };
 
+/// One generic fusion rule of a device class's backend (fusion:), each
+/// with the documentation it is taken from (fuse-kernels applies them;
+/// loom/Cost/FusedKernels.h costs the kernels). Known rules:
+///   loop       producer-consumer chains of element-wise and broadcast ops
+///              (and the `movement` ops) into one loop kernel;
+///   reduction  a reduction over the last axis (ReduceMean/Sum/Max,
+///              Softmax, the norm ops) with its element-wise prologue and
+///              epilogue, several over the same rows in one kernel (norms
+///              spelled out; softmax with its scale and mask);
+///   epilogue   element-wise consumers (bias, activation, residual add,
+///              cast) of a product of the ops in `Into` into it.
+struct FusionRule {
+  std::string Name;
+  /// Where the rule is documented (required).
+  std::string Source;
+  /// epilogue: the op types it fuses into (MatMul, Gemm, Conv, ...).
+  std::vector<std::string> Into;
+};
+
+/// The generic fusion a class's backend does (fusion:).
+struct FusionRules {
+  std::map<std::string, FusionRule> Rules;
+  /// Memory ops (Expand, Slice, Concat, Transpose, ...) a loop kernel
+  /// computes by indexing its inputs rather than as a copy of their own.
+  std::vector<std::string> Movement;
+  const FusionRule *get(llvm::StringRef Name) const {
+    auto It = Rules.find(Name.str());
+    return It == Rules.end() ? nullptr : &It->second;
+  }
+};
+
 /// What overlapping communication with compute costs a class: the share
 /// of its compute units (SMs, AI cores) the collective's kernels hold while
 /// they run alongside compute, per kind of overlap (loom/Cost/Overlap.h
@@ -217,6 +254,9 @@ struct DeviceClass {
   std::map<std::string, EfficiencyCurve> EfficiencyCurves;
   /// Fused kernels by name (fused_kernels:); empty if none.
   std::map<std::string, FusedKernel> FusedKernels;
+  /// Generic fusion rules (fusion:); None if not given (ops costed one
+  /// kernel each, the named fused kernels aside).
+  llvm::Optional<FusionRules> Fusion;
   /// Communication overlap shares (comm_overlap:); None if not given.
   llvm::Optional<CommOverlap> Overlap;
   /// The fused kernel named \p Name, or null.

@@ -113,6 +113,10 @@ struct CompileOptions {
   /// --fused-kernels: the fused kernels detect-fused-kernels may use (empty:
   /// none); None: every kernel the hardware offers.
   llvm::Optional<std::vector<std::string>> FusedKernels;
+  /// --fusion: fuse-kernels groups ops into the kernels the hardware's
+  /// fusion rules (device.classes.aicore.fusion) describe; false
+  /// (--fusion=none): one kernel per op, the named fused kernels aside.
+  bool GenericFusion = true;
   /// --mode serve (Mode is Infer): the workload, SLO and KV element type
   /// search-parallelism plans serving for (loom/Planner/Serving.h).
   std::shared_ptr<const ServingOptions> Serve;

@@ -103,6 +103,11 @@ struct FrameworkProfile {
   std::string Attention;
   /// Fused kernels it runs (detect-fused-kernels names).
   llvm::Optional<std::vector<std::string>> FusedKernels;
+  /// Generic fusion as it runs the graph (`how: fusion`): false for an eager
+  /// runtime that launches one kernel per op outside the fused kernels it
+  /// names, true for a compiling one (fuse-kernels groups by the hardware's
+  /// fusion rules); unset: --fusion's default.
+  llvm::Optional<bool> GenericFusion;
   /// Communication overlap shares of compute (Hardware CommOverlap), used
   /// where the hardware gives none.
   llvm::Optional<double> TPOverlapShare, DPOverlapShare, PPOverlapShare;
