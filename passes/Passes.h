@@ -26,6 +26,26 @@ std::unique_ptr<Pass> createInsertCollectivesPass();
 std::unique_ptr<Pass> createSchedulePass();
 std::unique_ptr<Pass> createEmitPass();
 
+//===-- The model at micro-batch shapes (passes/MicroBatchModel.cpp) -----===//
+
+struct MicroBatchModel {
+  std::unique_ptr<Model> M;
+  std::vector<LayerInfo> Layers;
+  /// The batch symbol the clone rebound (empty: the batch is static and
+  /// the clone keeps it).
+  std::string BatchSymbol;
+};
+
+/// \p CU's model as imported bound at micro-batch size \p MB and put
+/// through the front-end passes that ran on CU.M; errors when they fail or
+/// find another number of layers. \p PlanExpectedCounts: fold-shape-arith
+/// gives data-dependent dims their expected size and apply-precision
+/// retypes to the recipe (planning), or the dims stay dynamic and the
+/// types the model's (the graphs a runtime executes).
+llvm::Expected<MicroBatchModel> buildMicroBatchModel(const CompilationUnit &CU,
+                                                     unsigned MB,
+                                                     bool PlanExpectedCounts);
+
 //===-- The one costing path (passes/SearchParallelism.cpp) ---------------===//
 
 /// What every evaluator of \p CU's plans is built with: the mode, the

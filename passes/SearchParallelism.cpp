@@ -23,6 +23,48 @@ using namespace llvm;
 namespace loom {
 namespace {
 
+/// Activations per micro-batch (issue 31 item 3): the evaluator sizes them
+/// on the model bound at each plan's micro-batch size
+/// (PlanEvaluator::setMicroBatchShapes) while they do not scale with the
+/// batch. Models with experts only: a capacity dispatch's dims follow the
+/// tokens of the batch it sees, and a T x E x C one-hot grows as the square
+/// of it; a dense model's activations are proportional to the batch, and
+/// probing that would cost a second front end (4-6 s on LLaMA-2-70B,
+/// whose search takes about 1 s). A micro-batch graph that cannot be built
+/// leaves the bound graph's bytes, scaled, with a warning.
+void setMicroBatchShapes(PlanEvaluator &Eval, CompilationUnit &CU) {
+  if (!CU.Imported || Eval.getExpertGroups().empty() ||
+      findBatchSymbol(CU.Imported->getGraph()).empty())
+    return;
+  auto Warned = std::make_shared<bool>(false);
+  Eval.setMicroBatchShapes(
+      [&CU, Warned](unsigned MB) -> std::shared_ptr<const StringMap<double>> {
+        Expected<MicroBatchModel> Sub =
+            buildMicroBatchModel(CU, MB, /*PlanExpectedCounts=*/true);
+        if (!Sub) {
+          std::string Msg = toString(Sub.takeError());
+          if (!*Warned)
+            CU.warn("activations at micro-batch size " + Twine(MB) +
+                    " scaled from the planned batch: " + Msg);
+          *Warned = true;
+          return nullptr;
+        }
+        auto Bytes = std::make_shared<StringMap<double>>();
+        const Graph &G = Sub->M->getGraph();
+        auto Add = [&](const Value *V) {
+          if (V)
+            (*Bytes)[V->getName()] =
+                (double)V->Type.getSizeInBytes().getValueOr(0);
+        };
+        for (const Value *V : G.getInputs())
+          Add(V);
+        for (const auto &N : G.getNodes())
+          for (const Value *V : N->getOutputs())
+            Add(V);
+        return Bytes;
+      });
+}
+
 PlanSpaceDesc describeForSolver(const SearchSpace &S, const PlanSpec &F) {
   PlanSpaceDesc D;
   D.Devices = S.Devices;
@@ -290,6 +332,7 @@ Error searchParallelism(CompilationUnit &CU) {
       return E;
   EvaluatorOptions EO = getEvaluatorOptions(CU);
   PlanEvaluator Eval(G, CU.Layers, CU.NodeCosts, *CU.HW, EO);
+  setMicroBatchShapes(Eval, CU);
   // --mode serve: the serving search (loom/Planner/Serving.h) picks tp, pp and
   // the replicas; the search below costs one replica of it, which shard and
   // emit write.

@@ -52,25 +52,6 @@ int findSequenceAxis(const TensorType &Orig) {
   return -1;
 }
 
-/// The passes that rewrite the graph before planning; shard replays those
-/// of them that ran on the planning graph, in the same order.
-bool isFrontEndPass(StringRef Name) {
-  return Name == "bind-symbols" || Name == "infer-shapes" ||
-         Name == "fold-shape-arith" || Name == "lower-embedding-bags" ||
-         Name == "canonicalize" || Name == "pad-vocab" ||
-         Name == "detect-layers";
-}
-
-/// The message of an error of the replayed passes without the "MODEL:
-/// error: " the pass manager put in front (the outer one names the model).
-std::string stripModelFile(const Model &M, Error E) {
-  std::string Msg = toString(std::move(E));
-  std::string Prefix = M.SourcePath + ": error: ";
-  if (!M.SourcePath.empty() && StringRef(Msg).startswith(Prefix))
-    Msg.erase(0, Prefix.size());
-  return Msg;
-}
-
 /// Carries assign-device-classes' placement over to the micro-batch graph:
 /// nodes match by their first result's name (node names may be empty).
 void copyDeviceClasses(const Graph &From, Graph &To) {
@@ -143,60 +124,18 @@ public:
 
     // The model as imported, at micro-batch shapes: a clone of the graph
     // before bind-symbols (folded shape constants encode the batch), put
-    // through the front-end passes that ran on the planning graph.
+    // through the front-end passes that ran on the planning graph
+    // (MicroBatchModel.cpp). The graphs a runtime executes keep
+    // data-dependent dims dynamic.
     if (!CU.Imported)
       return createStringError(inconvertibleErrorCode(),
                                "shard needs the model as imported (run it "
                                "through a PassManager)");
-    std::unique_ptr<Model> Clone = cloneModel(*CU.Imported);
-    std::string BatchSym = findBatchSymbol(Clone->getGraph());
-    std::map<std::string, TensorType> OrigIn, OrigOut;
-    for (const Value *V : Clone->getGraph().getInputs())
-      OrigIn[V->getName().str()] = V->Type;
-    for (const Value *V : Clone->getGraph().getOutputs())
-      OrigOut[V->getName().str()] = V->Type;
-
-    CompilationUnit Sub;
-    Sub.M = std::move(Clone);
-    Sub.HW = CU.HW;
-    Sub.Opts = CU.Opts;
-    // pad-vocab's replay pads for the tp the planning graph was padded for.
-    Sub.VocabPad = CU.VocabPad;
-    Sub.Opts.OutputDir.clear();
-    // The graphs a runtime executes keep data-dependent dims dynamic.
-    Sub.Opts.PlanExpectedCounts = false;
+    std::string BatchSym = findBatchSymbol(CU.Imported->getGraph());
     // The rule the search reads too (SearchOptions::StaticBatch).
     if (Error E = checkBatchSplit(!BatchSym.empty(), R.Plan.DP,
                                   R.Plan.NumMicroBatches))
       return E;
-    if (!BatchSym.empty()) {
-      // The batch symbol takes the micro-batch size however the user bound
-      // it (--batch, or --dim of its name, as scripts for exporters whose
-      // batch symbol is not called "batch" do).
-      Sub.Opts.Batch = (int64_t)R.Plan.MicroBatchSize;
-      llvm::erase_if(Sub.Opts.Dims,
-                     [&](const auto &KV) { return KV.first == BatchSym; });
-    }
-    PassManager PM(getRegisteredPasses());
-    for (const std::string &Name : CU.PassesRun)
-      if (isFrontEndPass(Name))
-        PM.addPass(*PM.lookupPass(Name));
-    PassInstrumentation PI;
-    std::string Ignored;
-    raw_string_ostream Null(Ignored);
-    if (Error E = PM.run(Sub, PI, Null, Null))
-      return createStringError(
-          inconvertibleErrorCode(), "at micro-batch size %u: %s",
-          R.Plan.MicroBatchSize, stripModelFile(*Sub.M, std::move(E)).c_str());
-    copyDeviceClasses(CU.M->getGraph(), Sub.M->getGraph());
-    if (Sub.Layers.size() != CU.Layers.size())
-      return createStringError(
-          inconvertibleErrorCode(),
-          "at micro-batch size %u the model has %zu layers, at the planned "
-          "batch %zu: layer detection depends on the batch",
-          R.Plan.MicroBatchSize, Sub.Layers.size(), CU.Layers.size());
-    R.M = std::move(Sub.M);
-    R.Layers = std::move(Sub.Layers);
     // Shapes as planned, element types as the model has them
     // (apply-precision retypes the planning graph, not the I/O).
     auto AsImported = [&](const Value *V, ArrayRef<Value *> Orig) {
@@ -207,6 +146,19 @@ public:
       return T;
     };
     const Graph &IG = CU.Imported->getGraph();
+    Expected<MicroBatchModel> Sub =
+        buildMicroBatchModel(CU, R.Plan.MicroBatchSize,
+                             /*PlanExpectedCounts=*/false);
+    if (!Sub)
+      return Sub.takeError();
+    std::map<std::string, TensorType> OrigIn, OrigOut;
+    for (const Value *V : CU.Imported->getGraph().getInputs())
+      OrigIn[V->getName().str()] = V->Type;
+    for (const Value *V : CU.Imported->getGraph().getOutputs())
+      OrigOut[V->getName().str()] = V->Type;
+    copyDeviceClasses(CU.M->getGraph(), Sub->M->getGraph());
+    R.M = std::move(Sub->M);
+    R.Layers = std::move(Sub->Layers);
     for (const Value *V : CU.M->getGraph().getInputs())
       R.GlobalInputTypes[V->getName().str()] = AsImported(V, IG.getInputs());
     for (const Value *V : CU.M->getGraph().getOutputs())

@@ -5,6 +5,7 @@
 #include "loom/Cost/Overlap.h"
 #include "loom/Cost/Pipeline.h"
 #include "loom/IR/Subgraphs.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Planner/ContextParallel.h"
 #include "loom/Planner/OffloadCost.h"
 #include "loom/Shard/ExpertRules.h"
@@ -276,9 +277,26 @@ struct PlanEvaluator::Impl {
   /// The rule table over representative layers (RuleSplit.h), and its
   /// result per (tp, sp, ep > 1).
   std::unique_ptr<rulesplit::RuleSplitter> Splitter;
-  mutable std::map<std::tuple<unsigned, bool, bool, bool>,
+  /// Keyed by (tp, sp, ep > 1, all tables, the micro-batch size whose
+  /// graph gave the activation bytes: 0 for the bound graph's).
+  mutable std::map<std::tuple<unsigned, bool, bool, bool, unsigned>,
                    std::unique_ptr<ConfigSplit>>
       Configs;
+  /// The activation bytes of the graph bound at a micro-batch size
+  /// (PlanEvaluator::setMicroBatchShapes), per size asked; none when the
+  /// bound graph's, scaled, are exact.
+  MicroBatchShapesFn MBShapes;
+  mutable std::map<unsigned, std::pair<std::shared_ptr<const StringMap<double>>,
+                                       rulesplit::MicroBatchBytes>>
+      MBBytes;
+  /// Set once the first micro-batch graph showed every value either
+  /// scaling with the batch or independent of it (a causal mask, rotary
+  /// tables): the bound graph's bytes times micro-batch / batch are exact
+  /// for the first, FixedBytes (the bound bytes) for the second, at every
+  /// micro-batch size, and no other graph is built.
+  mutable bool Classified = false;
+  mutable StringMap<double> FixedBytes;
+  mutable std::map<unsigned, rulesplit::MicroBatchBytes> FixedOf;
   mutable std::map<
       std::tuple<unsigned, unsigned, unsigned, bool, unsigned, bool, unsigned>,
       LayerTimes>
@@ -341,20 +359,28 @@ struct PlanEvaluator::Impl {
   /// \p AllTables: every embedding table is sharded over dp (emb= other
   /// than auto), else those emb=auto shards; their lookups stay whole on
   /// every tp rank.
+  /// \p MB: the micro-batch size whose activation bytes the result
+  /// carries (getMicroBatchBytes; 0: the bound graph's).
   const ConfigSplit &getConfig(unsigned TP, bool SP, unsigned EP,
-                               bool AllTables = false) const {
+                               bool AllTables = false, unsigned MB = 0) const {
     AllTables &= !Tables.empty();
-    auto K = std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables);
+    const rulesplit::MicroBatchBytes *MBB = getMicroBatchBytes(MB);
+    auto K =
+        std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables, MBB ? MB : 0u);
     auto It = Configs.find(K);
     if (It == Configs.end())
-      It = Configs
-               .emplace(K,
-                        std::make_unique<ConfigSplit>(Splitter->run(
-                            TP, SP && TP > 1, EP > 1,
-                            AllTables ? AllTableWeights : ShardedTableWeights)))
-               .first;
+      It =
+          Configs
+              .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
+                              TP, SP && TP > 1, EP > 1,
+                              AllTables ? AllTableWeights : ShardedTableWeights,
+                              MBB)))
+              .first;
     return *It->second;
   }
+  /// The activation bytes at micro-batch size \p MB when the bound
+  /// graph's, scaled by MB / batch, are not exact; null otherwise.
+  const rulesplit::MicroBatchBytes *getMicroBatchBytes(unsigned MB) const;
   const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
                                unsigned EP, bool AllTables = false,
                                unsigned CP = 1) const;
@@ -971,7 +997,7 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
   // Identical blocks cost the same: key by the representative the rules
   // ran over.
   AllTables &= !Tables.empty();
-  const ConfigSplit &CS = getConfig(TP, SP, EP, AllTables);
+  const ConfigSplit &CS = getConfig(TP, SP, EP, AllTables, MB);
   unsigned Key = CS.RepOf[L];
   if (LF[L].EP.empty())
     EP = 1; // no experts: the same times at every ep
@@ -1043,6 +1069,64 @@ PlanEvaluator::PlanEvaluator(const Graph &G, ArrayRef<LayerInfo> Layers,
 
 PlanEvaluator::~PlanEvaluator() = default;
 
+void PlanEvaluator::setMicroBatchShapes(MicroBatchShapesFn F) {
+  I->MBShapes = std::move(F);
+  I->MBBytes.clear();
+  I->Classified = false;
+  I->FixedBytes.clear();
+  I->FixedOf.clear();
+  I->Configs.clear();
+  I->Cache.clear();
+}
+
+const rulesplit::MicroBatchBytes *
+PlanEvaluator::Impl::getMicroBatchBytes(unsigned MB) const {
+  if (!MBShapes || MB == 0 || MB >= Opts.Batch)
+    return nullptr;
+  if (Classified) {
+    if (FixedBytes.empty())
+      return nullptr;
+    rulesplit::MicroBatchBytes &B = FixedOf[MB];
+    B = {&FixedBytes, (double)Opts.Batch / MB};
+    return &B;
+  }
+  auto It = MBBytes.find(MB);
+  if (It == MBBytes.end()) {
+    std::shared_ptr<const StringMap<double>> Map = MBShapes(MB);
+    rulesplit::MicroBatchBytes B{Map.get(), (double)Opts.Batch / MB};
+    // The first graph built decides whether it is needed at all: every
+    // value it shares with the bound graph either MB / batch of its bound
+    // size or the same size.
+    if (Map && MBBytes.empty()) {
+      bool Classes = true;
+      StringMap<double> Fixed;
+      auto Check = [&](const Value *V) {
+        auto W = Map->find(V->getName());
+        if (!V || W == Map->end())
+          return;
+        double Bound = (double)V->Type.getSizeInBytes().getValueOr(0);
+        if (W->second == Bound)
+          Fixed[V->getName()] = Bound;
+        else if (W->second * Opts.Batch != Bound * MB)
+          Classes = false;
+      };
+      for (const Value *V : G.getInputs())
+        Check(V);
+      for (const auto &NP : G.getNodes())
+        for (const Value *V : NP->getOutputs())
+          if (V)
+            Check(V);
+      if (Classes) {
+        Classified = true;
+        FixedBytes = std::move(Fixed);
+        return getMicroBatchBytes(MB);
+      }
+    }
+    It = MBBytes.emplace(MB, std::make_pair(std::move(Map), B)).first;
+  }
+  return It->second.first ? &It->second.second : nullptr;
+}
+
 GroupShape PlanEvaluator::getGroupShape(
     ArrayRef<std::pair<unsigned, unsigned>> Axes) const {
   SmallVector<std::pair<unsigned, unsigned>, 3> Key;
@@ -1098,42 +1182,13 @@ GroupShape PlanEvaluator::getGroupShape(const ParallelPlan &P,
 
 Expected<std::vector<unsigned>>
 PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
-  unsigned NL = I->Layers.size();
-  if (!P.StageLayers.empty()) {
-    unsigned Sum = 0;
-    for (unsigned C : P.StageLayers)
-      Sum += C;
-    if (Sum != NL || P.StageLayers.size() != P.PP)
-      return createStringError(inconvertibleErrorCode(),
-                               "--plan stages=...: %u stages with %u layers "
-                               "in all, but pp=%u and the model has %u "
-                               "layers",
-                               (unsigned)P.StageLayers.size(), Sum, P.PP, NL);
-    return P.StageLayers;
-  }
-  if (P.PP > NL)
-    return createStringError(inconvertibleErrorCode(),
-                             "pp=%u exceeds the model's %u layers", P.PP, NL);
-  // Blocks evenly; the prologue rides on the first stage, the epilogue on
-  // the last (DESIGN §6: they weigh on the first and last stage).
-  unsigned Pro = 0, Epi = 0;
-  while (Pro < NL && I->Layers[Pro].K == LayerInfo::Kind::Prologue)
-    ++Pro;
-  while (Epi < NL - Pro &&
-         I->Layers[NL - 1 - Epi].K == LayerInfo::Kind::Epilogue)
-    ++Epi;
-  unsigned Mid = NL - Pro - Epi;
-  if (Mid < P.PP) {
-    Pro = Epi = 0;
-    Mid = NL;
-  }
-  std::vector<unsigned> Counts(P.PP, Mid / P.PP);
-  for (unsigned S = 0; S < Mid % P.PP; ++S)
-    ++Counts[P.PP - 1 - S]; // Extra blocks go late: the first stage has the
-                            // most micro-batches in flight.
-  Counts.front() += Pro;
-  Counts.back() += Epi;
-  return Counts;
+  // The one split shard, the manifest and the exports read too (interleaved
+  // chunks included): a stage costs the layers of its chunks.
+  Expected<std::vector<unsigned>> Chunks =
+      getChunkLayers(P, getLayerEnds(I->Layers));
+  if (!Chunks)
+    return Chunks.takeError();
+  return getStageTotals(*Chunks, P.PP);
 }
 
 PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
@@ -1331,7 +1386,7 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   unsigned TP = C.TP, EP = C.EP;
   // How the plan's tp, sp and ep split each layer (the rule table).
   bool AllTables = P.Emb != EmbeddingMode::Auto;
-  const ConfigSplit &CS = getConfig(TP, P.SP, EP, AllTables);
+  const ConfigSplit &CS = getConfig(TP, P.SP, EP, AllTables, P.MicroBatchSize);
   // The last EP exchange costed: a stage's MoE layers are mostly alike,
   // and the collective model is the same function of the same bytes.
   struct {

@@ -116,10 +116,11 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
 class SplitContext final : public PropagationContext {
 public:
   SplitContext(const RuleSplitter &RS, ConfigSplit &C, unsigned TP, bool SP,
-               bool EP, const DenseSet<const Value *> &DPTables)
+               bool EP, const DenseSet<const Value *> &DPTables,
+               const MicroBatchBytes *MB)
       : PropagationContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX,
                            OwnValues, RS.Users),
-        RS(RS), C(C), EP(EP), DPTables(DPTables) {}
+        RS(RS), C(C), EP(EP), DPTables(DPTables), MB(MB) {}
 
   bool isStackedExpertWork(const Node *N) const override {
     return EP && RS.Roles.lookup(N) == ExpertRole::Stacked;
@@ -181,10 +182,28 @@ private:
     return It->second;
   }
 
+  /// An activation's bytes: the micro-batch graph's, scaled to the full
+  /// batch, where it has them (RuleSplit.h, MicroBatchBytes).
+  double valueBytes(const Value *V) const {
+    if (MB && MB->ByName && !V->isParameter() && !isConstantLike(V)) {
+      auto It = MB->ByName->find(V->getName());
+      if (It != MB->ByName->end())
+        return It->second * MB->Scale;
+    }
+    return rulesplit::valueBytes(V);
+  }
+  /// valueBytes(V) over its bytes in the graph: what a collective sized
+  /// from the graph's types (the rules') is scaled by.
+  double batchScale(const Value *V) const {
+    double Bound = V ? rulesplit::valueBytes(V) : 0;
+    return Bound > 0 ? valueBytes(V) / Bound : 1;
+  }
+
   const RuleSplitter &RS;
   ConfigSplit &C;
   bool EP;
   const DenseSet<const Value *> &DPTables;
+  const MicroBatchBytes *MB;
   /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
   std::vector<uint8_t> State;
   /// Per structure (its first layer): the representatives propagated.
@@ -319,13 +338,18 @@ void SplitContext::countForward(unsigned L) {
       Optional<ShardCollective> C = getTransitionCollective(
           getStoredSpec(V), S.InputSpecs[J], V->Type, getAxisSize());
       if (C && Done.insert({canon(V), S.InputSpecs[J].str()}).second)
-        LS.Fwd.push_back({C->Kind, C->Bytes, V});
+        LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V});
     }
     // What the rule's lowering needs beyond its operands' transitions
     // (a bias after reduce, a vocab-parallel cross entropy): the rule
     // declares it, named after its node as the role builder names it.
+    // Its rows follow the rows of the node's first operand (a loss's
+    // scores, a row-parallel product's input) at the micro-batch.
     for (const ShardCollective &C : S.Collectives)
-      LS.Fwd.push_back({C.Kind, C.Bytes, C.On});
+      LS.Fwd.push_back(
+          {C.Kind,
+           C.Bytes * batchScale(N->getNumInputs() ? N->getInput(0) : C.On),
+           C.On});
     // Graph outputs leave replicated.
     for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
       const Value *V = N->getOutput(O);
@@ -414,9 +438,10 @@ void SplitContext::countBackward(unsigned L) {
 }
 
 ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP,
-                              const DenseSet<const Value *> &DPTables) const {
+                              const DenseSet<const Value *> &DPTables,
+                              const MicroBatchBytes *MB) const {
   ConfigSplit C;
-  SplitContext Ctx(*this, C, TP, SP, EP, DPTables);
+  SplitContext Ctx(*this, C, TP, SP, EP, DPTables, MB);
   Ctx.run();
   return C;
 }

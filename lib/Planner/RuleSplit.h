@@ -36,6 +36,7 @@
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 #include <vector>
 
 namespace loom {
@@ -63,7 +64,9 @@ struct TPComm {
 };
 
 /// A representative layer at one configuration. Bytes and counts are at
-/// the graph's full (global) shapes; the split part divides by tp.
+/// the graph's full (global) shapes, activations those of the micro-batch
+/// graph scaled to the full batch where the evaluator has it
+/// (MicroBatchBytes); the split part divides by tp.
 struct LayerSplit {
   std::vector<NodeSplit> Nodes;
   double ParamsSplit = 0, ParamsWhole = 0, ExpertSplit = 0, ExpertWhole = 0;
@@ -96,6 +99,18 @@ struct ConfigSplit {
   const LayerSplit &get(unsigned L) const { return Layers[RepOf[L]]; }
 };
 
+/// Activation byte sizes at one micro-batch size, for graphs whose
+/// activations do not scale with the batch (a capacity dispatch of T x E x
+/// C one-hot, C proportional to the tokens T, grows as the square of the
+/// batch): the micro-batch graph's bytes by value name, times \p Scale
+/// (global batch / micro-batch), so that the evaluator's ActScale
+/// (micro-batch / global batch) gives them back exactly. Values the
+/// micro-batch graph does not name keep the full-batch bytes.
+struct MicroBatchBytes {
+  const llvm::StringMap<double> *ByName = nullptr;
+  double Scale = 1;
+};
+
 class RuleSplitter {
 public:
   /// \p Experts: the ep rules' roles (ExpertRules.h), applied at ep > 1.
@@ -106,8 +121,11 @@ public:
   /// tokens entering expert work arrive replicated over tp).
   /// \p DPTables: embedding tables sharded over dp (their lookups stay
   /// whole on every tp rank: RuleContext::isShardedOverDP).
+  /// \p MB: activation bytes at the micro-batch (null: the graph's).
   ConfigSplit run(unsigned TP, bool SP, bool EP,
-                  const llvm::DenseSet<const Value *> &DPTables) const;
+                  const llvm::DenseSet<const Value *> &DPTables,
+                  const MicroBatchBytes *MB = nullptr) const;
+  llvm::ArrayRef<LayerValues> getLayers() const { return Layers; }
 
 private:
   friend class SplitContext;

@@ -70,6 +70,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/BatchSplit.h"
 #include "loom/Plan/IdleDevices.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Planner/CandidateOrder.h"
 #include "loom/Planner/Goodput.h"
 #include "loom/Planner/OffloadCost.h"
@@ -404,14 +405,10 @@ bool isBetterPlan(const PlanCost &A, const PlanCost &B) {
 //===----------------------------------------------------------------------===//
 
 /// Layers between the leading prologue and trailing epilogue layers: what
-/// PlanEvaluator::getStageLayers splits evenly.
+/// the stage split (loom/Plan/StageSplit.h) splits evenly.
 static unsigned getNumMiddleLayers(ArrayRef<LayerInfo> Layers) {
-  unsigned NL = Layers.size(), Pro = 0, Epi = 0;
-  while (Pro < NL && Layers[Pro].K == LayerInfo::Kind::Prologue)
-    ++Pro;
-  while (Epi < NL - Pro && Layers[NL - 1 - Epi].K == LayerInfo::Kind::Epilogue)
-    ++Epi;
-  return NL - Pro - Epi;
+  LayerEnds E = getLayerEnds(Layers);
+  return E.NumLayers - E.Prologue - E.Epilogue;
 }
 
 SearchSpace describeSearchSpace(const Graph &G, ArrayRef<LayerInfo> Layers,

@@ -54,6 +54,7 @@
 //===----------------------------------------------------------------------===//
 #include "loom/Report/Export.h"
 #include "loom/Analysis/Experts.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Support/Units.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -164,18 +165,18 @@ ExportInput makeExportInput(const Graph &G, ArrayRef<LayerInfo> Layers,
 std::vector<std::string> getChunkLayouts(const ExportInput &In) {
   const ParallelPlan &P = In.Cost.Plan;
   unsigned NL = In.LayerKinds.size();
-  unsigned NumChunks = P.PP * P.VirtualStages;
-  std::vector<unsigned> Counts;
-  if (P.VirtualStages == 1 && In.Cost.Stages.size() == P.PP) {
+  // The split the evaluator costs and shard emits (loom/Plan/StageSplit.h),
+  // at the stages the chosen plan was costed with.
+  ParallelPlan Q = P;
+  if (Q.StageLayers.empty() && In.Cost.Stages.size() == P.PP)
     for (const StageCost &S : In.Cost.Stages)
-      Counts.push_back(S.NumLayers);
-  } else {
-    // The shard pass's split (lib/Shard/Propagation.cpp): even, the
-    // remainder on the last chunks.
-    Counts.assign(NumChunks, NumChunks ? NL / NumChunks : 0);
-    for (unsigned C = 0; NumChunks && C < NL % NumChunks; ++C)
-      ++Counts[NumChunks - 1 - C];
-  }
+      Q.StageLayers.push_back(S.NumLayers);
+  std::vector<unsigned> Counts;
+  if (Expected<std::vector<unsigned>> C =
+          getChunkLayers(Q, getLayerEnds(In.LayerKinds)))
+    Counts = std::move(*C);
+  else
+    consumeError(C.takeError()); // A plan the evaluator costed splits.
   int FirstPro = -1, LastEpi = -1;
   for (unsigned L = 0; L < NL; ++L) {
     if (In.LayerKinds[L] == LayerInfo::Kind::Prologue && FirstPro < 0)

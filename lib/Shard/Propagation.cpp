@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Analysis/Experts.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Shard/ExpertRules.h"
 #include "loom/Shard/Propagate.h"
 #include "loom/Shard/Sharding.h"
@@ -154,18 +155,13 @@ Error propagateSharding(ShardingResult &R) {
   // chunks are the plan's stages.
   unsigned NL = std::max<size_t>(R.Layers.size(), 1);
   R.NumChunks = P.PP * P.VirtualStages;
-  if (P.VirtualStages == 1 && P.StageLayers.size() == P.PP) {
-    R.ChunkLayers = P.StageLayers;
-  } else {
-    if (R.NumChunks > NL)
-      return createStringError(inconvertibleErrorCode(),
-                               "pp=%u x vpp=%u chunks exceed the model's %u "
-                               "layers",
-                               P.PP, P.VirtualStages, NL);
-    R.ChunkLayers.assign(R.NumChunks, NL / R.NumChunks);
-    for (unsigned C = 0; C < NL % R.NumChunks; ++C)
-      ++R.ChunkLayers[R.NumChunks - 1 - C];
-  }
+  // The split the evaluator costs (loom/Plan/StageSplit.h).
+  LayerEnds Ends = getLayerEnds(R.Layers);
+  Ends.NumLayers = NL;
+  Expected<std::vector<unsigned>> Chunks = getChunkLayers(P, Ends);
+  if (!Chunks)
+    return Chunks.takeError();
+  R.ChunkLayers = std::move(*Chunks);
   unsigned Sum =
       std::accumulate(R.ChunkLayers.begin(), R.ChunkLayers.end(), 0u);
   if (Sum != NL)

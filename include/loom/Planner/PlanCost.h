@@ -44,7 +44,10 @@
 #include "loom/Planner/Embedding.h"
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include <functional>
 #include <map>
+#include <memory>
 
 namespace loom {
 
@@ -128,6 +131,18 @@ public:
   getStageLayers(const ParallelPlan &P) const;
 
   llvm::Expected<PlanCost> evaluate(const ParallelPlan &P) const;
+
+  /// Activations per micro-batch (issue 31 item 3): \p F gives the byte
+  /// sizes of the activations of the graph bound at a micro-batch size, by
+  /// value name (null when it cannot be built). The evaluator asks it for
+  /// the plans' micro-batch sizes until one graph shows every activation
+  /// it sizes scaling with the batch (then the bound graph's, scaled, are
+  /// exact); a capacity dispatch whose one-hot grows as the square of the
+  /// tokens never does. Without it, activations are the bound graph's
+  /// scaled by micro-batch / batch.
+  using MicroBatchShapesFn =
+      std::function<std::shared_ptr<const llvm::StringMap<double>>(unsigned)>;
+  void setMicroBatchShapes(MicroBatchShapesFn F);
 
   /// evaluate() without simulating the pipeline: stages (per-micro-batch
   /// times, DP sync, optimizer), memory and FitsMemory are filled; the step

@@ -1,0 +1,49 @@
+//===- StageSplit.h - The one split of layers into chunks ------*- C++ -*-===//
+//
+// Which layers each pipeline stage and each interleaved chunk holds. The
+// evaluator costs the stage totals, shard places the chunks, the manifest
+// and the framework exports write them: all from getChunkLayers, so the
+// plan that is costed is the plan that is emitted (issue 31 item 3).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LOOM_PLAN_STAGESPLIT_H
+#define LOOM_PLAN_STAGESPLIT_H
+
+#include "loom/IR/Graph.h"
+#include "loom/Plan/ParallelPlan.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+#include <vector>
+
+namespace loom {
+
+/// The layer count and the prologue / epilogue layers at its ends (the
+/// embedding and the head: detect-layers' Prologue and Epilogue kinds).
+struct LayerEnds {
+  unsigned NumLayers = 0, Prologue = 0, Epilogue = 0;
+};
+LayerEnds getLayerEnds(llvm::ArrayRef<LayerInfo::Kind> Kinds);
+LayerEnds getLayerEnds(llvm::ArrayRef<LayerInfo> Layers);
+
+/// Layers per chunk, pp x vpp contiguous runs in layer order; chunk c runs
+/// on stage c % pp (interleaved 1F1B, Narayanan et al. 2021, sec. 2.2).
+/// A stage's total is P.StageLayers[s] when given, else its share of the
+/// blocks split evenly (the extra blocks on the last stages: the first
+/// stage has the most micro-batches in flight) plus the prologue on the
+/// first and the epilogue on the last stage (DESIGN §6); when there are
+/// fewer blocks than chunks every layer counts as a block. A stage's
+/// blocks (its total less the prologue or epilogue it holds) are split
+/// evenly over its vpp chunks, the extra ones on its later chunks; the
+/// prologue opens chunk 0 and the epilogue closes the last chunk.
+/// Errors when the stages or chunks outnumber the layers or the given
+/// stages do not cover them.
+llvm::Expected<std::vector<unsigned>> getChunkLayers(const ParallelPlan &P,
+                                                     LayerEnds E);
+
+/// Per stage, the layers of its chunks (chunk c on stage c % \p PP).
+std::vector<unsigned> getStageTotals(llvm::ArrayRef<unsigned> Chunks,
+                                     unsigned PP);
+
+} // namespace loom
+
+#endif // LOOM_PLAN_STAGESPLIT_H
