@@ -23,18 +23,19 @@
 //===----------------------------------------------------------------------===//
 #include "CanonicalizeRewrites.h"
 
+#include "loom/IR/TransposedTensorData.h"
 #include "loom/Support/DataType.h"
 #include "llvm/Support/Error.h"
-
-#include <cstring>
 
 using namespace llvm;
 
 namespace loom {
 namespace {
 
-/// The data of a 2-D [R, C] parameter transposed to [C, R], or None when it
-/// cannot be read (then the caller reads the weight through a Transpose).
+/// The data of a 2-D [R, C] parameter seen as [C, R] (a view: nothing is
+/// copied until read), or None when its element size is not whole bytes or
+/// its size does not match (then the caller reads the weight through a
+/// Transpose).
 Optional<std::shared_ptr<const TensorData>>
 transposeData(const Value &W, int64_t R, int64_t C) {
   if (!W.Data)
@@ -43,19 +44,10 @@ transposeData(const Value &W, int64_t R, int64_t C) {
   if (Bits % 8 != 0)
     return None;
   unsigned Size = Bits / 8;
-  uint64_t Bytes = uint64_t(R) * uint64_t(C) * Size;
-  if (W.Data->getSize() != Bytes)
+  if (W.Data->getSize() != uint64_t(R) * uint64_t(C) * Size)
     return None;
-  std::vector<char> In(Bytes), Out(Bytes);
-  if (Error E = W.Data->readAll(In.data())) {
-    consumeError(std::move(E));
-    return None;
-  }
-  for (int64_t I = 0; I < R; ++I)
-    for (int64_t J = 0; J < C; ++J)
-      std::memcpy(&Out[(J * R + I) * Size], &In[(I * C + J) * Size], Size);
   return std::shared_ptr<const TensorData>(
-      std::make_shared<BufferTensorData>(std::move(Out)));
+      std::make_shared<TransposedTensorData>(W.Data, R, C, Size));
 }
 
 /// B read as its transpose, for a Gemm at \p Pos; advances \p Pos past a

@@ -1,5 +1,6 @@
 //===- ParallelPlan.cpp - Plans and --plan parsing ------------------------===//
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/Offload.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -453,6 +454,22 @@ Expected<EmbeddingMode> parseEmbeddingMode(StringRef Text) {
                              "col",
                              Text.str().c_str());
   return *M;
+}
+
+Error checkOverlapHardware(bool TPOverlap, const HardwareModel &HW) {
+  if (!TPOverlap)
+    return Error::success();
+  const DeviceClass *Core = HW.getClass("aicore");
+  if (Core && Core->Overlap && Core->Overlap->TP)
+    return Error::success();
+  return createStringError(
+      inconvertibleErrorCode(),
+      "tp_overlap=on: hardware '%s' gives no TP overlap share "
+      "(device.classes.aicore.comm_overlap.tp: the share of the compute "
+      "units the TP collectives hold beside the GEMMs), so the overlap "
+      "cannot be costed; add it (examples/hw/overlap/*.yaml, another --hw) "
+      "or give a --framework whose profile states it",
+      HW.Name.c_str());
 }
 
 void writePlanJSON(json::OStream &J, const ParallelPlan &P,

@@ -1333,6 +1333,8 @@ Error PlanEvaluator::Impl::checkPlan(const ParallelPlan &P) const {
   std::string Why = Outer.getCPIllegalReason(P);
   if (!Why.empty())
     return createStringError(inconvertibleErrorCode(), Why.c_str());
+  if (Error E = checkOverlapHardware(P.TPOverlap && P.TP > 1, HW))
+    return E;
   return checkOffloadHardware(P.Offload, HW, Opts.Train);
 }
 

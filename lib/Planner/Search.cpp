@@ -1938,6 +1938,11 @@ searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
   noteEPNotSearched(Space, Eval, Opts.Fixed);
   if (Error E = checkFixed(Opts.Fixed, Space, Opts.Frameworks))
     return std::move(E);
+  // A pinned tp_overlap=on the hardware gives no share for, likewise.
+  if (Error E =
+          checkOverlapHardware(Opts.Fixed.TPOverlap.getValueOr(false), HW))
+    return createStringError(inconvertibleErrorCode(), "--plan %s",
+                             toString(std::move(E)).c_str());
   // A pinned offload= the hardware cannot hold is no plan at all (the
   // pruned search re-places costed stages without the evaluator's check).
   if (Opts.Fixed.Offload)

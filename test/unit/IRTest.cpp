@@ -1,6 +1,7 @@
 //===- IRTest.cpp - Tests for the graph IR, its verifier and printer ------===//
 
 #include "loom/IR/Graph.h"
+#include "loom/IR/TransposedTensorData.h"
 
 #include "gtest/gtest.h"
 
@@ -257,6 +258,34 @@ TEST(IRTest, ReadRange) {
   EXPECT_EQ(errorOf(T.Data->readRange(3, 2).takeError()),
             "read of 2 bytes at offset 3 is past the end of 4 bytes of "
             "tensor data");
+}
+
+TEST(IRTest, TransposedViewReadsWithoutCopying) {
+  // Source [2, 3] = {1, 2, 3; 4, 5, 6} (uint8): its transpose [3, 2] is
+  // {1, 4; 2, 5; 3, 6}.
+  Tensor T = Tensor::makeFromInts(DataType::UInt8, {2, 3}, {1, 2, 3, 4, 5, 6});
+  TransposedTensorData V(T.Data, 2, 3, 1);
+  EXPECT_EQ(V.getSize(), 6u);
+  // Rows 1 and 2 of the transpose: bytes 2..3 and 4..5.
+  std::vector<char> Runs(4);
+  ASSERT_FALSE(bool(V.readStrided(2, 2, 2, 2, Runs.data())));
+  EXPECT_EQ(Runs, (std::vector<char>{2, 5, 3, 6}));
+  std::vector<char> All;
+  ASSERT_FALSE(bool(V.withBytes([&](ArrayRef<char> B) {
+    All.assign(B.begin(), B.end());
+    return Error::success();
+  })));
+  EXPECT_EQ(All, (std::vector<char>{1, 4, 2, 5, 3, 6}));
+  Expected<ArrayRef<char>> B = V.getBytes();
+  ASSERT_TRUE(bool(B));
+  EXPECT_EQ(std::vector<char>(B->begin(), B->end()), All);
+  // Offset 4 + 1 * stride 2 + length 2 = 8 > 6 bytes.
+  EXPECT_EQ(errorOf(V.readStrided(4, 2, 2, 2, Runs.data())),
+            "strided read past the end of 6 bytes of tensor data");
+  // A source of the wrong size is named when read.
+  TransposedTensorData Bad(T.Data, 2, 2, 1);
+  EXPECT_EQ(errorOf(Bad.readAll(Runs.data())),
+            "transposed tensor: source has 6 bytes, expected 4");
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,5 +1,6 @@
 //===- OverlapTest.cpp - Communication overlapped with compute ------------===//
 #include "loom/Cost/Overlap.h"
+#include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/ParallelPlan.h"
 #include "gtest/gtest.h"
 
@@ -68,6 +69,31 @@ TEST(OverlapTest, PlanKeys) {
   ASSERT_FALSE(!!BadVal);
   EXPECT_EQ(llvm::toString(BadVal.takeError()),
             "--plan: dp_overlap=maybe: expected on or off");
+}
+
+TEST(OverlapTest, TPOverlapNeedsTheHardwaresShare) {
+  HardwareModel HW;
+  HW.Name = "bare";
+  HW.Device.Classes["aicore"].Name = "aicore";
+  // Off needs nothing.
+  EXPECT_FALSE(bool(checkOverlapHardware(false, HW)));
+  // On without comm_overlap, and with one that leaves tp out: the key is
+  // named.
+  std::string Missing =
+      "tp_overlap=on: hardware 'bare' gives no TP overlap share "
+      "(device.classes.aicore.comm_overlap.tp: the share of the compute "
+      "units the TP collectives hold beside the GEMMs), so the overlap "
+      "cannot be costed; add it (examples/hw/overlap/*.yaml, another --hw) "
+      "or give a --framework whose profile states it";
+  EXPECT_EQ(llvm::toString(checkOverlapHardware(true, HW)), Missing);
+  CommOverlap Ov;
+  Ov.DP = 0.074;
+  HW.Device.Classes["aicore"].Overlap = Ov;
+  EXPECT_EQ(llvm::toString(checkOverlapHardware(true, HW)), Missing);
+  // A stated share, even 0, is the hardware's word.
+  Ov.TP = 0;
+  HW.Device.Classes["aicore"].Overlap = Ov;
+  EXPECT_FALSE(bool(checkOverlapHardware(true, HW)));
 }
 
 } // namespace

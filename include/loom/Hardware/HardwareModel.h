@@ -214,7 +214,9 @@ struct FusionRules {
 /// they run alongside compute, per kind of overlap (loom/Cost/Overlap.h
 /// has the model). A kind left out is not offered to the search: tp
 /// overlap stays off, dp and pp overlap on at no cost (the model before
-/// this key); `--plan` may still set it, at share 0.
+/// this key); `--plan` may still set dp and pp overlap, at share 0, but
+/// not tp_overlap=on (checkOverlapHardware: a free TP overlap is no
+/// runtime's).
 struct CommOverlap {
   /// TP collectives beside the sharded GEMMs, DP gradient reduction beside
   /// the last backward, pipeline sends beside compute; each in [0, 1).

@@ -33,6 +33,8 @@ class Value;
 
 namespace loom {
 
+struct HardwareModel;
+
 enum class Recompute { None, Selective, Full };
 llvm::StringRef getRecomputeName(Recompute R);
 
@@ -218,6 +220,14 @@ llvm::Expected<PlanSpec> parsePlanSpec(llvm::StringRef Text);
 /// evaluator's check (it knows the model).
 llvm::Expected<ParallelPlan> completePlan(const PlanSpec &Spec,
                                           uint64_t Devices, int64_t Batch);
+
+/// Why \p HW cannot cost tp_overlap=on (\p TPOverlap), or success: its
+/// aicore class gives no TP share in comm_overlap (the compute the TP
+/// collectives hold beside the GEMMs, loom/Cost/Overlap.h). At an unknown
+/// share the overlap would hide the TP communication at no cost, which no
+/// implementation does; the error names the missing key and where to get
+/// it.
+llvm::Error checkOverlapHardware(bool TPOverlap, const HardwareModel &HW);
 
 /// The plan as a JSON object's members, written into the object \p J has
 /// open: tp, pp, dp, ep, sp, micro_batch_size, num_micro_batches,
