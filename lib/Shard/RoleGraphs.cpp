@@ -13,6 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
+#include "RingAttention.h"
+#include "ShardAttrs.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Shard/EmbeddingShards.h"
 #include "loom/Shard/ExpertRules.h"
@@ -36,35 +38,6 @@ using Shape = SmallVector<int64_t, 4>;
 
 Error err(const Twine &Msg) {
   return createStringError(inconvertibleErrorCode(), Msg.str().c_str());
-}
-
-Attribute intAttr(StringRef Name, int64_t V) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::Int;
-  A.I = V;
-  return A;
-}
-Attribute intsAttr(StringRef Name, ArrayRef<int64_t> V) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::Ints;
-  A.Is.assign(V.begin(), V.end());
-  return A;
-}
-Attribute strAttr(StringRef Name, StringRef V) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::String;
-  A.S = V.str();
-  return A;
-}
-Attribute tensorAttr(StringRef Name, Tensor T) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::Tensor;
-  A.Ts.push_back(std::move(T));
-  return A;
 }
 
 /// Cross-device edges: (value, destination device) -> sr_tag.
@@ -156,6 +129,9 @@ private:
   }
   /// Builds \p N; its errors name it (buildNodeUnnamed's do not).
   Error buildNode(const Node &N);
+  /// The cp ring's attention at its context node (RingAttention.cpp).
+  Error buildRing(const Node &N, const RingSite &Site, StringRef OutName);
+  friend class RingAdapter;
   Error buildNodeUnnamed(const Node &N);
   // The steps of buildNodeUnnamed.
   /// A node of the expert combine chain (a sum over experts): returns
@@ -860,6 +836,65 @@ Expected<Value *> RoleBuilder::gatherTokens(const Value *V, Value *X) {
   return *Y;
 }
 
+/// The role builder's graph operations for the ring (RingAttention.h).
+class RingAdapter : public RingGraphBuilder {
+public:
+  explicit RingAdapter(RoleBuilder &RB) : RB(RB) {}
+  Expected<Value *> get(const Value *V, const AxisSpec &S) override {
+    return RB.materialize(V, S);
+  }
+  Expected<Value *> op(StringRef Op, StringRef Base, ArrayRef<Value *> In,
+                       const TensorType &T, std::vector<Attribute> Attrs,
+                       StringRef OutName) override {
+    std::string Name = RB.fresh(Base);
+    std::string Out = OutName.empty() ? Name : OutName.str();
+    Expected<Node *> N = RB.add(Op, Name, In, {Out});
+    if (!N)
+      return N.takeError();
+    (*N)->setAttributes(std::move(Attrs));
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
+  }
+  Value *constInt64(StringRef Name, ArrayRef<int64_t> Shape,
+                    ArrayRef<int64_t> Vals) override {
+    return RB.constInt64(Name, Shape, Vals);
+  }
+  void send(Value *X, unsigned Dest, int Tag, StringRef Base) override {
+    Node *S = cantFail(RB.G->addNode(
+        "HcomSend", "hccl", RB.fresh("hcom.cp.send." + Base.str()), {X}, {}));
+    S->addAttribute(strAttr("group", "cp"));
+    S->addAttribute(intAttr("sr_tag", Tag));
+    S->addAttribute(intAttr("dest_rank", Dest));
+  }
+  Expected<Value *> recv(const TensorType &T, unsigned Src, int Tag,
+                         StringRef Base) override {
+    std::string Name = RB.fresh("hcom.cp.recv." + Base.str());
+    Expected<Node *> N = RB.G->addNode("HcomReceive", "hccl", Name, {}, {Name});
+    if (!N)
+      return N.takeError();
+    (*N)->addAttribute(strAttr("group", "cp"));
+    (*N)->addAttribute(intAttr("sr_tag", Tag));
+    (*N)->addAttribute(intAttr("src_rank", Src));
+    (*N)->addAttribute(intsAttr("shape", T.getStaticShape()));
+    (*N)->addAttribute(intAttr("dtype", (int64_t)T.Elem));
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
+  }
+
+private:
+  RoleBuilder &RB;
+};
+
+Error RoleBuilder::buildRing(const Node &N, const RingSite &Site,
+                             StringRef OutName) {
+  RingAdapter A(*this);
+  Expected<Value *> Y = lowerRingAttention(R, Site, TP, TPR, A, OutName);
+  if (!Y)
+    return Y.takeError();
+  Produced[N.getOutput(0)] = *Y;
+  return Error::success();
+}
+
 void RoleBuilder::emitSends(const Node &N) {
   for (const Value *O : N.getOutputs()) {
     if (!O)
@@ -1249,6 +1284,17 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
   if (NI == R.Nodes.end())
     return err(describeNode(N) + ": has no sharding");
   const NodeSharding &NS = NI->second;
+  if (const RingSite *RS = R.findRingSite(&N)) {
+    // The scores and the chain after them are computed inside the ring,
+    // block by block, at the context node.
+    Building.erase(&N);
+    if (RS->Context != &N)
+      return Error::success();
+    if (Error Er = buildRing(N, *RS, getOutputNames(N, NS, false)[0]))
+      return Er;
+    emitSends(N);
+    return Error::success();
+  }
   if (hasSubgraphs(N))
     return buildControlFlow(N, NS);
   if (const EmbeddingShard *S = getEmbeddingShard(R, N))

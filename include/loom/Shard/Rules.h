@@ -221,6 +221,12 @@ public:
   /// move the split to the heads (MatmulRules.cpp).
   bool isSequenceAxis() const { return SeqAxis; }
   void setSequenceAxis(bool On) { SeqAxis = On; }
+  /// On the sequence axis, attention runs as a ring (cp_algo=ring): the
+  /// activation x activation matmuls keep the queries' token split and
+  /// read K and V whole, which the role graphs lower to the K/V ring
+  /// (lib/Shard/RingAttention.cpp) instead of a gather.
+  bool isSequenceRing() const { return SeqAxis && SeqRing; }
+  void setSequenceRing(bool On) { SeqRing = On; }
   int64_t getOpset() const { return Opset; }
   /// The axis size divides \p Size (> 0); a symbolic size divides every
   /// size but 1 (no degree > 1 splits a unit dim).
@@ -267,6 +273,7 @@ private:
   unsigned AxisSize;
   bool SP;
   bool SeqAxis = false;
+  bool SeqRing = false;
   int64_t Opset;
 };
 
