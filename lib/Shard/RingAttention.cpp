@@ -183,7 +183,7 @@ public:
                unsigned Rank, RingGraphBuilder &B)
       : R(R), Site(Site), CP(CP), Rank(Rank), B(B),
         Opset(R.M->getOpsetVersion("")),
-        Base(("ring." + Site.Context->getName()).str()) {
+        Base(("ring." + Site.Context->getOutput(0)->getName()).str()) {
     const TensorType &YG = Site.Scores->getOutput(0)->Type;
     S = YG.Dims[YG.getRank() - 1].Size;
     Chunk = S / CP;
@@ -205,13 +205,13 @@ private:
   /// One step: the chain on the scores of the local queries against key
   /// block \p K of rank \p Src.
   Expected<Value *> scoreBlock(Value *K, unsigned Src);
-  Expected<Value *> reduceLast(StringRef Op, Value *X);
-  Expected<Value *> bin(StringRef Op, Value *A, Value *C) {
+  Expected<Value *> reduceLast(StringRef Op, StringRef Name, Value *X);
+  Expected<Value *> bin(StringRef Op, StringRef Name, Value *A, Value *C) {
     TensorType T = A->Type.getRank() >= C->Type.getRank() ? A->Type : C->Type;
-    return B.op(Op, Base, {A, C}, T, {});
+    return B.op(Op, (Base + "." + Name).str(), {A, C}, T, {});
   }
-  Expected<Value *> un(StringRef Op, Value *A) {
-    return B.op(Op, Base, {A}, A->Type, {});
+  Expected<Value *> un(StringRef Op, StringRef Name, Value *A) {
+    return B.op(Op, (Base + "." + Name).str(), {A}, A->Type, {});
   }
   static std::vector<Attribute> makeAttrs(Attribute A) {
     std::vector<Attribute> V;
@@ -295,7 +295,8 @@ Expected<Value *> RingLowering::scoreBlock(Value *K, unsigned Src) {
   return X;
 }
 
-Expected<Value *> RingLowering::reduceLast(StringRef Op, Value *X) {
+Expected<Value *> RingLowering::reduceLast(StringRef Op, StringRef Name,
+                                           Value *X) {
   TensorType T = withBlock(X->Type, 0, 1);
   std::vector<Attribute> Attrs = makeAttrs(intAttr("keepdims", 1));
   // Axes became an input: ReduceSum at opset 13, ReduceMax at 18.
@@ -305,7 +306,7 @@ Expected<Value *> RingLowering::reduceLast(StringRef Op, Value *X) {
   SmallVector<Value *, 2> In{X};
   if (AxesInput)
     In.push_back(B.constInt64(Base + ".axes", {1}, {-1}));
-  return B.op(Op, Base, In, T, std::move(Attrs));
+  return B.op(Op, (Base + "." + Name).str(), In, T, std::move(Attrs));
 }
 
 #define RING_TRY(Var, Expr)                                                    \
@@ -341,31 +342,31 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
       VNext = VR;
     }
     RING_TRY(X, scoreBlock(K, (Rank + CP - I) % CP));
-    RING_TRY(MI, reduceLast("ReduceMax", X));
+    RING_TRY(MI, reduceLast("ReduceMax", "rowmax", X));
     Value *MN = MI, *Alpha = nullptr;
     if (M) {
-      RING_TRY(Mx, bin("Max", M, MI));
-      RING_TRY(D, bin("Sub", M, Mx));
-      RING_TRY(A, un("Exp", D));
+      RING_TRY(Mx, bin("Max", "max", M, MI));
+      RING_TRY(D, bin("Sub", "maxdiff", M, Mx));
+      RING_TRY(A, un("Exp", "alpha", D));
       MN = Mx;
       Alpha = A;
     }
-    RING_TRY(XS, bin("Sub", X, MN));
-    RING_TRY(P, un("Exp", XS));
-    RING_TRY(LI, reduceLast("ReduceSum", P));
+    RING_TRY(XS, bin("Sub", "shifted", X, MN));
+    RING_TRY(P, un("Exp", "p", XS));
+    RING_TRY(LI, reduceLast("ReduceSum", "rowsum", P));
     Value *PC = P;
     for (const Node *N : Site.Post) {
-      RING_TRY(Y, B.op(N->getOpType(), Base, {PC},
+      RING_TRY(Y, B.op(N->getOpType(), Base + ".p", {PC},
                        withBlock(N->getOutput(0)->Type, Chunk, Chunk),
                        copyAttrs(*N)));
       PC = Y;
     }
     RING_TRY(OI, B.op("MatMul", Base + ".context", {PC, V}, OT, {}));
     if (Alpha) {
-      RING_TRY(LA, bin("Mul", L, Alpha));
-      RING_TRY(LS, bin("Add", LA, LI));
-      RING_TRY(OA, bin("Mul", O, Alpha));
-      RING_TRY(OS, bin("Add", OA, OI));
+      RING_TRY(LA, bin("Mul", "l_scaled", L, Alpha));
+      RING_TRY(LS, bin("Add", "l", LA, LI));
+      RING_TRY(OA, bin("Mul", "o_scaled", O, Alpha));
+      RING_TRY(OS, bin("Add", "o", OA, OI));
       L = LS;
       O = OS;
     } else {
@@ -376,7 +377,7 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
     K = KNext;
     V = VNext;
   }
-  return B.op("Div", Base, {O, L}, OT, {}, OutName);
+  return B.op("Div", Base + ".normalize", {O, L}, OT, {}, OutName);
 }
 
 #undef RING_TRY
