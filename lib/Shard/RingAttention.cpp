@@ -408,6 +408,7 @@ void findRingSites(ShardingResult &R, const UseMap &Users) {
     RingSite Site;
     std::string Why = matchSite(R, Users, *NP, Site);
     if (!Why.empty()) {
+      ++R.RingFallbacks;
       // Still exact: K and V are gathered whole where the softmax is read.
       R.Notes.push_back(describeNode(*NP) +
                         ": cp_algo=ring all-gathers K and V over cp here (" +

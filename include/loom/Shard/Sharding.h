@@ -129,6 +129,8 @@ struct ShardingResult {
   /// (found after propagation); otherwise all-to-all over heads.
   bool CPRing = false;
   std::vector<RingSite> RingSites;
+  /// Attentions under the ring that read K and V all-gathered instead.
+  unsigned RingFallbacks = 0;
   /// Scores, chain and context nodes -> index into RingSites.
   llvm::DenseMap<const Node *, unsigned> RingNodes;
   const RingSite *findRingSite(const Node *N) const {
