@@ -191,6 +191,10 @@ private:
                                  ArrayRef<std::string> OutNames);
   /// Row-parallel Gemm/Conv: partial products all-reduced over tp, then the
   /// bias added once.
+  /// A mean loss with ignore_index over rows split on the sequence axis:
+  /// the local sum and count of counted rows all-reduced, then divided.
+  Error lowerMeanOverCount(const Node &N, ArrayRef<Value *> In,
+                           ArrayRef<std::string> OutNames);
   Error lowerBiasAfterReduce(const Node &N, const NodeSharding &NS,
                              ArrayRef<Value *> In,
                              ArrayRef<std::string> OutNames);
@@ -950,9 +954,83 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
     Produced[Y] = (*M)->getOutput(0);
     return Error::success();
   }
+  case NodeSharding::Lowering::MeanOverCount:
+    return lowerMeanOverCount(N, In, OutNames);
   case NodeSharding::Lowering::None:
     break;
   }
+  return Error::success();
+}
+
+Error RoleBuilder::lowerMeanOverCount(const Node &N, ArrayRef<Value *> In,
+                                      ArrayRef<std::string> OutNames) {
+  const std::string &Y = OutNames[0];
+  TensorType T = N.getOutput(0)->Type;
+  // The local sum over the counted rows: the node with reduction "sum".
+  std::vector<Attribute> Attrs;
+  for (const Attribute &A : N.getAttributes())
+    if (A.Name != "reduction")
+      Attrs.push_back(copyAttributeValues(A));
+  Attrs.push_back(strAttr("reduction", "sum"));
+  Expected<Node *> Sum =
+      G->addNode(N.getOpType(), N.getDomain(), fresh(Y + ".local_sum"),
+                 In.take_front(2), {fresh(Y + ".local_sum")});
+  if (!Sum)
+    return Sum.takeError();
+  (*Sum)->setAttributes(std::move(Attrs));
+  (*Sum)->getOutput(0)->Type = T;
+  // The local count: labels other than ignore_index.
+  Value *Labels = In[1];
+  Tensor Ign = Tensor::makeFromInts(Labels->Type.Elem, {},
+                                    {N.getAttrInt("ignore_index", 0)});
+  Ign.Name = fresh(Y + ".ignore_index");
+  Node *IC = cantFail(G->addNode("Constant", "", Ign.Name, {}, {Ign.Name}));
+  IC->getOutput(0)->Type = Ign.Type;
+  IC->addAttribute(tensorAttr("value", std::move(Ign)));
+  TensorType BoolT = Labels->Type;
+  BoolT.Elem = DataType::Bool;
+  Value *X = nullptr;
+  auto Step = [&](StringRef Op, ArrayRef<Value *> Ins, TensorType OT,
+                  std::vector<Attribute> As = {}) -> Error {
+    std::string Name = fresh(Y + ".count." + Op.lower());
+    Expected<Node *> S = add(Op, Name, Ins, {Name});
+    if (!S)
+      return S.takeError();
+    (*S)->setAttributes(std::move(As));
+    (*S)->getOutput(0)->Type = std::move(OT);
+    X = (*S)->getOutput(0);
+    return Error::success();
+  };
+  TensorType FloatT = Labels->Type;
+  FloatT.Elem = T.Elem;
+  std::vector<Attribute> CastTo;
+  CastTo.push_back(intAttr("to", (int64_t)T.Elem));
+  std::vector<Attribute> KeepDims;
+  KeepDims.push_back(intAttr("keepdims", 0));
+  if (Error E = Step("Equal", {Labels, IC->getOutput(0)}, BoolT))
+    return E;
+  if (Error E = Step("Not", {X}, BoolT))
+    return E;
+  if (Error E = Step("Cast", {X}, FloatT, std::move(CastTo)))
+    return E;
+  if (Error E = Step("ReduceSum", {X}, T, std::move(KeepDims)))
+    return E;
+  // Both summed over the group, then divided.
+  StringRef Group = getAxisGroupName(R);
+  Attr Sum_{"reduction", 0, "sum"};
+  Expected<Value *> S = collective("HcomAllReduce", Group, (*Sum)->getOutput(0),
+                                   Y + ".sum", T, {Sum_});
+  if (!S)
+    return S.takeError();
+  Expected<Value *> C =
+      collective("HcomAllReduce", Group, X, Y + ".count", T, {Sum_});
+  if (!C)
+    return C.takeError();
+  Expected<Node *> D = add("Div", fresh("mean." + Y), {*S, *C}, {Y});
+  if (!D)
+    return D.takeError();
+  (*D)->getOutput(0)->Type = T;
+  Produced[N.getOutput(0)] = (*D)->getOutput(0);
   return Error::success();
 }
 

@@ -185,6 +185,10 @@ enum class ShardLowering : uint8_t {
   /// rank's mean over its rows, scaled by 1 / axis size, is an addend of
   /// the mean (a Partial output; LossRules.cpp).
   MeanOfShards,
+  /// A loss's "mean" over the rows it counts (ignore_index), rows split on
+  /// the sequence axis: each rank's sum and count of counted rows are
+  /// all-reduced and divided (a replicated output; LossRules.cpp).
+  MeanOverCount,
 };
 
 /// What a rule decided for one node.
