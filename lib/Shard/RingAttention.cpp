@@ -105,8 +105,8 @@ std::string matchSite(const ShardingResult &R, const UseMap &Users,
     return "the softmax is not over the keys (the last axis)";
   int64_t Sq = Y->Type.Dims[Rank - 2].Size, Sk = Y->Type.Dims[Rank - 1].Size;
   unsigned CP = R.Plan.TP;
-  if (Sq != Sk || Sq % CP)
-    return "the queries and keys are not one sequence divisible by cp";
+  if (Sq != Sk || Sq % (2 * CP))
+    return "the queries and keys are not one sequence divisible by 2 cp";
   // Back from the softmax to the scores MatMul.
   std::vector<const Node *> Chain{&SM};
   std::vector<unsigned> Slots{0};
@@ -393,10 +393,14 @@ bool feedsMatMul(const Value *V, const UseMap &Users) {
 } // namespace
 
 std::vector<int64_t> getRingPositions(unsigned CP, unsigned Rank, int64_t S) {
-  int64_t C = S / CP;
-  std::vector<int64_t> P(C);
-  for (int64_t I = 0; I < C; ++I)
-    P[I] = Rank * C + I;
+  // Megatron-Core's load balancing for the causal ring: 2 cp chunks, rank r
+  // holding chunks r and 2 cp - 1 - r, so every rank's queries see as many
+  // earlier keys (megatron/core/utils.py, get_batch_on_this_cp_rank).
+  int64_t C = S / (2 * CP);
+  std::vector<int64_t> P;
+  for (int64_t Chunk : {(int64_t)Rank, (int64_t)(2 * CP - 1 - Rank)})
+    for (int64_t I = 0; I < C; ++I)
+      P.push_back(Chunk * C + I);
   return P;
 }
 

@@ -39,7 +39,8 @@ public:
 };
 
 /// The global sequence positions cp rank \p Rank of \p CP holds of a
-/// sequence of \p S tokens (S divisible by CP): its contiguous chunk.
+/// sequence of \p S tokens (S divisible by 2 CP), in its local order: its
+/// chunks Rank and 2 CP - 1 - Rank of 2 CP (the causal load balance).
 std::vector<int64_t> getRingPositions(unsigned CP, unsigned Rank, int64_t S);
 
 /// Writes \p Site's attention for cp rank \p Rank of \p CP through \p B;

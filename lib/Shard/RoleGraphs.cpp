@@ -307,8 +307,31 @@ Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
     return addAllToAllV(X, getAxisGroupName(R), TP,
                         (Base + "." + C.Suffix).str(), C.Axis, C.ConcatAxis,
                         std::move(T));
-  return collective(getHcomOpName(C.Kind), getAxisGroupName(R), X,
-                    (Base + "." + C.Suffix).str(), std::move(T), Attrs);
+  if (R.CPRing && C.Kind == CollectiveKind::ReduceScatter)
+    return err("a reduce-scatter onto the cp ring's tokens (its two chunks "
+               "per rank are not one slice)");
+  Expected<Value *> Y = collective(getHcomOpName(C.Kind), getAxisGroupName(R),
+                                   X, (Base + "." + C.Suffix).str(), T, Attrs);
+  if (!Y || !R.CPRing || C.Kind != CollectiveKind::AllGather)
+    return Y;
+  // The ring's chunks arrive in rank order (rank r's chunks r and
+  // 2 cp - 1 - r): back to the sequence's order.
+  int64_t S = T.Dims[C.Axis].Size;
+  std::vector<int64_t> Arrived, Order(S);
+  for (unsigned Rk = 0; Rk < TP; ++Rk)
+    for (int64_t P : getRingPositions(TP, Rk, S))
+      Arrived.push_back(P);
+  for (int64_t I = 0; I < S; ++I)
+    Order[Arrived[I]] = I;
+  Value *Idx = constInt64((Base + ".order").str(), {S}, Order);
+  std::string ON = fresh((Base + "." + C.Suffix + ".ordered").str());
+  Expected<Node *> N =
+      add("Gather", fresh(("order." + Base).str()), {*Y, Idx}, {ON});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(intAttr("axis", C.Axis));
+  (*N)->getOutput(0)->Type = T;
+  return (*N)->getOutput(0);
 }
 
 Expected<Value *> RoleBuilder::produced(const Value *V) {
@@ -413,6 +436,14 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
       return nullptr;
     Data = A->Ts[0].Data;
   }
+  if (R.CPRing) {
+    // The ring's chunks are not one contiguous slice: the constant whole,
+    // its tokens gathered in the graph (sliceActivation).
+    Expected<Value *> W = G->addParameter(fresh(V->getName()), V->Type, Data);
+    if (!W)
+      return W.takeError();
+    return sliceActivation(*W, V->Type, Req, V->getName());
+  }
   (void)X;
   TensorType T = localType(V, Req, false);
   if (Data)
@@ -470,6 +501,22 @@ Expected<Value *> RoleBuilder::sliceActivation(Value *X, const TensorType &GT,
   // Replicated -> split without communication: this rank's slice, block by
   // block.
   Shape S = GT.getStaticShape();
+  if (R.CPRing && Req.Blocks.empty()) {
+    // The ring's tokens: this rank's two chunks (getRingPositions).
+    std::vector<int64_t> Pos = getRingPositions(TP, TPR, S[Req.Dim]);
+    Value *Idx =
+        constInt64(Name.str() + ".positions", {(int64_t)Pos.size()}, Pos);
+    std::string ON = fresh(Name.str() + ".slice");
+    Expected<Node *> N =
+        add("Gather", fresh("slice." + Name.str()), {X, Idx}, {ON});
+    if (!N)
+      return N.takeError();
+    (*N)->addAttribute(intAttr("axis", Req.Dim));
+    TensorType T = GT;
+    T.Dims[Req.Dim] = Dim((int64_t)Pos.size());
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
+  }
   std::vector<int64_t> Blocks = Req.Blocks;
   if (Blocks.empty())
     Blocks.push_back(S[Req.Dim]);

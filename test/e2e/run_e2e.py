@@ -186,8 +186,9 @@ CASES = [
     # Context parallelism as a ring (cp_algo=ring, lib/Shard/RingAttention.cpp):
     # each cp rank keeps its queries, passes its K/V block around group cp
     # by HcomSend/HcomReceive and merges each step's softmax into the
-    # running one; the causal mask and the learned positions are cut to the
-    # rank's rows and the block's columns.
+    # running one; the tokens in Megatron-Core's causal balance (2*cp
+    # chunks, rank r holding r and 2*cp-1-r), the causal mask and the
+    # positions cut to the rank's rows and the block's columns.
     ("attn-cp2-ring",      "gen:attn",  "cp=2,cp_algo=ring,mb=2",              "infer", 4, 8),
     ("attn_bidir-cp4-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,mb=2",         "infer", 4, 8),
     ("llama_tiny-cp2pp2dp2-ring", "ex:llama-tiny.onnx", "cp=2,cp_algo=ring,pp=2,dp=2,mb=1", "infer", 4, 8),
