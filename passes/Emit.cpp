@@ -114,6 +114,19 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
                  "weight bytes\n",
                  R.FileName.c_str(), Nodes, Coll, P2P, Bytes);
   }
+  const ShardingResult &Sh = SP.Sharding;
+  if (Sh.CPAxis && Sh.CPRing)
+    OS << format("\nContext parallelism: cp=%u emitted as cp_algo=ring: %zu "
+                 "attention(s) pass their K/V blocks around group cp "
+                 "(HcomSend/HcomReceive, %u step(s) each) and merge the "
+                 "softmax online; %u read K and V all-gathered (Notes)\n",
+                 Sh.Plan.TP, Sh.RingSites.size(), Sh.Plan.TP - 1,
+                 Sh.RingFallbacks);
+  else if (Sh.CPAxis)
+    OS << format("\nContext parallelism: cp=%u emitted as cp_algo=a2a: Q, "
+                 "K, V and the context move between tokens and heads by "
+                 "HcomAllToAllV over group cp\n",
+                 Sh.Plan.TP);
   // Device-class placement of the planning graph.
   std::map<std::string, unsigned> PerClass = getPlacementCounts(CU);
   OS << "\nDevice-class placement (nodes):";

@@ -76,19 +76,18 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
-    // Context parallelism: all-to-all over heads (Ulysses) is emitted on
-    // the propagated axis, alone on it (tp = 1); the ring and cp beside
-    // tp are costed only.
-    if (Best.Plan.CP > 1 && (Best.Plan.CPA != CPAlgo::A2A || Best.Plan.TP > 1))
+    // Context parallelism is emitted on the propagated axis, alone on it
+    // (tp = 1): all-to-all over heads (Ulysses) or the K/V ring
+    // (lib/Shard/RingAttention.cpp); cp beside tp is costed only.
+    if (Best.Plan.CP > 1 && Best.Plan.TP > 1)
       return createStringError(
           inconvertibleErrorCode(),
           "plan %s: cp=%u (context parallelism, cp_algo=%s) is costed but "
-          "its graphs cannot be emitted yet (issue 34 items 2-3: %s); drop "
-          "-o to plan and export, or pin --plan cp=1 to emit",
+          "its graphs cannot be emitted yet (issue 34 item 3: cp is emitted "
+          "at tp=1 only); drop -o to plan and export, or pin --plan cp=1 "
+          "to emit",
           Best.Plan.str().c_str(), Best.Plan.CP,
-          getCPAlgoName(Best.Plan.CPA).str().c_str(),
-          Best.Plan.CPA != CPAlgo::A2A ? "the ring is not lowered, a2a is"
-                                       : "a2a is lowered at tp=1 only");
+          getCPAlgoName(Best.Plan.CPA).str().c_str());
     // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
     // and column-wise shards are written at ep=1 (RoleGraphs.cpp);
     // the evaluator does not fit other plans (Embedding.h), so a plan
@@ -113,6 +112,7 @@ public:
     if (R.Plan.CP > 1) {
       // The one propagated axis is cp's (Sharding.h, ShardingResult).
       R.CPAxis = true;
+      R.CPRing = R.Plan.CPA == CPAlgo::Ring;
       R.Plan.TP = R.Plan.CP;
       R.Plan.CP = 1;
     }

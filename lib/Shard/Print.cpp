@@ -66,6 +66,9 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
     case NodeSharding::Lowering::MeanOfShards:
       OS << " mean-of-shards";
       break;
+    case NodeSharding::Lowering::MeanOverCount:
+      OS << " mean-over-count";
+      break;
     case NodeSharding::Lowering::None:
       break;
     }

@@ -87,6 +87,7 @@ public:
                            R.Values, Users),
         R(R) {
     setSequenceAxis(R.CPAxis);
+    setSequenceRing(R.CPRing);
   }
   Error run();
 
@@ -249,7 +250,11 @@ Error propagateSharding(ShardingResult &R) {
     }
   UseMap Users = buildUseMap(G);
   Propagator Prop(R, Users);
-  return Prop.run();
+  if (Error E = Prop.run())
+    return E;
+  if (R.CPRing)
+    findRingSites(R, Users);
+  return Error::success();
 }
 
 } // namespace loom

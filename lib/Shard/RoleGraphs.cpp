@@ -13,6 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
+#include "RingAttention.h"
+#include "ShardAttrs.h"
 #include "loom/IR/NodeLabel.h"
 #include "loom/Shard/EmbeddingShards.h"
 #include "loom/Shard/ExpertRules.h"
@@ -36,35 +38,6 @@ using Shape = SmallVector<int64_t, 4>;
 
 Error err(const Twine &Msg) {
   return createStringError(inconvertibleErrorCode(), Msg.str().c_str());
-}
-
-Attribute intAttr(StringRef Name, int64_t V) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::Int;
-  A.I = V;
-  return A;
-}
-Attribute intsAttr(StringRef Name, ArrayRef<int64_t> V) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::Ints;
-  A.Is.assign(V.begin(), V.end());
-  return A;
-}
-Attribute strAttr(StringRef Name, StringRef V) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::String;
-  A.S = V.str();
-  return A;
-}
-Attribute tensorAttr(StringRef Name, Tensor T) {
-  Attribute A;
-  A.Name = Name.str();
-  A.K = Attribute::Kind::Tensor;
-  A.Ts.push_back(std::move(T));
-  return A;
 }
 
 /// Cross-device edges: (value, destination device) -> sr_tag.
@@ -156,6 +129,9 @@ private:
   }
   /// Builds \p N; its errors name it (buildNodeUnnamed's do not).
   Error buildNode(const Node &N);
+  /// The cp ring's attention at its context node (RingAttention.cpp).
+  Error buildRing(const Node &N, const RingSite &Site, StringRef OutName);
+  friend class RingAdapter;
   Error buildNodeUnnamed(const Node &N);
   // The steps of buildNodeUnnamed.
   /// A node of the expert combine chain (a sum over experts): returns
@@ -215,6 +191,10 @@ private:
                                  ArrayRef<std::string> OutNames);
   /// Row-parallel Gemm/Conv: partial products all-reduced over tp, then the
   /// bias added once.
+  /// A mean loss with ignore_index over rows split on the sequence axis:
+  /// the local sum and count of counted rows all-reduced, then divided.
+  Error lowerMeanOverCount(const Node &N, ArrayRef<Value *> In,
+                           ArrayRef<std::string> OutNames);
   Error lowerBiasAfterReduce(const Node &N, const NodeSharding &NS,
                              ArrayRef<Value *> In,
                              ArrayRef<std::string> OutNames);
@@ -327,8 +307,31 @@ Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
     return addAllToAllV(X, getAxisGroupName(R), TP,
                         (Base + "." + C.Suffix).str(), C.Axis, C.ConcatAxis,
                         std::move(T));
-  return collective(getHcomOpName(C.Kind), getAxisGroupName(R), X,
-                    (Base + "." + C.Suffix).str(), std::move(T), Attrs);
+  if (R.CPRing && C.Kind == CollectiveKind::ReduceScatter)
+    return err("a reduce-scatter onto the cp ring's tokens (its two chunks "
+               "per rank are not one slice)");
+  Expected<Value *> Y = collective(getHcomOpName(C.Kind), getAxisGroupName(R),
+                                   X, (Base + "." + C.Suffix).str(), T, Attrs);
+  if (!Y || !R.CPRing || C.Kind != CollectiveKind::AllGather)
+    return Y;
+  // The ring's chunks arrive in rank order (rank r's chunks r and
+  // 2 cp - 1 - r): back to the sequence's order.
+  int64_t S = T.Dims[C.Axis].Size;
+  std::vector<int64_t> Arrived, Order(S);
+  for (unsigned Rk = 0; Rk < TP; ++Rk)
+    for (int64_t P : getRingPositions(TP, Rk, S))
+      Arrived.push_back(P);
+  for (int64_t I = 0; I < S; ++I)
+    Order[Arrived[I]] = I;
+  Value *Idx = constInt64((Base + ".order").str(), {S}, Order);
+  std::string ON = fresh((Base + "." + C.Suffix + ".ordered").str());
+  Expected<Node *> N =
+      add("Gather", fresh(("order." + Base).str()), {*Y, Idx}, {ON});
+  if (!N)
+    return N.takeError();
+  (*N)->addAttribute(intAttr("axis", C.Axis));
+  (*N)->getOutput(0)->Type = T;
+  return (*N)->getOutput(0);
 }
 
 Expected<Value *> RoleBuilder::produced(const Value *V) {
@@ -433,6 +436,14 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
       return nullptr;
     Data = A->Ts[0].Data;
   }
+  if (R.CPRing) {
+    // The ring's chunks are not one contiguous slice: the constant whole,
+    // its tokens gathered in the graph (sliceActivation).
+    Expected<Value *> W = G->addParameter(fresh(V->getName()), V->Type, Data);
+    if (!W)
+      return W.takeError();
+    return sliceActivation(*W, V->Type, Req, V->getName());
+  }
   (void)X;
   TensorType T = localType(V, Req, false);
   if (Data)
@@ -490,6 +501,22 @@ Expected<Value *> RoleBuilder::sliceActivation(Value *X, const TensorType &GT,
   // Replicated -> split without communication: this rank's slice, block by
   // block.
   Shape S = GT.getStaticShape();
+  if (R.CPRing && Req.Blocks.empty()) {
+    // The ring's tokens: this rank's two chunks (getRingPositions).
+    std::vector<int64_t> Pos = getRingPositions(TP, TPR, S[Req.Dim]);
+    Value *Idx =
+        constInt64(Name.str() + ".positions", {(int64_t)Pos.size()}, Pos);
+    std::string ON = fresh(Name.str() + ".slice");
+    Expected<Node *> N =
+        add("Gather", fresh("slice." + Name.str()), {X, Idx}, {ON});
+    if (!N)
+      return N.takeError();
+    (*N)->addAttribute(intAttr("axis", Req.Dim));
+    TensorType T = GT;
+    T.Dims[Req.Dim] = Dim((int64_t)Pos.size());
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
+  }
   std::vector<int64_t> Blocks = Req.Blocks;
   if (Blocks.empty())
     Blocks.push_back(S[Req.Dim]);
@@ -860,6 +887,65 @@ Expected<Value *> RoleBuilder::gatherTokens(const Value *V, Value *X) {
   return *Y;
 }
 
+/// The role builder's graph operations for the ring (RingAttention.h).
+class RingAdapter : public RingGraphBuilder {
+public:
+  explicit RingAdapter(RoleBuilder &RB) : RB(RB) {}
+  Expected<Value *> get(const Value *V, const AxisSpec &S) override {
+    return RB.materialize(V, S);
+  }
+  Expected<Value *> op(StringRef Op, StringRef Base, ArrayRef<Value *> In,
+                       const TensorType &T, std::vector<Attribute> Attrs,
+                       StringRef OutName) override {
+    std::string Name = RB.fresh(Base);
+    std::string Out = OutName.empty() ? Name : OutName.str();
+    Expected<Node *> N = RB.add(Op, Name, In, {Out});
+    if (!N)
+      return N.takeError();
+    (*N)->setAttributes(std::move(Attrs));
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
+  }
+  Value *constInt64(StringRef Name, ArrayRef<int64_t> Shape,
+                    ArrayRef<int64_t> Vals) override {
+    return RB.constInt64(Name, Shape, Vals);
+  }
+  void send(Value *X, unsigned Dest, int Tag, StringRef Base) override {
+    Node *S = cantFail(RB.G->addNode(
+        "HcomSend", "hccl", RB.fresh("hcom.cp.send." + Base.str()), {X}, {}));
+    S->addAttribute(strAttr("group", "cp"));
+    S->addAttribute(intAttr("sr_tag", Tag));
+    S->addAttribute(intAttr("dest_rank", Dest));
+  }
+  Expected<Value *> recv(const TensorType &T, unsigned Src, int Tag,
+                         StringRef Base) override {
+    std::string Name = RB.fresh("hcom.cp.recv." + Base.str());
+    Expected<Node *> N = RB.G->addNode("HcomReceive", "hccl", Name, {}, {Name});
+    if (!N)
+      return N.takeError();
+    (*N)->addAttribute(strAttr("group", "cp"));
+    (*N)->addAttribute(intAttr("sr_tag", Tag));
+    (*N)->addAttribute(intAttr("src_rank", Src));
+    (*N)->addAttribute(intsAttr("shape", T.getStaticShape()));
+    (*N)->addAttribute(intAttr("dtype", (int64_t)T.Elem));
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
+  }
+
+private:
+  RoleBuilder &RB;
+};
+
+Error RoleBuilder::buildRing(const Node &N, const RingSite &Site,
+                             StringRef OutName) {
+  RingAdapter A(*this);
+  Expected<Value *> Y = lowerRingAttention(R, Site, TP, TPR, A, OutName);
+  if (!Y)
+    return Y.takeError();
+  Produced[N.getOutput(0)] = *Y;
+  return Error::success();
+}
+
 void RoleBuilder::emitSends(const Node &N) {
   for (const Value *O : N.getOutputs()) {
     if (!O)
@@ -915,9 +1001,83 @@ Error RoleBuilder::lowerSpecial(const Node &N, const NodeSharding &NS,
     Produced[Y] = (*M)->getOutput(0);
     return Error::success();
   }
+  case NodeSharding::Lowering::MeanOverCount:
+    return lowerMeanOverCount(N, In, OutNames);
   case NodeSharding::Lowering::None:
     break;
   }
+  return Error::success();
+}
+
+Error RoleBuilder::lowerMeanOverCount(const Node &N, ArrayRef<Value *> In,
+                                      ArrayRef<std::string> OutNames) {
+  const std::string &Y = OutNames[0];
+  TensorType T = N.getOutput(0)->Type;
+  // The local sum over the counted rows: the node with reduction "sum".
+  std::vector<Attribute> Attrs;
+  for (const Attribute &A : N.getAttributes())
+    if (A.Name != "reduction")
+      Attrs.push_back(copyAttributeValues(A));
+  Attrs.push_back(strAttr("reduction", "sum"));
+  Expected<Node *> Sum =
+      G->addNode(N.getOpType(), N.getDomain(), fresh(Y + ".local_sum"),
+                 In.take_front(2), {fresh(Y + ".local_sum")});
+  if (!Sum)
+    return Sum.takeError();
+  (*Sum)->setAttributes(std::move(Attrs));
+  (*Sum)->getOutput(0)->Type = T;
+  // The local count: labels other than ignore_index.
+  Value *Labels = In[1];
+  Tensor Ign = Tensor::makeFromInts(Labels->Type.Elem, {},
+                                    {N.getAttrInt("ignore_index", 0)});
+  Ign.Name = fresh(Y + ".ignore_index");
+  Node *IC = cantFail(G->addNode("Constant", "", Ign.Name, {}, {Ign.Name}));
+  IC->getOutput(0)->Type = Ign.Type;
+  IC->addAttribute(tensorAttr("value", std::move(Ign)));
+  TensorType BoolT = Labels->Type;
+  BoolT.Elem = DataType::Bool;
+  Value *X = nullptr;
+  auto Step = [&](StringRef Op, ArrayRef<Value *> Ins, TensorType OT,
+                  std::vector<Attribute> As = {}) -> Error {
+    std::string Name = fresh(Y + ".count." + Op.lower());
+    Expected<Node *> S = add(Op, Name, Ins, {Name});
+    if (!S)
+      return S.takeError();
+    (*S)->setAttributes(std::move(As));
+    (*S)->getOutput(0)->Type = std::move(OT);
+    X = (*S)->getOutput(0);
+    return Error::success();
+  };
+  TensorType FloatT = Labels->Type;
+  FloatT.Elem = T.Elem;
+  std::vector<Attribute> CastTo;
+  CastTo.push_back(intAttr("to", (int64_t)T.Elem));
+  std::vector<Attribute> KeepDims;
+  KeepDims.push_back(intAttr("keepdims", 0));
+  if (Error E = Step("Equal", {Labels, IC->getOutput(0)}, BoolT))
+    return E;
+  if (Error E = Step("Not", {X}, BoolT))
+    return E;
+  if (Error E = Step("Cast", {X}, FloatT, std::move(CastTo)))
+    return E;
+  if (Error E = Step("ReduceSum", {X}, T, std::move(KeepDims)))
+    return E;
+  // Both summed over the group, then divided.
+  StringRef Group = getAxisGroupName(R);
+  Attr Sum_{"reduction", 0, "sum"};
+  Expected<Value *> S = collective("HcomAllReduce", Group, (*Sum)->getOutput(0),
+                                   Y + ".sum", T, {Sum_});
+  if (!S)
+    return S.takeError();
+  Expected<Value *> C =
+      collective("HcomAllReduce", Group, X, Y + ".count", T, {Sum_});
+  if (!C)
+    return C.takeError();
+  Expected<Node *> D = add("Div", fresh("mean." + Y), {*S, *C}, {Y});
+  if (!D)
+    return D.takeError();
+  (*D)->getOutput(0)->Type = T;
+  Produced[N.getOutput(0)] = (*D)->getOutput(0);
   return Error::success();
 }
 
@@ -1249,6 +1409,17 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
   if (NI == R.Nodes.end())
     return err(describeNode(N) + ": has no sharding");
   const NodeSharding &NS = NI->second;
+  if (const RingSite *RS = R.findRingSite(&N)) {
+    // The scores and the chain after them are computed inside the ring,
+    // block by block, at the context node.
+    Building.erase(&N);
+    if (RS->Context != &N)
+      return Error::success();
+    if (Error Er = buildRing(N, *RS, getOutputNames(N, NS, false)[0]))
+      return Er;
+    emitSends(N);
+    return Error::success();
+  }
   if (hasSubgraphs(N))
     return buildControlFlow(N, NS);
   if (const EmbeddingShard *S = getEmbeddingShard(R, N))

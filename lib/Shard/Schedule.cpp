@@ -178,12 +178,16 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       C.Chunk = N.Stage >= 0 ? (unsigned)N.Stage : Cur;
       const Value *X = N.getNumInputs() ? N.getInput(0) : N.getOutput(0);
       C.Bytes = wireBytes(X, R.CommFloatType);
+      // The cp ring's transfers (RingAttention.cpp) run inside the
+      // attention, like a collective of group cp; the pipeline's between
+      // chunks.
+      bool Ring = C.Group == "cp";
       if (N.getOpType() == "HcomSend") {
-        C.Kind = "send";
+        C.Kind = Ring ? "ring_send" : "send";
         C.Peer = N.getAttrInt("dest_rank", 0);
         C.Tag = N.getAttrInt("sr_tag", 0);
       } else if (N.getOpType() == "HcomReceive") {
-        C.Kind = "recv";
+        C.Kind = Ring ? "ring_recv" : "recv";
         C.Peer = N.getAttrInt("src_rank", 0);
         C.Tag = N.getAttrInt("sr_tag", 0);
       } else {
@@ -329,8 +333,12 @@ std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
                              : C.Group == "dp" ? G.DPG
                                                : G.TPG;
       SC.Level = levelName(GS, HW);
-      SC.TimeS = collectiveTime(parseScheduleEventKind(C.Kind), C.Bytes, GS, HW)
-                     .Seconds;
+      CollectiveKind K = C.Kind == "ring_send" || C.Kind == "ring_recv"
+                             ? CollectiveKind::SendRecv
+                             : parseScheduleEventKind(C.Kind);
+      SC.TimeS = collectiveTime(K, C.Bytes, GS, HW).Seconds;
+      SC.Peer = C.Peer;
+      SC.Tag = C.Tag;
     }
     SC.Bytes = C.Bytes;
     Out.push_back(SC);

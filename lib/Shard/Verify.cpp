@@ -37,38 +37,44 @@ static void checkTransfers(const ShardedProgram &SP,
   auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   // Keyed by the dp rank too: with embedding table shards every device
   // has one role per dp rank (RoleGraphs.cpp; -1 otherwise).
-  std::map<std::tuple<unsigned, unsigned, unsigned, unsigned, int, int64_t>,
-           P2P>
+  // Keyed by the group too: a pipeline transfer joins devices (the tp rank
+  // alike), the cp ring's (RingAttention.cpp) joins cp ranks, which sit in
+  // the tp slot (the pipeline device alike).
+  std::map<
+      std::tuple<bool, unsigned, unsigned, unsigned, unsigned, int, int64_t>,
+      P2P>
       Sends, Recvs;
   for (const RoleGraph &R : SP.Roles)
     for (const auto &NP : R.M->getGraph().getNodes()) {
       const Node &N = *NP;
       if (N.getDomain() != "hccl")
         continue;
+      bool Ring = N.getAttrString("group", "") == "cp";
+      unsigned Me = Ring ? R.TP : R.PP, Other = Ring ? R.PP : R.TP;
       if (N.getOpType() == "HcomSend") {
         const Value *X = N.getInput(0);
-        P2P S{R.PP,
+        P2P S{Me,
               (unsigned)N.getAttrInt("dest_rank", -1),
-              R.TP,
+              Other,
               R.EP,
               N.getAttrInt("sr_tag", -1),
               {},
               (int64_t)X->Type.Elem};
         for (int64_t D : X->Type.getStaticShape())
           S.Shape.push_back(D);
-        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
+        auto Key = std::make_tuple(Ring, S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
         if (!Sends.emplace(Key, S).second)
           Fail("role " + R.FileName + ": two HcomSend with sr_tag " +
                Twine(S.Tag) + " to device " + Twine(S.To));
       } else if (N.getOpType() == "HcomReceive") {
         P2P S{(unsigned)N.getAttrInt("src_rank", -1),
-              R.PP,
-              R.TP,
+              Me,
+              Other,
               R.EP,
               N.getAttrInt("sr_tag", -1),
               N.getAttrInts("shape").getValueOr(std::vector<int64_t>()),
               N.getAttrInt("dtype", 0)};
-        auto Key = std::make_tuple(S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
+        auto Key = std::make_tuple(Ring, S.From, S.To, S.TP, S.EP, R.DP, S.Tag);
         if (!Recvs.emplace(Key, S).second)
           Fail("role " + R.FileName + ": two HcomReceive with sr_tag " +
                Twine(S.Tag) + " from device " + Twine(S.From));

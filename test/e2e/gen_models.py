@@ -135,11 +135,13 @@ def causal_mask(b, maxs=64):
     return name
 
 
-def attn(causal=True, loss=False):
+def attn(causal=True, loss=False, ignore_index=None):
     """causal=False: bidirectional, with a learned position table [64, d]
     (table[:seq]) added to the input instead of the mask. loss=True: a
     16-class head and the mean SoftmaxCrossEntropyLoss over every token
-    against int64 labels [batch, seq] (a training graph with its loss)."""
+    against int64 labels [batch, seq] (a training graph with its loss).
+    ignore_index: the loss skips the tokens labelled so (the mean is over
+    the others)."""
     b = Builder("attn" if causal else "attn_bidir", 2)
     d, H = 32, 4
     hd = d // H
@@ -175,8 +177,9 @@ def attn(causal=True, loss=False):
     h = b.layernorm(h, d, "ln_f")
     if loss:
         scores = b.op("Transpose", [b.linear(h, d, 16, "head")], perm=[0, 2, 1])
+        extra = {} if ignore_index is None else {"ignore_index": ignore_index}
         b.nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [scores, "labels"],
-                                        ["loss"], reduction="mean"))
+                                        ["loss"], reduction="mean", **extra))
         return b.model([helper.make_tensor_value_info("x", FLOAT, ["batch", "seq", d]),
                         helper.make_tensor_value_info("labels", onnx.TensorProto.INT64,
                                                       ["batch", "seq"])],
@@ -370,6 +373,7 @@ def cnn():
 MODELS = {
     "mlp": mlp, "attn": attn, "attn_bidir": lambda: attn(causal=False),
     "attn_loss": lambda: attn(loss=True), "llama": llama,
+    "attn_loss_ignore": lambda: attn(loss=True, ignore_index=0),
     "moe_stacked": lambda: moe(False), "moe_unrolled": lambda: moe(True),
     "moe_gshard": moe_gshard,
     "embed_lm": embed_lm, "cnn": cnn,

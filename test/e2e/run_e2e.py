@@ -179,6 +179,21 @@ CASES = [
     # over its tokens, scaled by 1/cp and all-reduced over group cp.
     ("attn_loss-cp2-train",  "gen:attn_loss", "cp=2,cp_algo=a2a,mb=2",       "train", 4, 8),
     ("attn_loss-cp4pp2-train", "gen:attn_loss", "cp=4,cp_algo=a2a,pp=2,mb=1", "train", 4, 8),
+    # With ignore_index (labels drawn from [0, 16) hit class 0) the ranks
+    # count different tokens: each rank's sum and count are all-reduced
+    # over group cp and divided, not each mean scaled by 1/cp.
+    ("attn_loss_ignore-cp2-train", "gen:attn_loss_ignore", "cp=2,cp_algo=ring,mb=2", "train", 4, 8),
+    # Context parallelism as a ring (cp_algo=ring, lib/Shard/RingAttention.cpp):
+    # each cp rank keeps its queries, passes its K/V block around group cp
+    # by HcomSend/HcomReceive and merges each step's softmax into the
+    # running one; the tokens in Megatron-Core's causal balance (2*cp
+    # chunks, rank r holding r and 2*cp-1-r), the causal mask and the
+    # positions cut to the rank's rows and the block's columns.
+    ("attn-cp2-ring",      "gen:attn",  "cp=2,cp_algo=ring,mb=2",              "infer", 4, 8),
+    ("attn_bidir-cp4-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,mb=2",         "infer", 4, 8),
+    ("llama_tiny-cp2pp2dp2-ring", "ex:llama-tiny.onnx", "cp=2,cp_algo=ring,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("attn_loss-cp4pp2-ring-train", "gen:attn_loss", "cp=4,cp_algo=ring,pp=2,mb=1", "train", 4, 8),
+    ("attn_bidir-cp2dp2-ring-train", "gen:attn_bidir", "cp=2,cp_algo=ring,dp=2,mb=1", "train", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked
@@ -361,7 +376,7 @@ EXTRA_FLAGS = {"test:bagloop-exp-tiny.onnx": ["--allow-uncosted"]}
 # Models whose outputs are means over the batch (a training loss): each
 # micro-batch's loss is the mean over its own samples, as data parallelism
 # computes it, so the original runs on each micro-batch alone.
-MICRO_BATCH_REFERENCE = {"gen:attn_loss", "test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
+MICRO_BATCH_REFERENCE = {"gen:attn_loss", "gen:attn_loss_ignore", "test:ce-loss-tiny.onnx", "test:ce-ignore-tiny.onnx",
                          "test:ce-sum-tiny.onnx", "test:vocab-odd-loss-tiny.onnx"}
 
 # The negative test corrupts one weight slice in this case's output.

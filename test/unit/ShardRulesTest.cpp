@@ -26,10 +26,12 @@ class WalkContext final : public RuleContext {
 public:
   /// \p SeqInputs: on context parallelism's axis (RuleContext::
   /// isSequenceAxis), the graph inputs that arrive split and their dim.
+  /// \p Ring: cp_algo=ring (RuleContext::isSequenceRing).
   WalkContext(const Graph &G, unsigned TP, bool SP = false,
-              std::map<std::string, int> SeqInputs = {})
+              std::map<std::string, int> SeqInputs = {}, bool Ring = false)
       : RuleContext(TP, SP, 17) {
     setSequenceAxis(!SeqInputs.empty());
+    setSequenceRing(Ring);
     for (const Value *V : G.getInputs())
       if (SeqInputs.count(V->getName().str()))
         Values[V] = AxisSpec::split(SeqInputs[V->getName().str()]);
@@ -251,6 +253,43 @@ TEST(ShardRules, SequenceAxisMovesTokensToHeadsAroundAttention) {
   // Off the sequence axis the same loss runs replicated.
   WalkContext TP(G, 2);
   EXPECT_EQ(TP.out("loss"), "R");
+}
+
+TEST(ShardRules, SequenceRingKeepsQueriesOnTokens) {
+  CompilationUnit CU = load(CPBlock);
+  const Graph &G = CU.M->getGraph();
+  WalkContext C(G, 2, false, {{"x", 1}, {"labels", 1}}, /*Ring=*/true);
+  // Q K^T keeps the queries' token split (rows, dim 2 of [2,4,8,8]) and
+  // reads K^T whole: the role graphs pass K and V around the ring
+  // (RingAttention.cpp) instead of gathering them.
+  EXPECT_EQ(C.in("s", 0), "S(2)");
+  EXPECT_EQ(C.in("s", 1), "R");
+  EXPECT_EQ(C.out("s"), "S(2)");
+  EXPECT_EQ(C.out("p"), "S(2)");
+  EXPECT_EQ(C.in("c", 1), "R");
+  EXPECT_EQ(C.out("c"), "S(2)");
+  // The context stays on the tokens: no move back before the projection.
+  EXPECT_EQ(C.in("o", 0), "S(1)");
+}
+
+TEST(ShardRules, SequenceAxisMeanWithIgnoreIndexCountsOverTheGroup) {
+  std::string Text = CPBlock;
+  std::string Old = "<reduction = \"mean\">";
+  Text.replace(Text.find(Old), Old.size(),
+               "<reduction = \"mean\", ignore_index = 0>");
+  CompilationUnit CU = load(Text);
+  const Graph &G = CU.M->getGraph();
+  WalkContext C(G, 2, false, {{"x", 1}, {"labels", 1}});
+  // The ranks count different tokens: each one's sum and count are
+  // all-reduced and divided inside the lowering, the output replicated.
+  EXPECT_EQ(C.in("loss", 0), "S(2)");
+  EXPECT_EQ(C.in("loss", 1), "S(1)");
+  EXPECT_EQ(C.out("loss"), "R");
+  EXPECT_EQ(C.at("loss").Lower, ShardLowering::MeanOverCount);
+  // Two all-reduces of one scalar each (4 bytes): the sum and the count.
+  ASSERT_EQ(C.at("loss").Collectives.size(), 2u);
+  EXPECT_EQ(C.at("loss").Collectives[0].Bytes, 4.0);
+  EXPECT_EQ(C.at("loss").Collectives[1].Suffix, "count");
 }
 
 TEST(ShardRules, TransitionsAndLocalShapes) {

@@ -185,6 +185,10 @@ enum class ShardLowering : uint8_t {
   /// rank's mean over its rows, scaled by 1 / axis size, is an addend of
   /// the mean (a Partial output; LossRules.cpp).
   MeanOfShards,
+  /// A loss's "mean" over the rows it counts (ignore_index), rows split on
+  /// the sequence axis: each rank's sum and count of counted rows are
+  /// all-reduced and divided (a replicated output; LossRules.cpp).
+  MeanOverCount,
 };
 
 /// What a rule decided for one node.
@@ -221,6 +225,12 @@ public:
   /// move the split to the heads (MatmulRules.cpp).
   bool isSequenceAxis() const { return SeqAxis; }
   void setSequenceAxis(bool On) { SeqAxis = On; }
+  /// On the sequence axis, attention runs as a ring (cp_algo=ring): the
+  /// activation x activation matmuls keep the queries' token split and
+  /// read K and V whole, which the role graphs lower to the K/V ring
+  /// (lib/Shard/RingAttention.cpp) instead of a gather.
+  bool isSequenceRing() const { return SeqAxis && SeqRing; }
+  void setSequenceRing(bool On) { SeqRing = On; }
   int64_t getOpset() const { return Opset; }
   /// The axis size divides \p Size (> 0); a symbolic size divides every
   /// size but 1 (no degree > 1 splits a unit dim).
@@ -267,6 +277,7 @@ private:
   unsigned AxisSize;
   bool SP;
   bool SeqAxis = false;
+  bool SeqRing = false;
   int64_t Opset;
 };
 

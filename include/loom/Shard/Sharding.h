@@ -96,15 +96,47 @@ struct KVCacheShard {
   std::string Reason;
 };
 
+/// An attention the cp ring computes (cp_algo=ring,
+/// lib/Shard/RingAttention.cpp): the scores MatMul Q K^T, the elementwise
+/// chain after it (scale, mask, ...) ending with the Softmax over the keys,
+/// and the context MatMul P V (through Post). The chain is computed once per
+/// K/V block at the context node; the scores and chain nodes emit nothing of
+/// their own.
+struct RingSite {
+  const Node *Scores = nullptr;
+  /// After Scores, in order; the last is the Softmax.
+  std::vector<const Node *> Chain;
+  /// Per chain node, the input slot that carries the scores.
+  std::vector<unsigned> ChainSlot;
+  /// Casts from the softmax to the context, applied to each step's
+  /// probabilities.
+  std::vector<const Node *> Post;
+  const Node *Context = nullptr;
+  /// The site's number (its transfers' tags).
+  unsigned Index = 0;
+};
+
 /// Result of the shard pass.
 struct ShardingResult {
   /// The plan the graphs are cut for. With context parallelism (cp > 1,
-  /// cp_algo=a2a, tp = 1) the one propagated axis is cp's: Plan holds it
+  /// tp = 1) the one propagated axis is cp's: Plan holds it
   /// in TP (tp = cp, cp = 1: the same mesh, cp sitting right outside a tp
   /// of 1) and CPAxis is set; the output names it "cp" (getAxisGroupName,
   /// getPlanAsPlanned).
   ParallelPlan Plan;
   bool CPAxis = false;
+  /// CPAxis with cp_algo=ring: attention runs as the K/V ring at RingSites
+  /// (found after propagation); otherwise all-to-all over heads.
+  bool CPRing = false;
+  std::vector<RingSite> RingSites;
+  /// Attentions under the ring that read K and V all-gathered instead.
+  unsigned RingFallbacks = 0;
+  /// Scores, chain and context nodes -> index into RingSites.
+  llvm::DenseMap<const Node *, unsigned> RingNodes;
+  const RingSite *findRingSite(const Node *N) const {
+    auto It = RingNodes.find(N);
+    return It == RingNodes.end() ? nullptr : &RingSites[It->second];
+  }
   /// CPAxis: per model input, the axis of its sequence dim (-1: none): the
   /// input arrives whole and each cp rank keeps its tokens.
   std::map<std::string, int> InputSeqAxis;
@@ -236,7 +268,7 @@ inline ParallelPlan getPlanAsPlanned(const ShardingResult &R) {
   if (R.CPAxis) {
     P.CP = P.TP;
     P.TP = 1;
-    P.CPA = CPAlgo::A2A;
+    P.CPA = R.CPRing ? CPAlgo::Ring : CPAlgo::A2A;
   }
   return P;
 }
@@ -254,6 +286,11 @@ std::vector<unsigned> getGroupRanks(const ParallelPlan &P, llvm::StringRef Name,
 /// Propagates specs through \p R.M (already bound, inferred, folded and
 /// with layers detected) for \p R.Plan. Fills Nodes, Values, Params, chunks.
 llvm::Error propagateSharding(ShardingResult &R);
+
+/// Under the cp ring (R.CPRing, after propagation): the attentions the
+/// ring computes (RingSites); an attention that does not fit reads K and V
+/// all-gathered, with a note (lib/Shard/RingAttention.cpp).
+void findRingSites(ShardingResult &R, const UseMap &Users);
 
 /// Finds the model's KV cache (findKVCache) and decides, after
 /// propagateSharding, how each tp rank holds each cache input and output:

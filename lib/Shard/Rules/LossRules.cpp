@@ -26,7 +26,13 @@
 //   Core all-reduces the loss over its cp group the same way): "sum" of the
 //   local rows is a partial sum; "mean" without class weights or
 //   ignore_index (every rank then counts the same rows) is the local mean
-//   scaled by 1/cp, a partial sum too (ShardLowering::MeanOfShards).
+//   scaled by 1/cp, a partial sum too (ShardLowering::MeanOfShards). With
+//   ignore_index the ranks count different rows, so the mean is the sum
+//   over every rank's counted rows over their count: each rank's "sum"
+//   and its count of labels other than ignore_index are all-reduced over
+//   cp and divided (ShardLowering::MeanOverCount; Megatron-Core reduces
+//   the loss and the number of tokens over its cp group alike). Class
+//   weights keep the mean replicated.
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
@@ -71,10 +77,13 @@ void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   }
   StringRef Red = N.getAttrString("reduction", "mean");
   bool Weighted = N.getNumInputs() > 2 && N.getInput(2);
-  bool OverCP = Ctx.isSequenceAxis() &&
-                (Red == "sum" || (Red == "mean" && !Weighted &&
-                                  !N.getAttribute("ignore_index")));
+  bool Ignore = N.getAttribute("ignore_index") != nullptr;
+  bool OverCP =
+      Ctx.isSequenceAxis() && (Red == "sum" || (Red == "mean" && !Weighted));
   if (Red != "none" && !OverCP)
+    return;
+  // MeanOverCount writes the loss alone.
+  if (Red == "mean" && Ignore && N.getNumOutputs() > 1 && N.getOutput(1))
     return;
   if (!CX.isSplit() || !CX.Blocks.empty() || CX.Dim == 1 ||
       CX.Dim >= (int)Rank || Labels->Type.getRank() + 1 != Rank)
@@ -83,7 +92,15 @@ void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   NS.InputSpecs[0] = CX;
   NS.InputSpecs[1] = Row;
   NS.OutputSpecs[0] = Row;
-  if (Red != "none") {
+  if (Red == "mean" && Ignore) {
+    // The sum and the count all-reduced inside the lowering: one scalar
+    // each.
+    NS.OutputSpecs[0] = AxisSpec();
+    NS.Lower = ShardLowering::MeanOverCount;
+    TensorType One = N.getOutput(0)->Type;
+    NS.Collectives = {getLoweringAllReduce(N, One, "sum", "sum"),
+                      getLoweringAllReduce(N, One, "sum", "count")};
+  } else if (Red != "none") {
     NS.OutputSpecs[0] = AxisSpec::partial();
     if (Red == "mean")
       NS.Lower = ShardLowering::MeanOfShards;

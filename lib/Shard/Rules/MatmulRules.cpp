@@ -18,6 +18,9 @@
 // batch dim (the heads of [B, H, S, D]) splits that dim: Q, K and V move
 // from tokens to heads by all-to-all and each rank attends over the whole
 // sequence with its heads (DeepSpeed-Ulysses, Jacobs et al. 2023, §3).
+// Under the ring (RuleContext::isSequenceRing) the usual rule stands: the
+// queries keep their token split and K and V are read whole, which the role
+// graphs lower to the K/V ring (lib/Shard/RingAttention.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
@@ -182,7 +185,8 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   if (CB.isPartial())
     CB = AxisSpec();
   int OA = ToOut(CA, RA, true), OB = ToOut(CB, RB, false);
-  if (Ctx.isSequenceAxis() && (CA.isSplit() || CB.isSplit())) {
+  if (Ctx.isSequenceAxis() && !Ctx.isSequenceRing() &&
+      (CA.isSplit() || CB.isSplit())) {
     int H = getSequenceAxisBatchDim(SA, SB, SY, Ctx);
     if (H >= 0)
       OA = OB = H;
