@@ -24,16 +24,21 @@
 //    becomes a parameter, as the initializer holding the same tensor
 //    would be, so weights count, shard and train alike however the
 //    exporter stored them. Other constants stay: one-element ones (scales,
-//    epsilons), and what fold-shape-arith folded from the batch and
-//    sequence (masks, rotary tables, the zeros an index_add starts from),
-//    which are data, not weights.
+//    epsilons), what fold-shape-arith folded from the batch and sequence
+//    (masks, rotary tables, the zeros an index_add starts from), and
+//    constants read as a weight only by nodes with no data-dependent
+//    input (Hugging Face's computed rotary tables, `inv_freq @ positions`
+//    with the positions folded from a Range): data, not weights.
 //  - the converse: initializers that are data, not parameters, become
 //    `Constant` nodes before their first reader, as torch writes them
 //    (onnx.helper code stores every constant as an initializer, and they
 //    counted as parameters and memory there only). A parameter is a
 //    tensor that trains: integer and boolean tensors never do; a float
 //    one is data when no node reads it as a weight and it is one element
-//    (a scale, an epsilon) or an additive mask (0 and <= -1e4). This runs
+//    (a scale, an epsilon) or an additive mask (0 and <= -1e4), and when
+//    it only feeds table work (HF's rotary inv_freq, a buffer, times the
+//    positions: one fp32 "parameter" cost a gradient bucket of its own,
+//    +25 % step on a small LLaMA against its tables-as-data twin). This runs
 //    once, before the sweep, so a helper writing's scale is a Constant
 //    for the Div rewrite and its Where condition makes a Constant mask.
 //  - other `Identity` nodes are bypassed (unless a graph output, or read
@@ -121,6 +126,7 @@ public:
   /// One sweep of every rewrite; returns whether anything changed.
   bool sweep() {
     Users = buildUseMap(G);
+    DataDep = findDataDependent(G);
     SubgraphReads.clear();
     collectSubgraphReads(G, SubgraphReads, false);
     Replace.clear();
@@ -159,6 +165,11 @@ private:
   int64_t Opset;
   MaskCache Masks;
   UseMap Users;
+  /// The values that depend on the graph's inputs, as of the sweep's start
+  /// (a node a rewrite makes joins at the next sweep).
+  DenseSet<const Value *> DataDep;
+  /// The values computed from Constants alone (rewriteDataInitializers).
+  DenseSet<const Value *> ConstOnly;
   DenseSet<const Value *> SubgraphReads;
   /// Uses of a value to redirect to another (bypassed no-ops).
   DenseMap<const Value *, Value *> Replace;
@@ -244,13 +255,17 @@ public:
   ///    shapes, axes, bounds, indices, conditions, expert ids;
   ///  - a floating-point tensor no node reads as a weight (readsAsWeight)
   ///    that is one element (a scale, an epsilon, a fill) or an additive
-  ///    mask (every element 0 or <= -1e4, at least one masked).
+  ///    mask (every element 0 or <= -1e4, at least one masked);
+  ///  - a floating-point tensor that only feeds table work
+  ///    (feedsTableOnly: HF's rotary inv_freq).
   /// Other floating-point initializers stay parameters whoever reads them
   /// (a learned position table added to the tokens, a class token), and
   /// so does any initializer also declared a graph input (the user may
   /// feed it) or whose data is not inline (shape-only models).
   void rewriteDataInitializers() {
     Users = buildUseMap(G);
+    DataDep = findDataDependent(G);
+    ConstOnly = findConstantOnly(G);
     SubgraphReads.clear();
     collectSubgraphReads(G, SubgraphReads, false);
     std::vector<Value *> Data;
@@ -295,6 +310,8 @@ private:
       return true;
     if (!isFloatingPoint(P->Type.Elem))
       return false;
+    if (feedsTableOnly(P))
+      return true;
     for (const Node *U : It->second)
       for (unsigned I = 0; I < U->getNumInputs(); ++I)
         if (U->getInput(I) == P && readsAsWeight(*U, I))
@@ -314,6 +331,41 @@ private:
     return Masked;
   }
 
+  /// Whether the float initializer \p P is a table's constant: no node
+  /// applies it to data directly, and the work on it, followed up to the
+  /// first node that reads data, meets table work (isTableWork): Hugging
+  /// Face's rotary `inv_freq`, a buffer torch.onnx writes as an
+  /// initializer, times the positions folded from a Range. A weight's
+  /// views and derivations (a transpose, a weight norm) meet no table.
+  bool feedsTableOnly(const Value *P) const {
+    SmallVector<const Value *, 8> Work{P};
+    DenseSet<const Node *> Seen;
+    bool Table = false;
+    while (!Work.empty()) {
+      const Value *V = Work.pop_back_val();
+      auto It = Users.find(V);
+      if (It == Users.end())
+        continue;
+      for (const Node *U : It->second) {
+        if (!Seen.insert(U).second)
+          continue;
+        bool ReadsData = any_of(U->getInputs(), [&](const Value *In) {
+          return In && DataDep.count(In);
+        });
+        if (ReadsData) {
+          if (V == P)
+            return false; // Applied to data as it is.
+          continue;
+        }
+        Table |= isTableWork(*U, DataDep, ConstOnly);
+        for (const Value *O : U->getOutputs())
+          if (O)
+            Work.push_back(O);
+      }
+    }
+    return Table;
+  }
+
   void rewriteConstant(Node &N) {
     Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
     const Attribute *A = N.getAttribute("value");
@@ -324,10 +376,20 @@ private:
     Optional<int64_t> Elems = T.Type.getNumElements();
     if (!T.Data || !isFloatingPoint(T.Type.Elem) || !Elems || *Elems < 2)
       return;
+    // Read as a weight by a node that applies it to data: a node whose
+    // inputs are all data-independent computes a table the backend folds
+    // at load (Hugging Face's rotary `inv_freq @ positions`, positions
+    // folded from a Range), and its constants are not weights.
+    auto AppliesToData = [&](const Node *U) {
+      return any_of(U->getInputs(), [&](const Value *V) {
+        return V && V != Out && DataDep.count(V);
+      });
+    };
     auto It = Users.find(Out);
     if (It == Users.end() || none_of(It->second, [&](const Node *U) {
           for (unsigned I = 0; I < U->getNumInputs(); ++I)
-            if (U->getInput(I) == Out && readsAsWeight(*U, I))
+            if (U->getInput(I) == Out && readsAsWeight(*U, I) &&
+                AppliesToData(U))
               return true;
           return false;
         }))

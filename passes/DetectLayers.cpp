@@ -383,7 +383,7 @@ class LayerDetector {
 public:
   explicit LayerDetector(Graph &G)
       : G(G), Users(buildUseMap(G)), NumNodes(G.getNumNodes()),
-        DataDep(findDataDependent(G)) {
+        DataDep(findDataDependent(G)), ConstOnly(findConstantOnly(G)) {
     for (unsigned I = 0; I < NumNodes; ++I)
       Index[G.getNodes()[I].get()] = I;
   }
@@ -408,6 +408,7 @@ private:
   unsigned NumNodes;
   DenseMap<const Node *, unsigned> Index;
   DenseSet<const Value *> DataDep;
+  DenseSet<const Value *> ConstOnly;
 
   /// Anchors: the nodes that read parameters, with their signatures.
   std::vector<unsigned> AnchorNode;
@@ -420,7 +421,8 @@ private:
 
   /// Live[c]: activations defined before node c and read at or after it
   /// (constants, parameters and graph inputs do not count: they cross
-  /// every cut alike).
+  /// every cut alike; so do values computed from them alone amid the work
+  /// on the inputs).
   std::vector<unsigned> Live;
   /// Activations as (defining node, last reader), for the gaps below.
   std::vector<std::pair<unsigned, unsigned>> Spans;
@@ -451,10 +453,22 @@ private:
   /// Layer[i]: the layer of node i.
   std::vector<int> Layer;
 
+  /// A node other than a Constant whose results depend on no graph input.
+  bool isIndependentWork(const Node &N) const {
+    return N.getOpType() != "Constant" &&
+           none_of(N.getOutputs(),
+                   [&](const Value *O) { return O && DataDep.count(O); });
+  }
+
   void findAnchors() {
     for (unsigned I = 0; I < NumNodes; ++I) {
       const Node &N = *G.getNodes()[I];
-      if (any_of(N.getInputs(), isWeight) || bodyReadsWeight(N)) {
+      // Table work (a rotary table computed from a weight-held inv_freq)
+      // starts no layer: like a mask, it goes to the first layer that
+      // reads it.
+      if ((any_of(N.getInputs(), isWeight) &&
+           !isTableWork(N, DataDep, ConstOnly)) ||
+          bodyReadsWeight(N)) {
         AnchorNode.push_back(I);
         Sig.push_back(anchorSignature(N));
         // A weight read through a layout change (torch's Linear on 3-D
@@ -473,10 +487,15 @@ private:
         ++A;
       Slot[I] = (int)A - 1;
     }
-    // The op types after each anchor, up to the next one.
+    // The op types after each anchor, up to the next one. Work computed
+    // from constants alone (a rotary table computed in the graph, made
+    // once where the first block needs it) is not part of the block it
+    // happens to sit in: assignSharedIndependentWork gives it to the
+    // first layer reading it.
     std::vector<Hasher> Slots(AnchorNode.size());
     for (unsigned I = 0; I < NumNodes; ++I)
-      if (Slot[I] >= 0 && AnchorNode[Slot[I]] != I)
+      if (Slot[I] >= 0 && AnchorNode[Slot[I]] != I &&
+          !isIndependentWork(*G.getNodes()[I]))
         Slots[Slot[I]].add(G.getNodes()[I]->getQualifiedOpType());
     for (const Hasher &H : Slots)
       SlotSig.push_back(H.H);
@@ -487,9 +506,19 @@ private:
   void computeLiveSpans() {
     std::vector<int> Delta(NumNodes + 2, 0), DDelta(NumNodes + 2, 0);
     std::vector<int64_t> SDelta(NumNodes + 2, 0);
+    unsigned FirstDependent = 0;
+    while (FirstDependent < NumNodes &&
+           none_of(G.getNodes()[FirstDependent]->getOutputs(),
+                   [&](const Value *O) { return O && DataDep.count(O); }))
+      ++FirstDependent;
     for (unsigned I = 0; I < NumNodes; ++I)
       for (const Value *V : G.getNodes()[I]->getOutputs()) {
-        if (!V || G.getNodes()[I]->getOpType() == "Constant")
+        // Work computed from constants alone amid the work on the inputs
+        // (a rotary table computed where the first block needs it) could
+        // be made before it all, and then crosses every cut alike, as a
+        // constant does: it does not count.
+        if (!V || G.getNodes()[I]->getOpType() == "Constant" ||
+            (I > FirstDependent && !DataDep.count(V)))
           continue;
         unsigned Last = I;
         for (const Node *U : Users.lookup(V))

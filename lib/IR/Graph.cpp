@@ -790,6 +790,37 @@ DenseSet<const Value *> findDataDependent(const Graph &G) {
   return DD;
 }
 
+DenseSet<const Value *> findConstantOnly(const Graph &G) {
+  DenseSet<const Value *> C;
+  for (const auto &NP : G.getNodes()) {
+    bool Only =
+        NP->getOpType() == "Constant" ||
+        (NP->getNumInputs() > 0 && all_of(NP->getInputs(), [&](const Value *V) {
+           return !V || C.count(V);
+         }));
+    for (const Attribute &A : NP->getAttributes())
+      if (A.K == Attribute::Kind::Graph || A.K == Attribute::Kind::Graphs)
+        Only = false;
+    if (Only)
+      for (const Value *O : NP->getOutputs())
+        if (O)
+          C.insert(O);
+  }
+  return C;
+}
+
+bool isTableWork(const Node &N, const DenseSet<const Value *> &DD,
+                 const DenseSet<const Value *> &ConstOnly) {
+  if (any_of(N.getInputs(), [&](const Value *V) { return V && DD.count(V); }))
+    return false;
+  return any_of(N.getInputs(), [&](const Value *V) {
+    if (!V || !ConstOnly.count(V) || !isFloatingPoint(V->Type.Elem))
+      return false;
+    Optional<int64_t> Elems = V->Type.getNumElements();
+    return !Elems || *Elems >= 2;
+  });
+}
+
 bool isConstantNodeOutput(const Value *V) {
   const Node *D = V ? V->getDefiningNode() : nullptr;
   return D && D->getOpType() == "Constant" && D->getDomain().empty();

@@ -489,6 +489,19 @@ const Value *getWeightParameter(const Value *V);
 /// with subgraphs count as dependent (a subgraph may read outer values by
 /// name).
 llvm::DenseSet<const Value *> findDataDependent(const Graph &G);
+/// The values computed from Constant nodes alone: no parameter and no graph
+/// input reaches them (positions folded from a Range, a rotary table
+/// computed from them).
+llvm::DenseSet<const Value *> findConstantOnly(const Graph &G);
+/// Table work: a node with no data-dependent input (\p DD) that reads a
+/// floating-point tensor of two or more elements computed from constants
+/// alone (\p ConstOnly). Hugging Face's computed rotary tables are one
+/// (`inv_freq @ positions`, the positions folded from a Range): the same
+/// whatever the inputs, made once per step. A weight's own views and
+/// derivations (a transpose, a weight norm: a weight with scalars beside)
+/// are not.
+bool isTableWork(const Node &N, const llvm::DenseSet<const Value *> &DD,
+                 const llvm::DenseSet<const Value *> &ConstOnly);
 inline bool isWeightLike(const Value *V) {
   return getWeightParameter(V) != nullptr;
 }
