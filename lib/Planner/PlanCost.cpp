@@ -1224,6 +1224,8 @@ PlanEvaluator::getLayerSummary(unsigned Layer) const {
   LayerSummary S;
   S.KVBytes = F.KVBytes;
   S.KVElements = F.KVElements;
+  S.QHeads = F.QHeads;
+  S.KVHeads = F.KVHeads;
   S.Flops = F.Flops;
   S.OutBoundaryBytes = I->BoundaryBytes[L + 1];
   // Classified by every split some degree could take (serving's tp

@@ -377,7 +377,7 @@ ServingModel::StageStep ServingModel::decodeStage(const Shape &S, unsigned St,
   for (unsigned L = S.First[St]; L < S.First[St] + S.Count[St]; ++L) {
     R.TimeS += N * layerTime(L, TP, Act, Attn);
     R.CommS += N * allReduce(L, TP, Act, S.TPG);
-    KV += KVPerToken[L] / TP;
+    KV += KVReadPerToken[L] / TP;
     const PlanEvaluator::LayerSummary &F = Facts[L];
     WeightBytes += F.ParamBytesSharded / TP + F.ParamBytesReplicated;
     Flops += (F.FlopsSharded / TP + F.FlopsReplicated) * All / Tokens;

@@ -43,6 +43,13 @@ public:
                                          : 0;
       KVPerToken.push_back(Tokens > 0 ? F.KVElements * Elem / Tokens : 0);
       ModelKVPerToken += KVPerToken.back();
+      // What a decode step reads of it: the cache once per KV head, or once
+      // per query head where the engine's kernel works per query head.
+      double Reads =
+          O.DecodeKVPerQueryHead && F.KVHeads > 0 && F.QHeads > F.KVHeads
+              ? (double)F.QHeads / F.KVHeads
+              : 1.0;
+      KVReadPerToken.push_back(KVPerToken.back() * Reads);
     }
     const MemoryLevel *HBM = HW.getMemory("hbm");
     BW = HBM ? HBM->Bandwidth.value() : 0;
@@ -127,6 +134,9 @@ private:
   std::vector<unsigned> Rep;
   std::vector<PlanEvaluator::LayerSummary> Facts;
   std::vector<double> KVPerToken;
+  /// Per layer, the KV bytes per token a decode step reads (KVPerToken,
+  /// times query heads / KV heads under DecodeKVPerQueryHead).
+  std::vector<double> KVReadPerToken;
   std::vector<std::pair<int64_t, double>> PromptWeights;
   std::map<std::tuple<unsigned, unsigned, double, double>, double> LayerCache;
   std::map<std::pair<unsigned, unsigned>, std::unique_ptr<Shape>> Shapes;

@@ -20,10 +20,11 @@ VALIDATE = os.path.join(HERE, "validate_serving.py")
 
 # LMDeploy's batch-1 row (see serving.csv for its source).
 ROW = ("lmd-7b-1-128-128,A100,examples/hw/dgx-a100.yaml,1,none,llama2-7b,"
-       "fp16,1,1,128,128,inflight,1,out_tok_s,102.21,lmdeploy a100_fp16.md,"
+       "fp16,1,1,128,128,inflight,1,per_query_head,out_tok_s,102.21,"
+       "lmdeploy a100_fp16.md,"
        "\n")
 HEADER = ("id,hw,hw_files,devices,engine,model,dtype,tp,batch,prompt,gen,"
-          "batching,fused,metric,measured,source,notes\n")
+          "batching,fused,decode_attention,metric,measured,source,notes\n")
 
 
 def run(build, zoo, table_text):
@@ -71,9 +72,14 @@ def main():
     # fp8 rows are planned (--precision fp8); a type no recipe has is not.
     rc, out = run(args.build, zoo, HEADER + ROW.replace(",fp16,", ",int4,"))
     expect("int4 row refused", rc != 0 and "dtype 'int4'" in out, out)
+    # The decode kernel's cache reads: grouped or per_query_head only.
+    rc, out = run(args.build, zoo, HEADER + ROW.replace(",per_query_head,",
+                                                        ",paged,"))
+    expect("unknown decode_attention named",
+           rc != 0 and "decode_attention 'paged'" in out, out)
     for f in failures:
         print("FAILED:", f)
-    print(f"validate_serving.py self-test: {7 - len(failures)} of 7 passed")
+    print(f"validate_serving.py self-test: {8 - len(failures)} of 8 passed")
     return 1 if failures else 0
 
 

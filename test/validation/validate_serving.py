@@ -11,7 +11,8 @@ batching, the metric measured and its source) this generates the model
 shape-only with examples/models/zoo/make_zoo.py (validate.py's cache, --zoo,
 default BUILD/validation-zoo), runs plan-parallel --mode serve with the
 published tp and batch fixed (--plan tp=T,pp=1,dp=1,batch=B on T devices;
-static rows with --set serve.batching=static; the engine's fused kernels,
+static rows with --set serve.batching=static; the decode_attention column
+as --set serve.decode_attention; the engine's fused kernels,
 the `fused` column as in runs.csv: 1 layers
 examples/hw/overlays/fused-elementwise.yaml and --fused-kernels=all), reads
 its JSON and compares the row's metric:
@@ -47,8 +48,8 @@ sys.path.insert(0, HERE)
 import validate  # noqa: E402  (ensure_models: the zoo cache it shares)
 
 NEED = ["id", "hw", "hw_files", "devices", "engine", "model", "dtype", "tp",
-        "batch", "prompt", "gen", "batching", "fused", "metric", "measured",
-        "source"]
+        "batch", "prompt", "gen", "batching", "fused", "decode_attention",
+        "metric", "measured", "source"]
 METRICS = ("out_tok_s_per_gpu", "out_tok_s", "ttft_ms")
 
 
@@ -83,6 +84,10 @@ def read_table(path):
         if r["batching"] not in ("static", "inflight"):
             sys.exit(f"{path}: row {i + 1} ({r['id']}): batching "
                      f"'{r['batching']}' is not static or inflight")
+        if r["decode_attention"] not in ("grouped", "per_query_head"):
+            sys.exit(f"{path}: row {i + 1} ({r['id']}): decode_attention "
+                     f"'{r['decode_attention']}' is not grouped or "
+                     f"per_query_head")
         if r["dtype"] not in ("fp16", "bf16", "fp8"):
             sys.exit(f"{path}: row {i + 1} ({r['id']}): dtype '{r['dtype']}'"
                      f": only fp16, bf16 and fp8 rows are planned")
@@ -133,6 +138,9 @@ def command(row, plan_parallel, zoo):
             "json", "--quiet"]
     if row["batching"] == "static":
         cmd += ["--set", "serve.batching=static"]
+    # How the engine's decode attention kernel reads a GQA cache (the
+    # `decode_attention` column; serving.csv's header gives each engine's).
+    cmd += ["--set", "serve.decode_attention=" + row["decode_attention"]]
     # fp8 rows: the engine's fp8 weights, GEMM activations and KV cache
     # (--precision fp8 under --mode serve, loom/Plan/Precision.h).
     if row["dtype"] == "fp8":

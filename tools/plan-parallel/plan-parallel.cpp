@@ -585,10 +585,21 @@ static Error buildServingOptions(CompileOptions &O) {
           ("serve.batching: inflight -> " + V + " (--set)").str());
       continue;
     }
+    if (Key == "decode_attention") {
+      StringRef V = KV.second.trim();
+      if (V != "grouped" && V != "per_query_head")
+        return Err("--set " + S + ": unknown decode attention '" + V +
+                   "'; valid: grouped (each KV head read once a step, the "
+                   "default), per_query_head");
+      SO->DecodeKVPerQueryHead = V == "per_query_head";
+      O.HardwareOverrides.push_back(
+          ("serve.decode_attention: grouped -> " + V + " (--set)").str());
+      continue;
+    }
     if (Key != "kv_dtype")
       return Err("--set " + S + ": '" + Key +
                  "' matches nothing at 'serve'; valid keys: batching, "
-                 "kv_dtype, max_seqs, max_batched_tokens");
+                 "decode_attention, kv_dtype, max_seqs, max_batched_tokens");
     Optional<double> B = getKVDTypeBytes(KV.second.trim());
     if (!B)
       return Err("--set " + S + ": unknown KV cache type '" + KV.second.trim() +

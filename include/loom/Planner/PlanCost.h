@@ -188,6 +188,10 @@ public:
     double ParamBytesSharded = 0, ParamBytesReplicated = 0;
     double FlopsSharded = 0, FlopsReplicated = 0;
     llvm::ArrayRef<double> FwdAllReduce;
+    /// Heads of Q and of K/V in the attention core (0: not found): a
+    /// decode kernel that reads the cache once per query head reads it
+    /// QHeads / KVHeads times (grouped-query attention).
+    int64_t QHeads = 0, KVHeads = 0;
   };
   LayerSummary getLayerSummary(unsigned Layer) const;
   /// How the rule table (loom/Shard/Rules.h) splits layer \p Layer at

@@ -27,7 +27,10 @@
 //                         in ceil(tokens / max_batched_tokens) forwards,
 //                         each reading the weights
 //                         + m * c * KV bytes per token of its layers / tp
-//                         / HBM bandwidth (the decode attention core)
+//                         / HBM bandwidth (the decode attention core; x
+//                         query heads / KV heads per layer where the
+//                         engine's kernel reads the cache per query head,
+//                         --set serve.decode_attention=per_query_head)
 //                         + TP all-reduces
 //   decode step         = max(sum_s T_s + transfers, pp * max_s T_s)
 //   TPOT                = decode step
@@ -166,6 +169,16 @@ struct ServingOptions {
   /// The decode pool of a disaggregated layout: no prompt joins a decode
   /// step (its prefill ran on the other pool).
   bool DecodeOnly = false;
+  /// --set serve.decode_attention=per_query_head: the engine's decode
+  /// attention kernel runs one thread block per (sequence, query head), so
+  /// under grouped-query attention each KV head's cache is read once per
+  /// query head of its group (TensorRT-LLM's masked MHA kernel,
+  /// decoderMaskedMultiheadAttentionTemplate.h: blockIdx.x is the query
+  /// head, hi_kv = hi / qhead_per_kv; TurboMind's
+  /// decoder_masked_multihead_attention_template.cuh, kvhi likewise).
+  /// Default grouped: once per KV head (FlashDecoding's and FlashAttention's
+  /// packed GQA, TensorRT-LLM's XQA), as the cache's size.
+  bool DecodeKVPerQueryHead = false;
 };
 
 /// --set serve.kv_dtype=NAME: bytes per element of fp32, fp16, bf16, fp8,
