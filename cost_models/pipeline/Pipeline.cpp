@@ -55,6 +55,7 @@ namespace {
 std::vector<PipelineOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
                                       bool Backward) {
   std::vector<PipelineOp> Order;
+  Order.reserve((size_t)M * V);
   for (unsigned First = 0; First < M; First += P) {
     unsigned Group = std::min(P, M - First);
     for (unsigned C = 0; C != V; ++C)
@@ -64,14 +65,14 @@ std::vector<PipelineOp> getChunkOrder(unsigned P, unsigned M, unsigned V,
   return Order;
 }
 
-/// The operations of device \p D in schedule order.
-std::vector<PipelineOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
-                                       unsigned V, bool ForwardOnly,
-                                       bool FallBack) {
-  std::vector<PipelineOp> Fwd = getChunkOrder(P, M, V, /*Backward=*/false);
+/// The operations of device \p D in schedule order, from the chunk orders
+/// \p Fwd and \p Bwd (getChunkOrder's, the same on every device).
+std::vector<PipelineOp> getDeviceOrder(unsigned D, unsigned P, unsigned V,
+                                       const std::vector<PipelineOp> &Fwd,
+                                       const std::vector<PipelineOp> &Bwd,
+                                       bool ForwardOnly, bool FallBack) {
   if (ForwardOnly)
     return Fwd;
-  std::vector<PipelineOp> Bwd = getChunkOrder(P, M, V, /*Backward=*/true);
   size_t Total = Fwd.size();
   // Warm-up forwards; see Memory.cpp (warmupChunks), which counts the
   // activations this leaves in flight.
@@ -79,7 +80,9 @@ std::vector<PipelineOp> getDeviceOrder(unsigned D, unsigned P, unsigned M,
   if (FallBack)
     Warmup = Total;
   Warmup = std::min(Warmup, Total);
-  std::vector<PipelineOp> Order(Fwd.begin(), Fwd.begin() + Warmup);
+  std::vector<PipelineOp> Order;
+  Order.reserve(2 * Total);
+  Order.insert(Order.end(), Fwd.begin(), Fwd.begin() + Warmup);
   for (size_t I = 0; I + Warmup < Total; ++I) {
     Order.push_back(Fwd[Warmup + I]);
     Order.push_back(Bwd[I]);
@@ -92,9 +95,14 @@ using DeviceOrders = std::vector<std::vector<PipelineOp>>;
 
 DeviceOrders getDeviceOrders(unsigned P, unsigned M, unsigned V,
                              bool ForwardOnly, bool FallBack) {
+  std::vector<PipelineOp> Fwd = getChunkOrder(P, M, V, /*Backward=*/false);
+  std::vector<PipelineOp> Bwd;
+  if (!ForwardOnly)
+    Bwd = getChunkOrder(P, M, V, /*Backward=*/true);
   DeviceOrders Orders;
+  Orders.reserve(P);
   for (unsigned D = 0; D != P; ++D)
-    Orders.push_back(getDeviceOrder(D, P, M, V, ForwardOnly, FallBack));
+    Orders.push_back(getDeviceOrder(D, P, V, Fwd, Bwd, ForwardOnly, FallBack));
   return Orders;
 }
 

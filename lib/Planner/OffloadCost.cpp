@@ -12,41 +12,99 @@ using namespace llvm;
 
 namespace loom {
 
-void applyOffload(StageCost &SC, OffloadInputs In, const OffloadTiers &T,
-                  const HardwareModel &HW) {
+namespace {
+/// The bandwidths of the tiers offload moves state to (\p HW's memory
+/// levels; unset where the file gives none), looked up once per plan.
+struct TierBandwidths {
+  Optional<double> Host, HostUpdate, SSD;
+  explicit TierBandwidths(const HardwareModel &HW) {
+    if (const MemoryLevel *H = HW.getMemory("host")) {
+      Host = H->Bandwidth.value();
+      if (H->UpdateBandwidth)
+        HostUpdate = H->UpdateBandwidth->value();
+    }
+    if (const MemoryLevel *S = HW.getMemory("ssd"))
+      SSD = S->Bandwidth.value();
+  }
+};
+} // namespace
+
+/// What \p T makes of stage \p SC's state (\p In: its figures; InHBM,
+/// bandwidths and HBMOptimizerS are filled here from \p SC and \p BW).
+static OffloadCost placeStage(const StageCost &SC, OffloadInputs In,
+                              const OffloadTiers &T, const TierBandwidths &BW) {
   In.InHBM = SC.Memory;
   In.HBMOptimizerS = SC.OptimizerS;
-  if (const MemoryLevel *Host = HW.getMemory("host")) {
-    In.HostBandwidth = Host->Bandwidth.value();
-    if (Host->UpdateBandwidth)
-      In.HostUpdateBandwidth = Host->UpdateBandwidth->value();
-  }
-  if (const MemoryLevel *SSD = HW.getMemory("ssd"))
-    In.SSDBandwidth = SSD->Bandwidth.value();
-  SC.Offload = estimateOffload(In, T);
+  if (BW.Host)
+    In.HostBandwidth = *BW.Host;
+  if (BW.HostUpdate)
+    In.HostUpdateBandwidth = *BW.HostUpdate;
+  if (BW.SSD)
+    In.SSDBandwidth = *BW.SSD;
+  return estimateOffload(In, T);
+}
+
+static void placeStageInPlace(StageCost &SC, OffloadInputs In,
+                              const OffloadTiers &T, const TierBandwidths &BW) {
+  bool Train = In.Train;
+  SC.Offload = placeStage(SC, std::move(In), T, BW);
   SC.Memory = SC.Offload.HBM;
   SC.MemoryBytes = SC.Memory.total();
-  if (In.Train)
+  if (Train)
     SC.OptimizerS = SC.Offload.TailS;
 }
+
+void applyOffload(StageCost &SC, OffloadInputs In, const OffloadTiers &T,
+                  const HardwareModel &HW) {
+  placeStageInPlace(SC, std::move(In), T, TierBandwidths(HW));
+}
+
+namespace {
+/// A plan's largest use of each tier over its stages, and whether it fits.
+struct TierMaxima {
+  double HBM = 0, Host = 0, SSD = 0;
+  void add(const StageCost &SC, double HBMBytes, const OffloadCost &O) {
+    HBM = std::max(HBM, HBMBytes);
+    // Sharded embedding tables keep their tiers (Embedding.h).
+    Host = std::max(Host, O.HostBytes + SC.EmbHostBytes);
+    SSD = std::max(SSD, O.SSDBytes + SC.EmbSSDBytes);
+  }
+  bool fits(const PlanCost &PC) const {
+    return HBM <= PC.HBMBytes && Host <= PC.HostCapacity &&
+           SSD <= PC.SSDCapacity && PC.Embeddings.Fits;
+  }
+};
+} // namespace
 
 void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
                         const HardwareModel &HW) {
   PC.Plan.Offload = T;
-  PC.MaxMemoryBytes = PC.MaxHostBytes = PC.MaxSSDBytes = 0;
+  TierMaxima M;
+  TierBandwidths BW(HW);
   for (StageCost &SC : PC.Stages) {
     if (T.any())
-      applyOffload(SC, SC.OffloadIn, T, HW);
-    PC.MaxMemoryBytes = std::max(PC.MaxMemoryBytes, SC.MemoryBytes);
-    // Sharded embedding tables keep their tiers (Embedding.h).
-    PC.MaxHostBytes =
-        std::max(PC.MaxHostBytes, SC.Offload.HostBytes + SC.EmbHostBytes);
-    PC.MaxSSDBytes =
-        std::max(PC.MaxSSDBytes, SC.Offload.SSDBytes + SC.EmbSSDBytes);
+      placeStageInPlace(SC, SC.OffloadIn, T, BW);
+    M.add(SC, SC.MemoryBytes, SC.Offload);
   }
-  PC.FitsMemory = PC.MaxMemoryBytes <= PC.HBMBytes &&
-                  PC.MaxHostBytes <= PC.HostCapacity &&
-                  PC.MaxSSDBytes <= PC.SSDCapacity && PC.Embeddings.Fits;
+  PC.MaxMemoryBytes = M.HBM;
+  PC.MaxHostBytes = M.Host;
+  PC.MaxSSDBytes = M.SSD;
+  PC.FitsMemory = M.fits(PC);
+}
+
+bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T,
+                     const HardwareModel &HW) {
+  TierMaxima M;
+  TierBandwidths BW(HW);
+  for (const StageCost &SC : PC.Stages) {
+    if (!T.any()) {
+      M.add(SC, SC.MemoryBytes, SC.Offload);
+      continue;
+    }
+    OffloadCost O = placeStage(SC, SC.OffloadIn, T, BW);
+    M.add(SC, O.HBM.total(), O);
+  }
+  return M.fits(PC);
 }
 
 } // namespace loom

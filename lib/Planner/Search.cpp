@@ -786,8 +786,8 @@ private:
                                  const VisitedPlacement *Prev,
                                  bool PrevSimulated, unsigned LastRank,
                                  unsigned K, BaseStageCache &Cache) const;
-  Expected<PlanCost> costStages(const Candidate &C,
-                                BaseStageCache &Cache) const;
+  Expected<Optional<PlanCost>> costStagesIfFits(const Candidate &C,
+                                                BaseStageCache &Cache) const;
   Error rankCandidates(const std::vector<Candidate> &Bases, Ranking &Rank,
                        SearchResult &R) const;
   Error rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
@@ -824,6 +824,9 @@ private:
   /// The bases of the last run (or those reuseBases took).
   std::vector<Candidate> Bases;
   bool HaveBases = false, Reused = false;
+  /// Set while enumerate's first pass counts the bases instead of adding
+  /// them.
+  uint64_t *CountOnly = nullptr;
   std::map<
       std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, int, int>,
       PlacementTable>
@@ -1117,21 +1120,26 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
           // tp overlap needs TP communication.
           if (TPOv && Proto.TP == 1)
             continue;
+          unsigned Family = First + Setting++;
           Candidate C;
-          C.Base = Out.size();
-          C.Family = First + Setting++;
           C.Plan = Proto;
           ParallelPlan &P = C.Plan;
           P.Order = Order;
           P.TPOverlap = TPOv;
           P.DPOverlap = DPOv;
           P.PPOverlap = PPOv;
-          if (Lay.Balanced || !F.StageLayers.empty())
-            P.StageLayers = *Lay.Counts;
           // Only what the framework can run (offload is checked per
-          // placement, getPlacements).
+          // placement, getPlacements; no rule reads the stages' layers).
           if (!isRunnable(Opts, Space, P))
             continue;
+          if (CountOnly) {
+            ++*CountOnly;
+            continue;
+          }
+          C.Base = Out.size();
+          C.Family = Family;
+          if (Lay.Balanced || !F.StageLayers.empty())
+            P.StageLayers = *Lay.Counts;
           C.Counts = Lay.Counts;
           C.Prefix = &LP;
           Out.push_back(std::move(C));
@@ -1189,14 +1197,26 @@ void Searcher::enumerateBases(std::vector<Candidate> &Out) {
   DS.TPSplitSizes = Space.TPDiv.Sizes;
   DS.StaticBatch = Space.StaticBatch;
   // cp takes its ranks first (it sits right outside tp); the other degrees
-  // share what is left.
+  // share what is left. Two passes: the first only counts the bases, so
+  // the second writes them once into storage of their number (a vector
+  // grown by doubling moved every base at each step and touched twice
+  // the memory: half the enumeration of the 10T MoE's 556,368 bases).
+  std::vector<std::pair<unsigned, MeshDegrees>> Meshes;
   for (unsigned CP : F.CP ? std::vector<unsigned>{*F.CP} : Space.CPs) {
     if (N % CP)
       continue;
     DS.Devices = N / CP;
     for (const MeshDegrees &MD : enumerateMeshDegrees(DS, F, Opts.AllowIdle))
-      enumerateAtDegrees(MD, CP, Ov, Out);
+      Meshes.emplace_back(CP, MD);
   }
+  uint64_t Count = 0;
+  CountOnly = &Count;
+  for (const auto &M : Meshes)
+    enumerateAtDegrees(M.second, M.first, Ov, Out);
+  CountOnly = nullptr;
+  Out.reserve(Out.size() + Count);
+  for (const auto &M : Meshes)
+    enumerateAtDegrees(M.second, M.first, Ov, Out);
 }
 
 void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
@@ -1484,18 +1504,20 @@ Expected<bool> Searcher::isDominatedTwin(const Candidate &C,
   });
 }
 
-/// C's stage costs without the pipeline simulation; offload variants of
-/// one plan are costed once and re-placed.
-Expected<PlanCost> Searcher::costStages(const Candidate &C,
-                                        BaseStageCache &Cache) const {
-  if (!C.Plan.Offload.any())
-    return Eval.evaluateStages(C.Plan);
+/// C's stage costs without the pipeline simulation, or None where they are
+/// over memory; a plan's placements are costed once and re-placed (and
+/// only copied where they fit).
+Expected<Optional<PlanCost>>
+Searcher::costStagesIfFits(const Candidate &C, BaseStageCache &Cache) const {
   Expected<const PlanCost *> B = Cache.get(C);
   if (!B)
     return B.takeError();
+  if (!fitsWithOffload(**B, C.Plan.Offload, HW))
+    return None;
   PlanCost PC = **B;
-  applyOffloadToPlan(PC, C.Plan.Offload, HW);
-  return PC;
+  if (C.Plan.Offload.any())
+    applyOffloadToPlan(PC, C.Plan.Offload, HW);
+  return Optional<PlanCost>(std::move(PC));
 }
 
 /// Without pruning: every candidate evaluated in full, in enumeration
@@ -1584,21 +1606,21 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
       ++R.Stats.SameMemoryOver;
       return true;
     }
-    Expected<PlanCost> SC = costStages(C, Cache);
+    Expected<Optional<PlanCost>> SC = costStagesIfFits(C, Cache);
     if (!SC)
       return SC.takeError();
     ++R.Stats.StagesEvaluated;
-    if (!SC->FitsMemory) {
+    if (!*SC) {
       ++R.Stats.OverMemory;
       OverFamilies.insert(FamilyKey);
       return true;
     }
-    if (stageBound(*SC) > Thr) {
+    if (stageBound(**SC) > Thr) {
       ++R.Stats.TimeBoundPruned;
       return true;
     }
     // Simulate what was costed (evaluate() would cost the stages again).
-    Expected<PlanCost> PC = Eval.simulate(std::move(*SC));
+    Expected<PlanCost> PC = Eval.simulate(std::move(**SC));
     if (!PC)
       return PC.takeError();
     ++R.Stats.Simulated;

@@ -24,6 +24,12 @@ struct PlanCost;
 void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
                         const HardwareModel &HW);
 
+/// Whether \p PC re-placed as \p T fits: applyOffloadToPlan's FitsMemory,
+/// without copying or changing \p PC (most placements the search costs
+/// are over memory; a plan's stages are ~1 KB each).
+bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T,
+                     const HardwareModel &HW);
+
 } // namespace loom
 
 #endif // LOOM_PLANNER_OFFLOADCOST_H
