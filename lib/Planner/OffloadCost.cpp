@@ -59,52 +59,50 @@ void applyOffload(StageCost &SC, OffloadInputs In, const OffloadTiers &T,
   placeStageInPlace(SC, std::move(In), T, TierBandwidths(HW));
 }
 
-namespace {
-/// A plan's largest use of each tier over its stages, and whether it fits.
-struct TierMaxima {
-  double HBM = 0, Host = 0, SSD = 0;
-  void add(const StageCost &SC, double HBMBytes, const OffloadCost &O) {
-    HBM = std::max(HBM, HBMBytes);
+/// Whether \p PC's capacities hold the largest use of each tier.
+static bool fitsTiers(const PlanCost &PC, double HBM, double Host, double SSD) {
+  return HBM <= PC.HBMBytes && Host <= PC.HostCapacity &&
+         SSD <= PC.SSDCapacity && PC.Embeddings.Fits;
+}
+
+void setMemoryMaxima(PlanCost &PC) {
+  PC.MaxMemoryBytes = PC.MaxHostBytes = PC.MaxSSDBytes = 0;
+  for (const StageCost &SC : PC.Stages) {
+    PC.MaxMemoryBytes = std::max(PC.MaxMemoryBytes, SC.MemoryBytes);
     // Sharded embedding tables keep their tiers (Embedding.h).
-    Host = std::max(Host, O.HostBytes + SC.EmbHostBytes);
-    SSD = std::max(SSD, O.SSDBytes + SC.EmbSSDBytes);
+    PC.MaxHostBytes =
+        std::max(PC.MaxHostBytes, SC.Offload.HostBytes + SC.EmbHostBytes);
+    PC.MaxSSDBytes =
+        std::max(PC.MaxSSDBytes, SC.Offload.SSDBytes + SC.EmbSSDBytes);
   }
-  bool fits(const PlanCost &PC) const {
-    return HBM <= PC.HBMBytes && Host <= PC.HostCapacity &&
-           SSD <= PC.SSDCapacity && PC.Embeddings.Fits;
-  }
-};
-} // namespace
+  PC.FitsMemory =
+      fitsTiers(PC, PC.MaxMemoryBytes, PC.MaxHostBytes, PC.MaxSSDBytes);
+}
 
 void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
                         const HardwareModel &HW) {
   PC.Plan.Offload = T;
-  TierMaxima M;
-  TierBandwidths BW(HW);
-  for (StageCost &SC : PC.Stages) {
-    if (T.any())
+  if (T.any()) {
+    TierBandwidths BW(HW);
+    for (StageCost &SC : PC.Stages)
       placeStageInPlace(SC, SC.OffloadIn, T, BW);
-    M.add(SC, SC.MemoryBytes, SC.Offload);
   }
-  PC.MaxMemoryBytes = M.HBM;
-  PC.MaxHostBytes = M.Host;
-  PC.MaxSSDBytes = M.SSD;
-  PC.FitsMemory = M.fits(PC);
+  setMemoryMaxima(PC);
 }
 
 bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T,
                      const HardwareModel &HW) {
-  TierMaxima M;
+  if (!T.any())
+    return PC.FitsMemory;
+  double HBM = 0, Host = 0, SSD = 0;
   TierBandwidths BW(HW);
   for (const StageCost &SC : PC.Stages) {
-    if (!T.any()) {
-      M.add(SC, SC.MemoryBytes, SC.Offload);
-      continue;
-    }
     OffloadCost O = placeStage(SC, SC.OffloadIn, T, BW);
-    M.add(SC, O.HBM.total(), O);
+    HBM = std::max(HBM, O.HBM.total());
+    Host = std::max(Host, O.HostBytes + SC.EmbHostBytes);
+    SSD = std::max(SSD, O.SSDBytes + SC.EmbSSDBytes);
   }
-  return M.fits(PC);
+  return fitsTiers(PC, HBM, Host, SSD);
 }
 
 } // namespace loom

@@ -1934,19 +1934,9 @@ Expected<PlanCost> PlanEvaluator::simulate(PlanCost Staged) const {
 Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
   const Impl &Im = *I;
   const ParallelPlan &P = R.Plan;
-  R.MaxMemoryBytes = R.MaxHostBytes = R.MaxSSDBytes = 0;
-  for (const StageCost &SC : R.Stages) {
-    R.MaxHostBytes =
-        std::max(R.MaxHostBytes, SC.Offload.HostBytes + SC.EmbHostBytes);
-    R.MaxSSDBytes =
-        std::max(R.MaxSSDBytes, SC.Offload.SSDBytes + SC.EmbSSDBytes);
-  }
-  bool FitsTiers = R.MaxHostBytes <= R.HostCapacity &&
-                   R.MaxSSDBytes <= R.SSDCapacity && R.Embeddings.Fits;
+  // The simulation moves time, not memory: the stages' figures decide.
+  setMemoryMaxima(R);
   if (!Simulate) {
-    for (const StageCost &SC : R.Stages)
-      R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
-    R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes && FitsTiers;
     R.ModelFlops = Im.ModelFlops;
     return R;
   }
@@ -1992,9 +1982,7 @@ Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
     if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
       SC.CommExposedS += M * R.Embeddings.ExchangeS;
     SC.BubbleS = S < PR.Idle.size() ? PR.Idle[S] : 0;
-    R.MaxMemoryBytes = std::max(R.MaxMemoryBytes, SC.MemoryBytes);
   }
-  R.FitsMemory = R.MaxMemoryBytes <= R.HBMBytes && FitsTiers;
   R.ModelFlops = Im.ModelFlops;
   R.PerToken = Im.Opts.Seq > 0;
   if (R.StepTimeS > 0) {

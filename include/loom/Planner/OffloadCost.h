@@ -24,9 +24,14 @@ struct PlanCost;
 void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
                         const HardwareModel &HW);
 
-/// Whether \p PC re-placed as \p T fits: applyOffloadToPlan's FitsMemory,
-/// without copying or changing \p PC (most placements the search costs
-/// are over memory; a plan's stages are ~1 KB each).
+/// Sets \p PC's largest use of HBM, host and SSD over its stages and
+/// whether the plan fits (FitsMemory) from its stages as they stand.
+void setMemoryMaxima(PlanCost &PC);
+
+/// Whether \p PC (its FitsMemory current) re-placed as \p T fits:
+/// applyOffloadToPlan's FitsMemory, without copying or changing \p PC (most
+/// placements the search costs are over memory; a plan's stages are ~1 KB
+/// each).
 bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T,
                      const HardwareModel &HW);
 
