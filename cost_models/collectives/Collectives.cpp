@@ -258,12 +258,13 @@ CollectiveTime collectiveTime(CollectiveKind K, double Bytes,
   return T;
 }
 
-std::vector<SmallVector<double, 4>>
-shareBandwidth(ArrayRef<CollectiveKind> Kinds, ArrayRef<GroupShape> Groups,
-               ArrayRef<double> Bytes, const HardwareModel &HW) {
+BandwidthShares shareBandwidth(ArrayRef<CollectiveKind> Kinds,
+                               ArrayRef<GroupShape> Groups,
+                               ArrayRef<double> Bytes,
+                               const HardwareModel &HW) {
   assert(Kinds.size() == Groups.size() && Bytes.size() == Groups.size());
   unsigned NumLevels = HW.Topology.size();
-  std::vector<SmallVector<double, 4>> Moved;
+  BandwidthShares Moved;
   SmallVector<double, 4> Total(NumLevels, 0.0);
   for (unsigned C = 0, E = Groups.size(); C != E; ++C) {
     SmallVector<double, 4> PerLevel =
@@ -278,7 +279,7 @@ shareBandwidth(ArrayRef<CollectiveKind> Kinds, ArrayRef<GroupShape> Groups,
   // bytes there when the level has moved all B -- the level is never idle
   // while any of them still has bytes to send. A level a collective does
   // not use leaves its share at 1, so its time there stays 0 regardless.
-  std::vector<SmallVector<double, 4>> Shares;
+  BandwidthShares Shares;
   for (const SmallVector<double, 4> &PerLevel : Moved) {
     SmallVector<double, 4> Share(NumLevels, 1.0);
     for (unsigned I = 0; I != NumLevels; ++I)
@@ -289,9 +290,9 @@ shareBandwidth(ArrayRef<CollectiveKind> Kinds, ArrayRef<GroupShape> Groups,
   return Shares;
 }
 
-std::vector<SmallVector<double, 4>> shareBandwidth(ArrayRef<GroupShape> Groups,
-                                                   ArrayRef<double> Bytes,
-                                                   const HardwareModel &HW) {
+BandwidthShares shareBandwidth(ArrayRef<GroupShape> Groups,
+                               ArrayRef<double> Bytes,
+                               const HardwareModel &HW) {
   SmallVector<CollectiveKind, 8> Kinds(Groups.size(),
                                        CollectiveKind::AllReduce);
   return shareBandwidth(Kinds, Groups, Bytes, HW);

@@ -786,8 +786,9 @@ private:
                                  const VisitedPlacement *Prev,
                                  bool PrevSimulated, unsigned LastRank,
                                  unsigned K, BaseStageCache &Cache) const;
-  Expected<Optional<PlanCost>> costStagesIfFits(const Candidate &C,
-                                                BaseStageCache &Cache) const;
+  Expected<const PlanCost *> costStagesIfFits(const Candidate &C,
+                                              BaseStageCache &Cache,
+                                              PlanCost &Scratch) const;
   Error rankCandidates(const std::vector<Candidate> &Bases, Ranking &Rank,
                        SearchResult &R) const;
   Error rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
@@ -1332,6 +1333,8 @@ void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
 Expected<Optional<PlanCost>>
 Searcher::bestOnAllDevices(const std::vector<Candidate> &Bases) const {
   Optional<PlanCost> Best;
+  BaseStageCache Cache(Eval, NumPlacements);
+  PlanCost Scratch;
   auto AllDevices = [&](const Candidate &B) {
     return B.Plan.getNumDevices() == Space.Devices;
   };
@@ -1341,7 +1344,22 @@ Searcher::bestOnAllDevices(const std::vector<Candidate> &Bases) const {
           return false;
         Candidate C =
             getCandidate(Bases, I.Base, Bases[I.Base].Places->Entries[I.Pos]);
-        Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+        if (!Opts.Prune) {
+          Expected<PlanCost> PC = Eval.evaluate(C.Plan);
+          if (!PC)
+            return PC.takeError();
+          if (PC->FitsMemory && (!Best || isBetterPlan(*PC, *Best)))
+            Best = std::move(*PC);
+          return true;
+        }
+        // As rankCandidates does: the stages costed once per base, and
+        // simulated only where they fit and their bound can beat Best.
+        Expected<const PlanCost *> SC = costStagesIfFits(C, Cache, Scratch);
+        if (!SC)
+          return SC.takeError();
+        if (!*SC || (Best && stageBound(**SC) > Best->StepTimeS))
+          return true;
+        Expected<PlanCost> PC = Eval.simulate(**SC);
         if (!PC)
           return PC.takeError();
         if (PC->FitsMemory && (!Best || isBetterPlan(*PC, *Best)))
@@ -1504,20 +1522,23 @@ Expected<bool> Searcher::isDominatedTwin(const Candidate &C,
   });
 }
 
-/// C's stage costs without the pipeline simulation, or None where they are
-/// over memory; a plan's placements are costed once and re-placed (and
-/// only copied where they fit).
-Expected<Optional<PlanCost>>
-Searcher::costStagesIfFits(const Candidate &C, BaseStageCache &Cache) const {
+/// C's stage costs without the pipeline simulation, or null where they are
+/// over memory. A plan's placements are costed once and re-placed; only an
+/// offloaded placement is copied, into \p Scratch (whose storage each
+/// visit reuses), since most candidates are dropped by their stage bound.
+Expected<const PlanCost *> Searcher::costStagesIfFits(const Candidate &C,
+                                                      BaseStageCache &Cache,
+                                                      PlanCost &Scratch) const {
   Expected<const PlanCost *> B = Cache.get(C);
   if (!B)
     return B.takeError();
   if (!fitsWithOffload(**B, C.Plan.Offload, HW))
-    return None;
-  PlanCost PC = **B;
-  if (C.Plan.Offload.any())
-    applyOffloadToPlan(PC, C.Plan.Offload, HW);
-  return Optional<PlanCost>(std::move(PC));
+    return nullptr;
+  if (!C.Plan.Offload.any())
+    return *B;
+  Scratch = **B;
+  applyOffloadToPlan(Scratch, C.Plan.Offload, HW);
+  return &Scratch;
 }
 
 /// Without pruning: every candidate evaluated in full, in enumeration
@@ -1572,6 +1593,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   // and are not costed.
   DenseSet<uint64_t> OverFamilies;
   uint64_t NumOffs = Offs.size();
+  PlanCost Scratch;
   auto Visit = [&](const CandidateQueue::Item &I) -> Expected<bool> {
     if (I.Bound > Thr)
       return false;
@@ -1606,7 +1628,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
       ++R.Stats.SameMemoryOver;
       return true;
     }
-    Expected<Optional<PlanCost>> SC = costStagesIfFits(C, Cache);
+    Expected<const PlanCost *> SC = costStagesIfFits(C, Cache, Scratch);
     if (!SC)
       return SC.takeError();
     ++R.Stats.StagesEvaluated;
@@ -1620,7 +1642,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
       return true;
     }
     // Simulate what was costed (evaluate() would cost the stages again).
-    Expected<PlanCost> PC = Eval.simulate(std::move(**SC));
+    Expected<PlanCost> PC = Eval.simulate(**SC);
     if (!PC)
       return PC.takeError();
     ++R.Stats.Simulated;

@@ -58,16 +58,19 @@ CollectiveTime collectiveTime(CollectiveKind K, double Bytes,
 /// the bytes they move there. Returns one Share vector per collective.
 /// This form assumes every collective is an AllReduce (the usual overlap:
 /// gradient sync beside TP traffic); the form below takes the kinds.
-std::vector<llvm::SmallVector<double, 4>>
-shareBandwidth(llvm::ArrayRef<GroupShape> Groups, llvm::ArrayRef<double> Bytes,
-               const HardwareModel &HW);
+/// (Inline storage: the evaluator asks for two collectives' shares once per
+/// stage of every plan it costs.)
+using BandwidthShares = llvm::SmallVector<llvm::SmallVector<double, 4>, 2>;
+BandwidthShares shareBandwidth(llvm::ArrayRef<GroupShape> Groups,
+                               llvm::ArrayRef<double> Bytes,
+                               const HardwareModel &HW);
 
 /// shareBandwidth for collectives of any kinds (Kinds[i] with Groups[i] and
 /// Bytes[i]). Each Share vector has one entry per topology level.
-std::vector<llvm::SmallVector<double, 4>>
-shareBandwidth(llvm::ArrayRef<CollectiveKind> Kinds,
-               llvm::ArrayRef<GroupShape> Groups, llvm::ArrayRef<double> Bytes,
-               const HardwareModel &HW);
+BandwidthShares shareBandwidth(llvm::ArrayRef<CollectiveKind> Kinds,
+                               llvm::ArrayRef<GroupShape> Groups,
+                               llvm::ArrayRef<double> Bytes,
+                               const HardwareModel &HW);
 
 /// Bytes one rank sends on each topology level (same indexing as PerLevel)
 /// for collective \p K on \p Bytes over \p G: the traffic shareBandwidth
