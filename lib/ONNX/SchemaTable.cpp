@@ -10,6 +10,7 @@
 #include "OpsetSchemas.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include <string>
 
@@ -22,9 +23,9 @@ using llvm::StringRef;
 namespace {
 
 [[noreturn]] void badEntry(StringRef Name, int Version, StringRef Entry) {
-  llvm::report_fatal_error("schema table row " + Name.str() + "-" +
-                           std::to_string(Version) + ": malformed entry '" +
-                           Entry.str() + "'");
+  llvm::report_fatal_error("schema table row " + llvm::Twine(Name) + "-" +
+                           llvm::Twine(Version) + ": malformed entry '" +
+                           Entry + "'");
 }
 
 [[noreturn]] void badRow(const SchemaSpec &Spec, StringRef Entry) {
@@ -110,7 +111,7 @@ SchemaSpec revised(const std::vector<SchemaSpec> &Table, const char *Name,
       S.Attrs.insert(S.Attrs.end(), NewAttrs.begin(), NewAttrs.end());
       return S;
     }
-  llvm::report_fatal_error("schema table has no row " + std::string(Name));
+  llvm::report_fatal_error("schema table has no row " + llvm::Twine(Name));
 }
 
 OpSchema buildSchema(const SchemaSpec &Spec, const char *Domain) {
