@@ -6,23 +6,26 @@ using namespace llvm;
 
 namespace loom {
 
-LayerEnds getLayerEnds(ArrayRef<LayerInfo::Kind> Kinds) {
+/// The prologue and epilogue runs of the \p N layers whose kinds \p KindOf
+/// gives (no copy: the evaluator asks this once per plan it costs).
+template <typename KindFn>
+static LayerEnds getLayerEnds(unsigned N, KindFn KindOf) {
   LayerEnds E;
-  E.NumLayers = Kinds.size();
-  while (E.Prologue < E.NumLayers &&
-         Kinds[E.Prologue] == LayerInfo::Kind::Prologue)
+  E.NumLayers = N;
+  while (E.Prologue < N && KindOf(E.Prologue) == LayerInfo::Kind::Prologue)
     ++E.Prologue;
-  while (E.Epilogue < E.NumLayers - E.Prologue &&
-         Kinds[E.NumLayers - 1 - E.Epilogue] == LayerInfo::Kind::Epilogue)
+  while (E.Epilogue < N - E.Prologue &&
+         KindOf(N - 1 - E.Epilogue) == LayerInfo::Kind::Epilogue)
     ++E.Epilogue;
   return E;
 }
 
+LayerEnds getLayerEnds(ArrayRef<LayerInfo::Kind> Kinds) {
+  return getLayerEnds(Kinds.size(), [&](unsigned I) { return Kinds[I]; });
+}
+
 LayerEnds getLayerEnds(ArrayRef<LayerInfo> Layers) {
-  std::vector<LayerInfo::Kind> Kinds;
-  for (const LayerInfo &L : Layers)
-    Kinds.push_back(L.K);
-  return getLayerEnds(Kinds);
+  return getLayerEnds(Layers.size(), [&](unsigned I) { return Layers[I].K; });
 }
 
 Expected<std::vector<unsigned>> getChunkLayers(const ParallelPlan &P,

@@ -387,7 +387,7 @@ struct PlanEvaluator::Impl {
   double nodeTime(const NodeFacts &F, const NodeSplit &S, double ActScale,
                   unsigned TP, bool Backward, unsigned EP) const;
 
-  // The steps of PlanEvaluator::evaluatePlan, in the order it takes them.
+  // The steps of PlanEvaluator::evaluateStagesInto, in the order it takes them.
 
   /// Whether \p P is one this model and hardware can run at all: ep must
   /// divide every expert group and dp, and the offload tiers must exist.
@@ -1307,11 +1307,17 @@ bool PlanEvaluator::isShardedTable(const Value *V, EmbeddingMode Mode) const {
 }
 
 Expected<PlanCost> PlanEvaluator::evaluate(const ParallelPlan &P) const {
-  return evaluatePlan(P, /*Simulate=*/true);
+  PlanCost R;
+  if (Error E = evaluateStagesInto(P, R))
+    return std::move(E);
+  return simulate(std::move(R));
 }
 
 Expected<PlanCost> PlanEvaluator::evaluateStages(const ParallelPlan &P) const {
-  return evaluatePlan(P, /*Simulate=*/false);
+  PlanCost R;
+  if (Error E = evaluateStagesInto(P, R))
+    return std::move(E);
+  return R;
 }
 
 Error PlanEvaluator::Impl::checkPlan(const ParallelPlan &P) const {
@@ -1896,15 +1902,18 @@ StageCost PlanEvaluator::Impl::costStage(const PlanContext &C, unsigned Stage,
   return SC;
 }
 
-Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
-                                               bool Simulate) const {
+Error PlanEvaluator::evaluateStagesInto(const ParallelPlan &P,
+                                        PlanCost &R) const {
   const Impl &Im = *I;
   Expected<std::vector<unsigned>> SL = getStageLayers(P);
   if (!SL)
     return SL.takeError();
   if (Error E = Im.checkPlan(P))
-    return std::move(E);
-  PlanCost R = Im.startPlan(P);
+    return E;
+  std::vector<StageCost> Stages = std::move(R.Stages);
+  R = Im.startPlan(P);
+  Stages.clear();
+  R.Stages = std::move(Stages);
   PlanContext C = makePlanContext(*this, P, Im.HW, Im.Opts.Batch);
   double PrevSend = 0;
   unsigned First = 0;
@@ -1913,7 +1922,10 @@ Expected<PlanCost> PlanEvaluator::evaluatePlan(const ParallelPlan &P,
     R.Stages.push_back(Im.costStage(C, S, First, (*SL)[S], PrevSend, R));
     First += (*SL)[S];
   }
-  return finishPlan(std::move(R), Simulate);
+  // The simulation moves time, not memory: the stages' figures decide.
+  setMemoryMaxima(R);
+  R.ModelFlops = Im.ModelFlops;
+  return Error::success();
 }
 
 const PipelineResult &
@@ -1927,19 +1939,11 @@ PlanEvaluator::Impl::simulate(const PipelineTimes &PT) const {
   return It->second;
 }
 
-Expected<PlanCost> PlanEvaluator::simulate(PlanCost Staged) const {
-  return finishPlan(std::move(Staged), /*Simulate=*/true);
-}
-
-Expected<PlanCost> PlanEvaluator::finishPlan(PlanCost R, bool Simulate) const {
+Expected<PlanCost> PlanEvaluator::simulate(PlanCost R) const {
   const Impl &Im = *I;
   const ParallelPlan &P = R.Plan;
   // The simulation moves time, not memory: the stages' figures decide.
   setMemoryMaxima(R);
-  if (!Simulate) {
-    R.ModelFlops = Im.ModelFlops;
-    return R;
-  }
   PipelineTimes PT;
   PT.NumMicroBatches = P.NumMicroBatches;
   PT.VirtualStages = P.VirtualStages;

@@ -238,13 +238,16 @@ std::vector<unsigned> partitionStages(ArrayRef<double> LayerCost,
   unsigned L = LayerCost.size(), P = NumStages;
   assert(P >= 1 && P <= L && "need 1 <= stages <= layers");
   StageCosts Cost(LayerCost, FirstExtra, LastExtra);
-  // Best[S][I]: the least bottleneck of layers [I, L) in stages S..P-1;
-  // defined for S <= I <= L - (P - S).
-  std::vector<std::vector<double>> Best(P, std::vector<double>(L + 1, 0.0));
+  // Best(S, I): the least bottleneck of layers [I, L) in stages S..P-1;
+  // defined for S <= I <= L - (P - S). One block, rows of L + 1.
+  std::vector<double> Table(P * (L + 1), 0.0);
+  auto Best = [&](unsigned S) {
+    return MutableArrayRef<double>(Table).slice(S * (L + 1), L + 1);
+  };
   for (unsigned I = P - 1; I < L; ++I)
-    Best[P - 1][I] = Cost(I, L);
+    Best(P - 1)[I] = Cost(I, L);
   for (unsigned S = P - 1; S-- > 0;) {
-    const std::vector<double> &Next = Best[S + 1];
+    ArrayRef<double> Next = Best(S + 1);
     for (unsigned I = S; I + (P - S) <= L; ++I) {
       // Stage S takes [I, K): Cost(I, K) grows with K, Next[K] does not;
       // the optimum is at the first K where Cost >= Next, or just before.
@@ -262,19 +265,19 @@ std::vector<unsigned> partitionStages(ArrayRef<double> LayerCost,
         V = std::max(Cost(I, A), Next[A]);
       if (A > Lo)
         V = std::min(V, std::max(Cost(I, A - 1), Next[A - 1]));
-      Best[S][I] = V;
+      Best(S)[I] = V;
     }
   }
   // The lexicographically smallest counts reaching the optimum: each stage
   // ends at the first K from which the rest can still meet it.
-  double Target = Best[0][0];
+  double Target = Best(0)[0];
   std::vector<unsigned> Counts;
   unsigned I = 0;
   for (unsigned S = 0; S < P; ++S) {
     unsigned K = L;
     if (S + 1 < P)
       for (K = I + 1; K < L - (P - S - 2); ++K)
-        if (Cost(I, K) <= Target && Best[S + 1][K] <= Target)
+        if (Cost(I, K) <= Target && Best(S + 1)[K] <= Target)
           break;
     Counts.push_back(K - I);
     I = K;
@@ -605,34 +608,40 @@ public:
       return It->second.get();
     ParallelPlan Q = C.Plan;
     Q.Offload = OffloadTiers();
-    Expected<PlanCost> B = Eval.evaluateStages(Q);
-    if (!B)
-      return B.takeError();
-    if (NumPlacements == 1) { // nothing to share: hold only this one
-      BaseStages.clear();
-      BaseFIFO.clear();
-      BaseStagesHeld = 0;
-    }
-    while (!BaseFIFO.empty() &&
-           BaseStagesHeld + B->Stages.size() > MaxBaseStagesHeld) {
+    if (NumPlacements == 1) // nothing to share: hold only this one
+      while (!BaseFIFO.empty()) {
+        drop(BaseFIFO.front());
+        BaseFIFO.pop_front();
+      }
+    // Room for this plan's stages (evaluateStagesInto costs one per pp rank).
+    while (!BaseFIFO.empty() && BaseStagesHeld + Q.PP > MaxBaseStagesHeld) {
       drop(BaseFIFO.front());
       BaseFIFO.pop_front();
     }
-    BaseStagesHeld += B->Stages.size();
+    std::unique_ptr<PlanCost> Box;
+    if (Free.empty()) {
+      Box = std::make_unique<PlanCost>();
+    } else {
+      Box = std::move(Free.back());
+      Free.pop_back();
+    }
+    if (Error E = Eval.evaluateStagesInto(Q, *Box))
+      return std::move(E);
+    BaseStagesHeld += Box->Stages.size();
     BaseFIFO.push_back(C.Base);
-    auto Box = std::make_unique<PlanCost>(std::move(*B));
     const PlanCost *Held = Box.get();
     BaseStages.try_emplace(C.Base, std::move(Box));
     return Held;
   }
 
   /// Forgets \p Base's costs (its last placement was visited; the FIFO
-  /// skips it when its turn comes).
+  /// skips it when its turn comes); their storage serves the next plan.
   void drop(unsigned Base) {
     auto It = BaseStages.find(Base);
     if (It == BaseStages.end())
       return;
     BaseStagesHeld -= It->second->Stages.size();
+    Free.push_back(std::move(It->second));
     BaseStages.erase(It);
   }
 
@@ -641,6 +650,10 @@ private:
   size_t NumPlacements;
   /// Boxed: get() hands out pointers that later insertions keep valid.
   DenseMap<unsigned, std::unique_ptr<PlanCost>> BaseStages;
+  /// Dropped entries, reused (evaluateStagesInto keeps their stages'
+  /// storage): at a training batch the cache turns over hundreds of
+  /// thousands of plans, each a vector of 1 KiB stage costs.
+  std::vector<std::unique_ptr<PlanCost>> Free;
   std::deque<unsigned> BaseFIFO;
   size_t BaseStagesHeld = 0;
   /// About 140 MB of stage costs (1 KiB each): at a training batch the

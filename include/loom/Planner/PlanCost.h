@@ -149,6 +149,10 @@ public:
   /// time, bubble, tokens/s and MFU are 0. The search checks memory and
   /// bounds the step time with it before paying for the simulation.
   llvm::Expected<PlanCost> evaluateStages(const ParallelPlan &P) const;
+  /// evaluateStages into \p Out, whose storage (the stages) it reuses: the
+  /// search's cache of costed plans recycles its entries, so a plan costs
+  /// no allocation once the cache is full.
+  llvm::Error evaluateStagesInto(const ParallelPlan &P, PlanCost &Out) const;
   /// Completes \p Staged, a result of evaluateStages (possibly re-placed by
   /// applyOffloadToPlan): simulates the pipeline and fills the step time,
   /// bubble, throughput and MFU. Equal to evaluate(Staged.Plan), without
@@ -246,11 +250,6 @@ public:
   getGroupShape(llvm::ArrayRef<std::pair<unsigned, unsigned>> Axes) const;
 
 private:
-  llvm::Expected<PlanCost> evaluatePlan(const ParallelPlan &P,
-                                        bool Simulate) const;
-  /// The part of evaluatePlan after the stages: maxima, fit, and with
-  /// \p Simulate the pipeline and what follows from it.
-  llvm::Expected<PlanCost> finishPlan(PlanCost R, bool Simulate) const;
   struct Impl;
   std::unique_ptr<Impl> I;
 };
