@@ -9,12 +9,35 @@
 #include "loom/Shard/Schedule.h"
 #include "Passes.h"
 #include "loom/Planner/Search.h"
+#include "loom/Shard/PricedCollectives.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
 
 namespace loom {
 namespace {
+
+/// --check-priced-collectives: the tp collectives of \p Plan as the
+/// evaluator prices them, against the role graphs'.
+Error checkPricedCollectives(const ShardedProgram &SP,
+                             const PlanEvaluator &Eval,
+                             const ParallelPlan &Plan) {
+  std::vector<std::string> Problems =
+      comparePricedCollectives(SP, [&](unsigned Layer) {
+        std::vector<PricedCollective> R;
+        for (const PlanEvaluator::TPCollective &X :
+             Eval.getPricedForwardCollectives(Plan, Layer))
+          R.push_back({X.Kind, X.Bytes});
+        return R;
+      });
+  if (Problems.empty())
+    return Error::success();
+  std::string Msg = "the tp collectives the cost model priced differ from "
+                    "the emitted graphs' (--check-priced-collectives):";
+  for (const std::string &P : Problems)
+    Msg += "\n  " + P;
+  return createStringError(inconvertibleErrorCode(), Msg.c_str());
+}
 
 class SchedulePass : public Pass {
 public:
@@ -37,6 +60,9 @@ public:
     Ctx.PPGroup = Eval.getGroupShape(P, "pp");
     Ctx.Train = EO.Train;
     Ctx.BucketBytes = EO.CommBufferBytes;
+    if (CU.Opts.CheckPricedCollectives)
+      if (Error E = checkPricedCollectives(*CU.Sharded, Eval, Best.Plan))
+        return E;
     return buildSchedule(*CU.Sharded, Best, Ctx);
   }
   void print(const CompilationUnit &CU, raw_ostream &OS) const override {

@@ -381,6 +381,14 @@ struct PlanEvaluator::Impl {
   /// The activation bytes at micro-batch size \p MB when the bound
   /// graph's, scaled by MB / batch, are not exact; null otherwise.
   const rulesplit::MicroBatchBytes *getMicroBatchBytes(unsigned MB) const;
+  /// What one micro-batch of \p MB samples is of the bound graph's batch
+  /// on one rank: cp ranks each hold 1/cp of every sequence, the tokens of
+  /// MB / cp samples (attention: seq/cp queries against the whole
+  /// sequence, 1/cp of the scores with the ring's balanced chunks or a2a's
+  /// heads).
+  double getActScale(unsigned MB, unsigned CP) const {
+    return (double)MB / Opts.Batch / CP;
+  }
   const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
                                unsigned EP, bool AllTables = false,
                                unsigned CP = 1) const;
@@ -1005,10 +1013,7 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
   auto It = Cache.find(K);
   if (It != Cache.end())
     return It->second;
-  // cp ranks each hold 1/cp of every sequence: the tokens of MB / cp
-  // samples (attention: seq/cp queries against the whole sequence, 1/cp
-  // of the scores with the ring's balanced chunks or a2a's heads).
-  double ActScale = (double)MB / Opts.Batch / CP;
+  double ActScale = getActScale(MB, CP);
   LayerTimes T;
   DenseMap<const Value *, unsigned> LinearOf;
   const LayerSplit &LS = CS.get(L);
@@ -1263,6 +1268,23 @@ PlanEvaluator::TPSplit PlanEvaluator::getTPSplit(unsigned Layer, unsigned TP,
     R.Collectives.push_back({X.Kind, X.Bytes, X.V, false});
   for (const rulesplit::TPComm &X : LS.Bwd)
     R.Collectives.push_back({X.Kind, X.Bytes, X.V, true});
+  return R;
+}
+
+std::vector<PlanEvaluator::TPCollective>
+PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
+                                           unsigned Layer) const {
+  // As costStage and layerTimes price them.
+  std::vector<TPCollective> R;
+  if (P.TP <= 1)
+    return R;
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  bool AllTables = P.Emb != EmbeddingMode::Auto && !I->Tables.empty();
+  const LayerSplit &LS =
+      I->getConfig(P.TP, P.SP, P.EP, AllTables, P.MicroBatchSize).get(L);
+  double ActScale = I->getActScale(P.MicroBatchSize, P.CP);
+  for (const rulesplit::TPComm &X : LS.Fwd)
+    R.push_back({X.Kind, X.Bytes * ActScale, X.V, false});
   return R;
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuleSplit.h"
+#include "loom/Analysis/KVCache.h"
 #include "loom/Shard/Propagate.h"
 #include "llvm/ADT/STLExtras.h"
 #include <cstdint>
@@ -37,6 +38,9 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
     if (KV.second.Role != ExpertRole::None)
       Roles[KV.first] = KV.second.Role;
   GraphOutputs.insert(G.getOutputs().begin(), G.getOutputs().end());
+  for (const KVCacheTensor &T : findKVCache(G))
+    if (T.Present)
+      KVPresentSeqAxis[T.Present] = T.SeqAxis;
   // Values with a gradient: floating point, computed from a parameter.
   for (const auto &NP : G.getNodes())
     if (any_of(NP->getInputs(), [&](const Value *V) {
@@ -350,13 +354,17 @@ void SplitContext::countForward(unsigned L) {
           {C.Kind,
            C.Bytes * batchScale(N->getNumInputs() ? N->getInput(0) : C.On),
            C.On});
-    // Graph outputs leave replicated.
+    // Graph outputs leave replicated, a KV cache output as it is held.
     for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
       const Value *V = N->getOutput(O);
       if (!V || !RS.GraphOutputs.count(V))
         continue;
+      auto KV = RS.KVPresentSeqAxis.find(V);
+      AxisSpec Leave = KV == RS.KVPresentSeqAxis.end()
+                           ? AxisSpec()
+                           : getKVCacheSpec(S.OutputSpecs[O], KV->second);
       if (Optional<ShardCollective> C = getTransitionCollective(
-              S.OutputSpecs[O], AxisSpec(), V->Type, getAxisSize()))
+              S.OutputSpecs[O], Leave, V->Type, getAxisSize()))
         LS.Fwd.push_back({C->Kind, C->Bytes, V});
     }
   }

@@ -143,6 +143,9 @@ private:
   /// EP: each expert node's role (branch, stacked work, combine).
   llvm::DenseMap<const Node *, ExpertRole> Roles;
   llvm::DenseSet<const Value *> GraphOutputs;
+  /// The KV cache outputs among them (findKVCache) -> their sequence axis:
+  /// they leave as getKVCacheSpec says, not replicated.
+  llvm::DenseMap<const Value *, int> KVPresentSeqAxis;
   /// Activations with a gradient (computed from a parameter).
   llvm::DenseSet<const Value *> NeedsGrad;
 };

@@ -21,17 +21,6 @@
 using namespace llvm;
 
 namespace loom {
-namespace {
-
-/// The spec a cache may be held in: split along a dim other than the
-/// sequence, without blocks; anything else (a partial sum) replicated.
-AxisSpec cacheSpec(const AxisSpec &S, int SeqAxis) {
-  if (S.isSplit() && S.Blocks.empty() && S.Dim >= 0 && S.Dim != SeqAxis)
-    return S;
-  return AxisSpec::replicated();
-}
-
-} // namespace
 
 void shardKVCache(ShardingResult &R) {
   R.KVCache.clear();
@@ -66,7 +55,7 @@ void shardKVCache(ShardingResult &R) {
       KVCacheShard C = makeShard(T.Past, T.Present, /*IsPast=*/true);
       const NodeSharding &NS = R.Nodes.lookup(T.Append);
       if (T.PastOperand < NS.InputSpecs.size())
-        C.Spec = cacheSpec(NS.InputSpecs[T.PastOperand], T.SeqAxis);
+        C.Spec = getKVCacheSpec(NS.InputSpecs[T.PastOperand], T.SeqAxis);
       if (C.Spec.isReplicated())
         C.Reason = Reason;
       // The role graph takes the input as this rank holds it, and the
@@ -91,7 +80,7 @@ void shardKVCache(ShardingResult &R) {
       KVCacheShard C = makeShard(T.Present, T.Past, /*IsPast=*/false);
       auto It = R.Values.find(T.Present);
       if (It != R.Values.end())
-        C.Spec = cacheSpec(It->second, T.SeqAxis);
+        C.Spec = getKVCacheSpec(It->second, T.SeqAxis);
       if (C.Spec.isReplicated())
         C.Reason = Reason;
       R.KVCache.push_back(std::move(C));

@@ -102,6 +102,27 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   }
 }
 
+/// Bytes of \p V on the wire: a float tensor in the precision recipe's type
+/// (ShardingResult::CommFloatType) where one is set.
+static double wireBytes(const Value *V, DataType FloatType) {
+  if (!V)
+    return 0;
+  DataType T = V->Type.Elem;
+  if (FloatType != DataType::Undefined &&
+      (T == DataType::Float || T == DataType::Float16 ||
+       T == DataType::BFloat16))
+    return (double)V->Type.getNumElements().getValueOr(0) *
+           getDataTypeSize(FloatType);
+  return (double)V->Type.getSizeInBytes().getValueOr(0);
+}
+
+double getHcomWireBytes(const Node &N, DataType FloatType) {
+  if (N.getOpType() == "HcomAllGather" && N.getNumOutputs())
+    return wireBytes(N.getOutput(0), FloatType);
+  return wireBytes(N.getNumInputs() ? N.getInput(0) : N.getOutput(0),
+                   FloatType);
+}
+
 namespace {
 
 /// A role's pipeline device, tp rank and ep rank.
@@ -131,20 +152,6 @@ std::string levelName(const GroupShape &S, const HardwareModel &HW) {
 /// each with the pipeline chunk it belongs to, and the role's parameter
 /// bytes. The dp roles of embedding shards (RG.DP) communicate alike and
 /// are skipped.
-/// Bytes of \p V on the wire: a float tensor in the precision recipe's type
-/// (ShardingResult::CommFloatType) where one is set.
-static double wireBytes(const Value *V, DataType FloatType) {
-  if (!V)
-    return 0;
-  DataType T = V->Type.Elem;
-  if (FloatType != DataType::Undefined &&
-      (T == DataType::Float || T == DataType::Float16 ||
-       T == DataType::BFloat16))
-    return (double)V->Type.getNumElements().getValueOr(0) *
-           getDataTypeSize(FloatType);
-  return (double)V->Type.getSizeInBytes().getValueOr(0);
-}
-
 RoleComms collectRoleComms(const ShardedProgram &SP) {
   const ShardingResult &R = SP.Sharding;
   StringMap<unsigned> ChunkOfName;
@@ -176,8 +183,7 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       C.Group = N.getAttrString("group", "").str();
       // The role builder tags every node with its pipeline chunk.
       C.Chunk = N.Stage >= 0 ? (unsigned)N.Stage : Cur;
-      const Value *X = N.getNumInputs() ? N.getInput(0) : N.getOutput(0);
-      C.Bytes = wireBytes(X, R.CommFloatType);
+      C.Bytes = getHcomWireBytes(N, R.CommFloatType);
       // The cp ring's transfers (RingAttention.cpp) run inside the
       // attention, like a collective of group cp; the pipeline's between
       // chunks.
@@ -193,8 +199,6 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       } else {
         C.Kind =
             getScheduleEventKind(getHcomCollectiveKind(N.getOpType())).str();
-        if (N.getOpType() == "HcomAllGather" && N.getOutput(0))
-          C.Bytes = wireBytes(N.getOutput(0), R.CommFloatType);
       }
       Cs.push_back(C);
     }

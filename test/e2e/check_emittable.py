@@ -3,8 +3,9 @@
 
 For each model below and each device count in DEVICES, ask plan-parallel for
 its --top K plans (--format json), then emit every one of them with -o and
-the output invariant checker (on by default with -o): the search must never
-rank a plan the sharder refuses or emits wrong. For the top plan of each
+the output invariant checker (on by default with -o) and
+--check-priced-collectives: the search must never rank a plan the sharder
+refuses or emits wrong, or one whose tp collectives it priced otherwise. For the top plan of each
 (model, device count) the emitted graphs also run in ONNX Runtime with the
 hccl ops simulated between ranks (tools/loom-run) and must match the original
 model.
@@ -204,8 +205,11 @@ def emit_ranked(args, base, model, int_range, tag, top):
         outdir = os.path.join(work, "out", f"{key}-{entry['rank']}")
         if os.path.exists(outdir):
             shutil.rmtree(outdir)
-        # -o verifies the output by default (issue 15 item 4).
-        rc, out = run_e2e.run(base + ["--plan", plan, "-o", outdir, "--quiet"])
+        # -o verifies the output by default (issue 15 item 4); and the tp
+        # collectives the cost model priced must be the emitted ones (issue
+        # 31; every ranked plan of these models agrees).
+        rc, out = run_e2e.run(base + ["--plan", plan, "-o", outdir, "--quiet",
+                                      "--check-priced-collectives"])
         if rc != 0:
             results.append((name, False, "emission failed: " + out.strip()[-800:]))
             continue

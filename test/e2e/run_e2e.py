@@ -403,6 +403,57 @@ SELFTEST = {
 }
 
 
+# Issue 31's property: with --check-priced-collectives plan-parallel fails
+# unless the tp collectives the cost model priced are those of the emitted
+# graphs (kind, bytes and count, per pipeline device). Every case runs with
+# it but these, where the two still differ (why, beside each): each is run
+# again with it and without -o, and must still differ, so a case that comes
+# to agree fails the run until it leaves this table.
+PRICING_GAPS = {
+    # Unrolled experts at ep > 1: a rank runs E/ep branches on the ep
+    # group's tokens, but all E branches' tp collectives are priced at the
+    # rank's own tokens (the same bytes in ep times as many collectives).
+    "moe_unrolled-tp2ep2-sp": "unrolled experts at ep 2: 32 priced, 16 emitted",
+    "moe_unrolled-tp2ep2pp2": "unrolled experts at ep 2: 8 all-reduces priced, 4 emitted",
+    "moe_unrolled-tp2ep2pp2-order": "unrolled experts at ep 2: 8 all-reduces priced, 4 emitted",
+    "moe_unrolled-tp2ep4pp2": "unrolled experts at ep 4: 8 all-reduces priced, 2 emitted",
+    # Dense-dispatch experts at ep > 1: one all-reduce per stage priced at
+    # 1/ep of the bytes the role graph reduces (the ep group's tokens).
+    "moe_dense-tp2ep2pp2": "dense-dispatch experts at ep 2: all-reduce of 1024 B priced, 2048 B emitted",
+    "moe_dense-tp2ep4pp2": "dense-dispatch experts at ep 4: all-reduce of 1024 B priced, 4096 B emitted",
+    # Stacked experts with sp: all-gathers priced that the role graph
+    # does not hold.
+    "moe_stacked-tp4-sp": "stacked experts with sp: 3 all-gathers priced, not emitted",
+    # Index-routed experts (Gather/ScatterND dispatch): per-expert
+    # all-reduces priced, none emitted.
+    "zoo_mixtral_indexed-tp2pp2dp2": "index-routed experts: 4 all-reduces per stage priced, not emitted",
+    "mixtral_hf-tp2pp2dp2": "index-routed experts: 8 all-reduces per stage priced, not emitted",
+    "moe_indexed-tp2pp2dp2": "index-routed experts: 4 all-reduces per stage priced, not emitted",
+    # torch's packed attention in_proj (nn.TransformerEncoder): priced as
+    # all-gathers, emitted as an all-reduce of the output projection.
+    "encoder-tp2dp2": "packed in_proj: 8 all-gathers priced, 2 all-reduces emitted instead",
+}
+
+
+def pricing_flags(name):
+    return [] if name in PRICING_GAPS else ["--check-priced-collectives"]
+
+
+def pricing_gap_test(args, res):
+    """A PRICING_GAPS case still differs: one of its plan-parallel commands
+    fails the check. (ok, message)."""
+    name = res["name"]
+    for cmd in res.get("plan_cmds", []):
+        i = cmd.index("-o")
+        rc, out = run(cmd[:i] + ["--check-priced-collectives", "--stop-after=schedule"])
+        if rc != 0 and "--check-priced-collectives" in out:
+            return True, f"pricing gap {name}: still differs ({PRICING_GAPS[name]})"
+        if rc != 0:
+            return False, f"pricing gap {name}: plan-parallel failed otherwise: {out.strip()[-400:]}"
+    return False, (f"pricing gap {name}: the priced collectives now agree with the emitted "
+                   f"ones; remove it from PRICING_GAPS")
+
+
 def run(cmd, timeout=300, cwd=None):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=timeout, cwd=cwd)
@@ -571,9 +622,10 @@ def run_case_1(args, case):
         n = count_layers(args, base + ["--plan", full_plan(plan.replace(",stages=uneven", ""))])
         plan = plan.replace("stages=uneven", "stages=" + ":".join(map(str, uneven_stages(n, int(kv["pp"])))))
     cmd = base + ["--plan", full_plan(plan), "-o", outdir, "--force", "--quiet"]
+    cmd += pricing_flags(name)
     rc, out = run(cmd)
     res = {"name": name, "model": os.path.basename(model), "plan": plan, "mode": mode,
-           "cmd": " ".join(cmd)}
+           "cmd": " ".join(cmd), "plan_cmds": [cmd]}
     if rc != 0:
         res.update(ok=False, stage="plan-parallel", detail=out.strip())
     else:
@@ -604,29 +656,32 @@ def run_decode_case(args, case):
 
 def decode_outdirs(args, case):
     """Emits the prompt's and every decode step's output directory:
-    (ok, [outdirs], last command, its output)."""
+    (ok, [outdirs], [commands], its output)."""
     name, pre, dec, sym, plan, batch, prompt, steps = case
     hw = hw_file(args.work, plan_devices(plan))
-    outs = []
+    outs, cmds = [], []
     runs = [(pre, ["--seq", str(prompt)])]
     runs += [(dec, ["--seq", "1", "--dim", f"{sym}={prompt + i}"]) for i in range(steps)]
     for i, (model, extra) in enumerate(runs):
         outdir = os.path.join(args.work, "out", f"{name}-step{i}")
         cmd = [args.plan_parallel, os.path.join(HERE, "models", model), "--hw", hw,
                "--batch", str(batch), "--mode", "infer"] + extra + \
-              ["--plan", full_plan(plan), "-o", outdir, "--force", "--quiet"]
+              ["--plan", full_plan(plan), "-o", outdir, "--force", "--quiet"] + \
+              pricing_flags(name)
+        cmds.append(cmd)
         rc, out = run(cmd)
         if rc != 0:
-            return False, outs, cmd, out
+            return False, outs, cmds, out
         outs.append(outdir)
-    return True, outs, cmd, ""
+    return True, outs, cmds, ""
 
 
 def run_decode_case_1(args, case):
     name, pre, dec, sym, plan, batch, prompt, steps = case
     t0 = time.time()
-    ok, outs, cmd, out = decode_outdirs(args, case)
-    res = {"name": name, "model": dec, "plan": plan, "mode": "infer", "cmd": " ".join(cmd)}
+    ok, outs, cmds, out = decode_outdirs(args, case)
+    res = {"name": name, "model": dec, "plan": plan, "mode": "infer",
+           "cmd": " ".join(cmds[-1]), "plan_cmds": cmds}
     if not ok:
         res.update(ok=False, stage="plan-parallel", detail=out.strip(), time_s=time.time() - t0)
         return res
@@ -886,9 +941,12 @@ def main():
         return 1
     cases += [c for c in DECODE_CASES if not args.filter or args.filter in c[0]]
     counts = {"PASS": 0, "FAIL": 0}
+    gaps = []
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as ex:
         for res in ex.map(lambda c: run_decode_case(args, c) if len(c) == 8 else run_case(args, c),
                           cases):
+            if res["name"] in PRICING_GAPS:
+                gaps.append(res)
             verdict = "PASS" if res["ok"] else "FAIL"
             counts[verdict] += 1
             print(f"{verdict:5s} {res['name']:26s} {res['mode']:5s} {res['plan']:40s} "
@@ -899,6 +957,10 @@ def main():
                     print(f"      {l[:400]}")
                 print(f"      reproduce: {res['cmd']}")
     good &= counts["FAIL"] == 0
+    with cf.ThreadPoolExecutor(max_workers=args.jobs) as ex:
+        for ok, msg in ex.map(lambda r: pricing_gap_test(args, r), gaps):
+            print(("PASS  " if ok else "FAIL  ") + msg)
+            good &= ok
     if not args.no_negative and (not args.filter or args.filter in NEGATIVE_CASE):
         ok, msg = negative_test(args)
         print(("PASS  " if ok else "FAIL  ") + msg)

@@ -290,6 +290,14 @@ static cl::opt<bool> TestCorruptOutput(
     cl::desc("(testing) rename one collective of the last role graph"),
     cl::cat(LoomCategory));
 
+// Tests only (issue 31's property): the run fails unless the tp
+// collectives the cost model priced are the emitted graphs'.
+static cl::opt<bool> CheckPricedCollectives(
+    LOOM_OPT("check-priced-collectives"), cl::Hidden,
+    cl::desc("(testing) fail unless the tp collectives the cost model "
+             "priced are those of the emitted role graphs"),
+    cl::cat(LoomCategory));
+
 enum class TraceKind { Window, Full };
 static cl::opt<TraceKind> TraceMode(
     LOOM_OPT("trace"), cl::init(TraceKind::Window),
@@ -1003,6 +1011,7 @@ parseInputs(const HardwareModel &HW, ArrayRef<HardwareOverride> Overrides,
   if (Error E = parseFusedKernels(CU.Opts))
     return std::move(E);
   CU.Opts.TestCorruptOutput = TestCorruptOutput;
+  CU.Opts.CheckPricedCollectives = CheckPricedCollectives;
   CU.Opts.TraceFull = TraceMode == TraceKind::Full;
   CU.Opts.Progress = [&Progress](const std::string &S) { Progress.set(S); };
   Expected<std::vector<ExportTarget>> Exports = parseExportTargets(ExportTo);

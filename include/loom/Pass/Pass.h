@@ -99,6 +99,10 @@ struct CompileOptions {
   /// Tests only: damage the program before verification
   /// (--test-corrupt-output).
   bool TestCorruptOutput = false;
+  /// The schedule pass fails unless the tp collectives the cost model
+  /// priced are the role graphs' (--check-priced-collectives;
+  /// loom/Shard/PricedCollectives.h).
+  bool CheckPricedCollectives = false;
   /// trace.json shows every rank and micro-batch (--trace=full).
   bool TraceFull = false;
   /// --framework (or what --export implies): the frameworks that will run

@@ -218,6 +218,14 @@ public:
   };
   TPSplit getTPSplit(unsigned Layer, unsigned TP, bool SP,
                      unsigned EP = 1) const;
+  /// The tp collectives the stage costing prices for one micro-batch's
+  /// forward through layer \p Layer of \p P: the rule table's at the
+  /// plan's tp, sp, ep, table sharding and micro-batch, each with the bytes
+  /// collectiveTime is given (on the wire, in the recipe's communication
+  /// type). The role graphs must hold exactly these
+  /// (--check-priced-collectives, loom/Shard/PricedCollectives.h).
+  std::vector<TPCollective> getPricedForwardCollectives(const ParallelPlan &P,
+                                                        unsigned Layer) const;
   /// The cube peak MFU is measured against (FLOP/s).
   double getPeakFlops() const;
   /// The model's expert groups (findExperts).

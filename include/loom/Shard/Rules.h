@@ -156,6 +156,15 @@ llvm::Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
                                                         const TensorType &Whole,
                                                         unsigned AxisSize,
                                                         bool SeqAxis = false);
+/// The spec a KV cache tensor produced (or wanted) as \p S is held in
+/// between steps (lib/Shard/KVCache.cpp): split along a dim other than its
+/// sequence axis \p SeqAxis (-1: none), without blocks, stays so (each tp
+/// rank keeps its heads, no gather); anything else is replicated. A model
+/// output leaves replicated unless it is a KV cache output, which leaves
+/// in this spec; the evaluator prices, and the role builder emits, the
+/// collective between.
+AxisSpec getKVCacheSpec(const AxisSpec &S, int SeqAxis);
+
 /// The hccl op that lowers \p K ("HcomAllReduce", ...; DESIGN §7), and
 /// the kind an hccl op performs (HcomAllToAllV: AllToAll; HcomSend and
 /// HcomReceive: SendRecv; any other: AllReduce).

@@ -22,6 +22,13 @@ struct ScheduleContext {
   double BucketBytes = 256.0 * (1 << 20);
 };
 
+/// The bytes hccl node \p N moves as the schedule prices it (collectiveTime's
+/// convention, loom/Cost/Collectives.h): an all-gather's output, any other
+/// op's first input (a receive's output); a float tensor counted in
+/// \p FloatType where one is set (the precision recipe's,
+/// ShardingResult::CommFloatType).
+double getHcomWireBytes(const Node &N, DataType FloatType);
+
 /// Fills SP.Programs (one per distinct role program), SP.RoleProgram and
 /// ScheduleStepS from the role graphs and the plan's predicted per-stage
 /// costs.

@@ -162,6 +162,12 @@ StringRef getHcomOpName(CollectiveKind K) {
   return "HcomAllReduce";
 }
 
+AxisSpec getKVCacheSpec(const AxisSpec &S, int SeqAxis) {
+  if (S.isSplit() && S.Blocks.empty() && S.Dim >= 0 && S.Dim != SeqAxis)
+    return S;
+  return AxisSpec::replicated();
+}
+
 CollectiveKind getHcomCollectiveKind(StringRef Op) {
   if (Op == "HcomReceive")
     return CollectiveKind::SendRecv;
