@@ -389,6 +389,28 @@ struct PlanEvaluator::Impl {
   double getActScale(unsigned MB, unsigned CP) const {
     return (double)MB / Opts.Batch / CP;
   }
+  /// Calls \p F(comm, bytes) for each tp collective of \p Comms one rank
+  /// runs at ep \p EP, its bytes at activation scale \p ActScale: what the
+  /// stage costing prices and --check-priced-collectives compares. At ep >
+  /// 1 the role graph gathers the ep group's tokens before unrolled
+  /// experts' work, so a branch's collectives and the combining chain's
+  /// carry ep times the rank's tokens, and a rank runs only the branches
+  /// of the E/ep experts it holds (ep rank 0's: the others' are alike).
+  template <typename Fn>
+  static void forEachRankComm(ArrayRef<rulesplit::TPComm> Comms,
+                              double ActScale, unsigned EP, Fn F) {
+    for (const rulesplit::TPComm &X : Comms) {
+      double Scale = ActScale;
+      if (EP > 1 && X.Expert.Role == ExpertRole::Branch) {
+        if ((unsigned)X.Expert.Expert >= X.Expert.GroupExperts / EP)
+          continue;
+        Scale *= EP;
+      } else if (EP > 1 && X.Expert.Role == ExpertRole::Combine) {
+        Scale *= EP;
+      }
+      F(X, X.Bytes * Scale);
+    }
+  }
   const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
                                unsigned EP, bool AllTables = false,
                                unsigned CP = 1) const;
@@ -1055,14 +1077,16 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
   }
   if (TP > 1) {
     GroupShape TPG = Outer.getGroupShape({{1u, TP}});
-    for (const rulesplit::TPComm &X : LS.Fwd)
-      T.CommFwd += collectiveTime(X.Kind, X.Bytes * ActScale, TPG, HW).Seconds;
+    forEachRankComm(
+        LS.Fwd, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
+          T.CommFwd += collectiveTime(X.Kind, Bytes, TPG, HW).Seconds;
+        });
     if (Opts.Train)
-      for (const rulesplit::TPComm &X : LS.Bwd) {
-        T.CommBwd +=
-            collectiveTime(X.Kind, X.Bytes * ActScale, TPG, HW).Seconds;
-        T.BwdBytes += X.Bytes * ActScale;
-      }
+      forEachRankComm(
+          LS.Bwd, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
+            T.CommBwd += collectiveTime(X.Kind, Bytes, TPG, HW).Seconds;
+            T.BwdBytes += Bytes;
+          });
   }
   return Cache.emplace(K, std::move(T)).first->second;
 }
@@ -1282,9 +1306,11 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
   bool AllTables = P.Emb != EmbeddingMode::Auto && !I->Tables.empty();
   const LayerSplit &LS =
       I->getConfig(P.TP, P.SP, P.EP, AllTables, P.MicroBatchSize).get(L);
-  double ActScale = I->getActScale(P.MicroBatchSize, P.CP);
-  for (const rulesplit::TPComm &X : LS.Fwd)
-    R.push_back({X.Kind, X.Bytes * ActScale, X.V, false});
+  // layerTimes' ep: 1 where the layer has no experts (no expert comms).
+  Impl::forEachRankComm(LS.Fwd, I->getActScale(P.MicroBatchSize, P.CP), P.EP,
+                        [&](const rulesplit::TPComm &X, double Bytes) {
+                          R.push_back({X.Kind, Bytes, X.V, false});
+                        });
   return R;
 }
 

@@ -36,7 +36,7 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
       Where[Layers[L].Nodes[I]] = {L, I};
   for (const auto &KV : Experts.Nodes)
     if (KV.second.Role != ExpertRole::None)
-      Roles[KV.first] = KV.second.Role;
+      Roles[KV.first] = KV.second;
   GraphOutputs.insert(G.getOutputs().begin(), G.getOutputs().end());
   for (const KVCacheTensor &T : findKVCache(G))
     if (T.Present)
@@ -127,7 +127,7 @@ public:
         RS(RS), C(C), EP(EP), DPTables(DPTables), MB(MB) {}
 
   bool isStackedExpertWork(const Node *N) const override {
-    return EP && RS.Roles.lookup(N) == ExpertRole::Stacked;
+    return EP && RS.Roles.lookup(N).Role == ExpertRole::Stacked;
   }
   bool isShardedOverDP(const Value *Table) const override {
     return DPTables.count(Table);
@@ -165,7 +165,10 @@ private:
   }
   // Expert work at ep > 1 sees the tokens ep moves replicated over tp.
   ExpertRole getExpertRole(const Node &N) const override {
-    return EP ? RS.Roles.lookup(&N) : ExpertRole::None;
+    return expertRule(N).Role;
+  }
+  ExpertNodeRule expertRule(const Node &N) const {
+    return EP ? RS.Roles.lookup(&N) : ExpertNodeRule();
   }
   void record(const Node &N, OpSharding S, bool) override {
     Specs[&N] = std::move(S);
@@ -333,6 +336,7 @@ void SplitContext::countForward(unsigned L) {
   for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
     const Node *N = LV.Nodes[I];
     const OpSharding &S = LS.Nodes[I].S;
+    ExpertNodeRule E = expertRule(*N);
     for (unsigned J = 0; J < N->getNumInputs(); ++J) {
       const Value *V = N->getInput(J);
       // Weights are stored whole or in the slice a rule needs, constants
@@ -341,8 +345,15 @@ void SplitContext::countForward(unsigned L) {
         continue;
       Optional<ShardCollective> C = getTransitionCollective(
           getStoredSpec(V), S.InputSpecs[J], V->Type, getAxisSize());
-      if (C && Done.insert({canon(V), S.InputSpecs[J].str()}).second)
-        LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V});
+      if (!C || !Done.insert({canon(V), S.InputSpecs[J].str()}).second)
+        continue;
+      // The combining chain's sum converted where it leaves the experts
+      // (before ep scatters it back) is still the ep group's tokens.
+      ExpertNodeRule From = E;
+      if (E.Role == ExpertRole::None && V->getDefiningNode() &&
+          expertRule(*V->getDefiningNode()).Role == ExpertRole::Combine)
+        From = expertRule(*V->getDefiningNode());
+      LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V, From});
     }
     // What the rule's lowering needs beyond its operands' transitions
     // (a bias after reduce, a vocab-parallel cross entropy): the rule
@@ -353,7 +364,7 @@ void SplitContext::countForward(unsigned L) {
       LS.Fwd.push_back(
           {C.Kind,
            C.Bytes * batchScale(N->getNumInputs() ? N->getInput(0) : C.On),
-           C.On});
+           C.On, E});
     // Graph outputs leave replicated, a KV cache output as it is held.
     for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
       const Value *V = N->getOutput(O);
@@ -365,7 +376,7 @@ void SplitContext::countForward(unsigned L) {
                            : getKVCacheSpec(S.OutputSpecs[O], KV->second);
       if (Optional<ShardCollective> C = getTransitionCollective(
               S.OutputSpecs[O], Leave, V->Type, getAxisSize()))
-        LS.Fwd.push_back({C->Kind, C->Bytes, V});
+        LS.Fwd.push_back({C->Kind, C->Bytes, V, E});
     }
   }
 }
@@ -402,7 +413,8 @@ void SplitContext::countBackward(unsigned L) {
   // Per activation read here, the gradients its readers give back (summed
   // locally, then one collective).
   DenseMap<const Value *, SmallVector<AxisSpec, 2>> Grads;
-  std::vector<const Value *> Order;
+  // In the order first read, with the ep rule of that first reader.
+  std::vector<std::pair<const Value *, ExpertNodeRule>> Order;
   for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
     const Node *N = LV.Nodes[I];
     const NodeSplit &NS = LS.Nodes[I];
@@ -419,12 +431,13 @@ void SplitContext::countBackward(unsigned L) {
                                                    : In;
       auto Ins = Grads.try_emplace(V);
       if (Ins.second)
-        Order.push_back(V);
+        Order.push_back({V, expertRule(*N)});
       if (!is_contained(Ins.first->second, G))
         Ins.first->second.push_back(G);
     }
   }
-  for (const Value *V : Order) {
+  for (const auto &VE : Order) {
+    const Value *V = VE.first;
     const SmallVector<AxisSpec, 2> &Gs = Grads[V];
     AxisSpec From = getStoredSpec(V);
     // A value produced as a partial sum (a row-parallel output) takes its
@@ -436,12 +449,12 @@ void SplitContext::countBackward(unsigned L) {
     CollectiveKind K;
     if (any_of(Gs, [](const AxisSpec &S) { return S.isPartial(); })) {
       if (getBackwardCollective(AxisSpec::partial(), From, K))
-        LS.Bwd.push_back({K, valueBytes(V), V});
+        LS.Bwd.push_back({K, valueBytes(V), V, VE.second});
       continue;
     }
     for (const AxisSpec &G : Gs)
       if (getBackwardCollective(G, From, K))
-        LS.Bwd.push_back({K, valueBytes(V), V});
+        LS.Bwd.push_back({K, valueBytes(V), V, VE.second});
   }
 }
 

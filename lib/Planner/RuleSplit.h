@@ -61,6 +61,10 @@ struct TPComm {
   CollectiveKind Kind = CollectiveKind::AllReduce;
   double Bytes = 0;
   const Value *V = nullptr;
+  /// At ep > 1: the ep rule of the node it serves (a branch of an unrolled
+  /// expert, the chain combining them: their tokens are the ep group's;
+  /// PlanCost.cpp's forEachRankComm).
+  ExpertNodeRule Expert;
 };
 
 /// A representative layer at one configuration. Bytes and counts are at
@@ -140,8 +144,8 @@ private:
   /// from outside it.
   std::vector<int> DupOf;
   std::vector<std::vector<std::pair<unsigned, unsigned>>> External;
-  /// EP: each expert node's role (branch, stacked work, combine).
-  llvm::DenseMap<const Node *, ExpertRole> Roles;
+  /// EP: each expert node's rule (branch, stacked work, combine).
+  llvm::DenseMap<const Node *, ExpertNodeRule> Roles;
   llvm::DenseSet<const Value *> GraphOutputs;
   /// The KV cache outputs among them (findKVCache) -> their sequence axis:
   /// they leave as getKVCacheSpec says, not replicated.

@@ -410,17 +410,6 @@ SELFTEST = {
 # again with it and without -o, and must still differ, so a case that comes
 # to agree fails the run until it leaves this table.
 PRICING_GAPS = {
-    # Unrolled experts at ep > 1: a rank runs E/ep branches on the ep
-    # group's tokens, but all E branches' tp collectives are priced at the
-    # rank's own tokens (the same bytes in ep times as many collectives).
-    "moe_unrolled-tp2ep2-sp": "unrolled experts at ep 2: 32 priced, 16 emitted",
-    "moe_unrolled-tp2ep2pp2": "unrolled experts at ep 2: 8 all-reduces priced, 4 emitted",
-    "moe_unrolled-tp2ep2pp2-order": "unrolled experts at ep 2: 8 all-reduces priced, 4 emitted",
-    "moe_unrolled-tp2ep4pp2": "unrolled experts at ep 4: 8 all-reduces priced, 2 emitted",
-    # Dense-dispatch experts at ep > 1: one all-reduce per stage priced at
-    # 1/ep of the bytes the role graph reduces (the ep group's tokens).
-    "moe_dense-tp2ep2pp2": "dense-dispatch experts at ep 2: all-reduce of 1024 B priced, 2048 B emitted",
-    "moe_dense-tp2ep4pp2": "dense-dispatch experts at ep 4: all-reduce of 1024 B priced, 4096 B emitted",
     # Stacked experts with sp: all-gathers priced that the role graph
     # does not hold.
     "moe_stacked-tp4-sp": "stacked experts with sp: 3 all-gathers priced, not emitted",
