@@ -27,7 +27,7 @@ Error checkPricedCollectives(const ShardedProgram &SP,
         std::vector<PricedCollective> R;
         for (const PlanEvaluator::TPCollective &X :
              Eval.getPricedForwardCollectives(Plan, Layer))
-          R.push_back({X.Kind, X.Bytes});
+          R.push_back({X.Kind, X.Bytes, X.V ? X.V->getName().str() : ""});
         return R;
       });
   if (Problems.empty())

@@ -11,7 +11,9 @@
 #include "loom/Shard/Rules.h"
 #include "loom/Shard/Schedule.h"
 #include "loom/Shard/Sharding.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -21,28 +23,58 @@ namespace loom {
 
 namespace {
 
-using CommCounts = std::map<std::pair<CollectiveKind, int64_t>, unsigned>;
+/// Per (kind, bytes): how many, and the values they act on in order.
+using CommCounts =
+    std::map<std::pair<CollectiveKind, int64_t>, std::vector<std::string>>;
 
-void addComm(CommCounts &C, CollectiveKind K, double Bytes) {
-  ++C[{K, (int64_t)std::llround(Bytes)}];
+void addComm(CommCounts &C, CollectiveKind K, double Bytes, StringRef On) {
+  C[{K, (int64_t)std::llround(Bytes)}].push_back(On.str());
 }
 
-/// What \p A has beyond \p B, as "2 x allreduce of 512 B, ...".
+/// What \p A has beyond \p B, as "2 x allreduce of 512 B (on 'x', 'y'),
+/// ...": the values named (at most three) are those A's collectives of
+/// that kind and size act on and B's do not, else all of A's.
 std::string describeExcess(const CommCounts &A, const CommCounts &B) {
   std::string S;
   raw_string_ostream OS(S);
   for (const auto &KV : A) {
     auto It = B.find(KV.first);
-    unsigned Extra =
-        KV.second - (It == B.end() ? 0 : std::min(KV.second, It->second));
+    size_t Have = KV.second.size();
+    size_t Extra =
+        Have - (It == B.end() ? 0 : std::min(Have, It->second.size()));
     if (!Extra)
       continue;
     OS << (S.empty() ? "" : ", ") << Extra << " x "
        << getScheduleEventKind(KV.first.first) << " of " << KV.first.second
-       << " B";
+       << " B (on ";
+    // Those B does not act on first (role graphs keep the model's names).
+    std::vector<std::string> Names;
+    std::vector<std::string> Rest =
+        It == B.end() ? std::vector<std::string>() : It->second;
+    for (const std::string &N : KV.second) {
+      auto R = llvm::find(Rest, N);
+      if (R == Rest.end())
+        Names.push_back(N);
+      else
+        Rest.erase(R);
+    }
+    if (Names.empty())
+      Names = KV.second;
+    for (size_t I = 0; I < Names.size() && I < 3; ++I)
+      OS << (I ? ", '" : "'") << Names[I] << "'";
+    OS << (Names.size() > 3 ? ", ...)" : ")");
   }
   OS.flush();
   return S.empty() ? "none" : S;
+}
+
+/// Whether \p A and \p B hold as many collectives of each kind and size.
+bool sameCounts(const CommCounts &A, const CommCounts &B) {
+  return A.size() == B.size() &&
+         std::equal(
+             A.begin(), A.end(), B.begin(), [](const auto &X, const auto &Y) {
+               return X.first == Y.first && X.second.size() == Y.second.size();
+             });
 }
 
 } // namespace
@@ -65,7 +97,7 @@ std::vector<std::string> comparePricedCollectives(
     for (unsigned C = RG.PP; C < R.ChunkLayers.size(); C += PP)
       for (unsigned L = Start[C]; L < Start[C + 1]; ++L)
         for (const PricedCollective &X : PricedOfLayer(L))
-          addComm(Priced, X.Kind, X.Bytes);
+          addComm(Priced, X.Kind, X.Bytes, X.On);
     for (const auto &NP : RG.M->getGraph().getNodes()) {
       const Node &N = *NP;
       if (N.getDomain() != "hccl" || N.getAttrString("group", "") != "tp")
@@ -73,9 +105,10 @@ std::vector<std::string> comparePricedCollectives(
       CollectiveKind K = getHcomCollectiveKind(N.getOpType());
       if (K == CollectiveKind::SendRecv)
         continue;
-      addComm(Emitted, K, getHcomWireBytes(N, R.CommFloatType));
+      addComm(Emitted, K, getHcomWireBytes(N, R.CommFloatType),
+              N.getInput(0) ? N.getInput(0)->getName() : N.getName());
     }
-    if (Priced == Emitted)
+    if (sameCounts(Priced, Emitted))
       continue;
     Problems.push_back(
         "pipeline device " + std::to_string(RG.PP) + " (" + RG.FileName +

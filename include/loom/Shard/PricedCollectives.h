@@ -25,6 +25,8 @@ struct ShardedProgram;
 struct PricedCollective {
   CollectiveKind Kind = CollectiveKind::AllReduce;
   double Bytes = 0;
+  /// The value it acts on, for the message.
+  std::string On;
 };
 
 /// Compares, per pipeline device, the collectives of group "tp" in the
@@ -32,8 +34,8 @@ struct PricedCollective {
 /// the schedule runs the backward's as their duals) with those
 /// \p PricedOfLayer gives for the layers of the device's chunks. One line
 /// per device that differs, naming the role graph and what only one side
-/// has ("2 x allreduce of 512 B"); empty when every device agrees. Bytes
-/// agree when they round to the same integer.
+/// has ("2 x allreduce of 512 B (on 'x', 'y')"); empty when every device
+/// agrees. Bytes agree when they round to the same integer.
 std::vector<std::string> comparePricedCollectives(
     const ShardedProgram &SP,
     llvm::function_ref<std::vector<PricedCollective>(unsigned Layer)>
