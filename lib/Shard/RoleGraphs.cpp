@@ -110,9 +110,11 @@ private:
                                StringRef Name, TensorType OutType,
                                ArrayRef<Attr> Attrs);
   /// The tp collective \p C (a transition's or a rule's, Rules.h) on \p X,
-  /// its output named \p Base "." C.Suffix, of this rank's type \p T.
+  /// its output named \p Base "." C.Suffix, of this rank's type \p T; an
+  /// all-gather of a split in \p FromBlocks put back in the blocks' order.
   Expected<Value *> tpCollective(const ShardCollective &C, Value *X,
-                                 StringRef Base, TensorType T);
+                                 StringRef Base, TensorType T,
+                                 ArrayRef<int64_t> FromBlocks = {});
   Value *constInt64(StringRef Name, ArrayRef<int64_t> Shape,
                     ArrayRef<int64_t> Vals);
   Value *constScalar(StringRef Name, DataType T, double V);
@@ -293,7 +295,8 @@ Expected<Value *> RoleBuilder::collective(StringRef Op, StringRef Group,
 }
 
 Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
-                                            StringRef Base, TensorType T) {
+                                            StringRef Base, TensorType T,
+                                            ArrayRef<int64_t> FromBlocks) {
   SmallVector<Attr, 3> Attrs;
   if (C.Kind == CollectiveKind::AllReduce ||
       C.Kind == CollectiveKind::ReduceScatter)
@@ -312,15 +315,30 @@ Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
                "per rank are not one slice)");
   Expected<Value *> Y = collective(getHcomOpName(C.Kind), getAxisGroupName(R),
                                    X, (Base + "." + C.Suffix).str(), T, Attrs);
-  if (!Y || !R.CPRing || C.Kind != CollectiveKind::AllGather)
+  if (!Y || C.Kind != CollectiveKind::AllGather ||
+      (!R.CPRing && FromBlocks.empty()))
     return Y;
-  // The ring's chunks arrive in rank order (rank r's chunks r and
-  // 2 cp - 1 - r): back to the sequence's order.
+  // The pieces arrive in rank order: the ring's chunks (rank r's chunks r
+  // and 2 cp - 1 - r) back to the sequence's order, a blocked split's
+  // (rank r's piece of every block) back to the blocks'.
   int64_t S = T.Dims[C.Axis].Size;
   std::vector<int64_t> Arrived, Order(S);
-  for (unsigned Rk = 0; Rk < TP; ++Rk)
-    for (int64_t P : getRingPositions(TP, Rk, S))
-      Arrived.push_back(P);
+  for (unsigned Rk = 0; Rk < TP; ++Rk) {
+    if (R.CPRing) {
+      for (int64_t P : getRingPositions(TP, Rk, S))
+        Arrived.push_back(P);
+      continue;
+    }
+    int64_t Start = 0;
+    for (int64_t B : FromBlocks) {
+      for (int64_t I = 0; I < B / TP; ++I)
+        Arrived.push_back(Start + Rk * (B / TP) + I);
+      Start += B;
+    }
+  }
+  if ((int64_t)Arrived.size() != S)
+    return err("cannot gather '" + Base + "': its blocks do not make dim " +
+               Twine(C.Axis) + " (" + Twine(S) + ")");
   for (int64_t I = 0; I < S; ++I)
     Order[Arrived[I]] = I;
   Value *Idx = constInt64((Base + ".order").str(), {S}, Order);
@@ -632,7 +650,7 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
       Optional<ShardCollective> C = getTransitionCollective(Cur, Req, GT, TP);
       if (!C)
         return Refuse();
-      return tpCollective(*C, *X, Base, C->Result);
+      return tpCollective(*C, *X, Base, C->Result, Cur.Blocks);
     }
     case Transition::GatherSlice:
       // On the sequence axis one all-to-all moves the split (Rules.h).

@@ -198,8 +198,12 @@ CASES = [
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked
     # the runner).
+    # Its attention reshapes [S, B, E] to [S, B x heads, E / heads]: at a
+    # micro-batch of 2 each rank holds its heads of each sample, a blocked
+    # split of the B x heads dim through the scores, softmax and context.
     ("encoder-tp2",        "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
     ("encoder-tp2dp2",     "test:encoder-tiny.onnx", "tp=2,pp=1,dp=2,mb=1,sp=0", "infer", 4, 8),
+    ("encoder-tp2-mb4-train", "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=4,sp=0", "train", 4, 8),
     # a training graph exported with its loss (make_loss.py): torch's
     # SoftmaxCrossEntropyLoss after a column-parallel vocab head, lowered
     # as Megatron's vocab-parallel cross entropy (the scores stay split;
@@ -410,11 +414,6 @@ SELFTEST = {
 # again with it and without -o, and must still differ, so a case that comes
 # to agree fails the run until it leaves this table.
 PRICING_GAPS = {
-    # Stacked experts with sp: all-gathers priced that the role graph
-    # does not hold. The evaluator applies the rules at the global batch
-    # (4), where tp 4 divides the batch dim and sp splits it; the sharder,
-    # at the micro-batch (2), splits the sequence (issue 31 item 3).
-    "moe_stacked-tp4-sp": "stacked experts with sp: 3 all-gathers priced, not emitted",
     # Index-routed experts (Gather/ScatterND dispatch): per-expert
     # all-reduces priced, none emitted. The evaluator splits each expert at
     # the expected token counts; the sharder sees NonZero's data-dependent
@@ -422,9 +421,6 @@ PRICING_GAPS = {
     "zoo_mixtral_indexed-tp2pp2dp2": "index-routed experts: 4 all-reduces per stage priced, not emitted",
     "mixtral_hf-tp2pp2dp2": "index-routed experts: 8 all-reduces per stage priced, not emitted",
     "moe_indexed-tp2pp2dp2": "index-routed experts: 4 all-reduces per stage priced, not emitted",
-    # torch's packed attention in_proj (nn.TransformerEncoder): priced as
-    # all-gathers, emitted as an all-reduce of the output projection.
-    "encoder-tp2dp2": "packed in_proj: 8 all-gathers priced, 2 all-reduces emitted instead",
 }
 
 

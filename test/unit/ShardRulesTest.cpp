@@ -301,7 +301,9 @@ TEST(ShardRules, TransitionsAndLocalShapes) {
   EXPECT_EQ(getTransition(P, S0), Transition::ReduceScatter);
   EXPECT_EQ(getTransition(P, Blk), Transition::Unsupported);
   EXPECT_EQ(getTransition(S1, R), Transition::AllGather);
-  EXPECT_EQ(getTransition(Blk, R), Transition::Unsupported);
+  // A blocked split gathers (the role graph reorders the pieces).
+  EXPECT_EQ(getTransition(Blk, R), Transition::AllGather);
+  EXPECT_EQ(getTransition(Blk, S0), Transition::GatherSlice);
   EXPECT_EQ(getTransition(R, S1), Transition::LocalSlice);
   EXPECT_EQ(getTransition(S0, S1), Transition::GatherSlice);
   EXPECT_EQ(getTransition(R, P), Transition::Zeros);

@@ -96,11 +96,11 @@ enum class Transition : uint8_t {
   None,          ///< Same spec.
   AllReduce,     ///< Partial -> Replicated.
   ReduceScatter, ///< Partial -> Split(dim), no blocks (sequence parallelism).
-  AllGather,     ///< Split(dim), no blocks -> Replicated.
+  AllGather,     ///< Split(dim), in blocks or not -> Replicated.
   LocalSlice,    ///< Replicated -> Split: each rank keeps its piece.
   GatherSlice,   ///< Split -> Split elsewhere: all-gather, then slice.
   Zeros,         ///< Replicated -> Partial: only for a zero constant.
-  Unsupported,   ///< Partial -> blocks, blocks -> Replicated.
+  Unsupported,   ///< Partial -> blocks, split -> partial.
 };
 Transition getTransition(const AxisSpec &From, const AxisSpec &To);
 llvm::StringRef getTransitionName(Transition T);

@@ -155,8 +155,10 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   }
   // Activation x activation (attention scores and context). Where a split
   // of an operand lands in Y: -1 on the contracted k, -100 unsplit.
+  // A blocked split (Reshape's: the heads of each sample of a [B x heads,
+  // S, D] batch) only on a batch dim, where the blocks are whole matrices.
   auto ToOut = [&](const AxisSpec &S, unsigned Rank, bool IsA) -> int {
-    if (!S.isSplit() || !S.Blocks.empty())
+    if (!S.isSplit() || (!S.Blocks.empty() && S.Dim + 2 >= (int)Rank))
       return -100;
     int D = S.Dim;
     if (IsA && D == (int)Rank - 1)
@@ -185,6 +187,7 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   if (CB.isPartial())
     CB = AxisSpec();
   int OA = ToOut(CA, RA, true), OB = ToOut(CB, RB, false);
+  const int OA0 = OA, OB0 = OB;
   if (Ctx.isSequenceAxis() && !Ctx.isSequenceRing() &&
       (CA.isSplit() || CB.isSplit())) {
     int H = getSequenceAxisBatchDim(SA, SB, SY, Ctx);
@@ -199,6 +202,9 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   int OutDim = OA >= 0 ? OA : (OB >= 0 ? OB : -1);
   if (OutDim < 0)
     return;
+  std::vector<int64_t> Blocks = OutDim == OA0   ? CA.Blocks
+                                : OutDim == OB0 ? CB.Blocks
+                                                : std::vector<int64_t>();
   // The other operand follows: split on the same output dim, or broadcast.
   auto Need = [&](unsigned Rank, const Shape &S, bool IsA) -> AxisSpec {
     int Local;
@@ -210,12 +216,16 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
       Local = OutDim - (int)(RY - Rank);
     if (Local < 0 || S[Local] == 1)
       return AxisSpec();
-    return AxisSpec::split(Local);
+    AxisSpec Want = AxisSpec::split(Local);
+    Want.Blocks = Blocks;
+    return Want;
   };
-  if (!Ctx.isDivisible(SY[OutDim]))
+  if (!Ctx.isDivisible(SY[OutDim]) ||
+      !all_of(Blocks, [&](int64_t B) { return Ctx.isDivisible(B); }))
     return;
   NS.InputSpecs = {Need(RA, SA, true), Need(RB, SB, false)};
   NS.OutputSpecs = {AxisSpec::split(OutDim)};
+  NS.OutputSpecs[0].Blocks = Blocks;
 }
 
 void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &NS) {

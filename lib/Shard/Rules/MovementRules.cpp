@@ -6,7 +6,12 @@
 //   per rank, contiguous runs of prod(X[d:])/n elements after a prefix of
 //   prod(X[:d]) runs; an output dim j with the same prefix product
 //   prod(Y[:j]) == prod(X[:d]) and a size the axis divides has the same
-//   runs (4096 -> 32 x 128 puts a hidden split on the 32 heads).
+//   runs (4096 -> 32 x 128 puts a hidden split on the 32 heads). Where Y's
+//   dim j also takes the last M runs of the prefix (prod(Y[:j]) x M ==
+//   prod(X[:d])), it is a blocked split of M blocks (torch's
+//   MultiheadAttention: [S, B, E] -> [S, B x heads, E / heads] puts the
+//   heads of each sample in one block), and back: a blocked split of M
+//   equal blocks is the split of a dim [M, block] on the block.
 // - Transpose moves the split dim by the permutation; (Un)Squeeze shifts it
 //   past the removed/inserted unit dims.
 // - Slice, Split and Concat along another axis keep the split; a Split
@@ -17,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace llvm;
 
@@ -34,16 +40,29 @@ void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &NS,
     NS.OutputSpecs[0] = CX;
     return;
   }
-  if (!CX.isSplit() || !CX.Blocks.empty() || SX.empty() || SY.empty())
+  if (!CX.isSplit() || SX.empty() || SY.empty())
     return;
   if (!Flatten && !getConstantInts(N.getInput(1)))
     return;
-  int64_t Pre = product(makeArrayRef(SX).take_front(CX.Dim));
+  // A blocked split dim of M equal blocks reads as dims [M, block] split on
+  // the block.
+  int64_t Blocks = 1;
+  if (!CX.Blocks.empty()) {
+    if (!is_splat(CX.Blocks))
+      return;
+    Blocks = CX.Blocks.size();
+  }
+  int64_t Pre = product(makeArrayRef(SX).take_front(CX.Dim)) * Blocks;
   int64_t Acc = 1;
   for (unsigned J = 0; J < SY.size(); ++J) {
-    if (Acc == Pre && Ctx.isDivisible(SY[J])) {
+    // Y's dim J starts with the last M = Pre / Acc runs of the prefix:
+    // each holds one run, G elements of it per prefix index.
+    int64_t M = Pre % Acc ? 0 : Pre / Acc;
+    if (M && SY[J] % M == 0 && SY[J] / M > 1 && Ctx.isDivisible(SY[J] / M)) {
       NS.InputSpecs[0] = CX;
       NS.OutputSpecs[0] = AxisSpec::split(J);
+      if (M > 1)
+        NS.OutputSpecs[0].Blocks.assign(M, SY[J] / M);
       return;
     }
     Acc *= SY[J];

@@ -3,8 +3,9 @@
 // Ops that combine elements along some axes and work independently along
 // the others keep a split of any other dim:
 // - Softmax/LogSoftmax/Hardmax (opset >= 13: along one axis; before: over
-//   the dims from axis on, so only dims below it), ArgMax/ArgMin with
-//   keepdims, TopK along its axis (every output of the input's rank: the
+//   the dims from axis on, so only dims below it; a blocked split as well,
+//   the heads of each sample after torch's attention reshape), ArgMax/ArgMin
+//   with keepdims, TopK along its axis (every output of the input's rank: the
 //   values and the indices).
 // - Reduce*: a split of a kept dim stays (shifted past removed dims when
 //   keepdims = 0). A split of a reduced dim: ReduceSum gives partial sums
@@ -23,7 +24,8 @@ void ruleAxisOp(const Node &N, RuleContext &Ctx, OpSharding &NS, int Axis,
                 bool Below) {
   AxisSpec CX = Ctx.getSpec(N.getInput(0));
   replicateAll(N, NS);
-  if (!CX.isSplit() || !CX.Blocks.empty())
+  // A blocked split too: the dim it is on is not combined.
+  if (!CX.isSplit())
     return;
   bool OK = Below ? CX.Dim < Axis : CX.Dim != Axis;
   if (!OK)

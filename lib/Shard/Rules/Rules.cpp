@@ -46,14 +46,14 @@ Transition getTransition(const AxisSpec &From, const AxisSpec &To) {
       return Transition::ReduceScatter;
     return Transition::Unsupported;
   }
+  // A blocked split gathers like any other (the role graph puts the
+  // pieces back in the blocks' order).
   if (From.isSplit() && To.isReplicated())
-    return From.Blocks.empty() ? Transition::AllGather
-                               : Transition::Unsupported;
+    return Transition::AllGather;
   if (From.isReplicated() && To.isSplit())
     return Transition::LocalSlice;
   if (From.isSplit() && To.isSplit())
-    return From.Blocks.empty() ? Transition::GatherSlice
-                               : Transition::Unsupported;
+    return Transition::GatherSlice;
   if (To.isPartial())
     return From.isReplicated() ? Transition::Zeros : Transition::Unsupported;
   return Transition::Unsupported;
