@@ -152,6 +152,11 @@ CASES = [
     ("gpt2-pp2",           "ex:gpt2-tiny.onnx",  "tp=1,pp=2,dp=1,mb=1",        "infer", 4, 8),
     ("gpt2-tp2pp2dp2",     "ex:gpt2-tiny.onnx",  "tp=2,pp=2,dp=2,mb=1",        "infer", 4, 8),
     ("gpt2-tp2pp2dp2-train", "ex:gpt2-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",       "train", 4, 8),
+    # timm-style ViT and Swin: qkv.reshape(B, N, 3, heads, hd) unpacks a
+    # packed projection, split in 3 blocks so each rank holds its heads of
+    # q, k and v (findBlocks); Swin's windows merge the batch.
+    ("vit_tiny-tp2",       "ex:vit-tiny.onnx",  "tp=2,pp=1,dp=1,mb=2",         "infer", 4, None),
+    ("swin_tiny-tp2",      "ex:swin-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",         "infer", 4, None),
     ("llama_tiny-tp2",     "ex:llama-tiny.onnx", "tp=2,pp=1,dp=1,mb=2",        "infer", 4, 8),
     ("llama_tiny-pp2",     "ex:llama-tiny.onnx", "tp=1,pp=2,dp=1,mb=1",        "infer", 4, 8),
     ("moe_tiny-ep2",       "ex:moe-tiny.onnx",   "tp=1,pp=1,dp=2,ep=2,mb=2",   "infer", 4, 8),

@@ -34,7 +34,8 @@ namespace shardrules {
 namespace {
 
 /// Column-parallel output blocks: the sizes of a Split along the last axis
-/// that consumes \p Out (directly or after a bias Add), each divisible.
+/// that consumes \p Out (directly or after a bias Add), each divisible, or
+/// the packed parts a Reshape unpacks it into.
 std::vector<int64_t> findBlocks(const Value *Out, const RuleContext &Ctx) {
   const Value *V = Out;
   for (unsigned Depth = 0; Depth < 2; ++Depth) {
@@ -62,6 +63,27 @@ std::vector<int64_t> findBlocks(const Value *Out, const RuleContext &Ctx) {
           !all_of(Sizes, [&](int64_t S) { return Ctx.isDivisible(S); }))
         return {};
       return Sizes;
+    }
+    // A Reshape unpacking the last dim into [K, heads, ...] (timm's
+    // qkv.reshape(B, N, 3, heads, head_dim)): K blocks, each split on its
+    // heads, where the axis does not divide K itself (then the plain split
+    // already lands on K).
+    if (U->getOpType() == "Reshape" && U->getInput(0) == V) {
+      Shape SV = shapeOf(V), SY = shapeOf(U->getOutput(0));
+      if (SV.empty() || SY.empty())
+        return {};
+      int64_t Pre = product(makeArrayRef(SV).drop_back()), L = SV.back();
+      int64_t Acc = 1;
+      unsigned J = 0;
+      while (J < SY.size() && Acc < Pre)
+        Acc *= SY[J++];
+      if (Acc != Pre || J + 1 >= SY.size())
+        return {};
+      int64_t K = SY[J];
+      if (K <= 1 || Ctx.isDivisible(K) || L % K || !Ctx.isDivisible(L / K) ||
+          !Ctx.isDivisible(SY[J + 1]))
+        return {};
+      return std::vector<int64_t>(K, L / K);
     }
     // A bias Add between the projection and the Split.
     if (U->getOpType() == "Add" && U->getNumOutputs() == 1) {
