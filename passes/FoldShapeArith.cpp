@@ -184,7 +184,7 @@ static Optional<Const> elementwise(ArrayRef<const Const *> Ins,
 
 class Folder {
 public:
-  Folder(Model &M) : M(M), Opset(M.getOpsetVersion("")) {}
+  Folder(Model &M) : Opset(M.getOpsetVersion("")) {}
   /// One sweep over \p G and its subgraphs; returns the number of folds.
   unsigned sweep(Graph &G);
   /// Loom's own shape rules where ONNX 1.12's inference gives up although
@@ -220,7 +220,6 @@ private:
   Optional<Const> foldReduce(const Node &N, const Const &X);
   Optional<SmallVector<int64_t, 4>> inferStaticShape(const Node &N);
 
-  Model &M;
   int64_t Opset;
   DenseMap<const Value *, Const> Cache;
 };

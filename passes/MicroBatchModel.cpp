@@ -90,7 +90,7 @@ Expected<MicroBatchModel> buildMicroBatchModel(const CompilationUnit &CU,
         MB, Sub.Layers.size(), CU.Layers.size());
   R.M = std::move(Sub.M);
   R.Layers = std::move(Sub.Layers);
-  return std::move(R);
+  return R;
 }
 
 } // namespace loom

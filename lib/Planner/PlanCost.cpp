@@ -1424,9 +1424,9 @@ static PlanContext makePlanContext(const PlanEvaluator &PE,
                 PE.getGroupShape(P, "pp"),
                 P.getGradBytes(),
                 P.SP ? (double)P.TP : 1.0,
-                (double)P.MicroBatchSize / Batch / P.CP};
-  C.CP = P.CP;
-  C.CPG = PE.getGroupShape(P, "cp");
+                (double)P.MicroBatchSize / Batch / P.CP,
+                P.CP,
+                PE.getGroupShape(P, "cp")};
   C.DPCP = P.DP * P.CP;
   if (const DeviceClass *AC = HW.getClass("aicore"))
     if (AC->Overlap) {

@@ -1037,9 +1037,12 @@ Error RoleBuilder::lowerMeanOverCount(const Node &N, ArrayRef<Value *> In,
     if (A.Name != "reduction")
       Attrs.push_back(copyAttributeValues(A));
   Attrs.push_back(strAttr("reduction", "sum"));
-  Expected<Node *> Sum =
-      G->addNode(N.getOpType(), N.getDomain(), fresh(Y + ".local_sum"),
-                 In.take_front(2), {fresh(Y + ".local_sum")});
+  // Named in sequence: two fresh() calls among one call's arguments would
+  // be numbered in the compiler's order of evaluation.
+  std::string SumOut = fresh(Y + ".local_sum");
+  std::string SumName = fresh(Y + ".local_sum");
+  Expected<Node *> Sum = G->addNode(N.getOpType(), N.getDomain(), SumName,
+                                    In.take_front(2), {SumOut});
   if (!Sum)
     return Sum.takeError();
   (*Sum)->setAttributes(std::move(Attrs));

@@ -52,7 +52,7 @@ namespace loom {
 class Graph;
 class Node;
 class Value;
-class HardwareModel;
+struct HardwareModel;
 
 struct EmbeddingTable {
   const Value *Weight = nullptr;
