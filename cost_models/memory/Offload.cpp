@@ -71,13 +71,50 @@ std::string OffloadTiers::str() const {
   return S.empty() ? "none" : S;
 }
 
-OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
-  OffloadCost R;
+OffloadMemory placeOffloadedState(const OffloadInputs &In,
+                                  const OffloadTiers &T) {
+  OffloadMemory R;
   R.HBM = In.InHBM;
   const double W = In.InHBM.Weights, G = In.InHBM.Gradients,
                O = In.InHBM.OptimizerStates,
                A = In.ActivationBytesPerMicroBatch;
-  const double L = std::max(1u, In.NumLayers), M = In.NumMicroBatches;
+  const double L = std::max(1u, In.NumLayers);
+  auto Hold = [&](MemoryTier Tier, double Bytes) {
+    (Tier == MemoryTier::SSD ? R.SSDBytes : R.HostBytes) += Bytes;
+  };
+  if (T.Param != MemoryTier::HBM) {
+    R.HBM.Weights = std::min(W, 2 * W / L);
+    Hold(T.Param, W);
+  }
+  if (In.Train && T.Grad != MemoryTier::HBM) {
+    R.HBM.Gradients = std::min(G, 2 * G / L);
+    Hold(T.Grad, G);
+  }
+  if (In.Train && T.Act != MemoryTier::HBM) {
+    double Resident = A * In.InFlightMicroBatches;
+    double Keep = std::min(Resident, A);
+    R.HBM.Activations = Keep + In.ActivationWorkspaceBytes;
+    Hold(T.Act, Resident - Keep);
+  }
+  if (In.Train && T.Opt != MemoryTier::HBM) {
+    R.HBM.OptimizerStates = 0;
+    Hold(T.Opt, O);
+  }
+  return R;
+}
+
+OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T,
+                            llvm::SmallVectorImpl<OffloadTerm> *Terms) {
+  OffloadCost R;
+  // Where the state lives.
+  OffloadMemory Mem = placeOffloadedState(In, T);
+  R.HBM = Mem.HBM;
+  R.HostBytes = Mem.HostBytes;
+  R.SSDBytes = Mem.SSDBytes;
+  const double W = In.InHBM.Weights, G = In.InHBM.Gradients,
+               O = In.InHBM.OptimizerStates,
+               A = In.ActivationBytesPerMicroBatch;
+  const double M = In.NumMicroBatches;
   const double Passes = In.Train ? 2 : 1;
   auto BW = [&](MemoryTier Tier) {
     return Tier == MemoryTier::SSD ? In.SSDBandwidth : In.HostBandwidth;
@@ -86,49 +123,31 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     double B = BW(Tier);
     return Bytes > 0 && B > 0 ? Bytes / B : 0.0;
   };
-  auto Hold = [&](MemoryTier Tier, double Bytes) {
-    (Tier == MemoryTier::SSD ? R.SSDBytes : R.HostBytes) += Bytes;
-  };
   auto Stream = [&](MemoryTier Tier, double Bytes) {
     (Tier == MemoryTier::SSD ? R.StreamSSDBytes : R.StreamHostBytes) += Bytes;
   };
   auto Term = [&](llvm::StringRef Name, MemoryTier Tier, double Bytes) {
-    if (Bytes <= 0)
-      return;
-    R.Terms.push_back({Name, Tier, Bytes, Secs(Bytes, Tier)});
+    if (Terms && Bytes > 0)
+      Terms->push_back({Name, Tier, Bytes, Secs(Bytes, Tier)});
   };
   // A term's name at an offload tier (host or ssd): one literal each.
   auto Kind = [](MemoryTier Tier, const char *Host, const char *SSD) {
     return llvm::StringRef(Tier == MemoryTier::SSD ? SSD : Host);
   };
 
-  // Where the state lives, and what streams per micro-batch.
+  // What streams per micro-batch.
   if (T.Param != MemoryTier::HBM) {
-    R.HBM.Weights = std::min(W, 2 * W / L);
-    Hold(T.Param, W);
     Stream(T.Param, Passes * W);
     Term(Kind(T.Param, "param:host fetch", "param:ssd fetch"), T.Param,
          M * Passes * W);
   }
   if (In.Train && T.Grad != MemoryTier::HBM) {
-    R.HBM.Gradients = std::min(G, 2 * G / L);
-    Hold(T.Grad, G);
     Stream(T.Grad, G);
     Term(Kind(T.Grad, "grad:host drain", "grad:ssd drain"), T.Grad, M * G);
   }
-  if (In.Train && T.Act != MemoryTier::HBM) {
-    double Resident = A * In.InFlightMicroBatches;
-    double Keep = std::min(Resident, A);
-    R.HBM.Activations = Keep + In.ActivationWorkspaceBytes;
-    Hold(T.Act, Resident - Keep);
-    if (Resident > Keep) {
-      Stream(T.Act, 2 * A);
-      Term(Kind(T.Act, "act:host swap", "act:ssd swap"), T.Act, M * 2 * A);
-    }
-  }
-  if (In.Train && T.Opt != MemoryTier::HBM) {
-    R.HBM.OptimizerStates = 0;
-    Hold(T.Opt, O);
+  if (In.Train && T.Act != MemoryTier::HBM && In.InFlightMicroBatches * A > A) {
+    Stream(T.Act, 2 * A);
+    Term(Kind(T.Act, "act:host swap", "act:ssd swap"), T.Act, M * 2 * A);
   }
   double HostS = Secs(R.StreamHostBytes, MemoryTier::Host),
          SSDS = Secs(R.StreamSSDBytes, MemoryTier::SSD);
@@ -168,8 +187,9 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     double StateBytes = In.UpdatedParams * 28;
     R.HostOptimizerS =
         In.HostUpdateBandwidth > 0 ? StateBytes / In.HostUpdateBandwidth : 0;
-    R.Terms.push_back(
-        {"host optimizer", MemoryTier::Host, StateBytes, R.HostOptimizerS});
+    if (Terms)
+      Terms->push_back(
+          {"host optimizer", MemoryTier::Host, StateBytes, R.HostOptimizerS});
     double NVMe = 0;
     if (T.Opt == MemoryTier::SSD) {
       R.TailSSDBytes += 2 * O;
@@ -189,16 +209,19 @@ OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T) {
     }
   }
   R.TailS = Pre + Update + Post;
-  // Largest first, ties in the order above: a stable insertion sort (a
-  // handful of terms; std::stable_sort would allocate a buffer).
-  for (size_t I = 1; I < R.Terms.size(); ++I) {
-    OffloadTerm X = R.Terms[I];
-    size_t J = I;
-    for (; J > 0 && R.Terms[J - 1].Seconds < X.Seconds; --J)
-      R.Terms[J] = R.Terms[J - 1];
-    R.Terms[J] = X;
-  }
   return R;
+}
+
+llvm::SmallVector<OffloadTerm, 8> getOffloadTerms(const OffloadInputs &In,
+                                                  const OffloadTiers &T) {
+  llvm::SmallVector<OffloadTerm, 8> Terms;
+  estimateOffload(In, T, &Terms);
+  // Largest first, ties in the step's order.
+  std::stable_sort(Terms.begin(), Terms.end(),
+                   [](const OffloadTerm &A, const OffloadTerm &B) {
+                     return A.Seconds > B.Seconds;
+                   });
+  return Terms;
 }
 
 } // namespace loom

@@ -29,28 +29,31 @@ struct TierBandwidths {
 };
 } // namespace
 
-/// What \p T makes of stage \p SC's state (\p In: its figures; InHBM,
-/// bandwidths and HBMOptimizerS are filled here from \p SC and \p BW).
-static OffloadCost placeStage(const StageCost &SC, OffloadInputs In,
-                              const OffloadTiers &T, const TierBandwidths &BW) {
+/// \p In completed from stage \p SC as it stands before placement: its
+/// memory, all in HBM, and its optimizer step in HBM.
+static void fillFromStage(OffloadInputs &In, const StageCost &SC) {
   In.InHBM = SC.Memory;
   In.HBMOptimizerS = SC.OptimizerS;
+}
+
+/// Places stage \p SC's state as \p T says (\p In: its figures; InHBM,
+/// bandwidths and HBMOptimizerS are filled here from \p SC and \p BW).
+/// SC.OffloadIn keeps the inputs as placed, from which the reports take
+/// the step's terms (getOffloadTerms).
+static void placeStageInPlace(StageCost &SC, OffloadInputs In,
+                              const OffloadTiers &T, const TierBandwidths &BW) {
+  fillFromStage(In, SC);
   if (BW.Host)
     In.HostBandwidth = *BW.Host;
   if (BW.HostUpdate)
     In.HostUpdateBandwidth = *BW.HostUpdate;
   if (BW.SSD)
     In.SSDBandwidth = *BW.SSD;
-  return estimateOffload(In, T);
-}
-
-static void placeStageInPlace(StageCost &SC, OffloadInputs In,
-                              const OffloadTiers &T, const TierBandwidths &BW) {
-  bool Train = In.Train;
-  SC.Offload = placeStage(SC, std::move(In), T, BW);
+  SC.OffloadIn = std::move(In);
+  SC.Offload = estimateOffload(SC.OffloadIn, T);
   SC.Memory = SC.Offload.HBM;
   SC.MemoryBytes = SC.Memory.total();
-  if (Train)
+  if (SC.OffloadIn.Train)
     SC.OptimizerS = SC.Offload.TailS;
 }
 
@@ -90,14 +93,15 @@ void applyOffloadToPlan(PlanCost &PC, const OffloadTiers &T,
   setMemoryMaxima(PC);
 }
 
-bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T,
-                     const HardwareModel &HW) {
+bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T) {
   if (!T.any())
     return PC.FitsMemory;
   double HBM = 0, Host = 0, SSD = 0;
-  TierBandwidths BW(HW);
+  OffloadInputs In;
   for (const StageCost &SC : PC.Stages) {
-    OffloadCost O = placeStage(SC, SC.OffloadIn, T, BW);
+    In = SC.OffloadIn;
+    fillFromStage(In, SC);
+    OffloadMemory O = placeOffloadedState(In, T);
     HBM = std::max(HBM, O.HBM.total());
     Host = std::max(Host, O.HostBytes + SC.EmbHostBytes);
     SSD = std::max(SSD, O.SSDBytes + SC.EmbSSDBytes);

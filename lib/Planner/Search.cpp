@@ -1545,7 +1545,7 @@ Expected<const PlanCost *> Searcher::costStagesIfFits(const Candidate &C,
   Expected<const PlanCost *> B = Cache.get(C);
   if (!B)
     return B.takeError();
-  if (!fitsWithOffload(**B, C.Plan.Offload, HW))
+  if (!fitsWithOffload(**B, C.Plan.Offload))
     return nullptr;
   if (!C.Plan.Offload.any())
     return *B;

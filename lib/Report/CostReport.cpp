@@ -284,10 +284,13 @@ void printLayerCosts(const Graph &G, ArrayRef<LayerInfo> Layers,
   printSummaryLine(OS, G, T);
 }
 
-/// The offload of one stage (Cost/Offload.h) as JSON.
-static json::Object offloadJSON(const OffloadCost &O) {
+/// The offload of stage \p SC, placed as \p Tiers say (Cost/Offload.h), as
+/// JSON.
+static json::Object offloadJSON(const StageCost &SC,
+                                const OffloadTiers &Tiers) {
+  const OffloadCost &O = SC.Offload;
   json::Array Terms;
-  for (const OffloadTerm &T : O.Terms)
+  for (const OffloadTerm &T : getOffloadTerms(SC.OffloadIn, Tiers))
     Terms.push_back(json::Object{{"name", T.Name},
                                  {"tier", getMemoryTierName(T.Tier)},
                                  {"bytes", T.Bytes},
@@ -305,8 +308,11 @@ static json::Object offloadJSON(const OffloadCost &O) {
                       {"terms", std::move(Terms)}};
 }
 
-/// The offload lines of one stage in the text report.
-static void printOffloadLines(const OffloadCost &O, raw_ostream &OS) {
+/// The offload lines of stage \p SC, placed as \p Tiers say, in the text
+/// report.
+static void printOffloadLines(const StageCost &SC, const OffloadTiers &Tiers,
+                              raw_ostream &OS) {
+  const OffloadCost &O = SC.Offload;
   OS << "  offload: host " << formatBytes(Bytes(O.HostBytes)) << ", ssd "
      << formatBytes(Bytes(O.SSDBytes)) << "; per micro-batch host "
      << formatBytes(Bytes(O.StreamHostBytes)) << ", ssd "
@@ -316,10 +322,11 @@ static void printOffloadLines(const OffloadCost &O, raw_ostream &OS) {
      << "); optimizer phase host " << formatBytes(Bytes(O.TailHostBytes))
      << ", ssd " << formatBytes(Bytes(O.TailSSDBytes)) << ", host cpu "
      << formatDuration(Seconds(O.HostOptimizerS)) << "\n";
-  if (!O.Terms.empty())
-    OS << "  offload binds: " << O.Terms.front().Name << ", "
-       << formatBytes(Bytes(O.Terms.front().Bytes)) << " per step in "
-       << formatDuration(Seconds(O.Terms.front().Seconds)) << "\n";
+  SmallVector<OffloadTerm, 8> Terms = getOffloadTerms(SC.OffloadIn, Tiers);
+  if (!Terms.empty())
+    OS << "  offload binds: " << Terms.front().Name << ", "
+       << formatBytes(Bytes(Terms.front().Bytes)) << " per step in "
+       << formatDuration(Seconds(Terms.front().Seconds)) << "\n";
 }
 
 void printStageCosts(const Graph &G, const NodeCostMap &Costs,
@@ -359,7 +366,7 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
                                   {"comm_buffers", M.CommBuffers}}}});
       if (P.Offload.any())
         Stages.back().getAsObject()->try_emplace("offload",
-                                                 offloadJSON(SC.Offload));
+                                                 offloadJSON(SC, P.Offload));
     }
     // The plan as every JSON writes it (writePlanJSON), with the layers of
     // each stage as costed.
@@ -420,7 +427,7 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << formatDuration(Seconds(SC.DPExposedS)) << "), optimizer "
        << formatDuration(Seconds(SC.OptimizerS)) << "\n";
     if (P.Offload.any())
-      printOffloadLines(SC.Offload, OS);
+      printOffloadLines(SC, P.Offload, OS);
     if (SC.Memory.Embeddings + SC.EmbHostBytes + SC.EmbSSDBytes > 0)
       printEmbeddingCost(PC.Embeddings, OS);
     // The overlaps (Cost/Overlap.h), when they change anything: hidden TP

@@ -371,8 +371,10 @@ static void printOffloadExplanation(const SearchResult &R, raw_ostream &OS) {
     }
   }
   const StageCost &SC = W.Stages[Worst];
-  if (!SC.Offload.Terms.empty()) {
-    const OffloadTerm &T = SC.Offload.Terms.front();
+  SmallVector<OffloadTerm, 8> Terms =
+      getOffloadTerms(SC.OffloadIn, W.Plan.Offload);
+  if (!Terms.empty()) {
+    const OffloadTerm &T = Terms.front();
     OS << "explain: binding transfer: " << T.Name << " on stage " << Worst
        << ", " << formatBytes(Bytes(T.Bytes)) << " per step in "
        << fmtSeconds(T.Seconds) << "; offload exposes "

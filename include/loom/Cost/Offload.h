@@ -121,14 +121,33 @@ struct OffloadCost {
   /// the update on the CPU or in HBM, NVMe reads and writes of the
   /// states, weights back), all exposed.
   double TailHostBytes = 0, TailSSDBytes = 0, HostOptimizerS = 0, TailS = 0;
-  /// Every term of the step, largest first; the first is the one that
-  /// binds.
-  llvm::SmallVector<OffloadTerm, 8> Terms;
 };
 
+/// Where a stage's state lives under a placement: what stays in HBM, and
+/// the bytes held in host DRAM and on the SSD (OffloadCost's memory).
+struct OffloadMemory {
+  MemoryBreakdown HBM;
+  double HostBytes = 0, SSDBytes = 0;
+};
+
+/// The memory part of estimateOffload, without the transfers (the search
+/// checks millions of placements for fit before it costs any).
+OffloadMemory placeOffloadedState(const OffloadInputs &In,
+                                  const OffloadTiers &T);
+
 /// The cost of placing a stage's state as \p T says. Requires the
-/// bandwidths of the tiers \p T uses (the caller checks the YAML).
-OffloadCost estimateOffload(const OffloadInputs &In, const OffloadTiers &T);
+/// bandwidths of the tiers \p T uses (the caller checks the YAML). Each
+/// transfer (and the host optimizer step) goes to \p Terms too, in the
+/// order of the step, where given: the search costs millions of
+/// placements and reads none of them.
+OffloadCost
+estimateOffload(const OffloadInputs &In, const OffloadTiers &T,
+                llvm::SmallVectorImpl<OffloadTerm> *Terms = nullptr);
+
+/// Every term of the step estimateOffload(\p In, \p T) costs, largest
+/// first (ties in the step's order): the first is the one that binds.
+llvm::SmallVector<OffloadTerm, 8> getOffloadTerms(const OffloadInputs &In,
+                                                  const OffloadTiers &T);
 
 } // namespace loom
 

@@ -31,9 +31,8 @@ void setMemoryMaxima(PlanCost &PC);
 /// Whether \p PC (its FitsMemory current) re-placed as \p T fits:
 /// applyOffloadToPlan's FitsMemory, without copying or changing \p PC (most
 /// placements the search costs are over memory; a plan's stages are ~1 KB
-/// each).
-bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T,
-                     const HardwareModel &HW);
+/// each), and without costing the transfers.
+bool fitsWithOffload(const PlanCost &PC, const OffloadTiers &T);
 
 } // namespace loom
 
