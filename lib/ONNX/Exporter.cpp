@@ -566,7 +566,12 @@ Expected<unsigned> inferShapes(Model &M) {
   registerHcclSchemas();
   registerOpsetSchemas();
   guardConvPoolShapeInference();
-  onnx::ModelProto P;
+  // On an arena: the proto lives for this call only, and a large model's
+  // thousands of messages are freed at once (the 10T MoE's search runs
+  // this twice, on the planning and the micro-batch graph).
+  google::protobuf::Arena Arena;
+  onnx::ModelProto &P =
+      *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&Arena);
   ExportOptions Opts;
   Opts.IncludeParameterData = false;
   if (Error E = exportToProto(M, Opts, P))
