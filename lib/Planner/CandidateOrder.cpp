@@ -1,6 +1,7 @@
 //===- CandidateOrder.cpp - The search's candidates, visited lazily -------===//
 #include "loom/Planner/CandidateOrder.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace loom {
@@ -18,10 +19,11 @@ PlacementTable PlacementTable::build(const std::vector<double> &Tails,
     else
       T.Entries.push_back(E);
   }
-  if (Prune)
-    std::stable_sort(
-        T.Entries.begin(), T.Entries.end(),
-        [](const Entry &A, const Entry &B) { return A.Tail < B.Tail; });
+  auto ByTail = [](const Entry &A, const Entry &B) { return A.Tail < B.Tail; };
+  if (Prune) {
+    std::stable_sort(T.Entries.begin(), T.Entries.end(), ByTail);
+    std::stable_sort(Over.begin(), Over.end(), ByTail);
+  }
   T.Fit = T.Entries.size();
   T.Entries.insert(T.Entries.end(), Over.begin(), Over.end());
   return T;

@@ -1486,6 +1486,12 @@ Searcher::countOverMemoryBefore(const std::vector<Candidate> &Bases,
                                 const Optional<CandidateQueue::Item> &Stop,
                                 const Optional<CandidateQueue::Item> &Last,
                                 double Thr) const {
+  // The visit stopped at Stop, whose bound exceeds Thr: it passed the
+  // candidates whose bound is at most Thr, and those before Last (visited
+  // while the threshold was higher). A base's over-memory placements are
+  // in increasing tail, so in increasing bound (combineStepBound is
+  // monotone): both sets are counted by binary search, but for the
+  // placements whose bound equals Last's, ordered by index.
   uint64_t N = 0, NumOffs = Offs.size();
   for (unsigned B = 0; B < Bases.size(); ++B) {
     const PlacementTable &T = *Bases[B].Places;
@@ -1493,13 +1499,25 @@ Searcher::countOverMemoryBefore(const std::vector<Candidate> &Bases,
       N += T.Entries.size() - T.Fit;
       continue;
     }
-    for (unsigned Pos = T.Fit; Pos < T.Entries.size(); ++Pos) {
-      const PlacementTable::Entry &E = T.Entries[Pos];
-      CandidateQueue::Item I{combineStepBound(Bases[B].PipeBound, E.Tail),
-                             B * NumOffs + E.Off, B, Pos};
-      N += (Last && CandidateQueue::later(*Last, I)) ||
-           (CandidateQueue::later(*Stop, I) && I.Bound <= Thr);
+    ArrayRef<PlacementTable::Entry> Over =
+        makeArrayRef(T.Entries).drop_front(T.Fit);
+    double Pipe = Bases[B].PipeBound;
+    auto CountWhile = [&](auto BoundOK) -> size_t {
+      return partition_point(Over,
+                             [&](const PlacementTable::Entry &E) {
+                               return BoundOK(combineStepBound(Pipe, E.Tail));
+                             }) -
+             Over.begin();
+    };
+    if (!Last || Last->Bound <= Thr) {
+      N += CountWhile([&](double X) { return X <= Thr; });
+      continue;
     }
+    size_t Below = CountWhile([&](double X) { return X < Last->Bound; });
+    size_t Tied = CountWhile([&](double X) { return X <= Last->Bound; });
+    N += Below;
+    for (size_t K = Below; K < Tied; ++K)
+      N += B * NumOffs + Over[K].Off < Last->Index;
   }
   return N;
 }

@@ -42,9 +42,9 @@ struct PlacementTable {
     unsigned Off;
     double Tail, Memory;
   };
-  /// The placements whose memory bound fits HBM, in increasing (Tail,
-  /// Off) when pruning, else in Off order; then those that do not fit (in
-  /// Off order). Fit counts the first.
+  /// The placements whose memory bound fits HBM, then those that do not
+  /// (only when pruning), each part in increasing (Tail, Off) when
+  /// pruning, else in Off order. Fit counts the first.
   std::vector<Entry> Entries;
   unsigned Fit = 0;
 
