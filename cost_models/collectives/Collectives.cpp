@@ -106,7 +106,9 @@ struct LevelStep {
   unsigned LatencySteps = 0;
 };
 
-/// The per-level steps of collective \p K on \p Bytes over \p G.
+/// The per-level steps of collective \p K on \p Bytes over \p G, each
+/// passed to \p Fn, innermost level first (a callback, not a list: the
+/// search costs millions of collectives).
 ///
 /// AllReduce is the hierarchical (2D) algorithm: ReduceScatter inside level
 /// l_1 on S, then the same recursively on S / n_1 across the next used level,
@@ -140,11 +142,11 @@ struct LevelStep {
 /// collectiveTime for how the levels overlap.
 ///
 /// SendRecv moves S once across the outermost level the pair spans.
-SmallVector<LevelStep, 4> getLevelSteps(CollectiveKind K, double Bytes,
-                                        const GroupShape &G) {
-  SmallVector<LevelStep, 4> Steps;
+template <typename FnT>
+void forEachLevelStep(CollectiveKind K, double Bytes, const GroupShape &G,
+                      FnT Fn) {
   if (G.size() <= 1)
-    return Steps;
+    return;
 
   if (K == CollectiveKind::SendRecv) {
     LevelStep S;
@@ -153,8 +155,8 @@ SmallVector<LevelStep, 4> getLevelSteps(CollectiveKind K, double Bytes,
     S.Buffer = Bytes;
     S.BusFactor = 1.0;
     S.LatencySteps = 1;
-    Steps.push_back(S);
-    return Steps;
+    Fn(S);
+    return;
   }
 
   double Buffer = Bytes;
@@ -190,9 +192,8 @@ SmallVector<LevelStep, 4> getLevelSteps(CollectiveKind K, double Bytes,
     case CollectiveKind::SendRecv:
       llvm_unreachable("handled above");
     }
-    Steps.push_back(S);
+    Fn(S);
   }
-  return Steps;
 }
 
 /// A full-mesh level (TopologyLevel::FullMesh): its bandwidth is the sum
@@ -219,8 +220,9 @@ double getShare(ArrayRef<double> Share, unsigned Level) {
 SmallVector<double, 4> collectiveLevelBytes(CollectiveKind K, double Bytes,
                                             const GroupShape &G) {
   SmallVector<double, 4> PerLevel(G.PerLevel.size(), 0.0);
-  for (const LevelStep &S : getLevelSteps(K, Bytes, G))
+  forEachLevelStep(K, Bytes, G, [&](const LevelStep &S) {
     PerLevel[S.Level] += S.BusFactor * S.Buffer;
+  });
   return PerLevel;
 }
 
@@ -237,7 +239,7 @@ CollectiveTime collectiveTime(CollectiveKind K, double Bytes,
   // run their levels one after the other (each level's phase needs the
   // previous one's result), so their level times add up.
   double MaxBandwidthTerm = 0, LatencySum = 0;
-  for (const LevelStep &S : getLevelSteps(K, Bytes, G)) {
+  forEachLevelStep(K, Bytes, G, [&](const LevelStep &S) {
     const TopologyLevel &L = HW.Topology[S.Level];
     assert((S.N <= L.Size || K == CollectiveKind::SendRecv) &&
            "group larger than its topology level");
@@ -252,7 +254,7 @@ CollectiveTime collectiveTime(CollectiveKind K, double Bytes,
     } else {
       T.Seconds += BandwidthTerm + LatencyTerm;
     }
-  }
+  });
   if (K == CollectiveKind::Broadcast)
     T.Seconds = MaxBandwidthTerm + LatencySum;
   return T;

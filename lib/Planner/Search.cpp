@@ -78,6 +78,7 @@
 #include "loom/Shard/Rules.h"
 #include "loom/Support/Divisors.h"
 #include "loom/Support/Units.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -93,7 +94,6 @@
 #include <deque>
 #include <map>
 #include <numeric>
-#include <set>
 #include <tuple>
 
 #include <limits>
@@ -501,7 +501,8 @@ struct Candidate {
   double PipeBound = 0;
   const PlacementTable *Places = nullptr;
   /// The bases that differ only in the mesh order share a family (the
-  /// index of the first): the order changes communication, not memory.
+  /// index of the first, so below the number of bases): the order changes
+  /// communication, not memory.
   unsigned Family = 0;
 };
 
@@ -528,8 +529,9 @@ struct Ranking {
   Ranking(unsigned K, std::vector<PlanCost> &Top,
           const std::vector<Candidate> &Cands)
       : K(K), Top(Top) {
-    for (const Candidate &C : Cands)
-      Pairs.insert(getDegrees(C.Plan));
+    SeveralDegrees = !Cands.empty() && any_of(Cands, [&](const Candidate &C) {
+      return getDegrees(C.Plan) != getDegrees(Cands.front().Plan);
+    });
   }
 
   /// The step time a candidate must beat to matter: the K-th best, or the
@@ -537,7 +539,7 @@ struct Ranking {
   /// until there are K, resp. two).
   double getThreshold() const {
     double T = Top.size() < K ? INFINITY : Top.back().StepTimeS;
-    if (Pairs.size() < 2) // no best plan with other degrees to find
+    if (!SeveralDegrees) // no best plan with other degrees to find
       return T;
     double Second = INFINITY, First = INFINITY;
     for (const auto &KV : PairBest) {
@@ -587,8 +589,8 @@ struct Ranking {
   unsigned K;
   std::vector<PlanCost> &Top;
   std::map<Degrees, PlanCost> PairBest;
-  /// The degrees among all candidates.
-  std::set<Degrees> Pairs;
+  /// Whether the candidates take more than one degrees tuple.
+  bool SeveralDegrees = false;
 };
 
 /// The offload placements of one plan share its stage costs: costed once
@@ -850,6 +852,9 @@ public:
   uint64_t Partitions = 0;
   /// Offload placements per plan in the last enumeration.
   size_t NumPlacements = 1;
+  /// The candidates of the bases bound last: their placements the
+  /// framework can run.
+  uint64_t NumCandidates = 0;
   /// Whether a plan's memory is the same at every mesh order: no plan
   /// shards an embedding table (their shards are placed by cost, which
   /// the order changes).
@@ -1125,7 +1130,10 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
       F.DPOverlap, true, Ov && Ov->DP && *Ov->DP > 0, EO.Train && Proto.DP > 1);
   SmallVector<bool, 2> PPOvs = getOverlapChoices(
       F.PPOverlap, true, Ov && Ov->PP && *Ov->PP > 0, Proto.PP > 1);
-  unsigned First = Out.size();
+  // Per overlap setting, its family: the index of its first base (so
+  // below Out.size(), and distinct whichever settings the framework runs).
+  SmallVector<unsigned, 8> Families(TPOvs.size() * DPOvs.size() * PPOvs.size(),
+                                    ~0u);
   for (const AxisOrder &Order : Orders) {
     unsigned Setting = 0;
     for (bool TPOv : TPOvs)
@@ -1134,7 +1142,7 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
           // tp overlap needs TP communication.
           if (TPOv && Proto.TP == 1)
             continue;
-          unsigned Family = First + Setting++;
+          unsigned &Family = Families[Setting++];
           Candidate C;
           C.Plan = Proto;
           ParallelPlan &P = C.Plan;
@@ -1151,6 +1159,8 @@ void Searcher::addCandidates(const ParallelPlan &Proto, const StageLayout &Lay,
             continue;
           }
           C.Base = Out.size();
+          if (Family == ~0u)
+            Family = C.Base;
           C.Family = Family;
           if (Lay.Balanced || !F.StageLayers.empty())
             P.StageLayers = *Lay.Counts;
@@ -1384,11 +1394,20 @@ Searcher::bestOnAllDevices(const std::vector<Candidate> &Bases) const {
   return Best;
 }
 
+/// The key of a plan's placement table: the framework's offload rules read
+/// the degrees, the ZeRO stage and recompute, the bounds the degrees, the
+/// ZeRO stage and the gradient precision.
+static auto getPlacementKey(const ParallelPlan &P) {
+  return std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad,
+                         (int)P.RC);
+}
+
+static bool haveSamePlacements(const ParallelPlan &A, const ParallelPlan &B) {
+  return getPlacementKey(A) == getPlacementKey(B);
+}
+
 const PlacementTable &Searcher::getPlacements(const ParallelPlan &P) {
-  // The framework's offload rules read the degrees, the ZeRO stage and
-  // recompute: the key holds them all.
-  auto Key = std::make_tuple(P.TP, P.PP, P.DP, P.EP, P.ZeroStage, (int)P.Grad,
-                             (int)P.RC);
+  auto Key = getPlacementKey(P);
   auto It = Tables.find(Key);
   if (It != Tables.end())
     return It->second;
@@ -1413,10 +1432,20 @@ const PlacementTable &Searcher::getPlacements(const ParallelPlan &P) {
 /// Computes every base's pipeline bound and its placements' tail and
 /// memory bounds (a candidate's step bound is the sum, combineStepBound).
 void Searcher::boundCandidates(std::vector<Candidate> &Bases) {
-  for (Candidate &C : Bases) {
+  NumCandidates = 0;
+  const PlacementTable *Last = nullptr;
+  for (unsigned B = 0; B < Bases.size(); ++B) {
+    Candidate &C = Bases[B];
     if (!Reused) // reused bases keep theirs: it does not read offload
       C.PipeBound = pipelineBound(C);
-    C.Places = &getPlacements(C.Plan);
+    // Consecutive bases mostly differ in what the table's key does not
+    // hold (mesh order, overlaps, stage layout): the previous one's table
+    // saves most lookups.
+    C.Places = Last && haveSamePlacements(Bases[B - 1].Plan, C.Plan)
+                   ? Last
+                   : &getPlacements(C.Plan);
+    Last = C.Places;
+    NumCandidates += C.Places->Entries.size();
   }
 }
 
@@ -1592,14 +1621,6 @@ Error Searcher::rankAll(const std::vector<Candidate> &Bases, Ranking &Rank,
   return Error::success();
 }
 
-/// The candidates of \p Bases: their placements the framework can run.
-static uint64_t countPlacements(const std::vector<Candidate> &Bases) {
-  uint64_t N = 0;
-  for (const Candidate &C : Bases)
-    N += C.Places->Entries.size();
-  return N;
-}
-
 /// Visits the candidates in increasing step bound, pruning by the bounds
 /// against the ranking's threshold, and ranks every one simulated that
 /// fits. Counts into R.Stats.
@@ -1622,8 +1643,11 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   // communication only, and embedding shards, placed by their exchange's
   // cost, are not in the plans this is used for), so they are over too
   // and are not costed.
-  DenseSet<uint64_t> OverFamilies;
   uint64_t NumOffs = Offs.size();
+  // One bit per candidate (a family is the index of a base): a hash set
+  // of the hundreds of thousands found over cost more than the costing
+  // they save.
+  BitVector OverFamilies(OrderKeepsMemory ? Bases.size() * NumOffs : 0);
   PlanCost Scratch;
   auto Visit = [&](const CandidateQueue::Item &I) -> Expected<bool> {
     if (I.Bound > Thr)
@@ -1655,7 +1679,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
     }
     uint64_t FamilyKey =
         (uint64_t)C.Family * NumOffs + Bases[I.Base].Places->Entries[I.Pos].Off;
-    if (OrderKeepsMemory && OverFamilies.count(FamilyKey)) {
+    if (OrderKeepsMemory && OverFamilies.test(FamilyKey)) {
       ++R.Stats.SameMemoryOver;
       return true;
     }
@@ -1665,7 +1689,8 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
     ++R.Stats.StagesEvaluated;
     if (!*SC) {
       ++R.Stats.OverMemory;
-      OverFamilies.insert(FamilyKey);
+      if (OrderKeepsMemory)
+        OverFamilies.set(FamilyKey);
       return true;
     }
     if (stageBound(**SC) > Thr) {
@@ -1697,7 +1722,7 @@ Error Searcher::rankCandidates(const std::vector<Candidate> &Bases,
   uint64_t Over = countOverMemoryBefore(Bases, *Stop, Last, Thr);
   R.Stats.MemoryBoundPruned += Over;
   if (*Stop)
-    R.Stats.TimeBoundPruned += countPlacements(Bases) - Visited - Over;
+    R.Stats.TimeBoundPruned += NumCandidates - Visited - Over;
   return Error::success();
 }
 

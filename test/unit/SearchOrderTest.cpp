@@ -32,9 +32,10 @@ using namespace llvm;
 
 namespace {
 
-TEST(SearchOrderTest, QueueVisitsInStableSortedOrder) {
-  std::mt19937 R(42);
-  const unsigned NumBases = 200, NumOffs = 7;
+/// The queue's visits against a stable sort, for \p NumBases bases.
+void checkQueueOrder(unsigned NumBases, std::mt19937 &R) {
+  SCOPED_TRACE(NumBases);
+  const unsigned NumOffs = 7;
   // Bounds on a coarse grid, so that ties (broken by enumeration index)
   // are common, and placements of a table shared by several bases.
   std::vector<PlacementTable> Tables;
@@ -106,6 +107,14 @@ TEST(SearchOrderTest, QueueVisitsInStableSortedOrder) {
       Q.pop();
   }
   EXPECT_EQ(Visited, All);
+}
+
+TEST(SearchOrderTest, QueueVisitsInStableSortedOrder) {
+  std::mt19937 R(42);
+  // Heaps of one item, of a partly filled last level, and of several
+  // levels (the queue is 4-ary).
+  for (unsigned NumBases : {1u, 2u, 4u, 5u, 6u, 21u, 22u, 200u})
+    checkQueueOrder(NumBases, R);
 }
 
 /// A costed model on a two-level cluster with host DRAM and SSD.
