@@ -1463,11 +1463,10 @@ template <typename TakeFn, typename VisitFn>
 Expected<Optional<CandidateQueue::Item>>
 Searcher::visitInOrder(const std::vector<Candidate> &Bases, TakeFn Take,
                        VisitFn Visit) const {
-  uint64_t NumOffs = Offs.size();
   auto ItemAt = [&](unsigned B, unsigned Pos) {
     const PlacementTable::Entry &E = Bases[B].Places->Entries[Pos];
-    return CandidateQueue::Item{combineStepBound(Bases[B].PipeBound, E.Tail),
-                                B * NumOffs + E.Off, B, Pos};
+    return CandidateQueue::Item{combineStepBound(Bases[B].PipeBound, E.Tail), B,
+                                Pos};
   };
   // Without pruning: enumeration order (the table keeps its placements in
   // order and counts them all as fitting).
@@ -1521,7 +1520,9 @@ Searcher::countOverMemoryBefore(const std::vector<Candidate> &Bases,
   // in increasing tail, so in increasing bound (combineStepBound is
   // monotone): both sets are counted by binary search, but for the
   // placements whose bound equals Last's, ordered by index.
-  uint64_t N = 0, NumOffs = Offs.size();
+  uint64_t N = 0;
+  unsigned LastOff =
+      Last ? Bases[Last->Base].Places->Entries[Last->Pos].Off : 0;
   for (unsigned B = 0; B < Bases.size(); ++B) {
     const PlacementTable &T = *Bases[B].Places;
     if (!Stop) {
@@ -1545,8 +1546,9 @@ Searcher::countOverMemoryBefore(const std::vector<Candidate> &Bases,
     size_t Below = CountWhile([&](double X) { return X < Last->Bound; });
     size_t Tied = CountWhile([&](double X) { return X <= Last->Bound; });
     N += Below;
+    // Tied with Last: those before it in enumeration order.
     for (size_t K = Below; K < Tied; ++K)
-      N += B * NumOffs + Over[K].Off < Last->Index;
+      N += B < Last->Base || (B == Last->Base && Over[K].Off < LastOff);
   }
   return N;
 }

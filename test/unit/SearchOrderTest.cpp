@@ -76,8 +76,11 @@ void checkQueueOrder(unsigned NumBases, std::mt19937 &R) {
   CandidateQueue Q;
   auto ItemAt = [&](unsigned B, unsigned Pos) {
     const PlacementTable::Entry &E = Tables[TableOf[B]].Entries[Pos];
-    return CandidateQueue::Item{combineStepBound(Pipe[B], E.Tail),
-                                (uint64_t)B * NumOffs + E.Off, B, Pos};
+    return CandidateQueue::Item{combineStepBound(Pipe[B], E.Tail), B, Pos};
+  };
+  auto IndexOf = [&](const CandidateQueue::Item &I) {
+    return (uint64_t)I.Base * NumOffs +
+           Tables[TableOf[I.Base]].Entries[I.Pos].Off;
   };
   for (unsigned B = 0; B < NumBases; ++B)
     if (Tables[TableOf[B]].Fit)
@@ -85,7 +88,7 @@ void checkQueueOrder(unsigned NumBases, std::mt19937 &R) {
   std::vector<std::pair<double, uint64_t>> Visited;
   while (!Q.empty()) {
     CandidateQueue::Item I = Q.pop();
-    Visited.push_back({I.Bound, I.Index});
+    Visited.push_back({I.Bound, IndexOf(I)});
     if (I.Pos + 1 < Tables[TableOf[I.Base]].Fit)
       Q.push(ItemAt(I.Base, I.Pos + 1));
   }
@@ -100,7 +103,7 @@ void checkQueueOrder(unsigned NumBases, std::mt19937 &R) {
   Visited.clear();
   while (!Q.empty()) {
     CandidateQueue::Item I = Q.top();
-    Visited.push_back({I.Bound, I.Index});
+    Visited.push_back({I.Bound, IndexOf(I)});
     if (I.Pos + 1 < Tables[TableOf[I.Base]].Fit)
       Q.replaceTop(ItemAt(I.Base, I.Pos + 1));
     else

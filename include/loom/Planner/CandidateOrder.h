@@ -57,20 +57,20 @@ struct PlacementTable {
 };
 
 /// Candidates of many bases in increasing (step bound, enumeration index):
-/// each base pushes its next candidate when the previous one is popped.
+/// each base pushes its next candidate when the previous one is popped
+/// (its own come in increasing (tail, placement), PlacementTable).
 ///
 /// A 4-ary heap: at a training batch the 10T MoE's heap holds half a
 /// million bases, far beyond the caches, and each visit sifts one item
 /// from the top. Four children per node halve the levels a sift walks
 /// (each a cache miss near the bottom) for a few more comparisons on
 /// lines already loaded. The order of the pops is the same as any heap's:
-/// later() is a total order, the indices being distinct.
+/// later() is a total order on the items queued together.
 class CandidateQueue {
 public:
+  /// 16 bytes: four siblings fill one cache line when aligned.
   struct Item {
     double Bound;
-    /// Enumeration index: base * placements + placement.
-    uint64_t Index;
     unsigned Base;
     /// Position in the base's PlacementTable.
     unsigned Pos;
@@ -103,11 +103,14 @@ public:
   /// search visits the first item, then pushes its base's next one).
   void replaceTop(const Item &I) { siftDown(0, I); }
 
-  /// Whether \p A comes after \p B in the visiting order.
+  /// Whether \p A comes after \p B in the visiting order: by bound, then
+  /// by enumeration index (base * placements + placement). A base has at
+  /// most one item queued, so two items queued together differ in base,
+  /// which orders them as the index does.
   static bool later(const Item &A, const Item &B) {
     if (A.Bound != B.Bound)
       return A.Bound > B.Bound;
-    return A.Index > B.Index;
+    return A.Base > B.Base;
   }
 
 private:
