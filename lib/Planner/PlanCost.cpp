@@ -316,6 +316,18 @@ struct PlanEvaluator::Impl {
   /// Group shapes by their non-trivial (stride, size) axes.
   mutable std::map<SmallVector<std::pair<unsigned, unsigned>, 3>, GroupShape>
       Shapes;
+  /// A plan's groups (PlanContext), by what they read: tp, cp, ep, dp,
+  /// pp and the mesh order. The search costs tens of thousands of plans
+  /// over a few hundred of these.
+  struct PlanGroups {
+    GroupShape TPG, DPG, EPG, DPEPG, PPPair, CPG;
+  };
+  mutable DenseMap<
+      std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, unsigned>,
+      PlanGroups>
+      GroupsOf;
+  const PlanGroups &getPlanGroups(const ParallelPlan &P) const;
+  PlanContext makePlanContext(const ParallelPlan &P) const;
 
   /// The evaluator (its group shapes).
   const PlanEvaluator &Outer;
@@ -1410,23 +1422,36 @@ PlanCost PlanEvaluator::Impl::startPlan(const ParallelPlan &P) const {
 }
 
 /// The plan-wide values every stage's costing reads.
-static PlanContext makePlanContext(const PlanEvaluator &PE,
-                                   const ParallelPlan &P,
-                                   const HardwareModel &HW, int64_t Batch) {
+const PlanEvaluator::Impl::PlanGroups &
+PlanEvaluator::Impl::getPlanGroups(const ParallelPlan &P) const {
+  auto Key =
+      std::make_tuple(P.TP, P.CP, P.EP, P.DP, P.PP, getAxisOrderIndex(P.Order));
+  auto It = GroupsOf.find(Key);
+  if (It != GroupsOf.end())
+    return It->second;
   // Where each group lands follows the plan's axis order (ParallelPlan.h).
+  PlanGroups Gs{Outer.getGroupShape(P, "tp"), Outer.getGroupShape(P, "dp"),
+                Outer.getGroupShape(P, "ep"), Outer.getGroupShape(P, "dp_ep"),
+                Outer.getGroupShape(P, "pp"), Outer.getGroupShape(P, "cp")};
+  return GroupsOf.try_emplace(Key, std::move(Gs)).first->second;
+}
+
+PlanContext PlanEvaluator::Impl::makePlanContext(const ParallelPlan &P) const {
+  int64_t Batch = Opts.Batch;
+  const PlanGroups &Gs = getPlanGroups(P);
   PlanContext C{P,
                 P.TP,
                 P.EP,
-                PE.getGroupShape(P, "tp"),
-                PE.getGroupShape(P, "dp"),
-                PE.getGroupShape(P, "ep"),
-                PE.getGroupShape(P, "dp_ep"),
-                PE.getGroupShape(P, "pp"),
+                Gs.TPG,
+                Gs.DPG,
+                Gs.EPG,
+                Gs.DPEPG,
+                Gs.PPPair,
                 P.getGradBytes(),
                 P.SP ? (double)P.TP : 1.0,
                 (double)P.MicroBatchSize / Batch / P.CP,
                 P.CP,
-                PE.getGroupShape(P, "cp")};
+                Gs.CPG};
   C.DPCP = P.DP * P.CP;
   if (const DeviceClass *AC = HW.getClass("aicore"))
     if (AC->Overlap) {
@@ -1962,7 +1987,7 @@ Error PlanEvaluator::evaluateStagesInto(const ParallelPlan &P,
   R = Im.startPlan(P);
   Stages.clear();
   R.Stages = std::move(Stages);
-  PlanContext C = makePlanContext(*this, P, Im.HW, Im.Opts.Batch);
+  PlanContext C = Im.makePlanContext(P);
   double PrevSend = 0;
   unsigned First = 0;
   R.Stages.reserve(P.PP);

@@ -492,19 +492,22 @@ struct Candidate {
   /// Layers per stage (the even split or the balanced one).
   const std::vector<unsigned> *Counts = nullptr;
   const LayerPrefix *Prefix = nullptr;
-  double TimeBound = 0, MemoryBound = 0;
+  /// Of a base: the step bound before the tail (the pipeline's part), and
+  /// its placements' tail and memory bounds (a candidate's bounds are
+  /// read from there, CandidateOrder.h).
+  double PipeBound = 0;
+  const PlacementTable *Places = nullptr;
   /// The candidates that differ only in offload share a base (its index
   /// among the enumerated plans): consecutive in enumeration.
   unsigned Base = 0;
-  /// Of a base: the step bound before the tail (the pipeline's part), and
-  /// its placements' tail and memory bounds.
-  double PipeBound = 0;
-  const PlacementTable *Places = nullptr;
   /// The bases that differ only in the mesh order share a family (the
   /// index of the first, so below the number of bases): the order changes
   /// communication, not memory.
   unsigned Family = 0;
 };
+// Two cache lines: the search holds one per plan (557k for the 10T MoE at
+// a training batch) and walks them in order several times.
+static_assert(sizeof(Candidate) <= 128, "a base is two cache lines");
 
 /// The plans ranked so far: the K best, and the best at each (tp, pp, ep)
 /// (the explanations compare the winner with the best of other degrees).
@@ -774,7 +777,7 @@ private:
   // The steps of run().
   void boundCandidates(std::vector<Candidate> &Bases);
   const PlacementTable &getPlacements(const ParallelPlan &P);
-  /// Base \p B at its placement \p E, with its bounds.
+  /// Base \p B at its placement \p E.
   Candidate getCandidate(const std::vector<Candidate> &Bases, unsigned B,
                          const PlacementTable::Entry &E) const;
   /// Visits the candidates of \p Bases (those \p Take accepts) whose
@@ -1454,8 +1457,6 @@ Candidate Searcher::getCandidate(const std::vector<Candidate> &Bases,
                                  const PlacementTable::Entry &E) const {
   Candidate C = Bases[B];
   C.Plan.Offload = Offs[E.Off];
-  C.TimeBound = combineStepBound(C.PipeBound, E.Tail);
-  C.MemoryBound = E.Memory;
   return C;
 }
 
