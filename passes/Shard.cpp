@@ -67,6 +67,38 @@ void copyDeviceClasses(const Graph &From, Graph &To) {
     }
 }
 
+/// ShardingResult::ExpectedShapes: where the micro-batch graph keeps dims
+/// that depend on the data (NonZero's counts), their sizes in the same
+/// graph at the expected counts, the one the evaluator prices
+/// (buildMicroBatchModel's PlanExpectedCounts).
+Error recordExpectedShapes(const CompilationUnit &CU, ShardingResult &R) {
+  std::vector<const Value *> Dynamic;
+  for (const auto &N : R.M->getGraph().getNodes())
+    for (const Value *V : N->getOutputs())
+      if (V && V->Type.HasShape && !V->Type.isStatic())
+        Dynamic.push_back(V);
+  if (Dynamic.empty())
+    return Error::success();
+  Expected<MicroBatchModel> Planned =
+      buildMicroBatchModel(CU, R.Plan.MicroBatchSize,
+                           /*PlanExpectedCounts=*/true);
+  if (!Planned)
+    return Planned.takeError();
+  StringMap<const Value *> ByName;
+  for (const auto &N : Planned->M->getGraph().getNodes())
+    for (const Value *V : N->getOutputs())
+      if (V && V->Type.isStatic())
+        ByName[V->getName()] = V;
+  for (const Value *V : Dynamic) {
+    const Value *P = ByName.lookup(V->getName());
+    if (P && P->Type.getRank() == V->Type.getRank()) {
+      SmallVector<int64_t, 4> S = P->Type.getStaticShape();
+      R.ExpectedShapes[V->getName().str()].assign(S.begin(), S.end());
+    }
+  }
+  return Error::success();
+}
+
 class ShardPass : public Pass {
 public:
   bool needsImportedModel() const override { return true; }
@@ -159,6 +191,8 @@ public:
     copyDeviceClasses(CU.M->getGraph(), Sub->M->getGraph());
     R.M = std::move(Sub->M);
     R.Layers = std::move(Sub->Layers);
+    if (Error E = recordExpectedShapes(CU, R))
+      return E;
     for (const Value *V : CU.M->getGraph().getInputs())
       R.GlobalInputTypes[V->getName().str()] = AsImported(V, IG.getInputs());
     for (const Value *V : CU.M->getGraph().getOutputs())

@@ -105,7 +105,8 @@ std::vector<std::string> comparePricedCollectives(
       CollectiveKind K = getHcomCollectiveKind(N.getOpType());
       if (K == CollectiveKind::SendRecv)
         continue;
-      addComm(Emitted, K, getHcomWireBytes(N, R.CommFloatType),
+      addComm(Emitted, K,
+              getHcomWireBytes(N, R.CommFloatType, R.ExpectedShapes),
               N.getInput(0) ? N.getInput(0)->getName() : N.getName());
     }
     if (sameCounts(Priced, Emitted))

@@ -104,23 +104,40 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
 
 /// Bytes of \p V on the wire: a float tensor in the precision recipe's type
 /// (ShardingResult::CommFloatType) where one is set.
-static double wireBytes(const Value *V, DataType FloatType) {
+static double
+wireBytes(const Value *V, DataType FloatType,
+          const std::map<std::string, std::vector<int64_t>> &Expected = {}) {
   if (!V)
     return 0;
   DataType T = V->Type.Elem;
+  // Elements: a dim that depends on the data at its expected size (the
+  // rules never split one, so a split dim here is the rank's static one).
+  Optional<int64_t> Elems = V->Type.getNumElements();
+  auto E = V->Type.isStatic() || !V->Type.HasShape
+               ? Expected.end()
+               : Expected.find(V->getName().str());
+  if (E != Expected.end() && E->second.size() == V->Type.Dims.size()) {
+    int64_t N = 1;
+    for (unsigned D = 0; D < E->second.size(); ++D)
+      N *= V->Type.Dims[D].isStatic() ? V->Type.Dims[D].Size : E->second[D];
+    Elems = N;
+  }
+  if (!Elems)
+    return 0;
   if (FloatType != DataType::Undefined &&
       (T == DataType::Float || T == DataType::Float16 ||
        T == DataType::BFloat16))
-    return (double)V->Type.getNumElements().getValueOr(0) *
-           getDataTypeSize(FloatType);
-  return (double)V->Type.getSizeInBytes().getValueOr(0);
+    return (double)*Elems * getDataTypeSize(FloatType);
+  return (double)getStorageBytes(T, *Elems).getValueOr(0);
 }
 
-double getHcomWireBytes(const Node &N, DataType FloatType) {
+double
+getHcomWireBytes(const Node &N, DataType FloatType,
+                 const std::map<std::string, std::vector<int64_t>> &Expected) {
   if (N.getOpType() == "HcomAllGather" && N.getNumOutputs())
-    return wireBytes(N.getOutput(0), FloatType);
-  return wireBytes(N.getNumInputs() ? N.getInput(0) : N.getOutput(0),
-                   FloatType);
+    return wireBytes(N.getOutput(0), FloatType, Expected);
+  return wireBytes(N.getNumInputs() ? N.getInput(0) : N.getOutput(0), FloatType,
+                   Expected);
 }
 
 namespace {
@@ -183,7 +200,7 @@ RoleComms collectRoleComms(const ShardedProgram &SP) {
       C.Group = N.getAttrString("group", "").str();
       // The role builder tags every node with its pipeline chunk.
       C.Chunk = N.Stage >= 0 ? (unsigned)N.Stage : Cur;
-      C.Bytes = getHcomWireBytes(N, R.CommFloatType);
+      C.Bytes = getHcomWireBytes(N, R.CommFloatType, R.ExpectedShapes);
       // The cp ring's transfers (RingAttention.cpp) run inside the
       // attention, like a collective of group cp; the pipeline's between
       // chunks.

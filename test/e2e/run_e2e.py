@@ -137,6 +137,10 @@ CASES = [
     ("mixtral_counts-tp2pp2dp2", "test:mixtral-counts-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     ("mixtral_hf-dp2",     "test:mixtral-hf-tiny.onnx", "tp=1,pp=1,dp=2,mb=1", "infer", 4, 8),
     ("mixtral_hf-tp2pp2dp2", "test:mixtral-hf-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
+    # the experts' weights split 4 ways while each expert's token count
+    # stays data (NonZero's), its all-reduce weighed at the expected count
+    ("mixtral_hf-tp4",     "test:mixtral-hf-tiny.onnx", "tp=4,pp=1,dp=1,mb=2", "infer", 4, 8),
+    ("mixtral_hf-tp2dp2-train", "test:mixtral-hf-tiny.onnx", "tp=2,pp=1,dp=2,mb=1", "train", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
@@ -277,6 +281,7 @@ CASES = [
     # counts, planned at the expected size, emitted dynamic
     ("moe_indexed-dp2",    "ex:moe-indexed-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 4, 8),
     ("moe_indexed-tp2pp2dp2", "ex:moe-indexed-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("moe_indexed-tp4dp2",  "ex:moe-indexed-tiny.onnx", "tp=4,pp=1,dp=2,mb=1", "infer", 4, 8),
     # --- control flow (issue 17): emitted replicated, bodies copied, the
     # outer values they read supplied first (gathered over tp, received over
     # pp). torch's EmbeddingBag exports as a Loop (make_embbag.py); If and
@@ -419,13 +424,9 @@ SELFTEST = {
 # again with it and without -o, and must still differ, so a case that comes
 # to agree fails the run until it leaves this table.
 PRICING_GAPS = {
-    # Index-routed experts (Gather/ScatterND dispatch): per-expert
-    # all-reduces priced, none emitted. The evaluator splits each expert at
-    # the expected token counts; the sharder sees NonZero's data-dependent
-    # counts, which the rules cannot split, and keeps the experts whole.
-    "zoo_mixtral_indexed-tp2pp2dp2": "index-routed experts: 4 all-reduces per stage priced, not emitted",
-    "mixtral_hf-tp2pp2dp2": "index-routed experts: 8 all-reduces per stage priced, not emitted",
-    "moe_indexed-tp2pp2dp2": "index-routed experts: 4 all-reduces per stage priced, not emitted",
+    # None: index-routed experts (NonZero's data-dependent token counts)
+    # are split by the rules like any expert, and their collectives are
+    # compared by the value they act on (PricedCollectives.cpp).
 }
 
 

@@ -6,6 +6,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/PredictedCost.h"
 #include "loom/Shard/Sharding.h"
+#include <map>
 
 namespace loom {
 
@@ -26,8 +27,11 @@ struct ScheduleContext {
 /// convention, loom/Cost/Collectives.h): an all-gather's output, any other
 /// op's first input (a receive's output); a float tensor counted in
 /// \p FloatType where one is set (the precision recipe's,
-/// ShardingResult::CommFloatType).
-double getHcomWireBytes(const Node &N, DataType FloatType);
+/// ShardingResult::CommFloatType); a dim that depends on the data at its
+/// size in \p Expected (ShardingResult::ExpectedShapes), by value name.
+double getHcomWireBytes(
+    const Node &N, DataType FloatType,
+    const std::map<std::string, std::vector<int64_t>> &Expected = {});
 
 /// Fills SP.Programs (one per distinct role program), SP.RoleProgram and
 /// ScheduleStepS from the role graphs and the plan's predicted per-stage

@@ -144,6 +144,13 @@ struct ShardingResult {
   /// schedule's collectives carry floating tensors in, whatever the
   /// emitted graphs (the model's own types) hold; Undefined: as held.
   DataType CommFloatType = DataType::Undefined;
+  /// The values whose dims depend on the data (NonZero's counts, and what
+  /// follows from them: the tokens an index-routed expert takes), by name:
+  /// their shape at the expected counts, as the plan prices them
+  /// (fold-shape-arith's capacity-factor estimate). The emitted graphs
+  /// keep such dims dynamic; the schedule times their collectives at
+  /// these sizes (getHcomWireBytes).
+  std::map<std::string, std::vector<int64_t>> ExpectedShapes;
   /// The model re-bound at micro-batch shapes (what the roles are cut from).
   std::unique_ptr<Model> M;
   std::vector<LayerInfo> Layers;

@@ -23,7 +23,9 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   StringRef Op = N.getOpType();
   const Value *OutV = N.getOutput(0);
   unsigned OutRank = OutV ? OutV->Type.getRank() : 0;
-  Shape OutShape = shapeOf(OutV);
+  // Dims not static (-1: a data-dependent count) are never split; a split
+  // dim must be static in every operand that is not broadcast along it.
+  Shape OutShape = rankedShapeOf(OutV);
   unsigned NIn = N.getNumInputs();
   SmallVector<AxisSpec, 4> In;
   for (const Value *V : N.getInputs())
@@ -78,15 +80,20 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   }
   NS.InputSpecs.assign(NIn, AxisSpec());
   NS.OutputSpecs.assign(N.getNumOutputs(), AxisSpec());
-  if (OutDim < 0 || OutShape.empty())
+  if (OutDim < 0 || (unsigned)OutDim >= OutShape.size() || OutShape[OutDim] < 0)
     return; // Nothing split (or shapes unknown): replicated.
   for (unsigned I = 0; I < NIn; ++I) {
     const Value *V = N.getInput(I);
     if (!V)
       continue;
     int Local = OutDim - (int)(OutRank - V->Type.getRank());
-    Shape S = shapeOf(V);
+    Shape S = rankedShapeOf(V);
     bool Broadcast = Local < 0 || (unsigned)Local >= S.size() || S[Local] == 1;
+    if (!V->Type.HasShape || (!Broadcast && S[Local] < 0)) {
+      // Aligned with the split or broadcast along it: unknown.
+      NS.InputSpecs.assign(NIn, AxisSpec());
+      return;
+    }
     if (Broadcast) {
       NS.InputSpecs[I] = AxisSpec(); // Replicated, broadcast along the split.
       continue;

@@ -136,10 +136,15 @@ int getSequenceAxisBatchDim(const Shape &SA, const Shape &SB, const Shape &SY,
 
 void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   const Value *A = N.getInput(0), *B = N.getInput(1), *Y = N.getOutput(0);
-  Shape SA = shapeOf(A), SB = shapeOf(B), SY = shapeOf(Y);
+  // A weight's split never falls on the activation's rows: those may be a
+  // data-dependent count (the tokens an index-routed expert gathered,
+  // NonZero's), -1 here; the other splits need static shapes.
+  Shape SA = rankedShapeOf(A), SB = shapeOf(B), SY = rankedShapeOf(Y);
   replicateAll(N, NS);
   if (SA.size() < 2 || SB.size() < 2 || SY.size() < 2)
     return;
+  bool Static = none_of(SA, [](int64_t D) { return D < 0; }) &&
+                none_of(SY, [](int64_t D) { return D < 0; });
   int Dummy = 0;
   bool BWeight = traceWeight(B, Dummy) != nullptr;
   Dummy = 0;
@@ -147,7 +152,8 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   AxisSpec CA = Ctx.getSpec(A), CB = Ctx.getSpec(B);
   unsigned RY = SY.size(), RA = SA.size(), RB = SB.size();
   if (BWeight && !AWeight && Ctx.isSequenceAxis()) {
-    weightMatMulOnSequence(CA, RA, RY, SA, Ctx, NS);
+    if (Static)
+      weightMatMulOnSequence(CA, RA, RY, SA, Ctx, NS);
     return;
   }
   if (BWeight && !AWeight) {
@@ -175,6 +181,8 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     }
     return;
   }
+  if (!Static)
+    return;
   // Activation x activation (attention scores and context). Where a split
   // of an operand lands in Y: -1 on the contracted k, -100 unsplit.
   // A blocked split (Reshape's: the heads of each sample of a [B x heads,

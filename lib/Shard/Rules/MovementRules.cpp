@@ -220,8 +220,17 @@ void ruleSlice(const Node &N, RuleContext &Ctx, OpSharding &NS) {
 }
 
 void ruleShape(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  // A partial sum has the global shape already; a split value's global
+  // shape is a constant where it is static, else (a data-dependent count
+  // beside the split) the value is gathered and its shape read.
+  const Value *X = N.getInput(0);
+  AxisSpec CX = Ctx.getSpec(X);
+  if (CX.isSplit() && !X->Type.isStatic()) {
+    replicateAll(N, NS);
+    return;
+  }
   keepInputs(N, Ctx, NS, AxisSpec());
-  if (!Ctx.getSpec(N.getInput(0)).isReplicated())
+  if (CX.isSplit())
     NS.Lower = ShardLowering::GlobalShape;
 }
 

@@ -17,6 +17,11 @@ using Shape = llvm::SmallVector<int64_t, 4>;
 
 /// The static shape of \p V, or empty.
 Shape shapeOf(const Value *V);
+/// The shape of \p V with -1 for each dim not static (a data-dependent
+/// count: NonZero's, and what follows from it), or empty when its rank is
+/// unknown. For the rules whose split never falls on such a dim: a
+/// weight's columns, an element-wise op aligned with them.
+Shape rankedShapeOf(const Value *V);
 int64_t product(llvm::ArrayRef<int64_t> S);
 /// A negative axis counted from the end.
 int normAxis(int64_t A, unsigned Rank);

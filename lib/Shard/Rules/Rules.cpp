@@ -410,6 +410,15 @@ Shape shapeOf(const Value *V) {
   return V->Type.getStaticShape();
 }
 
+Shape rankedShapeOf(const Value *V) {
+  Shape S;
+  if (!V || !V->Type.HasShape)
+    return S;
+  for (const Dim &D : V->Type.Dims)
+    S.push_back(D.isStatic() ? D.Size : -1);
+  return S;
+}
+
 int64_t product(ArrayRef<int64_t> S) {
   int64_t P = 1;
   for (int64_t D : S)
