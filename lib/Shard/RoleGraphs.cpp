@@ -1664,9 +1664,24 @@ void RoleBuilder::localizeShapeInput(const Node &N, const NodeSharding &NS,
       (!NS.OutputSpecs[0].isReplicated() || YGathered) &&
       !NS.OutputSpecs[0].isPartial()) {
     TensorType LT = localType(Y, NS.OutputSpecs[0], YGathered);
-    if (LT.isStatic())
+    int D = NS.OutputSpecs[0].Dim;
+    if (LT.isStatic()) {
       In[1] = constInt64(N.getName().str() + ".local_shape",
                          {(int64_t)LT.getRank()}, LT.getStaticShape());
+    } else if (Optional<std::vector<int64_t>> Target =
+                   getConstantInts(N.getInput(1));
+               Target && !YGathered && D >= 0 && (unsigned)D < LT.getRank() &&
+               LT.Dims[D].isStatic()) {
+      // A data-dependent count beside the split (an index-routed expert's
+      // tokens, ruleReshape): the model's own target shape, the split dim
+      // at its local size (Expand's shape aligns from the right).
+      int64_t At = D - ((int64_t)LT.getRank() - (int64_t)Target->size());
+      if (At >= 0 && At < (int64_t)Target->size()) {
+        (*Target)[At] = LT.Dims[D].Size;
+        In[1] = constInt64(N.getName().str() + ".local_shape",
+                           {(int64_t)Target->size()}, *Target);
+      }
+    }
   }
   if (Op == "Reshape" && Y && NS.OutputSpecs[0].isPartial() && YGathered) {
     TensorType LT = localType(Y, AxisSpec(), true);

@@ -104,9 +104,12 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
 
 /// Bytes of \p V on the wire: a float tensor in the precision recipe's type
 /// (ShardingResult::CommFloatType) where one is set.
+/// \p Of names the micro-batch graph's value \p V holds (all of it, or a
+/// rank's part): its key in \p Expected.
 static double
 wireBytes(const Value *V, DataType FloatType,
-          const std::map<std::string, std::vector<int64_t>> &Expected = {}) {
+          const std::map<std::string, std::vector<int64_t>> &Expected = {},
+          const Value *Of = nullptr) {
   if (!V)
     return 0;
   DataType T = V->Type.Elem;
@@ -115,7 +118,7 @@ wireBytes(const Value *V, DataType FloatType,
   Optional<int64_t> Elems = V->Type.getNumElements();
   auto E = V->Type.isStatic() || !V->Type.HasShape
                ? Expected.end()
-               : Expected.find(V->getName().str());
+               : Expected.find((Of ? Of : V)->getName().str());
   if (E != Expected.end() && E->second.size() == V->Type.Dims.size()) {
     int64_t N = 1;
     for (unsigned D = 0; D < E->second.size(); ++D)
@@ -134,8 +137,10 @@ wireBytes(const Value *V, DataType FloatType,
 double
 getHcomWireBytes(const Node &N, DataType FloatType,
                  const std::map<std::string, std::vector<int64_t>> &Expected) {
+  // An all-gather's output is the global value its input is a part of.
   if (N.getOpType() == "HcomAllGather" && N.getNumOutputs())
-    return wireBytes(N.getOutput(0), FloatType, Expected);
+    return wireBytes(N.getOutput(0), FloatType, Expected,
+                     N.getNumInputs() ? N.getInput(0) : nullptr);
   return wireBytes(N.getNumInputs() ? N.getInput(0) : N.getOutput(0), FloatType,
                    Expected);
 }

@@ -50,6 +50,9 @@ CASES = [
     # --- MLP (4 blocks + head)
     ("mlp-tp2",            "gen:mlp",   "tp=2,pp=1,dp=1,mb=4",                 "infer", 8, None),
     ("mlp-tp4",            "gen:mlp",   "tp=4,pp=1,dp=1,mb=4",                 "infer", 8, None),
+    # tp 8, a whole 910B server's HCCS domain (issue 31's property at
+    # tp 2, 4 and 8)
+    ("mlp-tp8",            "gen:mlp",   "tp=8,pp=1,dp=1,mb=4",                 "infer", 8, None),
     ("mlp-dp2",            "gen:mlp",   "tp=1,pp=1,dp=2,mb=2",                 "infer", 8, None),
     ("mlp-pp2-uneven",     "gen:mlp",   "tp=1,pp=2,dp=1,mb=2,stages=uneven",   "infer", 8, None),
     ("mlp-pp3-uneven",     "gen:mlp",   "tp=1,pp=3,dp=1,mb=2,stages=uneven",   "infer", 8, None),
@@ -63,6 +66,7 @@ CASES = [
     ("attn-tp2",           "gen:attn",  "tp=2,pp=1,dp=1,mb=2,sp=0",            "infer", 4, 8),
     ("attn-tp2-sp",        "gen:attn",  "tp=2,pp=1,dp=1,mb=2,sp=1",            "infer", 4, 8),
     ("attn-tp4-sp",        "gen:attn",  "tp=4,pp=1,dp=1,mb=2,sp=1",            "infer", 4, 8),
+    ("attn-tp8-sp",        "gen:attn",  "tp=8,pp=1,dp=1,mb=2,sp=1",            "infer", 4, 8),
     ("attn-pp2-dp2",       "gen:attn",  "tp=1,pp=2,dp=2,mb=1",                 "infer", 4, 8),
     # --- LLaMA-style block (RMSNorm, rotary, GQA, SwiGLU)
     ("llama-tp2",          "gen:llama", "tp=2,pp=1,dp=1,mb=2,sp=0",            "infer", 4, 8),
@@ -140,6 +144,7 @@ CASES = [
     # the experts' weights split 4 ways while each expert's token count
     # stays data (NonZero's), its all-reduce weighed at the expected count
     ("mixtral_hf-tp4",     "test:mixtral-hf-tiny.onnx", "tp=4,pp=1,dp=1,mb=2", "infer", 4, 8),
+    ("mixtral_hf-tp8",     "test:mixtral-hf-tiny.onnx", "tp=8,pp=1,dp=1,mb=2", "infer", 4, 8),
     ("mixtral_hf-tp2dp2-train", "test:mixtral-hf-tiny.onnx", "tp=2,pp=1,dp=2,mb=1", "train", 4, 8),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
@@ -153,6 +158,7 @@ CASES = [
     ("gpt2-tp2",           "ex:gpt2-tiny.onnx",  "tp=2,pp=1,dp=1,mb=2,sp=0",   "infer", 4, 8),
     ("gpt2-tp2-sp",        "ex:gpt2-tiny.onnx",  "tp=2,pp=1,dp=1,mb=2,sp=1",   "infer", 4, 8),
     ("gpt2-tp4",           "ex:gpt2-tiny.onnx",  "tp=4,pp=1,dp=1,mb=2,sp=0",   "infer", 4, 8),
+    ("gpt2-tp8",           "ex:gpt2-tiny.onnx",  "tp=8,pp=1,dp=1,mb=2,sp=0",   "infer", 4, 8),
     ("gpt2-pp2",           "ex:gpt2-tiny.onnx",  "tp=1,pp=2,dp=1,mb=1",        "infer", 4, 8),
     ("gpt2-tp2pp2dp2",     "ex:gpt2-tiny.onnx",  "tp=2,pp=2,dp=2,mb=1",        "infer", 4, 8),
     ("gpt2-tp2pp2dp2-train", "ex:gpt2-tiny.onnx", "tp=2,pp=2,dp=2,mb=1",       "train", 4, 8),
@@ -282,6 +288,7 @@ CASES = [
     ("moe_indexed-dp2",    "ex:moe-indexed-tiny.onnx", "tp=1,pp=1,dp=2,mb=2", "infer", 4, 8),
     ("moe_indexed-tp2pp2dp2", "ex:moe-indexed-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, 8),
     ("moe_indexed-tp4dp2",  "ex:moe-indexed-tiny.onnx", "tp=4,pp=1,dp=2,mb=1", "infer", 4, 8),
+    ("moe_indexed-tp8",     "ex:moe-indexed-tiny.onnx", "tp=8,pp=1,dp=1,mb=1", "infer", 4, 8),
     # --- control flow (issue 17): emitted replicated, bodies copied, the
     # outer values they read supplied first (gathered over tp, received over
     # pp). torch's EmbeddingBag exports as a Loop (make_embbag.py); If and

@@ -40,8 +40,25 @@ void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &NS,
     NS.OutputSpecs[0] = CX;
     return;
   }
-  if (!CX.isSplit() || SX.empty() || SY.empty())
+  if (!CX.isSplit())
     return;
+  if (SX.empty() || SY.empty()) {
+    // A data-dependent count among the dims (an index-routed expert's
+    // tokens): the split dim and every dim after it equal and static on
+    // both sides keep their elements in place (row-major), however the
+    // dims before them are merged or split.
+    Shape RX = rankedShapeOf(X), RY = rankedShapeOf(Y);
+    size_t K = RX.size() - CX.Dim;
+    if (RX.empty() || RY.size() < K || !CX.Blocks.empty() ||
+        (!Flatten && !N.getInput(1)))
+      return;
+    for (size_t I = 1; I <= K; ++I)
+      if (RX[RX.size() - I] < 0 || RX[RX.size() - I] != RY[RY.size() - I])
+        return;
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs[0] = AxisSpec::split(RY.size() - K);
+    return;
+  }
   if (!Flatten && !getConstantInts(N.getInput(1)))
     return;
   // A blocked split dim of M equal blocks reads as dims [M, block] split on
