@@ -40,7 +40,9 @@ void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &NS,
     NS.OutputSpecs[0] = CX;
     return;
   }
-  if (!CX.isSplit())
+  // The role builder writes the rank's target shape (localizeShapeInput):
+  // a constant.
+  if (!CX.isSplit() || (!Flatten && !getConstantInts(N.getInput(1))))
     return;
   if (SX.empty() || SY.empty()) {
     // A data-dependent count among the dims (an index-routed expert's
@@ -49,8 +51,7 @@ void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &NS,
     // dims before them are merged or split.
     Shape RX = rankedShapeOf(X), RY = rankedShapeOf(Y);
     size_t K = RX.size() - CX.Dim;
-    if (RX.empty() || RY.size() < K || !CX.Blocks.empty() ||
-        (!Flatten && !N.getInput(1)))
+    if (RX.empty() || RY.size() < K || !CX.Blocks.empty())
       return;
     for (size_t I = 1; I <= K; ++I)
       if (RX[RX.size() - I] < 0 || RX[RX.size() - I] != RY[RY.size() - I])
@@ -59,8 +60,6 @@ void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &NS,
     NS.OutputSpecs[0] = AxisSpec::split(RY.size() - K);
     return;
   }
-  if (!Flatten && !getConstantInts(N.getInput(1)))
-    return;
   // A blocked split dim of M equal blocks reads as dims [M, block] split on
   // the block.
   int64_t Blocks = 1;
