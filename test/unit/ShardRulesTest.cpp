@@ -168,6 +168,43 @@ TEST(ShardRules, MegatronBlockAtTP4) {
   EXPECT_EQ(C.out("m"), "R");
 }
 
+// An index-routed expert (HF Mixtral's eager path): the tokens it takes
+// are a data-dependent count n (NonZero's), so its rows are never split,
+// while its weights split as for any MLP at tp 4: w1 by columns, the
+// element-wise op and a reshape that only moves the leading dims keep the
+// split on the static last dim, w2 by rows, the output a partial sum.
+// Shape of a partial reads the global shape as is; of a split value with
+// n in it, the value is gathered first (no constant could hold n).
+TEST(ShardRules, DataDependentRowsNeverSplitTheWeightsStill) {
+  CompilationUnit CU = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[n,16] t) => (float[n,16] d, int64[2] sd, int64[3] sh)
+<float[16,64] w1, float[64,16] w2, int64[3] lead = {1, -1, 64},
+ int64[2] flat = {-1, 64}>
+{
+  u = MatMul (t, w1)
+  r = Relu (u)
+  h = Reshape (r, lead)
+  f = Reshape (h, flat)
+  d = MatMul (f, w2)
+  sd = Shape (d)
+  sh = Shape (h)
+}
+)");
+  const Graph &G = CU.M->getGraph();
+  WalkContext C(G, 4);
+  EXPECT_EQ(C.Values.lookup(param(G, "w1")).str(), "S(1)");
+  EXPECT_EQ(C.out("u"), "S(1)");
+  EXPECT_EQ(C.out("r"), "S(1)");
+  EXPECT_EQ(C.out("h"), "S(2)");
+  EXPECT_EQ(C.out("f"), "S(1)");
+  EXPECT_EQ(C.Values.lookup(param(G, "w2")).str(), "S(0)");
+  EXPECT_EQ(C.in("d", 0), "S(1)");
+  EXPECT_EQ(C.out("d"), "P");
+  EXPECT_EQ(C.in("sd", 0), "P");
+  EXPECT_EQ(C.at("sd").Lower, ShardLowering::None);
+  EXPECT_EQ(C.in("sh", 0), "R");
+}
+
 TEST(ShardRules, HeadsSplitWhereTheDegreeDividesThem) {
   CompilationUnit CU = load(blockText());
   // tp = 2 and 3 divide the 6 heads: the split lands on dim 2 of qh.
