@@ -216,7 +216,7 @@ struct StageSums {
          EPFwd = 0, EPBwd = 0, MaxLayerAct = 0, MaxLayerLive = 0;
   /// cp's attention communication per micro-batch: all of it, and the
   /// part not hidden behind attention (ContextParallel.h).
-  double CPFwd = 0, CPBwd = 0, CPExpFwd = 0, CPExpBwd = 0;
+  CPLayerCost CP;
   /// The activation all-reduces alone (TPFwd/TPBwd add ZeRO-3's gathers):
   /// what tp_overlap hides behind the GEMMs.
   double TPActFwd = 0, TPActBwd = 0;
@@ -1263,11 +1263,8 @@ PlanEvaluator::getLayerSummary(unsigned Layer) const {
   unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
   const LayerFacts &F = I->LF[L];
   LayerSummary S;
-  S.KVBytes = F.KVBytes;
-  S.KVElements = F.KVElements;
-  S.QHeads = F.QHeads;
-  S.KVHeads = F.KVHeads;
-  S.Flops = F.Flops;
+  std::tie(S.KVBytes, S.KVElements, S.QHeads, S.KVHeads, S.Flops) =
+      std::tie(F.KVBytes, F.KVElements, F.QHeads, F.KVHeads, F.Flops);
   S.OutBoundaryBytes = I->BoundaryBytes[L + 1];
   // Classified by every split some degree could take (serving's tp
   // divides them all: the search's legality).
@@ -1509,11 +1506,7 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
       CI.AttnFwdS = T.CoreFwd;
       CI.AttnBwdS = T.CoreBwd;
       CI.Train = Opts.Train;
-      CPLayerCost CC = costContextParallelLayer(P.CPA, P.CP, CI, C.CPG, HW);
-      S.CPFwd += CC.FwdS;
-      S.CPBwd += CC.BwdS;
-      S.CPExpFwd += CC.FwdExposedS;
-      S.CPExpBwd += CC.BwdExposedS;
+      S.CP += costContextParallelLayer(P.CPA, P.CP, CI, C.CPG, HW);
     }
     SC.ForwardS += T.Fwd;
     SC.GemmFwdS += T.GemmFwd;
@@ -1670,10 +1663,10 @@ void PlanEvaluator::Impl::costStageComm(const PlanContext &C, unsigned Stage,
   const ParallelPlan &P = C.P;
   SC.TPCommS = S.TPFwd + S.TPBwd;
   SC.EPCommS = S.EPFwd + S.EPBwd;
-  SC.CPCommS = S.CPExpFwd + S.CPExpBwd;
-  SC.CPCommTotalS = S.CPFwd + S.CPBwd;
-  SC.ForwardCommS = S.TPFwd + S.EPFwd + S.CPExpFwd;
-  SC.BackwardCommS = S.TPBwd + S.EPBwd + S.CPExpBwd;
+  SC.CPCommS = S.CP.FwdExposedS + S.CP.BwdExposedS;
+  SC.CPCommTotalS = S.CP.FwdS + S.CP.BwdS;
+  SC.ForwardCommS = S.TPFwd + S.EPFwd + S.CP.FwdExposedS;
+  SC.BackwardCommS = S.TPBwd + S.EPBwd + S.CP.BwdExposedS;
   SC.ParamCount = S.Params + S.ExpertParams;
   SC.ExpertParamCount = S.ExpertParams;
   // Pipeline transfers: the boundary activations, split across TP ranks
@@ -1756,9 +1749,9 @@ void PlanEvaluator::Impl::applyOverlaps(const PlanContext &C, StageCost &SC,
   }
   SC.PipeSendS = SC.SendLagS;
   SC.PipeForwardS =
-      SC.ForwardS + S.TPFwd + S.EPFwd + S.CPExpFwd + SC.OverlapFwdS;
+      SC.ForwardS + S.TPFwd + S.EPFwd + S.CP.FwdExposedS + SC.OverlapFwdS;
   SC.PipeBackwardS =
-      SC.BackwardS + S.TPBwd + S.EPBwd + S.CPExpBwd + SC.OverlapBwdS;
+      SC.BackwardS + S.TPBwd + S.EPBwd + S.CP.BwdExposedS + SC.OverlapBwdS;
 }
 
 StageMemoryInputs

@@ -289,57 +289,41 @@ std::vector<unsigned> partitionStages(ArrayRef<double> LayerCost,
 // Cost terms and order
 //===----------------------------------------------------------------------===//
 
-StringRef getCostTermName(CostTerm T) {
-  switch (T) {
-  case CostTerm::Compute:
-    return "compute";
-  case CostTerm::TPComm:
-    return "tp comm";
-  case CostTerm::EPComm:
-    return "ep comm";
-  case CostTerm::CPComm:
-    return "cp comm";
-  case CostTerm::Bubble:
-    return "bubble";
-  case CostTerm::DPComm:
-    return "dp comm";
-  case CostTerm::Optimizer:
-    return "optimizer";
-  case CostTerm::Offload:
-    return "offload";
-  }
-  return "compute";
+namespace {
+/// Each cost term's name and its StepBreakdown field, in CostTerm order.
+struct CostTermInfo {
+  CostTerm Term;
+  const char *Name;
+  double StepBreakdown::*Field;
+};
+constexpr CostTermInfo CostTerms[] = {
+    {CostTerm::Compute, "compute", &StepBreakdown::ComputeS},
+    {CostTerm::TPComm, "tp comm", &StepBreakdown::TPCommS},
+    {CostTerm::EPComm, "ep comm", &StepBreakdown::EPCommS},
+    {CostTerm::CPComm, "cp comm", &StepBreakdown::CPCommS},
+    {CostTerm::Bubble, "bubble", &StepBreakdown::BubbleS},
+    {CostTerm::DPComm, "dp comm", &StepBreakdown::DPCommS},
+    {CostTerm::Optimizer, "optimizer", &StepBreakdown::OptimizerS},
+    {CostTerm::Offload, "offload", &StepBreakdown::OffloadS},
+};
+const CostTermInfo &getCostTermInfo(CostTerm T) {
+  const CostTermInfo &I = CostTerms[static_cast<unsigned>(T)];
+  assert(I.Term == T && "CostTerms is in CostTerm order");
+  return I;
 }
+} // namespace
+
+StringRef getCostTermName(CostTerm T) { return getCostTermInfo(T).Name; }
 
 double StepBreakdown::get(CostTerm T) const {
-  switch (T) {
-  case CostTerm::Compute:
-    return ComputeS;
-  case CostTerm::TPComm:
-    return TPCommS;
-  case CostTerm::EPComm:
-    return EPCommS;
-  case CostTerm::CPComm:
-    return CPCommS;
-  case CostTerm::Bubble:
-    return BubbleS;
-  case CostTerm::DPComm:
-    return DPCommS;
-  case CostTerm::Optimizer:
-    return OptimizerS;
-  case CostTerm::Offload:
-    return OffloadS;
-  }
-  return 0;
+  return this->*getCostTermInfo(T).Field;
 }
 
 CostTerm StepBreakdown::getDominant() const {
   CostTerm Best = CostTerm::Compute;
-  for (CostTerm T :
-       {CostTerm::TPComm, CostTerm::EPComm, CostTerm::CPComm, CostTerm::Bubble,
-        CostTerm::DPComm, CostTerm::Optimizer, CostTerm::Offload})
-    if (get(T) > get(Best))
-      Best = T;
+  for (const CostTermInfo &I : CostTerms)
+    if (get(I.Term) > get(Best))
+      Best = I.Term;
   return Best;
 }
 
@@ -1983,14 +1967,25 @@ bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
   return true;
 }
 
-std::vector<ParallelPlan>
-enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
-                    ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
-                    const EvaluatorOptions &EO, const SearchOptions &Opts) {
+/// The space the search walks: the model's and hardware's bounds, and what
+/// --plan and the options fix.
+static SearchSpace describeSpace(const PlanEvaluator &Eval, const Graph &G,
+                                 ArrayRef<LayerInfo> Layers,
+                                 const HardwareModel &HW,
+                                 const EvaluatorOptions &EO,
+                                 const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
   Space.NumLayers = Eval.getNumLayers();
   Space.StaticBatch = Opts.StaticBatch;
   noteEPNotSearched(Space, Eval, Opts.Fixed);
+  return Space;
+}
+
+std::vector<ParallelPlan>
+enumerateCandidates(const PlanEvaluator &Eval, const Graph &G,
+                    ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
+                    const EvaluatorOptions &EO, const SearchOptions &Opts) {
+  SearchSpace Space = describeSpace(Eval, G, Layers, HW, EO, Opts);
   Searcher S(Eval, G, Space, HW, EO, Opts);
   std::vector<Candidate> Cands;
   S.enumerate(Cands);
@@ -2035,10 +2030,7 @@ static Expected<SearchResult>
 searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
                 ArrayRef<LayerInfo> Layers, const HardwareModel &HW,
                 const EvaluatorOptions &EO, const SearchOptions &Opts) {
-  SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
-  Space.NumLayers = Eval.getNumLayers();
-  Space.StaticBatch = Opts.StaticBatch;
-  noteEPNotSearched(Space, Eval, Opts.Fixed);
+  SearchSpace Space = describeSpace(Eval, G, Layers, HW, EO, Opts);
   if (Error E = checkFixed(Opts.Fixed, Space, Opts.Frameworks))
     return std::move(E);
   // A pinned tp_overlap=on the hardware gives no share for, likewise.

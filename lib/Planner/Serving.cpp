@@ -269,14 +269,22 @@ std::string ServingPlanCost::str() const {
       .str();
 }
 
+void emitServingHeadline(
+    double TTFTS, double TPOTS, double TokensPerS, uint64_t MaxConcurrency,
+    double KVCacheBytes,
+    function_ref<void(StringRef Key, json::Value V)> Emit) {
+  Emit("ttft_s", TTFTS);
+  Emit("tpot_s", TPOTS);
+  Emit("output_tokens_per_s", TokensPerS);
+  Emit("max_concurrency", (int64_t)MaxConcurrency);
+  Emit("kv_cache_bytes", KVCacheBytes);
+}
+
 void forEachServingPredicted(
     const ServingPlanCost &P, bool Detail,
     function_ref<void(StringRef Key, json::Value V)> Emit) {
-  Emit("ttft_s", P.TTFTS);
-  Emit("tpot_s", P.TPOTS);
-  Emit("output_tokens_per_s", P.TokensPerS);
-  Emit("max_concurrency", (int64_t)P.MaxConcurrency);
-  Emit("kv_cache_bytes", P.KVCacheBytes);
+  emitServingHeadline(P.TTFTS, P.TPOTS, P.TokensPerS, P.MaxConcurrency,
+                      P.KVCacheBytes, Emit);
   if (!Detail)
     return;
   Emit("output_tokens_per_s_per_device", P.TokensPerSPerDevice);

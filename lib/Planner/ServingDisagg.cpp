@@ -66,11 +66,8 @@ std::string DisaggPlanCost::str() const {
 void forEachDisaggPredicted(
     const DisaggPlanCost &D, bool Detail,
     function_ref<void(StringRef Key, json::Value V)> Emit) {
-  Emit("ttft_s", D.TTFTS);
-  Emit("tpot_s", D.TPOTS);
-  Emit("output_tokens_per_s", D.TokensPerS);
-  Emit("max_concurrency", (int64_t)D.Decode.MaxConcurrency);
-  Emit("kv_cache_bytes", D.Decode.KVCacheBytes);
+  emitServingHeadline(D.TTFTS, D.TPOTS, D.TokensPerS, D.Decode.MaxConcurrency,
+                      D.Decode.KVCacheBytes, Emit);
   Emit("layout", "disagg");
   Emit("prefill_devices", (int64_t)D.PrefillDevices);
   Emit("prefill_tp", (int64_t)D.Prefill.TP);

@@ -1,4 +1,4 @@
-//===- ServingModel.h - The serving model of one graph (private) -*- C++
+//===- ServingModel.h - The serving model of one graph -----------*- C++
 //-*-===//
 //
 // Shared by the pooled search (Serving.cpp) and the disaggregated one
@@ -14,6 +14,13 @@
 #include <tuple>
 
 namespace loom {
+
+/// The five headline keys both kinds of serving plan lead with
+/// (forEachServingPredicted, forEachDisaggPredicted).
+void emitServingHeadline(
+    double TTFTS, double TPOTS, double TokensPerS, uint64_t MaxConcurrency,
+    double KVCacheBytes,
+    llvm::function_ref<void(llvm::StringRef Key, llvm::json::Value V)> Emit);
 
 /// The serving model of one graph: per-layer facts, repeated blocks keyed,
 /// decode and prefill stage times cached.

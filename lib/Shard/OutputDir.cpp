@@ -564,8 +564,10 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
 
 /// Times with 12 significant digits (ns up to 1,000 s): the cost model's
 /// predictions carry no more, and the files stay small.
-static void number(json::OStream &J, double V) {
+static void number(json::OStream &J, StringRef Key, double V) {
+  J.attributeBegin(Key);
   J.rawValue([&](raw_ostream &OS) { OS << format("%.12g", V); });
+  J.attributeEnd();
 }
 
 static void eventJSON(json::OStream &J, const ScheduleEvent &E) {
@@ -577,12 +579,8 @@ static void eventJSON(json::OStream &J, const ScheduleEvent &E) {
       J.attribute("micro_batch", E.MicroBatch);
     if (E.Chunk >= 0)
       J.attribute("chunk", E.Chunk);
-    J.attributeBegin("start_s");
-    number(J, E.StartS);
-    J.attributeEnd();
-    J.attributeBegin("end_s");
-    number(J, E.EndS);
-    J.attributeEnd();
+    number(J, "start_s", E.StartS);
+    number(J, "end_s", E.EndS);
     J.attribute("stream", E.Stream);
     if (!E.Group.empty())
       J.attribute("group", E.Group);
@@ -664,9 +662,7 @@ Error writeSchedule(const ShardedProgram &SP, StringRef Mode, StringRef Path) {
             J.attribute("peer", C.Peer);
           if (C.Tag >= 0)
             J.attribute("sr_tag", C.Tag);
-          J.attributeBegin("time_s");
-          number(J, C.TimeS);
-          J.attributeEnd();
+          number(J, "time_s", C.TimeS);
         });
       });
       if (K + 1 < P.Comms.size())
@@ -762,12 +758,8 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
               J.attribute("pid", Rank);
               J.attribute("tid", Tid(E.Stream));
               // Microseconds, as the format wants.
-              J.attributeBegin("ts");
-              number(J, E.StartS * 1e6);
-              J.attributeEnd();
-              J.attributeBegin("dur");
-              number(J, (E.EndS - E.StartS) * 1e6);
-              J.attributeEnd();
+              number(J, "ts", E.StartS * 1e6);
+              number(J, "dur", (E.EndS - E.StartS) * 1e6);
               J.attributeObject("args", [&] {
                 if (!E.Op.empty())
                   J.attribute("op", E.Op);
@@ -796,9 +788,7 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
                   J.attribute("s", "p");
                   J.attribute("pid", Rank);
                   J.attribute("tid", 1);
-                  J.attributeBegin("ts");
-                  number(J, E.StartS * 1e6);
-                  J.attributeEnd();
+                  number(J, "ts", E.StartS * 1e6);
                 });
               }
               continue;

@@ -201,6 +201,19 @@ private:
                              ArrayRef<Value *> In,
                              ArrayRef<std::string> OutNames);
   void emitSends(const Node &N);
+  /// \p N is built: the sends of its outputs follow.
+  Error finishNode(const Node &N) {
+    Building.erase(&N);
+    emitSends(N);
+    return Error::success();
+  }
+  /// \p N is built, \p Y (or its error) standing for its output \p OutV.
+  Error finishNode(const Node &N, const Value *OutV, Expected<Value *> Y) {
+    if (!Y)
+      return Y.takeError();
+    Produced[OutV] = *Y;
+    return finishNode(N);
+  }
   /// A lookup in an embedding table sharded over dp: the group's ids
   /// all-gathered, this rank's rows looked up (the others masked to 0),
   /// the partial embeddings reduce-scattered back to each rank's samples.
@@ -1487,9 +1500,7 @@ Error RoleBuilder::buildNodeUnnamed(const Node &N) {
     if (O && DD.count(O) &&
         (IsBranch || (AnyEPIn && EPPartial.count(N.getOutput(0)))))
       InEPRegion.insert(O);
-  Building.erase(&N);
-  emitSends(N);
-  return Error::success();
+  return finishNode(N);
 }
 
 Expected<bool> RoleBuilder::buildExpertCombine(const Node &N,
@@ -1761,9 +1772,7 @@ Error RoleBuilder::buildControlFlow(const Node &N, const NodeSharding &NS) {
       (*C)->getOutput(O)->Type = V->Type;
       Produced[V] = (*C)->getOutput(O);
     }
-  Building.erase(&N);
-  emitSends(N);
-  return Error::success();
+  return finishNode(N);
 }
 
 Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
@@ -1847,14 +1856,9 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
       Shape LShape = PShape;
       LShape.back() = SD->Type.Dims[1].Size;
       Value *L = Op("Gather", "lookup", {*Shard, *GId}, TensorType(ET, LShape));
-      Expected<Value *> Y =
-          allToAllDP(L, Base + ".dpa2a", 0, (int)LShape.size() - 1, OutV->Type);
-      if (!Y)
-        return Y.takeError();
-      Produced[OutV] = *Y;
-      Building.erase(&N);
-      emitSends(N);
-      return Error::success();
+      return finishNode(N, OutV,
+                        allToAllDP(L, Base + ".dpa2a", 0,
+                                   (int)LShape.size() - 1, OutV->Type));
     }
     if (S.Kind == EmbShardKind::Table) {
       Partial = Op("Gather", "lookup", {*Shard, *GId}, PT);
@@ -1884,15 +1888,11 @@ Error RoleBuilder::lowerEmbeddingLookup(const Node &N,
     C->addAttribute(tensorAttr("value", std::move(Z)));
     Partial = Op("Mul", "partial", {MaskOf(Neg), C->getOutput(0)}, PT);
   }
-  Expected<Value *> Y = collective(
-      "HcomReduceScatter", "dp", Partial, Base + ".dpscatter", OutV->Type,
-      {{"reduction", 0, "sum"}, {"rank_size", NG}, {"axis", 0}});
-  if (!Y)
-    return Y.takeError();
-  Produced[OutV] = *Y;
-  Building.erase(&N);
-  emitSends(N);
-  return Error::success();
+  return finishNode(
+      N, OutV,
+      collective("HcomReduceScatter", "dp", Partial, Base + ".dpscatter",
+                 OutV->Type,
+                 {{"reduction", 0, "sum"}, {"rank_size", NG}, {"axis", 0}}));
 }
 
 Expected<RoleGraph> RoleBuilder::build() {

@@ -18,6 +18,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include <algorithm>
+#include <tuple>
 
 using namespace llvm;
 
@@ -62,15 +63,10 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
   }
   auto Event = [&](const ScheduleComm &C, double Start, double End) {
     ScheduleEvent CE;
-    CE.Kind = C.Kind;
-    CE.Op = C.Op;
+    std::tie(CE.Kind, CE.Op, CE.Group, CE.Level, CE.Bytes, CE.Peer, CE.Tag) =
+        std::tie(C.Kind, C.Op, C.Group, C.Level, C.Bytes, C.Peer, C.Tag);
     CE.MicroBatch = E.MicroBatch;
     CE.Chunk = E.Chunk;
-    CE.Group = C.Group;
-    CE.Level = C.Level;
-    CE.Bytes = C.Bytes;
-    CE.Peer = C.Peer;
-    CE.Tag = C.Tag;
     CE.StartS = Start;
     CE.EndS = End;
     return CE;

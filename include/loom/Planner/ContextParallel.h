@@ -42,6 +42,14 @@ struct CPLayerInputs {
 struct CPLayerCost {
   /// Communication time, and the part not hidden behind attention.
   double FwdS = 0, BwdS = 0, FwdExposedS = 0, BwdExposedS = 0;
+  /// Sums layers' costs (a stage's).
+  CPLayerCost &operator+=(const CPLayerCost &O) {
+    FwdS += O.FwdS;
+    BwdS += O.BwdS;
+    FwdExposedS += O.FwdExposedS;
+    BwdExposedS += O.BwdExposedS;
+    return *this;
+  }
 };
 
 /// The cp communication of one attention layer over the cp group \p CPG.

@@ -115,14 +115,10 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &NS) {
 /// sums broadcast to partial sums.
 void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   const Value *X = N.getInput(0), *Y = N.getOutput(0);
-  AxisSpec CX = Ctx.getSpec(X);
-  replicateAll(N, NS);
-  if (CX.isPartial()) {
-    keepInputs(N, Ctx, NS, CX);
+  Optional<AxisSpec> In = getSplitLinearInput(N, Ctx, NS);
+  if (!In || !In->Blocks.empty() || !getConstantInts(N.getInput(1)))
     return;
-  }
-  if (!CX.isSplit() || !CX.Blocks.empty() || !getConstantInts(N.getInput(1)))
-    return;
+  const AxisSpec &CX = *In;
   NS.InputSpecs[0] = CX;
   NS.OutputSpecs[0] =
       AxisSpec::split(CX.Dim + (int)(Y->Type.getRank() - X->Type.getRank()));

@@ -105,14 +105,10 @@ void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &NS) {
 void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &NS,
                           bool Unsqueeze) {
   const Value *X = N.getInput(0), *Y = N.getOutput(0);
-  AxisSpec CX = Ctx.getSpec(X);
-  replicateAll(N, NS);
-  if (CX.isPartial()) {
-    keepInputs(N, Ctx, NS, CX);
+  Optional<AxisSpec> In = getSplitLinearInput(N, Ctx, NS);
+  if (!In)
     return;
-  }
-  if (!CX.isSplit())
-    return;
+  const AxisSpec &CX = *In;
   std::vector<int64_t> Axes = readAxes(N, 1);
   unsigned RX = X->Type.getRank(), RY = Y->Type.getRank();
   std::vector<bool> Marked(Unsqueeze ? RY : RX, false);

@@ -36,6 +36,12 @@ void replicateAll(const Node &N, OpSharding &S);
 /// Every input as it arrives; every output \p Out.
 void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
                 const AxisSpec &Out);
+/// The start of a rule for an op linear in its first input (Expand,
+/// (Un)Squeeze): everything replicated, a partial first input kept partial
+/// through the op. Its spec where it is split (the rule goes on), else None
+/// (the rule is done).
+llvm::Optional<AxisSpec>
+getSplitLinearInput(const Node &N, const RuleContext &Ctx, OpSharding &S);
 /// Row parallel (MatMul, Gemm, Conv alike): the input \p In and the weight
 /// \p Weight split along the contraction dim, so the output is a partial
 /// sum -- or, with a bias, whole after the reduction, the bias (whole)
@@ -49,44 +55,37 @@ ShardCollective getLoweringAllReduce(const Node &N, const TensorType &T,
                                      llvm::StringRef Reduction,
                                      llvm::StringRef Suffix);
 
+/// The signature of the per-family rules below: read \p N's input specs
+/// from \p Ctx, write the specs (and the collectives) of its choice to \p S.
+using RuleFn = void(const Node &N, RuleContext &Ctx, OpSharding &S);
+
 // MatmulRules.cpp: MatMul, Gemm.
-void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleMatMul, ruleGemm;
 // ElementwiseRules.cpp: element-wise maps with broadcasting, Expand.
-void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleElementwise, ruleExpand;
 // MovementRules.cpp: Reshape/Flatten, Transpose, (Un)Squeeze, Split,
 // Concat, Slice, Shape/Size.
 void ruleReshape(const Node &N, RuleContext &Ctx, OpSharding &S, bool Flatten);
-void ruleTranspose(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleTranspose;
 void ruleUnsqueezeSqueeze(const Node &N, RuleContext &Ctx, OpSharding &S,
                           bool Unsqueeze);
-void ruleSplit(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleConcat(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleSlice(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleShape(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleSplit, ruleConcat, ruleSlice, ruleShape;
 // NormRules.cpp: BatchNormalization, InstanceNormalization,
 // LayerNormalization.
-void ruleBatchNorm(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleLayerNorm(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleBatchNorm, ruleLayerNorm;
 // ReductionRules.cpp: Softmax family, ArgMax/ArgMin, TopK, Reduce*.
 void ruleAxisOp(const Node &N, RuleContext &Ctx, OpSharding &S, int Axis,
                 bool Below);
-void ruleSoftmax(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleArgMax(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleTopK(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleReduce(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleSoftmax, ruleArgMax, ruleTopK, ruleReduce;
 // AttentionRules.cpp: opset 23's Attention and RotaryEmbedding (the
 // heads split).
-void ruleAttention(const Node &N, RuleContext &Ctx, OpSharding &S);
-void ruleRotaryEmbedding(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleAttention, ruleRotaryEmbedding;
 // ConvPoolRules.cpp: Conv, pools.
-void ruleConv(const Node &N, RuleContext &Ctx, OpSharding &S);
-void rulePool(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleConv, rulePool;
 // IndexingRules.cpp: Gather.
-void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleGather;
 // LossRules.cpp: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss.
-void ruleLoss(const Node &N, RuleContext &Ctx, OpSharding &S);
+RuleFn ruleLoss;
 
 } // namespace shardrules
 } // namespace loom

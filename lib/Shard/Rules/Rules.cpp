@@ -498,5 +498,16 @@ void keepInputs(const Node &N, const RuleContext &Ctx, OpSharding &S,
   S.OutputSpecs.assign(N.getNumOutputs(), Out);
 }
 
+Optional<AxisSpec> getSplitLinearInput(const Node &N, const RuleContext &Ctx,
+                                       OpSharding &S) {
+  AxisSpec CX = Ctx.getSpec(N.getInput(0));
+  replicateAll(N, S);
+  if (CX.isPartial())
+    keepInputs(N, Ctx, S, CX);
+  if (!CX.isSplit())
+    return None;
+  return CX;
+}
+
 } // namespace shardrules
 } // namespace loom
