@@ -1,5 +1,4 @@
-//===- ServingModel.h - The serving model of one graph -----------*- C++
-//-*-===//
+//===- ServingModel.h - The serving model of one graph -------- -*- C++ -*-===//
 //
 // Shared by the pooled search (Serving.cpp) and the disaggregated one
 // (ServingDisagg.cpp); not installed.
