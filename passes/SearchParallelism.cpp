@@ -12,6 +12,7 @@
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Plan/BatchSplit.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Planner/Goodput.h"
 #include "loom/Planner/Search.h"
 #include "loom/Report/ServingReport.h"
@@ -494,11 +495,9 @@ Error searchParallelism(CompilationUnit &CU) {
   const PlanCost &Best = R->Top.front();
   std::vector<int> StageOf(Eval.getNumLayers(), 0);
   for (unsigned S = 0; S < Best.Stages.size(); ++S)
-    for (unsigned L = Best.Stages[S].FirstLayer;
-         L < Best.Stages[S].FirstLayer + Best.Stages[S].NumLayers &&
-         L < StageOf.size();
-         ++L)
-      StageOf[L] = S;
+    for (auto [First, End] : getStageLayerRuns(Best, S))
+      for (unsigned L = First; L < End && L < StageOf.size(); ++L)
+        StageOf[L] = S;
   for (const auto &NP : CU.M->getGraph().getNodes()) {
     unsigned L = std::max(0, NP->Layer);
     NP->Stage = StageOf[std::min<size_t>(L, StageOf.size() - 1)];

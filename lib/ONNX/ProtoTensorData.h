@@ -51,6 +51,14 @@ decodeStrings(llvm::ArrayRef<char> Bytes, uint64_t NumElements);
 /// Size of encodeStrings' result for the string_data of \p TP.
 uint64_t getEncodedStringsSize(const onnx::TensorProto &TP);
 
+struct ImportStats;
+/// Imports the parsed \p MP (Importer.cpp); anything ONNX or protobuf
+/// throws becomes an error naming \p BufferName.
+llvm::Expected<std::unique_ptr<Model>>
+runImporter(std::shared_ptr<const onnx::ModelProto> MP,
+            llvm::StringRef BufferName, llvm::StringRef BaseDir, bool IsText,
+            ImportStats *Stats);
+
 /// Data stored in a TensorProto of a ModelProto that this object keeps alive.
 class ProtoTensorData : public TensorData {
 public:

@@ -88,4 +88,33 @@ std::vector<unsigned> getStageTotals(ArrayRef<unsigned> Chunks, unsigned PP) {
   return Totals;
 }
 
+SmallVector<std::pair<unsigned, unsigned>, 4>
+getStageLayerRuns(ArrayRef<unsigned> Chunks, unsigned PP, unsigned Stage) {
+  SmallVector<std::pair<unsigned, unsigned>, 4> Runs;
+  PP = std::max(1u, PP);
+  unsigned First = 0;
+  for (unsigned C = 0; C < Chunks.size(); First += Chunks[C], ++C)
+    if (C % PP == Stage && Chunks[C] > 0)
+      Runs.push_back({First, First + Chunks[C]});
+  return Runs;
+}
+
+SmallVector<std::pair<unsigned, unsigned>, 4>
+getStageLayerRuns(const PlanCost &PC, unsigned Stage) {
+  if (!PC.ChunkLayers.empty())
+    return getStageLayerRuns(PC.ChunkLayers, PC.Plan.PP, Stage);
+  const StageCost &SC = PC.Stages[Stage];
+  return {{SC.FirstLayer, SC.FirstLayer + SC.NumLayers}};
+}
+
+std::string getStageLayersText(const PlanCost &PC, unsigned Stage) {
+  std::string S;
+  for (auto [First, End] : getStageLayerRuns(PC, Stage)) {
+    S += (S.empty() ? "" : ",") + std::to_string(First);
+    if (End - First > 1)
+      S += "-" + std::to_string(End - 1);
+  }
+  return S;
+}
+
 } // namespace loom

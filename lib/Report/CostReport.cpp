@@ -1,6 +1,7 @@
 //===- CostReport.cpp - --print-costs output, text and JSON ---------------===//
 #include "loom/Report/CostReport.h"
 #include "loom/IR/NodeLabel.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Report/EmbeddingReport.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -338,8 +339,9 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
     for (unsigned S = 0; S < PC.Stages.size(); ++S) {
       const StageCost &SC = PC.Stages[S];
       json::Array Layers;
-      for (unsigned L = SC.FirstLayer; L < SC.FirstLayer + SC.NumLayers; ++L)
-        Layers.push_back((int64_t)L);
+      for (auto [First, End] : getStageLayerRuns(PC, S))
+        for (unsigned L = First; L < End; ++L)
+          Layers.push_back((int64_t)L);
       const MemoryBreakdown &M = SC.Memory;
       Stages.push_back(json::Object{
           {"stage", (int64_t)S},
@@ -399,11 +401,10 @@ void printStageCosts(const Graph &G, const NodeCostMap &Costs,
        << " on the most loaded ep rank (its expert compute and all-to-all)\n";
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
-    OS << "stage " << S << ": layers " << SC.FirstLayer << "-"
-       << SC.FirstLayer + SC.NumLayers - 1 << " compute "
-       << formatDuration(Seconds(SC.ComputeS)) << " comm_exposed "
-       << formatDuration(Seconds(SC.CommExposedS)) << " bubble "
-       << formatDuration(Seconds(SC.BubbleS)) << " memory "
+    OS << "stage " << S << ": layers " << getStageLayersText(PC, S)
+       << " compute " << formatDuration(Seconds(SC.ComputeS))
+       << " comm_exposed " << formatDuration(Seconds(SC.CommExposedS))
+       << " bubble " << formatDuration(Seconds(SC.BubbleS)) << " memory "
        << formatBytes(Bytes(SC.MemoryBytes)) << " / "
        << formatBytes(Bytes(PC.HBMBytes)) << "\n";
     const MemoryBreakdown &M = SC.Memory;

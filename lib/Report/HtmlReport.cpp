@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "loom/Report/HtmlReport.h"
+#include "loom/Plan/StageSplit.h"
 #include "loom/Report/ServingReport.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Support/Units.h"
@@ -439,8 +440,8 @@ void writeMemory(const PlanCost &PC, raw_ostream &OS) {
   OS << "<th>total</th><th>of HBM</th></tr>\n";
   for (unsigned S = 0; S < PC.Stages.size(); ++S) {
     const StageCost &SC = PC.Stages[S];
-    OS << "<tr><td class=\"l\">stage " << S << "</td><td>" << SC.FirstLayer
-       << "-" << SC.FirstLayer + SC.NumLayers - 1 << "</td>";
+    OS << "<tr><td class=\"l\">stage " << S << "</td><td>"
+       << getStageLayersText(PC, S) << "</td>";
     for (const Part &P : Parts)
       OS << "<td>" << bytes(SC.Memory.*P.Field) << "</td>";
     OS << "<td class=\"stage-memory\">" << bytes(SC.MemoryBytes) << " / "

@@ -27,6 +27,13 @@ import subprocess
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
+
+
+def zoo_mtime():
+    """When the zoo generator (make_zoo.py and its modules) last changed."""
+    folder = os.path.dirname(MAKE_ZOO)
+    return max(os.path.getmtime(os.path.join(folder, f))
+               for f in os.listdir(folder) if f.endswith(".py"))
 HW = os.path.join(SRC, "examples", "hw", "atlas900.yaml")
 # (zoo name, global batch, sequence): the README's worked examples' shapes.
 MODELS = [("gpt3-175b", 1024, 2048), ("llama2-70b", 1024, 4096),
@@ -71,7 +78,7 @@ def main():
     missing = [m for m, _, _ in MODELS
                if not os.path.exists(os.path.join(zoo, m + ".onnx"))
                or os.path.getmtime(os.path.join(zoo, m + ".onnx"))
-               < os.path.getmtime(MAKE_ZOO)]
+               < zoo_mtime()]
     if missing:
         subprocess.run([sys.executable, MAKE_ZOO, zoo, "--only",
                         ",".join(missing), "--dtype", "float16", "--no-check",

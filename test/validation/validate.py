@@ -58,6 +58,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 MAKE_ZOO = os.path.join(SRC, "examples", "models", "zoo", "make_zoo.py")
+
+
+def zoo_mtime():
+    """When the zoo generator (make_zoo.py and its modules) last changed."""
+    folder = os.path.dirname(MAKE_ZOO)
+    return max(os.path.getmtime(os.path.join(folder, f))
+               for f in os.listdir(folder) if f.endswith(".py"))
 MAKE_ALT = os.path.join(HERE, "make_alt.py")
 MAKE_WRITINGS = os.path.join(SRC, "test", "invariance", "make_writings.py")
 
@@ -169,8 +176,8 @@ def model_file(row, writing):
 def ensure_alt_models(rows, zoo):
     """The rows' models in the second writing, (NAME, SEQ) each once."""
     os.makedirs(zoo, exist_ok=True)
-    stamp = max(os.path.getmtime(p) for p in (MAKE_ZOO, MAKE_ALT,
-                                              MAKE_WRITINGS))
+    stamp = max([zoo_mtime()] + [os.path.getmtime(p)
+                                 for p in (MAKE_ALT, MAKE_WRITINGS)])
     missing = sorted({f"{r['model']}:{int(r['seq'])}" for r in rows
                       if not os.path.exists(os.path.join(
                           zoo, model_file(r, "alt")))
@@ -185,7 +192,7 @@ def ensure_models(names, zoo):
     """Writes the zoo models NAME (or NAME-pSEQ: position tables SEQ long,
     zoo_name) missing from or older than the cache `zoo`."""
     os.makedirs(zoo, exist_ok=True)
-    stamp = os.path.getmtime(MAKE_ZOO)
+    stamp = zoo_mtime()
     missing = [n for n in names
                if not os.path.exists(os.path.join(zoo, n + ".onnx"))
                or os.path.getmtime(os.path.join(zoo, n + ".onnx")) < stamp]

@@ -109,6 +109,10 @@ struct PlanCost {
     return PerToken ? "tokens_per_s" : "samples_per_s";
   }
   std::vector<StageCost> Stages;
+  /// Layers per pipeline chunk (loom/Plan/StageSplit.h getChunkLayers):
+  /// chunk c on stage c % pp. Empty where the plan was not costed by
+  /// stages (each stage then holds its layers in one run).
+  std::vector<unsigned> ChunkLayers;
   double MaxMemoryBytes = 0;
   /// Usable HBM per device (capacity - reserved).
   double HBMBytes = 0;

@@ -11,8 +11,12 @@
 
 #include "loom/IR/Graph.h"
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Plan/PredictedCost.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -43,6 +47,17 @@ llvm::Expected<std::vector<unsigned>> getChunkLayers(const ParallelPlan &P,
 /// Per stage, the layers of its chunks (chunk c on stage c % \p PP).
 std::vector<unsigned> getStageTotals(llvm::ArrayRef<unsigned> Chunks,
                                      unsigned PP);
+/// The layers stage \p Stage holds, [first, end) per chunk in layer
+/// order (chunk c on stage c % \p PP; empty chunks left out).
+llvm::SmallVector<std::pair<unsigned, unsigned>, 4>
+getStageLayerRuns(llvm::ArrayRef<unsigned> Chunks, unsigned PP, unsigned Stage);
+/// The layers stage \p Stage of \p PC holds, as above from its
+/// ChunkLayers, or its one run where it has none.
+llvm::SmallVector<std::pair<unsigned, unsigned>, 4>
+getStageLayerRuns(const PlanCost &PC, unsigned Stage);
+/// The same as text: "0-4", or with interleaving "0-2,5-6" (a run of
+/// one layer as "9").
+std::string getStageLayersText(const PlanCost &PC, unsigned Stage);
 
 } // namespace loom
 

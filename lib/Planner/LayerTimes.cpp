@@ -1,0 +1,259 @@
+//===- LayerTimes.cpp - One layer's time at a plan's degrees --------------===//
+//
+// How long a node and a layer take per rank at (tp, micro-batch, sp, ep, cp),
+// with the tp collectives they price, and the per-layer queries built on the
+// same split: getLayerTime, getLayerForwardTime, getLayerSummary, getTPSplit
+// and getPricedForwardCollectives.
+//
+//===----------------------------------------------------------------------===//
+#include "PlanCostImpl.h"
+#include "loom/Cost/Collectives.h"
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+using namespace llvm;
+
+namespace loom {
+
+double PlanEvaluator::Impl::nodeTime(const NodeFacts &F, const NodeSplit &S,
+                                     double ActScale, unsigned TP,
+                                     bool Backward, unsigned EP) const {
+  if (!F.C || F.C->Class.empty() || !F.C->Cost.HasRule)
+    return 0;
+  // Placed where it has no time (a Constant: data at rest, placed anywhere).
+  auto Placed = F.C->Times.find(F.C->Class);
+  if (Placed == F.C->Times.end() || !Placed->second.Supported)
+    return 0;
+  // An unrolled expert's branch runs on 1/ep of the devices, on ep times
+  // the tokens: its time at ep x the activations, divided by ep.
+  double Share = 1;
+  if (F.Expert && !F.StackedExperts && EP > 1) {
+    ActScale *= EP;
+    Share = 1.0 / EP;
+  }
+  // Per rank (the rules' local shapes): split work is 1/tp of the node's
+  // at the micro-batch; its weights are 1/tp where they arrive split.
+  OpCost C = F.C->Cost;
+  double ActF = ActScale / (S.Sharded ? TP : 1);
+  double ParamF = 1 - S.ParamSplitFrac * (1 - 1.0 / TP);
+  C.Flops *= ActF;
+  C.BackwardFlops *= ActF;
+  C.RecomputeFlops *= ActF; // a fused kernel's backward recomputation
+  if (ShardedLookups.count(F.N))
+    C.BytesRead *= ActF; // the rows of this micro-batch's ids
+  else
+    C.BytesRead = (C.BytesRead - C.ParamBytes) * ActF + C.ParamBytes * ParamF;
+  C.BytesWritten *= ActF;
+  C.BackwardBytes *= ActF;
+  C.ParamBytes *= ParamF;
+  if (F.StackedExperts) {
+    // All experts at once: each device keeps NumExperts / ep of them (the
+    // weight reads shrink) and gets ep times the tokens per expert (the
+    // FLOPs do not change).
+    C.BytesRead -= C.ParamBytes * (1 - 1.0 / EP);
+    C.ParamBytes /= EP;
+  }
+  if (C.Unit == ComputeUnit::Cube && F.StackedExperts &&
+      C.MM.Batch == (int64_t)F.StackedExperts) {
+    C.MM.Batch = std::max<int64_t>(1, C.MM.Batch / EP);
+    C.MM.M = std::max<int64_t>(1, std::llround(C.MM.M * ActScale * EP));
+  } else if (C.Unit == ComputeUnit::Cube) {
+    if (C.MM.Batch > 1)
+      C.MM.Batch = std::max<int64_t>(1, std::llround(C.MM.Batch * ActScale));
+    else
+      C.MM.M = std::max<int64_t>(1, std::llround(C.MM.M * ActScale));
+  }
+  // The dim the split divides: the columns (column parallel), the
+  // contraction (row parallel), the heads or the rows.
+  if (C.Unit == ComputeUnit::Cube && TP > 1) {
+    auto Div = [&](int64_t &D) { D = std::max<int64_t>(1, D / TP); };
+    switch (S.MM) {
+    case rulesplit::MMDim::N:
+      Div(C.MM.N);
+      break;
+    case rulesplit::MMDim::K:
+      Div(C.MM.K);
+      break;
+    case rulesplit::MMDim::Batch:
+      Div(C.MM.Batch > 1 ? C.MM.Batch : C.MM.M);
+      break;
+    case rulesplit::MMDim::M:
+      Div(C.MM.M);
+      break;
+    case rulesplit::MMDim::None:
+      break;
+    }
+  }
+  ClassTime T = estimateClassTime(*F.N, C, F.C->Class, HW);
+  // Inputs arriving from another class (placement): the bytes scale with
+  // the node's activations, the latencies do not.
+  double Transfer =
+      Backward ? F.C->BackwardTransferS * ActF + F.C->BackwardTransferLatencyS
+               : F.C->TransferS * ActF + F.C->TransferLatencyS;
+  return ((Backward ? T.BackwardSeconds : T.Seconds) + Transfer) * Share;
+}
+
+const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
+                                                  unsigned MB, bool SP,
+                                                  unsigned EP, bool AllTables,
+                                                  unsigned CP) const {
+  // Identical blocks cost the same: key by the representative the rules
+  // ran over.
+  AllTables &= !Tables.empty();
+  const ConfigSplit &CS = getConfig(TP, SP, EP, AllTables, MB);
+  unsigned Key = CS.RepOf[L];
+  if (LF[L].EP.empty())
+    EP = 1; // no experts: the same times at every ep
+  auto K = std::make_tuple(Key, TP, MB, SP, EP, AllTables, CP);
+  auto It = Cache.find(K);
+  if (It != Cache.end())
+    return It->second;
+  double ActScale = getActScale(MB, CP);
+  LayerTimes T;
+  DenseMap<const Value *, unsigned> LinearOf;
+  const LayerSplit &LS = CS.get(L);
+  for (unsigned I = 0; I < LF[Key].Nodes.size(); ++I) {
+    const NodeFacts &F = LF[Key].Nodes[I];
+    const NodeSplit &NS = LS.Nodes[I];
+    // Routed tokens spread unevenly over the ep ranks: the most loaded one
+    // runs its experts on MoEImbalance times the mean, and the rest wait.
+    double Imb = F.StackedExperts && EP > 1 ? Opts.MoEImbalance : 1.0;
+    double Fwd = nodeTime(F, NS, ActScale, TP, false, EP) * Imb;
+    T.Fwd += Fwd;
+    double Bwd =
+        Opts.Train ? nodeTime(F, NS, ActScale, TP, true, EP) * Imb : 0.0;
+    T.Bwd += Bwd;
+    if (F.WeightGemm && NS.Sharded) {
+      T.GemmFwd += Fwd;
+      T.GemmBwd += Bwd;
+      const Value *Act = nullptr;
+      for (const Value *V : F.N->getInputs())
+        if (V && !(isWeightLike(V) && V->Type.getRank() >= 2) &&
+            !isConstantLike(V)) {
+          Act = V;
+          break;
+        }
+      auto Ins = LinearOf.try_emplace(Act, T.LinearFwd.size());
+      if (Ins.second) {
+        T.LinearFwd.push_back(0);
+        T.LinearBwd.push_back(0);
+      }
+      T.LinearFwd[Ins.first->second] += Fwd;
+      T.LinearBwd[Ins.first->second] += Bwd;
+    }
+    if (F.AttentionCore)
+      T.AttnFwd += Fwd;
+    if (F.CoreNode) {
+      T.CoreFwd += Fwd;
+      T.CoreBwd += Bwd;
+    }
+  }
+  if (TP > 1) {
+    GroupShape TPG = Outer.getGroupShape({{1u, TP}});
+    forEachRankComm(
+        LS.Fwd, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
+          T.CommFwd += collectiveTime(X.Kind, Bytes, TPG, HW).Seconds;
+        });
+    if (Opts.Train)
+      forEachRankComm(
+          LS.Bwd, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
+            T.CommBwd += collectiveTime(X.Kind, Bytes, TPG, HW).Seconds;
+            T.BwdBytes += Bytes;
+          });
+  }
+  return Cache.emplace(K, std::move(T)).first->second;
+}
+
+PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
+                                                     unsigned TP, unsigned MB,
+                                                     bool SP, unsigned EP,
+                                                     unsigned CP) const {
+  const LayerTimes &T =
+      I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP, EP,
+                    /*AllTables=*/false, CP);
+  return {T.Fwd, T.Bwd, T.AttnFwd};
+}
+
+double PlanEvaluator::getLayerForwardTime(unsigned Layer, unsigned TP,
+                                          double ActScale,
+                                          double AttnScale) const {
+  double T = 0;
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  const ConfigSplit &CS = I->getConfig(TP, /*SP=*/false, 1);
+  unsigned Rep = CS.RepOf[L];
+  for (unsigned J = 0; J < I->LF[Rep].Nodes.size(); ++J) {
+    const NodeFacts &F = I->LF[Rep].Nodes[J];
+    double Scale = F.AttentionCore ? AttnScale : ActScale;
+    if (Scale > 0)
+      T += I->nodeTime(F, CS.get(L).Nodes[J], Scale, TP, /*Backward=*/false, 1);
+  }
+  return T;
+}
+
+PlanEvaluator::LayerSummary
+PlanEvaluator::getLayerSummary(unsigned Layer) const {
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  const LayerFacts &F = I->LF[L];
+  LayerSummary S;
+  std::tie(S.KVBytes, S.KVElements, S.QHeads, S.KVHeads, S.Flops) =
+      std::tie(F.KVBytes, F.KVElements, F.QHeads, F.KVHeads, F.Flops);
+  S.OutBoundaryBytes = I->BoundaryBytes[L + 1];
+  // Classified by every split some degree could take (serving's tp
+  // divides them all: the search's legality).
+  const LayerSplit &LS = I->getConfig(RuleContext::AnyDivides, false, 1).get(L);
+  std::vector<double> &AR = I->SummaryAllReduce[L];
+  AR.clear();
+  for (const rulesplit::TPComm &X : LS.Fwd)
+    if (X.Kind == CollectiveKind::AllReduce)
+      AR.push_back(X.Bytes);
+  S.FwdAllReduce = AR;
+  for (unsigned J = 0; J < F.Nodes.size(); ++J) {
+    const NodeFacts &N = F.Nodes[J];
+    if (!N.C || N.AttentionCore || !N.C->Cost.HasRule)
+      continue;
+    bool Sharded = LS.Nodes[J].Sharded;
+    (Sharded ? S.ParamBytesSharded : S.ParamBytesReplicated) +=
+        N.C->Cost.ParamBytes;
+    (Sharded ? S.FlopsSharded : S.FlopsReplicated) += N.C->Cost.Flops;
+  }
+  return S;
+}
+
+PlanEvaluator::TPSplit PlanEvaluator::getTPSplit(unsigned Layer, unsigned TP,
+                                                 bool SP, unsigned EP) const {
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  const LayerSplit &LS = I->getConfig(TP, SP, EP).get(L);
+  TPSplit R;
+  for (unsigned J = 0; J < I->LF[L].Nodes.size(); ++J) {
+    R.Nodes.push_back(I->LF[L].Nodes[J].N);
+    R.Specs.push_back(LS.Nodes[J].S);
+    R.Sharded.push_back(LS.Nodes[J].Sharded);
+  }
+  for (const rulesplit::TPComm &X : LS.Fwd)
+    R.Collectives.push_back({X.Kind, X.Bytes, X.V, false});
+  for (const rulesplit::TPComm &X : LS.Bwd)
+    R.Collectives.push_back({X.Kind, X.Bytes, X.V, true});
+  return R;
+}
+
+std::vector<PlanEvaluator::TPCollective>
+PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
+                                           unsigned Layer) const {
+  // As costStage and layerTimes price them.
+  std::vector<TPCollective> R;
+  if (P.TP <= 1)
+    return R;
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
+  bool AllTables = P.Emb != EmbeddingMode::Auto && !I->Tables.empty();
+  const LayerSplit &LS =
+      I->getConfig(P.TP, P.SP, P.EP, AllTables, P.MicroBatchSize).get(L);
+  // layerTimes' ep: 1 where the layer has no experts (no expert comms).
+  Impl::forEachRankComm(LS.Fwd, I->getActScale(P.MicroBatchSize, P.CP), P.EP,
+                        [&](const rulesplit::TPComm &X, double Bytes) {
+                          R.push_back({X.Kind, Bytes, X.V, false});
+                        });
+  return R;
+}
+
+} // namespace loom
