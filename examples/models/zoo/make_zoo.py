@@ -244,6 +244,18 @@ MODELS = [
            vocab=32000, max_pos=4096, published=68_976_648_192,
            published_note="exact count of the released checkpoint (the "
                           "paper's '70B')"),
+    # Llama 3 8B (Llama Team 2024, "The Llama 3 Herd of Models", Table 3;
+    # HF meta-llama/Meta-Llama-3-8B config.json): 32 layers, 4096, 32
+    # heads, 8 KV heads, FFN 14336, vocab 128256, rope theta 5e5, context
+    # 8192. NeMo's long-sequence table on DGX-B200 trains it
+    # (test/validation/runs.csv, nemo-cp-b200-*).
+    Config(name="llama3-8b", family="llama",
+           source="Llama Team 2024, 'The Llama 3 Herd of Models', Table 3; "
+                  "HF meta-llama/Meta-Llama-3-8B config.json (GQA, 8 KV heads)",
+           layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
+           vocab=128256, max_pos=8192, rope_theta=5e5,
+           published=8_030_261_248,
+           published_note="exact count of the released checkpoint ('8B')"),
     # Llama 3.1 405B (Llama Team 2024, "The Llama 3 Herd of Models", Table
     # 3; HF meta-llama/Llama-3.1-405B config.json): 126 layers, 16384, 128
     # heads, 8 KV heads, FFN 53248, vocab 128256, rope theta 5e5, rotary
