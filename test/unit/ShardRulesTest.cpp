@@ -205,6 +205,52 @@ g (float[n,16] t) => (float[n,16] d, int64[2] sd, int64[3] sh)
   EXPECT_EQ(C.in("sh", 0), "R");
 }
 
+// HF Mixtral's accumulation as torch.onnx writes index_add_: each expert's
+// row-parallel output (a partial sum over tp) scattered into zeros, the
+// experts' scatters added up. Scatters that overwrite or add are linear in
+// data and updates together (IndexingRules.cpp), so the partials flow
+// through every expert: one all-reduce after the last, not one per expert. A scatter that multiplies, or partial updates into whole
+// non-zero data, takes whole updates (reduced first) and stays whole.
+TEST(ShardRules, ScattersIntoZerosKeepExpertPartials) {
+  CompilationUnit CU = load(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,16] t, int64[4,16] i) => (float[8,16] xb, float[8,16] mu,
+                                     float[8,16] ow)
+<float[16,64] a1, float[64,16] a2, float[16,64] b1, float[64,16] b2,
+ float[8,16] base, int64[2] shp = {8, 16}>
+{
+  z = ConstantOfShape (shp)
+  ua = MatMul (t, a1)
+  ra = Relu (ua)
+  ya = MatMul (ra, a2)
+  ub = MatMul (t, b1)
+  rb = Relu (ub)
+  yb = MatMul (rb, b2)
+  xa = ScatterElements <axis = 0> (z, i, ya)
+  xb = ScatterElements <axis = 0, reduction = "add"> (xa, i, yb)
+  mu = ScatterElements <axis = 0, reduction = "mul"> (z, i, yb)
+  ow = ScatterElements <axis = 0> (base, i, ya)
+}
+)");
+  const Graph &G = CU.M->getGraph();
+  WalkContext C(G, 4);
+  // Megatron's MLP per expert: w1 by columns, w2 by rows, a partial sum.
+  EXPECT_EQ(C.out("ya"), "P");
+  EXPECT_EQ(C.out("yb"), "P");
+  // Into zeros (whole on every rank; they sum to zeros), then into the
+  // partial accumulator: partial throughout, indices whole.
+  EXPECT_EQ(C.in("xa", 0), "R");
+  EXPECT_EQ(C.in("xa", 1), "R");
+  EXPECT_EQ(C.in("xa", 2), "P");
+  EXPECT_EQ(C.out("xa"), "P");
+  EXPECT_EQ(C.in("xb", 0), "P");
+  EXPECT_EQ(C.out("xb"), "P");
+  // Not linear: the updates are reduced first (R), the output whole.
+  EXPECT_EQ(C.in("mu", 2), "R");
+  EXPECT_EQ(C.out("mu"), "R");
+  EXPECT_EQ(C.in("ow", 2), "R");
+  EXPECT_EQ(C.out("ow"), "R");
+}
+
 TEST(ShardRules, HeadsSplitWhereTheDegreeDividesThem) {
   CompilationUnit CU = load(blockText());
   // tp = 2 and 3 divide the 6 heads: the split lands on dim 2 of qh.

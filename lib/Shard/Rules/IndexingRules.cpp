@@ -1,4 +1,4 @@
-//===- IndexingRules.cpp - Sharding rules of Gather -----------------------===//
+//===- IndexingRules.cpp - Sharding rules of Gather and Scatter -----------===//
 //
 // Gather(data, indices, axis) copies slices of data picked by indices:
 // - An embedding table [V, d] (a parameter) looked up along axis 0 with
@@ -9,6 +9,20 @@
 //   output (dims after the axis shift by rank(indices) - 1).
 // - Indices split on dim j with data replicated give the output split on
 //   axis + j.
+//
+// ScatterElements and ScatterND with reduction "add" (torch's scatter_add_)
+// or "none" (torch's index_add_ as exported: HF Mixtral scatters each
+// expert's output into zeros and adds it up) are linear in data and
+// updates together, with whole indices: "add" because a sum of sums is a
+// sum; "none" because the positions indices name take sum_r U_r and the
+// others sum_r D_r (duplicate indices leave "none" undefined, ONNX's
+// ScatterElements and ScatterND, so a well-defined model has none). So
+// sum_r scatter(D_r, I, U_r) = scatter(sum_r D_r, I, sum_r U_r): partial
+// updates into a partial accumulator -- or into zeros (torch.zeros),
+// which sum to zeros -- give a partial output, and the experts'
+// row-parallel outputs are reduced once after the last expert rather
+// than once per expert. Any other scatter ("mul", "max", "min", or
+// partial updates into whole data) stays replicated.
 //
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
@@ -51,6 +65,19 @@ void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     NS.OutputSpecs = {AxisSpec::split(Axis + CI.Dim)};
     return;
   }
+}
+
+void ruleScatter(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  replicateAll(N, NS);
+  StringRef Reduction = N.getAttrString("reduction", "none");
+  if (N.getNumInputs() < 3 || (Reduction != "add" && Reduction != "none"))
+    return;
+  const Value *Data = N.getInput(0), *Idx = N.getInput(1), *Upd = N.getInput(2);
+  AxisSpec CD = Ctx.getSpec(Data), CI = Ctx.getSpec(Idx), CU = Ctx.getSpec(Upd);
+  if (!CU.isPartial() || CI.isSplit() || CI.isPartial() ||
+      !(CD.isPartial() || (!CD.isSplit() && isZeroConstant(Data))))
+    return;
+  keepInputs(N, Ctx, NS, AxisSpec::partial());
 }
 
 } // namespace shardrules

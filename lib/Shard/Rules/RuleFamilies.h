@@ -82,8 +82,8 @@ RuleFn ruleSoftmax, ruleArgMax, ruleTopK, ruleReduce;
 RuleFn ruleAttention, ruleRotaryEmbedding;
 // ConvPoolRules.cpp: Conv, pools.
 RuleFn ruleConv, rulePool;
-// IndexingRules.cpp: Gather.
-RuleFn ruleGather;
+// IndexingRules.cpp: Gather, ScatterElements, ScatterND.
+RuleFn ruleGather, ruleScatter;
 // LossRules.cpp: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss.
 RuleFn ruleLoss;
 

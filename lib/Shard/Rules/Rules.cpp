@@ -360,6 +360,8 @@ OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule) {
     rulePool(N, Ctx, S);
   } else if (Op == "Gather") {
     ruleGather(N, Ctx, S);
+  } else if (Op == "ScatterElements" || Op == "ScatterND") {
+    ruleScatter(N, Ctx, S);
   } else if (Op == "Reshape" || Op == "Flatten") {
     ruleReshape(N, Ctx, S, Op == "Flatten");
   } else if (Op == "Transpose") {
