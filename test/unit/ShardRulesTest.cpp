@@ -209,7 +209,8 @@ g (float[n,16] t) => (float[n,16] d, int64[2] sd, int64[3] sh)
 // row-parallel output (a partial sum over tp) scattered into zeros, the
 // experts' scatters added up. Scatters that overwrite or add are linear in
 // data and updates together (IndexingRules.cpp), so the partials flow
-// through every expert: one all-reduce after the last, not one per expert. A scatter that multiplies, or partial updates into whole
+// through every expert: one all-reduce after the last, not one per
+// expert. A scatter that multiplies, or partial updates into whole
 // non-zero data, takes whole updates (reduced first) and stays whole.
 TEST(ShardRules, ScattersIntoZerosKeepExpertPartials) {
   CompilationUnit CU = load(R"(<ir_version: 8, opset_import: ["" : 17]>
