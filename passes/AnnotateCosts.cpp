@@ -3,7 +3,7 @@
 // Computes per node FLOPs, bytes, parameters, saved activations and the
 // time on each device class of the hardware (cost_models/), at the model's
 // bound (global-batch) shapes. Plans rescale these per micro-batch and TP
-// degree (lib/Plan/PlanCost.cpp). Nodes without a rule are kept and
+// degree (lib/Planner/PlanCost.cpp). Nodes without a rule are kept and
 // reported by name, never silently zero.
 //
 //===----------------------------------------------------------------------===//

@@ -443,7 +443,7 @@ void DeviceClassPlacer::Impl::buildEdgesAndStorages() {
     }
   }
   // Embedding tables no card holds whole are sharded over the devices by
-  // the plan (lib/Plan/Embedding.cpp): no storage of one device here.
+  // the plan (lib/Planner/Embedding.cpp): no storage of one device here.
   DenseSet<const Value *> Sharded;
   for (const EmbeddingTable &T : findEmbeddingTables(CU.M->getGraph(), 1))
     if (mustShardTable(T, *CU.HW, Train))

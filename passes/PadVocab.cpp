@@ -61,7 +61,7 @@ namespace loom {
 namespace {
 
 /// The tp degree to pad for: the --plan's, else the largest the search
-/// considers (Search.cpp, describeSearchSpace's TPLimit).
+/// considers (SearchSpace.cpp, describeSearchSpace's TPLimit).
 unsigned getPaddingTP(const CompilationUnit &CU) {
   if (CU.PlanRequest && CU.PlanRequest->TP)
     return *CU.PlanRequest->TP;

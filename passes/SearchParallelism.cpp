@@ -1,6 +1,6 @@
 //===- SearchParallelism.cpp - Choose the parallel plan (DESIGN §6) -------===//
 //
-// Runs the search of lib/Plan/Search.cpp over the costed graph: the plan
+// Runs the search of lib/Planner/Search.cpp over the costed graph: the plan
 // with the least predicted step time that fits HBM, honouring what --plan
 // fixed. Annotates every node with its pipeline stage and leaves the ranked
 // plans in CompilationUnit::Search for the reports. When nothing fits it
@@ -232,10 +232,10 @@ static Optional<std::string> describeTierOverflow(const SearchResult &R) {
                     formatBytes(Bytes(C.SSDCapacity)) + " of SSD");
   if (!Needs.empty())
     return Head + " but needs " + join(Needs, " and ") + " per device";
-  if (!C.Embeddings.Fits) // lib/Plan/Embedding.cpp
+  if (!C.Embeddings.Fits) // lib/Planner/Embedding.cpp
     return Head + " but its embedding tables do not fit: " + C.Embeddings.Why;
   // Every tier fits costed in full, yet the search refused it: its memory
-  // bound (Search.cpp) exceeded the cost. Never an empty reason.
+  // bound (SearchBounds.cpp) exceeded the cost. Never an empty reason.
   return Head + " and every other memory tier, yet the search's memory "
                 "bound refused it (a bug in Loom: the bound must not exceed "
                 "the cost; please report it)";

@@ -406,7 +406,7 @@ struct PlanEvaluator::Impl {
   /// the tiers add (cost_models/memory/Offload.cpp).
   void costOffload(const PlanContext &C, StageCost &SC, const StageSums &S,
                    const StageMemoryInputs &MI) const;
-  /// The stage's sharded embedding tables (lib/Plan/Embedding.cpp): their
+  /// The stage's sharded embedding tables (lib/Planner/Embedding.cpp): their
   /// memory, lookups and exchanges, merged into \p R's embedding cost.
   void costStageEmbeddings(const PlanContext &C, StageCost &SC, StageSums &S,
                            PlanCost &R) const;

@@ -5,7 +5,7 @@
 // planning graph at one (tp, sp, ep) -- the same rules, propagation driver
 // (include/loom/Shard/Propagate.h) and transition -> collective mapping
 // (getTransitionCollective) the sharder (lib/Shard/Propagation.cpp,
-// RoleGraphs.cpp) applies -- but only over one representative layer per
+// RoleReshards.cpp) applies -- but only over one representative layer per
 // layer structure:
 // a layer whose nodes repeat an earlier one's (op types and output shapes,
 // node by node), whose inputs arrive in the same specs and whose
@@ -63,7 +63,7 @@ struct TPComm {
   const Value *V = nullptr;
   /// At ep > 1: the ep rule of the node it serves (a branch of an unrolled
   /// expert, the chain combining them: their tokens are the ep group's;
-  /// PlanCost.cpp's forEachRankComm).
+  /// PlanCostImpl.h's forEachRankComm).
   ExpertNodeRule Expert;
 };
 

@@ -100,7 +100,7 @@ double Searcher::tailBound(const ParallelPlan &P) const {
   // average stage (every term below is linear in the stage's parameters
   // with non-negative coefficients, so the busiest stage has at least the
   // average; parameters as memoryBound counts them). Per stage the
-  // evaluator (PlanCost.cpp) and applyOffload (Offload.cpp) charge:
+  // evaluator (StageCost.cpp) and applyOffload (OffloadCost.cpp) charge:
   //  - everything in HBM: AdamW, 28 B per updated parameter over HBM;
   //  - opt in HBM, the rest offloaded: the gradients back from their tier,
   //    the HBM update, the weights out to theirs;

@@ -555,7 +555,7 @@ void PlanEvaluator::Impl::costOffload(const PlanContext &C, StageCost &SC,
 void PlanEvaluator::Impl::costStageEmbeddings(const PlanContext &C,
                                               StageCost &SC, StageSums &S,
                                               PlanCost &R) const {
-  // lib/Plan/Embedding.cpp
+  // lib/Planner/Embedding.cpp
   if (S.Tables.empty())
     return;
   const ParallelPlan &P = C.P;

@@ -1,6 +1,6 @@
 //===- ControlFlow.cpp - Loop/If/Scan in a role graph ---------------------===//
 //
-// See ControlFlow.h. The role builder (RoleGraphs.cpp) decides what the
+// See ControlFlow.h. The role builder (RoleCloneNode.cpp) decides what the
 // node reads (its inputs and its bodies' outer-scope values, gathered to
 // whole tensors); this file copies the node and its bodies.
 //

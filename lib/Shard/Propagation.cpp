@@ -6,7 +6,7 @@
 // looks at the specs its inputs arrive in, picks the specs it needs and
 // says what its outputs are. Where the producer's spec
 // differs from what a rule needs, the role builder inserts the reshard
-// (RoleGraphs.cpp). This file adds what is not per op: pipeline chunks,
+// (RoleReshards.cpp). This file adds what is not per op: pipeline chunks,
 // the marks of the ep rules (include/loom/Shard/ExpertRules.h) and the
 // chunk of each expert region, and the weight slicing the rules ask for.
 //

@@ -4,7 +4,7 @@
 // passes its K/V block around the cp group (HcomSend/HcomReceive over group
 // "cp"); every step scores the local queries against the block it holds
 // and merges the step's softmax into the running one (RingAttention.cpp).
-// The role builder (RoleGraphs.cpp) supplies the graph operations.
+// The role builder (RoleLowerings.cpp) supplies the graph operations.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_LIB_SHARD_RINGATTENTION_H

@@ -1,6 +1,6 @@
 //===- EvaluatorShardingTest.cpp - The evaluator splits as the sharder --===//
 //
-// The plan evaluator (PlanEvaluator::getTPSplit, lib/Plan/RuleSplit.cpp)
+// The plan evaluator (PlanEvaluator::getTPSplit, lib/Planner/RuleSplit.cpp)
 // and the sharder (shard + insert-collectives) read one rule table. Each
 // case plans a small hand-written graph at tp = 2 with one micro-batch of
 // the whole batch (so the planning graph and the micro-batch graph have the

@@ -93,8 +93,8 @@ void checkQueueOrder(unsigned NumBases, std::mt19937 &R) {
       Q.push(ItemAt(I.Base, I.Pos + 1));
   }
   EXPECT_EQ(Visited, All);
-  // The search's way (Search.cpp, visitInOrder): the first items heaped at
-  // once, then each visited one replaced by its base's next in one sift.
+  // The search's way (SearchRanking.cpp, visitInOrder): the first items heaped
+  // at once, then each visited one replaced by its base's next in one sift.
   std::vector<CandidateQueue::Item> First;
   for (unsigned B = 0; B < NumBases; ++B)
     if (Tables[TableOf[B]].Fit)

@@ -4,7 +4,7 @@
 // two-level clusters with small HBM, so that memory, TP limits, TP
 // divisibility, batch divisibility and interleaving all bind somewhere:
 //  - the search's space equals a brute-force enumeration written here from
-//    DESIGN §6's rules, independently of lib/Plan/Search.cpp;
+//    DESIGN §6's rules, independently of lib/Planner/Search.cpp;
 //  - the search's answer equals the best of that enumeration, every
 //    candidate evaluated in full;
 //  - pruning never changes the answer (top 5 with and without it);

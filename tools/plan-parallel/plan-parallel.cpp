@@ -159,7 +159,7 @@ cl::opt<ToolMode> planparallel::Mode(
                clEnumValN(ToolMode::Serve, "serve",
                           "serving: TTFT, TPOT, output tokens/s, KV cache")),
     cl::cat(LoomCategory));
-// --mode serve (lib/Plan/Serving.cpp).
+// --mode serve (lib/Planner/Serving.cpp).
 cl::opt<int64_t>
     planparallel::PromptLen(LOOM_OPT("prompt-len"), cl::value_desc("P"),
                             cl::desc("--mode serve: prompt tokens per request"),

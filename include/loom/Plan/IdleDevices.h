@@ -3,8 +3,8 @@
 // DESIGN §6: dp*tp*pp = the devices used, and a plan may leave devices idle
 // when the batch cannot fill them (a global batch of 2 on 128 NPUs), when
 // tp*pp does not divide the device count (tp=8, pp=3 on 128: 5 replicas on
-// 120), or when that is simply faster. The search (Search.cpp) takes its
-// (tp, pp, dp) from here; the reports say how many devices are idle and
+// 120), or when that is simply faster. The search (SearchEnumeration.cpp) takes
+// its (tp, pp, dp) from here; the reports say how many devices are idle and
 // why, and which nearby global batch would fill them.
 //
 //===----------------------------------------------------------------------===//

@@ -1,8 +1,8 @@
 //===- CandidateOrder.h - The search's candidates, visited lazily -*- C++
 //-*-===//
 //
-// The search (Search.cpp) visits its candidates in increasing step bound,
-// ties in enumeration order. With offload searched (issue 17) every plan
+// The search (SearchRanking.cpp) visits its candidates in increasing step
+// bound, ties in enumeration order. With offload searched (issue 17) every plan
 // comes in up to 35 placements, and at a training batch the 10T MoE on 512
 // NPUs has 18 million candidates: materialising and sorting them took most
 // of the search's time and 4 GB. The placements of one plan (its base)

@@ -22,7 +22,7 @@
 // training also reads and writes the looked-up rows' training state
 // (16 B per parameter) for the sparse update.
 //
-// The exchange is what the emitted graphs do (lib/Shard/RoleGraphs.cpp):
+// The exchange is what the emitted graphs do (lib/Shard/RoleEmbeddings.cpp):
 // the group's ids are all-gathered (int64), and row- and table-wise shards'
 // partial embeddings of the group's micro-batch are reduce-scattered (the
 // ranks that do not hold a row contribute zeros); column-wise slices go

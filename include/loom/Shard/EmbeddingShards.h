@@ -2,7 +2,7 @@
 //
 // Issue 17 item 2: the bytes and shape of the shard of an embedding table
 // (loom/Plan/EmbeddingPlan.h) that dp rank DPR of a group of N holds, for the
-// role builder (RoleGraphs.cpp). Row-wise: rows [r*C, (r+1)*C) with
+// role builder (RoleEmbeddings.cpp). Row-wise: rows [r*C, (r+1)*C) with
 // C = ceil(Rows / N), the ranks past the last row padded with zero rows
 // (the lookup masks them); column-wise: all rows, columns
 // [r*Dim/N, (r+1)*Dim/N) (N divides Dim; the search refuses it otherwise);

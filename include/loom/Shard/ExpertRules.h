@@ -7,7 +7,7 @@
 // [E, ...] work), which weights ep slices; getExpertInputSpec which tp
 // splits the tokens entering expert work give up; getStackedTransition
 // what crosses the edges of stacked work (all-to-all dispatch and
-// combine). The sharder (Propagation.cpp, RoleGraphs.cpp), the evaluator
+// combine). The sharder (Propagation.cpp, RoleExperts.cpp), the evaluator
 // (PlanCost.cpp) and the search's legality (Search.cpp) read it.
 //
 //===----------------------------------------------------------------------===//

@@ -2,7 +2,7 @@
 //
 // How each ONNX op may be split along one mesh axis: the one description
 // that sharding propagation (lib/Shard/Propagation.cpp, which cuts the
-// graphs) and the search's legality (lib/Plan/Search.cpp, which degrees
+// graphs) and the search's legality (lib/Planner/SearchSpace.cpp, which degrees
 // divide what) both read, in the style of MLIR's ShardingInterface
 // (mlir/include/mlir/Dialect/Shard/Interfaces/ShardingInterface.td: one
 // per-op description that serves propagation and partitioning).

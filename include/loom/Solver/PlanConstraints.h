@@ -5,7 +5,7 @@
 // stages, sp, recompute, ZeRO, DP gradient precision, the order of the mesh
 // axes, stage-boundary kind), as plain data in and
 // plain data out, in the style of XLA's auto-sharding solver. The search
-// itself (lib/Plan/Search.cpp) enumerates with bounds, which is far faster
+// itself (lib/Planner/Search.cpp) enumerates with bounds, which is far faster
 // than one Z3 call per candidate (DESIGN §6 measured ~9 ms each); Z3 is
 // used for what it does well:
 //

@@ -5,8 +5,8 @@
 // expert work and how, which weights ep slices, which tp splits the tokens
 // entering expert work must give up, and what crosses the edges into and
 // out of stacked expert work. Propagation (lib/Shard/Propagation.cpp), the
-// role builder (RoleGraphs.cpp), the evaluator (lib/Plan/PlanCost.cpp) and
-// the search's legality (lib/Plan/Search.cpp) read these, so they agree:
+// role builder (RoleExperts.cpp), the evaluator (lib/Planner/PlanCost.cpp) and
+// the search's legality (lib/Planner/Search.cpp) read these, so they agree:
 //
 //  - unrolled experts (one branch per expert, summed by an Add chain; the
 //    dense-gated torch loop export is one): expert e's branch runs on the

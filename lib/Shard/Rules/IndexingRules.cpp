@@ -37,7 +37,7 @@ void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   Shape SD = shapeOf(Data);
   replicateAll(N, NS);
   // A table sharded over dp is looked up whole on every tp rank (the dp
-  // exchange, RoleGraphs.cpp, replaces the lookup): no vocab split.
+  // exchange, RoleEmbeddings.cpp, replaces the lookup): no vocab split.
   if (SD.empty() || !Idx || Ctx.isShardedOverDP(Data))
     return;
   int Axis = normAxis(N.getAttrInt("axis", 0), SD.size());

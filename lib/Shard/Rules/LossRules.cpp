@@ -10,7 +10,7 @@
 //   cross entropy (megatron/core/tensor_parallel/cross_entropy.py): the
 //   scores stay split, each rank's row max is all-reduced (max), its sum of
 //   exps and its masked target score all-reduced (sum); loss = log(sum) -
-//   (target - max). The role builder emits it (RoleGraphs.cpp,
+//   (target - max). The role builder emits it (RoleLowerings.cpp,
 //   lowerVocabParallelCrossEntropy) and the evaluator prices (RuleSplit.cpp)
 //   the three all-reduces of one value per row that the rule declares
 //   (OpSharding::Collectives). Otherwise (weights,
