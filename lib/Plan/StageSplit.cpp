@@ -88,21 +88,26 @@ std::vector<unsigned> getStageTotals(ArrayRef<unsigned> Chunks, unsigned PP) {
   return Totals;
 }
 
+SmallVector<unsigned, 64> getChunkStarts(ArrayRef<unsigned> Chunks) {
+  SmallVector<unsigned, 64> Starts(Chunks.size() + 1, 0);
+  for (unsigned C = 0; C < Chunks.size(); ++C)
+    Starts[C + 1] = Starts[C] + Chunks[C];
+  return Starts;
+}
+
 SmallVector<std::pair<unsigned, unsigned>, 4>
-getStageLayerRuns(ArrayRef<unsigned> Chunks, unsigned PP, unsigned Stage) {
+getStageLayerRuns(ArrayRef<unsigned> Starts, unsigned PP, unsigned Stage) {
   SmallVector<std::pair<unsigned, unsigned>, 4> Runs;
-  PP = std::max(1u, PP);
-  unsigned First = 0;
-  for (unsigned C = 0; C < Chunks.size(); First += Chunks[C], ++C)
-    if (C % PP == Stage && Chunks[C] > 0)
-      Runs.push_back({First, First + Chunks[C]});
+  for (size_t C = Stage; C + 1 < Starts.size(); C += std::max(1u, PP))
+    if (Starts[C + 1] > Starts[C])
+      Runs.push_back({Starts[C], Starts[C + 1]});
   return Runs;
 }
 
 SmallVector<std::pair<unsigned, unsigned>, 4>
 getStageLayerRuns(const PlanCost &PC, unsigned Stage) {
   if (!PC.ChunkLayers.empty())
-    return getStageLayerRuns(PC.ChunkLayers, PC.Plan.PP, Stage);
+    return getStageLayerRuns(getChunkStarts(PC.ChunkLayers), PC.Plan.PP, Stage);
   const StageCost &SC = PC.Stages[Stage];
   return {{SC.FirstLayer, SC.FirstLayer + SC.NumLayers}};
 }

@@ -635,9 +635,10 @@ Error PlanEvaluator::evaluateStagesInto(const ParallelPlan &P,
   PlanContext C = Im.makePlanContext(P);
   double PrevSend = 0;
   R.Stages.reserve(P.PP);
+  SmallVector<unsigned, 64> Starts = getChunkStarts(R.ChunkLayers);
   for (unsigned S = 0; S < P.PP; ++S)
-    R.Stages.push_back(Im.costStage(
-        C, S, getStageLayerRuns(R.ChunkLayers, P.PP, S), PrevSend, R));
+    R.Stages.push_back(
+        Im.costStage(C, S, getStageLayerRuns(Starts, P.PP, S), PrevSend, R));
   // The simulation moves time, not memory: the stages' figures decide.
   setMemoryMaxima(R);
   R.ModelFlops = Im.ModelFlops;

@@ -47,10 +47,14 @@ llvm::Expected<std::vector<unsigned>> getChunkLayers(const ParallelPlan &P,
 /// Per stage, the layers of its chunks (chunk c on stage c % \p PP).
 std::vector<unsigned> getStageTotals(llvm::ArrayRef<unsigned> Chunks,
                                      unsigned PP);
+/// Where each chunk of \p Chunks starts, and their total last: the
+/// prefix sums getStageLayerRuns reads.
+llvm::SmallVector<unsigned, 64> getChunkStarts(llvm::ArrayRef<unsigned> Chunks);
 /// The layers stage \p Stage holds, [first, end) per chunk in layer
-/// order (chunk c on stage c % \p PP; empty chunks left out).
+/// order (chunk c on stage c % \p PP; empty chunks left out), from the
+/// chunks' \p Starts (getChunkStarts).
 llvm::SmallVector<std::pair<unsigned, unsigned>, 4>
-getStageLayerRuns(llvm::ArrayRef<unsigned> Chunks, unsigned PP, unsigned Stage);
+getStageLayerRuns(llvm::ArrayRef<unsigned> Starts, unsigned PP, unsigned Stage);
 /// The layers stage \p Stage of \p PC holds, as above from its
 /// ChunkLayers, or its one run where it has none.
 llvm::SmallVector<std::pair<unsigned, unsigned>, 4>
