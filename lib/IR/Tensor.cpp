@@ -118,16 +118,24 @@ static Error checkDataSize(const Tensor &T, size_t Have, int64_t &N) {
   return Error::success();
 }
 
-Expected<std::vector<int64_t>> Tensor::getIntValues() const {
-  if (!Data)
+/// \p T's bytes, checked against its type; its element count in \p N.
+static Expected<ArrayRef<char>> getCheckedBytes(const Tensor &T, int64_t &N) {
+  if (!T.Data)
     return createStringError(inconvertibleErrorCode(),
-                             "tensor '%s' has no data", Name.c_str());
-  Expected<ArrayRef<char>> B = Data->getBytes();
+                             "tensor '%s' has no data", T.Name.c_str());
+  Expected<ArrayRef<char>> B = T.Data->getBytes();
   if (!B)
     return B.takeError();
-  int64_t N;
-  if (Error E = checkDataSize(*this, B->size(), N))
+  if (Error E = checkDataSize(T, B->size(), N))
     return std::move(E);
+  return *B;
+}
+
+Expected<std::vector<int64_t>> Tensor::getIntValues() const {
+  int64_t N;
+  Expected<ArrayRef<char>> B = getCheckedBytes(*this, N);
+  if (!B)
+    return B.takeError();
   std::vector<int64_t> Out;
   Out.reserve(N);
   const char *P = B->data();
@@ -171,21 +179,16 @@ Expected<std::vector<int64_t>> Tensor::getIntValues() const {
 }
 
 Expected<std::vector<double>> Tensor::getFloatValues() const {
-  if (!Data)
-    return createStringError(inconvertibleErrorCode(),
-                             "tensor '%s' has no data", Name.c_str());
   if (!isFloatingPoint(Type.Elem)) {
     Expected<std::vector<int64_t>> Ints = getIntValues();
     if (!Ints)
       return Ints.takeError();
     return std::vector<double>(Ints->begin(), Ints->end());
   }
-  Expected<ArrayRef<char>> B = Data->getBytes();
+  int64_t N;
+  Expected<ArrayRef<char>> B = getCheckedBytes(*this, N);
   if (!B)
     return B.takeError();
-  int64_t N;
-  if (Error E = checkDataSize(*this, B->size(), N))
-    return std::move(E);
   std::vector<double> Out;
   Out.reserve(N);
   const char *P = B->data();
