@@ -17,22 +17,43 @@ using namespace llvm;
 namespace loom {
 namespace {
 
-/// --check-priced-collectives: the tp collectives of \p Plan as the
-/// evaluator prices them, against the role graphs'.
+/// --check-priced-collectives: the tp and ep collectives of \p Best's
+/// plan as the evaluator prices them, and the dp exchanges of the tables
+/// it shards as it priced them (in the layer of their lookup), against
+/// the role graphs'.
 Error checkPricedCollectives(const ShardedProgram &SP,
-                             const PlanEvaluator &Eval,
+                             const PlanEvaluator &Eval, const PlanCost &Best,
                              const ParallelPlan &Plan) {
   std::vector<std::string> Problems =
       comparePricedCollectives(SP, [&](unsigned Layer) {
         std::vector<PricedCollective> R;
-        for (const PlanEvaluator::TPCollective &X :
+        for (const PlanEvaluator::LayerCollective &X :
              Eval.getPricedForwardCollectives(Plan, Layer))
-          R.push_back({X.Kind, X.Bytes, X.V ? X.V->getName().str() : ""});
+          R.push_back({X.Kind, X.Bytes, X.V ? X.V->getName().str() : "",
+                       X.Group.str()});
+        for (const EmbeddingShard &S : Best.Embeddings.Tables) {
+          const EmbeddingTable *T = nullptr;
+          for (const EmbeddingTable &X : Eval.getEmbeddingTables())
+            if (X.Name == S.Table)
+              T = &X;
+          if (!T || (unsigned)std::max(0, T->Layer) !=
+                        std::min(Layer, Eval.getNumLayers() - 1))
+            continue;
+          // The group's ids gathered; the rows (row-, table-wise) reduce-
+          // scattered or the columns (column-wise) sent back.
+          if (S.IdBytes > 0)
+            R.push_back({CollectiveKind::AllGather, S.IdBytes, S.Table, "dp"});
+          if (S.EmbBytes > 0)
+            R.push_back({S.Kind == EmbShardKind::Col
+                             ? CollectiveKind::AllToAll
+                             : CollectiveKind::ReduceScatter,
+                         S.EmbBytes, S.Table, "dp"});
+        }
         return R;
       });
   if (Problems.empty())
     return Error::success();
-  std::string Msg = "the tp collectives the cost model priced differ from "
+  std::string Msg = "the collectives the cost model priced differ from "
                     "the emitted graphs' (--check-priced-collectives):";
   for (const std::string &P : Problems)
     Msg += "\n  " + P;
@@ -61,7 +82,7 @@ public:
     Ctx.Train = EO.Train;
     Ctx.BucketBytes = EO.CommBufferBytes;
     if (CU.Opts.CheckPricedCollectives)
-      if (Error E = checkPricedCollectives(*CU.Sharded, Eval, Best.Plan))
+      if (Error E = checkPricedCollectives(*CU.Sharded, Eval, Best, Best.Plan))
         return E;
     return buildSchedule(*CU.Sharded, Best, Ctx);
   }

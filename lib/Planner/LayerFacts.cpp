@@ -360,8 +360,6 @@ void PlanEvaluator::Impl::collectTransfers() {
       continue;
     EPTraffic T;
     T.Stacked = EG.isStacked();
-    T.TokenBytes = valueBytes(EG.Tokens);
-    T.OutputBytes = valueBytes(EG.Output);
     T.NumExperts = EG.NumExperts;
     T.TopK = T.Stacked ? getRouterTopK(G, EG) : 0;
     LF[EG.Layer].EP.push_back(T);

@@ -237,22 +237,31 @@ PlanEvaluator::TPSplit PlanEvaluator::getTPSplit(unsigned Layer, unsigned TP,
   return R;
 }
 
-std::vector<PlanEvaluator::TPCollective>
+std::vector<PlanEvaluator::LayerCollective>
 PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
                                            unsigned Layer) const {
   // As costStage and layerTimes price them.
-  std::vector<TPCollective> R;
-  if (P.TP <= 1)
+  std::vector<LayerCollective> R;
+  if (P.TP <= 1 && P.EP <= 1)
     return R;
   unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
   bool AllTables = P.Emb != EmbeddingMode::Auto && !I->Tables.empty();
   const LayerSplit &LS =
       I->getConfig(P.TP, P.SP, P.EP, AllTables, P.MicroBatchSize).get(L);
-  // layerTimes' ep: 1 where the layer has no experts (no expert comms).
-  Impl::forEachRankComm(LS.Fwd, I->getActScale(P.MicroBatchSize, P.CP), P.EP,
-                        [&](const rulesplit::TPComm &X, double Bytes) {
-                          R.push_back({X.Kind, Bytes, X.V, false});
-                        });
+  double ActScale = I->getActScale(P.MicroBatchSize, P.CP);
+  if (P.TP > 1)
+    Impl::forEachRankComm(LS.Fwd, ActScale, P.EP,
+                          [&](const rulesplit::TPComm &X, double Bytes) {
+                            R.push_back({X.Kind, Bytes, X.V, false});
+                          });
+  // As costEPComms prices them, before the load imbalance and a
+  // dispatcher's copies (the graphs hold the mean).
+  if (!I->LF[L].EP.empty())
+    Impl::forEachEPComm(
+        LS.EPFwd, ActScale, P.EP,
+        [&](const rulesplit::EPComm &X, CollectiveKind K, double Bytes) {
+          R.push_back({K, Bytes, X.V, false, "ep"});
+        });
   return R;
 }
 

@@ -48,10 +48,10 @@ struct NodeFacts {
   bool CoreNode = false;
 };
 
-/// One MoE layer's EP traffic at the full batch: tokens in, outputs back.
+/// One MoE layer's expert group, as its ep communication is costed (the
+/// bytes are the crossings', RuleSplit.h EPComm).
 struct EPTraffic {
   bool Stacked = false;
-  double TokenBytes = 0, OutputBytes = 0;
   /// The group's experts and its router's top-k (0: not found), for a
   /// dispatcher that sends one copy per destination rank.
   unsigned NumExperts = 0, TopK = 0;
@@ -339,6 +339,30 @@ struct PlanEvaluator::Impl {
       F(X, X.Bytes * Scale);
     }
   }
+  /// Calls \p F(comm, kind, bytes) for each ep collective of \p Comms
+  /// ep rank 0 runs at ep \p EP (a branch's gather where it owns one of
+  /// the branches reading it), in the bytes collectiveTime is given at
+  /// activation scale \p ActScale: an all-gather's output and a
+  /// reduce-scatter's input hold the group's ep shares, an all-to-all
+  /// moves one.
+  template <typename Fn>
+  static void forEachEPComm(llvm::ArrayRef<rulesplit::EPComm> Comms,
+                            double ActScale, unsigned EP, Fn F) {
+    if (EP <= 1)
+      return;
+    for (const rulesplit::EPComm &X : Comms) {
+      if (X.Reader.Role == ExpertRole::Branch &&
+          (unsigned)X.Reader.Expert >= X.Reader.GroupExperts / EP)
+        continue;
+      bool A2A = X.Kind == ExpertTransition::Dispatch ||
+                 X.Kind == ExpertTransition::Combine;
+      CollectiveKind K = A2A ? CollectiveKind::AllToAll
+                         : X.Kind == ExpertTransition::ReduceScatter
+                             ? CollectiveKind::ReduceScatter
+                             : CollectiveKind::AllGather;
+      F(X, K, X.Bytes * ActScale * (A2A ? 1 : EP));
+    }
+  }
   const LayerTimes &layerTimes(unsigned L, unsigned TP, unsigned MB, bool SP,
                                unsigned EP, bool AllTables = false,
                                unsigned CP = 1) const;
@@ -365,6 +389,11 @@ struct PlanEvaluator::Impl {
   /// parameters, saved and live activations, KV cache, and the TP and EP
   /// collectives of each micro-batch.
   void sumStageLayers(const PlanContext &C, StageCost &SC, StageSums &S) const;
+  /// One micro-batch's forward ep communication through layer \p F (its
+  /// split \p LS): the crossings' collectives, the stacked all-to-alls at
+  /// the MoE load imbalance and the dispatcher's copies.
+  double costEPComms(const LayerFacts &F, const LayerSplit &LS,
+                     const PlanContext &C) const;
   /// Takes the embedding tables the plan shards out of the stage's
   /// replicated parameters, keeping them for costStageEmbeddings.
   void takeShardedTables(const PlanContext &C, const StageCost &SC,

@@ -13,6 +13,7 @@
 #include "loom/Shard/Propagate.h"
 #include "llvm/ADT/STLExtras.h"
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 
@@ -38,6 +39,8 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
     if (KV.second.Role != ExpertRole::None)
       Roles[KV.first] = KV.second;
   GraphOutputs.insert(G.getOutputs().begin(), G.getOutputs().end());
+  if (!Roles.empty())
+    DataDependent = findDataDependent(G);
   for (const KVCacheTensor &T : findKVCache(G))
     if (T.Present)
       KVPresentSeqAxis[T.Present] = T.SeqAxis;
@@ -183,6 +186,12 @@ private:
   void summarize(unsigned L);
   void countForward(unsigned L);
   void countBackward(unsigned L);
+  /// The ep crossings on \p N's inputs (getExpertCrossing) into
+  /// \p LS.EPFwd, each once (\p Done: value, kind, spec -> its index).
+  void countExpertCrossings(
+      LayerSplit &LS, const Node &N, const OpSharding &S,
+      std::map<std::tuple<const Value *, ExpertTransition, std::string>, size_t>
+          &Done);
   const OpSharding &specsOf(const Node *N) const {
     auto It = Specs.find(N);
     assert(It != Specs.end() && "node not propagated");
@@ -333,6 +342,8 @@ void SplitContext::countForward(unsigned L) {
   LayerSplit &LS = C.Layers[L];
   // The role builder converts a value once per spec asked of it.
   std::set<std::pair<const Value *, std::string>> Done;
+  std::map<std::tuple<const Value *, ExpertTransition, std::string>, size_t>
+      EPDone;
   for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
     const Node *N = LV.Nodes[I];
     const OpSharding &S = LS.Nodes[I].S;
@@ -355,6 +366,7 @@ void SplitContext::countForward(unsigned L) {
         From = expertRule(*V->getDefiningNode());
       LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V, From});
     }
+    countExpertCrossings(LS, *N, S, EPDone);
     // What the rule's lowering needs beyond its operands' transitions
     // (a bias after reduce, a vocab-parallel cross entropy): the rule
     // declares it, named after its node as the role builder names it.
@@ -378,6 +390,37 @@ void SplitContext::countForward(unsigned L) {
               S.OutputSpecs[O], Leave, V->Type, getAxisSize()))
         LS.Fwd.push_back({C->Kind, C->Bytes, V, E});
     }
+  }
+}
+
+void SplitContext::countExpertCrossings(
+    LayerSplit &LS, const Node &N, const OpSharding &S,
+    std::map<std::tuple<const Value *, ExpertTransition, std::string>, size_t>
+        &Done) {
+  if (!EP)
+    return;
+  ExpertNodeRule Reader = expertRule(N);
+  for (unsigned J = 0; J < N.getNumInputs(); ++J) {
+    ExpertCrossing XC = getExpertCrossing(
+        N, J, [&](const Node *X) { return expertRule(*X); }, RS.DataDependent);
+    if (XC.Kind == ExpertTransition::None)
+      continue;
+    // The role builder communicates a value once (a reduce-scatter once
+    // per spec asked of it).
+    const AxisSpec &Spec = S.InputSpecs[J];
+    auto Ins = Done.try_emplace(
+        {XC.V, XC.Kind,
+         XC.Kind == ExpertTransition::ReduceScatter ? Spec.str() : ""},
+        LS.EPFwd.size());
+    if (!Ins.second) {
+      ExpertNodeRule &First = LS.EPFwd[Ins.first->second].Reader;
+      if (Reader.Role == ExpertRole::Branch)
+        First.Expert = std::min(First.Expert, Reader.Expert);
+      continue;
+    }
+    unsigned A = getAxisSize();
+    double Div = Spec.isSplit() && A > 1 ? A : 1;
+    LS.EPFwd.push_back({XC.Kind, valueBytes(XC.V) / Div, XC.V, Reader});
   }
 }
 

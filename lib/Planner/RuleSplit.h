@@ -67,6 +67,20 @@ struct TPComm {
   ExpertNodeRule Expert;
 };
 
+/// What ep communicates where a value crosses into or out of expert work
+/// (getExpertCrossing, the decision the role builder emits), per tp rank
+/// at the graph's full batch: the bytes of one ep rank's share of the
+/// value (an all-gather's output and the reduce-scatter's input hold ep
+/// of them; PlanCostImpl.h forEachEPComm).
+struct EPComm {
+  ExpertTransition Kind = ExpertTransition::None;
+  double Bytes = 0;
+  const Value *V = nullptr;
+  /// The expert node reading it; a branch's Expert is the lowest of the
+  /// experts whose branches read it (rank r gathers it when it owns one).
+  ExpertNodeRule Reader;
+};
+
 /// A representative layer at one configuration. Bytes and counts are at
 /// the graph's full (global) shapes, activations those of the micro-batch
 /// graph scaled to the full batch where the evaluator has it
@@ -82,6 +96,8 @@ struct LayerSplit {
   double SavedSplit = 0, SavedWhole = 0, SavedAttnSplit = 0, SavedAttnWhole = 0;
   double InputSplit = 0, InputWhole = 0, LiveSplit = 0, LiveWhole = 0;
   std::vector<TPComm> Fwd, Bwd;
+  /// At ep > 1: the forward's ep crossings, in the order first read.
+  std::vector<EPComm> EPFwd;
 };
 
 /// What the configurations classify, per layer (config-independent).
@@ -150,6 +166,8 @@ private:
   /// The KV cache outputs among them (findKVCache) -> their sequence axis:
   /// they leave as getKVCacheSpec says, not replicated.
   llvm::DenseMap<const Value *, int> KVPresentSeqAxis;
+  /// Values computed from the model's inputs (findDataDependent).
+  llvm::DenseSet<const Value *> DataDependent;
   /// Activations with a gradient (computed from a parameter).
   llvm::DenseSet<const Value *> NeedsGrad;
 };

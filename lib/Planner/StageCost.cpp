@@ -102,6 +102,34 @@ PlanContext PlanEvaluator::Impl::makePlanContext(const ParallelPlan &P) const {
   return C;
 }
 
+double PlanEvaluator::Impl::costEPComms(const LayerFacts &F,
+                                        const LayerSplit &LS,
+                                        const PlanContext &C) const {
+  // Stacked, routed experts: the most loaded rank receives and returns
+  // MoEImbalance times the mean; a dispatcher that sends a token once per
+  // destination rank (DeepEP) moves getEPRankCopies of its k expert copies
+  // there, and its combine sums a rank's k outputs before sending them
+  // back.
+  double A2AScale = 1;
+  for (const EPTraffic &X : F.EP)
+    if (X.Stacked) {
+      A2AScale = Opts.MoEImbalance;
+      if (Opts.EPDispatchPerRank && X.TopK > 1)
+        A2AScale *= getEPRankCopies(X.NumExperts, X.TopK, C.EP) / X.TopK;
+      break;
+    }
+  const HardwareModel &AH = Opts.EPDispatchEfficiency > 0 ? EPHW : HW;
+  double Cm = 0;
+  forEachEPComm(LS.EPFwd, C.ActScale, C.EP,
+                [&](const rulesplit::EPComm &, CollectiveKind K, double B) {
+                  bool A2A = K == CollectiveKind::AllToAll;
+                  Cm += collectiveTime(K, A2A ? B * A2AScale : B, C.EPG,
+                                       A2A ? AH : HW)
+                            .Seconds;
+                });
+  return Cm;
+}
+
 void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
                                          StageSums &S) const {
   const ParallelPlan &P = C.P;
@@ -112,8 +140,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   // The last EP exchange costed: a stage's MoE layers are mostly alike,
   // and the collective model is the same function of the same bytes.
   struct {
-    bool Valid = false, Stacked = false;
-    double In = 0, Out = 0, Cm = 0;
+    const LayerSplit *LS = nullptr;
+    double Cm = 0;
   } LastEP;
   // The layer times looked up so far, by representative (layerTimes'
   // key at this plan's tp, mb, sp, ep): a stage repeats a few blocks, and
@@ -163,50 +191,20 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         S.FirstLayerMaxParam =
             std::max(LS.MaxParamSplit / TP, LS.MaxParamWhole);
       S.ExpertParams += (LS.ExpertSplit / TP + LS.ExpertWhole) / EP;
-      // EP: per micro-batch, the tokens (split over TP only with SP) go
-      // out and the expert outputs come back, in forward and in backward.
-      if (EP > 1)
-        for (const EPTraffic &X : F.EP) {
-          // The most loaded rank receives and returns MoEImbalance times
-          // the mean (stacked, routed experts only).
-          double Imb = X.Stacked ? Opts.MoEImbalance : 1.0;
-          double In = X.TokenBytes * C.ActScale / C.SeqDiv * Imb,
-                 Out = X.OutputBytes * C.ActScale / C.SeqDiv * Imb;
-          // A dispatcher that sends a token once per destination rank
-          // (DeepEP) moves getEPRankCopies of its k expert copies there,
-          // and its combine sums a rank's k outputs before sending them back.
-          if (Opts.EPDispatchPerRank && X.Stacked && X.TopK > 1) {
-            double F = getEPRankCopies(X.NumExperts, X.TopK, EP) / X.TopK;
-            In *= F;
-            Out *= F;
-          }
-          if (LastEP.Valid && LastEP.Stacked == X.Stacked && LastEP.In == In &&
-              LastEP.Out == Out) {
-            S.EPFwd += LastEP.Cm;
-            if (Opts.Train)
-              S.EPBwd += LastEP.Cm;
-            continue;
-          }
-          const HardwareModel &AH = Opts.EPDispatchEfficiency > 0 ? EPHW : HW;
-          double Cm =
-              X.Stacked
-                  ? collectiveTime(CollectiveKind::AllToAll, In, C.EPG, AH)
-                            .Seconds +
-                        collectiveTime(CollectiveKind::AllToAll, Out, C.EPG, AH)
-                            .Seconds
-                  // Every expert sees every token: gather the ep ranks'
-                  // tokens, reduce-scatter the summed output back.
-                  : collectiveTime(CollectiveKind::AllGather, In * EP, C.EPG,
-                                   HW)
-                            .Seconds +
-                        collectiveTime(CollectiveKind::ReduceScatter, Out * EP,
-                                       C.EPG, HW)
-                            .Seconds;
-          LastEP = {true, X.Stacked, In, Out, Cm};
-          S.EPFwd += Cm;
-          if (Opts.Train)
-            S.EPBwd += Cm;
+      // EP: per micro-batch, what the ep rules communicate where values
+      // cross into or out of expert work (getExpertCrossing: the tokens
+      // and routing values gathered into unrolled branches, the combined
+      // sum reduce-scattered back; stacked work's all-to-all dispatch and
+      // combine), in forward and, as their duals, in backward.
+      if (EP > 1 && !F.EP.empty()) {
+        if (LastEP.LS != &LS) {
+          LastEP.LS = &LS;
+          LastEP.Cm = costEPComms(F, LS, C);
         }
+        S.EPFwd += LastEP.Cm;
+        if (Opts.Train)
+          S.EPBwd += LastEP.Cm;
+      }
       // Activations per rank: the split ones 1/tp (under sp the token dim
       // too, where the rules keep it split).
       double LayerAct;

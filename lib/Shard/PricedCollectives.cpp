@@ -1,7 +1,8 @@
 //===- PricedCollectives.cpp - Priced collectives against emitted ones ----===//
 //
-// Both sides as multisets of (kind, bytes rounded to an integer) per
-// pipeline device: the role graph's hccl collectives of group "tp" in node
+// Both sides as multisets of (group, kind, bytes rounded to an integer) per
+// pipeline device: the role graph's hccl collectives of groups "tp", "ep"
+// and "dp" (the exchanges of embedding tables sharded over dp) in node
 // order (getHcomWireBytes, the schedule's convention) and the priced ones
 // of the layers its chunks hold (ShardingResult::ChunkLayers; chunk c runs
 // on device c % pp).
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 using namespace llvm;
 
@@ -23,12 +25,14 @@ namespace loom {
 
 namespace {
 
-/// Per (kind, bytes): how many, and the values they act on in order.
-using CommCounts =
-    std::map<std::pair<CollectiveKind, int64_t>, std::vector<std::string>>;
+/// Per (group, kind, bytes): how many, and the values they act on in
+/// order.
+using CommKey = std::tuple<std::string, CollectiveKind, int64_t>;
+using CommCounts = std::map<CommKey, std::vector<std::string>>;
 
-void addComm(CommCounts &C, CollectiveKind K, double Bytes, StringRef On) {
-  C[{K, (int64_t)std::llround(Bytes)}].push_back(On.str());
+void addComm(CommCounts &C, StringRef Group, CollectiveKind K, double Bytes,
+             StringRef On) {
+  C[{Group.str(), K, (int64_t)std::llround(Bytes)}].push_back(On.str());
 }
 
 /// What \p A has beyond \p B, as "2 x allreduce of 512 B (on 'x', 'y'),
@@ -44,9 +48,9 @@ std::string describeExcess(const CommCounts &A, const CommCounts &B) {
         Have - (It == B.end() ? 0 : std::min(Have, It->second.size()));
     if (!Extra)
       continue;
-    OS << (S.empty() ? "" : ", ") << Extra << " x "
-       << getScheduleEventKind(KV.first.first) << " of " << KV.first.second
-       << " B (on ";
+    OS << (S.empty() ? "" : ", ") << Extra << " x " << std::get<0>(KV.first)
+       << " " << getScheduleEventKind(std::get<1>(KV.first)) << " of "
+       << std::get<2>(KV.first) << " B (on ";
     // Those B does not act on first (role graphs keep the model's names).
     std::vector<std::string> Names;
     std::vector<std::string> Rest =
@@ -97,15 +101,22 @@ std::vector<std::string> comparePricedCollectives(
     for (unsigned C = RG.PP; C < R.ChunkLayers.size(); C += PP)
       for (unsigned L = Start[C]; L < Start[C + 1]; ++L)
         for (const PricedCollective &X : PricedOfLayer(L))
-          addComm(Priced, X.Kind, X.Bytes, X.On);
+          addComm(Priced, X.Group, X.Kind, X.Bytes, X.On);
     for (const auto &NP : RG.M->getGraph().getNodes()) {
       const Node &N = *NP;
-      if (N.getDomain() != "hccl" || N.getAttrString("group", "") != "tp")
+      // A group of one rank moves nothing and is priced nothing (a table
+      // sharded over dp = 1 keeps its exchange ops in the graph).
+      StringRef Group = N.getAttrString("group", "");
+      unsigned Size = Group == "tp"   ? R.Plan.TP
+                      : Group == "ep" ? R.Plan.EP
+                      : Group == "dp" ? R.Plan.DP
+                                      : 0;
+      if (N.getDomain() != "hccl" || Size <= 1)
         continue;
       CollectiveKind K = getHcomCollectiveKind(N.getOpType());
       if (K == CollectiveKind::SendRecv)
         continue;
-      addComm(Emitted, K,
+      addComm(Emitted, Group, K,
               getHcomWireBytes(N, R.CommFloatType, R.ExpectedShapes),
               N.getInput(0) ? N.getInput(0)->getName() : N.getName());
     }

@@ -27,6 +27,21 @@ using namespace llvm;
 
 namespace loom {
 
+ExpertNodeRule ShardingResult::getExpertRule(const Node *N) const {
+  auto It = Nodes.find(N);
+  if (It == Nodes.end())
+    return {};
+  const NodeSharding &Marks = It->second;
+  ExpertNodeRule X;
+  X.Role = Marks.Stacked         ? ExpertRole::Stacked
+           : Marks.Expert >= 0   ? ExpertRole::Branch
+           : Marks.ExpertCombine ? ExpertRole::Combine
+                                 : ExpertRole::None;
+  X.Expert = Marks.Expert;
+  X.GroupExperts = NumExperts;
+  return X;
+}
+
 // The mesh follows P.Order above tp (ParallelPlan.h): rank = tp_idx +
 // sum over the axes of idx * stride.
 RankCoords getRankCoords(const ParallelPlan &P, unsigned Rank) {
@@ -101,11 +116,7 @@ public:
 
 private:
   ExpertRole getExpertRole(const Node &N) const override {
-    const NodeSharding &Marks = R.Nodes[&N];
-    return Marks.Stacked         ? ExpertRole::Stacked
-           : Marks.Expert >= 0   ? ExpertRole::Branch
-           : Marks.ExpertCombine ? ExpertRole::Combine
-                                 : ExpertRole::None;
+    return R.getExpertRule(&N).Role;
   }
   void onParamSplit(const Value *Param, const AxisSpec &PS) override {
     ParamSlice &Slice = R.Params[Param];

@@ -69,8 +69,9 @@ private:
   llvm::Expected<Value *> materialize(const Value *V, const AxisSpec &Req);
   llvm::Expected<Value *> epGathered(const Value *V, Value *Local);
   /// Part \p V of a Split outside expert work that an expert branch reads
-  /// as \p Req, with the ep group's tokens: the Split's input gathered and
-  /// cut here. Null when V is not such a part.
+  /// as \p Req, with the ep group's tokens: the Split's input (the
+  /// crossing's value, getExpertCrossing) gathered and cut here. Null when
+  /// the Split's specs do not let it be cut alike.
   llvm::Expected<Value *> epGatheredPart(const Value *V, const AxisSpec &Req);
   /// Removes the local Splits all of whose parts were read gathered.
   void eraseUnreadParts();

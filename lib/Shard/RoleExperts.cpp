@@ -40,20 +40,17 @@ Expected<Value *> RoleBuilder::epGatheredPart(const Value *V,
   // different all-gathers (expert e's part on e's rank); the Split's input
   // gathered once is the same on every rank, as for the per-expert Slices
   // canonicalize makes into this Split (issue 29).
+  // (The crossing, getExpertCrossing, found D a Split along a dim after
+  // the tokens'.)
   const Node *D = V->getDefiningNode();
-  auto NI = D ? R.Nodes.find(D) : R.Nodes.end();
-  if (NI == R.Nodes.end() || D->getOpType() != "Split" ||
-      !D->getDomain().empty() || NI->second.Expert >= 0 || !D->getInput(0))
-    return nullptr;
-  const NodeSharding &NSD = NI->second;
+  const NodeSharding &NSD = R.Nodes.find(D)->second;
   const Value *In = D->getInput(0);
   int64_t Rank = In->Type.getRank(), Axis = D->getAttrInt("axis", 0);
   Axis = Axis < 0 ? Axis + Rank : Axis;
   unsigned K = find(D->getOutputs(), V) - D->getOutputs().begin();
-  // Axis 0 holds the tokens the gather concatenates.
-  if (!DD.count(In) || Axis <= 0 || Axis >= Rank || Req.isPartial() ||
-      (Req.isSplit() && Req.Dim == Axis) || NSD.InputSpecs.empty() ||
-      NSD.InputSpecs[0] != Req || NSD.OutputSpecs[K] != Req)
+  if (Req.isPartial() || (Req.isSplit() && Req.Dim == Axis) ||
+      NSD.InputSpecs.empty() || NSD.InputSpecs[0] != Req ||
+      NSD.OutputSpecs[K] != Req)
     return nullptr;
   auto It = GatheredParts.find(D);
   if (It != GatheredParts.end())
@@ -235,43 +232,47 @@ Expected<Value *> RoleBuilder::buildInput(const Node &N, const NodeSharding &NS,
   const Value *V = N.getInput(I);
   if (!V || NS.Lower == NodeSharding::Lowering::GlobalShape)
     return nullptr;
-  if (EPPartial.count(V) && !(EPPartial.count(N.getOutput(0))))
+  // What ep communicates here: the rules' decision, which the evaluator
+  // prices (ExpertRules.h getExpertCrossing).
+  ExpertCrossing XC;
+  if (EP > 1)
+    XC = getExpertCrossing(
+        N, I, [&](const Node *X) { return R.getExpertRule(X); }, DD);
+  if (XC.Kind == ExpertTransition::ReduceScatter)
     return leaveExpertRegion(V, NS.InputSpecs[I]);
   Expected<Value *> X = materialize(V, NS.InputSpecs[I]);
-  if (!X)
-    return X.takeError();
-  // Into or out of stacked expert work (the ep rules, Rules.h): the
-  // all-to-all dispatch brings this rank's experts the ep group's tokens
-  // (a broadcast expert dim [1, N, d] is gathered); the combine returns
-  // every expert's output for this rank's tokens.
-  ExpertTransition XT = ExpertTransition::None;
-  if (EP > 1 && *X && (StackedRegion.count(V) || (NS.Stacked && DD.count(V))))
-    XT = getStackedTransition(StackedRegion.count(V), NS.Stacked,
-                              (*X)->Type.getRank() ? (*X)->Type.Dims[0].Size
-                                                   : 0);
-  if (XT != ExpertTransition::None && (*X)->Type.getRank() < 2)
-    return err(describeNode(N) + ": expert input '" + V->getName() +
-               "' has rank < 2");
-  if (XT != ExpertTransition::None) {
-    Expected<Value *> Y =
-        XT == ExpertTransition::Combine
-            ? allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0, ".combine")
-        : XT == ExpertTransition::GatherTokens
-            ? gatherTokens(V, *X)
-            : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1, ".dispatch");
-    if (!Y)
-      return Y.takeError();
-    X = *Y;
+  if (!X || !*X)
+    return X;
+  // Into or out of stacked expert work: the all-to-all dispatch brings
+  // this rank's experts the ep group's tokens (a broadcast expert dim
+  // [1, N, d] is gathered); the combine returns every expert's output for
+  // this rank's tokens.
+  ExpertTransition XT = XC.Kind;
+  if (XT == ExpertTransition::Dispatch || XT == ExpertTransition::Combine ||
+      XT == ExpertTransition::GatherTokens) {
+    if ((*X)->Type.getRank() < 2)
+      return err(describeNode(N) + ": expert input '" + V->getName() +
+                 "' has rank < 2");
+    return XT == ExpertTransition::Combine
+               ? allToAll(V, *X, /*SplitAxis=*/1, /*ConcatAxis=*/0, ".combine")
+           : XT == ExpertTransition::GatherTokens
+               ? gatherTokens(V, *X)
+               : allToAll(V, *X, /*SplitAxis=*/0, /*ConcatAxis=*/1,
+                          ".dispatch");
   }
-  if (IsBranch && *X && DD.count(V) && !InEPRegion.count(V)) {
+  if (XT == ExpertTransition::Gather) {
     // Tokens entering an expert branch: every expert sees every token of
     // the ep group.
+    if (XC.V == V)
+      return epGathered(V, *X);
     Expected<Value *> Part = epGatheredPart(V, NS.InputSpecs[I]);
-    if (!Part || *Part)
-      return Part;
-    return epGathered(V, *X);
+    if (Part && !*Part)
+      return err(describeNode(N) + ": input '" + V->getName() +
+                 "' is a part of '" + XC.V->getName() +
+                 "' split otherwise over tp; ep>1 cannot gather it");
+    return Part;
   }
-  if (IsBranch && *X && !DD.count(V) && EPTokens > 0 && (*X)->Type.getRank() &&
+  if (IsBranch && !DD.count(V) && EPTokens > 0 && (*X)->Type.getRank() &&
       (*X)->Type.Dims[0].Size == EPTokens && !V->isParameter() &&
       !isWeightOperand(N, I)) {
     // A constant with one row per token (torch's zeros_like): widen it

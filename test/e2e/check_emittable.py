@@ -5,7 +5,7 @@ For each model below and each device count in DEVICES, ask plan-parallel for
 its --top K plans (--format json), then emit every one of them with -o and
 the output invariant checker (on by default with -o) and
 --check-priced-collectives: the search must never rank a plan the sharder
-refuses or emits wrong, or one whose tp collectives it priced otherwise. For the top plan of each
+refuses or emits wrong, or one whose tp, ep or dp collectives it priced otherwise. For the top plan of each
 (model, device count) the emitted graphs also run in ONNX Runtime with the
 hccl ops simulated between ranks (tools/loom-run) and must match the original
 model.

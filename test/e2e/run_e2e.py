@@ -425,8 +425,8 @@ SELFTEST = {
 
 
 # Issue 31's property: with --check-priced-collectives plan-parallel fails
-# unless the tp collectives the cost model priced are those of the emitted
-# graphs (kind, bytes and count, per pipeline device). Every case runs with
+# unless the collectives the cost model priced are those of the emitted
+# graphs (group -- tp, ep, dp -- kind, bytes and count, per pipeline device). Every case runs with
 # it but these, where the two still differ (why, beside each): each is run
 # again with it and without -o, and must still differ, so a case that comes
 # to agree fails the run until it leaves this table.

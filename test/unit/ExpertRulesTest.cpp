@@ -143,4 +143,77 @@ TEST(ExpertRules, TokenSpecsAndTransitions) {
             "all-to-all dispatch");
 }
 
+/// The ep rule of each node of the crossing test's graph, by node name.
+ExpertNodeRule ruleByName(const Node *N) {
+  StringRef Name = N->getName();
+  ExpertNodeRule R;
+  R.GroupExperts = 2;
+  if (Name.startswith("b")) {
+    R.Role = ExpertRole::Branch;
+    R.Expert = Name.back() - '0';
+  } else if (Name.startswith("sum")) {
+    R.Role = ExpertRole::Combine;
+  } else if (Name.startswith("st")) {
+    R.Role = ExpertRole::Stacked;
+  }
+  return R;
+}
+
+TEST(ExpertRules, CrossingsTheRoleBuilderEmitsAndTheEvaluatorPrices) {
+  // Two unrolled experts (b*0, b*1) weighted by the parts of a Split of
+  // the routing weights along the expert dim, summed by an Add (sum), the
+  // sum read by a Relu; and stacked work (st*) on [E, C, d] and on a
+  // broadcast [1, N, d].
+  Expected<std::unique_ptr<Model>> M = importModelFromText(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+      "moe (float[4, 8] x, float[4, 2] r, float[2, 3, 8] d, float[1, 4, 8] "
+      "t) => (float[4, 8] y, float[2, 3, 8] z, float[1, 4, 8] u) <float[8, "
+      "8] w0, float[8, 8] w1> {\n"
+      "  r0, r1 = Split <axis = 1> (r)\n"
+      "  h0 = MatMul (x, w0)\n"
+      "  h1 = MatMul (x, w1)\n"
+      "  g0 = Mul (h0, r0)\n"
+      "  g1 = Mul (h1, r1)\n"
+      "  s = Add (g0, g1)\n"
+      "  y = Relu (s)\n"
+      "  e = Relu (d)\n"
+      "  z = Neg (e)\n"
+      "  u = Relu (t)\n"
+      "}\n",
+      "moe");
+  ASSERT_TRUE(!!M) << toString(M.takeError());
+  Graph &G = (*M)->getGraph();
+  const char *Names[] = {"split", "b_h0", "b_h1", "b_g0", "b_g1",
+                         "sum",   "out",  "st_e", "comb", "st_u"};
+  unsigned I = 0;
+  for (const auto &NP : G.getNodes())
+    NP->setName(Names[I++]);
+  // The stacked work's result as shape inference types it.
+  G.getNodes()[7]->getOutput(0)->Type = G.getInputs()[2]->Type;
+  DenseSet<const Value *> DD = findDataDependent(G);
+  auto Crossing = [&](unsigned NodeIdx, unsigned Input) {
+    ExpertCrossing XC =
+        getExpertCrossing(*G.getNodes()[NodeIdx], Input, ruleByName, DD);
+    return std::make_pair(XC.Kind, XC.V ? XC.V->getName().str() : "");
+  };
+  using T = ExpertTransition;
+  // The tokens into each branch, gathered; the weight is not.
+  EXPECT_EQ(Crossing(1, 0), std::make_pair(T::Gather, std::string("x")));
+  EXPECT_EQ(Crossing(2, 0), std::make_pair(T::Gather, std::string("x")));
+  EXPECT_EQ(Crossing(1, 1).first, T::None);
+  // A routing part: the Split's input, the same on every rank.
+  EXPECT_EQ(Crossing(3, 1), std::make_pair(T::Gather, std::string("r")));
+  EXPECT_EQ(Crossing(4, 1), std::make_pair(T::Gather, std::string("r")));
+  // Within a branch and along the chain: nothing.
+  EXPECT_EQ(Crossing(3, 0).first, T::None);
+  EXPECT_EQ(Crossing(5, 0).first, T::None);
+  // The sum, read outside the chain: reduce-scattered.
+  EXPECT_EQ(Crossing(6, 0), std::make_pair(T::ReduceScatter, std::string("s")));
+  // Stacked work: dispatched in, combined out; a broadcast expert dim is
+  // gathered.
+  EXPECT_EQ(Crossing(7, 0), std::make_pair(T::Dispatch, std::string("d")));
+  EXPECT_EQ(Crossing(8, 0), std::make_pair(T::Combine, std::string("e")));
+  EXPECT_EQ(Crossing(9, 0), std::make_pair(T::GatherTokens, std::string("t")));
+}
+
 } // namespace

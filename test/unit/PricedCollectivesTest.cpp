@@ -2,7 +2,8 @@
 //
 // comparePricedCollectives (issue 31's property) on a one-device program
 // whose role graph holds one tp all-reduce: agreement, the message naming
-// what only one side has, and a value whose rows are a data-dependent
+// what only one side has, groups compared apart (a group of one rank
+// moves nothing), and a value whose rows are a data-dependent
 // count (an index-routed expert's tokens), weighed at its expected size
 // (ShardingResult::ExpectedShapes) as the plan prices it.
 //
@@ -31,6 +32,7 @@ ShardedProgram makeProgram(StringRef Rows) {
   EXPECT_TRUE(!!M) << (M ? "" : toString(M.takeError()));
   ShardedProgram SP;
   SP.Sharding.Plan.PP = 1;
+  SP.Sharding.Plan.TP = 2;
   SP.Sharding.ChunkLayers = {1};
   RoleGraph RG;
   RG.FileName = "pp0_tp0.onnx";
@@ -39,10 +41,12 @@ ShardedProgram makeProgram(StringRef Rows) {
   return SP;
 }
 
-std::vector<std::string> compare(const ShardedProgram &SP, double Priced) {
+/// SP against one all-reduce of x priced at \p Priced bytes over \p Group.
+std::vector<std::string> compare(const ShardedProgram &SP, double Priced,
+                                 StringRef Group = "tp") {
   return comparePricedCollectives(SP, [&](unsigned) {
     return std::vector<PricedCollective>{
-        {CollectiveKind::AllReduce, Priced, "x"}};
+        {CollectiveKind::AllReduce, Priced, "x", Group.str()}};
   });
 }
 
@@ -53,8 +57,27 @@ TEST(PricedCollectives, AgreeOnKindBytesAndCount) {
   std::vector<std::string> P = compare(SP, 256);
   ASSERT_EQ(P.size(), 1u);
   EXPECT_EQ(P[0], "pipeline device 0 (pp0_tp0.onnx): priced, not emitted: "
-                  "1 x allreduce of 256 B (on 'x'); emitted, not priced: 1 x "
-                  "allreduce of 512 B (on 'x')");
+                  "1 x tp allreduce of 256 B (on 'x'); emitted, not priced: "
+                  "1 x tp allreduce of 512 B (on 'x')");
+}
+
+TEST(PricedCollectives, GroupsAreComparedApart) {
+  // The same all-reduce priced over ep is not the emitted tp one.
+  std::vector<std::string> P = compare(makeProgram("16"), 512, "ep");
+  ASSERT_EQ(P.size(), 1u);
+  EXPECT_EQ(P[0], "pipeline device 0 (pp0_tp0.onnx): priced, not emitted: "
+                  "1 x ep allreduce of 512 B (on 'x'); emitted, not priced: "
+                  "1 x tp allreduce of 512 B (on 'x')");
+}
+
+TEST(PricedCollectives, GroupsOfOneRankMoveNothing) {
+  // At tp = 1 the all-reduce is over one rank: nothing on the wire, and
+  // nothing priced.
+  ShardedProgram SP = makeProgram("16");
+  SP.Sharding.Plan.TP = 1;
+  EXPECT_TRUE(comparePricedCollectives(SP, [](unsigned) {
+                return std::vector<PricedCollective>();
+              }).empty());
 }
 
 TEST(PricedCollectives, DataDependentRowsAtTheirExpectedCount) {

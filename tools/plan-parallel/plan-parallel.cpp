@@ -281,11 +281,11 @@ cl::opt<bool> planparallel::TestCorruptOutput(
     cl::desc("(testing) rename one collective of the last role graph"),
     cl::cat(LoomCategory));
 
-// Tests only (issue 31's property): the run fails unless the tp
-// collectives the cost model priced are the emitted graphs'.
+// Tests only (issue 31's property): the run fails unless the tp, ep and
+// dp collectives the cost model priced are the emitted graphs'.
 cl::opt<bool> planparallel::CheckPricedCollectives(
     LOOM_OPT("check-priced-collectives"), cl::Hidden,
-    cl::desc("(testing) fail unless the tp collectives the cost model "
+    cl::desc("(testing) fail unless the collectives the cost model "
              "priced are those of the emitted role graphs"),
     cl::cat(LoomCategory));
 

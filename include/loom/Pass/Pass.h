@@ -99,8 +99,8 @@ struct CompileOptions {
   /// Tests only: damage the program before verification
   /// (--test-corrupt-output).
   bool TestCorruptOutput = false;
-  /// The schedule pass fails unless the tp collectives the cost model
-  /// priced are the role graphs' (--check-priced-collectives;
+  /// The schedule pass fails unless the tp, ep and dp collectives the cost
+  /// model priced are the role graphs' (--check-priced-collectives;
   /// loom/Shard/PricedCollectives.h).
   bool CheckPricedCollectives = false;
   /// trace.json shows every rank and micro-batch (--trace=full).

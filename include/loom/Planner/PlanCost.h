@@ -204,28 +204,31 @@ public:
   /// shapes are getLocalShape of them) and whether its work is divided
   /// over tp; the tp collectives of the layer's forward and backward, at
   /// the graph's full batch.
-  struct TPCollective {
+  struct LayerCollective {
     CollectiveKind Kind = CollectiveKind::AllReduce;
     double Bytes = 0;
     const Value *V = nullptr;
     bool Backward = false;
+    /// Its group: "tp" (the propagated axis) or "ep".
+    llvm::StringRef Group = "tp";
   };
   struct TPSplit {
     std::vector<const Node *> Nodes;
     std::vector<OpSharding> Specs;
     std::vector<bool> Sharded;
-    std::vector<TPCollective> Collectives;
+    std::vector<LayerCollective> Collectives;
   };
   TPSplit getTPSplit(unsigned Layer, unsigned TP, bool SP,
                      unsigned EP = 1) const;
-  /// The tp collectives the stage costing prices for one micro-batch's
-  /// forward through layer \p Layer of \p P: the rule table's at the
-  /// plan's tp, sp, ep, table sharding and micro-batch, each with the bytes
-  /// collectiveTime is given (on the wire, in the recipe's communication
-  /// type). The role graphs must hold exactly these
-  /// (--check-priced-collectives, loom/Shard/PricedCollectives.h).
-  std::vector<TPCollective> getPricedForwardCollectives(const ParallelPlan &P,
-                                                        unsigned Layer) const;
+  /// The collectives the stage costing prices for one micro-batch's
+  /// forward through layer \p Layer of \p P: the rule table's over tp at
+  /// the plan's tp, sp, ep, table sharding and micro-batch, then the ep
+  /// crossings' over ep (ep rank 0's), each with the bytes collectiveTime
+  /// is given (on the wire, in the recipe's communication type). The role
+  /// graphs must hold exactly these (--check-priced-collectives,
+  /// loom/Shard/PricedCollectives.h).
+  std::vector<LayerCollective>
+  getPricedForwardCollectives(const ParallelPlan &P, unsigned Layer) const;
   /// The cube peak MFU is measured against (FLOP/s).
   double getPeakFlops() const;
   /// The model's expert groups (findExperts).

@@ -5,10 +5,12 @@
 // expert region: applyExpertRules says which nodes are expert work and how
 // (an unrolled expert's branch, the Add chain summing them, stacked
 // [E, ...] work), which weights ep slices; getExpertInputSpec which tp
-// splits the tokens entering expert work give up; getStackedTransition
-// what crosses the edges of stacked work (all-to-all dispatch and
-// combine). The sharder (Propagation.cpp, RoleExperts.cpp), the evaluator
-// (PlanCost.cpp) and the search's legality (Search.cpp) read it.
+// splits the tokens entering expert work give up; getExpertCrossing what
+// ep communicates on each edge into or out of expert work (gathers into
+// unrolled branches, the combine chain's reduce-scatter, stacked work's
+// all-to-all dispatch and combine). The sharder (Propagation.cpp, and
+// RoleExperts.cpp, which emits the crossings), the evaluator (RuleSplit.cpp,
+// which prices them) and the search's legality (SearchSpace.cpp) read it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_SHARD_EXPERTRULES_H
@@ -17,6 +19,7 @@
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 namespace loom {
@@ -85,6 +88,7 @@ enum class ExpertTransition : uint8_t {
   GatherTokens,  ///< All-gather dim 1: a broadcast expert dim [1, N, d].
   Combine,       ///< All-to-all: split dim 1 (tokens), concat dim 0.
   ReduceScatter, ///< End of an unrolled group's combine chain (dim 0).
+  Gather,        ///< All-gather dim 0: the ep group's tokens into a branch.
 };
 llvm::StringRef getExpertTransitionName(ExpertTransition T);
 /// The edge from a value produced by stacked work or not (\p FromStacked)
@@ -92,6 +96,28 @@ llvm::StringRef getExpertTransitionName(ExpertTransition T);
 /// value as produced.
 ExpertTransition getStackedTransition(bool FromStacked, bool ToStacked,
                                       int64_t ExpertDim);
+
+/// What ep communicates on one input of a node: the role builder emits it
+/// (RoleExperts.cpp buildInput) and the evaluator prices it
+/// (lib/Planner/RuleSplit.cpp), so both read this one decision.
+struct ExpertCrossing {
+  ExpertTransition Kind = ExpertTransition::None;
+  /// The value communicated: the input itself, or, for a part of a Split
+  /// along a dim other than the tokens', the Split's input, gathered once
+  /// for all its parts (each rank's branches read other parts, and every
+  /// rank must issue the same all-gathers).
+  const Value *V = nullptr;
+};
+/// The crossing on input \p I of \p N at ep > 1, from the ep rules of the
+/// node and of its input's producer (\p RuleOf) and whether the input
+/// depends on the model's inputs (\p DataDependent): a branch's tokens
+/// and routing values are gathered over the group; the combine chain's
+/// sum is reduce-scattered where a node outside the chain reads it; the
+/// edges of stacked work are its dispatch and combine (getStackedTransition).
+ExpertCrossing
+getExpertCrossing(const Node &N, unsigned I,
+                  llvm::function_ref<ExpertNodeRule(const Node *)> RuleOf,
+                  const llvm::DenseSet<const Value *> &DataDependent);
 
 } // namespace loom
 

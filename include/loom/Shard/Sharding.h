@@ -29,6 +29,7 @@
 #include "loom/IR/Graph.h"
 #include "loom/Plan/EmbeddingPlan.h"
 #include "loom/Plan/ParallelPlan.h"
+#include "loom/Shard/ExpertRules.h"
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -171,6 +172,8 @@ struct ShardingResult {
   /// EP: number of experts per MoE group (unrolled branches) and which
   /// expert indices each ep rank owns follow from NumExperts / ep.
   unsigned NumExperts = 0;
+  /// The ep rule of \p N as propagation marked it (ExpertRules.h).
+  ExpertNodeRule getExpertRule(const Node *N) const;
   /// EP on stacked experts: parameters whose dim 0 is the expert dim.
   llvm::DenseSet<const Value *> ExpertParams;
   /// Notes for the report (ops run replicated for want of a rule, ...).

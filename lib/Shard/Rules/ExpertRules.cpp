@@ -110,6 +110,8 @@ StringRef getExpertTransitionName(ExpertTransition T) {
     return "all-to-all combine";
   case ExpertTransition::ReduceScatter:
     return "reduce-scatter";
+  case ExpertTransition::Gather:
+    return "all-gather";
   }
   return "?";
 }
@@ -175,6 +177,51 @@ ExpertTransition getStackedTransition(bool FromStacked, bool ToStacked,
   // tokens, so they are gathered rather than dispatched.
   return ExpertDim == 1 ? ExpertTransition::GatherTokens
                         : ExpertTransition::Dispatch;
+}
+
+/// The Split whose input stands for its part \p V in a branch's gather:
+/// a default-domain Split outside expert work along a dim after the
+/// tokens' (dim 0, which the gather concatenates).
+static const Value *
+getGatheredWhole(const Value *V,
+                 function_ref<ExpertNodeRule(const Node *)> RuleOf,
+                 const DenseSet<const Value *> &DD) {
+  const Node *D = V->getDefiningNode();
+  if (!D || D->getOpType() != "Split" || !D->getDomain().empty() ||
+      RuleOf(D).Role != ExpertRole::None || !D->getInput(0) ||
+      !DD.count(D->getInput(0)))
+    return V;
+  int64_t Rank = D->getInput(0)->Type.getRank();
+  int64_t Axis = D->getAttrInt("axis", 0);
+  Axis = Axis < 0 ? Axis + Rank : Axis;
+  return Axis > 0 && Axis < Rank ? D->getInput(0) : V;
+}
+
+ExpertCrossing
+getExpertCrossing(const Node &N, unsigned I,
+                  function_ref<ExpertNodeRule(const Node *)> RuleOf,
+                  const DenseSet<const Value *> &DD) {
+  const Value *V = N.getInput(I);
+  const Node *D = V ? V->getDefiningNode() : nullptr;
+  if (!V)
+    return {};
+  ExpertRole To = RuleOf(&N).Role;
+  ExpertRole From = D ? RuleOf(D).Role : ExpertRole::None;
+  // The combine chain's sum, read outside the chain: each rank holds the
+  // sum of its experts over the group's tokens.
+  if (From == ExpertRole::Combine && To != ExpertRole::Combine)
+    return {ExpertTransition::ReduceScatter, V};
+  if (To == ExpertRole::Branch && DD.count(V) && From != ExpertRole::Branch &&
+      From != ExpertRole::Combine)
+    return {ExpertTransition::Gather, getGatheredWhole(V, RuleOf, DD)};
+  bool FromStacked =
+      From == ExpertRole::Stacked && DD.count(V) && V->Type.getRank() >= 2;
+  bool ToStacked = To == ExpertRole::Stacked;
+  if (FromStacked == ToStacked || (!FromStacked && !DD.count(V)) ||
+      V->Type.getRank() < 1)
+    return {};
+  return {getStackedTransition(FromStacked, ToStacked, V->Type.Dims[0].Size),
+          V};
 }
 
 } // namespace loom
