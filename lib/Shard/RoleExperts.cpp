@@ -43,7 +43,10 @@ Expected<Value *> RoleBuilder::epGatheredPart(const Value *V,
   // (The crossing, getExpertCrossing, found D a Split along a dim after
   // the tokens'.)
   const Node *D = V->getDefiningNode();
-  const NodeSharding &NSD = R.Nodes.find(D)->second;
+  auto NI = R.Nodes.find(D);
+  if (NI == R.Nodes.end())
+    return nullptr;
+  const NodeSharding &NSD = NI->second;
   const Value *In = D->getInput(0);
   int64_t Rank = In->Type.getRank(), Axis = D->getAttrInt("axis", 0);
   Axis = Axis < 0 ? Axis + Rank : Axis;
