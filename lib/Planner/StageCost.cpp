@@ -195,7 +195,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
       // cross into or out of expert work (getExpertCrossing: the tokens
       // and routing values gathered into unrolled branches, the combined
       // sum reduce-scattered back; stacked work's all-to-all dispatch and
-      // combine), in forward and, as their duals, in backward.
+      // combine), in forward and as much again in backward (their duals:
+      // a gather's is a reduce-scatter of the same bytes).
       if (EP > 1 && !F.EP.empty()) {
         if (LastEP.LS != &LS) {
           LastEP.LS = &LS;
