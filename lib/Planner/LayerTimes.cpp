@@ -169,10 +169,23 @@ PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
                                                      unsigned TP, unsigned MB,
                                                      bool SP, unsigned EP,
                                                      unsigned CP) const {
+  unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
   const LayerTimes &T =
-      I->layerTimes(std::min<unsigned>(Layer, I->LF.size() - 1), TP, MB, SP, EP,
-                    /*AllTables=*/false, CP);
-  return {T.Fwd, T.Bwd, T.AttnFwd};
+      I->layerTimes(L, TP, MB, SP, EP, /*AllTables=*/false, CP);
+  LayerTime R{T.Fwd, T.Bwd, T.AttnFwd};
+  if (EP > 1 && !I->LF[L].EP.empty()) {
+    // The default mesh order puts ep right outside tp (and cp).
+    ParallelPlan P;
+    P.TP = TP;
+    P.EP = P.DP = EP;
+    P.CP = CP;
+    P.SP = SP;
+    P.MicroBatchSize = MB;
+    R.EPCommS =
+        I->costEPComms(I->LF[L], I->getConfig(TP, SP, EP, false, MB).get(L),
+                       I->makePlanContext(P));
+  }
+  return R;
 }
 
 double PlanEvaluator::getLayerForwardTime(unsigned Layer, unsigned TP,

@@ -77,12 +77,15 @@ double Searcher::pipelineBound(const Candidate &C) const {
   unsigned First = 0;
   for (unsigned Count : *C.Counts) {
     unsigned End = First + Count;
-    double F = LP.F[End] - LP.F[First];
+    // A stage's micro-batch waits for its ep communication (PipeForwardS,
+    // PipeBackwardS); full recompute repeats the forward's compute only.
+    double E = LP.E[End] - LP.E[First];
+    double FC = LP.F[End] - LP.F[First], F = FC + E;
     double B = 0;
     if (EO.Train) {
-      B = LP.B[End] - LP.B[First];
+      B = LP.B[End] - LP.B[First] + E;
       if (P.RC == Recompute::Full)
-        B += F;
+        B += FC;
       else if (P.RC == Recompute::Selective)
         B += LP.A[End] - LP.A[First];
     }

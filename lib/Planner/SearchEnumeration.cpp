@@ -34,13 +34,14 @@ const LayerPrefix &Searcher::getPrefix(unsigned TP, unsigned MB, bool SP,
   LayerPrefix &LP = Prefixes[Key];
   unsigned NL = Eval.getNumLayers();
   LP.F.assign(NL + 1, 0.0);
-  LP.B = LP.A = LP.F;
+  LP.B = LP.A = LP.E = LP.F;
   for (unsigned L = 0; L < NL; ++L) {
     PlanEvaluator::LayerTime T = Eval.getLayerTime(L, TP, MB, SP, EP, CP);
     LP.Layers.push_back(T);
     LP.F[L + 1] = LP.F[L] + T.ForwardS;
     LP.B[L + 1] = LP.B[L] + T.BackwardS;
     LP.A[L + 1] = LP.A[L] + T.AttentionForwardS;
+    LP.E[L + 1] = LP.E[L] + T.EPCommS;
   }
   return LP;
 }

@@ -34,6 +34,9 @@ namespace search_detail {
 struct LayerPrefix {
   std::vector<PlanEvaluator::LayerTime> Layers;
   std::vector<double> F, B, A; // forward, backward, attention forward
+  /// The ep communication's lower bound (LayerTime::EPCommS): the step
+  /// bound's, not the stage balance's.
+  std::vector<double> E;
 };
 
 struct Candidate {

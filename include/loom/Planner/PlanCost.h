@@ -165,9 +165,13 @@ public:
   /// Compute time of layer \p Layer for one micro-batch of \p MB samples
   /// on one device at \p TP (and SP): forward, backward without
   /// recomputation, and the attention core's forward (what selective
-  /// recompute repeats). Cached, like evaluate()'s.
+  /// recompute repeats). Cached, like evaluate()'s. At ep > 1, EPCommS:
+  /// at least the layer's forward ep communication (and as much again in
+  /// backward), priced with the ep group right outside tp, the nearest any
+  /// mesh order places it (the search's step bound).
   struct LayerTime {
     double ForwardS = 0, BackwardS = 0, AttentionForwardS = 0;
+    double EPCommS = 0;
   };
   LayerTime getLayerTime(unsigned Layer, unsigned TP, unsigned MB, bool SP,
                          unsigned EP = 1, unsigned CP = 1) const;
