@@ -32,12 +32,14 @@ CPLayerCost costContextParallelLayer(CPAlgo Algo, unsigned CP,
     return R;
   }
   // Ulysses: Q, K and V scattered over heads and gathered over the
-  // sequence, the output back the other way; each an all-to-all of the
-  // rank's share.
+  // sequence, the output back the other way; each its own all-to-all of the
+  // rank's share (DeepSpeed's DistributedAttention, one _SeqAllToAll per
+  // tensor), K and V before any GQA repeat (the role graphs move them there,
+  // lib/Shard/Propagation.cpp).
   auto A2A = [&](double Bytes) {
     return collectiveTime(CollectiveKind::AllToAll, Bytes, CPG, HW).Seconds;
   };
-  R.FwdS = R.FwdExposedS = 2 * A2A(In.QOBytes) + A2A(In.KVBytes);
+  R.FwdS = R.FwdExposedS = 2 * A2A(In.QOBytes) + 2 * A2A(In.KVBytes / 2);
   if (In.Train)
     R.BwdS = R.BwdExposedS = R.FwdS;
   return R;

@@ -255,7 +255,7 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
                                            unsigned Layer) const {
   // As costStage and layerTimes price them.
   std::vector<LayerCollective> R;
-  if (P.TP <= 1 && P.EP <= 1)
+  if (P.TP <= 1 && P.EP <= 1 && P.CP <= 1)
     return R;
   unsigned L = std::min<unsigned>(Layer, I->LF.size() - 1);
   bool AllTables = P.Emb != EmbeddingMode::Auto && !I->Tables.empty();
@@ -275,6 +275,16 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
         [&](const rulesplit::EPComm &X, CollectiveKind K, double Bytes) {
           R.push_back({K, Bytes, X.V, false, "ep"});
         });
+  // As costContextParallelLayer prices Ulysses: Q, K, V and the output,
+  // each an all-to-all of the rank's share (the ring's transfers are
+  // point to point, outside the comparison).
+  const LayerFacts &F = I->LF[L];
+  if (P.CP > 1 && P.CPA == CPAlgo::A2A && F.KVBytes > 0) {
+    double QO = F.QOBytes / P.TP * ActScale;
+    double KV = F.KVBytes / 2 / P.TP * ActScale;
+    for (double Bytes : {QO, KV, KV, QO})
+      R.push_back({CollectiveKind::AllToAll, Bytes, nullptr, false, "cp"});
+  }
   return R;
 }
 

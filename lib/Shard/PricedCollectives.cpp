@@ -1,8 +1,9 @@
 //===- PricedCollectives.cpp - Priced collectives against emitted ones ----===//
 //
 // Both sides as multisets of (group, kind, bytes rounded to an integer) per
-// pipeline device: the role graph's hccl collectives of groups "tp", "ep"
-// and "dp" (the exchanges of embedding tables sharded over dp) in node
+// pipeline device: the role graph's hccl collectives of groups "tp", "ep",
+// "cp" (Ulysses' all-to-alls) and "dp" (the exchanges of embedding tables
+// sharded over dp) in node
 // order (getHcomWireBytes, the schedule's convention) and the priced ones
 // of the layers its chunks hold (ShardingResult::ChunkLayers; chunk c runs
 // on device c % pp).
@@ -110,10 +111,16 @@ std::vector<std::string> comparePricedCollectives(
       unsigned Size = Group == "tp"   ? R.Plan.TP
                       : Group == "ep" ? R.Plan.EP
                       : Group == "dp" ? R.Plan.DP
+                      : Group == "cp" ? R.Plan.TP // the propagated axis
                                       : 0;
       if (N.getDomain() != "hccl" || Size <= 1)
         continue;
       CollectiveKind K = getHcomCollectiveKind(N.getOpType());
+      // Under cp the layers price Ulysses' all-to-alls; the outputs made
+      // whole for the caller (the logits gathered over the sequence) and
+      // the loss's scalar sums are priced by no layer.
+      if (Group == "cp" && K != CollectiveKind::AllToAll)
+        continue;
       if (K == CollectiveKind::SendRecv)
         continue;
       addComm(Emitted, Group, K,

@@ -100,7 +100,7 @@ public:
   Propagator(ShardingResult &R, const UseMap &Users)
       : PropagationContext(R.Plan.TP, R.Plan.SP, R.M->getOpsetVersion(""),
                            R.Values, Users),
-        R(R) {
+        R(R), Users(Users) {
     setSequenceAxis(R.CPAxis);
     setSequenceRing(R.CPRing);
   }
@@ -130,8 +130,11 @@ private:
     NS.OutputSpecs.assign(1, Out);
   }
   void record(const Node &N, OpSharding S, bool HasRule) override;
+  void hoistAllToAlls(const Graph &G);
+  bool tryHoist(ArrayRef<const Node *> Chain, int Dim, const AxisSpec &Req);
 
   ShardingResult &R;
+  const UseMap &Users;
   StringSet<> NoRule;
 };
 
@@ -145,8 +148,115 @@ void Propagator::record(const Node &N, OpSharding S, bool HasRule) {
   static_cast<OpSharding &>(Slot) = std::move(S);
 }
 
+/// Data movement: the value's elements, rearranged or repeated.
+bool isDataMovement(const Node &N) {
+  StringRef Op = N.getOpType();
+  return N.getDomain().empty() &&
+         (Op == "Reshape" || Op == "Unsqueeze" || Op == "Squeeze" ||
+          Op == "Expand" || Op == "Transpose" || Op == "Identity");
+}
+
+int64_t bytesOf(const Value *V) {
+  return V->Type.getSizeInBytes().getValueOr(INT64_MAX);
+}
+
+/// \p Chain runs from the consumer's operand up (Chain[0] makes it): the
+/// specs its rules give when its input arrives split on \p Dim; committed
+/// when the operand then comes out as \p Req.
+bool Propagator::tryHoist(ArrayRef<const Node *> Chain, int Dim,
+                          const AxisSpec &Req) {
+  const Value *U = Chain.back()->getInput(0);
+  DenseMap<const Value *, AxisSpec> Saved;
+  for (const Node *C : Chain)
+    Saved[C->getOutput(0)] = Values.lookup(C->getOutput(0));
+  AxisSpec Arrived = Values.lookup(U);
+  Values[U] = AxisSpec::split(Dim);
+  std::vector<std::pair<const Node *, OpSharding>> Decided;
+  bool OK = true;
+  for (const Node *C : llvm::reverse(Chain)) {
+    bool HasRule = true;
+    OpSharding S = applyShardingRule(*C, *this, HasRule);
+    S.InputSpecs.resize(C->getNumInputs());
+    S.OutputSpecs.resize(C->getNumOutputs());
+    if (!HasRule || S.InputSpecs[0] != Values.lookup(C->getInput(0)) ||
+        !S.OutputSpecs[0].isSplit()) {
+      OK = false;
+      break;
+    }
+    Values[C->getOutput(0)] = S.OutputSpecs[0];
+    Decided.emplace_back(C, std::move(S));
+  }
+  OK = OK && Values.lookup(Chain.front()->getOutput(0)) == Req;
+  Values[U] = Arrived;
+  if (!OK) {
+    for (const auto &KV : Saved)
+      Values[KV.first] = KV.second;
+    return false;
+  }
+  for (auto &D : Decided)
+    record(*D.first, std::move(D.second), true);
+  return true;
+}
+
+/// Context parallelism over heads (Ulysses): where the scores or context
+/// MatMul takes a value split by heads that arrives split by tokens, one
+/// all-to-all moves it. When data movement alone made it from a smaller
+/// value (HF's repeat_kv: Unsqueeze, Expand and Reshape of K or V with
+/// their KV heads), the all-to-all moves the smaller value instead and the
+/// movement runs on each rank's heads, as DeepSpeed-Ulysses and
+/// Megatron-Core move un-repeated K/V (ContextParallel.h prices that).
+/// Where no split of the smaller value comes out as the heads the consumer
+/// takes (more cp ranks than KV heads), the repeated value moves, as
+/// MindSpeed's --kv-head-repeat-before-uly-alltoall does.
+void Propagator::hoistAllToAlls(const Graph &G) {
+  for (const auto &NP : G.getNodes()) {
+    auto NIt = R.Nodes.find(NP.get());
+    if (NIt == R.Nodes.end())
+      continue;
+    for (unsigned I = 0; I < NP->getNumInputs(); ++I) {
+      const Value *V = NP->getInput(I);
+      if (!V || I >= NIt->second.InputSpecs.size())
+        continue;
+      AxisSpec Req = NIt->second.InputSpecs[I], Cur = Values.lookup(V);
+      if (!Cur.isSplit() || !Req.isSplit() || Cur.Dim == Req.Dim ||
+          !Cur.Blocks.empty() || !Req.Blocks.empty())
+        continue;
+      // The movement chain up from V, each value read by the next alone.
+      SmallVector<const Node *, 4> Chain;
+      for (const Value *X = V; Chain.size() < 6;) {
+        const Node *D = X->getDefiningNode();
+        auto U = Users.find(X);
+        if (!D || !isDataMovement(*D) || U == Users.end() ||
+            U->second.size() != 1 || !Values.lookup(D->getInput(0)).isSplit())
+          break;
+        Chain.push_back(D);
+        X = D->getInput(0);
+      }
+      // The smallest value up the chain, nearest first among equals.
+      unsigned Best = 0;
+      int64_t BestBytes = bytesOf(V);
+      for (unsigned K = 1; K <= Chain.size(); ++K)
+        if (bytesOf(Chain[K - 1]->getInput(0)) < BestBytes) {
+          Best = K;
+          BestBytes = bytesOf(Chain[K - 1]->getInput(0));
+        }
+      if (!Best)
+        continue;
+      ArrayRef<const Node *> Up = makeArrayRef(Chain).take_front(Best);
+      const Value *U = Up.back()->getInput(0);
+      AxisSpec From = Values.lookup(U);
+      for (unsigned D = 0; D < U->Type.getRank(); ++D)
+        if ((int)D != From.Dim && U->Type.Dims[D].isStatic() &&
+            isDivisible(U->Type.Dims[D].Size) && tryHoist(Up, D, Req))
+          break;
+    }
+  }
+}
+
 Error Propagator::run() {
   propagate(R.M->getGraph());
+  if (isSequenceAxis() && !isSequenceRing())
+    hoistAllToAlls(R.M->getGraph());
   for (const auto &E : NoRule)
     R.Notes.push_back(("op " + E.getKey() +
                        " has no sharding rule: its inputs are gathered and "

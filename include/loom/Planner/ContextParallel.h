@@ -14,9 +14,9 @@
 //    max(send, attention / cp). The backward passes K/V and their
 //    gradients (twice the bytes) beside attention backward / cp per step.
 //  - a2a (DeepSpeed-Ulysses, Jacobs et al., arXiv 2309.14509): an
-//    all-to-all over the cp group of Q, K and V before attention and of
-//    the output after it; the backward the same for the gradients. Nothing
-//    runs beside them: all exposed.
+//    all-to-all over the cp group of each of Q, K and V before attention
+//    and of the output after it; the backward the same for the gradients.
+//    Nothing runs beside them: all exposed.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLANNER_CONTEXTPARALLEL_H

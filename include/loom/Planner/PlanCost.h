@@ -213,7 +213,7 @@ public:
     double Bytes = 0;
     const Value *V = nullptr;
     bool Backward = false;
-    /// Its group: "tp" (the propagated axis) or "ep".
+    /// Its group: "tp", "ep" or "cp" (Ulysses' all-to-alls).
     llvm::StringRef Group = "tp";
   };
   struct TPSplit {
