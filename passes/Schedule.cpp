@@ -29,10 +29,10 @@ Error checkPricedCollectives(const ShardedProgram &SP,
         std::vector<PricedCollective> R;
         for (const PlanEvaluator::LayerCollective &X :
              Eval.getPricedForwardCollectives(Plan, Layer))
-          R.push_back({X.Kind, X.Bytes,
-                       X.V ? X.V->getName().str()
-                           : "layer " + std::to_string(Layer),
-                       X.Group.str()});
+          R.push_back(
+              {X.Kind, X.Bytes,
+               X.V ? X.V->getName().str() : "layer " + std::to_string(Layer),
+               X.Group.str()});
         for (const EmbeddingShard &S : Best.Embeddings.Tables) {
           const EmbeddingTable *T = nullptr;
           for (const EmbeddingTable &X : Eval.getEmbeddingTables())

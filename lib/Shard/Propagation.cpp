@@ -148,18 +148,6 @@ void Propagator::record(const Node &N, OpSharding S, bool HasRule) {
   static_cast<OpSharding &>(Slot) = std::move(S);
 }
 
-/// Data movement: the value's elements, rearranged or repeated.
-bool isDataMovement(const Node &N) {
-  StringRef Op = N.getOpType();
-  return N.getDomain().empty() &&
-         (Op == "Reshape" || Op == "Unsqueeze" || Op == "Squeeze" ||
-          Op == "Expand" || Op == "Transpose" || Op == "Identity");
-}
-
-int64_t bytesOf(const Value *V) {
-  return V->Type.getSizeInBytes().getValueOr(INT64_MAX);
-}
-
 /// \p Chain runs from the consumer's operand up (Chain[0] makes it): the
 /// specs its rules give when its input arrives split on \p Dim; committed
 /// when the operand then comes out as \p Req.
@@ -221,28 +209,10 @@ void Propagator::hoistAllToAlls(const Graph &G) {
       if (!Cur.isSplit() || !Req.isSplit() || Cur.Dim == Req.Dim ||
           !Cur.Blocks.empty() || !Req.Blocks.empty())
         continue;
-      // The movement chain up from V, each value read by the next alone.
-      SmallVector<const Node *, 4> Chain;
-      for (const Value *X = V; Chain.size() < 6;) {
-        const Node *D = X->getDefiningNode();
-        auto U = Users.find(X);
-        if (!D || !isDataMovement(*D) || U == Users.end() ||
-            U->second.size() != 1 || !Values.lookup(D->getInput(0)).isSplit())
-          break;
-        Chain.push_back(D);
-        X = D->getInput(0);
-      }
-      // The smallest value up the chain, nearest first among equals.
-      unsigned Best = 0;
-      int64_t BestBytes = bytesOf(V);
-      for (unsigned K = 1; K <= Chain.size(); ++K)
-        if (bytesOf(Chain[K - 1]->getInput(0)) < BestBytes) {
-          Best = K;
-          BestBytes = bytesOf(Chain[K - 1]->getInput(0));
-        }
-      if (!Best)
+      SmallVector<const Node *, 4> Up = findSmallerMovementSource(
+          V, Users, [&](const Value *X) { return Values.lookup(X).isSplit(); });
+      if (Up.empty())
         continue;
-      ArrayRef<const Node *> Up = makeArrayRef(Chain).take_front(Best);
       const Value *U = Up.back()->getInput(0);
       AxisSpec From = Values.lookup(U);
       for (unsigned D = 0; D < U->Type.getRank(); ++D)

@@ -24,6 +24,7 @@
 #include "RingAttention.h"
 #include "ShardAttrs.h"
 #include "loom/IR/NodeLabel.h"
+#include "loom/Shard/Propagate.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -199,6 +200,10 @@ private:
     return B.op("Gather", Base + ".block", {X, Idx}, T,
                 makeAttrs(intAttr("axis", Axis)));
   }
+  /// \p X, a block of Chain.back()'s input, through \p Chain (a KChain or
+  /// VChain) as this rank's own block went: each node at the local type
+  /// the role graph gave it, a Reshape's or Expand's shape that type's.
+  Expected<Value *> moveBlock(Value *X, ArrayRef<const Node *> Chain);
   /// The side operands of the chain, whole, their query rows cut to this
   /// rank's positions; null at the scores' slots.
   Error loadSides();
@@ -232,6 +237,36 @@ private:
   /// Per side operand: whether its last dim spans the keys.
   std::vector<SmallVector<bool, 3>> SideCols;
 };
+
+Expected<Value *> RingLowering::moveBlock(Value *X,
+                                          ArrayRef<const Node *> Chain) {
+  for (const Node *N : llvm::reverse(Chain)) {
+    const Value *Y = N->getOutput(0);
+    Expected<Value *> Own = B.get(Y, R.Values.lookup(Y));
+    if (!Own)
+      return Own.takeError();
+    const TensorType &T = (*Own)->Type;
+    SmallVector<Value *, 2> In{X};
+    StringRef Op = N->getOpType();
+    for (unsigned I = 1; I < N->getNumInputs(); ++I) {
+      if ((Op == "Reshape" || Op == "Expand") && I == 1) {
+        In.push_back(B.constInt64(Base + ".shape", {(int64_t)T.getRank()},
+                                  T.getStaticShape()));
+        continue;
+      }
+      Expected<Value *> C = B.get(N->getInput(I), AxisSpec());
+      if (!C)
+        return C.takeError();
+      In.push_back(*C);
+    }
+    Expected<Value *> Z =
+        B.op(Op, Base + ".block." + Op.lower(), In, T, copyAttrs(*N));
+    if (!Z)
+      return Z.takeError();
+    X = *Z;
+  }
+  return X;
+}
 
 Error RingLowering::loadSides() {
   std::vector<int64_t> Rows = getRingPositions(CP, Rank, S);
@@ -323,10 +358,21 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
   const Value *KTV = SN.getInput(1), *VV = CN.getInput(1);
   RING_TRY(K0, B.get(KTV, AxisSpec::split(KTV->Type.getRank() - 1)));
   RING_TRY(V0, B.get(VV, AxisSpec::split(VV->Type.getRank() - 2)));
+  // What goes around: K^T and V, or the smaller values they were moved
+  // from (this rank's block of each).
+  auto Source = [&](ArrayRef<const Node *> Chain, Value *Own) {
+    if (Chain.empty())
+      return Expected<Value *>(Own);
+    const Value *U = Chain.back()->getInput(0);
+    return B.get(U, R.Values.lookup(U));
+  };
+  RING_TRY(KS0, Source(Site.KChain, K0));
+  RING_TRY(VS0, Source(Site.VChain, V0));
   if (Error E = loadSides())
     return std::move(E);
   TensorType OT = withBlock(CN.getOutput(0)->Type, Chunk, 0);
   Value *K = K0, *V = V0, *M = nullptr, *L = nullptr, *O = nullptr;
+  Value *KS = KS0, *VS = VS0;
   unsigned Next = (Rank + 1) % CP, Prev = (Rank + CP - 1) % CP;
   for (unsigned I = 0; I < CP; ++I) {
     Value *KNext = nullptr, *VNext = nullptr;
@@ -334,12 +380,16 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
       // Pass the block on before computing with it (the transfer overlaps
       // the step); tags: two per step and site.
       int Tag = 2 * (int)(Site.Index * (CP - 1) + I);
-      B.send(K, Next, Tag, Base + ".k");
-      B.send(V, Next, Tag + 1, Base + ".v");
-      RING_TRY(KR, B.recv(K->Type, Prev, Tag, Base + ".k"));
-      RING_TRY(VR, B.recv(V->Type, Prev, Tag + 1, Base + ".v"));
-      KNext = KR;
-      VNext = VR;
+      B.send(KS, Next, Tag, Base + ".k");
+      B.send(VS, Next, Tag + 1, Base + ".v");
+      RING_TRY(KR, B.recv(KS->Type, Prev, Tag, Base + ".k"));
+      RING_TRY(VR, B.recv(VS->Type, Prev, Tag + 1, Base + ".v"));
+      KS = KR;
+      VS = VR;
+      RING_TRY(KM, moveBlock(KR, Site.KChain));
+      RING_TRY(VM, moveBlock(VR, Site.VChain));
+      KNext = KM;
+      VNext = VM;
     }
     RING_TRY(X, scoreBlock(K, (Rank + CP - I) % CP));
     RING_TRY(MI, reduceLast("ReduceMax", "rowmax", X));
@@ -418,6 +468,18 @@ void findRingSites(ShardingResult &R, const UseMap &Users) {
                         ": cp_algo=ring all-gathers K and V over cp here (" +
                         Why + ")");
       continue;
+    }
+    // K and V go around as the smaller values data movement made them
+    // from, each rank's block split on its tokens.
+    auto Tokens = [&](const Value *X) {
+      AxisSpec S = R.Values.lookup(X);
+      return S.isSplit() && S.Blocks.empty();
+    };
+    for (auto KV : {std::make_pair(Site.Scores->getInput(1), &Site.KChain),
+                    std::make_pair(Site.Context->getInput(1), &Site.VChain)}) {
+      SmallVector<const Node *, 4> C =
+          findSmallerMovementSource(KV.first, Users, Tokens);
+      KV.second->assign(C.begin(), C.end());
     }
     Site.Index = R.RingSites.size();
     R.RingNodes[Site.Scores] = Site.Index;

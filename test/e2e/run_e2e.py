@@ -212,6 +212,11 @@ CASES = [
     ("attn-cp2-ring",      "gen:attn",  "cp=2,cp_algo=ring,mb=2",              "infer", 4, 8),
     ("attn_bidir-cp4-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,mb=2",         "infer", 4, 8),
     ("llama_tiny-cp2pp2dp2-ring", "ex:llama-tiny.onnx", "cp=2,cp_algo=ring,pp=2,dp=2,mb=1", "infer", 4, 8),
+    # Grouped K/V heads: the ring passes K and V before their repeat and
+    # repeats each received block (RingSite::KChain).
+    ("llama-cp2-ring-train", "gen:llama", "cp=2,cp_algo=ring,mb=2",            "train", 4, 8),
+    ("llama-cp4-ring",     "gen:llama", "cp=4,cp_algo=ring,mb=2",              "infer", 4, 8),
+    ("zoo_llama2_gqa-cp2-ring", "zoo:llama2-gqa-tiny", "cp=2,cp_algo=ring,mb=1", "infer", 2, 16),
     ("attn_loss-cp4pp2-ring-train", "gen:attn_loss", "cp=4,cp_algo=ring,pp=2,mb=1", "train", 4, 8),
     ("attn_bidir-cp2dp2-ring-train", "gen:attn_bidir", "cp=2,cp_algo=ring,dp=2,mb=1", "train", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a

@@ -19,6 +19,8 @@
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace loom {
 
@@ -90,6 +92,19 @@ protected:
   /// expert work, which ep gathers along a dim tp must not split).
   llvm::DenseSet<const Value *> SeenReplicated;
 };
+
+/// Where a value the attention reads split otherwise (Ulysses' heads) or
+/// passes around (the cp ring's K/V blocks) is better moved: the chain of
+/// data movement ops (Reshape, Unsqueeze, Squeeze, Expand, Transpose,
+/// Identity) that made \p V, each value read only by the next, walked up
+/// while \p Movable holds of the value it starts from, cut at its smallest
+/// value (the nearest among equals). Chain[0] makes V; the value to move is
+/// Chain.back()'s input. Empty when no value up the chain is smaller than
+/// V (HF's repeat_kv: K and V before their Unsqueeze, Expand and Reshape to
+/// the query heads).
+llvm::SmallVector<const Node *, 4>
+findSmallerMovementSource(const Value *V, const UseMap &Users,
+                          llvm::function_ref<bool(const Value *)> Movable);
 
 } // namespace loom
 

@@ -113,6 +113,12 @@ struct RingSite {
   /// probabilities.
   std::vector<const Node *> Post;
   const Node *Context = nullptr;
+  /// The data movement that made K^T (V) from a smaller value (HF's
+  /// repeat_kv; findSmallerMovementSource, Propagate.h), Chain[0] making
+  /// it: the ring passes the smaller value's blocks and repeats the
+  /// movement on each, as Megatron-Core passes un-repeated K/V. Empty: K^T
+  /// (V) itself goes around.
+  std::vector<const Node *> KChain, VChain;
   /// The site's number (its transfers' tags).
   unsigned Index = 0;
 };

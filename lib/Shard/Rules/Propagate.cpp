@@ -76,4 +76,43 @@ void PropagationContext::propagate(const Graph &G) {
   SeenReplicated.clear();
 }
 
+namespace {
+
+bool isDataMovement(const Node &N) {
+  StringRef Op = N.getOpType();
+  return (N.getDomain().empty() || N.getDomain() == "ai.onnx") &&
+         (Op == "Reshape" || Op == "Unsqueeze" || Op == "Squeeze" ||
+          Op == "Expand" || Op == "Transpose" || Op == "Identity");
+}
+
+int64_t bytesOf(const Value *V) {
+  return V->Type.getSizeInBytes().getValueOr(INT64_MAX);
+}
+
+} // namespace
+
+SmallVector<const Node *, 4>
+findSmallerMovementSource(const Value *V, const UseMap &Users,
+                          function_ref<bool(const Value *)> Movable) {
+  SmallVector<const Node *, 4> Chain;
+  for (const Value *X = V; Chain.size() < 6;) {
+    const Node *D = X->getDefiningNode();
+    auto U = Users.find(X);
+    if (!D || !isDataMovement(*D) || U == Users.end() ||
+        U->second.size() != 1 || !D->getInput(0) || !Movable(D->getInput(0)))
+      break;
+    Chain.push_back(D);
+    X = D->getInput(0);
+  }
+  unsigned Best = 0;
+  int64_t BestBytes = bytesOf(V);
+  for (unsigned K = 1; K <= Chain.size(); ++K)
+    if (bytesOf(Chain[K - 1]->getInput(0)) < BestBytes) {
+      Best = K;
+      BestBytes = bytesOf(Chain[K - 1]->getInput(0));
+    }
+  Chain.resize(Best);
+  return Chain;
+}
+
 } // namespace loom
