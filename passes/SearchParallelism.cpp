@@ -439,7 +439,8 @@ Error searchParallelism(CompilationUnit &CU) {
       const ParallelPlan &P = RF->Top.front().Plan;
       std::string Rule;
       for (const FrameworkProfile *F : SO.Frameworks)
-        if (Error E = checkSpec(*F, getFixedSpec(P), {R->Space.NumBlocks}))
+        if (Error E = checkSpec(*F, getFixedSpec(P),
+                                 {R->Space.NumBlocks, R->Space.KVHeads}))
           Rule = toString(std::move(E));
       R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));

@@ -215,6 +215,16 @@ Error checkParallelism(const FrameworkProfile &F, const PlanSpec &S,
                       : "its context-parallel algorithms are " +
                             join(F.ContextParallel, ", "),
                   F.ContextParallelSource);
+    unsigned TP = S.TP.getValueOr(1);
+    if (A == CPAlgo::A2A && Ctx.KVHeads > 0 && Ctx.KVHeads % (TP * CP) &&
+        !F.UlyssesKVRepeat)
+      return Fail("cp=" + Twine(CP) + ",cp_algo=" + loom::getCPAlgoName(A) +
+                      " with tp=" + Twine(TP),
+                  "its all-to-all over heads needs the " + Twine(Ctx.KVHeads) +
+                      " K/V heads divisible by tp*cp = " + Twine(TP * CP) +
+                      " (it does not repeat them to the query heads first)",
+                  F.UlyssesKVRepeatSource.empty() ? F.ContextParallelSource
+                                                  : F.UlyssesKVRepeatSource);
   }
   if (S.Grad && !is_contained(F.Grads, *S.Grad))
     return Fail("grad=" + getGradPrecisionName(*S.Grad),

@@ -108,6 +108,7 @@ struct RawRuns {
   RawValues<OrderTag> Orders;
   RawValues<GradTag> Grads;
   RawValues<AnyTag> CP, Schedules;
+  Optional<RawSupport> UlyssesKVRepeat;
   Optional<RawPrecision> Precision;
 };
 struct RawOverlap {
@@ -235,6 +236,7 @@ template <> struct MappingTraits<RawRuns> {
     IO.mapRequired("mesh_orders", R.Orders);
     IO.mapRequired("grad_reduce", R.Grads);
     IO.mapRequired("context_parallel", R.CP);
+    IO.mapOptional("ulysses_kv_repeat", R.UlyssesKVRepeat);
     IO.mapRequired("pipeline_schedules", R.Schedules);
     IO.mapOptional("precision", R.Precision);
   }
@@ -415,6 +417,10 @@ void convertRuns(const RawRuns &R, FrameworkProfile &F) {
   for (const auto &W : R.CP.Values)
     F.ContextParallel.push_back(W.S);
   F.ContextParallelSource = R.CP.Source;
+  if (R.UlyssesKVRepeat) {
+    F.UlyssesKVRepeat = R.UlyssesKVRepeat->Supported;
+    F.UlyssesKVRepeatSource = R.UlyssesKVRepeat->Source;
+  }
   for (const auto &W : R.Schedules.Values)
     F.PipelineSchedules.push_back(W.S);
   if (R.Precision) {

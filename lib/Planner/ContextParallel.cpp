@@ -64,13 +64,24 @@ std::string getCPIllegalReason(CPAlgo Algo, unsigned CP, unsigned TP,
     if (QHeads <= 0 || KVHeads <= 0)
       return C + " with cp_algo=a2a splits the heads, and the model's "
                  "attention heads were not found";
-    if (QHeads % Need || KVHeads % Need)
+    // K/V heads that tp*cp does not divide are repeated to the query heads
+    // first (getUlyssesKVBytes); tp alone must still divide them, as
+    // MindSpeed asks (validate_args: num_query_groups divisible by tp).
+    if (QHeads % Need || KVHeads % TP)
       return C + " with cp_algo=a2a: " + std::to_string(QHeads) +
-             " heads and " + std::to_string(KVHeads) +
-             " K/V heads are not both divisible by tp*cp = " +
-             std::to_string(Need);
+             " heads are not divisible by tp*cp = " + std::to_string(Need) +
+             (KVHeads % TP ? " or " + std::to_string(KVHeads) +
+                                 " K/V heads by tp = " + std::to_string(TP)
+                           : std::string());
   }
   return "";
+}
+
+double getUlyssesKVBytes(unsigned CP, unsigned TP, int64_t QHeads,
+                         int64_t KVHeads, double KVBytes) {
+  if (KVHeads <= 0 || QHeads <= KVHeads || KVHeads % ((int64_t)TP * CP) == 0)
+    return KVBytes;
+  return KVBytes * (double)QHeads / (double)KVHeads;
 }
 
 } // namespace loom

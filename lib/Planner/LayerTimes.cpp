@@ -281,7 +281,8 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
   const LayerFacts &F = I->LF[L];
   if (P.CP > 1 && P.CPA == CPAlgo::A2A && F.KVBytes > 0) {
     double QO = F.QOBytes / P.TP * ActScale;
-    double KV = F.KVBytes / 2 / P.TP * ActScale;
+    double KV = getUlyssesKVBytes(P.CP, P.TP, F.QHeads, F.KVHeads,
+                                  F.KVBytes / 2 / P.TP * ActScale);
     for (double Bytes : {QO, KV, KV, QO})
       R.push_back({CollectiveKind::AllToAll, Bytes, nullptr, false, "cp"});
   }

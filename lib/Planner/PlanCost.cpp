@@ -186,18 +186,19 @@ PlanEvaluator::getStageLayers(const ParallelPlan &P) const {
 
 double PlanEvaluator::getPeakFlops() const { return I->Peak; }
 
+std::pair<int64_t, int64_t> PlanEvaluator::getAttentionHeads() const {
+  for (const LayerFacts &L : I->LF)
+    if (L.QHeads > 0)
+      return {L.QHeads, L.KVHeads};
+  return {0, 0};
+}
+
 std::string PlanEvaluator::getCPIllegalReason(const ParallelPlan &P) const {
   if (P.CP <= 1)
     return "";
-  // The attention layers' heads (the first that has them).
-  int64_t QH = 0, KVH = 0;
-  for (const LayerFacts &L : I->LF)
-    if (L.QHeads > 0) {
-      QH = L.QHeads;
-      KVH = L.KVHeads;
-      break;
-    }
-  return loom::getCPIllegalReason(P.CPA, P.CP, P.TP, I->Opts.Seq, QH, KVH);
+  std::pair<int64_t, int64_t> H = getAttentionHeads();
+  return loom::getCPIllegalReason(P.CPA, P.CP, P.TP, I->Opts.Seq, H.first,
+                                  H.second);
 }
 
 ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {

@@ -107,7 +107,7 @@ Error checkFixed(const PlanSpec &F, const SearchSpace &S,
                  ArrayRef<const FrameworkProfile *> Frameworks) {
   // What --plan fixes must be something the framework runs.
   for (const FrameworkProfile *FP : Frameworks)
-    if (Error E = checkSpec(*FP, F, {S.NumBlocks}))
+    if (Error E = checkSpec(*FP, F, {S.NumBlocks, S.KVHeads}))
       return createStringError(inconvertibleErrorCode(), "--plan: %s",
                                toString(std::move(E)).c_str());
   // tp overlap needs TP communication: tp > 1, given or possible.
@@ -176,7 +176,7 @@ static void noteEPNotSearched(SearchSpace &S, const PlanEvaluator &Eval,
 bool isRunnable(const SearchOptions &Opts, const SearchSpace &Space,
                 const ParallelPlan &P) {
   for (const FrameworkProfile *F : Opts.Frameworks)
-    if (!canRun(*F, P, {Space.NumBlocks}))
+    if (!canRun(*F, P, {Space.NumBlocks, Space.KVHeads}))
       return false;
   return true;
 }
@@ -189,6 +189,7 @@ static SearchSpace describeSpace(const PlanEvaluator &Eval, const Graph &G,
                                  const EvaluatorOptions &EO,
                                  const SearchOptions &Opts) {
   SearchSpace Space = describeSearchSpace(G, Layers, HW, EO, Opts.Devices);
+  Space.KVHeads = Eval.getAttentionHeads().second;
   Space.NumLayers = Eval.getNumLayers();
   Space.StaticBatch = Opts.StaticBatch;
   noteEPNotSearched(Space, Eval, Opts.Fixed);

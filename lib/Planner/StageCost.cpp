@@ -173,6 +173,9 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         // output at the tp and cp split (ActScale has the cp).
         CPLayerInputs CI;
         CI.KVBytes = F.KVBytes / TP * C.ActScale;
+        if (P.CPA == CPAlgo::A2A)
+          CI.KVBytes = getUlyssesKVBytes(P.CP, TP, F.QHeads, F.KVHeads,
+                                         CI.KVBytes);
         CI.QOBytes = F.QOBytes / TP * C.ActScale;
         CI.AttnFwdS = T.CoreFwd;
         CI.AttnBwdS = T.CoreBwd;

@@ -185,6 +185,11 @@ CASES = [
     ("gpt2-cp2pp2-train",  "ex:gpt2-tiny.onnx",  "cp=2,cp_algo=a2a,pp=2,mb=1", "train", 4, 8),
     ("llama_tiny-cp2",     "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,mb=2",      "infer", 4, 8),
     ("llama_tiny-cp2dp2",  "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,dp=2,mb=1", "infer", 4, 8),
+    # cp = 4 > the 2 K/V heads: the all-to-alls move K and V as the model
+    # repeated them to its 4 query heads (MindSpeed's
+    # --kv-head-repeat-before-uly-alltoall), priced so.
+    ("llama_tiny-cp4",     "ex:llama-tiny.onnx", "cp=4,cp_algo=a2a,mb=2",      "infer", 4, 8),
+    ("llama-cp4-train",    "gen:llama", "cp=4,cp_algo=a2a,mb=2",               "train", 4, 8),
     ("llama-cp2-train",    "gen:llama", "cp=2,cp_algo=a2a,mb=2",               "train", 4, 8),
     # Grouped K/V heads repeated in-graph, in the zoo's writing (onnx.helper
     # laid out as torch.onnx exports; llama_tiny above is a real torch

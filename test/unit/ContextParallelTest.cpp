@@ -84,15 +84,32 @@ TEST(ContextParallel, Legality) {
   EXPECT_EQ(getCPIllegalReason(CPAlgo::Ring, 4, 1, 4100, 32, 32),
             "cp=4 with cp_algo=ring: sequence 4100 is not divisible by 8 "
             "(2*cp chunks balance the causal ring)");
-  // a2a: 64 heads, 8 K/V heads (LLaMA-2-70B): tp 8 x cp 2 = 16 does not
-  // divide 8.
-  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 8, 4096, 64, 8),
-            "cp=2 with cp_algo=a2a: 64 heads and 8 K/V heads are not both "
-            "divisible by tp*cp = 16");
+  // a2a: 64 heads, 8 K/V heads (LLaMA-2-70B). tp 8 x cp 2 = 16 does not
+  // divide the 8 K/V heads: they are repeated to the 64 query heads before
+  // the all-to-all (legal; getUlyssesKVBytes prices it). tp 16 x cp 2 = 32
+  // divides the query heads but tp 16 not the K/V heads; tp 8 x cp 16 =
+  // 128 not the query heads.
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 8, 4096, 64, 8), "");
   EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 4, 4096, 64, 8), "");
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 16, 4096, 64, 8),
+            "cp=2 with cp_algo=a2a: 64 heads are not divisible by tp*cp = 32 "
+            "or 8 K/V heads by tp = 16");
+  EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 16, 8, 4096, 64, 8),
+            "cp=16 with cp_algo=a2a: 64 heads are not divisible by tp*cp = "
+            "128");
   EXPECT_EQ(getCPIllegalReason(CPAlgo::A2A, 2, 1, 4096, 0, 0),
             "cp=2 with cp_algo=a2a splits the heads, and the model's "
             "attention heads were not found");
+}
+
+TEST(ContextParallel, UlyssesMovesRepeatedKVWhereTPxCPDoesNotDivide) {
+  // 1 MiB of K and V before the repeat, 64 query and 8 K/V heads.
+  // tp 4 x cp 2 = 8 divides the 8 K/V heads: they move as they are.
+  EXPECT_EQ(getUlyssesKVBytes(2, 4, 64, 8, 1 * MiB), 1 * MiB);
+  // tp 8 x cp 2 = 16 does not: repeated to the query heads, 64 / 8 = 8x.
+  EXPECT_EQ(getUlyssesKVBytes(2, 8, 64, 8, 1 * MiB), 8 * MiB);
+  // Multi-head attention: nothing to repeat.
+  EXPECT_EQ(getUlyssesKVBytes(4, 8, 16, 16, 1 * MiB), 1 * MiB);
 }
 
 } // namespace

@@ -28,8 +28,8 @@ FrameworkProfile load(StringRef Name) {
 PlanSpec spec(StringRef Text) { return cantFail(parsePlanSpec(Text)); }
 
 std::string why(const FrameworkProfile &F, StringRef Plan,
-                unsigned Blocks = 0) {
-  Error E = checkSpec(F, spec(Plan), {Blocks});
+                unsigned Blocks = 0, int64_t KVHeads = 0) {
+  Error E = checkSpec(F, spec(Plan), {Blocks, KVHeads});
   return E ? toString(std::move(E)) : "";
 }
 
@@ -116,6 +116,23 @@ TEST(FrameworkTest, RulesNameTheFrameworkAndTheirSource) {
   EXPECT_EQ("", why(S, "pp=2,vpp=2", 8));
   EXPECT_NE("", why(S, "pp=3,vpp=2", 8));
   EXPECT_NE("", why(S, "zero=2"));
+
+  // Ulysses with 8 K/V heads: tp 2 x cp 4 divides them everywhere; tp 4 x
+  // cp 4 only where K/V are repeated to the query heads first (MindSpeed's
+  // --kv-head-repeat-before-uly-alltoall), not in Transformer Engine's
+  // all-to-all under Megatron-Core nor in DeepSpeed's.
+  for (const FrameworkProfile *F : {&M, &S, &D})
+    EXPECT_EQ("", why(*F, "tp=2,cp=4,cp_algo=a2a", 0, 8)) << F->Name;
+  EXPECT_EQ("", why(S, "tp=4,cp=4,cp_algo=a2a", 0, 8));
+  EXPECT_EQ("framework 'megatron-core' cannot run cp=4,cp_algo=a2a with "
+            "tp=4: its all-to-all over heads needs the 8 K/V heads divisible "
+            "by tp*cp = 16 (it does not repeat them to the query heads first) "
+            "(TransformerEngine AttnFuncWithCPAndQKVOA2A ('The number of "
+            "attention heads needs to be divisible by CP size!'))",
+            why(M, "tp=4,cp=4,cp_algo=a2a", 0, 8));
+  EXPECT_NE("", why(D, "tp=4,cp=4,cp_algo=a2a", 0, 8));
+  // The ring moves K/V blocks, whatever the heads.
+  EXPECT_EQ("", why(M, "tp=4,cp=4,cp_algo=ring", 0, 8));
 
   // none runs everything.
   EXPECT_EQ("", why(load("none"), "tp=8,zero=3,pp=4,offload=param:ssd"));

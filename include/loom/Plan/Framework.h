@@ -106,6 +106,11 @@ struct FrameworkProfile {
   /// Loom's. Pipeline schedules are recorded, not searched (one order).
   std::vector<std::string> ContextParallel, PipelineSchedules;
   std::string ContextParallelSource;
+  /// Its all-to-all over heads repeats K/V heads to the query heads when
+  /// tp x cp does not divide the K/V heads (MindSpeed's
+  /// --kv-head-repeat-before-uly-alltoall); false: such plans are not run.
+  bool UlyssesKVRepeat = false;
+  std::string UlyssesKVRepeatSource;
 
   // How it runs them (fed into the cost where Loom models it).
   std::string Attention;
@@ -168,6 +173,8 @@ std::vector<std::string> getShippedFrameworkNames();
 struct FrameworkContext {
   /// Transformer blocks (detect-layers' repeated blocks).
   unsigned NumBlocks = 0;
+  /// The attention's K/V heads (0: not found).
+  int64_t KVHeads = 0;
 };
 
 /// Why \p F cannot run the choices \p S fixes (each rule checked when the

@@ -58,6 +58,14 @@ CPLayerCost costContextParallelLayer(CPAlgo Algo, unsigned CP,
                                      const GroupShape &CPG,
                                      const HardwareModel &HW);
 
+/// The K/V bytes Ulysses' all-to-alls move, given \p KVBytes before any
+/// GQA repeat: those, or, when tp x cp does not divide the \p KVHeads, K
+/// and V repeated to the \p QHeads first (MindSpeed's
+/// --kv-head-repeat-before-uly-alltoall, repeat_interleave of each group's
+/// heads; the role graphs move a model's own repeat's output then).
+double getUlyssesKVBytes(unsigned CP, unsigned TP, int64_t QHeads,
+                         int64_t KVHeads, double KVBytes);
+
 /// Why \p CP with \p Algo cannot split a model with sequence length \p Seq
 /// and \p QHeads / \p KVHeads attention heads (0: unknown) at \p TP; empty
 /// when it can. The ring's causal load balancing cuts the sequence into

@@ -178,6 +178,8 @@ public:
   /// Why \p P's cp and cp_algo cannot split this model (ContextParallel.h:
   /// the sequence, the heads); empty when they can.
   std::string getCPIllegalReason(const ParallelPlan &P) const;
+  /// The query and K/V heads of the first attention layer ({0, 0}: none).
+  std::pair<int64_t, int64_t> getAttentionHeads() const;
   /// Serving (Serving.h): layer \p Layer's forward time on one device at
   /// \p TP, the nodes outside the attention core at \p ActScale of the
   /// bound graph's activations and the attention core (activation x

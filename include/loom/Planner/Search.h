@@ -199,6 +199,8 @@ struct SearchSpace {
   uint64_t Devices = 1;
   int64_t Batch = 1;
   unsigned NumLayers = 1, NumBlocks = 0;
+  /// The attention's K/V heads (0: not found; FrameworkContext).
+  int64_t KVHeads = 0;
   uint64_t TPLimit = 1;
   std::string TPLimitWhy;
   TPDivisibility TPDiv;
