@@ -430,6 +430,19 @@ VALIDATION = [
            layers=48, hidden=8192, heads=64, kv_heads=8, ffn=22016,
            vocab=32000, max_pos=4096, published=33.7e9,
            published_rounding=1e9),
+    # ChatGLM3-6B (HF THUDM/chatglm3-6b config.json; MindSpeed-LLM's
+    # examples/mcore/chatglm3 scripts): 28 layers, h 4096, 32 heads, 2 K/V
+    # groups, SwiGLU FFN 13696, RMSNorm, vocab 65024, untied head. Written
+    # in the llama family: its q/k/v biases (28 x 4608 parameters) and
+    # half-width rotary (--rotary-percent 0.5) are left out; rotary tables
+    # of 32768 positions (its 32K row). runs.csv ms-chatglm3-6b-32k.
+    Config(name="chatglm3-6b", family="llama",
+           source="HF THUDM/chatglm3-6b config.json; MindSpeed-LLM "
+                  "examples/mcore/chatglm3/pretrain_chatglm3_6B_32K.sh",
+           layers=28, hidden=4096, heads=32, kv_heads=2, ffn=13696,
+           vocab=65024, max_pos=32768, published=6_243_584_000,
+           published_note="parameters of the released checkpoint (6.24B; "
+                          "q/k/v biases included, not written here)"),
     # Qwen3-30B-A3B (HF Qwen/Qwen3-30B-A3B config.json): 48 layers, h 2048,
     # 32 heads / 4 KV of head_dim 128, QK-norm, 128 experts of FFN 768,
     # top-8 (renormalised), no shared expert, vocab 151936, untied. Qwen3
