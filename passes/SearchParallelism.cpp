@@ -440,7 +440,7 @@ Error searchParallelism(CompilationUnit &CU) {
       std::string Rule;
       for (const FrameworkProfile *F : SO.Frameworks)
         if (Error E = checkSpec(*F, getFixedSpec(P),
-                                 {R->Space.NumBlocks, R->Space.KVHeads}))
+                                {R->Space.NumBlocks, R->Space.KVHeads}))
           Rule = toString(std::move(E));
       R->Precision = CU.Opts.Precision;
       CU.Search = std::make_shared<SearchResult>(std::move(*R));

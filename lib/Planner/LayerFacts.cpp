@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PlanCostImpl.h"
+#include "loom/IR/AttentionOp.h"
 #include "loom/IR/Subgraphs.h"
 #include "loom/Shard/ExpertRules.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -521,6 +522,30 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
       // A fused attention kernel keeps no scores to recompute.
       if (F.C && F.C->Cost.FusedKernel == "attention")
         F.AttentionCore = false;
+    }
+  // ONNX's Attention (opset 23) is the whole core in one node, as a fused
+  // attention kernel is (AttentionOps.cpp: no scores kept to recompute):
+  // its heads from its attributes or shapes, K and V as it takes them
+  // (before its own grouped-query broadcast), the output as Q's size.
+  for (LayerFacts &L : LF)
+    for (NodeFacts &F : L.Nodes) {
+      const Node &N = *F.N;
+      Optional<AttentionDims> D;
+      if (N.getOpType() == "Attention" &&
+          (N.getDomain().empty() || N.getDomain() == "ai.onnx"))
+        D = getAttentionDims(N);
+      if (!D)
+        continue;
+      F.CoreNode = true;
+      L.QHeads = D->QHeads;
+      L.KVHeads = D->KVHeads;
+      for (unsigned I : {1u, 2u})
+        if (KVCounted.insert(N.getInput(I)).second) {
+          L.KVBytes += valueBytes(N.getInput(I));
+          L.KVElements += N.getInput(I)->Type.getNumElements().getValueOr(0);
+        }
+      if (N.getOutput(0))
+        L.QOBytes += valueBytes(N.getOutput(0));
     }
   // K/V heads from the sizes, whatever their layout: K and V hold
   // 2 * B * S * KVH * D elements, the output B * S * QH * D.

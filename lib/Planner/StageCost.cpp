@@ -174,8 +174,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         CPLayerInputs CI;
         CI.KVBytes = F.KVBytes / TP * C.ActScale;
         if (P.CPA == CPAlgo::A2A)
-          CI.KVBytes = getUlyssesKVBytes(P.CP, TP, F.QHeads, F.KVHeads,
-                                         CI.KVBytes);
+          CI.KVBytes =
+              getUlyssesKVBytes(P.CP, TP, F.QHeads, F.KVHeads, CI.KVBytes);
         CI.QOBytes = F.QOBytes / TP * C.ActScale;
         CI.AttnFwdS = T.CoreFwd;
         CI.AttnBwdS = T.CoreBwd;

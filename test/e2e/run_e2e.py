@@ -279,6 +279,11 @@ CASES = [
     ("llama23-tp2pp2",     "test:llama23-tiny.onnx", "tp=2,pp=2,dp=1,mb=1",  "infer", 4, 8),
     ("llama23-pp2dp2",     "test:llama23-tiny.onnx", "tp=1,pp=2,dp=2,mb=1",  "infer", 4, 8),
     ("llama17_twin-tp2pp2", "test:llama17-twin.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, 8),
+    # cp over heads (Ulysses) on opset 23's Attention and on its opset-17
+    # twin: the same all-to-alls, priced as emitted (issue 34)
+    ("llama23-cp2",        "test:llama23-tiny.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("llama17_twin-cp2",   "test:llama17-twin.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("llama23-cp2-ring",   "test:llama23-tiny.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
     # int4 weights (DequantizeLinear-21, stored whole) and a float8 head
     # (Cast-19, split by columns over tp), opset 21
     ("newtypes-tp2pp2",    "test:newtypes-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),

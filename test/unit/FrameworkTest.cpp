@@ -27,8 +27,8 @@ FrameworkProfile load(StringRef Name) {
 
 PlanSpec spec(StringRef Text) { return cantFail(parsePlanSpec(Text)); }
 
-std::string why(const FrameworkProfile &F, StringRef Plan,
-                unsigned Blocks = 0, int64_t KVHeads = 0) {
+std::string why(const FrameworkProfile &F, StringRef Plan, unsigned Blocks = 0,
+                int64_t KVHeads = 0) {
   Error E = checkSpec(F, spec(Plan), {Blocks, KVHeads});
   return E ? toString(std::move(E)) : "";
 }

@@ -12,12 +12,16 @@
 // 3-D ones (heads x head size); a mask with a heads dim of Hq is split
 // with them, one that broadcasts over heads is read whole. The heads
 // attributes (q_num_heads, kv_num_heads) become per-rank counts
-// (localizeHeadAttributes). Otherwise every input is gathered.
+// (localizeHeadAttributes). On cp's sequence axis with cp_algo=a2a the
+// tokens' split moves to the heads (Ulysses). Otherwise every input is
+// gathered.
 //
 // RotaryEmbedding rotates each head's vector by its position: a heads
 // split of X (dim 1 of 4-D, dim 2 of 3-D with num_heads) is exact, the
 // cos/sin tables and position ids being read whole; num_heads becomes the
-// per-rank count. RMSNormalization is a LayerNormalization without the
+// per-rank count; on cp's sequence axis a split of the tokens is exact
+// too, the position ids (or the per-token caches) split with them.
+// RMSNormalization is a LayerNormalization without the
 // mean: ruleLayerNorm's splits (dims below its axis) hold.
 //
 //===----------------------------------------------------------------------===//
@@ -37,8 +41,13 @@ void ruleAttention(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   AxisSpec CQ = Ctx.getSpec(N.getInput(0));
   int HD = (int)D->headDim();
   // A query split on another dim (batch, tokens) is gathered rather than
-  // moved to the heads: keep to the split the projections made.
-  if (CQ.isSplit() && (CQ.Dim != HD || !CQ.Blocks.empty()))
+  // moved to the heads: keep to the split the projections made. On the
+  // sequence axis with cp_algo=a2a, moving the tokens' split to the heads
+  // is the lowering (Ulysses: one all-to-all each for Q, K, V and back).
+  int SeqDim = D->Rank == 4 ? 2 : 1;
+  bool Ulysses = Ctx.isSequenceAxis() && !Ctx.isSequenceRing() &&
+                 CQ.isSplit() && CQ.Blocks.empty() && CQ.Dim == SeqDim;
+  if (CQ.isSplit() && (CQ.Dim != HD || !CQ.Blocks.empty()) && !Ulysses)
     return;
   AxisSpec Heads = AxisSpec::split(HD), Heads4 = AxisSpec::split(1);
   for (unsigned I : {0u, 1u, 2u})
@@ -65,6 +74,25 @@ void ruleRotaryEmbedding(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   if (!X || !CX.isSplit() || !CX.Blocks.empty())
     return;
   Shape S = shapeOf(X);
+  // cp's tokens (the sequence axis): each rank rotates its own tokens by
+  // their positions -- position_ids [B, S] split with them, or, without
+  // them, the caches [B, S, D/2] cut to the rank's rows.
+  int SeqDim = S.size() == 4 ? 2 : 1;
+  if (Ctx.isSequenceAxis() && (S.size() == 4 || S.size() == 3) &&
+      CX.Dim == SeqDim && Ctx.isDivisible(S[SeqDim])) {
+    const Value *Pos = N.getNumInputs() > 3 ? N.getInput(3) : nullptr;
+    if (Pos && shapeOf(Pos).size() == 2) {
+      NS.InputSpecs[3] = AxisSpec::split(1);
+    } else if (!Pos && shapeOf(N.getInput(1)).size() == 3 &&
+               shapeOf(N.getInput(2)).size() == 3) {
+      NS.InputSpecs[1] = NS.InputSpecs[2] = AxisSpec::split(1);
+    } else {
+      return;
+    }
+    NS.InputSpecs[0] = CX;
+    NS.OutputSpecs[0] = CX;
+    return;
+  }
   int64_t Heads = 0;
   if (S.size() == 4 && CX.Dim == 1)
     Heads = S[1];
