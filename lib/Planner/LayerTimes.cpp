@@ -275,10 +275,14 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
         [&](const rulesplit::EPComm &X, CollectiveKind K, double Bytes) {
           R.push_back({K, Bytes, X.V, false, "ep"});
         });
-  // As costContextParallelLayer prices Ulysses: Q, K, V and the output,
-  // each an all-to-all of the rank's share (the ring's transfers are
-  // point to point, outside the comparison).
+  // As costContextParallelLayer prices them: the ring's cp - 1 sends of
+  // the rank's K/V block (one buffer), or Ulysses' all-to-alls of Q, K, V
+  // and the output, each of the rank's share.
   const LayerFacts &F = I->LF[L];
+  if (P.CP > 1 && P.CPA == CPAlgo::Ring && F.KVBytes > 0)
+    for (unsigned S = 1; S < P.CP; ++S)
+      R.push_back({CollectiveKind::SendRecv, F.KVBytes / P.TP * ActScale,
+                   nullptr, false, "cp"});
   if (P.CP > 1 && P.CPA == CPAlgo::A2A && F.KVBytes > 0) {
     double QO = F.QOBytes / P.TP * ActScale;
     double KV = getUlyssesKVBytes(P.CP, P.TP, F.QHeads, F.KVHeads,

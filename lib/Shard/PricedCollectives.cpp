@@ -2,8 +2,8 @@
 //
 // Both sides as multisets of (group, kind, bytes rounded to an integer) per
 // pipeline device: the role graph's hccl collectives of groups "tp", "ep",
-// "cp" (Ulysses' all-to-alls) and "dp" (the exchanges of embedding tables
-// sharded over dp) in node
+// "cp" (Ulysses' all-to-alls, the ring's sends) and "dp" (the exchanges of
+// embedding tables sharded over dp) in node
 // order (getHcomWireBytes, the schedule's convention) and the priced ones
 // of the layers its chunks hold (ShardingResult::ChunkLayers; chunk c runs
 // on device c % pp).
@@ -116,12 +116,15 @@ std::vector<std::string> comparePricedCollectives(
       if (N.getDomain() != "hccl" || Size <= 1)
         continue;
       CollectiveKind K = getHcomCollectiveKind(N.getOpType());
-      // Under cp the layers price Ulysses' all-to-alls; the outputs made
-      // whole for the caller (the logits gathered over the sequence) and
-      // the loss's scalar sums are priced by no layer.
-      if (Group == "cp" && K != CollectiveKind::AllToAll)
+      // Under cp the layers price Ulysses' all-to-alls and the ring's
+      // sends (each transfer once: its HcomSend); the outputs made whole
+      // for the caller (the logits gathered over the sequence) and the
+      // loss's scalar sums are priced by no layer. Pipeline transfers are
+      // the schedule's, not a layer's.
+      bool CPSend = Group == "cp" && N.getOpType() == "HcomSend";
+      if (Group == "cp" && K != CollectiveKind::AllToAll && !CPSend)
         continue;
-      if (K == CollectiveKind::SendRecv)
+      if (K == CollectiveKind::SendRecv && !CPSend)
         continue;
       addComm(Emitted, Group, K,
               getHcomWireBytes(N, R.CommFloatType, R.ExpectedShapes),

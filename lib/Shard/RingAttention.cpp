@@ -27,6 +27,7 @@
 #include "loom/Shard/Propagate.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
+#include <tuple>
 
 using namespace llvm;
 
@@ -204,6 +205,14 @@ private:
   /// VChain) as this rank's own block went: each node at the local type
   /// the role graph gave it, a Reshape's or Expand's shape that type's.
   Expected<Value *> moveBlock(Value *X, ArrayRef<const Node *> Chain);
+  /// K and V in one buffer, flattened and concatenated (what goes around,
+  /// as Megatron-Core's p2p context parallelism sends one KV buffer per
+  /// step: one transfer, the one the cost model prices).
+  Expected<Value *> pack(Value *K, Value *V);
+  /// The part of packed buffer \p KV from element \p Start holding a
+  /// value of type \p T (\p Name: "k" or "v").
+  Expected<Value *> unpack(Value *KV, int64_t Start, const TensorType &T,
+                           StringRef Name);
   /// The side operands of the chain, whole, their query rows cut to this
   /// rank's positions; null at the scores' slots.
   Error loadSides();
@@ -266,6 +275,40 @@ Expected<Value *> RingLowering::moveBlock(Value *X,
     X = *Z;
   }
   return X;
+}
+
+Expected<Value *> RingLowering::pack(Value *K, Value *V) {
+  int64_t NK = *K->Type.getNumElements(), NV = *V->Type.getNumElements();
+  SmallVector<Value *, 2> Flat;
+  for (auto X :
+       {std::make_tuple(K, NK, ".k.flat"), std::make_tuple(V, NV, ".v.flat")}) {
+    std::string Name = Base + std::get<2>(X);
+    Value *Shape = B.constInt64(Name + ".shape", {1}, {std::get<1>(X)});
+    Expected<Value *> F =
+        B.op("Reshape", Name, {std::get<0>(X), Shape},
+             TensorType(std::get<0>(X)->Type.Elem, {std::get<1>(X)}), {});
+    if (!F)
+      return F.takeError();
+    Flat.push_back(*F);
+  }
+  return B.op("Concat", Base + ".kv", Flat, TensorType(K->Type.Elem, {NK + NV}),
+              makeAttrs(intAttr("axis", 0)));
+}
+
+Expected<Value *> RingLowering::unpack(Value *KV, int64_t Start,
+                                       const TensorType &T, StringRef Name) {
+  int64_t N = *T.getNumElements();
+  std::string Part = (Base + "." + Name).str();
+  Value *Starts = B.constInt64(Part + ".starts", {1}, {Start});
+  Value *Ends = B.constInt64(Part + ".ends", {1}, {Start + N});
+  Value *Axes = B.constInt64(Part + ".axes", {1}, {0});
+  Expected<Value *> P = B.op("Slice", Part + ".flat", {KV, Starts, Ends, Axes},
+                             TensorType(T.Elem, {N}), {});
+  if (!P)
+    return P.takeError();
+  SmallVector<int64_t, 4> Dims = T.getStaticShape();
+  Value *Shape = B.constInt64(Part + ".shape", {(int64_t)Dims.size()}, Dims);
+  return B.op("Reshape", Part, {*P, Shape}, T, {});
 }
 
 Error RingLowering::loadSides() {
@@ -372,7 +415,14 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
     return std::move(E);
   TensorType OT = withBlock(CN.getOutput(0)->Type, Chunk, 0);
   Value *K = K0, *V = V0, *M = nullptr, *L = nullptr, *O = nullptr;
-  Value *KS = KS0, *VS = VS0;
+  Value *KS = KS0, *VS = VS0, *KV = nullptr;
+  // K and V go around in one buffer where they can share one (static
+  // shapes, one element type), else one transfer each.
+  if (KS0->Type.isStatic() && VS0->Type.isStatic() &&
+      KS0->Type.Elem == VS0->Type.Elem) {
+    RING_TRY(P, pack(KS0, VS0));
+    KV = P;
+  }
   unsigned Next = (Rank + 1) % CP, Prev = (Rank + CP - 1) % CP;
   for (unsigned I = 0; I < CP; ++I) {
     Value *KNext = nullptr, *VNext = nullptr;
@@ -380,14 +430,24 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
       // Pass the block on before computing with it (the transfer overlaps
       // the step); tags: two per step and site.
       int Tag = 2 * (int)(Site.Index * (CP - 1) + I);
-      B.send(KS, Next, Tag, Base + ".k");
-      B.send(VS, Next, Tag + 1, Base + ".v");
-      RING_TRY(KR, B.recv(KS->Type, Prev, Tag, Base + ".k"));
-      RING_TRY(VR, B.recv(VS->Type, Prev, Tag + 1, Base + ".v"));
-      KS = KR;
-      VS = VR;
-      RING_TRY(KM, moveBlock(KR, Site.KChain));
-      RING_TRY(VM, moveBlock(VR, Site.VChain));
+      if (KV) {
+        B.send(KV, Next, Tag, Base + ".kv");
+        RING_TRY(KVR, B.recv(KV->Type, Prev, Tag, Base + ".kv"));
+        KV = KVR;
+        RING_TRY(KU, unpack(KVR, 0, KS0->Type, "k"));
+        RING_TRY(VU, unpack(KVR, *KS0->Type.getNumElements(), VS0->Type, "v"));
+        KS = KU;
+        VS = VU;
+      } else {
+        B.send(KS, Next, Tag, Base + ".k");
+        B.send(VS, Next, Tag + 1, Base + ".v");
+        RING_TRY(KR, B.recv(KS->Type, Prev, Tag, Base + ".k"));
+        RING_TRY(VR, B.recv(VS->Type, Prev, Tag + 1, Base + ".v"));
+        KS = KR;
+        VS = VR;
+      }
+      RING_TRY(KM, moveBlock(KS, Site.KChain));
+      RING_TRY(VM, moveBlock(VS, Site.VChain));
       KNext = KM;
       VNext = VM;
     }

@@ -215,7 +215,8 @@ public:
     double Bytes = 0;
     const Value *V = nullptr;
     bool Backward = false;
-    /// Its group: "tp", "ep" or "cp" (Ulysses' all-to-alls).
+    /// Its group: "tp", "ep" or "cp" (Ulysses' all-to-alls, the ring's
+    /// sends).
     llvm::StringRef Group = "tp";
   };
   struct TPSplit {
