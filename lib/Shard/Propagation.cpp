@@ -217,8 +217,10 @@ void Propagator::hoistAllToAlls(const Graph &G) {
       AxisSpec From = Values.lookup(U);
       for (unsigned D = 0; D < U->Type.getRank(); ++D)
         if ((int)D != From.Dim && U->Type.Dims[D].isStatic() &&
-            isDivisible(U->Type.Dims[D].Size) && tryHoist(Up, D, Req))
+            isDivisible(U->Type.Dims[D].Size) && tryHoist(Up, D, Req)) {
+          ++R.CPMovedBeforeRepeat;
           break;
+        }
     }
   }
 }

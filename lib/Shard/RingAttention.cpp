@@ -551,6 +551,7 @@ void findRingSites(ShardingResult &R, const UseMap &Users) {
       SmallVector<const Node *, 4> C =
           findSmallerMovementSource(KV.first, Users, Tokens);
       KV.second->assign(C.begin(), C.end());
+      R.CPMovedBeforeRepeat += !C.empty();
     }
     Site.Index = R.RingSites.size();
     R.RingNodes[Site.Scores] = Site.Index;

@@ -138,6 +138,11 @@ struct ShardingResult {
   std::vector<RingSite> RingSites;
   /// Attentions under the ring that read K and V all-gathered instead.
   unsigned RingFallbacks = 0;
+  /// cp's transfers that move a value before the data movement that made
+  /// the attention's operand from it (K and V before a GQA repeat):
+  /// Ulysses' all-to-alls (hoistAllToAlls) and the ring's K or V blocks
+  /// (RingSite::KChain, VChain).
+  unsigned CPMovedBeforeRepeat = 0;
   /// Scores, chain and context nodes -> index into RingSites.
   llvm::DenseMap<const Node *, unsigned> RingNodes;
   const RingSite *findRingSite(const Node *N) const {
