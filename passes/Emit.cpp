@@ -114,23 +114,25 @@ Error writeReport(const CompilationUnit &CU, StringRef Path) {
                  "weight bytes\n",
                  R.FileName.c_str(), Nodes, Coll, P2P, Bytes);
   }
-  const ShardingResult &Sh = SP.Sharding;
-  if (Sh.CPAxis && Sh.CPRing)
-    OS << format("\nContext parallelism: cp=%u emitted as cp_algo=ring: %zu "
-                 "attention(s) pass their K/V blocks around group cp "
-                 "(HcomSend/HcomReceive, %u step(s) each) and merge the "
-                 "softmax online; %u read K and V all-gathered (Notes)",
-                 Sh.Plan.TP, Sh.RingSites.size(), Sh.Plan.TP - 1,
-                 Sh.RingFallbacks);
-  else if (Sh.CPAxis)
-    OS << format("\nContext parallelism: cp=%u emitted as cp_algo=a2a: Q, "
-                 "K, V and the context move between tokens and heads by "
-                 "HcomAllToAllV over group cp",
-                 Sh.Plan.TP);
-  if (Sh.CPAxis)
+  // Under cp beside tp, what the first tp rank's cp stage found (every tp
+  // rank's is alike).
+  if (const ShardingResult *Sh = getCPSharding(SP.Sharding)) {
+    unsigned CP = getCPSize(SP.Sharding);
+    if (Sh->CPRing)
+      OS << format("\nContext parallelism: cp=%u emitted as cp_algo=ring: %zu "
+                   "attention(s) pass their K/V blocks around group cp "
+                   "(HcomSend/HcomReceive, %u step(s) each) and merge the "
+                   "softmax online; %u read K and V all-gathered (Notes)",
+                   CP, Sh->RingSites.size(), CP - 1, Sh->RingFallbacks);
+    else
+      OS << format("\nContext parallelism: cp=%u emitted as cp_algo=a2a: Q, "
+                   "K, V and the context move between tokens and heads by "
+                   "HcomAllToAllV over group cp",
+                   CP);
     OS << format("; %u K or V operand(s) move with their K/V heads, before "
                  "the model's GQA repeat\n",
-                 Sh.CPMovedBeforeRepeat);
+                 Sh->CPMovedBeforeRepeat);
+  }
   // Device-class placement of the planning graph.
   std::map<std::string, unsigned> PerClass = getPlacementCounts(CU);
   OS << "\nDevice-class placement (nodes):";

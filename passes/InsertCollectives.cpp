@@ -21,8 +21,9 @@ public:
       return createStringError(inconvertibleErrorCode(),
                                "insert-collectives needs the shard pass "
                                "before it");
+    ShardingResult &R = CU.Sharded->Sharding;
     Expected<std::vector<RoleGraph>> Roles =
-        buildRoleGraphs(CU.Sharded->Sharding);
+        R.OuterCP > 1 ? buildComposedRoleGraphs(R) : buildRoleGraphs(R);
     if (!Roles)
       return Roles.takeError();
     CU.Sharded->Roles = std::move(*Roles);

@@ -77,7 +77,8 @@ public:
     // is cp's and the gradients reduce over dp x cp (Sharding.h).
     const ShardingResult &R = CU.Sharded->Sharding;
     ParallelPlan P = getPlanAsPlanned(R);
-    Ctx.TPGroup = Eval.getGroupShape(P, getAxisGroupName(R));
+    Ctx.TPGroup = Eval.getGroupShape(P, "tp");
+    Ctx.CPGroup = Eval.getGroupShape(P, "cp");
     Ctx.EPGroup = Eval.getGroupShape(P, "ep");
     Ctx.DPGroup = Eval.getGroupShape(P, "dp");
     Ctx.PPGroup = Eval.getGroupShape(P, "pp");

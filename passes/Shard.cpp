@@ -113,18 +113,27 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
-    // Context parallelism is emitted on the propagated axis, alone on it
-    // (tp = 1): all-to-all over heads (Ulysses) or the K/V ring
-    // (lib/Shard/RingAttention.cpp); cp beside tp is costed only.
-    if (Best.Plan.CP > 1 && Best.Plan.TP > 1)
-      return createStringError(
-          inconvertibleErrorCode(),
-          "plan %s: cp=%u (context parallelism, cp_algo=%s) is costed but "
-          "its graphs cannot be emitted yet (issue 34 item 3: cp is emitted "
-          "at tp=1 only); drop -o to plan and export, or pin --plan cp=1 "
-          "to emit",
-          Best.Plan.str().c_str(), Best.Plan.CP,
-          getCPAlgoName(Best.Plan.CPA).str().c_str());
+    // Context parallelism alone (tp = 1) is emitted on the propagated axis:
+    // all-to-all over heads (Ulysses) or the K/V ring
+    // (lib/Shard/RingAttention.cpp). Beside tp, each tp rank's graph is
+    // propagated again along cp (ComposeContextParallel.cpp), which needs
+    // tp's activations whole along the sequence (sp off).
+    if (Best.Plan.CP > 1 && Best.Plan.TP > 1) {
+      const char *Why =
+          Best.Plan.SP ? "with sp=1, tp's sequence split would interleave cp's "
+                         "tokens; pin --plan sp=0 to emit cp beside tp"
+          : Best.Plan.EP > 1 ? "cp beside tp is emitted at ep=1 only"
+          : !Best.Embeddings.Tables.empty()
+              ? "cp beside tp is emitted without sharded embedding tables"
+              : nullptr;
+      if (Why)
+        return createStringError(
+            inconvertibleErrorCode(),
+            "plan %s: cp=%u (context parallelism, cp_algo=%s) beside tp=%u "
+            "is costed but its graphs cannot be emitted: %s",
+            Best.Plan.str().c_str(), Best.Plan.CP,
+            getCPAlgoName(Best.Plan.CPA).str().c_str(), Best.Plan.TP, Why);
+    }
     // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
     // and column-wise shards are written at ep=1 (RoleGraphs.cpp);
     // the evaluator does not fit other plans (Embedding.h), so a plan
@@ -146,7 +155,12 @@ public:
     auto Prog = std::make_shared<ShardedProgram>();
     ShardingResult &R = Prog->Sharding;
     R.Plan = Best.Plan;
-    if (R.Plan.CP > 1) {
+    if (R.Plan.CP > 1 && R.Plan.TP > 1) {
+      // tp here; cp at insert-collectives (Sharding.h, ShardingResult).
+      R.OuterCP = R.Plan.CP;
+      R.InnerTP = R.Plan.TP;
+      R.Plan.CP = 1;
+    } else if (R.Plan.CP > 1) {
       // The one propagated axis is cp's (Sharding.h, ShardingResult).
       R.CPAxis = true;
       R.CPRing = R.Plan.CPA == CPAlgo::Ring;
@@ -211,7 +225,7 @@ public:
       R.OutputBatchAxis[N] =
           findAxis(OrigOut[N], BatchSym, R.GlobalOutputTypes[N], V->Type);
     }
-    if (R.CPAxis) {
+    if (getCPSize(R) > 1) {
       bool Any = false;
       for (const Value *V : R.M->getGraph().getInputs()) {
         int A = findSequenceAxis(OrigIn[V->getName().str()]);
@@ -223,7 +237,7 @@ public:
             inconvertibleErrorCode(),
             "plan %s: cp=%u splits the sequence, and no model input has a "
             "sequence dim (one of the symbols %s)",
-            Best.Plan.str().c_str(), R.Plan.TP,
+            Best.Plan.str().c_str(), getCPSize(R),
             getSequenceSymbolList().c_str());
     }
     // Before propagation: it keeps dp-sharded tables' lookups whole on
@@ -232,6 +246,11 @@ public:
     if (Error E = propagateSharding(R))
       return E;
     shardKVCache(R);
+    if (R.OuterCP > 1 && !R.KVCache.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "plan %s: cp beside tp is emitted for graphs "
+                               "without a KV cache",
+                               Best.Plan.str().c_str());
     for (const std::string &N : R.Notes)
       CU.warn(N);
     CU.Sharded = std::move(Prog);

@@ -417,9 +417,10 @@ static std::string numpyName(DataType T) {
 /// is \p Idx: under context parallelism that axis is cp and tp is 0.
 static void writeAxisIndex(json::OStream &J, const ShardingResult &R,
                            unsigned Idx) {
-  J.attribute("tp", R.CPAxis ? 0u : Idx);
-  if (R.CPAxis)
-    J.attribute("cp", Idx);
+  auto TC = splitInnerIndex(R, Idx);
+  J.attribute("tp", TC.first);
+  if (getCPSize(R) > 1)
+    J.attribute("cp", TC.second);
 }
 
 Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
@@ -528,30 +529,14 @@ Error writeManifest(const ShardedProgram &SP, const ManifestInfo &Info,
               J.attribute("ep", C.EP);
             });
             J.attributeObject("groups", [&] {
-              for (const char *G : {"tp", "pp", "dp", "ep", "dp_ep"})
-                J.attributeArray(G, [&] {
-                  if (R.CPAxis && StringRef(G) == "tp")
-                    J.value(Rank); // tp = 1
-                  else
-                    for (unsigned M : getGroupRanks(P, G, Rank))
+              // Under cp, the weight gradients' group is dp x cp.
+              for (const char *G :
+                   {"tp", "pp", "dp", "ep", "dp_ep", "cp", "dp_cp"})
+                if (getCPSize(R) > 1 || !StringRef(G).contains("cp"))
+                  J.attributeArray(G, [&] {
+                    for (unsigned M : getOutputGroupRanks(R, G, Rank))
                       J.value(M);
-                });
-              if (R.CPAxis) {
-                J.attributeArray("cp", [&] {
-                  for (unsigned M : getGroupRanks(P, "tp", Rank))
-                    J.value(M);
-                });
-                // The weight gradients' group: dp x cp.
-                std::vector<unsigned> DPCP;
-                for (unsigned D : getGroupRanks(P, "dp", Rank))
-                  for (unsigned M : getGroupRanks(P, "tp", D))
-                    DPCP.push_back(M);
-                llvm::sort(DPCP);
-                J.attributeArray("dp_cp", [&] {
-                  for (unsigned M : DPCP)
-                    J.value(M);
-                });
-              }
+                  });
             });
           });
         }
@@ -738,7 +723,7 @@ Error writeTrace(const ShardedProgram &SP, const TraceOptions &TO,
                                       SP.Roles[Role].FileName + ")");
             });
           });
-          for (unsigned I = 0; I < (SP.Sharding.CPAxis ? 6u : 5u); ++I)
+          for (unsigned I = 0; I < (getCPSize(SP.Sharding) > 1 ? 6u : 5u); ++I)
             J.object([&] {
               J.attribute("name", "thread_name");
               J.attribute("ph", "M");

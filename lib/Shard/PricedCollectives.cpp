@@ -108,10 +108,10 @@ std::vector<std::string> comparePricedCollectives(
       // A group of one rank moves nothing and is priced nothing (a table
       // sharded over dp = 1 keeps its exchange ops in the graph).
       StringRef Group = N.getAttrString("group", "");
-      unsigned Size = Group == "tp"   ? R.Plan.TP
+      unsigned Size = Group == "tp"   ? getTPSize(R)
                       : Group == "ep" ? R.Plan.EP
                       : Group == "dp" ? R.Plan.DP
-                      : Group == "cp" ? R.Plan.TP // the propagated axis
+                      : Group == "cp" ? getCPSize(R)
                                       : 0;
       if (N.getDomain() != "hccl" || Size <= 1)
         continue;

@@ -77,11 +77,17 @@ void printShardingResult(const ShardingResult &R, raw_ostream &OS) {
 }
 
 void printRoleGraphs(const ShardedProgram &SP, raw_ostream &OS) {
-  // Under context parallelism the propagated axis is cp and tp is 1.
-  StringRef Axis = getAxisGroupName(SP.Sharding);
+  // The index on the mesh's inner axis as tp and cp (splitInnerIndex):
+  // under cp alone, cp only.
+  const ShardingResult &Sh = SP.Sharding;
   for (const RoleGraph &R : SP.Roles) {
-    OS << "role " << R.FileName << " pp=" << R.PP << " " << Axis << "=" << R.TP
-       << " ep=" << R.EP << "\n";
+    auto TC = splitInnerIndex(Sh, R.TP);
+    OS << "role " << R.FileName << " pp=" << R.PP;
+    if (getTPSize(Sh) > 1 || getCPSize(Sh) == 1)
+      OS << " tp=" << TC.first;
+    if (getCPSize(Sh) > 1)
+      OS << " cp=" << TC.second;
+    OS << " ep=" << R.EP << "\n";
     printModel(*R.M, OS);
   }
 }

@@ -89,6 +89,31 @@ std::vector<unsigned> getGroupRanks(const ParallelPlan &P, StringRef Name,
   return R;
 }
 
+std::vector<unsigned> getOutputGroupRanks(const ShardingResult &R,
+                                          StringRef Name, unsigned Rank) {
+  const ParallelPlan &P = R.Plan;
+  std::vector<unsigned> Out;
+  if (Name == "tp" || Name == "cp") {
+    // The mesh's inner axis, split into tp (inner) and cp.
+    std::vector<unsigned> Inner = getGroupRanks(P, "tp", Rank);
+    auto Me = splitInnerIndex(R, getRankCoords(P, Rank).TP);
+    for (unsigned I = 0; I < Inner.size(); ++I) {
+      auto Them = splitInnerIndex(R, I);
+      if (Name == "tp" ? Them.second == Me.second : Them.first == Me.first)
+        Out.push_back(Inner[I]);
+    }
+    return Out;
+  }
+  if (Name == "dp_cp") {
+    for (unsigned D : getGroupRanks(P, "dp", Rank))
+      for (unsigned M : getOutputGroupRanks(R, "cp", D))
+        Out.push_back(M);
+    llvm::sort(Out);
+    return Out;
+  }
+  return getGroupRanks(P, Name, Rank);
+}
+
 namespace {
 
 /// Sharding propagation: the one driver (Propagate.h) over the micro-batch
@@ -241,12 +266,20 @@ Error Propagator::run() {
 
 } // namespace
 
-Error propagateSharding(ShardingResult &R) {
+/// Pipeline chunks: pp * vpp contiguous runs of layers, chunk c on device
+/// c % pp (interleaved 1F1B, Narayanan et al. 2021). With vpp == 1 the
+/// chunks are the plan's stages. A graph whose nodes carry their chunks
+/// already (a tp rank's graph under cp beside tp, ChunksFromStages) keeps
+/// them.
+static Error assignChunks(ShardingResult &R) {
   const ParallelPlan &P = R.Plan;
   Graph &G = R.M->getGraph();
-  // Pipeline chunks: pp * vpp contiguous runs of layers, chunk c on device
-  // c % pp (interleaved 1F1B, Narayanan et al. 2021). With vpp == 1 the
-  // chunks are the plan's stages.
+  if (R.ChunksFromStages) {
+    for (const auto &NP : G.getNodes())
+      R.Nodes[NP.get()].Chunk =
+          NP->Stage >= 0 ? (unsigned)NP->Stage : R.NumChunks - 1;
+    return Error::success();
+  }
   unsigned NL = std::max<size_t>(R.Layers.size(), 1);
   R.NumChunks = P.PP * P.VirtualStages;
   // The split the evaluator costs (loom/Plan/StageSplit.h).
@@ -294,6 +327,14 @@ Error propagateSharding(ShardingResult &R) {
           Ins.first->second = std::min(Ins.first->second, C);
       }
   }
+  return Error::success();
+}
+
+Error propagateSharding(ShardingResult &R) {
+  const ParallelPlan &P = R.Plan;
+  Graph &G = R.M->getGraph();
+  if (Error E = assignChunks(R))
+    return E;
   // Expert work (EP): the ep axis' rules (ExpertRules.h).
   if (P.EP > 1) {
     Expected<ExpertAxisRules> XR =

@@ -157,7 +157,10 @@ Expected<RoleGraph> RoleBuilder::build() {
   const Model &SM = *R.M;
   M->IRVersion = std::max<int64_t>(SM.IRVersion, 8);
   M->Opsets = SM.Opsets;
-  M->Opsets.push_back({"hccl", 1});
+  // A tp rank's graph under cp beside tp has it already.
+  if (none_of(M->Opsets,
+              [](const OpsetImport &O) { return O.Domain == "hccl"; }))
+    M->Opsets.push_back({"hccl", 1});
   M->ProducerName = "loom";
   M->BaseDir = SM.BaseDir;
   Out.PP = Dev;

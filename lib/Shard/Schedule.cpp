@@ -322,7 +322,7 @@ Expected<std::vector<std::vector<Item>>> layTimeline(const ChunkTimes &T,
 /// The plan's communication groups as the schedule maps them onto the
 /// topology.
 struct ScheduleGroups {
-  GroupShape TPG, EPG, DPG, PPG;
+  GroupShape TPG, EPG, DPG, PPG, CPG;
 };
 
 /// A program's communication table: each collective with its time over
@@ -353,6 +353,7 @@ std::vector<ScheduleComm> programComms(ArrayRef<Comm> Cs,
       // dp: the embedding tables' id gathers and exchanges (RG.DP roles).
       const GroupShape &GS = C.Group == "ep"   ? G.EPG
                              : C.Group == "dp" ? G.DPG
+                             : C.Group == "cp" ? G.CPG
                                                : G.TPG;
       SC.Level = levelName(GS, HW);
       CollectiveKind K = C.Kind == "ring_send" || C.Kind == "ring_recv"
@@ -489,7 +490,8 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
   // One program per role; DP replicas run their role's, and roles whose
   // communication is alike share one (a program follows from its pipeline
   // device, its collectives and transfers, and its gradient bytes).
-  ScheduleGroups G{Ctx.TPGroup, Ctx.EPGroup, Ctx.DPGroup, Ctx.PPGroup};
+  ScheduleGroups G{Ctx.TPGroup, Ctx.EPGroup, Ctx.DPGroup, Ctx.PPGroup,
+                   Ctx.CPGroup};
   double Step = 0;
   SP.Programs.clear();
   SP.RoleProgram.clear();
@@ -519,7 +521,7 @@ Error buildSchedule(ShardedProgram &SP, const PlanCost &Cost,
     appendComputeEvents(Prog.Events, (*Order)[RG.PP], St, P, VPP, Ctx.Train,
                         LastBwdStart, LastBwdEnd);
     if (Ctx.Train)
-      appendStepTail(Prog.Events, St, P, R.CPAxis, PB, Ctx.BucketBytes,
+      appendStepTail(Prog.Events, St, P, getCPSize(R) > 1, PB, Ctx.BucketBytes,
                      levelName(G.DPG, *Ctx.HW), LastBwdStart, LastBwdEnd);
     std::stable_sort(Prog.Events.begin(), Prog.Events.end(),
                      [](const ScheduleEvent &A, const ScheduleEvent &B) {

@@ -37,9 +37,10 @@ static void checkTransfers(const ShardedProgram &SP,
   auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
   // Keyed by the dp rank too: with embedding table shards every device
   // has one role per dp rank (RoleGraphs.cpp; -1 otherwise).
-  // Keyed by the group too: a pipeline transfer joins devices (the tp rank
-  // alike), the cp ring's (RingAttention.cpp) joins cp ranks, which sit in
-  // the tp slot (the pipeline device alike).
+  // Keyed by the group too: a pipeline transfer joins devices (the index
+  // on the mesh's inner axis alike), the cp ring's (RingAttention.cpp)
+  // joins cp ranks (the pipeline device and tp rank alike).
+  unsigned TPSize = getTPSize(SP.Sharding);
   std::map<
       std::tuple<bool, unsigned, unsigned, unsigned, unsigned, int, int64_t>,
       P2P>
@@ -50,7 +51,9 @@ static void checkTransfers(const ShardedProgram &SP,
       if (N.getDomain() != "hccl")
         continue;
       bool Ring = N.getAttrString("group", "") == "cp";
-      unsigned Me = Ring ? R.TP : R.PP, Other = Ring ? R.PP : R.TP;
+      auto TC = splitInnerIndex(SP.Sharding, R.TP);
+      unsigned Me = Ring ? TC.second : R.PP,
+               Other = Ring ? R.PP * TPSize + TC.first : R.TP;
       if (N.getOpType() == "HcomSend") {
         const Value *X = N.getInput(0);
         P2P S{Me,
@@ -115,35 +118,42 @@ static void checkCollectiveOrder(const ShardedProgram &SP,
         Seq.push_back((NP->getOpType() + ":" + NP->getName()).str());
     return Seq;
   };
-  // The propagated axis is cp's under context parallelism (Sharding.h).
-  StringRef Axis = getAxisGroupName(SP.Sharding);
+  // The mesh's inner axis holds tp and cp (Sharding.h, splitInnerIndex):
+  // a tp group's members share the cp index, a cp group's the tp index.
+  const ShardingResult &R = SP.Sharding;
   for (const RoleGraph &A : SP.Roles)
     for (const RoleGraph &B : SP.Roles) {
       if (&A == &B || A.PP != B.PP)
         continue;
-      if (A.EP == B.EP && A.TP < B.TP && Sequence(A, Axis) != Sequence(B, Axis))
-        Fail(Axis + " group of pipeline device " + Twine(A.PP) + ": " +
-             A.FileName + " and " + B.FileName +
-             " issue different collectives");
+      auto TA = splitInnerIndex(R, A.TP), TB = splitInnerIndex(R, B.TP);
+      for (StringRef Axis : {"tp", "cp"}) {
+        bool Same =
+            Axis == "tp" ? TA.second == TB.second : TA.first == TB.first;
+        if (A.EP == B.EP && A.TP < B.TP && Same &&
+            Sequence(A, Axis) != Sequence(B, Axis))
+          Fail(Axis + " group of pipeline device " + Twine(A.PP) + ": " +
+               A.FileName + " and " + B.FileName +
+               " issue different collectives");
+      }
       if (A.TP == B.TP && A.EP < B.EP && Sequence(A, "ep") != Sequence(B, "ep"))
         Fail("ep group of pipeline device " + Twine(A.PP) + ": " + A.FileName +
              " and " + B.FileName + " issue different collectives");
     }
 }
 
-/// 3. Groups: every rank is in its own tp, pp, dp, ep and dp_ep groups, and
-/// their members agree on them.
-static void checkGroups(const ParallelPlan &P,
+/// 3. Groups: every rank is in its own tp, pp, dp, ep and dp_ep groups (cp
+/// and dp_cp under cp), and their members agree on them.
+static void checkGroups(const ShardingResult &R,
                         std::vector<std::string> &Problems) {
   auto Fail = [&](const Twine &T) { Problems.push_back(T.str()); };
-  unsigned N = P.getNumDevices();
+  unsigned N = R.Plan.getNumDevices();
   for (unsigned Rank = 0; Rank < N; ++Rank)
-    for (const char *G : {"tp", "pp", "dp", "ep", "dp_ep"}) {
-      std::vector<unsigned> M = getGroupRanks(P, G, Rank);
+    for (const char *G : {"tp", "pp", "dp", "ep", "dp_ep", "cp", "dp_cp"}) {
+      std::vector<unsigned> M = getOutputGroupRanks(R, G, Rank);
       if (std::find(M.begin(), M.end(), Rank) == M.end())
         Fail("rank " + Twine(Rank) + " is not in its own " + G + " group");
       for (unsigned O : M)
-        if (O >= N || getGroupRanks(P, G, O) != M)
+        if (O >= N || getOutputGroupRanks(R, G, O) != M)
           Fail("rank " + Twine(Rank) + " and rank " + Twine(O) +
                " disagree on their " + G + " group");
     }
@@ -257,7 +267,7 @@ std::vector<std::string> verifyShardedProgram(ShardedProgram &SP,
   std::vector<std::string> Problems;
   checkTransfers(SP, Problems);
   checkCollectiveOrder(SP, Problems);
-  checkGroups(SP.Sharding.Plan, Problems);
+  checkGroups(SP.Sharding, Problems);
   checkMemory(SP, Cost, HBMBytes, Problems);
   checkSchedule(SP, Problems);
   checkONNX(SP, Problems);

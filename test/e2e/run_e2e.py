@@ -224,6 +224,18 @@ CASES = [
     ("zoo_llama2_gqa-cp2-ring", "zoo:llama2-gqa-tiny", "cp=2,cp_algo=ring,mb=1", "infer", 2, 16),
     ("attn_loss-cp4pp2-ring-train", "gen:attn_loss", "cp=4,cp_algo=ring,pp=2,mb=1", "train", 4, 8),
     ("attn_bidir-cp2dp2-ring-train", "gen:attn_bidir", "cp=2,cp_algo=ring,dp=2,mb=1", "train", 4, 8),
+    # Context parallelism beside tp (issue 34 item 3, sp off): each tp rank's
+    # graph (its heads, tp's all-reduces) propagated again along cp
+    # (lib/Shard/ComposeContextParallel.cpp); groups tp and cp split the
+    # mesh's inner axis (tp innermost, cp right outside it).
+    ("llama_tiny-cp2tp2",  "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=0,dp=1,mb=2", "infer", 4, 8),
+    ("llama_tiny-cp2tp2-ring", "ex:llama-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=0,dp=1,mb=2", "infer", 4, 8),
+    ("gpt2-cp2tp2pp2dp2",  "ex:gpt2-tiny.onnx",  "cp=2,cp_algo=a2a,tp=2,sp=0,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("llama-cp2tp2-train", "gen:llama", "cp=2,cp_algo=a2a,tp=2,sp=0,mb=2",   "train", 4, 8),
+    ("llama-cp2tp2-ring-train", "gen:llama", "cp=2,cp_algo=ring,tp=2,sp=0,mb=2", "train", 4, 8),
+    ("attn_bidir-cp4tp2-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,tp=2,sp=0,mb=1", "infer", 4, 8),
+    ("attn_loss-cp2tp2pp2-train", "gen:attn_loss", "cp=2,cp_algo=a2a,tp=2,sp=0,pp=2,mb=1", "train", 4, 8),
+    ("attn_bidir-cp2tp2dp2-ring-train", "gen:attn_bidir", "cp=2,cp_algo=ring,tp=2,sp=0,dp=2,mb=1", "train", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked

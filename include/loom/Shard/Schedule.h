@@ -15,9 +15,9 @@ struct ScheduleContext {
   /// How the plan's tp, ep and dp groups and a transfer between two
   /// neighbouring stages spread over the topology levels, as the evaluator
   /// priced them (the caller asks PlanEvaluator::getGroupShape for "tp",
-  /// "ep", "dp" and "pp"): the schedule prices its collectives and
+  /// "ep", "dp", "pp" and "cp"): the schedule prices its collectives and
   /// transfers with them and names their levels.
-  GroupShape TPGroup, EPGroup, DPGroup, PPGroup;
+  GroupShape TPGroup, EPGroup, DPGroup, PPGroup, CPGroup;
   bool Train = true;
   /// The DP gradient bucket size (the gradient width is the plan's).
   double BucketBytes = 256.0 * (1 << 20);

@@ -132,6 +132,16 @@ struct ShardingResult {
   /// getPlanAsPlanned).
   ParallelPlan Plan;
   bool CPAxis = false;
+  /// Context parallelism beside tp (cp > 1 and tp > 1, sp off): the shard
+  /// pass propagates tp (Plan.TP = InnerTP); insert-collectives then
+  /// re-propagates each tp rank's graph along cp (CPStages,
+  /// ComposeContextParallel.cpp) and sets Plan.TP to tp x cp, the mesh's
+  /// inner axis: a role's TP index is tp_idx + cp_idx x tp (cp sits right
+  /// outside tp, ParallelPlan.h). 1 otherwise.
+  unsigned OuterCP = 1, InnerTP = 1;
+  /// OuterCP: per tp rank, the cp propagation of its graph (what its cp
+  /// roles were cut from).
+  std::vector<std::unique_ptr<ShardingResult>> CPStages;
   /// CPAxis with cp_algo=ring: attention runs as the K/V ring at RingSites
   /// (found after propagation); otherwise all-to-all over heads.
   bool CPRing = false;
@@ -174,6 +184,10 @@ struct ShardingResult {
   llvm::DenseMap<const Value *, ParamSlice> Params;
   /// Pipeline chunks: NumChunks = pp * vpp; chunk c runs on device c % pp.
   unsigned NumChunks = 1;
+  /// M's nodes carry their chunks in Node::Stage (a tp rank's graph under
+  /// cp beside tp): propagation keeps them; NumChunks and ChunkLayers are
+  /// set by the caller.
+  bool ChunksFromStages = false;
   /// Layers per chunk.
   std::vector<unsigned> ChunkLayers;
   /// Per model input/output: the axis the batch is on (-1: none).
@@ -283,10 +297,34 @@ void expandComms(const ScheduleProgram &P, const ScheduleEvent &E,
 inline llvm::StringRef getAxisGroupName(const ShardingResult &R) {
   return R.CPAxis ? "cp" : "tp";
 }
+/// The tp and cp degrees of the plan as searched.
+inline unsigned getTPSize(const ShardingResult &R) {
+  return R.OuterCP > 1 ? R.InnerTP : R.CPAxis ? 1 : R.Plan.TP;
+}
+inline unsigned getCPSize(const ShardingResult &R) {
+  return R.OuterCP > 1 ? R.OuterCP : R.CPAxis ? R.Plan.TP : 1;
+}
+/// The tp and cp indices of a role's or rank's index \p Idx on the
+/// mesh's inner axis (RoleGraph::TP, RankCoords::TP).
+inline std::pair<unsigned, unsigned> splitInnerIndex(const ShardingResult &R,
+                                                     unsigned Idx) {
+  unsigned TP = getTPSize(R);
+  return {Idx % TP, Idx / TP};
+}
+/// Where context parallelism was propagated: R itself, or (cp beside tp)
+/// the first tp rank's cp stage; null without cp.
+inline const ShardingResult *getCPSharding(const ShardingResult &R) {
+  if (R.CPAxis)
+    return &R;
+  return R.CPStages.empty() ? nullptr : R.CPStages.front().get();
+}
 /// The plan as searched (tp = 1, cp = Plan.TP when CPAxis).
 inline ParallelPlan getPlanAsPlanned(const ShardingResult &R) {
   ParallelPlan P = R.Plan;
-  if (R.CPAxis) {
+  if (R.OuterCP > 1) {
+    P.TP = R.InnerTP;
+    P.CP = R.OuterCP;
+  } else if (R.CPAxis) {
     P.CP = P.TP;
     P.TP = 1;
     P.CPA = R.CPRing ? CPAlgo::Ring : CPAlgo::A2A;
@@ -303,6 +341,12 @@ unsigned getRank(const ParallelPlan &P, unsigned PPIdx, unsigned DPIdx,
 /// Members of group \p Name ("tp", "pp", "dp", "ep", "dp_ep") of \p Rank.
 std::vector<unsigned> getGroupRanks(const ParallelPlan &P, llvm::StringRef Name,
                                     unsigned Rank);
+/// Members of group \p Name of \p Rank in the output of \p R: "tp" and "cp"
+/// split the mesh's inner axis (tp_idx + cp_idx x tp), "dp_cp" is the
+/// weight gradients' group under cp (dp x cp); the others as
+/// getGroupRanks.
+std::vector<unsigned> getOutputGroupRanks(const ShardingResult &R,
+                                          llvm::StringRef Name, unsigned Rank);
 
 /// Propagates specs through \p R.M (already bound, inferred, folded and
 /// with layers detected) for \p R.Plan. Fills Nodes, Values, Params, chunks.
@@ -329,6 +373,12 @@ void printRoleGraphs(const ShardedProgram &SP, llvm::raw_ostream &OS);
 
 /// Builds the role graphs (insert-collectives).
 llvm::Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R);
+/// Builds the role graphs of a plan with cp beside tp (R.OuterCP > 1):
+/// each tp rank's graph, whole (every pipeline chunk), is propagated
+/// again along cp and cut into its pipeline devices x cp ranks
+/// (ComposeContextParallel.cpp).
+llvm::Expected<std::vector<RoleGraph>>
+buildComposedRoleGraphs(ShardingResult &R);
 
 } // namespace loom
 

@@ -57,7 +57,8 @@ void PropagationContext::propagate(const Graph &G) {
       }
     // Ops of other domains have no rule: they run replicated, asked
     // nothing (Rules.h).
-    bool OtherDomain = !N.getDomain().empty() && N.getDomain() != "ai.onnx";
+    bool OtherDomain = !N.getDomain().empty() && N.getDomain() != "ai.onnx" &&
+                       N.getDomain() != "hccl";
     OpSharding S;
     bool HasRule = true;
     if (OtherDomain || One) {

@@ -58,6 +58,9 @@ ShardCollective getLoweringAllReduce(const Node &N, const TensorType &T,
 /// The signature of the per-family rules below: read \p N's input specs
 /// from \p Ctx, write the specs (and the collectives) of its choice to \p S.
 using RuleFn = void(const Node &N, RuleContext &Ctx, OpSharding &S);
+/// A collective of another mesh axis already in the graph
+/// (CollectiveRules.cpp).
+RuleFn ruleHcomCollective;
 
 // MatmulRules.cpp: MatMul, Gemm.
 RuleFn ruleMatMul, ruleGemm;

@@ -340,7 +340,9 @@ OpSharding applyShardingRule(const Node &N, RuleContext &Ctx, bool &HasRule) {
   OpSharding S;
   HasRule = true;
   StringRef Op = N.getOpType();
-  if (!N.getDomain().empty() && N.getDomain() != "ai.onnx") {
+  if (N.getDomain() == "hccl") {
+    ruleHcomCollective(N, Ctx, S);
+  } else if (!N.getDomain().empty() && N.getDomain() != "ai.onnx") {
     HasRule = false;
     replicateAll(N, S);
   } else if (Op == "Constant" || Op == "ConstantOfShape" || Op == "Range") {
