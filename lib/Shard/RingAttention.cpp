@@ -205,12 +205,13 @@ private:
   /// VChain) as this rank's own block went: each node at the local type
   /// the role graph gave it, a Reshape's or Expand's shape that type's.
   Expected<Value *> moveBlock(Value *X, ArrayRef<const Node *> Chain);
-  /// K and V in one buffer, flattened and concatenated (what goes around,
-  /// as Megatron-Core's p2p context parallelism sends one KV buffer per
+  /// K and V in one buffer, each flattened after the leading dims they
+  /// share (getCommonPrefix) and concatenated (what goes around, as
+  /// Megatron-Core's p2p context parallelism sends one KV buffer per
   /// step: one transfer, the one the cost model prices).
   Expected<Value *> pack(Value *K, Value *V);
-  /// The part of packed buffer \p KV from element \p Start holding a
-  /// value of type \p T (\p Name: "k" or "v").
+  /// The part of packed buffer \p KV from element \p Start of its last dim
+  /// holding a value of type \p T (\p Name: "k" or "v").
   Expected<Value *> unpack(Value *KV, int64_t Start, const TensorType &T,
                            StringRef Name);
   /// The side operands of the chain, whole, their query rows cut to this
@@ -277,38 +278,66 @@ Expected<Value *> RingLowering::moveBlock(Value *X,
   return X;
 }
 
+/// The leading dims \p A and \p C share (batch and heads, usually): the
+/// buffer keeps them, so a later split of the heads (tp over a cp rank's
+/// graph, ComposeContextParallel.cpp) passes through the packing.
+static unsigned getCommonPrefix(const TensorType &A, const TensorType &C) {
+  unsigned P = 0;
+  while (P + 1 < A.getRank() && P + 1 < C.getRank() && A.Dims[P] == C.Dims[P])
+    ++P;
+  return P;
+}
+
+/// \p T's first \p P dims, then the product of the rest.
+static SmallVector<int64_t, 4> getPackedShape(const TensorType &T, unsigned P) {
+  SmallVector<int64_t, 4> D(T.getStaticShape());
+  int64_t Rest = 1;
+  for (unsigned I = P; I < D.size(); ++I)
+    Rest *= D[I];
+  D.resize(P);
+  D.push_back(Rest);
+  return D;
+}
+
 Expected<Value *> RingLowering::pack(Value *K, Value *V) {
-  int64_t NK = *K->Type.getNumElements(), NV = *V->Type.getNumElements();
+  unsigned P = getCommonPrefix(K->Type, V->Type);
   SmallVector<Value *, 2> Flat;
-  for (auto X :
-       {std::make_tuple(K, NK, ".k.flat"), std::make_tuple(V, NV, ".v.flat")}) {
-    std::string Name = Base + std::get<2>(X);
-    Value *Shape = B.constInt64(Name + ".shape", {1}, {std::get<1>(X)});
-    Expected<Value *> F =
-        B.op("Reshape", Name, {std::get<0>(X), Shape},
-             TensorType(std::get<0>(X)->Type.Elem, {std::get<1>(X)}), {});
+  SmallVector<int64_t, 4> Out;
+  for (auto X : {std::make_pair(K, ".k.flat"), std::make_pair(V, ".v.flat")}) {
+    std::string Name = Base + X.second;
+    SmallVector<int64_t, 4> D = getPackedShape(X.first->Type, P);
+    Value *Shape = B.constInt64(Name + ".shape", {(int64_t)D.size()}, D);
+    Expected<Value *> F = B.op("Reshape", Name, {X.first, Shape},
+                               TensorType(X.first->Type.Elem, D), {});
     if (!F)
       return F.takeError();
     Flat.push_back(*F);
+    if (Out.empty())
+      Out = D;
+    else
+      Out.back() += D.back();
   }
-  return B.op("Concat", Base + ".kv", Flat, TensorType(K->Type.Elem, {NK + NV}),
-              makeAttrs(intAttr("axis", 0)));
+  return B.op("Concat", Base + ".kv", Flat, TensorType(K->Type.Elem, Out),
+              makeAttrs(intAttr("axis", (int64_t)P)));
 }
 
 Expected<Value *> RingLowering::unpack(Value *KV, int64_t Start,
                                        const TensorType &T, StringRef Name) {
-  int64_t N = *T.getNumElements();
+  unsigned P = KV->Type.getRank() - 1;
+  SmallVector<int64_t, 4> D = getPackedShape(T, P);
+  int64_t N = D.back();
   std::string Part = (Base + "." + Name).str();
   Value *Starts = B.constInt64(Part + ".starts", {1}, {Start});
   Value *Ends = B.constInt64(Part + ".ends", {1}, {Start + N});
-  Value *Axes = B.constInt64(Part + ".axes", {1}, {0});
-  Expected<Value *> P = B.op("Slice", Part + ".flat", {KV, Starts, Ends, Axes},
-                             TensorType(T.Elem, {N}), {});
-  if (!P)
-    return P.takeError();
+  Value *Axes = B.constInt64(Part + ".axes", {1}, {(int64_t)P});
+  Expected<Value *> Piece =
+      B.op("Slice", Part + ".flat", {KV, Starts, Ends, Axes},
+           TensorType(T.Elem, D), {});
+  if (!Piece)
+    return Piece.takeError();
   SmallVector<int64_t, 4> Dims = T.getStaticShape();
   Value *Shape = B.constInt64(Part + ".shape", {(int64_t)Dims.size()}, Dims);
-  return B.op("Reshape", Part, {*P, Shape}, T, {});
+  return B.op("Reshape", Part, {*Piece, Shape}, T, {});
 }
 
 Error RingLowering::loadSides() {
@@ -435,7 +464,11 @@ Expected<Value *> RingLowering::run(StringRef OutName) {
         RING_TRY(KVR, B.recv(KV->Type, Prev, Tag, Base + ".kv"));
         KV = KVR;
         RING_TRY(KU, unpack(KVR, 0, KS0->Type, "k"));
-        RING_TRY(VU, unpack(KVR, *KS0->Type.getNumElements(), VS0->Type, "v"));
+        RING_TRY(
+            VU,
+            unpack(KVR,
+                   getPackedShape(KS0->Type, KVR->Type.getRank() - 1).back(),
+                   VS0->Type, "v"));
         KS = KU;
         VS = VU;
       } else {
