@@ -115,13 +115,15 @@ public:
     const PlanCost &Best = CU.Search->Top.front();
     // Context parallelism alone (tp = 1) is emitted on the propagated axis:
     // all-to-all over heads (Ulysses) or the K/V ring
-    // (lib/Shard/RingAttention.cpp). Beside tp, each tp rank's graph is
-    // propagated again along cp (ComposeContextParallel.cpp), which needs
-    // tp's activations whole along the sequence (sp off).
+    // (lib/Shard/RingAttention.cpp). Beside tp the two axes are propagated
+    // one after the other (ComposeContextParallel.cpp): tp first with sp
+    // off; cp first with sp on, which only the ring's graphs allow
+    // (Ulysses' head split must nest inside tp's).
     if (Best.Plan.CP > 1 && Best.Plan.TP > 1) {
       const char *Why =
-          Best.Plan.SP ? "with sp=1, tp's sequence split would interleave cp's "
-                         "tokens; pin --plan sp=0 to emit cp beside tp"
+          Best.Plan.SP && Best.Plan.CPA != CPAlgo::Ring
+              ? "with sp=1 the all-to-alls' heads would not nest inside "
+                "tp's; pin --plan sp=0 or cp_algo=ring to emit cp beside tp"
           : Best.Plan.EP > 1 ? "cp beside tp is emitted at ep=1 only"
           : !Best.Embeddings.Tables.empty()
               ? "cp beside tp is emitted without sharded embedding tables"
@@ -156,9 +158,16 @@ public:
     ShardingResult &R = Prog->Sharding;
     R.Plan = Best.Plan;
     if (R.Plan.CP > 1 && R.Plan.TP > 1) {
-      // tp here; cp at insert-collectives (Sharding.h, ShardingResult).
+      // One axis here, the other at insert-collectives (Sharding.h,
+      // ShardingResult::OuterCP): with sp, cp first.
       R.OuterCP = R.Plan.CP;
       R.InnerTP = R.Plan.TP;
+      R.InnerSP = R.Plan.SP;
+      if (R.Plan.SP) {
+        R.CPAxis = R.CPRing = true;
+        R.Plan.TP = R.Plan.CP;
+        R.Plan.SP = false;
+      }
       R.Plan.CP = 1;
     } else if (R.Plan.CP > 1) {
       // The one propagated axis is cp's (Sharding.h, ShardingResult).

@@ -3,21 +3,29 @@
 // A plan with context parallelism beside tensor parallelism (cp > 1, tp > 1)
 // shards every attention twice: tp over heads (Megatron's column and row
 // splits), cp over tokens (Ulysses' all-to-alls or the K/V ring). Sharding
-// specs hold one mesh axis, so the two are composed one after the other,
-// as Megatron-Core nests its groups (tp innermost, cp right outside it):
+// specs hold one mesh axis, so the two are composed one after the other:
 //
-//  1. the shard pass propagates tp over the micro-batch graph;
-//  2. each tp rank's graph is built whole (every pipeline chunk on one
+//  1. the shard pass propagates the first axis over the micro-batch graph;
+//  2. each of its ranks' graphs is built whole (every pipeline chunk on one
 //     device, each node tagged with its chunk) -- a model in its own right,
-//     with tp's collectives as hccl nodes;
-//  3. that graph is propagated along cp (its collectives are elementwise
-//     over the tokens, Rules/CollectiveRules.cpp) and cut into the plan's
-//     pipeline devices x cp ranks.
+//     with the first axis' collectives as hccl nodes;
+//  3. that graph is propagated along the second axis (the first axis'
+//     collectives pass its splits through, Rules/CollectiveRules.cpp) and
+//     cut into the plan's pipeline devices x ranks of that axis.
 //
-// Exact because each step is: tp's graph computes what the model computes
-// (on every tp rank, with its tp peers), and cp's rules are exact on any
-// graph. tp's activations must be whole along the sequence (sp off): with
-// sp, tp's token split would interleave cp's.
+// Exact because each step is: the first axis' graphs compute what the
+// model computes (on each rank, with its peers), and the rules are exact
+// on any graph. The order follows what nests:
+//
+//  * sp off: tp first. Ulysses' all-to-alls then split each tp rank's heads
+//    (heads must divide by tp x cp), as Megatron-Core nests them; the ring
+//    passes each tp rank's heads of K and V.
+//  * sp on (the ring only): cp first, as Megatron-Core splits the sequence
+//    -- cp's tokens (in the causal balance), then sp's share of them inside
+//    each cp rank. The ring's K/V buffer keeps the heads as a dim of its
+//    own (RingAttention.cpp), so tp splits it; the ring's receive is laid
+//    out as its send. Ulysses with sp would need its head split nested in
+//    tp's, which a cp-first graph does not have: refused (passes/Shard.cpp).
 //
 // A role's index on the mesh's inner axis is tp_idx + cp_idx x tp (the
 // rank order of ParallelPlan.h), so the output's rank arithmetic is that
@@ -34,18 +42,24 @@ using namespace llvm;
 
 namespace loom {
 
-/// The cp stage of tp rank \p TG's graph: the plan's pipeline and dp, cp on
-/// the propagated axis, chunks as the tp stage tagged them.
-static std::unique_ptr<ShardingResult> makeCPStage(const ShardingResult &R,
-                                                   RoleGraph &TG) {
+/// The second axis' propagation over \p FG, a graph of R's axis: the plan's
+/// pipeline and dp, chunks as the first stage tagged them; cp (tp first) or
+/// tp with the plan's sp (cp first) on the propagated axis.
+static std::unique_ptr<ShardingResult> makeSecondStage(const ShardingResult &R,
+                                                       RoleGraph &FG) {
   auto C = std::make_unique<ShardingResult>();
   C->Plan = R.Plan;
-  C->Plan.TP = R.OuterCP;
   C->Plan.CP = 1;
-  C->Plan.SP = false;
-  C->CPAxis = true;
-  C->CPRing = R.Plan.CPA == CPAlgo::Ring;
-  C->InputSeqAxis = R.InputSeqAxis;
+  if (R.CPAxis) {
+    C->Plan.TP = R.InnerTP;
+    C->Plan.SP = R.InnerSP;
+  } else {
+    C->Plan.TP = R.OuterCP;
+    C->Plan.SP = false;
+    C->CPAxis = true;
+    C->CPRing = R.Plan.CPA == CPAlgo::Ring;
+    C->InputSeqAxis = R.InputSeqAxis;
+  }
   C->CommFloatType = R.CommFloatType;
   C->ExpectedShapes = R.ExpectedShapes;
   C->InputBatchAxis = R.InputBatchAxis;
@@ -55,7 +69,7 @@ static std::unique_ptr<ShardingResult> makeCPStage(const ShardingResult &R,
   C->NumChunks = R.NumChunks;
   C->ChunkLayers = R.ChunkLayers;
   C->ChunksFromStages = true;
-  C->M = std::move(TG.M);
+  C->M = std::move(FG.M);
   return C;
 }
 
@@ -75,29 +89,37 @@ static void eraseUnreadConstants(Graph &G) {
 }
 
 Expected<std::vector<RoleGraph>> buildComposedRoleGraphs(ShardingResult &R) {
-  // 2. Each tp rank's graph, whole: one pipeline device holds every chunk.
+  // 2. Each graph of the first axis, whole: one pipeline device holds
+  // every chunk.
   unsigned PP = R.Plan.PP;
   R.Plan.PP = 1;
-  Expected<std::vector<RoleGraph>> TPRoles = buildRoleGraphs(R);
+  Expected<std::vector<RoleGraph>> First = buildRoleGraphs(R);
   R.Plan.PP = PP;
-  if (!TPRoles)
-    return TPRoles.takeError();
-  // 3. Each along cp.
+  if (!First)
+    return First.takeError();
+  // 3. Each along the other axis.
+  bool CPFirst = R.CPAxis;
+  StringRef FirstAxis = CPFirst ? "cp" : "tp",
+            SecondAxis = CPFirst ? "tp" : "cp";
   std::vector<RoleGraph> Out;
   std::string Name = R.M->getGraph().getName().str();
-  R.CPStages.clear();
-  for (RoleGraph &TG : *TPRoles) {
-    unsigned T = TG.TP;
-    std::unique_ptr<ShardingResult> C = makeCPStage(R, TG);
+  R.SecondStages.clear();
+  for (RoleGraph &FG : *First) {
+    unsigned I = FG.TP;
+    std::unique_ptr<ShardingResult> C = makeSecondStage(R, FG);
+    auto Fail = [&](Error E) {
+      return createStringError(inconvertibleErrorCode(), "%s rank %u, %s: %s",
+                               FirstAxis.str().c_str(), I,
+                               SecondAxis.str().c_str(),
+                               toString(std::move(E)).c_str());
+    };
     if (Error E = propagateSharding(*C))
-      return createStringError(inconvertibleErrorCode(), "tp rank %u, cp: %s",
-                               T, toString(std::move(E)).c_str());
+      return Fail(std::move(E));
     Expected<std::vector<RoleGraph>> Roles = buildRoleGraphs(*C);
     if (!Roles)
-      return createStringError(inconvertibleErrorCode(), "tp rank %u, cp: %s",
-                               T, toString(Roles.takeError()).c_str());
+      return Fail(Roles.takeError());
     for (RoleGraph &RG : *Roles) {
-      unsigned CPIdx = RG.TP;
+      unsigned T = CPFirst ? RG.TP : I, CPIdx = CPFirst ? I : RG.TP;
       RG.TP = T + CPIdx * R.InnerTP;
       RG.FileName = ("pp" + Twine(RG.PP) + "_tp" + Twine(T) + "_cp" +
                      Twine(CPIdx) + ".onnx")
@@ -110,7 +132,7 @@ Expected<std::vector<RoleGraph>> buildComposedRoleGraphs(ShardingResult &R) {
     for (const std::string &N : C->Notes)
       if (!is_contained(R.Notes, N))
         R.Notes.push_back(N);
-    R.CPStages.push_back(std::move(C));
+    R.SecondStages.push_back(std::move(C));
   }
   llvm::stable_sort(Out, [](const RoleGraph &A, const RoleGraph &B) {
     return std::make_pair(A.PP, A.TP) < std::make_pair(B.PP, B.TP);

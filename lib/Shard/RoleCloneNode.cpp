@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "ControlFlow.h"
 #include "RoleBuilder.h"
+#include "ShardAttrs.h"
 #include "loom/IR/NodeLabel.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -47,6 +48,14 @@ Error RoleBuilder::cloneLocal(const Node &N, const NodeSharding &NS,
     Attrs.push_back(copyAttributeValues(A));
   localizeSplitSizes(N, NS, In, Attrs);
   localizeHeadAttributes(N, NS, TP, Attrs);
+  // A transfer of another axis (the cp ring's under tp,
+  // ComposeContextParallel.cpp) receives this rank's part of the block.
+  if (N.getDomain() == "hccl" && Op == "HcomReceive" && Y) {
+    TensorType LT = localType(Y, NS.OutputSpecs[0], false);
+    for (Attribute &A : Attrs)
+      if (A.Name == "shape" && LT.isStatic())
+        A = intsAttr("shape", LT.getStaticShape());
+  }
   Expected<Node *> C = G->addNode(Op, N.getDomain(), N.getName(), In, OutNames);
   if (!C)
     return C.takeError();

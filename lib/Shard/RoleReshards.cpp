@@ -225,13 +225,36 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
       return nullptr;
     Data = A->Ts[0].Data;
   }
-  if (R.CPRing) {
-    // The ring's chunks are not one contiguous slice: the constant whole,
-    // its tokens gathered in the graph (sliceActivation).
-    Expected<Value *> W = G->addParameter(fresh(V->getName()), V->Type, Data);
-    if (!W)
-      return W.takeError();
-    return sliceActivation(*W, V->Type, Req, V->getName());
+  if (R.CPRing && Req.Blocks.empty()) {
+    // The ring's tokens are two chunks of 2 x cp (getRingPositions): each a
+    // slice of the constant, concatenated in the graph. A weight-like
+    // table stays one (tp reads it as it reads the model's).
+    unsigned D = Req.Dim;
+    int64_t Len = V->Type.Dims[D].Size / (2 * TP);
+    SmallVector<Value *, 2> Chunks;
+    for (unsigned C : {TPR, 2 * TP - 1 - TPR}) {
+      TensorType T = V->Type;
+      T.Dims[D] = Dim(Len);
+      std::shared_ptr<const TensorData> CD;
+      if (Data)
+        CD = std::make_shared<SlicedTensorData>(
+            Data, V->Type.getStaticShape(), getDataTypeSize(V->Type.Elem), D,
+            ArrayRef<int64_t>(), 2 * TP, C);
+      Expected<Value *> W = G->addParameter(
+          fresh((V->getName() + ".chunk" + Twine(C)).str()), T, CD);
+      if (!W)
+        return W.takeError();
+      Chunks.push_back(*W);
+    }
+    Expected<Node *> N = add("Concat", fresh("slice." + V->getName().str()),
+                             Chunks, {fresh(V->getName().str() + ".slice")});
+    if (!N)
+      return N.takeError();
+    (*N)->addAttribute(intAttr("axis", D));
+    TensorType T = V->Type;
+    T.Dims[D] = Dim(2 * Len);
+    (*N)->getOutput(0)->Type = T;
+    return (*N)->getOutput(0);
   }
   (void)X;
   TensorType T = localType(V, Req, false);

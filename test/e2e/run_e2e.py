@@ -236,6 +236,14 @@ CASES = [
     ("attn_bidir-cp4tp2-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,tp=2,sp=0,mb=1", "infer", 4, 8),
     ("attn_loss-cp2tp2pp2-train", "gen:attn_loss", "cp=2,cp_algo=a2a,tp=2,sp=0,pp=2,mb=1", "train", 4, 8),
     ("attn_bidir-cp2tp2dp2-ring-train", "gen:attn_bidir", "cp=2,cp_algo=ring,tp=2,sp=0,dp=2,mb=1", "train", 4, 8),
+    # With sp on (the ring only): cp first, then tp with sp over each cp
+    # rank's graph, as Megatron-Core splits cp's tokens then sp's share of
+    # them; the ring's K/V buffer is split by tp over its heads.
+    ("llama_tiny-cp2tp2sp-ring", "ex:llama-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=1,dp=1,mb=2", "infer", 4, 8),
+    ("gpt2-cp2tp2sp-pp2dp2-ring", "ex:gpt2-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=1,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("llama-cp2tp2sp-ring-train", "gen:llama", "cp=2,cp_algo=ring,tp=2,sp=1,mb=2", "train", 4, 8),
+    ("attn_bidir-cp4tp2sp-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,tp=2,sp=1,mb=1", "infer", 4, 8),
+    ("attn_loss-cp2tp2sp-pp2-ring-train", "gen:attn_loss", "cp=2,cp_algo=ring,tp=2,sp=1,pp=2,mb=1", "train", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked

@@ -339,6 +339,50 @@ TEST(ShardRules, SequenceAxisMovesTokensToHeadsAroundAttention) {
   EXPECT_EQ(TP.out("loss"), "R");
 }
 
+// Collectives of another axis, as a tp rank's graph holds tp's and a cp
+// rank's graph cp's when the other axis is propagated over it
+// (CollectiveRules.cpp, ComposeContextParallel.cpp).
+const char *OtherAxisBlock =
+    R"(<ir_version: 8, opset_import: ["" : 17, "hccl" : 1]>
+g (float[2,8,16] x) => (float[2,16,32] out, float[2,16,32] keep,
+                        float[2,8,64] tout)
+<float[16,32] w>
+{
+  h = MatMul (x, w)
+  s = hccl.HcomAllReduce <group = "cp", reduction = "sum"> (h)
+  gc = hccl.HcomAllGather <group = "cp", rank_size = 2, axis = 1> (s)
+  out = Identity (gc)
+  gk = hccl.HcomAllGather <group = "cp", rank_size = 2, axis = 1> (s)
+  keep = Relu (gk)
+  gt = hccl.HcomAllGather <group = "tp", rank_size = 2, axis = 2> (h)
+  tout = Identity (gt)
+}
+)";
+
+TEST(ShardRules, CollectivesOfAnotherAxisPassSplitsThrough) {
+  CompilationUnit CU = load(OtherAxisBlock);
+  const Graph &G = CU.M->getGraph();
+  // tp over a cp rank's graph: h column-parallel (S(2)); the all-reduce
+  // and the all-gather over the tokens keep it; an output gathered for the
+  // caller is gathered over tp first, at cp's share of the tokens.
+  WalkContext TP(G, 2);
+  EXPECT_EQ(TP.out("h"), "S(2)");
+  EXPECT_EQ(TP.out("s"), "S(2)");
+  EXPECT_EQ(TP.out("gk"), "S(2)");
+  EXPECT_EQ(TP.out("keep"), "S(2)");
+  EXPECT_EQ(TP.in("gc", 0), "R");
+  EXPECT_EQ(TP.out("gc"), "R");
+  // An all-gather along the split dim itself runs on whole values.
+  EXPECT_EQ(TP.in("gt", 0), "R");
+  // cp over a tp rank's graph: tokens (S(1)) pass tp's all-gather of the
+  // columns, output or not; cp's own all-gathers along the tokens do not
+  // (they run on whole values).
+  WalkContext CP(G, 2, false, {{"x", 1}});
+  EXPECT_EQ(CP.out("s"), "S(1)");
+  EXPECT_EQ(CP.out("gt"), "S(1)");
+  EXPECT_EQ(CP.in("gc", 0), "R");
+}
+
 TEST(ShardRules, SequenceRingKeepsQueriesOnTokens) {
   CompilationUnit CU = load(CPBlock);
   const Graph &G = CU.M->getGraph();

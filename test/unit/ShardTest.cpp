@@ -5,6 +5,7 @@
 #include "loom/Planner/Search.h"
 #include "loom/Shard/OutputDir.h"
 #include "loom/Shard/Schedule.h"
+#include "loom/Shard/Sharding.h"
 #include "loom/Shard/SlicedTensorData.h"
 #include "gtest/gtest.h"
 #include <algorithm>
@@ -71,6 +72,42 @@ TEST(Mesh, RankCoordinatesAndGroups) {
   // ep: dp_idx 2 and 3 (dp_outer 1); dp_ep: dp_idx 0 and 2 (ep_idx 0).
   EXPECT_EQ(getGroupRanks(P, "ep", 13), (std::vector<unsigned>{13, 15}));
   EXPECT_EQ(getGroupRanks(P, "dp_ep", 13), (std::vector<unsigned>{9, 13}));
+}
+
+TEST(Mesh, TPAndCPSplitTheInnerAxis) {
+  // tp 2 beside cp 2 (cp right outside tp), dp 2: the inner axis holds
+  // tp_idx + 2 cp_idx. Rank 5 = inner index 1 (tp 1, cp 0) of dp rank 1.
+  ShardingResult R;
+  R.Plan.TP = 4;
+  R.Plan.DP = 2;
+  R.OuterCP = 2;
+  R.InnerTP = 2;
+  EXPECT_EQ(getTPSize(R), 2u);
+  EXPECT_EQ(getCPSize(R), 2u);
+  EXPECT_EQ(splitInnerIndex(R, 1), std::make_pair(1u, 0u));
+  EXPECT_EQ(splitInnerIndex(R, 2), std::make_pair(0u, 1u));
+  // tp: the same cp index (inner 0, 1); cp: the same tp index (inner 1, 3).
+  EXPECT_EQ(getOutputGroupRanks(R, "tp", 5), (std::vector<unsigned>{4, 5}));
+  EXPECT_EQ(getOutputGroupRanks(R, "cp", 5), (std::vector<unsigned>{5, 7}));
+  EXPECT_EQ(getOutputGroupRanks(R, "dp", 5), (std::vector<unsigned>{1, 5}));
+  // The weight gradients' group: dp x cp.
+  EXPECT_EQ(getOutputGroupRanks(R, "dp_cp", 5),
+            (std::vector<unsigned>{1, 3, 5, 7}));
+  ParallelPlan P = getPlanAsPlanned(R);
+  EXPECT_EQ(P.TP, 2u);
+  EXPECT_EQ(P.CP, 2u);
+  // cp alone (the propagated axis is cp's, tp = 1) and tp alone.
+  ShardingResult C;
+  C.Plan.TP = 4;
+  C.CPAxis = true;
+  EXPECT_EQ(getOutputGroupRanks(C, "tp", 2), (std::vector<unsigned>{2}));
+  EXPECT_EQ(getOutputGroupRanks(C, "cp", 2),
+            (std::vector<unsigned>{0, 1, 2, 3}));
+  ShardingResult T;
+  T.Plan.TP = 4;
+  EXPECT_EQ(getOutputGroupRanks(T, "tp", 2),
+            (std::vector<unsigned>{0, 1, 2, 3}));
+  EXPECT_EQ(getOutputGroupRanks(T, "cp", 2), (std::vector<unsigned>{2}));
 }
 
 TEST(Mesh, AxisOrderMovesTheGroups) {

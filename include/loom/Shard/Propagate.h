@@ -21,6 +21,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include <map>
+#include <string>
 
 namespace loom {
 
@@ -57,6 +59,7 @@ public:
 
   /// The walk: every node the user visits, in graph order.
   void propagate(const Graph &G);
+  const Node *getPairedSend(const Node &Recv) const override;
 
 protected:
   /// The value whose spec stands for \p V (a representative layer's).
@@ -91,6 +94,8 @@ protected:
   /// Inputs the current node's rule sees replicated (tokens entering
   /// expert work, which ep gathers along a dim tp must not split).
   llvm::DenseSet<const Value *> SeenReplicated;
+  /// The graph's HcomSend nodes by group and sr_tag (getPairedSend).
+  std::map<std::pair<std::string, int64_t>, const Node *> Sends;
 };
 
 /// Where a value the attention reads split otherwise (Ulysses' heads) or

@@ -262,6 +262,10 @@ public:
   virtual llvm::ArrayRef<const Node *> getUsers(const Value *V) const = 0;
   /// \p N is stacked expert work (Sharding.h, NodeSharding::Stacked).
   virtual bool isStackedExpertWork(const Node *N) const { return false; }
+  /// The HcomSend of the graph that pairs with HcomReceive \p Recv (same
+  /// group and sr_tag: a transfer of another axis between ranks that run
+  /// the same graph, as the cp ring's), or null.
+  virtual const Node *getPairedSend(const Node &Recv) const { return nullptr; }
   /// \p Table is an embedding table the plan shards over dp (Sharding.h,
   /// EmbeddingShard): its lookups stay whole on every tp rank.
   virtual bool isShardedOverDP(const Value *Table) const { return false; }

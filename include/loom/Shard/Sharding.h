@@ -132,16 +132,18 @@ struct ShardingResult {
   /// getPlanAsPlanned).
   ParallelPlan Plan;
   bool CPAxis = false;
-  /// Context parallelism beside tp (cp > 1 and tp > 1, sp off): the shard
-  /// pass propagates tp (Plan.TP = InnerTP); insert-collectives then
-  /// re-propagates each tp rank's graph along cp (CPStages,
-  /// ComposeContextParallel.cpp) and sets Plan.TP to tp x cp, the mesh's
+  /// Context parallelism beside tp (cp > 1 and tp > 1): the shard pass
+  /// propagates one axis -- tp (Plan.TP = InnerTP) with sp off, cp
+  /// (CPAxis, the ring) with sp on -- and insert-collectives propagates the
+  /// other over each of its ranks' graphs (SecondStages,
+  /// ComposeContextParallel.cpp), then sets Plan.TP to tp x cp, the mesh's
   /// inner axis: a role's TP index is tp_idx + cp_idx x tp (cp sits right
-  /// outside tp, ParallelPlan.h). 1 otherwise.
+  /// outside tp, ParallelPlan.h). OuterCP is 1 otherwise.
   unsigned OuterCP = 1, InnerTP = 1;
-  /// OuterCP: per tp rank, the cp propagation of its graph (what its cp
-  /// roles were cut from).
-  std::vector<std::unique_ptr<ShardingResult>> CPStages;
+  bool InnerSP = false;
+  /// OuterCP: per rank of the first axis, the second axis' propagation of
+  /// its graph (what its roles were cut from).
+  std::vector<std::unique_ptr<ShardingResult>> SecondStages;
   /// CPAxis with cp_algo=ring: attention runs as the K/V ring at RingSites
   /// (found after propagation); otherwise all-to-all over heads.
   bool CPRing = false;
@@ -311,12 +313,12 @@ inline std::pair<unsigned, unsigned> splitInnerIndex(const ShardingResult &R,
   unsigned TP = getTPSize(R);
   return {Idx % TP, Idx / TP};
 }
-/// Where context parallelism was propagated: R itself, or (cp beside tp)
-/// the first tp rank's cp stage; null without cp.
+/// Where context parallelism was propagated: R itself, or (cp beside tp,
+/// tp first) the first tp rank's cp stage; null without cp.
 inline const ShardingResult *getCPSharding(const ShardingResult &R) {
   if (R.CPAxis)
     return &R;
-  return R.CPStages.empty() ? nullptr : R.CPStages.front().get();
+  return R.SecondStages.empty() ? nullptr : R.SecondStages.front().get();
 }
 /// The plan as searched (tp = 1, cp = Plan.TP when CPAxis).
 inline ParallelPlan getPlanAsPlanned(const ShardingResult &R) {
@@ -324,6 +326,7 @@ inline ParallelPlan getPlanAsPlanned(const ShardingResult &R) {
   if (R.OuterCP > 1) {
     P.TP = R.InnerTP;
     P.CP = R.OuterCP;
+    P.SP = R.InnerSP;
   } else if (R.CPAxis) {
     P.CP = P.TP;
     P.TP = 1;
@@ -374,8 +377,8 @@ void printRoleGraphs(const ShardedProgram &SP, llvm::raw_ostream &OS);
 /// Builds the role graphs (insert-collectives).
 llvm::Expected<std::vector<RoleGraph>> buildRoleGraphs(const ShardingResult &R);
 /// Builds the role graphs of a plan with cp beside tp (R.OuterCP > 1):
-/// each tp rank's graph, whole (every pipeline chunk), is propagated
-/// again along cp and cut into its pipeline devices x cp ranks
+/// each graph of R's axis, whole (every pipeline chunk), is propagated
+/// along the other axis and cut into its pipeline devices x ranks
 /// (ComposeContextParallel.cpp).
 llvm::Expected<std::vector<RoleGraph>>
 buildComposedRoleGraphs(ShardingResult &R);

@@ -9,6 +9,8 @@
 //   output (dims after the axis shift by rank(indices) - 1).
 // - Indices split on dim j with data replicated give the output split on
 //   axis + j.
+// - Gather is linear in its data: whole indices pick the rows of a partial
+//   sum as a partial sum of the rows.
 //
 // ScatterElements and ScatterND with reduction "add" (torch's scatter_add_)
 // or "none" (torch's index_add_ as exported: HF Mixtral scatters each
@@ -53,6 +55,15 @@ void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   }
   AxisSpec CD = Ctx.getSpec(Data);
   unsigned RI = Idx->Type.getRank();
+  // Gather is linear in its data: the rows of a partial sum are the sum of
+  // the partials' rows (a cp rank's positions picked from a vocab-parallel
+  // lookup, ComposeContextParallel.cpp).
+  if (CD.isPartial() && !CI.isSplit() && !CI.isPartial() &&
+      Ctx.mayStayPartial(Data)) {
+    NS.InputSpecs = {CD, AxisSpec()};
+    NS.OutputSpecs = {AxisSpec::partial()};
+    return;
+  }
   if (CD.isSplit() && CD.Dim != Axis && CD.Blocks.empty() && !CI.isPartial() &&
       !CI.isSplit()) {
     NS.InputSpecs = {CD, AxisSpec()};

@@ -41,8 +41,19 @@ bool PropagationContext::splitWeight(const Value *V, int Dim,
   return true;
 }
 
+const Node *PropagationContext::getPairedSend(const Node &Recv) const {
+  auto It = Sends.find(
+      {Recv.getAttrString("group", "").str(), Recv.getAttrInt("sr_tag", -1)});
+  return It == Sends.end() ? nullptr : It->second;
+}
+
 void PropagationContext::propagate(const Graph &G) {
   bool One = getAxisSize() == 1 && replicatesAtOne();
+  for (const auto &NP : G.getNodes())
+    if (NP->getDomain() == "hccl" && NP->getOpType() == "HcomSend")
+      Sends.emplace(std::make_pair(NP->getAttrString("group", "").str(),
+                                   NP->getAttrInt("sr_tag", -1)),
+                    NP.get());
   for (const auto &NP : G.getNodes()) {
     const Node &N = *NP;
     if (!visit(N) || Decided.count(&N))

@@ -243,9 +243,9 @@ AxisSpec RuleContext::resolvePartial(const Value *V) const {
 
 bool RuleContext::mayStayPartial(const Value *V) const {
   static const StringSet<> TakesPartial = {
-      "Add",      "Sub",       "Mul",     "Div",     "Neg",
-      "Identity", "Dropout",   "Cast",    "Reshape", "Transpose",
-      "Squeeze",  "Unsqueeze", "Flatten", "MatMul",  "Gemm"};
+      "Add",     "Sub",    "Mul",     "Div",       "Neg",     "Identity",
+      "Dropout", "Cast",   "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+      "Flatten", "MatMul", "Gemm",    "Gather"};
   if (!V)
     return false;
   ArrayRef<const Node *> Users = getUsers(V);
@@ -260,6 +260,9 @@ bool RuleContext::mayStayPartial(const Value *V) const {
     // value too (as they do when the square is a Pow).
     StringRef Op = U->getOpType();
     if (Op == "Div" && U->getNumInputs() > 1 && U->getInput(1) == V)
+      return false;
+    // Gather is linear in its data, not in its indices.
+    if (Op == "Gather" && U->getInput(0) != V)
       return false;
     bool Product = Op == "Mul" || Op == "MatMul" || Op == "Gemm";
     return !Product || count(U->getInputs(), V) == 1;
