@@ -103,7 +103,7 @@ Expected<std::vector<RoleGraph>> buildComposedRoleGraphs(ShardingResult &R) {
             SecondAxis = CPFirst ? "tp" : "cp";
   std::vector<RoleGraph> Out;
   std::string Name = R.M->getGraph().getName().str();
-  R.SecondStages.clear();
+  R.SecondStage.reset();
   for (RoleGraph &FG : *First) {
     unsigned I = FG.TP;
     std::unique_ptr<ShardingResult> C = makeSecondStage(R, FG);
@@ -132,7 +132,8 @@ Expected<std::vector<RoleGraph>> buildComposedRoleGraphs(ShardingResult &R) {
     for (const std::string &N : C->Notes)
       if (!is_contained(R.Notes, N))
         R.Notes.push_back(N);
-    R.SecondStages.push_back(std::move(C));
+    if (!R.SecondStage)
+      R.SecondStage = std::move(C);
   }
   llvm::stable_sort(Out, [](const RoleGraph &A, const RoleGraph &B) {
     return std::make_pair(A.PP, A.TP) < std::make_pair(B.PP, B.TP);

@@ -135,15 +135,15 @@ struct ShardingResult {
   /// Context parallelism beside tp (cp > 1 and tp > 1): the shard pass
   /// propagates one axis -- tp (Plan.TP = InnerTP) with sp off, cp
   /// (CPAxis, the ring) with sp on -- and insert-collectives propagates the
-  /// other over each of its ranks' graphs (SecondStages,
-  /// ComposeContextParallel.cpp), then sets Plan.TP to tp x cp, the mesh's
+  /// other over each of its ranks' graphs (ComposeContextParallel.cpp),
+  /// then sets Plan.TP to tp x cp, the mesh's
   /// inner axis: a role's TP index is tp_idx + cp_idx x tp (cp sits right
   /// outside tp, ParallelPlan.h). OuterCP is 1 otherwise.
   unsigned OuterCP = 1, InnerTP = 1;
   bool InnerSP = false;
-  /// OuterCP: per rank of the first axis, the second axis' propagation of
-  /// its graph (what its roles were cut from).
-  std::vector<std::unique_ptr<ShardingResult>> SecondStages;
+  /// OuterCP: the second axis' propagation over the first axis' rank 0
+  /// graph (the others' are alike; the report reads it).
+  std::unique_ptr<ShardingResult> SecondStage;
   /// CPAxis with cp_algo=ring: attention runs as the K/V ring at RingSites
   /// (found after propagation); otherwise all-to-all over heads.
   bool CPRing = false;
@@ -318,7 +318,7 @@ inline std::pair<unsigned, unsigned> splitInnerIndex(const ShardingResult &R,
 inline const ShardingResult *getCPSharding(const ShardingResult &R) {
   if (R.CPAxis)
     return &R;
-  return R.SecondStages.empty() ? nullptr : R.SecondStages.front().get();
+  return R.SecondStage.get();
 }
 /// The plan as searched (tp = 1, cp = Plan.TP when CPAxis).
 inline ParallelPlan getPlanAsPlanned(const ShardingResult &R) {
