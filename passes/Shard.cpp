@@ -113,6 +113,18 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
+    // Hybrid cp is costed, searched where a framework runs it, and
+    // exported; its graphs would need Ulysses' all-to-alls moved before
+    // the ring's K/V packing on each ring rank's graph, which the
+    // composition (ComposeContextParallel.cpp) does not do.
+    if (Best.Plan.CP > 1 && Best.Plan.CPA == CPAlgo::Hybrid)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "plan %s: cp=%u (context parallelism, cp_algo=hybrid, "
+          "cp_ulysses=%u) is costed but its graphs cannot be emitted: Loom "
+          "emits the ring and the all-to-all over heads each alone; pin "
+          "--plan cp_algo=ring or cp_algo=a2a to write graphs",
+          Best.Plan.str().c_str(), Best.Plan.CP, Best.Plan.CPUlysses);
     // Context parallelism alone (tp = 1) is emitted on the propagated axis:
     // all-to-all over heads (Ulysses) or the K/V ring
     // (lib/Shard/RingAttention.cpp). Beside tp the two axes are propagated

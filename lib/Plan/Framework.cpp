@@ -216,12 +216,17 @@ Error checkParallelism(const FrameworkProfile &F, const PlanSpec &S,
                             join(F.ContextParallel, ", "),
                   F.ContextParallelSource);
     unsigned TP = S.TP.getValueOr(1);
-    if (A == CPAlgo::A2A && Ctx.KVHeads > 0 && Ctx.KVHeads % (TP * CP) &&
+    unsigned U = A == CPAlgo::A2A      ? CP
+                 : A == CPAlgo::Hybrid ? S.CPUlysses.getValueOr(1)
+                                       : 1;
+    if (U > 1 && Ctx.KVHeads > 0 && Ctx.KVHeads % (TP * U) &&
         !F.UlyssesKVRepeat)
       return Fail("cp=" + Twine(CP) + ",cp_algo=" + loom::getCPAlgoName(A) +
                       " with tp=" + Twine(TP),
                   "its all-to-all over heads needs the " + Twine(Ctx.KVHeads) +
-                      " K/V heads divisible by tp*cp = " + Twine(TP * CP) +
+                      " K/V heads divisible by tp*" +
+                      (A == CPAlgo::Hybrid ? "cp_ulysses" : "cp") + " = " +
+                      Twine(TP * U) +
                       " (it does not repeat them to the query heads first)",
                   F.UlyssesKVRepeatSource.empty() ? F.ContextParallelSource
                                                   : F.UlyssesKVRepeatSource);
@@ -272,17 +277,27 @@ Error checkOrder(const FrameworkProfile &F, const PlanSpec &S,
 } // namespace
 
 std::string FrameworkProfile::getCPAlgoName(CPAlgo A) const {
-  // The names each framework gives Loom's two lowerings: the K/V ring
-  // (Megatron-Core --cp-comm-type p2p; MindSpeed megatron_cp_algo) and
-  // the all-to-all over heads (Megatron-Core a2a; MindSpeed
-  // ulysses_cp_algo; DeepSpeed-Ulysses).
+  // The names each framework gives Loom's algorithms: the K/V ring
+  // (Megatron-Core --cp-comm-type p2p; MindSpeed megatron_cp_algo), the
+  // all-to-all over heads (Megatron-Core a2a; MindSpeed ulysses_cp_algo;
+  // DeepSpeed-Ulysses) and the two nested (Megatron-Core a2a+p2p;
+  // MindSpeed hybrid_cp_algo).
   static const char *Ring[] = {"p2p", "megatron_cp_algo", "ring"};
   static const char *A2A[] = {"a2a", "ulysses_cp_algo", "ulysses"};
-  for (const char *N :
-       A == CPAlgo::Ring ? makeArrayRef(Ring) : makeArrayRef(A2A))
+  static const char *Hybrid[] = {"a2a+p2p", "hybrid_cp_algo"};
+  for (const char *N : A == CPAlgo::Ring  ? makeArrayRef(Ring)
+                       : A == CPAlgo::A2A ? makeArrayRef(A2A)
+                                          : makeArrayRef(Hybrid))
     if (is_contained(ContextParallel, N))
       return N;
   return "";
+}
+
+bool runsHybridCP(ArrayRef<const FrameworkProfile *> Frameworks) {
+  return !Frameworks.empty() &&
+         llvm::all_of(Frameworks, [](const FrameworkProfile *F) {
+           return !F->AnyPlan && !F->getCPAlgoName(CPAlgo::Hybrid).empty();
+         });
 }
 
 Error checkSpec(const FrameworkProfile &F, const PlanSpec &S,

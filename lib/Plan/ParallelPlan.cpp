@@ -28,7 +28,9 @@ StringRef getRecomputeName(Recompute R) {
   return "none";
 }
 
-StringRef getCPAlgoName(CPAlgo A) { return A == CPAlgo::A2A ? "a2a" : "ring"; }
+StringRef getCPAlgoName(CPAlgo A) {
+  return A == CPAlgo::A2A ? "a2a" : A == CPAlgo::Hybrid ? "hybrid" : "ring";
+}
 
 StringRef getMeshAxisName(MeshAxis A) {
   switch (A) {
@@ -142,6 +144,8 @@ std::string ParallelPlan::str() const {
     OS << ",pp_overlap=off";
   if (CP > 1)
     OS << ",cp=" << CP << ",cp_algo=" << getCPAlgoName(CPA);
+  if (CP > 1 && CPA == CPAlgo::Hybrid)
+    OS << ",cp_ulysses=" << CPUlysses;
   if (!StageLayers.empty()) {
     OS << ",stages=";
     for (unsigned I = 0; I < StageLayers.size(); ++I)
@@ -195,7 +199,11 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       E = Positive(Spec.EP);
     else if (Key == "cp")
       E = Positive(Spec.CP);
-    else if (Key == "mb")
+    else if (Key == "cp_ulysses") {
+      E = Positive(Spec.CPUlysses);
+      if (!E && *Spec.CPUlysses > UINT16_MAX)
+        return planError("cp_ulysses=" + Val + ": at most 65535");
+    } else if (Key == "mb")
       E = Positive(Spec.MicroBatchSize);
     else if (Key == "nmb")
       E = Positive(Spec.NumMicroBatches);
@@ -232,11 +240,13 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
       Optional<CPAlgo> A = StringSwitch<Optional<CPAlgo>>(Val)
                                .Case("ring", CPAlgo::Ring)
                                .Case("a2a", CPAlgo::A2A)
+                               .Case("hybrid", CPAlgo::Hybrid)
                                .Default(None);
       if (!A)
         return planError("cp_algo=" + Val +
-                         ": expected ring (K/V passed around the cp group) "
-                         "or a2a (all-to-all over heads)");
+                         ": expected ring (K/V passed around the cp group), "
+                         "a2a (all-to-all over heads) or hybrid (a2a inside "
+                         "groups of cp_ulysses ranks, the ring over them)");
       Spec.CPA = *A;
     } else if (Key == "grad") {
       Optional<GradPrecision> G = StringSwitch<Optional<GradPrecision>>(Val)
@@ -307,15 +317,27 @@ Expected<PlanSpec> parsePlanSpec(StringRef Text) {
                          "plain values) or search (the default)");
       Spec.RestPlain = Val == "plain";
     } else {
-      return planError("unknown key '" + Key +
-                       "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
-                       "cp, cp_algo, recompute, zero, grad, order, offload, "
-                       "emb, tp_overlap, dp_overlap, pp_overlap, stages or "
-                       "rest");
+      return planError(
+          "unknown key '" + Key +
+          "'; expected tp, pp, dp, ep, sp, mb, nmb, vpp, "
+          "cp, cp_algo, cp_ulysses, recompute, zero, grad, order, offload, "
+          "emb, tp_overlap, dp_overlap, pp_overlap, stages or "
+          "rest");
     }
     if (E)
       return std::move(E);
   }
+  if (Spec.CPUlysses && Spec.CPA != CPAlgo::Hybrid)
+    return planError("cp_ulysses=" + Twine(*Spec.CPUlysses) +
+                     " needs cp_algo=hybrid (it is the all-to-all's degree "
+                     "inside cp)");
+  if (Spec.CPUlysses && Spec.CP &&
+      (*Spec.CPUlysses <= 1 || *Spec.CPUlysses >= *Spec.CP ||
+       *Spec.CP % *Spec.CPUlysses))
+    return planError("cp_ulysses=" + Twine(*Spec.CPUlysses) +
+                     ": expected a divisor of cp = " + Twine(*Spec.CP) +
+                     " above 1 and below cp (the ring runs over cp / "
+                     "cp_ulysses groups of cp_ulysses ranks)");
   if (!Spec.StageLayers.empty() && Spec.PP &&
       *Spec.PP != Spec.StageLayers.size())
     return planError("stages lists " + Twine(Spec.StageLayers.size()) +
@@ -333,6 +355,12 @@ Expected<ParallelPlan> completePlan(const PlanSpec &Spec, uint64_t Devices,
   P.CPA = Spec.CPA.getValueOr(CPAlgo::Ring);
   if (Spec.CPA && P.CP == 1)
     return planError("cp_algo=" + getCPAlgoName(P.CPA) + " needs cp > 1");
+  if (P.CPA == CPAlgo::Hybrid) {
+    if (!Spec.CPUlysses)
+      return planError("cp_algo=hybrid needs cp_ulysses=N, the all-to-all's "
+                       "degree inside cp (MindSpeed's --ulysses-degree-in-cp)");
+    P.CPUlysses = *Spec.CPUlysses;
+  }
   uint64_t TPPP = (uint64_t)P.TP * P.CP * P.PP;
   if (TPPP > Devices)
     return planError((P.CP > 1 ? "tp*cp*pp = " : "tp*pp = ") + Twine(TPPP) +
@@ -410,6 +438,8 @@ PlanSpec getFixedSpec(const ParallelPlan &P) {
   S.CP = P.CP;
   if (P.CP > 1) // cp_algo means nothing at cp = 1 (completePlan refuses it)
     S.CPA = P.CPA;
+  if (P.CP > 1 && P.CPA == CPAlgo::Hybrid)
+    S.CPUlysses = P.CPUlysses;
   S.SP = P.SP;
   S.MicroBatchSize = P.MicroBatchSize;
   S.NumMicroBatches = P.NumMicroBatches;
@@ -484,6 +514,8 @@ void writePlanJSON(json::OStream &J, const ParallelPlan &P,
   J.attribute("virtual_stages", P.VirtualStages);
   J.attribute("cp", P.CP);
   J.attribute("cp_algo", getCPAlgoName(P.CPA));
+  // The all-to-all's degree inside cp (ring 1, a2a cp, hybrid between).
+  J.attribute("cp_ulysses", P.getCPUlyssesSize());
   J.attribute("recompute", getRecomputeName(P.RC));
   J.attribute("zero_stage", P.ZeroStage);
   J.attribute("grad_dtype", getGradPrecisionName(P.Grad));

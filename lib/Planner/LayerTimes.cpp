@@ -275,21 +275,22 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
         [&](const rulesplit::EPComm &X, CollectiveKind K, double Bytes) {
           R.push_back({K, Bytes, X.V, false, "ep"});
         });
-  // As costContextParallelLayer prices them: the ring's cp - 1 sends of
-  // the rank's K/V block (one buffer), or Ulysses' all-to-alls of Q, K, V
-  // and the output, each of the rank's share.
+  // As costContextParallelLayer prices them: Ulysses' all-to-alls of Q,
+  // K, V and the output, each of the rank's share, then the ring's
+  // ring - 1 sends of the rank's K/V block (one buffer).
   const LayerFacts &F = I->LF[L];
-  if (P.CP > 1 && P.CPA == CPAlgo::Ring && F.KVBytes > 0)
-    for (unsigned S = 1; S < P.CP; ++S)
-      R.push_back({CollectiveKind::SendRecv, F.KVBytes / P.TP * ActScale,
-                   nullptr, false, "cp"});
-  if (P.CP > 1 && P.CPA == CPAlgo::A2A && F.KVBytes > 0) {
+  if (P.CP <= 1 || F.KVBytes <= 0)
+    return R;
+  unsigned U = P.getCPUlyssesSize();
+  double KV = F.KVBytes / P.TP * ActScale;
+  if (U > 1) {
+    KV = getUlyssesKVBytes(U, P.TP, F.QHeads, F.KVHeads, KV);
     double QO = F.QOBytes / P.TP * ActScale;
-    double KV = getUlyssesKVBytes(P.CP, P.TP, F.QHeads, F.KVHeads,
-                                  F.KVBytes / 2 / P.TP * ActScale);
-    for (double Bytes : {QO, KV, KV, QO})
+    for (double Bytes : {QO, KV / 2, KV / 2, QO})
       R.push_back({CollectiveKind::AllToAll, Bytes, nullptr, false, "cp"});
   }
+  for (unsigned S = 1; S < P.getCPRingSize(); ++S)
+    R.push_back({CollectiveKind::SendRecv, KV, nullptr, false, "cp"});
   return R;
 }
 

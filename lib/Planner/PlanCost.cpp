@@ -160,6 +160,13 @@ GroupShape PlanEvaluator::getGroupShape(const ParallelPlan &P,
     return getGroupShape({{1u, P.TP}});
   if (Group == "cp") // right outside tp (ParallelPlan.h)
     return getGroupShape({{P.TP, P.CP}});
+  // Inside cp: the all-to-all over consecutive cp ranks, the ring over
+  // every u-th (MindSpeed's hybrid groups; the whole cp group for a2a and
+  // ring alone).
+  if (Group == "cp_ulysses")
+    return getGroupShape({{P.TP, P.getCPUlyssesSize()}});
+  if (Group == "cp_ring")
+    return getGroupShape({{P.TP * P.getCPUlyssesSize(), P.getCPRingSize()}});
   if (Group == "ep")
     return getGroupShape({Axis(MeshAxis::EP)});
   // Weight gradients are reduced over dp x cp: cp ranks hold the same
@@ -197,8 +204,7 @@ std::string PlanEvaluator::getCPIllegalReason(const ParallelPlan &P) const {
   if (P.CP <= 1)
     return "";
   std::pair<int64_t, int64_t> H = getAttentionHeads();
-  return loom::getCPIllegalReason(P.CPA, P.CP, P.TP, I->Opts.Seq, H.first,
-                                  H.second);
+  return loom::getCPIllegalReason(P, I->Opts.Seq, H.first, H.second);
 }
 
 ArrayRef<ExpertGroup> PlanEvaluator::getExpertGroups() const {

@@ -110,7 +110,7 @@ struct PlanContext {
   /// Context parallelism: its group (right outside tp), and the ranks the
   /// weight gradients are reduced and ZeRO-partitioned over, dp x cp.
   unsigned CP = 1;
-  GroupShape CPG;
+  GroupShape CPUlyssesG, CPRingG;
   unsigned DPCP = 1;
   /// Shares of compute the overlapped collectives hold (0 where the YAML
   /// gives none).
@@ -236,11 +236,11 @@ struct PlanEvaluator::Impl {
   /// pp and the mesh order. The search costs tens of thousands of plans
   /// over a few hundred of these.
   struct PlanGroups {
-    GroupShape TPG, DPG, EPG, DPEPG, PPPair, CPG;
+    GroupShape TPG, DPG, EPG, DPEPG, PPPair, CPUlyssesG, CPRingG;
   };
-  mutable llvm::DenseMap<
-      std::tuple<unsigned, unsigned, unsigned, unsigned, unsigned, unsigned>,
-      PlanGroups>
+  mutable llvm::DenseMap<std::tuple<unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, unsigned>,
+                         PlanGroups>
       GroupsOf;
   const PlanGroups &getPlanGroups(const ParallelPlan &P) const;
   PlanContext makePlanContext(const ParallelPlan &P) const;

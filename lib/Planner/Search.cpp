@@ -192,6 +192,8 @@ static SearchSpace describeSpace(const PlanEvaluator &Eval, const Graph &G,
   Space.KVHeads = Eval.getAttentionHeads().second;
   Space.NumLayers = Eval.getNumLayers();
   Space.StaticBatch = Opts.StaticBatch;
+  Space.HybridCP =
+      Opts.Fixed.CPA == CPAlgo::Hybrid || runsHybridCP(Opts.Frameworks);
   noteEPNotSearched(Space, Eval, Opts.Fixed);
   return Space;
 }
@@ -231,6 +233,7 @@ Expected<SearchResult> searchPlans(const PlanEvaluator &Eval, const Graph &G,
   SearchOptions O = Opts;
   O.Fixed.CP = 1;
   O.Fixed.CPA.reset();
+  O.Fixed.CPUlysses.reset();
   O.TopK = 1;
   Expected<SearchResult> R1 = searchPlansAtCP(Eval, G, Layers, HW, EO, O);
   if (!R1)
@@ -258,13 +261,17 @@ searchPlansAtCP(const PlanEvaluator &Eval, const Graph &G,
   if (Opts.Fixed.Offload)
     if (Error E = checkOffloadHardware(*Opts.Fixed.Offload, HW, EO.Train))
       return std::move(E);
-  // A pinned cp the sequence or the devices cannot take, likewise.
+  // A pinned cp the sequence or the devices cannot take, likewise (a
+  // hybrid's free all-to-all degree is the enumeration's).
   if (Opts.Fixed.CP && *Opts.Fixed.CP > 1) {
     ParallelPlan Probe;
     Probe.TP = Opts.Fixed.TP.getValueOr(1);
     Probe.CP = *Opts.Fixed.CP;
     Probe.CPA = Opts.Fixed.CPA.getValueOr(CPAlgo::Ring);
-    std::string Why = Eval.getCPIllegalReason(Probe);
+    Probe.CPUlysses = Opts.Fixed.CPUlysses.getValueOr(1);
+    std::string Why = Probe.CPA == CPAlgo::Hybrid && !Opts.Fixed.CPUlysses
+                          ? std::string()
+                          : Eval.getCPIllegalReason(Probe);
     if (Space.Devices % Probe.CP)
       Why = "cp=" + std::to_string(Probe.CP) + " does not divide the " +
             std::to_string(Space.Devices) + " devices";

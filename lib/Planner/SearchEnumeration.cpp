@@ -265,18 +265,29 @@ void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
     const std::vector<unsigned> &EvenCounts = getEvenCounts(PP);
     if (EvenCounts.empty())
       return;
-    // The cp algorithms this model can take at this tp.
-    SmallVector<CPAlgo, 2> Algos;
-    for (CPAlgo A : {CPAlgo::Ring, CPAlgo::A2A}) {
+    // The cp algorithms this model can take at this tp, with hybrid's
+    // all-to-all degree (each divisor of cp strictly inside it). Hybrid is
+    // searched where the frameworks run it (Loom emits no graphs for it:
+    // the idealised runtime does not list it) or where --plan asks.
+    SmallVector<std::pair<CPAlgo, unsigned>, 4> Algos;
+    auto AddAlgo = [&](CPAlgo A, unsigned U) {
       ParallelPlan Probe;
       Probe.TP = TP;
       Probe.CP = CP;
       Probe.CPA = A;
+      Probe.CPUlysses = U;
       if ((CP == 1 && A != CPAlgo::Ring) || (CP > 1 && F.CPA && *F.CPA != A) ||
+          (F.CPUlysses && A == CPAlgo::Hybrid && *F.CPUlysses != U) ||
           !Eval.getCPIllegalReason(Probe).empty())
-        continue;
-      Algos.push_back(A);
-    }
+        return;
+      Algos.emplace_back(A, U);
+    };
+    AddAlgo(CPAlgo::Ring, 1);
+    AddAlgo(CPAlgo::A2A, 1);
+    if (CP > 2 && Space.HybridCP)
+      for (unsigned U = 2; U < CP; ++U)
+        if (CP % U == 0)
+          AddAlgo(CPAlgo::Hybrid, U);
     if (Algos.empty())
       return;
     // ep: the inner part of dp, dividing every MoE layer's experts.
@@ -338,8 +349,9 @@ void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
                   P.Grad = GP;
                   P.Emb = F.Emb.getValueOr(EmbeddingMode::Auto);
                   P.CP = CP;
-                  for (CPAlgo A : Algos) {
-                    P.CPA = A;
+                  for (const auto &A : Algos) {
+                    P.CPA = A.first;
+                    P.CPUlysses = A.second;
                     addCandidates(P, Lay, LP, Orders, Ov, Out);
                   }
                 }

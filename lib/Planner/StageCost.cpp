@@ -63,15 +63,17 @@ PlanCost PlanEvaluator::Impl::startPlan(const ParallelPlan &P) const {
 /// The plan-wide values every stage's costing reads.
 const PlanEvaluator::Impl::PlanGroups &
 PlanEvaluator::Impl::getPlanGroups(const ParallelPlan &P) const {
-  auto Key =
-      std::make_tuple(P.TP, P.CP, P.EP, P.DP, P.PP, getAxisOrderIndex(P.Order));
+  auto Key = std::make_tuple(P.TP, P.CP, P.getCPUlyssesSize(), P.EP, P.DP, P.PP,
+                             getAxisOrderIndex(P.Order));
   auto It = GroupsOf.find(Key);
   if (It != GroupsOf.end())
     return It->second;
   // Where each group lands follows the plan's axis order (ParallelPlan.h).
-  PlanGroups Gs{Outer.getGroupShape(P, "tp"), Outer.getGroupShape(P, "dp"),
-                Outer.getGroupShape(P, "ep"), Outer.getGroupShape(P, "dp_ep"),
-                Outer.getGroupShape(P, "pp"), Outer.getGroupShape(P, "cp")};
+  PlanGroups Gs{
+      Outer.getGroupShape(P, "tp"),     Outer.getGroupShape(P, "dp"),
+      Outer.getGroupShape(P, "ep"),     Outer.getGroupShape(P, "dp_ep"),
+      Outer.getGroupShape(P, "pp"),     Outer.getGroupShape(P, "cp_ulysses"),
+      Outer.getGroupShape(P, "cp_ring")};
   return GroupsOf.try_emplace(Key, std::move(Gs)).first->second;
 }
 
@@ -90,7 +92,8 @@ PlanContext PlanEvaluator::Impl::makePlanContext(const ParallelPlan &P) const {
                 P.SP ? (double)P.TP : 1.0,
                 (double)P.MicroBatchSize / Batch / P.CP,
                 P.CP,
-                Gs.CPG};
+                Gs.CPUlyssesG,
+                Gs.CPRingG};
   C.DPCP = P.DP * P.CP;
   if (const DeviceClass *AC = HW.getClass("aicore"))
     if (AC->Overlap) {
@@ -173,14 +176,14 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
         // output at the tp and cp split (ActScale has the cp).
         CPLayerInputs CI;
         CI.KVBytes = F.KVBytes / TP * C.ActScale;
-        if (P.CPA == CPAlgo::A2A)
-          CI.KVBytes =
-              getUlyssesKVBytes(P.CP, TP, F.QHeads, F.KVHeads, CI.KVBytes);
+        if (P.getCPUlyssesSize() > 1)
+          CI.KVBytes = getUlyssesKVBytes(P.getCPUlyssesSize(), TP, F.QHeads,
+                                         F.KVHeads, CI.KVBytes);
         CI.QOBytes = F.QOBytes / TP * C.ActScale;
         CI.AttnFwdS = T.CoreFwd;
         CI.AttnBwdS = T.CoreBwd;
         CI.Train = Opts.Train;
-        S.CP += costContextParallelLayer(P.CPA, P.CP, CI, C.CPG, HW);
+        S.CP += costContextParallelLayer(P, CI, C.CPUlyssesG, C.CPRingG, HW);
       }
       SC.ForwardS += T.Fwd;
       SC.GemmFwdS += T.GemmFwd;

@@ -386,16 +386,26 @@ void MegatronFlags::addMesh() {
   // name for it -- Megatron-LM's --cp-comm-type p2p|a2a
   // (megatron/training/arguments.py; the ring is p2p), MindSpeed-LLM's
   // --context-parallel-algo megatron_cp_algo|ulysses_cp_algo
-  // (mindspeed/arguments.py). cp sits right outside tp in both meshes, as
-  // in Loom's.
+  // (mindspeed/arguments.py). Hybrid: MindSpeed's hybrid_cp_algo with
+  // --ulysses-degree-in-cp u; Megatron-Core's a2a+p2p with
+  // --hierarchical-context-parallel-sizes u cp/u (its first level the u
+  // adjacent cp ranks, transformer_config.py). cp sits right outside tp in
+  // both meshes, as in Loom's.
   if (P.CP > 1) {
     add("--context-parallel-size " + Twine(P.CP));
-    bool Ring = P.CPA == CPAlgo::Ring;
+    bool Ring = P.CPA == CPAlgo::Ring, Hybrid = P.CPA == CPAlgo::Hybrid;
     if (Mind)
       add(Twine("--context-parallel-algo ") +
-          (Ring ? "megatron_cp_algo" : "ulysses_cp_algo"));
+          (Ring ? "megatron_cp_algo"
+           : Hybrid
+               ? "hybrid_cp_algo --ulysses-degree-in-cp " + Twine(P.CPUlysses)
+               : "ulysses_cp_algo"));
     else
-      add(Twine("--cp-comm-type ") + (Ring ? "p2p" : "a2a"));
+      add(Twine("--cp-comm-type ") +
+          (Ring     ? "p2p"
+           : Hybrid ? "a2a+p2p --hierarchical-context-parallel-sizes " +
+                          Twine(P.CPUlysses) + " " + Twine(P.getCPRingSize())
+                    : "a2a"));
   }
   // Rank order: Megatron's default is tp-cp-ep-dp-pp, --use-tp-pp-dp-mapping
   // makes it tp-cp-ep-pp-dp (megatron/training/initialize.py).

@@ -111,7 +111,11 @@ static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
           return L;
         }()
        << "} (" << Sp.CPWhy
-       << "; ring: seq divisible by 2*cp, a2a: heads by tp*cp)";
+       << "; ring: seq divisible by 2*cp, a2a: heads by tp*cp"
+       << (Sp.HybridCP ? ", hybrid: both, cp_ulysses dividing cp and the "
+                         "heads by tp*cp_ulysses"
+                       : "")
+       << ")";
   OS << ", dp*tp*" << (Sp.CPs.size() > 1 ? "cp*" : "") << "pp <= " << Sp.Devices
      << ", global batch " << Sp.Batch << " divisible by dp*mb";
   if (Sp.Experts.NumExperts)
@@ -399,8 +403,13 @@ static void printCPExplanation(const SearchResult &R, raw_ostream &OS) {
   const PlanCost &W = R.Top.front();
   if (W.Plan.CP <= 1 || !R.NoCPSearched)
     return;
-  OS << "explain: cp=" << W.Plan.CP << " (" << getCPAlgoName(W.Plan.CPA) << ": "
-     << fmtSeconds(getStepBreakdown(W).CPCommS)
+  OS << "explain: cp=" << W.Plan.CP << " (" << getCPAlgoName(W.Plan.CPA)
+     << (W.Plan.CPA == CPAlgo::Hybrid
+             ? " of a2a over " + std::to_string(W.Plan.CPUlysses) +
+                   " and the ring over " +
+                   std::to_string(W.Plan.getCPRingSize())
+             : std::string())
+     << ": " << fmtSeconds(getStepBreakdown(W).CPCommS)
      << " of its attention traffic exposed per step) ";
   if (!R.NoCP)
     OS << "is needed: no plan without cp fits"

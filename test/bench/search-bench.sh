@@ -54,3 +54,8 @@ for B in 128 2048; do
   run "405B, 16384 NPUs, batch $B x 131072" "$WORK/llama3-405b.onnx" \
     --hw "$WORK/pod-16384.yaml" --batch "$B" --seq 131072
 done
+# The same at batch 128 under MindSpeed-LLM, whose hybrid cp (an all-to-all
+# over cp_ulysses adjacent cp ranks, the ring over the rest) joins the
+# space.
+run "405B, 16384 NPUs, batch 128 x 131072, mindspeed-llm" "$WORK/llama3-405b.onnx" \
+  --hw "$WORK/pod-16384.yaml" --batch 128 --seq 131072 --framework mindspeed-llm

@@ -185,6 +185,10 @@ llvm::Error checkSpec(const FrameworkProfile &F, const PlanSpec &S,
 /// Whether \p F can run \p P.
 bool canRun(const FrameworkProfile &F, const ParallelPlan &P,
             const FrameworkContext &Ctx);
+/// Whether hybrid cp (cp_algo=hybrid) is searched under \p Frameworks:
+/// each given and each names it. Loom emits no graphs for it, so the
+/// idealised runtime (any_plan) does not run it; --plan may still ask.
+bool runsHybridCP(llvm::ArrayRef<const FrameworkProfile *> Frameworks);
 
 } // namespace loom
 

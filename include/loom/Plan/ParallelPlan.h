@@ -46,8 +46,14 @@ llvm::StringRef getRecomputeName(Recompute R);
 /// load-balanced ring, --cp-comm-type p2p). A2A: all-to-all over heads
 /// before and after attention, each rank then attending the whole
 /// sequence for heads/cp of the heads (DeepSpeed-Ulysses; MindSpeed's
-/// ulysses_cp_algo; Megatron's --cp-comm-type a2a).
-enum class CPAlgo : uint8_t { Ring, A2A };
+/// ulysses_cp_algo; Megatron's --cp-comm-type a2a). Hybrid: both, nested:
+/// all-to-all over heads inside groups of CPUlysses consecutive cp ranks,
+/// the ring over the cp / CPUlysses such groups (MindSpeed's hybrid_cp_algo
+/// with --ulysses-degree-in-cp, whose Ulysses groups are the consecutive cp
+/// ranks, mindspeed/core/parallel_state.py
+/// initialize_context_parallel_group_for_hybrid_cp; Megatron-Core's
+/// --cp-comm-type a2a+p2p with --hierarchical-context-parallel-sizes).
+enum class CPAlgo : uint8_t { Ring, A2A, Hybrid };
 llvm::StringRef getCPAlgoName(CPAlgo A);
 
 /// The mesh axes above tp: ep, the part of dp outside ep ("dp"), and pp.
@@ -122,6 +128,16 @@ struct ParallelPlan {
   CPAlgo CPA = CPAlgo::Ring;
   /// Sequence parallelism alongside TP (Korthikanti et al. 2022).
   bool SP = false;
+  /// Hybrid only: the all-to-all's degree inside cp (1 < CPUlysses < CP,
+  /// dividing it); the ring runs over CP / CPUlysses ranks. 16 bits: it
+  /// fills the padding after SP (the search holds a plan per candidate).
+  uint16_t CPUlysses = 1;
+  /// The all-to-all's and the ring's degrees inside cp (their product is
+  /// cp): ring 1 x cp, a2a cp x 1, hybrid CPUlysses x CP / CPUlysses.
+  unsigned getCPUlyssesSize() const {
+    return CPA == CPAlgo::A2A ? CP : CPA == CPAlgo::Hybrid ? CPUlysses : 1;
+  }
+  unsigned getCPRingSize() const { return CP / getCPUlyssesSize(); }
   unsigned MicroBatchSize = 1;
   unsigned NumMicroBatches = 1;
   /// Virtual pipeline stages per device (interleaved 1F1B when > 1).
@@ -180,8 +196,8 @@ getDistinctAxisOrders(unsigned EP, unsigned DPOuter, unsigned PP);
 
 /// What `--plan` fixed; unset fields are free.
 struct PlanSpec {
-  llvm::Optional<unsigned> DP, TP, PP, EP, CP, MicroBatchSize, NumMicroBatches,
-      VirtualStages, ZeroStage;
+  llvm::Optional<unsigned> DP, TP, PP, EP, CP, CPUlysses, MicroBatchSize,
+      NumMicroBatches, VirtualStages, ZeroStage;
   llvm::Optional<CPAlgo> CPA;
   llvm::Optional<bool> SP;
   llvm::Optional<Recompute> RC;

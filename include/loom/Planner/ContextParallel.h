@@ -17,6 +17,14 @@
 //    all-to-all over the cp group of each of Q, K and V before attention
 //    and of the output after it; the backward the same for the gradients.
 //    Nothing runs beside them: all exposed.
+//  - hybrid (MindSpeed's hybrid_cp_algo; Megatron-Core's a2a+p2p): both,
+//    nested. Q, K, V and the output move by all-to-all inside a group of
+//    u = --ulysses-degree-in-cp consecutive cp ranks (each rank then holds
+//    the u ranks' tokens, cp / u of the sequence, with 1/u of the heads:
+//    the same bytes as before it); the ring then runs over the cp / u such
+//    groups, passing those K/V blocks. A ring step overlaps 1 / (cp / u) of
+//    the rank's attention. The a2a stays on the inner (faster) links, the
+//    ring crosses the outer ones.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_PLANNER_CONTEXTPARALLEL_H
@@ -52,27 +60,31 @@ struct CPLayerCost {
   }
 };
 
-/// The cp communication of one attention layer over the cp group \p CPG.
-CPLayerCost costContextParallelLayer(CPAlgo Algo, unsigned CP,
+/// The cp communication of one attention layer under \p P's cp: the
+/// all-to-alls over \p UlyssesG (P.getCPUlyssesSize() ranks) and the ring
+/// over \p RingG (P.getCPRingSize() ranks), whichever P has.
+CPLayerCost costContextParallelLayer(const ParallelPlan &P,
                                      const CPLayerInputs &In,
-                                     const GroupShape &CPG,
+                                     const GroupShape &UlyssesG,
+                                     const GroupShape &RingG,
                                      const HardwareModel &HW);
 
-/// The K/V bytes Ulysses' all-to-alls move, given \p KVBytes before any
-/// GQA repeat: those, or, when tp x cp does not divide the \p KVHeads, K
-/// and V repeated to the \p QHeads first (MindSpeed's
+/// The K/V bytes Ulysses' all-to-alls move over \p Ulysses ranks, given
+/// \p KVBytes before any GQA repeat: those, or, when tp x Ulysses does not
+/// divide the \p KVHeads, K and V repeated to the \p QHeads first (MindSpeed's
 /// --kv-head-repeat-before-uly-alltoall, repeat_interleave of each group's
 /// heads; the role graphs move a model's own repeat's output then).
-double getUlyssesKVBytes(unsigned CP, unsigned TP, int64_t QHeads,
+double getUlyssesKVBytes(unsigned Ulysses, unsigned TP, int64_t QHeads,
                          int64_t KVHeads, double KVBytes);
 
-/// Why \p CP with \p Algo cannot split a model with sequence length \p Seq
-/// and \p QHeads / \p KVHeads attention heads (0: unknown) at \p TP; empty
-/// when it can. The ring's causal load balancing cuts the sequence into
-/// 2 * cp chunks (Megatron-Core asserts seq % (2 * cp) == 0); a2a gives
-/// each rank heads / (tp * cp) of the heads, K/V heads included.
-std::string getCPIllegalReason(CPAlgo Algo, unsigned CP, unsigned TP,
-                               int64_t Seq, int64_t QHeads, int64_t KVHeads);
+/// Why \p P's cp cannot split a model with sequence length \p Seq and
+/// \p QHeads / \p KVHeads attention heads (0: unknown); empty when it can.
+/// The ring's causal load balancing cuts the sequence into 2 * cp chunks
+/// (Megatron-Core asserts seq % (2 * cp) == 0; the hybrid's ring cuts
+/// 2 * cp / u chunks, each split u ways); the all-to-all gives each rank
+/// heads / (tp * u) of the heads (u = cp for a2a), K/V heads included.
+std::string getCPIllegalReason(const ParallelPlan &P, int64_t Seq,
+                               int64_t QHeads, int64_t KVHeads);
 
 } // namespace loom
 

@@ -216,6 +216,8 @@ struct SearchSpace {
   /// at least MinCPTokens of the sequence.
   std::vector<unsigned> CPs = {1};
   std::string CPWhy;
+  /// Whether hybrid cp is searched (runsHybridCP, or --plan asks for it).
+  bool HybridCP = false;
 };
 
 /// The least memory found at one (tp, pp) (for explanations).
