@@ -549,15 +549,11 @@ std::vector<int64_t> getRingPositions(unsigned CP, unsigned Rank, int64_t S) {
 
 void findRingSites(ShardingResult &R, const UseMap &Users) {
   for (const auto &NP : R.M->getGraph().getNodes()) {
-    // ONNX's Attention op (opset 23) has no ring lowering yet: its rule
-    // reads Q, K and V whole.
+    // ONNX's Attention op (opset 23) left whole by expandAttentionOps
+    // (which noted why): its rule reads Q, K and V whole.
     if (NP->getOpType() == "Attention" &&
         (NP->getDomain().empty() || NP->getDomain() == "ai.onnx")) {
       ++R.RingFallbacks;
-      R.Notes.push_back(describeNode(*NP) +
-                        ": cp_algo=ring all-gathers Q, K and V over cp here "
-                        "(the Attention op has no ring lowering; "
-                        "cp_algo=a2a moves it over heads)");
       continue;
     }
     // An attention: a softmax read by a MatMul (through casts).

@@ -20,6 +20,13 @@ opset 17, so they are run only on the opset-17 twin):
                      through DequantizeLinear-21 with a per-column scale,
                      Relu, residual) -> MatMul by a float8e4m3fn weight
                      [15,8] through Cast-19 -> y[batch,8]; opset 21
+  attn23-gqa3d-tiny.onnx  x[batch,seq,16] -> 2 x (opset 23's Attention op
+                     on 3-D Q, K, V: q_num_heads 4, kv_num_heads 2, head
+                     size 4, is_causal, scale 0.3; output projection,
+                     residual) -> y
+  attn23-window-tiny.onnx the same with 4-D Q, K, V of 4 heads and a boolean
+                     sliding-window mask (each token sees itself and the 3
+                     before it) sliced from a [64, 64] table to the sequence
   llama17-twin.onnx  the same function with the same weights, spelled out at
                      opset 17 (Pow/ReduceMean/Add/Sqrt/Div/Mul norms,
                      Slice/Neg/Concat rotary, Unsqueeze/Expand/Reshape kv
@@ -254,6 +261,39 @@ def llama(standard, d=32, layers=4, H=4, KV=2, f=64, maxs=64, dtype=FLOAT,
     return m
 
 
+def attn_forms(form):
+    b = Builder("attn23_" + form, 45)
+    d, H, KV, hd, maxs = 16, 4, 2, 4, 64
+    h = "x"
+    if form == "window":
+        win = np.zeros((maxs, maxs), dtype=bool)
+        for i in range(maxs):
+            win[i, max(0, i - 3):i + 1] = True
+        b.inits.append(numpy_helper.from_array(win, "window_mask"))
+
+    def heads(t):
+        return b.op("Transpose", [b.op("Reshape", [t, b.const([0, 0, H, hd])])], perm=[0, 2, 1, 3])
+    for i in range(2):
+        p = f"layers.{i}"
+        if form == "gqa3d":
+            q = b.op("MatMul", [h, b.weight(p + ".wq", [d, H * hd])])
+            k = b.op("MatMul", [h, b.weight(p + ".wk", [d, KV * hd])])
+            v = b.op("MatMul", [h, b.weight(p + ".wv", [d, KV * hd])])
+            a = b.op("Attention", [q, k, v], q_num_heads=H, kv_num_heads=KV, is_causal=1, scale=0.3)
+        else:
+            shp = b.op("Shape", [h])
+            s1 = b.op("Unsqueeze", [b.op("Gather", [shp, b.const(1)], axis=0), b.const([0])])
+            m = b.op("Slice", ["window_mask", b.const([0, 0]), b.op("Concat", [s1, s1], axis=0),
+                               b.const([0, 1])])
+            q, k, v = (heads(b.op("MatMul", [h, b.weight(p + ".w" + n, [d, H * hd])])) for n in "qkv")
+            a = b.op("Attention", [q, k, v, m])
+            a = b.op("Reshape", [b.op("Transpose", [a], perm=[0, 2, 1, 3]), b.const([0, 0, d])])
+        h = b.op("Add", [h, b.op("MatMul", [a, b.weight(p + ".wo", [H * hd, d])])])
+    b.nodes.append(helper.make_node("Identity", [h], ["y"], name="out"))
+    return finish(b, [helper.make_tensor_value_info("x", FLOAT, ["batch", "seq", d])],
+                  [helper.make_tensor_value_info("y", FLOAT, ["batch", "seq", d])], 23, 11, False)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out, exist_ok=True)
@@ -267,7 +307,8 @@ def main():
         return
     for name, m in (("opset18-tiny.onnx", opset18()), ("opset21-tiny.onnx", opset21()),
                     ("llama23-tiny.onnx", llama(True)), ("llama17-twin.onnx", llama(False)),
-                    ("newtypes-tiny.onnx", newtypes())):
+                    ("newtypes-tiny.onnx", newtypes()), ("attn23-gqa3d-tiny.onnx", attn_forms("gqa3d")),
+                    ("attn23-window-tiny.onnx", attn_forms("window"))):
         onnx.save(m, os.path.join(out, name))
         print(os.path.join(out, name))
 

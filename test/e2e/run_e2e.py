@@ -303,9 +303,25 @@ CASES = [
     # twin: the same all-to-alls, priced as emitted (issue 34)
     ("llama23-cp2",        "test:llama23-tiny.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
     ("llama17_twin-cp2",   "test:llama17-twin.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
-    # the ring has no lowering of the op: Q, K and V all-gathered (a
-    # PRICING_GAPS case)
+    # the K/V ring on the op written as its MatMul, mask, Softmax and
+    # MatMul (lib/Shard/ExpandAttention.cpp; K/V heads repeated after the
+    # ring, as the twin's repeat_kv), alone, with pp and beside tp (sp off:
+    # tp first; sp on: cp first), priced as emitted
     ("llama23-cp2-ring",   "test:llama23-tiny.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
+    ("llama23-cp4-ring",   "test:llama23-tiny.onnx", "cp=4,cp_algo=ring,mb=2", "infer", 4, 8),
+    ("llama23-cp2pp2-ring", "test:llama23-tiny.onnx", "cp=2,cp_algo=ring,pp=2,mb=1", "infer", 4, 8),
+    ("llama23-cp2tp2-ring", "test:llama23-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=0,mb=2", "infer", 4, 8),
+    ("llama23-cp2tp2sp-ring", "test:llama23-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=1,mb=2", "infer", 4, 8),
+    ("llama17_twin-cp2-ring", "test:llama17-twin.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
+    # the op's other forms (make_opsets.py): 3-D grouped-query with a
+    # scale; 4-D with a boolean sliding-window mask
+    ("attn23_gqa3d-tp2",   "test:attn23-gqa3d-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
+    ("attn23_gqa3d-cp2-ring", "test:attn23-gqa3d-tiny.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
+    ("attn23_gqa3d-cp4-ring", "test:attn23-gqa3d-tiny.onnx", "cp=4,cp_algo=ring,mb=2", "infer", 4, 8),
+    ("attn23_gqa3d-cp2tp2sp-ring", "test:attn23-gqa3d-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=1,mb=2", "infer", 4, 8),
+    ("attn23_window-cp2",  "test:attn23-window-tiny.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("attn23_window-cp2-ring", "test:attn23-window-tiny.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
+    ("attn23_window-cp2tp2-ring", "test:attn23-window-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=0,mb=2", "infer", 4, 8),
     # int4 weights (DequantizeLinear-21, stored whole) and a float8 head
     # (Cast-19, split by columns over tp), opset 21
     ("newtypes-tp2pp2",    "test:newtypes-tiny.onnx", "tp=2,pp=2,dp=1,mb=1", "infer", 4, None),
@@ -476,10 +492,6 @@ PRICING_GAPS = {
     # Index-routed experts (NonZero's data-dependent token counts) are
     # split by the rules like any expert, and their collectives are
     # compared by the value they act on (PricedCollectives.cpp).
-    # opset 23's Attention op has no ring lowering: the ring is priced (its
-    # cp - 1 sends of K/V a layer) while the graphs all-gather Q, K and V
-    # (the warning says so; cp_algo=a2a agrees, llama23-cp2).
-    "llama23-cp2-ring": "the Attention op's ring falls back to all-gathers",
 }
 
 

@@ -355,6 +355,13 @@ std::vector<unsigned> getOutputGroupRanks(const ShardingResult &R,
 /// with layers detected) for \p R.Plan. Fills Nodes, Values, Params, chunks.
 llvm::Error propagateSharding(ShardingResult &R);
 
+/// Writes each ONNX Attention op (opset 23) of \p G as the MatMul, scale,
+/// mask, Softmax and MatMul it computes, which the cp ring lowers (the
+/// micro-batch graph of a cp_algo=ring plan, before propagation); returns
+/// how many, and a note in \p Notes for each left as it is (its ring
+/// reads Q, K and V gathered; lib/Shard/ExpandAttention.cpp).
+unsigned expandAttentionOps(Graph &G, std::vector<std::string> &Notes);
+
 /// Under the cp ring (R.CPRing, after propagation): the attentions the
 /// ring computes (RingSites); an attention that does not fit reads K and V
 /// all-gathered, with a note (lib/Shard/RingAttention.cpp).
