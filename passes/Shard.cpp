@@ -231,10 +231,15 @@ public:
     copyDeviceClasses(CU.M->getGraph(), Sub->M->getGraph());
     R.M = std::move(Sub->M);
     R.Layers = std::move(Sub->Layers);
-    // The ring is lowered from an attention's own ops: ONNX's Attention op
-    // is written as them (the cost model keeps the fused op).
-    if (Best.Plan.CP > 1 && Best.Plan.CPA == CPAlgo::Ring)
-      expandAttentionOps(R.M->getGraph(), R.Notes);
+    // The ring is lowered from an attention's own ops, and Ulysses moves
+    // K/V heads that do not divide repeated: ONNX's Attention op is written
+    // as its ops there (the cost model keeps the fused op).
+    if (Best.Plan.CP > 1)
+      expandAttentionOps(R.M->getGraph(),
+                         Best.Plan.CPA == CPAlgo::Ring
+                             ? 0
+                             : Best.Plan.TP * Best.Plan.getCPUlyssesSize(),
+                         R.Notes);
     recordExpectedShapes(CU, R);
     for (const Value *V : CU.M->getGraph().getInputs())
       R.GlobalInputTypes[V->getName().str()] = AsImported(V, IG.getInputs());

@@ -4,7 +4,12 @@
 // scores MatMul, the chain of scale and mask up to the Softmax, the
 // context MatMul), so ONNX's Attention op (opset 23) is written as those
 // ops first, in the micro-batch graph only (the planner costs the fused
-// op): per the operator's definition (onnx/defs/nn/defs.cc, Attention-23),
+// op). So is an op whose K/V heads Ulysses' all-to-alls cannot split
+// (tp x cp does not divide them): its K and V then move repeated to the
+// query heads, as the cost model prices (getUlyssesKVBytes) and as
+// MindSpeed's --kv-head-repeat-before-uly-alltoall does, through the
+// explicit repeat (Propagation.cpp hoistAllToAlls). Per the operator's
+// definition (onnx/defs/nn/defs.cc, Attention-23),
 //
 //   K', V' = K, V with each K/V head repeated to its q_num_heads /
 //            kv_num_heads query heads (Unsqueeze, Expand, Reshape: query
@@ -204,7 +209,8 @@ std::string getUnexpandedReason(const Node &A, const AttentionDims &D,
 
 } // namespace
 
-unsigned expandAttentionOps(Graph &G, std::vector<std::string> &Notes) {
+unsigned expandAttentionOps(Graph &G, unsigned KVHeadSplit,
+                            std::vector<std::string> &Notes) {
   DenseMap<const Value *, unsigned> Uses = G.computeUseCounts();
   std::vector<Node *> Done;
   for (unsigned Pos = 0; Pos < G.getNumNodes(); ++Pos) {
@@ -213,15 +219,23 @@ unsigned expandAttentionOps(Graph &G, std::vector<std::string> &Notes) {
         !(A.getDomain().empty() || A.getDomain() == "ai.onnx"))
       continue;
     Optional<AttentionDims> D = getAttentionDims(A);
+    // Ulysses moves the op's K/V heads as they are where they divide.
+    if (KVHeadSplit && D && D->KVHeads % KVHeadSplit == 0)
+      continue;
     std::string Why = !D || !A.getOutput(0)
                           ? "its Q, K and V have no static 3-D or 4-D shapes"
                           : getUnexpandedReason(A, *D, Uses);
     if (!Why.empty()) {
-      Notes.push_back(describeNode(A) +
-                      ": cp_algo=ring all-gathers Q, K and V over cp here "
-                      "(the Attention op is lowered to the ring as the ops "
-                      "it computes, and " +
-                      Why + "; cp_algo=a2a moves it over heads)");
+      Notes.push_back(
+          describeNode(A) +
+          (KVHeadSplit
+               ? ": cp_algo=a2a gathers its K and V heads here (the "
+                 "Attention op's K/V heads move repeated to its query heads "
+                 "as the ops it computes, and "
+               : ": cp_algo=ring all-gathers Q, K and V over cp here (the "
+                 "Attention op is lowered to the ring as the ops it "
+                 "computes, and ") +
+          Why + (KVHeadSplit ? ")" : "; cp_algo=a2a moves it over heads)"));
       continue;
     }
     AttentionExpander E(G, A, Pos, *D);

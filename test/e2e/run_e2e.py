@@ -303,6 +303,11 @@ CASES = [
     # twin: the same all-to-alls, priced as emitted (issue 34)
     ("llama23-cp2",        "test:llama23-tiny.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
     ("llama17_twin-cp2",   "test:llama17-twin.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
+    # tp x cp past the op's K/V heads: the op written as its ops, K and V
+    # moved repeated to the query heads (as priced; the twin's repeat_kv
+    # the same)
+    ("llama23-cp2tp2",     "test:llama23-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=0,mb=2", "infer", 4, 8),
+    ("llama17_twin-cp2tp2", "test:llama17-twin.onnx", "cp=2,cp_algo=a2a,tp=2,sp=0,mb=2", "infer", 4, 8),
     # the K/V ring on the op written as its MatMul, mask, Softmax and
     # MatMul (lib/Shard/ExpandAttention.cpp; K/V heads repeated after the
     # ring, as the twin's repeat_kv), alone, with pp and beside tp (sp off:
@@ -320,6 +325,8 @@ CASES = [
     ("attn23_gqa3d-cp4-ring", "test:attn23-gqa3d-tiny.onnx", "cp=4,cp_algo=ring,mb=2", "infer", 4, 8),
     ("attn23_gqa3d-cp2tp2sp-ring", "test:attn23-gqa3d-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=1,mb=2", "infer", 4, 8),
     ("attn23_window-cp2",  "test:attn23-window-tiny.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("attn23_gqa3d-cp4",   "test:attn23-gqa3d-tiny.onnx", "cp=4,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("attn23_gqa3d-cp2tp2", "test:attn23-gqa3d-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=0,mb=2", "infer", 4, 8),
     ("attn23_window-cp2-ring", "test:attn23-window-tiny.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
     ("attn23_window-cp2tp2-ring", "test:attn23-window-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=0,mb=2", "infer", 4, 8),
     # int4 weights (DequantizeLinear-21, stored whole) and a float8 head

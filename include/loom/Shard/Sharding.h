@@ -355,12 +355,15 @@ std::vector<unsigned> getOutputGroupRanks(const ShardingResult &R,
 /// with layers detected) for \p R.Plan. Fills Nodes, Values, Params, chunks.
 llvm::Error propagateSharding(ShardingResult &R);
 
-/// Writes each ONNX Attention op (opset 23) of \p G as the MatMul, scale,
-/// mask, Softmax and MatMul it computes, which the cp ring lowers (the
-/// micro-batch graph of a cp_algo=ring plan, before propagation); returns
-/// how many, and a note in \p Notes for each left as it is (its ring
-/// reads Q, K and V gathered; lib/Shard/ExpandAttention.cpp).
-unsigned expandAttentionOps(Graph &G, std::vector<std::string> &Notes);
+/// Writes ONNX Attention ops (opset 23) of \p G as the MatMul, scale,
+/// mask, Softmax and MatMul they compute, in the micro-batch graph of a cp
+/// plan before propagation: every one for the ring (\p KVHeadSplit 0),
+/// which lowers those ops; for Ulysses those whose K/V heads
+/// \p KVHeadSplit (tp x the all-to-all's degree) does not divide, whose
+/// K and V then move repeated. Returns how many, with a note in \p Notes
+/// for each left as it is (lib/Shard/ExpandAttention.cpp).
+unsigned expandAttentionOps(Graph &G, unsigned KVHeadSplit,
+                            std::vector<std::string> &Notes);
 
 /// Under the cp ring (R.CPRing, after propagation): the attentions the
 /// ring computes (RingSites); an attention that does not fit reads K and V
