@@ -276,10 +276,11 @@ Expected<Value *> RoleBuilder::buildInput(const Node &N, const NodeSharding &NS,
     return Part;
   }
   if (IsBranch && !DD.count(V) && EPTokens > 0 && (*X)->Type.getRank() &&
-      (*X)->Type.Dims[0].Size == EPTokens && !V->isParameter() &&
-      !isWeightOperand(N, I)) {
+      V->Type.getRank() && V->Type.Dims[0].Size == EPTokens &&
+      !V->isParameter() && !isWeightOperand(N, I)) {
     // A constant with one row per token (torch's zeros_like): widen it
-    // to the gathered tokens when it is a fill. (A weight folded to a
+    // to the gathered tokens when it is a fill (from the rank's rows: cp
+    // keeps a branch's tokens split, getExpertInputSpec). (A weight folded to a
     // constant, e.g. a transposed projection, may have as many rows as
     // there are tokens by chance; it is not per-token.)
     Expected<Value *> W = widenFill(V, *X);

@@ -172,6 +172,27 @@ CASES = [
     ("moe_tiny-ep2",       "ex:moe-tiny.onnx",   "tp=1,pp=1,dp=2,ep=2,mb=2",   "infer", 4, 8),
     ("moe_tiny-ep4",       "ex:moe-tiny.onnx",   "tp=1,pp=1,dp=4,ep=4,mb=1",   "infer", 4, 8),
     ("moe_tiny-tp2ep2pp2", "ex:moe-tiny.onnx",   "tp=2,pp=2,dp=2,ep=2,mb=1",   "infer", 4, 8),
+    # cp beside ep (cp ranks in the ep ranks' dp): an expert branch keeps
+    # its tokens' cp split (getExpertInputSpec), so each ep rank's experts
+    # see the cp share of every ep rank's tokens, as priced; stacked
+    # experts (dispatched [E, C, d]) gather the cp ranks' tokens first
+    # (PRICING_GAPS)
+    ("moe_tiny-cp2ep2-a2a", "ex:moe-tiny.onnx", "cp=2,cp_algo=a2a,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_tiny-cp2ep2-ring", "ex:moe-tiny.onnx", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_dense-cp2ep2-a2a", "ex:moe-dense-tiny.onnx", "cp=2,cp_algo=a2a,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_dense-cp2ep2-ring", "ex:moe-dense-tiny.onnx", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_unrolled-cp2ep2-ring", "gen:moe_unrolled", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_stacked-cp2ep2-ring", "gen:moe_stacked", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_gshard-cp2ep2-ring", "gen:moe_gshard", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("zoo_mixtral-cp2ep2-ring", "zoo:mixtral-tiny", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 2, 16),
+    ("zoo_mixtral_unrolled-cp2ep2-a2a", "zoo:mixtral-tiny-unrolled", "cp=2,cp_algo=a2a,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 2, 16),
+    ("zoo_mixtral_unrolled-cp2ep2-ring", "zoo:mixtral-tiny-unrolled", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 2, 16),
+    ("zoo_mixtral_dense-cp2ep2-a2a", "zoo:mixtral-tiny-dense", "cp=2,cp_algo=a2a,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 2, 16),
+    ("zoo_mixtral_dense-cp2ep2-ring", "zoo:mixtral-tiny-dense", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 2, 16),
+    ("zoo_mixtral_einsum-cp2ep2-a2a", "zoo:mixtral-tiny-einsum", "cp=2,cp_algo=a2a,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 2, 16),
+    ("mixtral_loop-cp2ep2-a2a", "test:mixtral-loop-tiny.onnx", "cp=2,cp_algo=a2a,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_loop-cp2ep2-ring", "test:mixtral-loop-tiny.onnx", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("moe_helper-cp2ep2-ring", "test:moe-helper-tiny.onnx", "cp=2,cp_algo=ring,tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
     # Context parallelism, all-to-all over heads (issue 34 items 2-3): each
     # cp rank keeps its tokens of the inputs (sliced in its graph), Q/K/V
     # move to heads by HcomAllToAllV over group cp, the context back, and
@@ -496,6 +517,14 @@ SELFTEST = {
 # again with it and without -o, and must still differ, so a case that comes
 # to agree fails the run until it leaves this table.
 PRICING_GAPS = {
+    # Stacked expert work under cp: the dispatch reads the tokens gathered
+    # over cp (the capacity routing sees the whole sequence, as the model
+    # computes it), so its all-to-alls carry cp times what the cost model
+    # prices (each cp rank's share) and every cp rank computes them.
+    "moe_stacked-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
+    "moe_gshard-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
+    "zoo_mixtral-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
+    "zoo_mixtral_einsum-cp2ep2-a2a": "stacked experts gather cp's tokens before the dispatch",
     # Index-routed experts (NonZero's data-dependent token counts) are
     # split by the rules like any expert, and their collectives are
     # compared by the value they act on (PricedCollectives.cpp).

@@ -76,10 +76,14 @@ applyExpertRules(const Graph &G, llvm::ArrayRef<ExpertGroup> Groups,
 /// Whether ep = \p EP may split layers of \p NumExperts experts.
 bool isExpertSplitLegal(unsigned NumExperts, unsigned EP);
 
-/// The tp spec expert work of \p Role needs a token input in that arrived
-/// as \p Arrived: replicated where tp splits a dim ep moves tokens along
+/// The spec expert work of \p Role needs a token input in that arrived as
+/// \p Arrived: replicated where tp splits a dim ep moves tokens along
 /// (dim 0 for branches, dims 0 and 1 for stacked work), else as arrived.
-AxisSpec getExpertInputSpec(ExpertRole Role, const AxisSpec &Arrived);
+/// On cp's \p SequenceAxis a branch keeps its tokens' split: its weights
+/// are whole and its ops per token, so ep gathers each rank's cp share
+/// and the combine's reduce-scatter hands it back.
+AxisSpec getExpertInputSpec(ExpertRole Role, const AxisSpec &Arrived,
+                            bool SequenceAxis = false);
 
 /// The communication on an edge into or out of stacked expert work.
 enum class ExpertTransition : uint8_t {

@@ -155,7 +155,10 @@ applyExpertRules(const Graph &G, ArrayRef<ExpertGroup> Groups, unsigned EP) {
   return R;
 }
 
-AxisSpec getExpertInputSpec(ExpertRole Role, const AxisSpec &Arrived) {
+AxisSpec getExpertInputSpec(ExpertRole Role, const AxisSpec &Arrived,
+                            bool SequenceAxis) {
+  if (SequenceAxis && Role == ExpertRole::Branch)
+    return Arrived;
   // Branches gather the tokens along dim 0, stacked work dispatches along
   // dims 0 (experts) and 1 (tokens): a tp split there would be mixed with
   // the ep group's tokens.

@@ -26,6 +26,14 @@
 // than once per expert. Any other scatter ("mul", "max", "min", or
 // partial updates into whole data) stays replicated.
 //
+// ScatterElements writes along its axis only: output[.., i_axis, ..] takes
+// updates[.., j, ..] at i_axis = indices[.., j, ..], every other index the
+// same in the three. Indices and updates split alike on another dim, over
+// which data has their size, scatter each rank's rows into its own rows
+// (any reduction): data is asked for the same split (whole zeros are
+// sliced) and the output keeps it (HF Mixtral's routing weights scattered
+// into [tokens, experts] under cp's token split).
+//
 //===----------------------------------------------------------------------===//
 #include "RuleFamilies.h"
 
@@ -78,8 +86,32 @@ void ruleGather(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   }
 }
 
+/// ScatterElements with indices and updates split alike on a dim other than
+/// its axis, where data has their size: that split throughout.
+static bool scatterRowsSplit(const Node &N, RuleContext &Ctx, OpSharding &NS) {
+  if (N.getOpType() != "ScatterElements" || N.getNumInputs() < 3)
+    return false;
+  const Value *Data = N.getInput(0), *Idx = N.getInput(1), *Upd = N.getInput(2);
+  AxisSpec CD = Ctx.getSpec(Data), CI = Ctx.getSpec(Idx), CU = Ctx.getSpec(Upd);
+  unsigned Rank = Data->Type.getRank();
+  int64_t Axis = N.getAttrInt("axis", 0);
+  if (Axis < 0)
+    Axis += Rank;
+  if (!CI.isSplit() || !CI.Blocks.empty() || CU != CI || CI.Dim == Axis ||
+      (unsigned)CI.Dim >= Rank || Idx->Type.getRank() != Rank ||
+      !Data->Type.Dims[CI.Dim].isStatic() ||
+      Data->Type.Dims[CI.Dim] != Idx->Type.Dims[CI.Dim] ||
+      !(CD == CI || CD.isReplicated()))
+    return false;
+  NS.InputSpecs = {CI, CI, CI};
+  NS.OutputSpecs = {CI};
+  return true;
+}
+
 void ruleScatter(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   replicateAll(N, NS);
+  if (scatterRowsSplit(N, Ctx, NS))
+    return;
   StringRef Reduction = N.getAttrString("reduction", "none");
   if (N.getNumInputs() < 3 || (Reduction != "add" && Reduction != "none"))
     return;

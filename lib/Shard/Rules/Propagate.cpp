@@ -63,7 +63,7 @@ void PropagationContext::propagate(const Graph &G) {
     if (Role != ExpertRole::None)
       for (const Value *V : N.getInputs()) {
         AxisSpec S = getSpec(V);
-        if (getExpertInputSpec(Role, S) != S)
+        if (getExpertInputSpec(Role, S, isSequenceAxis()) != S)
           SeenReplicated.insert(V);
       }
     // Ops of other domains have no rule: they run replicated, asked
