@@ -801,7 +801,7 @@ void warnDeepSpeed(const ExportInput &In, const Facts &F,
          " consecutive-after-tp ranks (Megatron-DeepSpeed: "
          "--ds-sequence-parallel-size " +
          Twine(P.CP) + ")" +
-         (P.CPA == CPAlgo::Ring
+         (P.CPA != CPAlgo::A2A
               ? "; DeepSpeed has no ring attention, so this plan's ring is "
                 "not what it runs"
               : ""));
