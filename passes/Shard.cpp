@@ -15,6 +15,7 @@
 #include "loom/IR/SequenceSymbols.h"
 #include "loom/ONNX/ONNX.h"
 #include "loom/Plan/BatchSplit.h"
+#include "loom/Plan/CPEmission.h"
 #include "loom/Planner/Search.h"
 #include "loom/Shard/Sharding.h"
 #include "llvm/Support/raw_ostream.h"
@@ -113,40 +114,24 @@ public:
                                "shard needs a plan: run search-parallelism "
                                "before it");
     const PlanCost &Best = CU.Search->Top.front();
-    // Hybrid cp is costed, searched where a framework runs it, and
-    // exported; its graphs would need Ulysses' all-to-alls moved before
-    // the ring's K/V packing on each ring rank's graph, which the
-    // composition (ComposeContextParallel.cpp) does not do.
-    if (Best.Plan.CP > 1 && Best.Plan.CPA == CPAlgo::Hybrid)
+    // Context parallelism is emitted on the propagated axis alone (tp = 1:
+    // all-to-all over heads or the K/V ring, lib/Shard/RingAttention.cpp)
+    // and beside tp, one axis after the other (ComposeContextParallel.cpp);
+    // what the graphs do not carry is costed only (loom/Plan/CPEmission.h).
+    if (CPEmitGap Gap =
+            getCPEmitGap(Best.Plan, !Best.Embeddings.Tables.empty())) {
+      const ParallelPlan &P = Best.Plan;
+      std::string Ulysses = P.CPA == CPAlgo::Hybrid
+                                ? ", cp_ulysses=" + std::to_string(P.CPUlysses)
+                                : "";
+      std::string Beside =
+          P.CPA == CPAlgo::Hybrid ? "" : " beside tp=" + std::to_string(P.TP);
       return createStringError(
           inconvertibleErrorCode(),
-          "plan %s: cp=%u (context parallelism, cp_algo=hybrid, "
-          "cp_ulysses=%u) is costed but its graphs cannot be emitted: Loom "
-          "emits the ring and the all-to-all over heads each alone; pin "
-          "--plan cp_algo=ring or cp_algo=a2a to write graphs",
-          Best.Plan.str().c_str(), Best.Plan.CP, Best.Plan.CPUlysses);
-    // Context parallelism alone (tp = 1) is emitted on the propagated axis:
-    // all-to-all over heads (Ulysses) or the K/V ring
-    // (lib/Shard/RingAttention.cpp). Beside tp the two axes are propagated
-    // one after the other (ComposeContextParallel.cpp): tp first with sp
-    // off; cp first with sp on, which only the ring's graphs allow
-    // (Ulysses' head split must nest inside tp's).
-    if (Best.Plan.CP > 1 && Best.Plan.TP > 1) {
-      const char *Why =
-          Best.Plan.SP && Best.Plan.CPA != CPAlgo::Ring
-              ? "with sp=1 the all-to-alls' heads would not nest inside "
-                "tp's; pin --plan sp=0 or cp_algo=ring to emit cp beside tp"
-          : Best.Plan.EP > 1 ? "cp beside tp is emitted at ep=1 only"
-          : !Best.Embeddings.Tables.empty()
-              ? "cp beside tp is emitted without sharded embedding tables"
-              : nullptr;
-      if (Why)
-        return createStringError(
-            inconvertibleErrorCode(),
-            "plan %s: cp=%u (context parallelism, cp_algo=%s) beside tp=%u "
-            "is costed but its graphs cannot be emitted: %s",
-            Best.Plan.str().c_str(), Best.Plan.CP,
-            getCPAlgoName(Best.Plan.CPA).str().c_str(), Best.Plan.TP, Why);
+          "plan %s: cp=%u (context parallelism, cp_algo=%s%s)%s is costed "
+          "but its graphs cannot be emitted: %s",
+          P.str().c_str(), P.CP, getCPAlgoName(P.CPA).str().c_str(),
+          Ulysses.c_str(), Beside.c_str(), Gap.Why);
     }
     // Sharded embedding tables (lib/Planner/Embedding.cpp): table-, row-
     // and column-wise shards are written at ep=1 (RoleGraphs.cpp);

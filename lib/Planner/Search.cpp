@@ -194,6 +194,13 @@ static SearchSpace describeSpace(const PlanEvaluator &Eval, const Graph &G,
   Space.StaticBatch = Opts.StaticBatch;
   Space.HybridCP =
       Opts.Fixed.CPA == CPAlgo::Hybrid || runsHybridCP(Opts.Frameworks);
+  Space.CPEmitOnly = llvm::all_of(
+      Opts.Frameworks, [](const FrameworkProfile *F) { return F->AnyPlan; });
+  EmbeddingMode M = Opts.Fixed.Emb.getValueOr(EmbeddingMode::Auto);
+  Space.ShardedTables =
+      llvm::any_of(Eval.getEmbeddingTables(), [&](const EmbeddingTable &T) {
+        return Eval.isShardedTable(T.Weight, M);
+      });
   noteEPNotSearched(Space, Eval, Opts.Fixed);
   return Space;
 }

@@ -12,6 +12,7 @@
 #include "SearchInternal.h"
 #include "loom/Hardware/HardwareModel.h"
 #include "loom/Plan/BatchSplit.h"
+#include "loom/Plan/CPEmission.h"
 #include "loom/Plan/IdleDevices.h"
 #include "loom/Shard/ExpertRules.h"
 #include "loom/Support/Divisors.h"
@@ -352,6 +353,11 @@ void Searcher::enumerateAtDegrees(const MeshDegrees &MD, unsigned CP,
                   for (const auto &A : Algos) {
                     P.CPA = A.first;
                     P.CPUlysses = A.second;
+                    if (Space.CPEmitOnly && CP > 1) {
+                      CPEmitGap Gap = getCPEmitGap(P, Space.ShardedTables);
+                      if (Gap && !pinsAllKeys(F, Gap))
+                        continue;
+                    }
                     addCandidates(P, Lay, LP, Orders, Ov, Out);
                   }
                 }

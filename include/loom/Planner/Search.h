@@ -218,6 +218,12 @@ struct SearchSpace {
   std::string CPWhy;
   /// Whether hybrid cp is searched (runsHybridCP, or --plan asks for it).
   bool HybridCP = false;
+  /// Loom's own runtime (no --framework, or only any_plan profiles) runs
+  /// the graphs -o emits: the search ranks no plan whose cp has no graphs
+  /// (loom/Plan/CPEmission.h) unless --plan pins what makes it so.
+  bool CPEmitOnly = false;
+  /// The plans shard an embedding table over dp (at --plan's emb=).
+  bool ShardedTables = false;
 };
 
 /// The least memory found at one (tp, pp) (for explanations).
