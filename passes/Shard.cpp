@@ -161,7 +161,8 @@ public:
       R.InnerTP = R.Plan.TP;
       R.InnerSP = R.Plan.SP;
       if (R.Plan.SP) {
-        R.CPAxis = R.CPRing = true;
+        R.CPAxis = true;
+        R.CPRing = R.Plan.CPA == CPAlgo::Ring;
         R.Plan.TP = R.Plan.CP;
         R.Plan.SP = false;
       }

@@ -19,13 +19,9 @@ CPEmitGap getCPEmitGap(const ParallelPlan &P, bool ShardedTables) {
   if (P.TP <= 1)
     return G;
   // Beside tp the two axes are propagated one after the other: tp first
-  // with sp off; cp first with sp on, which only the ring's graphs allow
-  // (Ulysses' head split would have to nest inside tp's).
-  if (P.SP && P.CPA != CPAlgo::Ring) {
-    G.Why = "with sp=1 the all-to-alls' heads would not nest inside tp's; "
-            "pin --plan sp=0 or cp_algo=ring to emit cp beside tp";
-    G.Keys = K::SP | K::Algo;
-  } else if (P.EP > 1) {
+  // with sp off; cp first with sp on (Ulysses' heads moving in tp's head
+  // groups).
+  if (P.EP > 1) {
     G.Why = "cp beside tp is emitted at ep=1 only";
     G.Keys = K::TP | K::CP | K::EP;
   } else if (ShardedTables) {

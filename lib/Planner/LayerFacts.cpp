@@ -419,8 +419,11 @@ void PlanEvaluator::Impl::computeModelFlops() {
 /// What cp's a2a needs of an attention core product \p N of layer \p L:
 /// a context product's output is the attention output; a scores product
 /// reads Q as [B, H, S, D] (the matmul's batch dims), whose dim 1 is the
-/// heads.
-static void noteAttentionShape(LayerFacts &L, const Node &N, bool Context) {
+/// heads, or as [B x H, S, D] (torch's MultiheadAttention and
+/// nn.TransformerEncoder fold the heads into the batch for their bmm), the
+/// graph bound at \p Batch sequences.
+static void noteAttentionShape(LayerFacts &L, const Node &N, bool Context,
+                               int64_t Batch) {
   if (N.getOpType() == "Softmax")
     return;
   if (Context) {
@@ -431,6 +434,9 @@ static void noteAttentionShape(LayerFacts &L, const Node &N, bool Context) {
   const Value *Q = N.getInput(0);
   if (Q && Q->Type.getRank() == 4 && Q->Type.Dims[1].isStatic())
     L.QHeads = Q->Type.Dims[1].Size;
+  else if (Q && Q->Type.getRank() == 3 && Q->Type.Dims[0].isStatic() &&
+           Batch > 0 && Q->Type.Dims[0].Size % Batch == 0)
+    L.QHeads = Q->Type.Dims[0].Size / Batch;
 }
 
 void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
@@ -508,7 +514,7 @@ void PlanEvaluator::Impl::findAttentionCore(const UseMap &Users) {
         continue;
       F.AttentionCore = true;
       F.CoreNode = true;
-      noteAttentionShape(L, *F.N, Context.count(F.N));
+      noteAttentionShape(L, *F.N, Context.count(F.N), Opts.Batch);
       // K^T of the scores and V of the context: each cached once, at its
       // size before any GQA repeat.
       if (F.N->getOpType() != "Softmax" && F.N->getNumInputs() >= 2 &&

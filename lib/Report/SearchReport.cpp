@@ -115,10 +115,8 @@ static void printSpaceLine(const SearchSpace &Sp, raw_ostream &OS) {
        << (Sp.HybridCP ? ", hybrid: both, cp_ulysses dividing cp and the "
                          "heads by tp*cp_ulysses"
                        : "")
-       << (Sp.CPEmitOnly
-               ? "; Loom's runtime, as -o emits: a2a beside tp with sp=0, cp "
-                 "beside tp at ep=1"
-               : "")
+       << (Sp.CPEmitOnly ? "; Loom's runtime, as -o emits: cp beside tp at ep=1"
+                         : "")
        << (Sp.CPEmitOnly && Sp.ShardedTables
                ? " and not beside tp with sharded tables"
                : "")

@@ -20,12 +20,15 @@
 //  * sp off: tp first. Ulysses' all-to-alls then split each tp rank's heads
 //    (heads must divide by tp x cp), as Megatron-Core nests them; the ring
 //    passes each tp rank's heads of K and V.
-//  * sp on (the ring only): cp first, as Megatron-Core splits the sequence
-//    -- cp's tokens (in the causal balance), then sp's share of them inside
+//  * sp on: cp first, as Megatron-Core splits the sequence -- cp's tokens
+//    (in the causal balance for the ring), then sp's share of them inside
 //    each cp rank. The ring's K/V buffer keeps the heads as a dim of its
 //    own (RingAttention.cpp), so tp splits it; the ring's receive is laid
-//    out as its send. Ulysses with sp would need its head split nested in
-//    tp's, which a cp-first graph does not have: refused (passes/Shard.cpp).
+//    out as its send. Ulysses moves the heads in tp's head groups
+//    (RuleContext::getHeadGroups: each group divided among the cp ranks,
+//    Megatron-Core's nesting), the groups a dim of their own around each
+//    all-to-all (RoleReshards.cpp, blockedAllToAll), which tp then splits
+//    and the all-to-all passes through (Rules/CollectiveRules.cpp).
 //
 // A role's index on the mesh's inner axis is tp_idx + cp_idx x tp (the
 // rank order of ParallelPlan.h), so the output's rank arithmetic is that

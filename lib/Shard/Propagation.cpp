@@ -128,6 +128,9 @@ public:
         R(R), Users(Users) {
     setSequenceAxis(R.CPAxis);
     setSequenceRing(R.CPRing);
+    setSequences(R.Plan.MicroBatchSize);
+    if (R.CPAxis && !R.CPRing && R.OuterCP > 1)
+      setHeadGroups(R.InnerTP);
   }
   Error run();
 
@@ -156,7 +159,8 @@ private:
   }
   void record(const Node &N, OpSharding S, bool HasRule) override;
   void hoistAllToAlls(const Graph &G);
-  bool tryHoist(ArrayRef<const Node *> Chain, int Dim, const AxisSpec &Req);
+  bool tryHoist(ArrayRef<const Node *> Chain, const AxisSpec &From,
+                const AxisSpec &Req);
 
   ShardingResult &R;
   const UseMap &Users;
@@ -174,16 +178,16 @@ void Propagator::record(const Node &N, OpSharding S, bool HasRule) {
 }
 
 /// \p Chain runs from the consumer's operand up (Chain[0] makes it): the
-/// specs its rules give when its input arrives split on \p Dim; committed
-/// when the operand then comes out as \p Req.
-bool Propagator::tryHoist(ArrayRef<const Node *> Chain, int Dim,
+/// specs its rules give when its input arrives as \p From; committed when
+/// the operand then comes out as \p Req.
+bool Propagator::tryHoist(ArrayRef<const Node *> Chain, const AxisSpec &From,
                           const AxisSpec &Req) {
   const Value *U = Chain.back()->getInput(0);
   DenseMap<const Value *, AxisSpec> Saved;
   for (const Node *C : Chain)
     Saved[C->getOutput(0)] = Values.lookup(C->getOutput(0));
   AxisSpec Arrived = Values.lookup(U);
-  Values[U] = AxisSpec::split(Dim);
+  Values[U] = From;
   std::vector<std::pair<const Node *, OpSharding>> Decided;
   bool OK = true;
   for (const Node *C : llvm::reverse(Chain)) {
@@ -232,7 +236,7 @@ void Propagator::hoistAllToAlls(const Graph &G) {
         continue;
       AxisSpec Req = NIt->second.InputSpecs[I], Cur = Values.lookup(V);
       if (!Cur.isSplit() || !Req.isSplit() || Cur.Dim == Req.Dim ||
-          !Cur.Blocks.empty() || !Req.Blocks.empty())
+          !Cur.Blocks.empty() || !hasEqualBlocks(Req))
         continue;
       SmallVector<const Node *, 4> Up = findSmallerMovementSource(
           V, Users, [&](const Value *X) { return Values.lookup(X).isSplit(); });
@@ -240,12 +244,24 @@ void Propagator::hoistAllToAlls(const Graph &G) {
         continue;
       const Value *U = Up.back()->getInput(0);
       AxisSpec From = Values.lookup(U);
-      for (unsigned D = 0; D < U->Type.getRank(); ++D)
-        if ((int)D != From.Dim && U->Type.Dims[D].isStatic() &&
-            isDivisible(U->Type.Dims[D].Size) && tryHoist(Up, D, Req)) {
+      // Blocked heads (tp's groups inside cp, folded batches) stay as
+      // many blocks of the smaller value's heads.
+      int64_t NB = Req.Blocks.size();
+      for (unsigned D = 0; D < U->Type.getRank(); ++D) {
+        if ((int)D == From.Dim || !U->Type.Dims[D].isStatic())
+          continue;
+        int64_t Size = U->Type.Dims[D].Size;
+        AxisSpec Try = AxisSpec::split(D);
+        if (NB) {
+          if (Size % NB)
+            continue;
+          Try.Blocks.assign(NB, Size / NB);
+        }
+        if (isDivisible(NB ? Size / NB : Size) && tryHoist(Up, Try, Req)) {
           ++R.CPMovedBeforeRepeat;
           break;
         }
+      }
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
+#include <array>
 #include <map>
 #include <memory>
 #include <set>
@@ -220,6 +221,17 @@ private:
   llvm::Expected<Value *> allToAllDP(Value *X, llvm::StringRef Name,
                                      int SplitAxis, int ConcatAxis,
                                      TensorType OutType);
+  /// Context parallelism's all-to-all \p C (Ulysses) between \p Cur and
+  /// \p Req where one is split in equal blocks (heads folded into the
+  /// batch): the blocks as a dim of their own around it.
+  llvm::Expected<Value *> blockedAllToAll(const ShardCollective &C, Value *X,
+                                          llvm::StringRef Base,
+                                          const AxisSpec &Cur,
+                                          const AxisSpec &Req);
+  /// An HcomAllToAllV's count and displacement inputs for \p X over \p NG
+  /// ranks (equal blocks), named after \p Base.
+  std::array<Value *, 4> allToAllCounts(const Value *X, unsigned NG,
+                                        llvm::StringRef Base);
   /// HcomAllToAllV of \p X over \p Group (\p NG ranks, equal blocks),
   /// its count and displacement inputs named after \p Base.
   llvm::Expected<Value *> addAllToAllV(Value *X, llvm::StringRef Group,

@@ -56,6 +56,14 @@ Error RoleBuilder::cloneLocal(const Node &N, const NodeSharding &NS,
       if (A.Name == "shape" && LT.isStatic())
         A = intsAttr("shape", LT.getStaticShape());
   }
+  // Another axis' all-to-all on this rank's part (Ulysses' under tp, cp
+  // first: ComposeContextParallel.cpp) exchanges that part's elements.
+  if (N.getDomain() == "hccl" && Op == "HcomAllToAllV" && In.size() == 5 &&
+      In[0] && NS.InputSpecs.size() && NS.InputSpecs[0].isSplit()) {
+    std::array<Value *, 4> Counts = allToAllCounts(
+        In[0], N.getAttrInt("rank_size", 1), N.getOutput(0)->getName());
+    std::copy(Counts.begin(), Counts.end(), In.begin() + 1);
+  }
   Expected<Node *> C = G->addNode(Op, N.getDomain(), N.getName(), In, OutNames);
   if (!C)
     return C.takeError();

@@ -12,6 +12,8 @@
 #include "ShardAttrs.h"
 #include "loom/Shard/SlicedTensorData.h"
 
+#include <array>
+
 using namespace llvm;
 
 namespace loom {
@@ -452,7 +454,9 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
         if (Optional<ShardCollective> C =
                 getTransitionCollective(Cur, Req, GT, TP, true))
           if (C->Kind == CollectiveKind::AllToAll)
-            return tpCollective(*C, *X, Base, C->Result);
+            return Cur.Blocks.empty() && Req.Blocks.empty()
+                       ? tpCollective(*C, *X, Base, C->Result)
+                       : blockedAllToAll(*C, *X, Base, Cur, Req);
       {
         Expected<Value *> Full = materialize(V, AxisSpec());
         if (!Full)
@@ -489,23 +493,85 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
   return *Y;
 }
 
-Expected<Value *> RoleBuilder::addAllToAllV(Value *X, StringRef Group,
-                                            unsigned NG, StringRef BaseName,
-                                            int SplitAxis, int ConcatAxis,
-                                            TensorType OutType) {
-  std::string Base = BaseName.str();
+/// \p X with dim \p D of type \p T, whose \p NB blocks are its outer
+/// factor, as two dims [NB, size / NB] (\p Split) or those two merged back.
+static TensorType blockedType(TensorType T, unsigned D, int64_t NB,
+                              bool Split) {
+  if (Split) {
+    int64_t S = T.Dims[D].Size;
+    T.Dims[D] = Dim(NB);
+    T.Dims.insert(T.Dims.begin() + D + 1, Dim(S / NB));
+  } else {
+    T.Dims[D] = Dim(T.Dims[D].Size * T.Dims[D + 1].Size);
+    T.Dims.erase(T.Dims.begin() + D + 1);
+  }
+  return T;
+}
+
+Expected<Value *> RoleBuilder::blockedAllToAll(const ShardCollective &C,
+                                               Value *X, StringRef Base,
+                                               const AxisSpec &Cur,
+                                               const AxisSpec &Req) {
+  // The blocked dim D as [blocks, size / blocks] (a rank holds its piece
+  // of every block, in block order): the all-to-all splits or concatenates
+  // the inner dim, so each block is divided among the ranks, or put back
+  // whole, and the dims merge again. Exact for equal blocks (Rules.h,
+  // hasEqualBlocks), which is what getTransitionCollective admits.
+  const AxisSpec &Blocked = Cur.Blocks.empty() ? Req : Cur;
+  unsigned D = Blocked.Dim;
+  int64_t NB = Blocked.Blocks.size();
+  auto Shift = [&](int A) { return A >= (int)D ? A + 1 : A; };
+  auto Reshape = [&](Value *V, TensorType T,
+                     StringRef Suffix) -> Expected<Value *> {
+    std::vector<int64_t> S;
+    for (const Dim &Di : T.Dims)
+      S.push_back(Di.Size);
+    Value *SV =
+        constInt64((Base + Suffix + ".shape").str(), {(int64_t)S.size()}, S);
+    Expected<Node *> N =
+        add("Reshape", fresh(("reshape." + Base + Suffix).str()), {V, SV},
+            {fresh((Base + Suffix).str())});
+    if (!N)
+      return N.takeError();
+    (*N)->getOutput(0)->Type = std::move(T);
+    return (*N)->getOutput(0);
+  };
+  Expected<Value *> In =
+      Reshape(X, blockedType(X->Type, D, NB, true), ".blocks");
+  if (!In)
+    return In.takeError();
+  TensorType Out = blockedType(C.Result, D, NB, true);
+  Expected<Value *> Y =
+      addAllToAllV(*In, getAxisGroupName(R), TP, (Base + "." + C.Suffix).str(),
+                   Shift(C.Axis), Shift(C.ConcatAxis), Out);
+  if (!Y)
+    return Y.takeError();
+  return Reshape(*Y, C.Result, "." + C.Suffix + ".merged");
+}
+
+std::array<Value *, 4> RoleBuilder::allToAllCounts(const Value *X, unsigned NG,
+                                                   StringRef Base) {
   // HCCL's AllToAllV counts: elements per peer, equal here.
   int64_t Per = X->Type.getNumElements().getValueOr(0) / NG;
   std::vector<int64_t> Counts(NG, Per), Displ;
   for (unsigned I = 0; I < NG; ++I)
     Displ.push_back(I * Per);
-  Value *SC = constInt64(Base + ".send_counts", {(int64_t)NG}, Counts);
-  Value *SD = constInt64(Base + ".send_displacements", {(int64_t)NG}, Displ);
-  Value *RC = constInt64(Base + ".recv_counts", {(int64_t)NG}, Counts);
-  Value *RD = constInt64(Base + ".recv_displacements", {(int64_t)NG}, Displ);
-  Expected<Node *> N = G->addNode("HcomAllToAllV", "hccl",
-                                  fresh("hcom." + Group.str() + "." + Base),
-                                  {X, SC, SD, RC, RD}, {fresh(Base)});
+  return {
+      constInt64((Base + ".send_counts").str(), {(int64_t)NG}, Counts),
+      constInt64((Base + ".send_displacements").str(), {(int64_t)NG}, Displ),
+      constInt64((Base + ".recv_counts").str(), {(int64_t)NG}, Counts),
+      constInt64((Base + ".recv_displacements").str(), {(int64_t)NG}, Displ)};
+}
+
+Expected<Value *> RoleBuilder::addAllToAllV(Value *X, StringRef Group,
+                                            unsigned NG, StringRef BaseName,
+                                            int SplitAxis, int ConcatAxis,
+                                            TensorType OutType) {
+  std::string Base = BaseName.str();
+  std::array<Value *, 4> Counts = allToAllCounts(X, NG, Base);
+  Expected<Node *> N = G->addNode(
+      "HcomAllToAllV", "hccl", fresh("hcom." + Group.str() + "." + Base),
+      {X, Counts[0], Counts[1], Counts[2], Counts[3]}, {fresh(Base)});
   if (!N)
     return N.takeError();
   (*N)->addAttribute(strAttr("group", Group));

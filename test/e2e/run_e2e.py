@@ -265,6 +265,20 @@ CASES = [
     ("llama-cp2tp2sp-ring-train", "gen:llama", "cp=2,cp_algo=ring,tp=2,sp=1,mb=2", "train", 4, 8),
     ("attn_bidir-cp4tp2sp-ring", "gen:attn_bidir", "cp=4,cp_algo=ring,tp=2,sp=1,mb=1", "infer", 4, 8),
     ("attn_loss-cp2tp2sp-pp2-ring-train", "gen:attn_loss", "cp=2,cp_algo=ring,tp=2,sp=1,pp=2,mb=1", "train", 4, 8),
+    # Ulysses with sp on: cp first, as for the ring; the all-to-alls move
+    # the heads in tp's head groups (each tp rank's heads divided among
+    # the cp ranks, Megatron-Core's nesting), the groups a dim of their own
+    # around each HcomAllToAllV, which tp's split then passes through.
+    ("llama_tiny-cp2tp2sp", "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,dp=1,mb=2", "infer", 4, 8),
+    ("gpt2-cp2tp2sp-pp2dp2", "ex:gpt2-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,pp=2,dp=2,mb=1", "infer", 4, 8),
+    ("llama-cp2tp2sp-train", "gen:llama", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "train", 4, 8),
+    ("attn_bidir-cp2tp2sp", "gen:attn_bidir", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=1", "infer", 4, 8),
+    ("attn_loss-cp2tp2sp-train", "gen:attn_loss", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=1", "train", 4, 8),
+    ("zoo_llama2_gqa-cp2tp2sp", "zoo:llama2-gqa-tiny", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=1", "infer", 2, 16),
+    ("encoder-cp2tp2sp",   "test:encoder-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "infer", 4, 8),
+    ("llama23-cp2tp2sp",   "test:llama23-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "infer", 4, 8),
+    ("attn23_window-cp2tp2sp", "test:attn23-window-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "infer", 4, 8),
+    ("attn23_gqa3d-cp2tp2sp", "test:attn23-gqa3d-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "infer", 4, 8),
     # torch nn.TransformerEncoder (make_encoder.py): at tp=2 a slice of a
     # weight (an attention bias) is all-gathered every micro-batch, a
     # collective whose input is an initializer (issue 20: it deadlocked
@@ -275,6 +289,18 @@ CASES = [
     ("encoder-tp2",        "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=2,sp=0", "infer", 4, 8),
     ("encoder-tp2dp2",     "test:encoder-tiny.onnx", "tp=2,pp=1,dp=2,mb=1,sp=0", "infer", 4, 8),
     ("encoder-tp2-mb4-train", "test:encoder-tiny.onnx", "tp=2,pp=1,dp=1,mb=4,sp=0", "train", 4, 8),
+    # Context parallelism on it: its heads folded into the batch ([B x
+    # heads, S, E / heads]) move by all-to-all as each sample's heads (B
+    # blocks of heads, the blocks a dim of their own around the
+    # HcomAllToAllV) and come back to the tokens before the out-projection
+    # Gemm; the ring on the bmm pair; bidirectional (no mask).
+    ("encoder-cp2",        "test:encoder-tiny.onnx", "cp=2,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("encoder-cp4",        "test:encoder-tiny.onnx", "cp=4,cp_algo=a2a,mb=2", "infer", 4, 8),
+    ("encoder-cp2-mb4-train", "test:encoder-tiny.onnx", "cp=2,cp_algo=a2a,mb=4", "train", 4, 8),
+    ("encoder-cp2-ring",   "test:encoder-tiny.onnx", "cp=2,cp_algo=ring,mb=2", "infer", 4, 8),
+    ("encoder-cp2tp2-ring", "test:encoder-tiny.onnx", "cp=2,cp_algo=ring,tp=2,sp=0,mb=2", "infer", 4, 8),
+    ("encoder-cp2tp2",     "test:encoder-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=0,mb=2", "infer", 4, 8),
+    ("encoder-cp2-ring-train", "test:encoder-tiny.onnx", "cp=2,cp_algo=ring,dp=2,mb=1", "train", 4, 8),
     # a training graph exported with its loss (make_loss.py): torch's
     # SoftmaxCrossEntropyLoss after a column-parallel vocab head, lowered
     # as Megatron's vocab-parallel cross entropy (the scores stay split;

@@ -168,28 +168,24 @@ TEST(ContextParallel, UlyssesMovesRepeatedKVWhereTPxCPDoesNotDivide) {
 } // namespace
 
 // What the role graphs carry (loom/Plan/CPEmission.h): the ring and the
-// all-to-all alone and beside tp (Ulysses with sp off), not hybrid, not
-// Ulysses beside tp with sp, not cp beside tp with ep or sharded tables;
-// and the --plan keys that, pinned, keep such a plan in the search.
+// all-to-all alone and beside tp (sp on or off), not hybrid, not cp beside
+// tp with ep or sharded tables; and the --plan keys that, pinned, keep
+// such a plan in the search.
 TEST(ContextParallel, EmitGaps) {
   EXPECT_FALSE(getCPEmitGap(cpPlan(CPAlgo::Ring, 4), false));
   EXPECT_FALSE(getCPEmitGap(cpPlan(CPAlgo::A2A, 4, 2), false));
-  ParallelPlan RingSP = cpPlan(CPAlgo::Ring, 2, 2);
-  RingSP.SP = true;
-  EXPECT_FALSE(getCPEmitGap(RingSP, false));
-  ParallelPlan A2ASP = cpPlan(CPAlgo::A2A, 2, 2);
-  A2ASP.SP = true;
-  CPEmitGap G = getCPEmitGap(A2ASP, false);
-  ASSERT_TRUE(G);
-  EXPECT_EQ(G.Keys, unsigned(CPEmitGap::SP | CPEmitGap::Algo));
-  PlanSpec F;
-  F.SP = true;
-  EXPECT_FALSE(pinsAllKeys(F, G));
-  F.CPA = CPAlgo::A2A;
-  EXPECT_TRUE(pinsAllKeys(F, G));
+  for (CPAlgo A : {CPAlgo::Ring, CPAlgo::A2A}) {
+    ParallelPlan SP = cpPlan(A, 2, 2);
+    SP.SP = true;
+    EXPECT_FALSE(getCPEmitGap(SP, false));
+  }
   CPEmitGap H = getCPEmitGap(cpPlan(CPAlgo::Hybrid, 4, 1, 2), false);
   ASSERT_TRUE(H);
   EXPECT_EQ(H.Keys, unsigned(CPEmitGap::Algo));
+  PlanSpec F;
+  EXPECT_FALSE(pinsAllKeys(F, H));
+  F.CPA = CPAlgo::Hybrid;
+  EXPECT_TRUE(pinsAllKeys(F, H));
   ParallelPlan EP = cpPlan(CPAlgo::Ring, 2, 2);
   EP.EP = 2;
   EXPECT_EQ(getCPEmitGap(EP, false).Keys,

@@ -494,6 +494,20 @@ TEST(ShardRules, TransitionsNameTheirCollective) {
   EXPECT_EQ(A2A->Result.Dims[0].Size, 4);
   EXPECT_EQ(A2A->Result.Dims[1].Size, 48); // 96 / 2
   EXPECT_EQ(A2A->Bytes, 768.0);
+  // Heads folded into the batch move in equal blocks (each sample's
+  // heads): S(0) -> S(1; blocks=48,48) is the same all-to-all (the role
+  // builder gives the blocks a dim of their own); unequal blocks are
+  // gathered.
+  AxisSpec S1B = S1;
+  S1B.Blocks = {48, 48};
+  Optional<ShardCollective> A2AB = getTransitionCollective(S0, S1B, T, 2, true);
+  ASSERT_TRUE(A2AB.hasValue());
+  EXPECT_EQ(A2AB->Kind, CollectiveKind::AllToAll);
+  EXPECT_EQ(A2AB->Result.Dims[1].Size, 48);
+  EXPECT_EQ(A2AB->Bytes, 768.0);
+  S1B.Blocks = {64, 32};
+  EXPECT_EQ(getTransitionCollective(S0, S1B, T, 2, true)->Kind,
+            CollectiveKind::AllGather);
   // ... and a split to replicated is still an all-gather there.
   Optional<ShardCollective> AGS = getTransitionCollective(S0, R, T, 2, true);
   ASSERT_TRUE(AGS.hasValue());

@@ -2,7 +2,7 @@
 //
 // Loom's role graphs carry cp_algo=ring and cp_algo=a2a alone and beside tp
 // (lib/Shard/ComposeContextParallel.cpp), not every composition: hybrid cp,
-// Ulysses beside tp with sp on, cp beside tp with ep > 1 or with sharded
+// cp beside tp with ep > 1 or with sharded
 // embedding tables are costed (and exported where a framework runs them)
 // but have no graphs. One rule, read by the shard pass (which refuses with
 // its reason) and by the search under Loom's own runtime (the profile

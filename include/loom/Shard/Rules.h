@@ -141,6 +141,9 @@ struct ShardCollective {
   const Value *On = nullptr;
   std::string Suffix;
 };
+/// \p S has no blocks or blocks of one size.
+bool hasEqualBlocks(const AxisSpec &S);
+
 /// The collective that lowers the transition \p From -> \p To of a value
 /// whose type, replicated along the axis of \p AxisSize ranks, is \p Whole:
 /// AllReduce (P -> R), ReduceScatter (P -> S), AllGather (S -> R, and
@@ -240,6 +243,18 @@ public:
   /// (lib/Shard/RingAttention.cpp) instead of a gather.
   bool isSequenceRing() const { return SeqAxis && SeqRing; }
   void setSequenceRing(bool On) { SeqRing = On; }
+  /// The sequences the graph holds (its micro-batch): on the sequence
+  /// axis, heads folded into the batch ([B x H, S, D], torch's
+  /// MultiheadAttention) move as B blocks of H (MatmulRules.cpp).
+  unsigned getSequences() const { return Sequences; }
+  void setSequences(unsigned N) { Sequences = N; }
+  /// On the sequence axis with tp inside (cp first, tp's sp splitting
+  /// cp's tokens: ComposeContextParallel.cpp), the tp ranks the heads are
+  /// cut among afterwards: Ulysses' head split nests in each tp rank's
+  /// heads (Megatron-Core's order), so the heads move as that many
+  /// blocks, each divided among the cp ranks.
+  unsigned getHeadGroups() const { return HeadGroups; }
+  void setHeadGroups(unsigned N) { HeadGroups = N; }
   int64_t getOpset() const { return Opset; }
   /// The axis size divides \p Size (> 0); a symbolic size divides every
   /// size but 1 (no degree > 1 splits a unit dim).
@@ -291,6 +306,7 @@ private:
   bool SP;
   bool SeqAxis = false;
   bool SeqRing = false;
+  unsigned Sequences = 1, HeadGroups = 1;
   int64_t Opset;
 };
 

@@ -49,22 +49,31 @@ void ruleAttention(const Node &N, RuleContext &Ctx, OpSharding &NS) {
                  CQ.isSplit() && CQ.Blocks.empty() && CQ.Dim == SeqDim;
   if (CQ.isSplit() && (CQ.Dim != HD || !CQ.Blocks.empty()) && !Ulysses)
     return;
-  AxisSpec Heads = AxisSpec::split(HD), Heads4 = AxisSpec::split(1);
+  // With tp inside cp (RuleContext::getHeadGroups) Ulysses moves the heads
+  // in tp's groups, each divided among the cp ranks (MatmulRules.cpp).
+  unsigned Groups = Ulysses ? Ctx.getHeadGroups() : 1;
+  auto HeadsOf = [&](const Value *V, int Dim) {
+    AxisSpec S = AxisSpec::split(Dim);
+    Shape VS = shapeOf(V);
+    if (Groups > 1 && (unsigned)Dim < VS.size() && VS[Dim] % Groups == 0)
+      S.Blocks.assign(Groups, VS[Dim] / Groups);
+    return S;
+  };
   for (unsigned I : {0u, 1u, 2u})
-    NS.InputSpecs[I] = Heads;
+    NS.InputSpecs[I] = HeadsOf(N.getInput(I), HD);
   if (N.getNumInputs() > 3)
     if (const Value *M = N.getInput(3)) {
       Shape S = shapeOf(M);
       if (S.size() == 4 && S[1] == D->QHeads && S[1] > 1)
-        NS.InputSpecs[3] = Heads4;
+        NS.InputSpecs[3] = HeadsOf(M, 1);
     }
   for (unsigned I = 4; I < N.getNumInputs() && I < 6; ++I)
     if (N.getInput(I))
-      NS.InputSpecs[I] = Heads4;
-  NS.OutputSpecs[0] = Heads;
+      NS.InputSpecs[I] = HeadsOf(N.getInput(I), 1);
+  NS.OutputSpecs[0] = HeadsOf(N.getOutput(0), HD);
   for (unsigned O = 1; O < N.getNumOutputs(); ++O)
     if (N.getOutput(O))
-      NS.OutputSpecs[O] = Heads4;
+      NS.OutputSpecs[O] = HeadsOf(N.getOutput(O), 1);
 }
 
 void ruleRotaryEmbedding(const Node &N, RuleContext &Ctx, OpSharding &NS) {

@@ -11,6 +11,7 @@
 // tp gathers cp's share first (isGatheredForCaller). A transfer between ranks
 // running the same graph (the cp ring's HcomSend/HcomReceive pair of one
 // sr_tag) moves each rank's part: the receive is laid out as its send's input.
+// HcomAllToAllV passes a split of a dim it neither splits nor concatenates.
 // Any other collective runs on whole values.
 //
 //===----------------------------------------------------------------------===//
@@ -68,9 +69,24 @@ void ruleHcomCollective(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   }
   const Value *X = N.getNumInputs() ? N.getInput(0) : nullptr;
   if (!X || N.getNumOutputs() != 1 ||
-      (Op != "HcomAllReduce" && Op != "HcomAllGather"))
+      (Op != "HcomAllReduce" && Op != "HcomAllGather" && Op != "HcomAllToAllV"))
     return;
   AxisSpec C = Ctx.getSpec(X);
+  // HcomAllToAllV moves pieces of its split_axis between the peers and
+  // concatenates them on concat_axis: a split of any other dim, in blocks
+  // or not (tp's head groups around Ulysses' all-to-all under cp first,
+  // each sample's of heads folded into the batch), is each rank's own.
+  if (Op == "HcomAllToAllV" && C.isSplit()) {
+    unsigned Rank = X->Type.getRank();
+    if (C.Dim == normAxis(N.getAttrInt("split_axis", 0), Rank) ||
+        C.Dim == normAxis(N.getAttrInt("concat_axis", 0), Rank))
+      return;
+    for (unsigned I = 1; I < N.getNumInputs(); ++I)
+      NS.InputSpecs[I] = AxisSpec();
+    NS.InputSpecs[0] = C;
+    NS.OutputSpecs[0] = C;
+    return;
+  }
   if (!C.isSplit() || !C.Blocks.empty())
     return;
   if (Op == "HcomAllGather" &&

@@ -98,7 +98,7 @@ std::vector<int64_t> findBlocks(const Value *Out, const RuleContext &Ctx) {
 /// The weight matmul Y = A B on the sequence axis: A's token split kept.
 void weightMatMulOnSequence(const AxisSpec &CA, unsigned RA, unsigned RY,
                             const Shape &SA, RuleContext &Ctx, OpSharding &NS) {
-  if (!CA.isSplit() || !CA.Blocks.empty())
+  if (!CA.isSplit() || (!CA.Blocks.empty() && CA.Dim != (int)RA - 1))
     return;
   int D = CA.Dim;
   if (D == (int)RA - 1) {
@@ -218,11 +218,12 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     CB = AxisSpec();
   int OA = ToOut(CA, RA, true), OB = ToOut(CB, RB, false);
   const int OA0 = OA, OB0 = OB;
+  int Heads = -1;
   if (Ctx.isSequenceAxis() && !Ctx.isSequenceRing() &&
       (CA.isSplit() || CB.isSplit())) {
-    int H = getSequenceAxisBatchDim(SA, SB, SY, Ctx);
-    if (H >= 0)
-      OA = OB = H;
+    Heads = getSequenceAxisBatchDim(SA, SB, SY, Ctx);
+    if (Heads >= 0)
+      OA = OB = Heads;
   }
   if (OA == -1 && OB == -1) {
     NS.InputSpecs = {CA, CB};
@@ -235,6 +236,14 @@ void ruleMatMul(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   std::vector<int64_t> Blocks = OutDim == OA0   ? CA.Blocks
                                 : OutDim == OB0 ? CB.Blocks
                                                 : std::vector<int64_t>();
+  // Heads folded into the batch ([B x H, S, D]) move as each sequence's
+  // heads: B blocks of H, as the rank's heads of each sample that the
+  // context's reshape back to [S, B, H x D] keeps on the H x D dim. With
+  // tp inside cp (RuleContext::getHeadGroups), each block of H is tp's
+  // groups of H / tp.
+  unsigned NB = (Heads == 0 ? Ctx.getSequences() : 1) * Ctx.getHeadGroups();
+  if (OutDim == Heads && Blocks.empty() && NB > 1 && SY[Heads] % NB == 0)
+    Blocks.assign(NB, SY[Heads] / NB);
   // The other operand follows: split on the same output dim, or broadcast.
   auto Need = [&](unsigned Rank, const Shape &S, bool IsA) -> AxisSpec {
     int Local;
@@ -267,9 +276,15 @@ void ruleGemm(const Node &N, RuleContext &Ctx, OpSharding &NS) {
     return;
   if (Ctx.isSequenceAxis()) {
     // Rows are tokens: a row split passes through; the bias is whole.
+    // One arriving split on k (the heads of an attention's output, torch's
+    // MultiheadAttention's [S x B, E] out-projection) goes back to the
+    // rows, which the transition makes an all-to-all.
     AxisSpec CA = Ctx.getSpec(A);
-    if (!N.getAttrInt("transA", 0) && CA.isSplit() && CA.Dim == 0 &&
-        CA.Blocks.empty()) {
+    if (N.getAttrInt("transA", 0) || !CA.isSplit())
+      return;
+    if (CA.Dim == 1 && SA[0] > 1 && Ctx.isDivisible(SA[0]))
+      CA = AxisSpec::split(0);
+    if (CA.Dim == 0 && CA.Blocks.empty()) {
       NS.InputSpecs[0] = CA;
       NS.OutputSpecs[0] = CA;
     }

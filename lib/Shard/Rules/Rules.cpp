@@ -85,6 +85,11 @@ static double bytesOf(const TensorType &T) {
   return (double)T.getSizeInBytes().getValueOr(0);
 }
 
+bool hasEqualBlocks(const AxisSpec &S) {
+  return llvm::all_of(S.Blocks,
+                      [&](int64_t B) { return B == S.Blocks.front(); });
+}
+
 Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
                                                   const AxisSpec &To,
                                                   const TensorType &Whole,
@@ -110,7 +115,10 @@ Optional<ShardCollective> getTransitionCollective(const AxisSpec &From,
       C.Result.Dims[To.Dim] = Dim(C.Result.Dims[To.Dim].Size / AxisSize);
     return C;
   case Transition::GatherSlice:
-    if (SeqAxis && From.Blocks.empty() && To.Blocks.empty() && AxisSize &&
+    // One side may be split in equal blocks (heads folded into the batch):
+    // the role builder moves it with its blocks as a dim of their own.
+    if (SeqAxis && (From.Blocks.empty() || To.Blocks.empty()) &&
+        hasEqualBlocks(From) && hasEqualBlocks(To) && AxisSize &&
         (unsigned)To.Dim < C.Result.getRank() &&
         C.Result.Dims[To.Dim].isStatic()) {
       // Each rank sends peer j its piece j of dim To.Dim and concatenates
