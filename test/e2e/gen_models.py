@@ -189,9 +189,9 @@ def attn(causal=True, loss=False, ignore_index=None):
                    [helper.make_tensor_value_info("y", FLOAT, ["batch", "seq", d])])
 
 
-def llama():
-    b = Builder("llama", 3)
-    d, H, KV, f = 32, 4, 2, 64
+def llama(name="llama", H=4, KV=2):
+    b = Builder(name, 3)
+    d, f = 32, 64
     hd = d // H
     rep = H // KV
     maxs = 64
@@ -373,6 +373,9 @@ def cnn():
 MODELS = {
     "mlp": mlp, "attn": attn, "attn_bidir": lambda: attn(causal=False),
     "attn_loss": lambda: attn(loss=True), "llama": llama,
+    # 8 query heads over 4 K/V heads: tp 2 x cp 2 divides the K/V heads, so
+    # Ulysses moves them before their repeat, in tp's head groups with sp.
+    "llama_kv4": lambda: llama("llama_kv4", H=8, KV=4),
     "attn_loss_ignore": lambda: attn(loss=True, ignore_index=0),
     "moe_stacked": lambda: moe(False), "moe_unrolled": lambda: moe(True),
     "moe_gshard": moe_gshard,

@@ -272,6 +272,8 @@ CASES = [
     ("llama_tiny-cp2tp2sp", "ex:llama-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,dp=1,mb=2", "infer", 4, 8),
     ("gpt2-cp2tp2sp-pp2dp2", "ex:gpt2-tiny.onnx", "cp=2,cp_algo=a2a,tp=2,sp=1,pp=2,dp=2,mb=1", "infer", 4, 8),
     ("llama-cp2tp2sp-train", "gen:llama", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "train", 4, 8),
+    ("llama_kv4-cp2tp2sp", "gen:llama_kv4", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=2", "infer", 4, 8),
+    ("llama_kv4-cp2tp2",   "gen:llama_kv4", "cp=2,cp_algo=a2a,tp=2,sp=0,mb=2", "infer", 4, 8),
     ("attn_bidir-cp2tp2sp", "gen:attn_bidir", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=1", "infer", 4, 8),
     ("attn_loss-cp2tp2sp-train", "gen:attn_loss", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=1", "train", 4, 8),
     ("zoo_llama2_gqa-cp2tp2sp", "zoo:llama2-gqa-tiny", "cp=2,cp_algo=a2a,tp=2,sp=1,mb=1", "infer", 2, 16),

@@ -111,17 +111,23 @@ void ruleElementwise(const Node &N, RuleContext &Ctx, OpSharding &NS) {
 
 /// Expand broadcasts to a constant shape: a split dim keeps its place from
 /// the right (the split dim is not the broadcast one: broadcasting a size-1
-/// dim of a split value cannot happen, size 1 is never split); partial
-/// sums broadcast to partial sums.
+/// dim of a split value cannot happen, size 1 is never split), and its
+/// blocks with it (HF's repeat_kv on K/V heads moved in tp's head groups);
+/// partial sums broadcast to partial sums.
 void ruleExpand(const Node &N, RuleContext &Ctx, OpSharding &NS) {
   const Value *X = N.getInput(0), *Y = N.getOutput(0);
   Optional<AxisSpec> In = getSplitLinearInput(N, Ctx, NS);
-  if (!In || !In->Blocks.empty() || !getConstantInts(N.getInput(1)))
+  if (!In || !getConstantInts(N.getInput(1)))
     return;
   const AxisSpec &CX = *In;
+  int OutDim = CX.Dim + (int)(Y->Type.getRank() - X->Type.getRank());
+  Shape SX = shapeOf(X), SY = shapeOf(Y);
+  if (!CX.Blocks.empty() &&
+      (SX.empty() || SY.empty() || SX[CX.Dim] != SY[OutDim]))
+    return;
   NS.InputSpecs[0] = CX;
-  NS.OutputSpecs[0] =
-      AxisSpec::split(CX.Dim + (int)(Y->Type.getRank() - X->Type.getRank()));
+  NS.OutputSpecs[0] = AxisSpec::split(OutDim);
+  NS.OutputSpecs[0].Blocks = CX.Blocks;
 }
 
 } // namespace shardrules
