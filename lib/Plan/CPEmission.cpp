@@ -34,9 +34,8 @@ CPEmitGap getCPEmitGap(const ParallelPlan &P, bool ShardedTables) {
 bool pinsAllKeys(const PlanSpec &F, const CPEmitGap &G) {
   using K = CPEmitGap::Key;
   auto Pinned = [&](unsigned Bit, bool Has) { return !(G.Keys & Bit) || Has; };
-  return Pinned(K::TP, F.TP.hasValue()) && Pinned(K::SP, F.SP.hasValue()) &&
-         Pinned(K::EP, F.EP.hasValue()) && Pinned(K::CP, F.CP.hasValue()) &&
-         Pinned(K::Algo, F.CPA.hasValue());
+  return Pinned(K::TP, F.TP.hasValue()) && Pinned(K::EP, F.EP.hasValue()) &&
+         Pinned(K::CP, F.CP.hasValue()) && Pinned(K::Algo, F.CPA.hasValue());
 }
 
 } // namespace loom

@@ -223,7 +223,8 @@ private:
                                      TensorType OutType);
   /// Context parallelism's all-to-all \p C (Ulysses) between \p Cur and
   /// \p Req where one is split in equal blocks (heads folded into the
-  /// batch): the blocks as a dim of their own around it.
+  /// batch, tp's head groups under cp first): the blocks as a dim of their
+  /// own around it.
   llvm::Expected<Value *> blockedAllToAll(const ShardCollective &C, Value *X,
                                           llvm::StringRef Base,
                                           const AxisSpec &Cur,

@@ -1,9 +1,9 @@
 //===- CPEmission.h - Context-parallel plans the graphs carry ---*- C++ -*-===//
 //
 // Loom's role graphs carry cp_algo=ring and cp_algo=a2a alone and beside tp
-// (lib/Shard/ComposeContextParallel.cpp), not every composition: hybrid cp,
-// cp beside tp with ep > 1 or with sharded
-// embedding tables are costed (and exported where a framework runs them)
+// with sp on or off (lib/Shard/ComposeContextParallel.cpp), not every
+// composition: hybrid cp, and cp beside tp with ep > 1 or with sharded
+// embedding tables, are costed (and exported where a framework runs them)
 // but have no graphs. One rule, read by the shard pass (which refuses with
 // its reason) and by the search under Loom's own runtime (the profile
 // "none": every plan Loom can emit runs, examples/frameworks/none.yaml),
@@ -21,7 +21,7 @@ namespace loom {
 /// Why a plan's context parallelism has no graphs, and the --plan keys that
 /// make it so.
 struct CPEmitGap {
-  enum Key : unsigned { TP = 1, SP = 2, EP = 4, CP = 8, Algo = 16 };
+  enum Key : unsigned { TP = 1, EP = 2, CP = 4, Algo = 8 };
   /// Why ("" when the graphs carry the plan).
   const char *Why = "";
   /// The keys (Key bits): a --plan that pins all of them asked for it.
