@@ -67,6 +67,28 @@ Expected<Value *> RoleBuilder::collective(StringRef Op, StringRef Group,
   return (*N)->getOutput(0);
 }
 
+/// The indices along a split dim of global size \p S that rank \p Rk of
+/// \p N holds, in its local order: each block (\p Blocks, or the whole
+/// dim as one) divided among the ranks -- contiguously, or under the cp
+/// ring as the ring's two chunks of the block (getRingPositions: a
+/// flattened [batch x seq] dim holds each sequence's ring positions).
+static std::vector<int64_t> getHeldPositions(bool Ring, unsigned N, unsigned Rk,
+                                             int64_t S,
+                                             ArrayRef<int64_t> Blocks) {
+  std::vector<int64_t> Held;
+  int64_t Start = 0;
+  for (int64_t B : Blocks.empty() ? makeArrayRef(S) : Blocks) {
+    if (Ring)
+      for (int64_t P : getRingPositions(N, Rk, B))
+        Held.push_back(Start + P);
+    else
+      for (int64_t I = 0; I < B / N; ++I)
+        Held.push_back(Start + Rk * (B / N) + I);
+    Start += B;
+  }
+  return Held;
+}
+
 Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
                                             StringRef Base, TensorType T,
                                             ArrayRef<int64_t> FromBlocks) {
@@ -97,17 +119,9 @@ Expected<Value *> RoleBuilder::tpCollective(const ShardCollective &C, Value *X,
   int64_t S = T.Dims[C.Axis].Size;
   std::vector<int64_t> Arrived, Order(S);
   for (unsigned Rk = 0; Rk < TP; ++Rk) {
-    if (R.CPRing) {
-      for (int64_t P : getRingPositions(TP, Rk, S))
-        Arrived.push_back(P);
-      continue;
-    }
-    int64_t Start = 0;
-    for (int64_t B : FromBlocks) {
-      for (int64_t I = 0; I < B / TP; ++I)
-        Arrived.push_back(Start + Rk * (B / TP) + I);
-      Start += B;
-    }
+    std::vector<int64_t> Held =
+        getHeldPositions(R.CPRing, TP, Rk, S, FromBlocks);
+    Arrived.insert(Arrived.end(), Held.begin(), Held.end());
   }
   if ((int64_t)Arrived.size() != S)
     return err("cannot gather '" + Base + "': its blocks do not make dim " +
@@ -227,7 +241,11 @@ Expected<Value *> RoleBuilder::sliceConstant(const Value *V, Value *X,
       return nullptr;
     Data = A->Ts[0].Data;
   }
-  if (R.CPRing && Req.Blocks.empty()) {
+  // A blocked split under the ring (a flattened [batch x seq] dim) is
+  // gathered from the whole constant (sliceActivation).
+  if (R.CPRing && !Req.Blocks.empty())
+    return nullptr;
+  if (R.CPRing) {
     // The ring's tokens are two chunks of 2 x cp (getRingPositions): each a
     // slice of the constant, concatenated in the graph. A weight-like
     // table stays one (tp reads it as it reads the model's).
@@ -315,9 +333,11 @@ Expected<Value *> RoleBuilder::sliceActivation(Value *X, const TensorType &GT,
   // Replicated -> split without communication: this rank's slice, block by
   // block.
   Shape S = GT.getStaticShape();
-  if (R.CPRing && Req.Blocks.empty()) {
-    // The ring's tokens: this rank's two chunks (getRingPositions).
-    std::vector<int64_t> Pos = getRingPositions(TP, TPR, S[Req.Dim]);
+  if (R.CPRing) {
+    // The ring's tokens: this rank's two chunks (getRingPositions) of
+    // each sequence.
+    std::vector<int64_t> Pos =
+        getHeldPositions(true, TP, TPR, S[Req.Dim], Req.Blocks);
     Value *Idx =
         constInt64(Name.str() + ".positions", {(int64_t)Pos.size()}, Pos);
     std::string ON = fresh(Name.str() + ".slice");
@@ -388,8 +408,10 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
     Expected<Value *> Y = sliceConstant(V, nullptr, Req);
     if (!Y)
       return Y.takeError();
-    Converted[Key] = *Y;
-    return *Y;
+    if (*Y) {
+      Converted[Key] = *Y;
+      return *Y;
+    }
   }
   // A split value needed whole or split otherwise: an all-gather (and a
   // slice), or, split in blocks, nothing a collective can do.
@@ -409,8 +431,11 @@ Expected<Value *> RoleBuilder::materialize(const Value *V,
         return It->second;
       Expected<Value *> Y = V->isParameter() && Req.isSplit()
                                 ? sliceConstant(V, nullptr, Req)
-                                : wholeWeight(V);
-      if (Y && *Y && Req.isSplit() && !V->isParameter())
+                                : Expected<Value *>(nullptr);
+      bool Sliced = Y && *Y;
+      if (Y && !*Y)
+        Y = wholeWeight(V);
+      if (Y && *Y && Req.isSplit() && !Sliced)
         Y = sliceActivation(*Y, V->Type, Req, V->getName());
       if (!Y)
         return Y.takeError();

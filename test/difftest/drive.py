@@ -92,15 +92,24 @@ def draw_plan(cfg, seed, k):
     if cfg["family"] == "moe":
         kv["ep"] = pick(divisors(dp))
     mode = pick(["train", "infer"])
-    # Context parallelism (all-to-all over heads, emitted at tp = 1) on a
-    # transformer with a symbolic sequence: drawn from a stream of its own,
-    # so that the draws above keep every earlier seed's plan.
+    # Context parallelism on a transformer with a symbolic sequence, drawn
+    # from streams of their own so that the draws above keep every earlier
+    # seed's plan: all-to-all over heads at tp = 1 (the first stream, as
+    # before), and beside tp (sp on or off) the ring or the all-to-all
+    # (a second stream, only for plans the first never gave cp).
     rc = np.random.default_rng([seed, k, 34])
     if (cfg["family"] == "transformer" and not cfg.get("static_seq") and tp == 1
             and not cfg["static_batch"] and rc.random() < 0.3):
         cp = 2 if cfg["heads"] == 2 or n * 4 > 8 else int(rc.choice([2, 4]))
         if cfg["kv_heads"] % cp == 0 and n * cp <= 8:
             kv["cp"], kv["cp_algo"], n = cp, "a2a", n * cp
+    rt = np.random.default_rng([seed, k, 35])
+    if (cfg["family"] == "transformer" and not cfg.get("static_seq") and tp > 1
+            and not cfg["static_batch"] and n * 2 <= 8 and rt.random() < 0.4):
+        algo = str(rt.choice(["ring", "a2a"]))
+        # Ulysses moves heads in tp's groups: the heads divide by tp x cp.
+        if algo == "ring" or cfg["heads"] % (tp * 2) == 0:
+            kv["cp"], kv["cp_algo"], n = 2, algo, n * 2
     return n, ",".join(f"{a}={b}" for a, b in kv.items()), mode
 
 
