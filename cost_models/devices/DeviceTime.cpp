@@ -49,6 +49,10 @@
 // backward also does the RecomputeFlops; on the Vector unit (rmsnorm,
 // layernorm, swiglu, rotary) it scales the vector peak and the HBM
 // bandwidth: max(F / (vector_peak x e), (R + W) / (HBM bw x e)) + launch.
+// GEMM roofline (YAML `matmul_roofline`, MatmulRoofline): where the aicore
+// class gives a norm p, a plain GEMM (a Cube op that is not a fused kernel)
+// takes (c^p + m^p)^(1/p) for max(c, m), c and m being its compute and
+// memory times above; the other ops keep the max.
 // Matmul tiles (YAML `matmul_tiles`, MatmulTiles): where the aicore class
 // gives its GEMM tiling, matmulTileEfficiency (tiles, waves, serial store)
 // replaces cubeShapeEfficiency, per product: the forward's (M, N, K), and
@@ -153,11 +157,15 @@ double applyCurve(double Ideal, const EfficiencyCurve *Curve) {
   return (Ideal + Curve->HalfTime.value()) / Curve->Max;
 }
 
-/// max(Flops / Rate, Bytes / Bandwidth); Rate 0 is only allowed with no
-/// Flops.
-double roofline(double Flops, double Rate, double Bytes, double Bandwidth) {
+/// max(Flops / Rate, Bytes / Bandwidth), or with \p Norm p >= 1 (a GEMM
+/// under `matmul_roofline`) ((Flops / Rate)^p + (Bytes / Bandwidth)^p)^(1/p);
+/// Rate 0 is only allowed with no Flops.
+double roofline(double Flops, double Rate, double Bytes, double Bandwidth,
+                double Norm = 0) {
   double Compute = Flops > 0 && Rate > 0 ? Flops / Rate : 0;
   double Memory = Bandwidth > 0 ? Bytes / Bandwidth : 0;
+  if (Norm >= 1 && Compute > 0 && Memory > 0)
+    return std::pow(std::pow(Compute, Norm) + std::pow(Memory, Norm), 1 / Norm);
   return std::max(Compute, Memory);
 }
 
@@ -372,6 +380,9 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
   auto [Launch, Bytes, BackBytes, Grad] = getKernelTraffic(C, DC);
   const EfficiencyCurve *Curve = findCurve(DC, C.Family);
   double Rate = 0;
+  // The GEMM roofline's norm (matmul_roofline; 0: max), for plain GEMMs:
+  // fused kernels keep their own efficiency and the roofline's max.
+  double Norm = 0;
   if (C.Unit == ComputeUnit::Cube) {
     if (!C.CubeFormat.empty())
       DT = C.CubeFormat;
@@ -392,6 +403,7 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
       return T;
     }
     Rate *= Curve ? 1.0 : DC.Efficiency;
+    Norm = DC.Roofline ? DC.Roofline->Norm : 0;
     if (DC.Tiles) {
       // Forward (M, N, K); backward dX = dY W^T (M, K, N) and dW = X^T dY
       // (K, N, M; over Batch x M when W is shared), each one product.
@@ -407,11 +419,11 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
       // The backward's two products at one rate: their harmonic mean.
       double BackEff = 2 / (1 / Eff(DX) + 1 / Eff(DW));
       double Flops = C.Flops, BackFlops = C.BackwardFlops;
-      T.Seconds =
-          applyCurve(roofline(Flops, Rate * Eff(F), Bytes, HBMBW), Curve) +
-          Launch;
+      T.Seconds = applyCurve(roofline(Flops, Rate * Eff(F), Bytes, HBMBW, Norm),
+                             Curve) +
+                  Launch;
       T.BackwardSeconds = Grad ? applyCurve(roofline(BackFlops, Rate * BackEff,
-                                                     BackBytes, HBMBW),
+                                                     BackBytes, HBMBW, Norm),
                                             Curve) +
                                      Launch
                                : 0;
@@ -441,9 +453,11 @@ static ClassTime timeOnAICore(const Node &N, const OpCost &C,
   // hide under the traffic).
   double Flops = C.Unit == ComputeUnit::Memory ? 0 : C.Flops;
   double BackFlops = C.Unit == ComputeUnit::Memory ? 0 : C.BackwardFlops;
-  T.Seconds = applyCurve(roofline(Flops, Rate, Bytes, HBMBW), Curve) + Launch;
+  T.Seconds =
+      applyCurve(roofline(Flops, Rate, Bytes, HBMBW, Norm), Curve) + Launch;
   T.BackwardSeconds =
-      Grad ? applyCurve(roofline(BackFlops, Rate, BackBytes, HBMBW), Curve) +
+      Grad ? applyCurve(roofline(BackFlops, Rate, BackBytes, HBMBW, Norm),
+                        Curve) +
                  Launch
            : 0;
   return T;

@@ -331,6 +331,17 @@ public:
       if (C.Tiles->Source.empty())
         fail(TPath + ".source", "must say where the tile shape comes from");
     }
+    if (C.Roofline) {
+      std::string RPath = Path + ".matmul_roofline";
+      matrixUnitOnly(RPath, "the GEMM roofline describes the matrix unit");
+      if (!(C.Roofline->Norm >= 1))
+        fail(RPath + ".norm",
+             "must be at least 1 (1: compute and memory time add; larger: "
+             "they overlap more), got " +
+                 formatNumber(C.Roofline->Norm));
+      if (C.Roofline->Source.empty())
+        fail(RPath + ".source", "must say where the exponent comes from");
+    }
     for (const auto &[KName, K] : C.FusedKernels) {
       std::string KPath = Path + ".fused_kernels." + KName;
       if (!is_contained(KnownFusedKernels, KName)) {
@@ -627,6 +638,9 @@ void HardwareModel::print(raw_ostream &OS) const {
                  ? ", stream-K (k " + std::to_string(C.Tiles->K) + ")"
                  : "")
          << " (" << C.Tiles->Source << ")\n";
+    if (C.Roofline)
+      OS << "    matmul roofline norm " << formatNumber(C.Roofline->Norm)
+         << " (" << C.Roofline->Source << ")\n";
     if (C.Fusion) {
       for (const auto &[RName, R] : C.Fusion->Rules) {
         OS << "    fusion " << RName;

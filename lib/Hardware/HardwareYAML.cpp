@@ -239,6 +239,13 @@ template <> struct MappingTraits<MatmulTiles> {
   }
 };
 
+template <> struct MappingTraits<MatmulRoofline> {
+  static void mapping(IO &IO, MatmulRoofline &R) {
+    mapRequiredLate(IO, "norm", R.Norm);
+    mapRequiredLate(IO, "source", R.Source);
+  }
+};
+
 /// fused_kernels: the map key is the kernel name.
 template <> struct CustomMappingTraits<std::map<std::string, FusedKernel>> {
   static void inputOne(IO &IO, StringRef Key,
@@ -271,6 +278,7 @@ template <> struct MappingTraits<DeviceClass> {
     IO.mapOptional("fusion", C.Fusion);
     IO.mapOptional("comm_overlap", C.Overlap);
     IO.mapOptional("matmul_tiles", C.Tiles);
+    IO.mapOptional("matmul_roofline", C.Roofline);
     if (!IO.outputting())
       for (std::string &DType : C.DataTypes) {
         StringRef Canonical = canonicalDataTypeName(DType);

@@ -219,6 +219,30 @@ g (float16[4096,4096] a, float16[16,4096] v, float16[4100,4100] u)
   expectTime(E.Seconds, 1.091373952e-3);
 }
 
+TEST(DeviceTimeTest, AICoreMatmulRooflineNorm) {
+  // matmul_roofline norm 2: the memory-bound M = 16 GEMM of
+  // AICoreCubeRoofline (c = 16.777216 us, m = 33.816576 us) takes
+  // sqrt(c^2 + m^2) = 37.749... us, + 5 us; its backward (2 c, 2 m) twice
+  // that, + 5 us. The Relu after it (vector) keeps the max.
+  std::string Text = HW;
+  size_t At = Text.find("      alignment: 16\n");
+  Text.insert(At, "      matmul_roofline: {norm: 2, source: \"test\"}\n");
+  HardwareModel H = parseTestHardware(Text);
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float16[16,4096] v) => (float16[16,4096] r) <float16[4096,4096] w> {
+  d = MatMul(v, w)
+  r = Relu(d)
+})");
+  double C = 16.777216e-6, Mem = 33.816576e-6;
+  ClassTime D = timeOf(M.get(), "d", "aicore", H);
+  ASSERT_TRUE(D.Supported) << D.Reason;
+  expectTime(D.Seconds, std::hypot(C, Mem) + 5e-6);
+  expectTime(D.BackwardSeconds, 2 * std::hypot(C, Mem) + 5e-6);
+  ClassTime R = timeOf(M.get(), "r", "aicore", H);
+  ClassTime R0 = timeOf(M.get(), "r", "aicore", parseTestHardware(HW));
+  expectTime(R.Seconds, R0.Seconds);
+}
+
 TEST(DeviceTimeTest, AICoreVectorMemoryAndFree) {
   HardwareModel H = parseTestHardware(HW);
   auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>

@@ -56,6 +56,9 @@
 //           {m: 128, n: 256,          #   cores): GEMM output tile per
 //            serial_store: true,      #   core, waves, exposed tile store
 //            source: "..."}           #   (MatmulTiles)
+//         matmul_roofline:            # optional (aicore only): how a
+//           {norm: 1.5,               #   GEMM's compute and memory time
+//            source: "..."}           #   combine (MatmulRoofline)
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
 //       host: {capacity: 1TiB, bandwidth: 64GB/s}
@@ -248,6 +251,20 @@ struct MatmulTiles {
   bool StreamK = false;
 };
 
+/// How a GEMM kernel's compute time c and memory time m combine
+/// (matmul_roofline:): (c^p + m^p)^(1/p) with p = Norm. Without it the
+/// roofline's max(c, m) (Williams, Waterman and Patterson, CACM 2009): the
+/// kernel streams its operands entirely under its multiply-adds. p = 1 is
+/// their sum, no overlap at all (Calculon's "no_overlap" processing mode,
+/// Isaev et al. SC'23); between, a GEMM near the ridge point (c ~ m) runs
+/// slower than either bound, as measured kernels do, while one far from it
+/// stays at its bound.
+struct MatmulRoofline {
+  double Norm = 0;
+  /// Where the exponent comes from (required).
+  std::string Source;
+};
+
 /// One kind of processing unit inside a device: Ascend's Da Vinci AI cores,
 /// its AICPU cores, compute next to HBM, or the SSD read path (DESIGN.md §5).
 struct DeviceClass {
@@ -290,6 +307,9 @@ struct DeviceClass {
   llvm::Optional<CommOverlap> Overlap;
   /// GEMM output tiling (matmul_tiles:); None: no tile or wave model.
   llvm::Optional<MatmulTiles> Tiles;
+  /// How GEMMs combine compute and memory time (matmul_roofline:); None:
+  /// the roofline's max.
+  llvm::Optional<MatmulRoofline> Roofline;
   /// The fused kernel named \p Name, or null.
   const FusedKernel *getFusedKernel(llvm::StringRef Name) const {
     auto It = FusedKernels.find(Name.str());
