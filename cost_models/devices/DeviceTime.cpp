@@ -164,9 +164,13 @@ double roofline(double Flops, double Rate, double Bytes, double Bandwidth,
                 double Norm = 0) {
   double Compute = Flops > 0 && Rate > 0 ? Flops / Rate : 0;
   double Memory = Bandwidth > 0 ? Bytes / Bandwidth : 0;
-  if (Norm >= 1 && Compute > 0 && Memory > 0)
-    return std::pow(std::pow(Compute, Norm) + std::pow(Memory, Norm), 1 / Norm);
-  return std::max(Compute, Memory);
+  double Larger = std::max(Compute, Memory);
+  if (Norm < 1 || Compute <= 0 || Memory <= 0)
+    return Larger;
+  // Scaled by the larger term so that no power overflows at a large p.
+  return Larger * std::pow(std::pow(Compute / Larger, Norm) +
+                               std::pow(Memory / Larger, Norm),
+                           1 / Norm);
 }
 
 } // namespace

@@ -241,6 +241,19 @@ g (float16[16,4096] v) => (float16[16,4096] r) <float16[4096,4096] w> {
   ClassTime R = timeOf(M.get(), "r", "aicore", H);
   ClassTime R0 = timeOf(M.get(), "r", "aicore", parseTestHardware(HW));
   expectTime(R.Seconds, R0.Seconds);
+
+  // Norm 1 is the sum; a huge norm is the max (no power overflows).
+  auto WithNorm = [&](const char *Norm) {
+    std::string T = HW;
+    T.insert(T.find("      alignment: 16\n"),
+             std::string("      matmul_roofline: {norm: ") + Norm +
+                 ", source: \"test\"}\n");
+    return parseTestHardware(T);
+  };
+  expectTime(timeOf(M.get(), "d", "aicore", WithNorm("1")).Seconds,
+             C + Mem + 5e-6);
+  EXPECT_NEAR(timeOf(M.get(), "d", "aicore", WithNorm("1e6")).Seconds,
+              Mem + 5e-6, 1e-9);
 }
 
 TEST(DeviceTimeTest, AICoreVectorMemoryAndFree) {

@@ -57,7 +57,7 @@
 //            serial_store: true,      #   core, waves, exposed tile store
 //            source: "..."}           #   (MatmulTiles)
 //         matmul_roofline:            # optional (aicore only): how a
-//           {norm: 1.5,               #   GEMM's compute and memory time
+//           {norm: 1.75,              #   GEMM's compute and memory time
 //            source: "..."}           #   combine (MatmulRoofline)
 //     memory:                         # hbm required; host, ssd optional
 //       hbm: {capacity: 64GiB, bandwidth: 1.6TB/s, reserved: 2GiB}
