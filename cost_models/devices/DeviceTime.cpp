@@ -217,11 +217,17 @@ double matmulTileEfficiency(const MatmulShape &MM, const MatmulTiles &Tiles,
   double K = double(MM.K);
   double PadK = K / roundUp(K, A);
   double B = double(std::max<int64_t>(1, MM.Batch));
-  double TilesM = std::ceil(double(MM.M) / double(Tiles.M));
+  // A GEMM of fewer rows than the tile's m runs a tile whose row extent is
+  // the rows rounded up to min_m (swapping A and B so that the rows take
+  // the MMA's narrow side), not m rows of which most are padding.
+  double TileM = double(Tiles.M);
+  if (Tiles.MinM > 0 && MM.M < Tiles.M)
+    TileM = std::min(TileM, roundUp(double(MM.M), double(Tiles.MinM)));
+  double TilesM = std::ceil(double(MM.M) / TileM);
   double TilesN = std::ceil(double(MM.N) / double(Tiles.N));
   double Waves = std::ceil(B * TilesM * TilesN / double(Cores));
   double Wave = B * double(MM.M) * double(MM.N) /
-                (Waves * Cores * double(Tiles.M) * double(Tiles.N));
+                (Waves * Cores * TileM * double(Tiles.N));
   if (Tiles.StreamK && Tiles.K > 0) {
     // Stream-K: the tiles' ceil(K / k) iterations each, I in all, dealt
     // evenly to the cores, ceil(I / cores) per core; useful are M x N x
@@ -235,7 +241,7 @@ double matmulTileEfficiency(const MatmulShape &MM, const MatmulTiles &Tiles,
     double Iters = B * TilesM * TilesN * KIters;
     double Slots = std::ceil(Iters / double(Cores)) * Cores;
     Wave = std::max(Wave, B * double(MM.M) * double(MM.N) * KIters /
-                              (Slots * double(Tiles.M) * double(Tiles.N)));
+                              (Slots * TileM * double(Tiles.N)));
   }
   double Store = Tiles.SerialStore && StoreK > 0 ? K / (K + StoreK) : 1.0;
   return PadK * Wave * Store;

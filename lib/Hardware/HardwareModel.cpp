@@ -324,6 +324,11 @@ public:
         fail(TPath + ".n", "must be at least 1");
       if (C.Tiles->K < 0)
         fail(TPath + ".k", "must be at least 1");
+      if (C.Tiles->MinM < 0 || C.Tiles->MinM > C.Tiles->M)
+        fail(TPath + ".min_m",
+             "must be between 0 (no smaller tile) and the tile's m (" +
+                 std::to_string(C.Tiles->M) + "), got " +
+                 std::to_string(C.Tiles->MinM));
       if (C.Tiles->StreamK && C.Tiles->K < 1)
         fail(TPath + ".stream_k",
              "needs the tile's step along K (`k`): stream-K splits a tile's "
@@ -637,6 +642,8 @@ void HardwareModel::print(raw_ostream &OS) const {
          << (C.Tiles->StreamK
                  ? ", stream-K (k " + std::to_string(C.Tiles->K) + ")"
                  : "")
+         << (C.Tiles->MinM > 0 ? ", min m " + std::to_string(C.Tiles->MinM)
+                               : "")
          << " (" << C.Tiles->Source << ")\n";
     if (C.Roofline)
       OS << "    matmul roofline norm " << formatNumber(C.Roofline->Norm)

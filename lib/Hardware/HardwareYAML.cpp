@@ -235,6 +235,7 @@ template <> struct MappingTraits<MatmulTiles> {
     IO.mapOptional("serial_store", T.SerialStore, false);
     IO.mapOptional("k", T.K, int64_t(0));
     IO.mapOptional("stream_k", T.StreamK, false);
+    IO.mapOptional("min_m", T.MinM, int64_t(0));
     mapRequiredLate(IO, "source", T.Source);
   }
 };

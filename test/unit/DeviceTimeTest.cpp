@@ -146,6 +146,25 @@ TEST(DeviceTimeTest, MatmulTileEfficiencyStreamK) {
                    2.0 / 4);
 }
 
+TEST(DeviceTimeTest, MatmulTileEfficiencyMinM) {
+  // M 8 on 128 x 256 tiles: 8 of 128 rows useful, 1 x 16 tiles on 132
+  // cores, one wave: 8 x 4096 / (132 x 128 x 256) whole-tile.
+  MatmulTiles T{128, 256, false, "test"};
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 8, 4096, 4096}, T, 132, 8, 0),
+                   8.0 * 4096 / (132.0 * 128 * 256));
+  // min_m 64: the tile is 64 rows, so 8 / 64 of it is useful.
+  T.MinM = 64;
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 8, 4096, 4096}, T, 132, 8, 0),
+                   8.0 * 4096 / (132.0 * 64 * 256));
+  // M 96 rounds up to 128 rows: no change; M 128 and more: the full tile.
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 96, 4096, 4096}, T, 132, 8, 0),
+                   96.0 * 4096 / (132.0 * 128 * 256));
+  EXPECT_DOUBLE_EQ(matmulTileEfficiency({1, 1024, 4096, 4096}, T, 132, 8, 0),
+                   matmulTileEfficiency({1, 1024, 4096, 4096},
+                                        MatmulTiles{128, 256, false, "t"}, 132,
+                                        8, 0));
+}
+
 TEST(DeviceTimeTest, AICoreMatmulTiles) {
   // HW with 4 cores and 128 x 256 tiles, serial store: the store's K is
   // 2 B x 1.28e14 / (2 x 1e12 B/s) = 128.

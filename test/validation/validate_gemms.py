@@ -33,21 +33,23 @@ import validate  # noqa: E402  (find_plan_parallel)
 
 HW = "examples/hw/"
 OV = "examples/hw/overlays/"
-# (gpu, name, --hw files, RMS threshold or None)
+# (gpu, name, --hw files, extra plan-parallel arguments, RMS threshold or
+# None)
 LAYERINGS = [
     ("a100", "dgx-a100 (max)", [HW + "dgx-a100.yaml",
-                                OV + "hbm-achievable-a100.yaml"], None),
+                                OV + "hbm-achievable-a100.yaml"], [], None),
     ("a100", "dgx-a100 + gemm-roofline",
      [HW + "dgx-a100.yaml", OV + "hbm-achievable-a100.yaml",
-      OV + "gemm-roofline.yaml"], 0.20),
-    ("h100", "dgx-h100 (whole-tile waves, max)",
-     [HW + "dgx-h100.yaml", OV + "hbm-achievable-h100.yaml"], None),
-    ("h100", "dgx-h100 + stream-K",
+      OV + "gemm-roofline.yaml"], [], 0.20),
+    ("h100", "dgx-h100, whole-tile waves (max)",
+     [HW + "dgx-h100.yaml", OV + "hbm-achievable-h100.yaml"],
+     ["--set", "device.classes.aicore.matmul_tiles.stream_k=false",
+      "--set", "device.classes.aicore.matmul_tiles.min_m=0"], None),
+    ("h100", "dgx-h100 (stream-K, min_m 64, max)",
+     [HW + "dgx-h100.yaml", OV + "hbm-achievable-h100.yaml"], [], 0.32),
+    ("h100", "dgx-h100 + gemm-roofline",
      [HW + "dgx-h100.yaml", OV + "hbm-achievable-h100.yaml",
-      OV + "gemm-stream-k-h100.yaml"], None),
-    ("h100", "dgx-h100 + stream-K + gemm-roofline",
-     [HW + "dgx-h100.yaml", OV + "hbm-achievable-h100.yaml",
-      OV + "gemm-stream-k-h100.yaml", OV + "gemm-roofline.yaml"], 0.20),
+      OV + "gemm-roofline.yaml"], [], 0.20),
 ]
 UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
@@ -75,9 +77,9 @@ def seconds(text):
     return float(m.group(1)) * UNIT[m.group(2)]
 
 
-def launch_overhead(plan_parallel, model, hw):
+def launch_overhead(plan_parallel, model, hw, args):
     """The aicore class's launch overhead, from --print-hw."""
-    out = run(plan_parallel, model, hw, ["--print-hw"])
+    out = run(plan_parallel, model, hw, args + ["--print-hw"])
     m = re.search(r"class aicore: launch ([0-9.]+ (?:s|ms|us|ns))", out)
     if not m:
         sys.exit("error: no aicore launch overhead in --print-hw")
@@ -85,7 +87,7 @@ def launch_overhead(plan_parallel, model, hw):
 
 
 def run(plan_parallel, model, hw, extra):
-    cmd = [plan_parallel, model, "--devices", "1", "--quiet"] + extra
+    cmd = [plan_parallel, model, "--devices", "1", "--quiet"] + list(extra)
     for h in hw:
         cmd += ["--hw", os.path.join(SRC, h)]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -94,15 +96,15 @@ def run(plan_parallel, model, hw, extra):
     return p.stdout
 
 
-def predicted(plan_parallel, model, hw, n):
-    out = run(plan_parallel, model, hw, ["--print-costs=node"])
+def predicted(plan_parallel, model, hw, args, n):
+    out = run(plan_parallel, model, hw, args + ["--print-costs=node"])
     times = {}
     for line in out.splitlines():
         m = re.match(r"node '%?([^']*)' MatMul .* aicore=([0-9.eE+-]+ \w+)",
                      line)
         if m:
             times[m.group(1)] = seconds(m.group(2))
-    launch = launch_overhead(plan_parallel, model, hw)
+    launch = launch_overhead(plan_parallel, model, hw, args)
     return [times[f"c{i}"] - launch for i in range(n)]
 
 
@@ -120,12 +122,12 @@ def main(argv=None):
     print(f"{'layering':<40} {'GEMMs':>5} {'RMS':>7} {'mean':>7}   "
           "(log(predicted / measured))")
     with tempfile.TemporaryDirectory() as tmp:
-        for gpu, name, hw, threshold in LAYERINGS:
+        for gpu, name, hw, extra, threshold in LAYERINGS:
             sel = [r for r in rows if r["gpu"] == gpu]
             model = os.path.join(tmp, gpu + ".onnxtxt")
             with open(model, "w") as f:
                 f.write(graph_text(sel))
-            pred = predicted(plan_parallel, model, hw, len(sel))
+            pred = predicted(plan_parallel, model, hw, extra, len(sel))
             errs = [math.log(p / (float(r["median_ms"]) * 1e-3))
                     for p, r in zip(pred, sel)]
             rms = math.sqrt(sum(e * e for e in errs) / len(errs))

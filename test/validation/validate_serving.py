@@ -20,6 +20,9 @@ its JSON and compares the row's metric:
     out_tok_s_per_gpu   predicted output_tokens_per_s / T
     out_tok_s           predicted output_tokens_per_s
     ttft_ms             predicted ttft_s x 1000
+    e2e_ms              predicted ttft_s + (gen - 1) x tpot_s, x 1000: the
+                        end-to-end latency of a static batch (vLLM's
+                        benchmark_latency.py)
 
 Error is predicted / measured - 1. It prints the rows, then per hardware
 group the median and max |error|; --check exits 1 when either passes the
@@ -50,7 +53,7 @@ import validate  # noqa: E402  (ensure_models: the zoo cache it shares)
 NEED = ["id", "hw", "hw_files", "devices", "engine", "model", "dtype", "tp",
         "batch", "prompt", "gen", "batching", "fused", "decode_attention",
         "metric", "measured", "source"]
-METRICS = ("out_tok_s_per_gpu", "out_tok_s", "ttft_ms")
+METRICS = ("out_tok_s_per_gpu", "out_tok_s", "ttft_ms", "e2e_ms")
 
 
 def read_table(path):
@@ -154,6 +157,8 @@ def predicted(row, d):
         return p["output_tokens_per_s"] / int(row["tp"])
     if row["metric"] == "out_tok_s":
         return p["output_tokens_per_s"]
+    if row["metric"] == "e2e_ms":
+        return (p["ttft_s"] + (int(row["gen"]) - 1) * p["tpot_s"]) * 1000
     return p["ttft_s"] * 1000
 
 

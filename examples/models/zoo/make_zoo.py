@@ -256,6 +256,18 @@ MODELS = [
            vocab=128256, max_pos=8192, rope_theta=5e5,
            published=8_030_261_248,
            published_note="exact count of the released checkpoint ('8B')"),
+    # Llama 3 70B (Llama Team 2024, "The Llama 3 Herd of Models", Table 3;
+    # HF meta-llama/Meta-Llama-3-70B config.json): 80 layers, 8192, 64
+    # heads, 8 KV heads, FFN 28672, vocab 128256 (untied), rope theta 5e5,
+    # context 8192. vLLM's nightly latency test serves it at tp 4
+    # (test/validation/serving.csv, vllm-*-70b-*).
+    Config(name="llama3-70b", family="llama",
+           source="Llama Team 2024, 'The Llama 3 Herd of Models', Table 3; "
+                  "HF meta-llama/Meta-Llama-3-70B config.json (GQA, 8 KV heads)",
+           layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672,
+           vocab=128256, max_pos=8192, rope_theta=5e5,
+           published=70_553_706_496,
+           published_note="exact count of the released checkpoint ('70B')"),
     # Llama 3.1 405B (Llama Team 2024, "The Llama 3 Herd of Models", Table
     # 3; HF meta-llama/Llama-3.1-405B config.json): 126 layers, 16384, 128
     # heads, 8 KV heads, FFN 53248, vocab 128256, rope theta 5e5, rotary

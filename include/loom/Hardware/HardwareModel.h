@@ -249,6 +249,11 @@ struct MatmulTiles {
   /// al., PPoPP'23; cuBLAS and CUTLASS's stream-K / split-K kernels).
   int64_t K = 0;
   bool StreamK = false;
+  /// Smallest row extent of a tile (YAML `min_m`; 0: always m): a GEMM of
+  /// M < m rows runs tiles of M rounded up to min_m rows, the libraries'
+  /// small-M kernels swapping A and B so that the rows take the MMA's
+  /// narrow N side (Hopper's wgmma is m64nNk16 with N = 8 to 256).
+  int64_t MinM = 0;
 };
 
 /// How a GEMM kernel's compute time c and memory time m combine
