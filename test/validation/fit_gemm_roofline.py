@@ -30,11 +30,16 @@ OVERLAY = os.path.join(SRC, "examples", "hw", "overlays", "gemm-roofline.yaml")
 GRID = [1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0, math.inf]
 
 
-def read_profile(path):
+def read_rows(path):
+    """gemm-profile.csv's rows (its `#` header left out)."""
     with open(path) as f:
-        rows = [r for r in csv.DictReader(l for l in f if not l.startswith("#"))]
+        return list(csv.DictReader(l for l in f if not l.startswith("#")))
+
+
+def read_profile(path):
+    """{(gpu, model, tp, op, n, k): {tokens: seconds}}"""
     gemms = {}
-    for r in rows:
+    for r in read_rows(path):
         key = (r["gpu"], r["model"], int(r["tp"]), r["op"], int(r["n"]),
                int(r["k"]))
         gemms.setdefault(key, {})[int(r["tokens"])] = float(r["median_ms"]) * 1e-3

@@ -18,7 +18,6 @@ and tile models are the files' own.
 """
 
 import argparse
-import csv
 import math
 import os
 import re
@@ -30,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import validate  # noqa: E402  (find_plan_parallel)
+from fit_gemm_roofline import read_rows  # noqa: E402
 
 HW = "examples/hw/"
 OV = "examples/hw/overlays/"
@@ -52,11 +52,6 @@ LAYERINGS = [
       OV + "gemm-roofline.yaml"], [], 0.20),
 ]
 UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-
-
-def read_profile(path):
-    with open(path) as f:
-        return list(csv.DictReader(l for l in f if not l.startswith("#")))
 
 
 def graph_text(rows):
@@ -117,7 +112,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     plan_parallel = validate.find_plan_parallel(ap, args.build)
 
-    rows = read_profile(args.profile)
+    rows = read_rows(args.profile)
     failed = False
     print(f"{'layering':<40} {'GEMMs':>5} {'RMS':>7} {'mean':>7}   "
           "(log(predicted / measured))")
