@@ -74,15 +74,12 @@ int GroupShape::outermostLevel() const {
 }
 
 double getHalfBandwidthBytes(const TopologyLevel &L) {
-  // n_1/2 = 1 MiB on every level [assume]. nccl-tests curves on NVLink and
-  // InfiniBand systems reach half of their peak bus bandwidth at buffers of
-  // roughly 1 MB (and ~90 % only at hundreds of MB); no Ascend HCCL Test
-  // curve was at hand, so the same figure is used for HCCS and RoCE. It
-  // belongs in the hardware YAML next to bandwidth and latency (a per-level
-  // "half_bandwidth_size" measured with HCCL Test); until the hardware
-  // library carries it, this constant is the one place to change.
-  (void)L;
-  return 1024.0 * 1024.0;
+  // The level's `half_bandwidth_size`, 1 MiB where the file gives none
+  // [assume]: nccl-tests curves on NVLink and InfiniBand systems reach half
+  // of their peak bus bandwidth at buffers of roughly 1 MB (and ~90 % only
+  // at hundreds of MB). A file with a measured curve of its level (HCCL
+  // Test on HCCS or RoCE, nccl-tests on NVLink) states its own.
+  return L.HalfBandwidthSize.value();
 }
 
 double busEfficiency(double MessageBytes, const TopologyLevel &L) {

@@ -521,6 +521,7 @@ public:
       positive(Path + ".bandwidth", L.Bandwidth);
       nonNegative(Path + ".latency", L.Latency);
       efficiency(Path + ".efficiency", L.Efficiency);
+      nonNegative(Path + ".half_bandwidth_size", L.HalfBandwidthSize);
       if (!(L.Oversubscription >= 1) || !std::isfinite(L.Oversubscription))
         fail(Path + ".oversubscription",
              "must be at least 1 (1 = non-blocking), got " +
@@ -695,9 +696,9 @@ void HardwareModel::print(raw_ostream &OS) const {
        << formatDuration(L.Latency) << ", efficiency "
        << format("%.2f", L.Efficiency) << ", oversubscription "
        << format("%.2f", L.Oversubscription) << ", effective "
-       << formatBandwidth(L.getEffectiveBandwidth())
-       << (L.FullMesh ? ", full mesh" : "") << (L.AllowTP ? ", tp allowed" : "")
-       << '\n';
+       << formatBandwidth(L.getEffectiveBandwidth()) << ", half bandwidth at "
+       << formatBytes(L.HalfBandwidthSize) << (L.FullMesh ? ", full mesh" : "")
+       << (L.AllowTP ? ", tp allowed" : "") << '\n';
   }
   if (Reliab) {
     const Reliability &R = *Reliab;

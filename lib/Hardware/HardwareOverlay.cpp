@@ -247,9 +247,10 @@ bool isAddableKey(StringRef Parent, StringRef Key) {
   if (Parent.endswith("throughput"))
     return true;
   return is_contained(std::vector<StringRef>{"efficiency", "oversubscription",
-                                             "allow_tp", "full_mesh",
-                                             "reserved", "latency", "alignment",
-                                             "cores", "description", "devices"},
+                                             "half_bandwidth_size", "allow_tp",
+                                             "full_mesh", "reserved", "latency",
+                                             "alignment", "cores",
+                                             "description", "devices"},
                       Key);
 }
 

@@ -353,6 +353,8 @@ template <> struct MappingTraits<TopologyLevel> {
     mapRequiredLate(IO, "latency", L.Latency);
     IO.mapOptional("efficiency", L.Efficiency, 1.0);
     IO.mapOptional("oversubscription", L.Oversubscription, 1.0);
+    IO.mapOptional("half_bandwidth_size", L.HalfBandwidthSize,
+                   Bytes(1024.0 * 1024.0));
     IO.mapOptional("full_mesh", L.FullMesh, false);
     if (IO.outputting()) {
       IO.mapRequired("allow_tp", L.AllowTP);

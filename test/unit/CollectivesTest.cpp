@@ -64,6 +64,33 @@ TEST(CollectivesTest, BusEfficiency) {
   EXPECT_EQ(1.0, busEfficiency(0, L));
 }
 
+TEST(CollectivesTest, HalfBandwidthSizePerLevel) {
+  HardwareModel HW = atlas900Topology();
+  // The level's own n_1/2: 4 MiB reaches half the bandwidth at 4 MiB and a
+  // fifth at 1 MiB; 0 turns the size curve off.
+  HW.Topology[0].HalfBandwidthSize = Bytes(4 * MiB);
+  EXPECT_EQ(4 * MiB, getHalfBandwidthBytes(HW.Topology[0]));
+  EXPECT_DOUBLE_EQ(0.5, busEfficiency(4 * MiB, HW.Topology[0]));
+  EXPECT_DOUBLE_EQ(0.2, busEfficiency(MiB, HW.Topology[0]));
+  HW.Topology[0].HalfBandwidthSize = Bytes(0);
+  EXPECT_EQ(1.0, busEfficiency(64 * 1024, HW.Topology[0]));
+  // An all-reduce of 8 MiB on the 8 ranks of level 0 (atlas900Topology:
+  // 196 GB/s at efficiency 0.8 = 156.8 GB/s, latency 1.2 us): each rank
+  // sends 2 * 7/8 * 8 MiB = 14 MiB, 93.6 us, plus 2 * 7 latencies, 16.8
+  // us, with the curve off; at n_1/2 = 8 MiB the bandwidth halves: 187.3
+  // us + 16.8 us.
+  double Off =
+      collectiveTime(CollectiveKind::AllReduce, 8 * MiB, group({8, 1}), HW)
+          .Seconds;
+  HW.Topology[0].HalfBandwidthSize = Bytes(8 * MiB);
+  double Half =
+      collectiveTime(CollectiveKind::AllReduce, 8 * MiB, group({8, 1}), HW)
+          .Seconds;
+  double Bus = 14 * MiB / 156.8e9, Lat = 14 * 1.2e-6;
+  EXPECT_NEAR(Bus + Lat, Off, 1e-12);
+  EXPECT_NEAR(2 * Bus + Lat, Half, 1e-12);
+}
+
 TEST(CollectivesTest, GroupOfOneIsFree) {
   HardwareModel HW = atlas900Topology();
   CollectiveTime T =

@@ -262,9 +262,10 @@ TEST(HardwareTest, PrintsDeterministicSummary) {
             "topology (innermost first): 16 devices\n"
             "  level 0 hccs: size 8, bandwidth 196.0 GB/s, latency 1.20 us, "
             "efficiency 1.00, oversubscription 1.00, effective 196.0 GB/s, "
-            "tp allowed\n"
+            "half bandwidth at 1.0 MiB, tp allowed\n"
             "  level 1 roce: size 2, bandwidth 25.0 GB/s, latency 4.00 us, "
-            "efficiency 1.00, oversubscription 1.00, effective 25.0 GB/s\n");
+            "efficiency 1.00, oversubscription 1.00, effective 25.0 GB/s, "
+            "half bandwidth at 1.0 MiB\n");
 }
 
 TEST(HardwareTest, LoadsShippedExamples) {

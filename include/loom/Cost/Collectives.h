@@ -79,7 +79,7 @@ llvm::SmallVector<double, 4>
 collectiveLevelBytes(CollectiveKind K, double Bytes, const GroupShape &G);
 
 /// Message size at which level \p L reaches half its bus bandwidth
-/// (Hockney's n_1/2); 1 MiB until the hardware YAML carries it.
+/// (Hockney's n_1/2): the level's half_bandwidth_size (default 1 MiB).
 double getHalfBandwidthBytes(const TopologyLevel &L);
 
 /// Fraction of \p L's bus bandwidth a collective on a \p MessageBytes

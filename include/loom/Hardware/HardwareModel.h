@@ -67,7 +67,8 @@
 //       - {from: aicore, to: aicpu, bandwidth: 32GB/s, latency: 10us}
 //   topology:                         # required, innermost level first
 //     - {name: hccs, size: 8, bandwidth: 196GB/s, latency: 1.2us,
-//        efficiency: 0.8, oversubscription: 1.0, allow_tp: true}
+//        efficiency: 0.8, oversubscription: 1.0, allow_tp: true,
+//        half_bandwidth_size: 1MiB}  # n_1/2 of its collectives, >= 0
 //     - {name: roce, size: 16, bandwidth: 200Gbps, latency: 4us}
 //   devices: 128                      # optional; must equal the product
 //                                     #   of the level sizes
@@ -387,6 +388,12 @@ struct TopologyLevel {
   double Efficiency = 1.0;
   /// Uplink oversubscription, >= 1 (1 = non-blocking); divides bandwidth.
   double Oversubscription = 1.0;
+  /// The buffer at which a collective's ring on this level reaches half its
+  /// asymptotic bus bandwidth (Hockney's n_1/2; busEfficiency in
+  /// Collectives.cpp). YAML `half_bandwidth_size`, default 1 MiB: read it off
+  /// an nccl-tests / HCCL Test bus-bandwidth curve of the level; 0 turns
+  /// the size curve off (latency and bandwidth alone).
+  Bytes HalfBandwidthSize = Bytes(1024.0 * 1024.0);
   /// The level's units are joined by point-to-point links, one to each of
   /// the other Size - 1 (a full mesh, e.g. the 910B server's HCCS), not by
   /// a switch: Bandwidth is the sum over those links, and a group of N of
