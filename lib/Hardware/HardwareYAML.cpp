@@ -354,7 +354,7 @@ template <> struct MappingTraits<TopologyLevel> {
     IO.mapOptional("efficiency", L.Efficiency, 1.0);
     IO.mapOptional("oversubscription", L.Oversubscription, 1.0);
     IO.mapOptional("half_bandwidth_size", L.HalfBandwidthSize,
-                   Bytes(1024.0 * 1024.0));
+                   Bytes(TopologyLevel::DefaultHalfBandwidthBytes));
     IO.mapOptional("full_mesh", L.FullMesh, false);
     if (IO.outputting()) {
       IO.mapRequired("allow_tp", L.AllowTP);

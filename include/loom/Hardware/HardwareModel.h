@@ -393,7 +393,8 @@ struct TopologyLevel {
   /// Collectives.cpp). YAML `half_bandwidth_size`, default 1 MiB: read it off
   /// an nccl-tests / HCCL Test bus-bandwidth curve of the level; 0 turns
   /// the size curve off (latency and bandwidth alone).
-  Bytes HalfBandwidthSize = Bytes(1024.0 * 1024.0);
+  static constexpr double DefaultHalfBandwidthBytes = 1024.0 * 1024.0;
+  Bytes HalfBandwidthSize = Bytes(DefaultHalfBandwidthBytes);
   /// The level's units are joined by point-to-point links, one to each of
   /// the other Size - 1 (a full mesh, e.g. the 910B server's HCCS), not by
   /// a switch: Bandwidth is the sum over those links, and a group of N of
