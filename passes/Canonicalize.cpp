@@ -3,9 +3,11 @@
 // Exporters write one model in several ways; recognition (detect-layers,
 // fused kernels, experts) should see one. Each rewrite here computes
 // exactly what the graph computed (the emitted graphs are run in ONNX
-// Runtime against the original), and each strictly shrinks the graph or
-// turns a Div into a Mul, so the sweep reaches a fixed point; it is also
-// bounded (MaxRounds) so that no input can make it loop.
+// Runtime against the original), and each strictly shrinks the graph, turns
+// a Div into a Mul, or removes a ReduceSum that no rewrite makes (the
+// stacked weighted sum, CanonicalizeStacks.cpp), so the sweep reaches a
+// fixed point; it is also bounded (MaxRounds) so that no input can make it
+// loop.
 //
 //  - deduplicated weights: torch.onnx.export merges parameters that hold
 //    equal values (a fresh nn.TransformerEncoder deep-copies its layer, so
@@ -51,6 +53,11 @@
 //  - `Reshape(Reshape(x, s1), s2)` becomes `Reshape(x, s2)` when s2 is a
 //    constant that copies no dim from its input (no 0 entry, or
 //    allowzero=1); a Reshape to its input's own static shape disappears.
+//  - the families in files of their own (CanonicalizeRewrites.h): Gemm as
+//    MatMul + Add and the bias after the product (CanonicalizeLinear.cpp),
+//    constant Where masks as additive ones (CanonicalizeMasks.cpp), equal
+//    Slices as one Split (CanonicalizeSplits.cpp), and experts stacked,
+//    weighted and summed as an Add chain (CanonicalizeStacks.cpp).
 //
 // Every rewrite keeps the type of every value that survives it (a merged
 // Transpose or Reshape makes the outer node's own result; a given-back
@@ -86,10 +93,10 @@ constexpr unsigned MaxRounds = 16;
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
            Constants = 0, Gemms = 0, BiasSwaps = 0, Masks = 0, Splits = 0,
-           Rounds = 0, Reinferred = 0, DataParams = 0;
+           Stacks = 0, Rounds = 0, Reinferred = 0, DataParams = 0;
   unsigned total() const {
     return Params + Identities + Divs + Transposes + Reshapes + Constants +
-           Gemms + BiasSwaps + Masks + Splits;
+           Gemms + BiasSwaps + Masks + Splits + Stacks;
   }
 };
 
@@ -148,7 +155,7 @@ public:
       else if (Op == "Reshape")
         rewriteReshape(N);
       else if (Op == "Gemm" || Op == "Add" || Op == "Where" || Op == "Slice" ||
-               Op == "Split")
+               Op == "Split" || Op == "ReduceSum")
         rewriteFamily(Op, I);
     }
     applyReplacements();
@@ -202,6 +209,8 @@ private:
       rewriteWhereMask(Ctx, I, C.Masks);
     else if (Op == "Slice")
       rewriteSliceGroup(Ctx, I, C.Splits);
+    else if (Op == "ReduceSum")
+      rewriteStackedSum(Ctx, I, C.Stacks);
     else
       rewriteSplitSizes(Ctx, I, C.Splits);
   }
@@ -533,6 +542,8 @@ public:
       OS << ", " << Last.Masks << " Where mask(s) -> additive";
     if (Last.Splits)
       OS << ", " << Last.Splits << " Slice group(s) or sized Split(s) -> Split";
+    if (Last.Stacks)
+      OS << ", " << Last.Stacks << " stacked weighted sum(s) -> Add chain";
     if (Last.Reinferred)
       OS << ", " << Last.Reinferred << " type(s) refined by re-inference";
     OS << "\n";

@@ -1,7 +1,8 @@
 //===- CanonicalizeRewrites.h - canonicalize's rewrite families -*- C++ -*-===//
 //
 // The rewrite families of canonicalize that live in files of their own
-// (CanonicalizeLinear.cpp, CanonicalizeMasks.cpp, CanonicalizeSplits.cpp).
+// (CanonicalizeLinear.cpp, CanonicalizeMasks.cpp, CanonicalizeSplits.cpp,
+// CanonicalizeStacks.cpp).
 // Each looks at the node at a position of the graph being swept, rewrites
 // it (and the nodes it absorbs) in place, and says whether it did. A
 // rewrite may insert nodes before that position: it then advances the
@@ -74,6 +75,11 @@ bool rewriteWhereMask(CanonContext &Ctx, unsigned &Pos, unsigned &Masks);
 /// become one Split; a Split given n equal sizes loses the sizes.
 bool rewriteSliceGroup(CanonContext &Ctx, unsigned &Pos, unsigned &Splits);
 bool rewriteSplitSizes(CanonContext &Ctx, unsigned Pos, unsigned &Splits);
+
+/// `ReduceSum(Mul(Concat(Unsqueeze(y_e, a)..), G), axes = [a])` (experts
+/// stacked, weighted and summed) becomes the chain of
+/// `Mul(y_e, Gather(G, e))` Adds that the other writing of the same sum is.
+bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks);
 
 } // namespace loom
 

@@ -447,8 +447,20 @@ unsigned getRoutingMaskClasses(const Value *V) {
   return 0;
 }
 
+/// Whether \p D scatters the router's top-k into a tensor of every expert
+/// (`zeros.scatter(-1, topi, topw)`: the chosen experts' weights, 0 for
+/// the others), the gate of a stacked dense writing (CanonicalizeStacks).
+static bool isScatteredTopK(const Node &D) {
+  if (D.getOpType() != "ScatterElements" || D.getNumInputs() != 3 ||
+      !D.getInput(1))
+    return false;
+  const Node *T = D.getInput(1)->getDefiningNode();
+  return T && T->getOpType() == "TopK" && T->getDomain().empty() &&
+         T->getOutput(1) == D.getInput(1);
+}
+
 /// Whether \p V is computed, within a few element-wise or layout steps,
-/// from a routing mask (getRoutingMaskClasses).
+/// from a routing mask (getRoutingMaskClasses) or scattered top-k weights.
 static bool derivesFromRoutingMask(const Value *V, unsigned Depth = 0) {
   if (!V || Depth > 4)
     return false;
@@ -457,6 +469,8 @@ static bool derivesFromRoutingMask(const Value *V, unsigned Depth = 0) {
   const Node *D = V->getDefiningNode();
   if (!D)
     return false;
+  if (D->getDomain().empty() && isScatteredTopK(*D))
+    return true;
   return any_of(D->getInputs(), [&](const Value *In) {
     return In && !isConstantLike(In) && derivesFromRoutingMask(In, Depth + 1);
   });

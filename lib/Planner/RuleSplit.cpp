@@ -360,9 +360,13 @@ void SplitContext::countForward(unsigned L) {
         continue;
       // The combining chain's sum converted where it leaves the experts
       // (before ep scatters it back) is still the ep group's tokens.
+      // Unless ep scatters it first (isEPScatterFirst): then tp reshards
+      // one ep share.
       ExpertNodeRule From = E;
       if (E.Role == ExpertRole::None && V->getDefiningNode() &&
-          expertRule(*V->getDefiningNode()).Role == ExpertRole::Combine)
+          expertRule(*V->getDefiningNode()).Role == ExpertRole::Combine &&
+          !(EP &&
+            isEPScatterFirst(getStoredSpec(V), S.InputSpecs[J], getAxisSize())))
         From = expertRule(*V->getDefiningNode());
       LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V, From});
     }
@@ -418,8 +422,12 @@ void SplitContext::countExpertCrossings(
         First.Expert = std::min(First.Expert, Reader.Expert);
       continue;
     }
+    // ep's reduce-scatter runs on what tp's reshard left, or, when it
+    // goes first (isEPScatterFirst), on the sum as held.
     unsigned A = getAxisSize();
-    double Div = Spec.isSplit() && A > 1 ? A : 1;
+    bool Before = XC.Kind == ExpertTransition::ReduceScatter &&
+                  isEPScatterFirst(getStoredSpec(XC.V), Spec, A);
+    double Div = Spec.isSplit() && A > 1 && !Before ? A : 1;
     LS.EPFwd.push_back({XC.Kind, valueBytes(XC.V) / Div, XC.V, Reader});
   }
 }

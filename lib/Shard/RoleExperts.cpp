@@ -297,23 +297,53 @@ Expected<Value *> RoleBuilder::buildInput(const Node &N, const NodeSharding &NS,
 
 Expected<Value *> RoleBuilder::leaveExpertRegion(const Value *V,
                                                  const AxisSpec &Spec) {
-  Expected<Value *> X = materialize(V, Spec);
-  if (!X)
-    return X.takeError();
-  TensorType T = (*X)->Type;
-  if (!T.Dims.empty())
-    T.Dims[0] = Dim(T.Dims[0].Size / EP);
   auto Key = std::make_pair(V, std::string("ep-rs") + Spec.str());
   auto It = Converted.find(Key);
-  if (It == Converted.end()) {
-    Expected<Value *> Y = collective(
-        "HcomReduceScatter", "ep", *X, (V->getName() + ".epscatter").str(), T,
+  if (It != Converted.end())
+    return It->second;
+  auto EPScatter = [&](Value *X) {
+    TensorType T = X->Type;
+    if (!T.Dims.empty())
+      T.Dims[0] = Dim(T.Dims[0].Size / EP);
+    return collective(
+        "HcomReduceScatter", "ep", X, (V->getName() + ".epscatter").str(), T,
         {{"reduction", 0, "sum"}, {"rank_size", EP}, {"axis", 0}});
+  };
+  AxisSpec Cur = producedSpec(V);
+  Expected<Value *> Y = nullptr;
+  if (isEPScatterFirst(Cur, Spec, TP)) {
+    // Leaving split over tp along dim 0, the ep dim: the tokens came in
+    // gathered over tp and then over ep (buildInput: materialize, then
+    // epGathered), so ep's reduce-scatter goes first and tp's
+    // reduce-scatter or slice then takes this rank's part of what is left
+    // (tp first would hand tp rank t the t-th part of every ep rank's rows).
+    // The evaluator prices this order (ExpertRules.h isEPScatterFirst).
+    Expected<Value *> X = produced(V);
+    if (!X || !*X)
+      return X;
+    Y = EPScatter(*X);
     if (!Y)
       return Y.takeError();
-    It = Converted.emplace(Key, *Y).first;
+    TensorType GT = (*Y)->Type;
+    std::string Base = (V->getName() + ".epscatter").str();
+    if (Optional<ShardCollective> C =
+            getTransitionCollective(Cur, Spec, GT, TP))
+      Y = tpCollective(*C, *Y, Base, C->Result, Cur.Blocks);
+    else if (Cur.isReplicated())
+      Y = sliceActivation(*Y, GT, Spec, Base);
+    else
+      return err("cannot reshard '" + V->getName() + "' from " + Cur.str() +
+                 " to " + Spec.str() + " on leaving its expert region");
+  } else {
+    Expected<Value *> X = materialize(V, Spec);
+    if (!X)
+      return X.takeError();
+    Y = EPScatter(*X);
   }
-  return It->second;
+  if (!Y)
+    return Y.takeError();
+  Converted.emplace(Key, *Y);
+  return *Y;
 }
 
 } // namespace loom

@@ -11,6 +11,12 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
           layer(s), 2 experts each");
   counts: the same loop, its two MoE layers of 8 and 4 experts (the ep
           rules split one expert count: ep > 1 is not searched);
+  stack:  every expert on every token, the outputs stacked and weighted by
+          the scattered top-k weights, summed over the stack
+          (`(torch.stack(outs, -1) * w.unsqueeze(-2)).sum(-1)`, w =
+          zeros.scatter(-1, topi, topw)), on the [batch, seq, hidden] tokens
+          unflattened: the chain of `loop` as one ReduceSum, which
+          canonicalize writes as that chain;
   hf:     Hugging Face's eager MixtralSparseMoeBlock: one_hot(topi)
           .permute(2, 1, 0), per expert `torch.where(mask[e])` (NonZero),
           index_select of the routed tokens, the expert, and index_add_
@@ -22,7 +28,7 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
 
 8 experts of FFN 16 (widths: 16, then 8), top-2 with renormalised weights. Seeded, real
 weights, opset 17, batch and seq dynamic.
-Usage: make_mixtral_torch.py loop|widths|counts|hf OUT.onnx   (needs Debian's python3-torch)
+Usage: make_mixtral_torch.py loop|widths|counts|stack|hf OUT.onnx   (needs Debian's python3-torch)
 """
 import sys
 
@@ -82,6 +88,14 @@ class MoE(nn.Module):
 
     def forward(self, x):
         b, s, h = x.shape
+        if self.style == "stack":
+            # On the [batch, seq, hidden] tokens as they come (no flatten).
+            probs = F.softmax(self.gate(x), dim=-1)
+            topw, topi = torch.topk(probs, TOPK, dim=-1)
+            topw = topw / topw.sum(-1, keepdim=True)
+            w = torch.zeros_like(probs).scatter(-1, topi, topw)
+            outs = torch.stack([expert(x) for expert in self.experts], -1)
+            return (outs * w.unsqueeze(-2)).sum(-1)
         xf = x.reshape(-1, h)
         probs = F.softmax(self.gate(xf), dim=-1)
         topw, topi = torch.topk(probs, TOPK, dim=-1)
@@ -133,7 +147,7 @@ class Mixtral(nn.Module):
 
 def main():
     style, out = sys.argv[1], sys.argv[2]
-    assert style in ("loop", "widths", "counts", "hf"), style
+    assert style in ("loop", "widths", "counts", "stack", "hf"), style
     torch.manual_seed(0)
     model = Mixtral(style).eval()
     ids = torch.randint(0, VOCAB, (2, 8))

@@ -127,6 +127,15 @@ CASES = [
     ("mixtral_loop-ep4",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
     ("mixtral_loop-ep8",   "test:mixtral-loop-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
     ("mixtral_loop-tp2ep2pp2", "test:mixtral-loop-tiny.onnx", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    # the same experts stacked, weighted by the scattered top-k and summed
+    # (one ReduceSum; canonicalize writes it as the loop's Add chain), also
+    # with sp: tokens split over tp along dim 0, the dim ep gathers, so the
+    # combine leaves ep's reduce-scatter first, then tp's
+    ("mixtral_stack-ep2",  "test:mixtral-stack-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_stack-ep4",  "test:mixtral-stack-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_stack-tp2ep2pp2", "test:mixtral-stack-tiny.onnx", "tp=2,pp=2,dp=2,ep=2,mb=1", "infer", 4, 8),
+    ("mixtral_stack-tp2ep2-sp", "test:mixtral-stack-tiny.onnx", "tp=2,pp=1,dp=2,ep=2,mb=2,sp=1", "infer", 4, 8),
+    ("mixtral_loop-tp2ep2-sp", "test:mixtral-loop-tiny.onnx", "tp=2,pp=1,dp=2,ep=2,mb=1,sp=1", "infer", 4, 8),
     ("mixtral_widths-ep2", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
     ("mixtral_widths-ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
     ("mixtral_widths-ep8", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=8,ep=8,mb=1", "infer", 8, 8),
@@ -501,7 +510,8 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "test:bagloop-helper-tiny.onnx": "0:32", "test:embbag-slices-tiny.onnx": "0:32",
              "test:embbag-padding-tiny.onnx": "0:32", "test:mixtral-loop-tiny.onnx": "0:32",
              "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32",
-             "test:mixtral-counts-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32",
+             "test:mixtral-counts-tiny.onnx": "0:32",
+             "test:mixtral-stack-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32",
              "test:vocab-odd-loss-tiny.onnx": "0:1001",
              "test:vocab-odd-logits-tiny.onnx": "0:1001"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny

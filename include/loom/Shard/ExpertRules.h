@@ -123,6 +123,18 @@ getExpertCrossing(const Node &N, unsigned I,
                   llvm::function_ref<ExpertNodeRule(const Node *)> RuleOf,
                   const llvm::DenseSet<const Value *> &DataDependent);
 
+/// Whether an unrolled group's combine sum, held as \p Held over tp,
+/// leaves its expert region (a ReduceScatter crossing) to a reader that
+/// wants it as \p Want, with ep's reduce-scatter before tp's reshard: when
+/// tp splits dim 0, the dim ep scatters. The branch's tokens were gathered
+/// over tp and then over ep, so ep's ranks are dim 0's outer factor and
+/// scatter first; tp's reduce-scatter (or slice) then works on one ep
+/// share. Otherwise tp reshards first (on the ep group's tokens) and ep
+/// scatters what tp left. The role builder emits this order
+/// (RoleExperts.cpp leaveExpertRegion) and the evaluator prices it
+/// (lib/Planner/RuleSplit.cpp).
+bool isEPScatterFirst(const AxisSpec &Held, const AxisSpec &Want, unsigned TP);
+
 } // namespace loom
 
 #endif // LOOM_SHARD_EXPERTRULES_H

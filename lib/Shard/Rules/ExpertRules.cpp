@@ -227,4 +227,9 @@ getExpertCrossing(const Node &N, unsigned I,
           V};
 }
 
+bool isEPScatterFirst(const AxisSpec &Held, const AxisSpec &Want, unsigned TP) {
+  return TP > 1 && Want.isSplit() && Want.Dim == 0 && !Held.isSplit() &&
+         getTransition(Held, Want) != Transition::None;
+}
+
 } // namespace loom

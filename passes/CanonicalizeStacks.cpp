@@ -1,0 +1,188 @@
+//===- CanonicalizeStacks.cpp - A stacked weighted sum as an Add chain ----===//
+//
+// A mixture of experts whose experts all run on every token (the writing
+// torch.onnx can trace without data-dependent shapes) combines them in one
+// of two ways: a chain of Adds of each expert's output times its gate
+// (`out = out + expert_e(x) * w[..., e]`), or a stack of the outputs
+// weighted and summed along the stacking axis
+// (`(torch.stack(outs, -1) * w.unsqueeze(-2)).sum(-1)`). They compute the
+// same sum; find-experts reads the first (lib/Analysis/Experts.cpp). The
+// canonical form is the chain:
+//
+//   ReduceSum(Mul(Concat(Unsqueeze(y_0, a), .., Unsqueeze(y_{E-1}, a);
+//                        axis = a), G), axes = [a], keepdims = 0)
+//     -> Add(..Add(Mul(y_0, g_0), Mul(y_1, g_1)).., Mul(y_{E-1}, g_{E-1}))
+//
+// with the Mul's operands in either order and E >= 2. g_e is G without the
+// stacked axis: broadcasting aligns dims from the right, so the axis a of
+// the rank-r stack is axis a' = a - (r - q) of the rank-q gate; g_e is
+// `Gather(G, e, axis = a')` (a scalar index drops the axis) when G's dim
+// a' is E, `Gather(G, 0, axis = a')` when it is 1, and G itself when G has
+// no such axis (a' < 0). Each Mul(y_e, g_e) then has the reduction's
+// shape, as every term of the sum does. The stack, its Unsqueezes and the
+// weighting Mul must have no other reader (they become dead); anything
+// else is left as written. The sum runs in the order of the stack, as a
+// sequential ReduceSum does.
+//
+//===----------------------------------------------------------------------===//
+#include "CanonicalizeRewrites.h"
+
+using namespace llvm;
+
+namespace loom {
+namespace {
+
+/// The single axis of \p N (a ReduceSum or Unsqueeze), given as input 1
+/// (opset >= 13) or as the `axes` attribute, normalised against \p Rank.
+Optional<int64_t> singleAxis(const Node &N, int64_t Rank) {
+  Optional<std::vector<int64_t>> Axes;
+  if (N.getNumInputs() > 1 && N.getInput(1))
+    Axes = getConstantInts(N.getInput(1));
+  else if (N.getNumInputs() == 1)
+    Axes = N.getAttrInts("axes");
+  if (!Axes || Axes->size() != 1)
+    return None;
+  int64_t A = Axes->front();
+  if (A < 0)
+    A += Rank;
+  if (A < 0 || A >= Rank)
+    return None;
+  return A;
+}
+
+/// Inserts `Constant(int64 scalar Index)` at \p Pos (advancing it).
+Value *insertIndex(Graph &G, unsigned &Pos, StringRef Base, int64_t Index) {
+  Expected<Node *> K =
+      G.insertNode(Pos, "Constant", "", "", {}, {G.getFreshName(Base)});
+  if (!K) {
+    consumeError(K.takeError());
+    return nullptr;
+  }
+  ++Pos;
+  Tensor T = Tensor::makeInt64({}, {Index});
+  (*K)->getOutput(0)->Type = T.Type;
+  Attribute A;
+  A.Name = "value";
+  A.K = Attribute::Kind::Tensor;
+  A.Ts.push_back(std::move(T));
+  (*K)->addAttribute(std::move(A));
+  return (*K)->getOutput(0);
+}
+
+/// Inserts a one-output node of \p Op reading \p Inputs at \p Pos
+/// (advancing it), its result of type \p Type.
+Value *insertOne(Graph &G, unsigned &Pos, StringRef Op,
+                 ArrayRef<Value *> Inputs, const TensorType &Type,
+                 StringRef Base) {
+  Expected<Node *> N =
+      G.insertNode(Pos, Op, "", "", Inputs, {G.getFreshName(Base)});
+  if (!N) {
+    consumeError(N.takeError());
+    return nullptr;
+  }
+  ++Pos;
+  (*N)->getOutput(0)->Type = Type;
+  return (*N)->getOutput(0);
+}
+
+} // namespace
+
+bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
+  Graph &G = Ctx.G;
+  Node &R = *G.getNodes()[Pos];
+  Value *Out = R.getNumOutputs() == 1 ? R.getOutput(0) : nullptr;
+  Value *P = R.getNumInputs() >= 1 ? R.getInput(0) : nullptr;
+  if (!Out || !P || !Out->Type.HasShape || !P->Type.HasShape ||
+      R.getAttrInt("keepdims", 1) != 0 || !Ctx.hasOneUse(P))
+    return false;
+  const Node *M = P->getDefiningNode();
+  if (!M || M->getOpType() != "Mul" || !M->getDomain().empty() ||
+      M->getNumInputs() != 2 || !M->getInput(0) || !M->getInput(1))
+    return false;
+  int64_t Rank = P->Type.getRank();
+  Optional<int64_t> Axis = singleAxis(R, Rank);
+  if (!Axis)
+    return false;
+  // Which Mul operand is the stack.
+  for (unsigned SI = 0; SI < 2; ++SI) {
+    Value *S = M->getInput(SI), *Gate = M->getInput(1 - SI);
+    const Node *C = S->getDefiningNode();
+    if (!C || C->getOpType() != "Concat" || !C->getDomain().empty() ||
+        !Ctx.hasOneUse(S) || S->Type.getRank() != Rank ||
+        C->getNumInputs() < 2 || !Gate->Type.HasShape ||
+        Gate->Type.Elem != S->Type.Elem)
+      continue;
+    int64_t CA = C->getAttrInt("axis", 0);
+    if (CA < 0)
+      CA += Rank;
+    if (CA != *Axis)
+      continue;
+    // Every stacked piece an Unsqueeze of the expert output along the axis.
+    std::vector<Value *> Ys;
+    for (Value *U : C->getInputs()) {
+      const Node *UN = U ? U->getDefiningNode() : nullptr;
+      if (!UN || UN->getOpType() != "Unsqueeze" || !UN->getDomain().empty() ||
+          !Ctx.hasOneUse(U) || !UN->getInput(0) ||
+          singleAxis(*UN, Rank) != Axis)
+        break;
+      Ys.push_back(UN->getInput(0));
+    }
+    int64_t E = C->getNumInputs();
+    if ((int64_t)Ys.size() != E)
+      continue;
+    // The gate's axis under broadcasting, and its per-expert slice.
+    int64_t Q = Gate->Type.getRank(), GA = *Axis - (Rank - Q);
+    TensorType SliceType = Gate->Type;
+    bool Gather = GA >= 0;
+    if (Gather) {
+      const Dim &D = Gate->Type.Dims[GA];
+      if (!D.isStatic() || (D.Size != E && D.Size != 1))
+        continue;
+      SliceType.Dims.erase(SliceType.Dims.begin() + GA);
+    }
+    std::string Base = Out->getName().str();
+    Value *Sum = nullptr;
+    for (int64_t I = 0; I < E; ++I) {
+      Value *GE = Gate;
+      if (Gather) {
+        int64_t Index = Gate->Type.Dims[GA].Size == 1 ? 0 : I;
+        Value *K = insertIndex(G, Pos, Base + "_expert_index", Index);
+        if (!K)
+          return false;
+        GE = insertOne(G, Pos, "Gather", {Gate, K}, SliceType,
+                       Base + "_expert_gate");
+        if (!GE)
+          return false;
+        Attribute A;
+        A.Name = "axis";
+        A.K = Attribute::Kind::Int;
+        A.I = GA;
+        const_cast<Node *>(GE->getDefiningNode())->addAttribute(std::move(A));
+      }
+      Value *Term =
+          insertOne(G, Pos, "Mul", {Ys[I], GE}, Out->Type, Base + "_expert");
+      if (!Term)
+        return false;
+      if (!Sum) {
+        Sum = Term;
+        continue;
+      }
+      if (I + 1 < E) {
+        Sum = insertOne(G, Pos, "Add", {Sum, Term}, Out->Type, Base + "_sum");
+        if (!Sum)
+          return false;
+        continue;
+      }
+      // The reduction (now at Pos) becomes the chain's last Add, keeping
+      // its result, name and readers.
+      R.setOpType("Add");
+      R.setAttributes({});
+      R.setInputs({Sum, Term});
+    }
+    ++Stacks;
+    return true;
+  }
+  return false;
+}
+
+} // namespace loom
