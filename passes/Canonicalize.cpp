@@ -4,8 +4,9 @@
 // fused kernels, experts) should see one. Each rewrite here computes
 // exactly what the graph computed (the emitted graphs are run in ONNX
 // Runtime against the original), and each strictly shrinks the graph, turns
-// a Div into a Mul, or removes a ReduceSum that no rewrite makes (the
-// stacked weighted sum, CanonicalizeStacks.cpp), so the sweep reaches a
+// a Div into a Mul, removes an Einsum, which no rewrite makes, or removes a
+// ReduceSum that only that Einsum rewrite makes (the stacked weighted sum,
+// CanonicalizeStacks.cpp), so the sweep reaches a
 // fixed point; it is also bounded (MaxRounds) so that no input can make it
 // loop.
 //
@@ -93,10 +94,11 @@ constexpr unsigned MaxRounds = 16;
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
            Constants = 0, Gemms = 0, BiasSwaps = 0, Masks = 0, Splits = 0,
-           Stacks = 0, Rounds = 0, Reinferred = 0, DataParams = 0;
+           Stacks = 0, StackEinsums = 0, Rounds = 0, Reinferred = 0,
+           DataParams = 0;
   unsigned total() const {
     return Params + Identities + Divs + Transposes + Reshapes + Constants +
-           Gemms + BiasSwaps + Masks + Splits + Stacks;
+           Gemms + BiasSwaps + Masks + Splits + Stacks + StackEinsums;
   }
 };
 
@@ -155,7 +157,7 @@ public:
       else if (Op == "Reshape")
         rewriteReshape(N);
       else if (Op == "Gemm" || Op == "Add" || Op == "Where" || Op == "Slice" ||
-               Op == "Split" || Op == "ReduceSum")
+               Op == "Split" || Op == "ReduceSum" || Op == "Einsum")
         rewriteFamily(Op, I);
     }
     applyReplacements();
@@ -211,6 +213,8 @@ private:
       rewriteSliceGroup(Ctx, I, C.Splits);
     else if (Op == "ReduceSum")
       rewriteStackedSum(Ctx, I, C.Stacks);
+    else if (Op == "Einsum")
+      rewriteStackedEinsum(Ctx, I, C.StackEinsums);
     else
       rewriteSplitSizes(Ctx, I, C.Splits);
   }
@@ -542,6 +546,9 @@ public:
       OS << ", " << Last.Masks << " Where mask(s) -> additive";
     if (Last.Splits)
       OS << ", " << Last.Splits << " Slice group(s) or sized Split(s) -> Split";
+    if (Last.StackEinsums)
+      OS << ", " << Last.StackEinsums
+         << " Einsum(s) over a stack -> weighted ReduceSum";
     if (Last.Stacks)
       OS << ", " << Last.Stacks << " stacked weighted sum(s) -> Add chain";
     if (Last.Reinferred)

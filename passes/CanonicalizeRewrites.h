@@ -80,6 +80,9 @@ bool rewriteSplitSizes(CanonContext &Ctx, unsigned Pos, unsigned &Splits);
 /// stacked, weighted and summed) becomes the chain of
 /// `Mul(y_e, Gather(G, e))` Adds that the other writing of the same sum is.
 bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks);
+/// `Einsum(stack, W)` contracting the stack's axis (`btde,bte->btd`)
+/// becomes that `ReduceSum(Mul(stack, W'), axes = [a])`.
+bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks);
 
 } // namespace loom
 

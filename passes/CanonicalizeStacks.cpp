@@ -18,14 +18,32 @@
 // the rank-r stack is axis a' = a - (r - q) of the rank-q gate; g_e is
 // `Gather(G, e, axis = a')` (a scalar index drops the axis) when G's dim
 // a' is E, `Gather(G, 0, axis = a')` when it is 1, and G itself when G has
-// no such axis (a' < 0). Each Mul(y_e, g_e) then has the reduction's
+// no such axis (a' < 0). An a' other than G's last axis is moved last first
+// (one Transpose that every Gather reads): the gates' leading dims are then
+// the tokens', as the expert outputs' are, and ep gathers both along dim 0
+// (`torch.stack(outs, 0) * w.permute(2, 0, 1).unsqueeze(-1)`, summed over
+// dim 0). Each Mul(y_e, g_e) then has the reduction's
 // shape, as every term of the sum does. The stack, its Unsqueezes and the
 // weighting Mul must have no other reader (they become dead); anything
 // else is left as written. The sum runs in the order of the stack, as a
 // sequential ReduceSum does.
 //
+// The same sum written as an Einsum over the stack
+// (`torch.einsum("btde,bte->btd", torch.stack(outs, -1), w)`) is first
+// written as the ReduceSum above: `Einsum(S, W)` (either order), S a
+// Concat read once, whose subscripts are distinct letters, the stack
+// axis' letter c contracted (in W, not in the result), the result S's
+// subscripts without c in S's order, and W's letters distinct and all
+// S's, becomes `ReduceSum(Mul(S, W'), axes = [a], keepdims = 0)`, W'
+// being W transposed into S's order of its letters and unsqueezed where S
+// has letters W lacks (so it broadcasts as the Einsum multiplies). The
+// next sweep then makes the chain. Ellipses and other equations stay.
+//
 //===----------------------------------------------------------------------===//
 #include "CanonicalizeRewrites.h"
+
+#include <algorithm>
+#include <cctype>
 
 using namespace llvm;
 
@@ -69,6 +87,26 @@ Value *insertIndex(Graph &G, unsigned &Pos, StringRef Base, int64_t Index) {
   return (*K)->getOutput(0);
 }
 
+/// Inserts `Constant(int64[n] Values)` at \p Pos (advancing it).
+Value *insertInts(Graph &G, unsigned &Pos, StringRef Base,
+                  ArrayRef<int64_t> Values) {
+  Expected<Node *> K =
+      G.insertNode(Pos, "Constant", "", "", {}, {G.getFreshName(Base)});
+  if (!K) {
+    consumeError(K.takeError());
+    return nullptr;
+  }
+  ++Pos;
+  Tensor T = Tensor::makeInt64({(int64_t)Values.size()}, Values);
+  (*K)->getOutput(0)->Type = T.Type;
+  Attribute A;
+  A.Name = "value";
+  A.K = Attribute::Kind::Tensor;
+  A.Ts.push_back(std::move(T));
+  (*K)->addAttribute(std::move(A));
+  return (*K)->getOutput(0);
+}
+
 /// Inserts a one-output node of \p Op reading \p Inputs at \p Pos
 /// (advancing it), its result of type \p Type.
 Value *insertOne(Graph &G, unsigned &Pos, StringRef Op,
@@ -86,6 +124,140 @@ Value *insertOne(Graph &G, unsigned &Pos, StringRef Op,
 }
 
 } // namespace
+
+bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
+  Graph &G = Ctx.G;
+  Node &N = *G.getNodes()[Pos];
+  Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
+  if (!Out || !Out->Type.HasShape || N.getNumInputs() != 2 || !N.getInput(0) ||
+      !N.getInput(1))
+    return false;
+  std::string Eq;
+  for (char Ch : N.getAttrString("equation", ""))
+    if (Ch != ' ')
+      Eq.push_back(Ch);
+  size_t Arrow = Eq.find("->"), Comma = Eq.find(',');
+  if (Arrow == std::string::npos || Comma == std::string::npos ||
+      Comma > Arrow || Eq.find('.') != std::string::npos)
+    return false;
+  std::string Terms[2] = {Eq.substr(0, Comma),
+                          Eq.substr(Comma + 1, Arrow - Comma - 1)};
+  std::string Res = Eq.substr(Arrow + 2);
+  auto Distinct = [](StringRef T) {
+    for (size_t I = 0; I < T.size(); ++I)
+      if (!isalpha(T[I]) || T.find(T[I], I + 1) != StringRef::npos)
+        return false;
+    return true;
+  };
+  if (!Distinct(Terms[0]) || !Distinct(Terms[1]) || !Distinct(Res))
+    return false;
+  for (unsigned SI = 0; SI < 2; ++SI) {
+    Value *S = N.getInput(SI), *W = N.getInput(1 - SI);
+    StringRef Sub = Terms[SI], WSub = Terms[1 - SI];
+    const Node *C = S->getDefiningNode();
+    int64_t R = Sub.size();
+    if (!C || C->getOpType() != "Concat" || !C->getDomain().empty() ||
+        !Ctx.hasOneUse(S) || !S->Type.HasShape || S->Type.getRank() != R ||
+        !W->Type.HasShape || W->Type.getRank() != (int64_t)WSub.size() ||
+        W->Type.Elem != S->Type.Elem)
+      continue;
+    int64_t A = C->getAttrInt("axis", 0);
+    if (A < 0)
+      A += R;
+    if (A < 0 || A >= R)
+      continue;
+    char Contracted = Sub[A];
+    std::string Kept = Sub.str();
+    Kept.erase(A, 1);
+    if (Res != Kept || WSub.find(Contracted) == StringRef::npos ||
+        any_of(WSub, [&](char Ch) { return Sub.find(Ch) == StringRef::npos; }))
+      continue;
+    // W's letters in S's order, then the axes S has and W lacks.
+    std::vector<int64_t> Perm, Missing;
+    for (int64_t K = 0; K < R; ++K) {
+      size_t At = WSub.find(Sub[K]);
+      if (At == StringRef::npos)
+        Missing.push_back(K);
+      else
+        Perm.push_back(At);
+    }
+    std::string Base = Out->getName().str();
+    Value *Aligned = W;
+    if (!std::is_sorted(Perm.begin(), Perm.end())) {
+      TensorType TT = W->Type;
+      for (size_t I = 0; I < Perm.size(); ++I)
+        TT.Dims[I] = W->Type.Dims[Perm[I]];
+      Aligned = insertOne(G, Pos, "Transpose", {W}, TT, Base + "_gates");
+      if (!Aligned)
+        return false;
+      Attribute P;
+      P.Name = "perm";
+      P.K = Attribute::Kind::Ints;
+      P.Is = Perm;
+      const_cast<Node *>(Aligned->getDefiningNode())
+          ->addAttribute(std::move(P));
+    }
+    if (!Missing.empty()) {
+      TensorType UT = Aligned->Type;
+      for (int64_t K : Missing)
+        UT.Dims.insert(UT.Dims.begin() + K, Dim(1));
+      Attribute Ax;
+      Ax.Name = "axes";
+      Ax.K = Attribute::Kind::Ints;
+      Ax.Is = Missing;
+      SmallVector<Value *, 2> Ins = {Aligned};
+      if (Ctx.Opset >= 13) {
+        Value *K = insertInts(G, Pos, Base + "_gate_axes", Missing);
+        if (!K)
+          return false;
+        Ins.push_back(K);
+      }
+      Aligned = insertOne(G, Pos, "Unsqueeze", Ins, UT, Base + "_gates");
+      if (!Aligned)
+        return false;
+      if (Ctx.Opset < 13)
+        const_cast<Node *>(Aligned->getDefiningNode())
+            ->addAttribute(std::move(Ax));
+    }
+    // The product broadcasts S against the aligned W.
+    TensorType MT = S->Type;
+    for (int64_t K = 0; K < R; ++K) {
+      const Dim &D = Aligned->Type.Dims[K];
+      if (MT.Dims[K].isStatic() && MT.Dims[K].Size == 1)
+        MT.Dims[K] = D;
+    }
+    Value *M = insertOne(G, Pos, "Mul", {S, Aligned}, MT, Base + "_weighted");
+    if (!M)
+      return false;
+    // The Einsum (now at Pos) becomes the sum over the stack.
+    SmallVector<Value *, 2> Ins = {M};
+    std::vector<Attribute> Attrs;
+    Attribute Keep;
+    Keep.Name = "keepdims";
+    Keep.K = Attribute::Kind::Int;
+    Keep.I = 0;
+    Attrs.push_back(std::move(Keep));
+    if (Ctx.Opset >= 13) {
+      Value *K = insertInts(G, Pos, Base + "_stack_axis", {A});
+      if (!K)
+        return false;
+      Ins.push_back(K);
+    } else {
+      Attribute Ax;
+      Ax.Name = "axes";
+      Ax.K = Attribute::Kind::Ints;
+      Ax.Is = {A};
+      Attrs.push_back(std::move(Ax));
+    }
+    Node &Sum = *G.getNodes()[Pos];
+    Sum.setOpType("ReduceSum");
+    Sum.setAttributes(std::move(Attrs));
+    Sum.setInputs(Ins);
+    ++Stacks;
+    return true;
+  }
+  return false;
+}
 
 bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
   Graph &G = Ctx.G;
@@ -141,6 +313,25 @@ bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
       SliceType.Dims.erase(SliceType.Dims.begin() + GA);
     }
     std::string Base = Out->getName().str();
+    if (Gather && GA + 1 != Q) {
+      // The expert axis last (see the file comment).
+      TensorType TT = SliceType;
+      TT.Dims.push_back(Gate->Type.Dims[GA]);
+      Value *T =
+          insertOne(G, Pos, "Transpose", {Gate}, TT, Base + "_expert_gates");
+      if (!T)
+        return false;
+      Attribute Perm;
+      Perm.Name = "perm";
+      Perm.K = Attribute::Kind::Ints;
+      for (int64_t D = 0; D < Q; ++D)
+        if (D != GA)
+          Perm.Is.push_back(D);
+      Perm.Is.push_back(GA);
+      const_cast<Node *>(T->getDefiningNode())->addAttribute(std::move(Perm));
+      Gate = T;
+      GA = Q - 1;
+    }
     Value *Sum = nullptr;
     for (int64_t I = 0; I < E; ++I) {
       Value *GE = Gate;

@@ -17,6 +17,9 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
           zeros.scatter(-1, topi, topw)), on the [batch, seq, hidden] tokens
           unflattened: the chain of `loop` as one ReduceSum, which
           canonicalize writes as that chain;
+  einsum: the same, stacked on dim 0 and summed by torch.einsum
+          ("ebsh,bse->bsh"): canonicalize writes the Einsum as the
+          stack's weighted ReduceSum, then as the chain;
   hf:     Hugging Face's eager MixtralSparseMoeBlock: one_hot(topi)
           .permute(2, 1, 0), per expert `torch.where(mask[e])` (NonZero),
           index_select of the routed tokens, the expert, and index_add_
@@ -28,7 +31,7 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
 
 8 experts of FFN 16 (widths: 16, then 8), top-2 with renormalised weights. Seeded, real
 weights, opset 17, batch and seq dynamic.
-Usage: make_mixtral_torch.py loop|widths|counts|stack|hf OUT.onnx   (needs Debian's python3-torch)
+Usage: make_mixtral_torch.py loop|widths|counts|stack|einsum|hf OUT.onnx   (needs Debian's python3-torch)
 """
 import sys
 
@@ -88,12 +91,15 @@ class MoE(nn.Module):
 
     def forward(self, x):
         b, s, h = x.shape
-        if self.style == "stack":
+        if self.style in ("stack", "einsum"):
             # On the [batch, seq, hidden] tokens as they come (no flatten).
             probs = F.softmax(self.gate(x), dim=-1)
             topw, topi = torch.topk(probs, TOPK, dim=-1)
             topw = topw / topw.sum(-1, keepdim=True)
             w = torch.zeros_like(probs).scatter(-1, topi, topw)
+            if self.style == "einsum":
+                outs = torch.stack([expert(x) for expert in self.experts], 0)
+                return torch.einsum("ebsh,bse->bsh", outs, w)
             outs = torch.stack([expert(x) for expert in self.experts], -1)
             return (outs * w.unsqueeze(-2)).sum(-1)
         xf = x.reshape(-1, h)
@@ -147,7 +153,7 @@ class Mixtral(nn.Module):
 
 def main():
     style, out = sys.argv[1], sys.argv[2]
-    assert style in ("loop", "widths", "counts", "stack", "hf"), style
+    assert style in ("loop", "widths", "counts", "stack", "einsum", "hf"), style
     torch.manual_seed(0)
     model = Mixtral(style).eval()
     ids = torch.randint(0, VOCAB, (2, 8))
