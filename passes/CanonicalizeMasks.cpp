@@ -75,19 +75,7 @@ Value *makeMask(Graph &G, const Node &Where, unsigned &Pos, const Value &C,
   }
   std::string NodeName =
       Where.getName().empty() ? "" : (Where.getName() + "_mask").str();
-  Expected<Node *> K = G.insertNode(Pos, "Constant", "", NodeName, {}, {Name});
-  if (!K) {
-    consumeError(K.takeError());
-    return nullptr;
-  }
-  ++Pos;
-  Attribute A;
-  A.Name = "value";
-  A.K = Attribute::Kind::Tensor;
-  (*K)->getOutput(0)->Type = T.Type;
-  A.Ts.push_back(std::move(T));
-  (*K)->addAttribute(std::move(A));
-  return (*K)->getOutput(0);
+  return insertConstant(G, Pos, NodeName, Name, std::move(T));
 }
 
 } // namespace

@@ -57,6 +57,11 @@ struct CanonContext {
   }
 };
 
+/// Inserts `Constant(T)` (node \p NodeName, result \p Name) at position
+/// \p Pos of \p G and advances \p Pos past it. Null if that fails.
+Value *insertConstant(Graph &G, unsigned &Pos, llvm::StringRef NodeName,
+                      llvm::StringRef Name, Tensor T);
+
 /// `Gemm(A, B[, C])` with transA = 0 and alpha = beta = 1 becomes
 /// `MatMul(A, B')` [+ `Add(., C)`]; `Add(bias, MatMul(..))` reads the
 /// product first. Counts into \p Gemms and \p Swapped.

@@ -68,45 +68,6 @@ Optional<int64_t> singleAxis(const Node &N, int64_t Rank) {
   return A;
 }
 
-/// Inserts `Constant(int64 scalar Index)` at \p Pos (advancing it).
-Value *insertIndex(Graph &G, unsigned &Pos, StringRef Base, int64_t Index) {
-  Expected<Node *> K =
-      G.insertNode(Pos, "Constant", "", "", {}, {G.getFreshName(Base)});
-  if (!K) {
-    consumeError(K.takeError());
-    return nullptr;
-  }
-  ++Pos;
-  Tensor T = Tensor::makeInt64({}, {Index});
-  (*K)->getOutput(0)->Type = T.Type;
-  Attribute A;
-  A.Name = "value";
-  A.K = Attribute::Kind::Tensor;
-  A.Ts.push_back(std::move(T));
-  (*K)->addAttribute(std::move(A));
-  return (*K)->getOutput(0);
-}
-
-/// Inserts `Constant(int64[n] Values)` at \p Pos (advancing it).
-Value *insertInts(Graph &G, unsigned &Pos, StringRef Base,
-                  ArrayRef<int64_t> Values) {
-  Expected<Node *> K =
-      G.insertNode(Pos, "Constant", "", "", {}, {G.getFreshName(Base)});
-  if (!K) {
-    consumeError(K.takeError());
-    return nullptr;
-  }
-  ++Pos;
-  Tensor T = Tensor::makeInt64({(int64_t)Values.size()}, Values);
-  (*K)->getOutput(0)->Type = T.Type;
-  Attribute A;
-  A.Name = "value";
-  A.K = Attribute::Kind::Tensor;
-  A.Ts.push_back(std::move(T));
-  (*K)->addAttribute(std::move(A));
-  return (*K)->getOutput(0);
-}
-
 /// Inserts a one-output node of \p Op reading \p Inputs at \p Pos
 /// (advancing it), its result of type \p Type.
 Value *insertOne(Graph &G, unsigned &Pos, StringRef Op,
@@ -123,7 +84,53 @@ Value *insertOne(Graph &G, unsigned &Pos, StringRef Op,
   return (*N)->getOutput(0);
 }
 
+/// Inserts `Transpose(X, Perm)` at \p Pos (advancing it).
+Value *insertTranspose(Graph &G, unsigned &Pos, Value *X,
+                       ArrayRef<int64_t> Perm, StringRef Base) {
+  TensorType T = X->Type;
+  for (size_t I = 0; I < Perm.size(); ++I)
+    T.Dims[I] = X->Type.Dims[Perm[I]];
+  Value *Y = insertOne(G, Pos, "Transpose", {X}, T, Base);
+  if (!Y)
+    return nullptr;
+  Attribute P;
+  P.Name = "perm";
+  P.K = Attribute::Kind::Ints;
+  P.Is.assign(Perm.begin(), Perm.end());
+  const_cast<Node *>(Y->getDefiningNode())->addAttribute(std::move(P));
+  return Y;
+}
+
 } // namespace
+
+Value *insertConstant(Graph &G, unsigned &Pos, StringRef NodeName,
+                      StringRef Name, Tensor T) {
+  Expected<Node *> K =
+      G.insertNode(Pos, "Constant", "", NodeName, {}, {Name.str()});
+  if (!K) {
+    consumeError(K.takeError());
+    return nullptr;
+  }
+  ++Pos;
+  (*K)->getOutput(0)->Type = T.Type;
+  Attribute A;
+  A.Name = "value";
+  A.K = Attribute::Kind::Tensor;
+  A.Ts.push_back(std::move(T));
+  (*K)->addAttribute(std::move(A));
+  return (*K)->getOutput(0);
+}
+
+/// Inserts an int64 constant of \p Values (a scalar when \p Scalar) at
+/// \p Pos (advancing it), named after \p Base.
+static Value *insertInts(Graph &G, unsigned &Pos, StringRef Base,
+                         ArrayRef<int64_t> Values, bool Scalar = false) {
+  SmallVector<int64_t, 1> Shape;
+  if (!Scalar)
+    Shape.push_back(Values.size());
+  return insertConstant(G, Pos, "", G.getFreshName(Base),
+                        Tensor::makeInt64(Shape, Values));
+}
 
 bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
   Graph &G = Ctx.G;
@@ -184,18 +191,9 @@ bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
     std::string Base = Out->getName().str();
     Value *Aligned = W;
     if (!std::is_sorted(Perm.begin(), Perm.end())) {
-      TensorType TT = W->Type;
-      for (size_t I = 0; I < Perm.size(); ++I)
-        TT.Dims[I] = W->Type.Dims[Perm[I]];
-      Aligned = insertOne(G, Pos, "Transpose", {W}, TT, Base + "_gates");
+      Aligned = insertTranspose(G, Pos, W, Perm, Base + "_gates");
       if (!Aligned)
         return false;
-      Attribute P;
-      P.Name = "perm";
-      P.K = Attribute::Kind::Ints;
-      P.Is = Perm;
-      const_cast<Node *>(Aligned->getDefiningNode())
-          ->addAttribute(std::move(P));
     }
     if (!Missing.empty()) {
       TensorType UT = Aligned->Type;
@@ -315,21 +313,14 @@ bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
     std::string Base = Out->getName().str();
     if (Gather && GA + 1 != Q) {
       // The expert axis last (see the file comment).
-      TensorType TT = SliceType;
-      TT.Dims.push_back(Gate->Type.Dims[GA]);
-      Value *T =
-          insertOne(G, Pos, "Transpose", {Gate}, TT, Base + "_expert_gates");
-      if (!T)
-        return false;
-      Attribute Perm;
-      Perm.Name = "perm";
-      Perm.K = Attribute::Kind::Ints;
+      std::vector<int64_t> Perm;
       for (int64_t D = 0; D < Q; ++D)
         if (D != GA)
-          Perm.Is.push_back(D);
-      Perm.Is.push_back(GA);
-      const_cast<Node *>(T->getDefiningNode())->addAttribute(std::move(Perm));
-      Gate = T;
+          Perm.push_back(D);
+      Perm.push_back(GA);
+      Gate = insertTranspose(G, Pos, Gate, Perm, Base + "_expert_gates");
+      if (!Gate)
+        return false;
       GA = Q - 1;
     }
     Value *Sum = nullptr;
@@ -337,7 +328,8 @@ bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
       Value *GE = Gate;
       if (Gather) {
         int64_t Index = Gate->Type.Dims[GA].Size == 1 ? 0 : I;
-        Value *K = insertIndex(G, Pos, Base + "_expert_index", Index);
+        Value *K = insertInts(G, Pos, Base + "_expert_index", {Index},
+                              /*Scalar=*/true);
         if (!K)
           return false;
         GE = insertOne(G, Pos, "Gather", {Gate, K}, SliceType,
