@@ -23,7 +23,9 @@ Families and the spellings drawn in each:
                + BatchNormalization + Relu, GlobalAveragePool or ReduceMean,
                Flatten or Reshape, Gemm head
   moe          routed experts: router Softmax, TopK mask (top-1 or top-2),
-               experts stacked as [E, d, f] or unrolled per expert
+               experts stacked as [E, d, f] or unrolled per expert, their
+               outputs summed by an Add chain or stacked, weighted and
+               summed by one ReduceSum
   embbag       DLRM-style: several tables, multi-hot bags pooled by
                ReduceSum or ReduceMean, a bottom and a top MLP
   ctrl         residual blocks, then an If on a data-independent condition
@@ -103,6 +105,11 @@ def draw(seed):
     # other draw of a seed keeps its model.
     if fam == "transformer" and cfg["head"] != "hidden" and flip(0.5):
         cfg["vocab"] = pick([101, 257, 1001])
+    # Unrolled experts combined as a stack weighted and summed over it
+    # (torch.stack(outs, -1) * gates, ReduceSum) instead of an Add chain;
+    # drawn last for the same reason.
+    if fam == "moe" and not cfg["stacked"] and flip(0.5):
+        cfg["combine"] = "stack"
     return cfg
 
 
@@ -402,6 +409,13 @@ def moe(cfg):
             t = b.op("MatMul", [b.act(t, "gelu"), b.weight(p + ".experts.w2", [E, f, d])])
             gw = b.op("Unsqueeze", [b.op("Transpose", [gates], perm=[1, 0]), b.const([2])])
             out = b.op("ReduceSum", [b.op("Mul", [t, gw]), b.const([0])], keepdims=0)
+        elif cfg.get("combine") == "stack":
+            outs = [b.op("Unsqueeze", [b.linear(b.act(b.linear(flat, d, f, f"{p}.experts.{e}.w1"),
+                                                          "gelu"), f, d, f"{p}.experts.{e}.w2"),
+                                       b.const([-1])]) for e in range(E)]
+            st = b.op("Concat", outs, axis=-1)                                  # [N, d, E]
+            gw = b.op("Unsqueeze", [gates, b.const([1])])                       # [N, 1, E]
+            out = b.op("ReduceSum", [b.op("Mul", [st, gw]), b.const([-1])], keepdims=0)
         else:
             out = None
             for e in range(E):
