@@ -94,11 +94,12 @@ constexpr unsigned MaxRounds = 16;
 struct Counts {
   unsigned Params = 0, Identities = 0, Divs = 0, Transposes = 0, Reshapes = 0,
            Constants = 0, Gemms = 0, BiasSwaps = 0, Masks = 0, Splits = 0,
-           Stacks = 0, StackEinsums = 0, Rounds = 0, Reinferred = 0,
-           DataParams = 0;
+           Stacks = 0, StackProducts = 0, Squeezes = 0, Rounds = 0,
+           Reinferred = 0, DataParams = 0;
   unsigned total() const {
     return Params + Identities + Divs + Transposes + Reshapes + Constants +
-           Gemms + BiasSwaps + Masks + Splits + Stacks + StackEinsums;
+           Gemms + BiasSwaps + Masks + Splits + Stacks + StackProducts +
+           Squeezes;
   }
 };
 
@@ -157,7 +158,8 @@ public:
       else if (Op == "Reshape")
         rewriteReshape(N);
       else if (Op == "Gemm" || Op == "Add" || Op == "Where" || Op == "Slice" ||
-               Op == "Split" || Op == "ReduceSum" || Op == "Einsum")
+               Op == "Split" || Op == "ReduceSum" || Op == "Einsum" ||
+               Op == "MatMul" || Op == "Squeeze")
         rewriteFamily(Op, I);
     }
     applyReplacements();
@@ -214,7 +216,11 @@ private:
     else if (Op == "ReduceSum")
       rewriteStackedSum(Ctx, I, C.Stacks);
     else if (Op == "Einsum")
-      rewriteStackedEinsum(Ctx, I, C.StackEinsums);
+      rewriteStackedEinsum(Ctx, I, C.StackProducts);
+    else if (Op == "MatMul")
+      rewriteStackedMatMul(Ctx, I, C.StackProducts);
+    else if (Op == "Squeeze")
+      rewriteSqueezeOfUnsqueeze(Ctx, I, C.Squeezes);
     else
       rewriteSplitSizes(Ctx, I, C.Splits);
   }
@@ -546,9 +552,11 @@ public:
       OS << ", " << Last.Masks << " Where mask(s) -> additive";
     if (Last.Splits)
       OS << ", " << Last.Splits << " Slice group(s) or sized Split(s) -> Split";
-    if (Last.StackEinsums)
-      OS << ", " << Last.StackEinsums
-         << " Einsum(s) over a stack -> weighted ReduceSum";
+    if (Last.StackProducts)
+      OS << ", " << Last.StackProducts
+         << " Einsum(s) or MatMul(s) over a stack -> weighted ReduceSum";
+    if (Last.Squeezes)
+      OS << ", " << Last.Squeezes << " Squeeze(Unsqueeze) pair(s) dropped";
     if (Last.Stacks)
       OS << ", " << Last.Stacks << " stacked weighted sum(s) -> Add chain";
     if (Last.Reinferred)

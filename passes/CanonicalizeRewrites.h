@@ -88,6 +88,12 @@ bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks);
 /// `Einsum(stack, W)` contracting the stack's axis (`btde,bte->btd`)
 /// becomes that `ReduceSum(Mul(stack, W'), axes = [a])`.
 bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks);
+/// `MatMul(stack, V)` contracting the stack's axis against a vector of
+/// gates (V's free dim 1) becomes `Unsqueeze(ReduceSum(Mul(stack, V^T)))`.
+bool rewriteStackedMatMul(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks);
+/// `Squeeze(Unsqueeze(x, axes), axes)` becomes `Identity(x)`.
+bool rewriteSqueezeOfUnsqueeze(CanonContext &Ctx, unsigned Pos,
+                               unsigned &Pairs);
 
 } // namespace loom
 

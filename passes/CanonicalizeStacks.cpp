@@ -39,6 +39,19 @@
 // has letters W lacks (so it broadcasts as the Einsum multiplies). The
 // next sweep then makes the chain. Ellipses and other equations stay.
 //
+// And as a product with the gates as a vector
+// (`(torch.stack(outs, -1) @ w.unsqueeze(-1)).squeeze(-1)`): `MatMul(S,
+// V)` with S the stack along its last axis and V's last dim 1, or
+// `MatMul(V, S)` with S stacked along its second last axis and V's second
+// last dim 1, contracts the stack: it becomes `Unsqueeze(ReduceSum(Mul(S,
+// V^T), axes = [a]), a)`, V^T being V with its last two dims swapped,
+// written as a Squeeze of its 1 and an Unsqueeze on the other side (views,
+// where a Transpose would be a kernel). A `Squeeze` of an `Unsqueeze` along
+// the same axes becomes an Identity of the Unsqueeze's input (exact: the
+// pair moves no element), which the Identity bypass then drops: the
+// product's Squeeze(-1) and the gates' unsqueeze(-1) go, and the writing
+// is, node for node, the stacked weighted sum's.
+//
 //===----------------------------------------------------------------------===//
 #include "CanonicalizeRewrites.h"
 
@@ -101,6 +114,79 @@ Value *insertTranspose(Graph &G, unsigned &Pos, Value *X,
   return Y;
 }
 
+/// The operands and attributes of `Op(X, axes = Axes)` as opset \p Opset
+/// writes it (axes an input from 13, an attribute before; a ReduceSum
+/// with keepdims = 0), inserting the axes constant at \p Pos (advancing
+/// it). False if that fails.
+bool axesOperands(Graph &G, unsigned &Pos, int64_t Opset, StringRef Op,
+                  Value *X, ArrayRef<int64_t> Axes, StringRef Base,
+                  SmallVectorImpl<Value *> &Ins,
+                  std::vector<Attribute> &Attrs) {
+  Ins.assign({X});
+  Attrs.clear();
+  if (Op == "ReduceSum") {
+    Attribute Keep;
+    Keep.Name = "keepdims";
+    Keep.K = Attribute::Kind::Int;
+    Keep.I = 0;
+    Attrs.push_back(std::move(Keep));
+  }
+  if (Opset < 13) {
+    Attribute Ax;
+    Ax.Name = "axes";
+    Ax.K = Attribute::Kind::Ints;
+    Ax.Is.assign(Axes.begin(), Axes.end());
+    Attrs.push_back(std::move(Ax));
+    return true;
+  }
+  SmallVector<int64_t, 4> Shape = {(int64_t)Axes.size()};
+  Value *K = insertConstant(G, Pos, "", G.getFreshName((Base + "_axes").str()),
+                            Tensor::makeInt64(Shape, Axes));
+  if (!K)
+    return false;
+  Ins.push_back(K);
+  return true;
+}
+
+/// Inserts `Op(X, axes = Axes)` (axesOperands) of result type \p Type at
+/// \p Pos (advancing it).
+Value *insertAxesOp(Graph &G, unsigned &Pos, int64_t Opset, StringRef Op,
+                    Value *X, ArrayRef<int64_t> Axes, const TensorType &Type,
+                    StringRef Base) {
+  SmallVector<Value *, 2> Ins;
+  std::vector<Attribute> Attrs;
+  if (!axesOperands(G, Pos, Opset, Op, X, Axes, Base, Ins, Attrs))
+    return nullptr;
+  Value *Y = insertOne(G, Pos, Op, Ins, Type, Base);
+  if (Y)
+    const_cast<Node *>(Y->getDefiningNode())->setAttributes(std::move(Attrs));
+  return Y;
+}
+
+/// Makes \p N (at or after \p Pos) `Op(X, axes = Axes)`, keeping its
+/// result.
+bool becomeAxesOp(Graph &G, unsigned &Pos, int64_t Opset, Node &N, StringRef Op,
+                  Value *X, ArrayRef<int64_t> Axes, StringRef Base) {
+  SmallVector<Value *, 2> Ins;
+  std::vector<Attribute> Attrs;
+  if (!axesOperands(G, Pos, Opset, Op, X, Axes, Base, Ins, Attrs))
+    return false;
+  N.setOpType(Op);
+  N.setAttributes(std::move(Attrs));
+  N.setInputs(Ins);
+  return true;
+}
+
+/// The result of \p N when it reads two values and makes one of known
+/// shape (the products that contract a stack), else null.
+Value *getBinaryResult(const Node &N) {
+  Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
+  if (!Out || !Out->Type.HasShape || N.getNumInputs() != 2 || !N.getInput(0) ||
+      !N.getInput(1))
+    return nullptr;
+  return Out;
+}
+
 } // namespace
 
 Value *insertConstant(Graph &G, unsigned &Pos, StringRef NodeName,
@@ -121,23 +207,11 @@ Value *insertConstant(Graph &G, unsigned &Pos, StringRef NodeName,
   return (*K)->getOutput(0);
 }
 
-/// Inserts an int64 constant of \p Values (a scalar when \p Scalar) at
-/// \p Pos (advancing it), named after \p Base.
-static Value *insertInts(Graph &G, unsigned &Pos, StringRef Base,
-                         ArrayRef<int64_t> Values, bool Scalar = false) {
-  SmallVector<int64_t, 1> Shape;
-  if (!Scalar)
-    Shape.push_back(Values.size());
-  return insertConstant(G, Pos, "", G.getFreshName(Base),
-                        Tensor::makeInt64(Shape, Values));
-}
-
 bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
   Graph &G = Ctx.G;
   Node &N = *G.getNodes()[Pos];
-  Value *Out = N.getNumOutputs() == 1 ? N.getOutput(0) : nullptr;
-  if (!Out || !Out->Type.HasShape || N.getNumInputs() != 2 || !N.getInput(0) ||
-      !N.getInput(1))
+  Value *Out = getBinaryResult(N);
+  if (!Out)
     return false;
   std::string Eq;
   for (char Ch : N.getAttrString("equation", ""))
@@ -199,23 +273,10 @@ bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
       TensorType UT = Aligned->Type;
       for (int64_t K : Missing)
         UT.Dims.insert(UT.Dims.begin() + K, Dim(1));
-      Attribute Ax;
-      Ax.Name = "axes";
-      Ax.K = Attribute::Kind::Ints;
-      Ax.Is = Missing;
-      SmallVector<Value *, 2> Ins = {Aligned};
-      if (Ctx.Opset >= 13) {
-        Value *K = insertInts(G, Pos, Base + "_gate_axes", Missing);
-        if (!K)
-          return false;
-        Ins.push_back(K);
-      }
-      Aligned = insertOne(G, Pos, "Unsqueeze", Ins, UT, Base + "_gates");
+      Aligned = insertAxesOp(G, Pos, Ctx.Opset, "Unsqueeze", Aligned, Missing,
+                             UT, Base + "_gates");
       if (!Aligned)
         return false;
-      if (Ctx.Opset < 13)
-        const_cast<Node *>(Aligned->getDefiningNode())
-            ->addAttribute(std::move(Ax));
     }
     // The product broadcasts S against the aligned W.
     TensorType MT = S->Type;
@@ -228,33 +289,113 @@ bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
     if (!M)
       return false;
     // The Einsum (now at Pos) becomes the sum over the stack.
-    SmallVector<Value *, 2> Ins = {M};
-    std::vector<Attribute> Attrs;
-    Attribute Keep;
-    Keep.Name = "keepdims";
-    Keep.K = Attribute::Kind::Int;
-    Keep.I = 0;
-    Attrs.push_back(std::move(Keep));
-    if (Ctx.Opset >= 13) {
-      Value *K = insertInts(G, Pos, Base + "_stack_axis", {A});
-      if (!K)
-        return false;
-      Ins.push_back(K);
-    } else {
-      Attribute Ax;
-      Ax.Name = "axes";
-      Ax.K = Attribute::Kind::Ints;
-      Ax.Is = {A};
-      Attrs.push_back(std::move(Ax));
-    }
-    Node &Sum = *G.getNodes()[Pos];
-    Sum.setOpType("ReduceSum");
-    Sum.setAttributes(std::move(Attrs));
-    Sum.setInputs(Ins);
+    if (!becomeAxesOp(G, Pos, Ctx.Opset, *G.getNodes()[Pos], "ReduceSum", M,
+                      {A}, Base + "_stack"))
+      return false;
     ++Stacks;
     return true;
   }
   return false;
+}
+
+bool rewriteStackedMatMul(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
+  Graph &G = Ctx.G;
+  Node &N = *G.getNodes()[Pos];
+  Value *Out = getBinaryResult(N);
+  if (!Out)
+    return false;
+  for (unsigned SI = 0; SI < 2; ++SI) {
+    Value *S = N.getInput(SI), *V = N.getInput(1 - SI);
+    const Node *C = S->getDefiningNode();
+    int64_t R = S->Type.getRank(), Q = V->Type.getRank();
+    if (!C || C->getOpType() != "Concat" || !C->getDomain().empty() ||
+        !Ctx.hasOneUse(S) || !S->Type.HasShape || !V->Type.HasShape || R < 2 ||
+        Q < 2 || Q > R || V->Type.Elem != S->Type.Elem ||
+        Out->Type.getRank() != R)
+      continue;
+    int64_t A = C->getAttrInt("axis", 0);
+    if (A < 0)
+      A += R;
+    // The stack is what the product contracts (S's last axis on the left,
+    // its second last on the right), and the other operand's free dim is 1.
+    const Dim &Free = V->Type.Dims[SI == 0 ? Q - 1 : Q - 2];
+    if (A != (SI == 0 ? R - 1 : R - 2) || !Free.isStatic() || Free.Size != 1)
+      continue;
+    std::string Base = Out->getName().str();
+    // V with its last two dims swapped; its free dim being 1, that is a
+    // Squeeze of it and an Unsqueeze on the other side, which move no
+    // element (a Transpose would be a kernel).
+    int64_t FreeAxis = SI == 0 ? Q - 1 : Q - 2;
+    TensorType ST = V->Type, GT = V->Type;
+    ST.Dims.erase(ST.Dims.begin() + FreeAxis);
+    std::swap(GT.Dims[Q - 1], GT.Dims[Q - 2]);
+    Value *Squeezed = insertAxesOp(G, Pos, Ctx.Opset, "Squeeze", V, {FreeAxis},
+                                   ST, Base + "_gates");
+    Value *Gate =
+        Squeezed ? insertAxesOp(G, Pos, Ctx.Opset, "Unsqueeze", Squeezed,
+                                {SI == 0 ? Q - 2 : Q - 1}, GT, Base + "_gates")
+                 : nullptr;
+    if (!Gate)
+      return false;
+    TensorType MT = S->Type;
+    for (int64_t J = 0; J < Q; ++J) {
+      Dim &D = MT.Dims[R - Q + J];
+      if (D.isStatic() && D.Size == 1)
+        D = Gate->Type.Dims[J];
+    }
+    Value *M = insertOne(G, Pos, "Mul", {S, Gate}, MT, Base + "_weighted");
+    if (!M)
+      return false;
+    TensorType RT = MT;
+    RT.Dims.erase(RT.Dims.begin() + A);
+    Value *Sum = insertAxesOp(G, Pos, Ctx.Opset, "ReduceSum", M, {A}, RT,
+                              Base + "_stack");
+    // The product (now at Pos) puts the summed axis back as its 1.
+    if (!Sum || !becomeAxesOp(G, Pos, Ctx.Opset, *G.getNodes()[Pos],
+                              "Unsqueeze", Sum, {A}, Base + "_stack_dim"))
+      return false;
+    ++Stacks;
+    return true;
+  }
+  return false;
+}
+
+bool rewriteSqueezeOfUnsqueeze(CanonContext &Ctx, unsigned Pos,
+                               unsigned &Pairs) {
+  Node &N = *Ctx.G.getNodes()[Pos];
+  Value *U = N.getNumInputs() >= 1 ? N.getInput(0) : nullptr;
+  const Node *D = U ? U->getDefiningNode() : nullptr;
+  if (!D || D->getOpType() != "Unsqueeze" || !D->getDomain().empty() ||
+      !D->getInput(0) || !U->Type.HasShape || N.getNumOutputs() != 1)
+    return false;
+  // Both ops' axes, as input 1 or the attribute, normalised against the
+  // unsqueezed rank.
+  auto Axes = [&](const Node &X) -> Optional<std::vector<int64_t>> {
+    Optional<std::vector<int64_t>> A;
+    if (X.getNumInputs() > 1 && X.getInput(1))
+      A = getConstantInts(X.getInput(1));
+    else if (X.getNumInputs() == 1)
+      A = X.getAttrInts("axes");
+    if (!A || A->empty())
+      return None;
+    int64_t Rank = U->Type.getRank();
+    for (int64_t &I : *A) {
+      if (I < 0)
+        I += Rank;
+      if (I < 0 || I >= Rank)
+        return None;
+    }
+    llvm::sort(*A);
+    return A;
+  };
+  Optional<std::vector<int64_t>> In = Axes(*D), Out = Axes(N);
+  if (!In || !Out || *In != *Out)
+    return false;
+  N.setOpType("Identity");
+  N.setAttributes({});
+  N.setInputs({D->getInput(0)});
+  ++Pairs;
+  return true;
 }
 
 bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
@@ -328,8 +469,9 @@ bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
       Value *GE = Gate;
       if (Gather) {
         int64_t Index = Gate->Type.Dims[GA].Size == 1 ? 0 : I;
-        Value *K = insertInts(G, Pos, Base + "_expert_index", {Index},
-                              /*Scalar=*/true);
+        Value *K =
+            insertConstant(G, Pos, "", G.getFreshName(Base + "_expert_index"),
+                           Tensor::makeInt64({}, {Index}));
         if (!K)
           return false;
         GE = insertOne(G, Pos, "Gather", {Gate, K}, SliceType,

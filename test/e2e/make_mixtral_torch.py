@@ -20,6 +20,8 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
   einsum: the same, stacked on dim 0 and summed by torch.einsum
           ("ebsh,bse->bsh"): canonicalize writes the Einsum as the
           stack's weighted ReduceSum, then as the chain;
+  matmul: the same, stacked on the last dim and contracted with the gates
+          as a vector ((stack @ w.unsqueeze(-1)).squeeze(-1));
   hf:     Hugging Face's eager MixtralSparseMoeBlock: one_hot(topi)
           .permute(2, 1, 0), per expert `torch.where(mask[e])` (NonZero),
           index_select of the routed tokens, the expert, and index_add_
@@ -31,7 +33,7 @@ spelled the ways Mixtral code writes them (issue 29 item 3):
 
 8 experts of FFN 16 (widths: 16, then 8), top-2 with renormalised weights. Seeded, real
 weights, opset 17, batch and seq dynamic.
-Usage: make_mixtral_torch.py loop|widths|counts|stack|einsum|hf OUT.onnx   (needs Debian's python3-torch)
+Usage: make_mixtral_torch.py loop|widths|counts|stack|einsum|matmul|hf OUT.onnx   (needs Debian's python3-torch)
 """
 import sys
 
@@ -91,7 +93,7 @@ class MoE(nn.Module):
 
     def forward(self, x):
         b, s, h = x.shape
-        if self.style in ("stack", "einsum"):
+        if self.style in ("stack", "einsum", "matmul"):
             # On the [batch, seq, hidden] tokens as they come (no flatten).
             probs = F.softmax(self.gate(x), dim=-1)
             topw, topi = torch.topk(probs, TOPK, dim=-1)
@@ -101,6 +103,8 @@ class MoE(nn.Module):
                 outs = torch.stack([expert(x) for expert in self.experts], 0)
                 return torch.einsum("ebsh,bse->bsh", outs, w)
             outs = torch.stack([expert(x) for expert in self.experts], -1)
+            if self.style == "matmul":
+                return (outs @ w.unsqueeze(-1)).squeeze(-1)
             return (outs * w.unsqueeze(-2)).sum(-1)
         xf = x.reshape(-1, h)
         probs = F.softmax(self.gate(xf), dim=-1)
@@ -153,7 +157,8 @@ class Mixtral(nn.Module):
 
 def main():
     style, out = sys.argv[1], sys.argv[2]
-    assert style in ("loop", "widths", "counts", "stack", "einsum", "hf"), style
+    assert style in ("loop", "widths", "counts", "stack", "einsum", "matmul",
+                     "hf"), style
     torch.manual_seed(0)
     model = Mixtral(style).eval()
     ids = torch.randint(0, VOCAB, (2, 8))

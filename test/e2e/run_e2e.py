@@ -138,6 +138,9 @@ CASES = [
     # stacked on dim 0 and summed by torch.einsum("ebsh,bse->bsh")
     ("mixtral_einsum-ep4", "test:mixtral-einsum-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
     ("mixtral_einsum-tp2ep2-sp", "test:mixtral-einsum-tiny.onnx", "tp=2,pp=1,dp=2,ep=2,mb=2,sp=1", "infer", 4, 8),
+    # stacked on the last dim and contracted with the gates as a vector
+    ("mixtral_matmul-ep4", "test:mixtral-matmul-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
+    ("mixtral_matmul-tp2ep2-sp", "test:mixtral-matmul-tiny.onnx", "tp=2,pp=1,dp=2,ep=2,mb=2,sp=1", "infer", 4, 8),
     ("mixtral_loop-tp2ep2-sp", "test:mixtral-loop-tiny.onnx", "tp=2,pp=1,dp=2,ep=2,mb=1,sp=1", "infer", 4, 8),
     ("mixtral_widths-ep2", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=2,ep=2,mb=1", "infer", 4, 8),
     ("mixtral_widths-ep4", "test:mixtral-widths-tiny.onnx", "tp=1,pp=1,dp=4,ep=4,mb=1", "infer", 4, 8),
@@ -514,7 +517,8 @@ INT_RANGE = {"gen:embed_lm": "0:128", "ex:gpt2-tiny.onnx": "0:256", "ex:llama-ti
              "test:embbag-padding-tiny.onnx": "0:32", "test:mixtral-loop-tiny.onnx": "0:32",
              "test:mixtral-widths-tiny.onnx": "0:32", "test:mixtral-hf-tiny.onnx": "0:32",
              "test:mixtral-counts-tiny.onnx": "0:32",
-             "test:mixtral-stack-tiny.onnx": "0:32", "test:mixtral-einsum-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32",
+             "test:mixtral-stack-tiny.onnx": "0:32", "test:mixtral-einsum-tiny.onnx": "0:32",
+             "test:mixtral-matmul-tiny.onnx": "0:32", "test:bagloop-exp-tiny.onnx": "0:32",
              "test:vocab-odd-loss-tiny.onnx": "0:1001",
              "test:vocab-odd-logits-tiny.onnx": "0:1001"}
 # Extra plan-parallel flags per model: the replicated Loop of this tiny
