@@ -177,6 +177,26 @@ bool becomeAxesOp(Graph &G, unsigned &Pos, int64_t Opset, Node &N, StringRef Op,
   return true;
 }
 
+/// What the Concat \p C stacks along its axis \p Axis (of its rank): the
+/// inputs of the Unsqueezes along that axis it reads, each read once,
+/// when every input is one; else empty (a Concat of features, not a stack).
+std::vector<Value *> getStackedPieces(const CanonContext &Ctx, const Node &C,
+                                      int64_t Axis) {
+  std::vector<Value *> Ys;
+  const Value *S = C.getOutput(0);
+  if (!S || !S->Type.HasShape || C.getNumInputs() < 2)
+    return Ys;
+  for (Value *U : C.getInputs()) {
+    const Node *UN = U ? U->getDefiningNode() : nullptr;
+    if (!UN || UN->getOpType() != "Unsqueeze" || !UN->getDomain().empty() ||
+        !Ctx.hasOneUse(U) || !UN->getInput(0) ||
+        singleAxis(*UN, S->Type.getRank()) != Axis)
+      return {};
+    Ys.push_back(UN->getInput(0));
+  }
+  return Ys;
+}
+
 /// The result of \p N when it reads two values and makes one of known
 /// shape (the products that contract a stack), else null.
 Value *getBinaryResult(const Node &N) {
@@ -246,6 +266,8 @@ bool rewriteStackedEinsum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
     if (A < 0)
       A += R;
     if (A < 0 || A >= R)
+      continue;
+    if (getStackedPieces(Ctx, *C, A).empty())
       continue;
     char Contracted = Sub[A];
     std::string Kept = Sub.str();
@@ -319,7 +341,8 @@ bool rewriteStackedMatMul(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
     // The stack is what the product contracts (S's last axis on the left,
     // its second last on the right), and the other operand's free dim is 1.
     const Dim &Free = V->Type.Dims[SI == 0 ? Q - 1 : Q - 2];
-    if (A != (SI == 0 ? R - 1 : R - 2) || !Free.isStatic() || Free.Size != 1)
+    if (A != (SI == 0 ? R - 1 : R - 2) || !Free.isStatic() || Free.Size != 1 ||
+        getStackedPieces(Ctx, *C, A).empty())
       continue;
     std::string Base = Out->getName().str();
     // V with its last two dims swapped; its free dim being 1, that is a
@@ -428,18 +451,9 @@ bool rewriteStackedSum(CanonContext &Ctx, unsigned &Pos, unsigned &Stacks) {
       CA += Rank;
     if (CA != *Axis)
       continue;
-    // Every stacked piece an Unsqueeze of the expert output along the axis.
-    std::vector<Value *> Ys;
-    for (Value *U : C->getInputs()) {
-      const Node *UN = U ? U->getDefiningNode() : nullptr;
-      if (!UN || UN->getOpType() != "Unsqueeze" || !UN->getDomain().empty() ||
-          !Ctx.hasOneUse(U) || !UN->getInput(0) ||
-          singleAxis(*UN, Rank) != Axis)
-        break;
-      Ys.push_back(UN->getInput(0));
-    }
+    std::vector<Value *> Ys = getStackedPieces(Ctx, *C, *Axis);
     int64_t E = C->getNumInputs();
-    if ((int64_t)Ys.size() != E)
+    if (Ys.empty())
       continue;
     // The gate's axis under broadcasting, and its per-expert slice.
     int64_t Q = Gate->Type.getRank(), GA = *Axis - (Rank - Q);
