@@ -4,11 +4,11 @@
 // fused kernels, experts) should see one. Each rewrite here computes
 // exactly what the graph computed (the emitted graphs are run in ONNX
 // Runtime against the original), and each strictly shrinks the graph, turns
-// a Div into a Mul, removes an Einsum, which no rewrite makes, or removes a
-// ReduceSum that only that Einsum rewrite makes (the stacked weighted sum,
-// CanonicalizeStacks.cpp), so the sweep reaches a
-// fixed point; it is also bounded (MaxRounds) so that no input can make it
-// loop.
+// a Div into a Mul, turns a Squeeze into an Identity that the next round
+// bypasses, or removes an Einsum or MatMul over a stack (which no rewrite
+// makes) or a ReduceSum over one (which only those make; CanonicalizeStacks.
+// cpp), so the sweep reaches a fixed point; it is also bounded (MaxRounds)
+// so that no input can make it loop.
 //
 //  - deduplicated weights: torch.onnx.export merges parameters that hold
 //    equal values (a fresh nn.TransformerEncoder deep-copies its layer, so
@@ -58,7 +58,8 @@
 //    MatMul + Add and the bias after the product (CanonicalizeLinear.cpp),
 //    constant Where masks as additive ones (CanonicalizeMasks.cpp), equal
 //    Slices as one Split (CanonicalizeSplits.cpp), and experts stacked,
-//    weighted and summed as an Add chain (CanonicalizeStacks.cpp).
+//    weighted and summed (by ReduceSum, Einsum or MatMul) as an Add chain,
+//    with Squeeze(Unsqueeze) pairs dropped (CanonicalizeStacks.cpp).
 //
 // Every rewrite keeps the type of every value that survives it (a merged
 // Transpose or Reshape makes the outer node's own result; a given-back
