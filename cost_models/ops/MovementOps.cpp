@@ -2,7 +2,8 @@
 //
 // Views are free: Reshape, Flatten, Squeeze, Unsqueeze and Identity keep
 // the bytes where they are (row-major data needs no copy), so they have no
-// kernel, no traffic and unit None. Everything else here moves bytes on the
+// kernel, no traffic and unit None; so does a Transpose that moves only
+// dims of size 1. Everything else here moves bytes on the
 // memory unit without arithmetic: Transpose, Concat, Split, Slice, Expand,
 // Tile, Pad, Trilu, DepthToSpace, SpaceToDepth; traffic = the bytes read
 // plus the bytes written (Slice reads only the slice).
@@ -31,6 +32,33 @@ void costMove(const Node &, int64_t, OpCost &C) {
   C.Unit = ComputeUnit::Memory;
 }
 
+/// A Transpose that moves only dims of size 1 keeps every other dim in
+/// its order, so the row-major bytes are already the result's: a view
+/// (PyTorch's transpose of a unit dim is one; XLA's algebraic simplifier
+/// turns such a transpose into a bitcast). Any other is a move.
+void costTranspose(const Node &N, int64_t Batch, OpCost &C) {
+  const Value *X = N.getInput(0);
+  Optional<std::vector<int64_t>> Perm = N.getAttrInts("perm");
+  if (X && X->Type.HasShape && Perm && Perm->size() == X->Type.getRank()) {
+    int64_t Last = -1;
+    bool Ordered = true;
+    for (int64_t P : *Perm) {
+      if (P < 0 || P >= (int64_t)X->Type.getRank()) {
+        Ordered = false;
+        break;
+      }
+      const Dim &D = X->Type.Dims[P];
+      if (D.isStatic() && D.Size == 1)
+        continue;
+      Ordered &= P > Last;
+      Last = P;
+    }
+    if (Ordered)
+      return costView(N, Batch, C);
+  }
+  costMove(N, Batch, C);
+}
+
 /// Slice(data, starts, ends, axes, steps): reads the slice, not the whole
 /// input (the index operands are a few int64s).
 void costSlice(const Node &N, int64_t, OpCost &C) {
@@ -57,9 +85,10 @@ void addMovementRules(RuleTable &T) {
   // inverse of an im2col copy): counted as movement, its adds hidden under
   // the scattered traffic.
   for (const char *Op :
-       {"Transpose", "Concat", "Split", "Pad", "Trilu", "DepthToSpace",
+       {"Concat", "Split", "Pad", "Trilu", "DepthToSpace",
         "SpaceToDepth", "CenterCropPad", "Col2Im"})
     T[Op] = {costMove};
+  T["Transpose"] = {costTranspose};
   T["Slice"] = {costSlice};
   T["Expand"] = {costBroadcastCopy};
   T["Tile"] = {costBroadcastCopy};

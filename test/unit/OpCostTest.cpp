@@ -222,6 +222,30 @@ g (float[1,4,16,8] q, float[1,4,16,8] k, float[2,3] a, float[3,4] b,
 // Attention, norms, element-wise
 //===----------------------------------------------------------------------===//
 
+TEST(OpCostTest, TransposeOfUnitDimsIsAView) {
+  // A multi-query attention's one kv head ([b, s, 1, d] -> [b, 1, s, d])
+  // and a decode step's one token ([b, 1, h, d] -> [b, h, 1, d]) keep
+  // their other dims in order: the bytes are already the result's. The
+  // same permutation on 2 heads moves them.
+  auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,16,1,8] k1, float[2,1,4,8] q1, float[2,16,2,8] k2)
+  => (float[2,1,16,8] a, float[2,4,1,8] b, float[2,2,16,8] c) {
+  a = Transpose <perm = [0, 2, 1, 3]> (k1)
+  b = Transpose <perm = [0, 2, 1, 3]> (q1)
+  c = Transpose <perm = [0, 2, 1, 3]> (k2)
+})");
+  for (const char *V : {"a", "b"}) {
+    OpCost T = costOf(M.get(), V);
+    EXPECT_EQ(T.Unit, ComputeUnit::None) << V;
+    EXPECT_DOUBLE_EQ(T.BytesRead + T.BytesWritten, 0) << V;
+  }
+  // 2 * 16 * 2 * 8 = 512 floats = 2048 B in and out.
+  OpCost C = costOf(M.get(), "c");
+  EXPECT_EQ(C.Unit, ComputeUnit::Memory);
+  EXPECT_DOUBLE_EQ(C.BytesRead, 2048);
+  EXPECT_DOUBLE_EQ(C.BytesWritten, 2048);
+}
+
 TEST(OpCostTest, AttentionPieces) {
   // One attention block of b = 1, 4 heads, s = 16, d = 8.
   auto M = loadShapedModel(R"(<ir_version: 8, opset_import: ["" : 17]>
