@@ -84,9 +84,8 @@ void addMovementRules(RuleTable &T) {
   // overlapping blocks back into the image (one add per input element, the
   // inverse of an im2col copy): counted as movement, its adds hidden under
   // the scattered traffic.
-  for (const char *Op :
-       {"Concat", "Split", "Pad", "Trilu", "DepthToSpace",
-        "SpaceToDepth", "CenterCropPad", "Col2Im"})
+  for (const char *Op : {"Concat", "Split", "Pad", "Trilu", "DepthToSpace",
+                         "SpaceToDepth", "CenterCropPad", "Col2Im"})
     T[Op] = {costMove};
   T["Transpose"] = {costTranspose};
   T["Slice"] = {costSlice};
