@@ -78,13 +78,17 @@ struct Run {
 /// boundary, so that q/k/v projections side by side are not layers; and
 /// the nodes after each anchor (SlotSig: up to the next anchor) must be
 /// alike, so that two Megatron blocks [column, Relu, row] are not taken
-/// for four one-weight layers [column, Relu], [row].
+/// for four one-weight layers [column, Relu], [row]; the last unit's may
+/// go on past the others' (SlotExt: the last of three nn.LSTM layers is
+/// followed by the head's layout change), as long as what they share is
+/// not empty.
 /// \p IsLayered has the last word (see RepeatChecker).
 template <typename LayeredFn>
 static Optional<Run>
 findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
-            ArrayRef<bool> IsMatmul, ArrayRef<unsigned> Cut, unsigned Lo,
-            unsigned Hi, LayeredFn IsLayered) {
+            ArrayRef<bool> SlotExt, ArrayRef<bool> IsMatmul,
+            ArrayRef<unsigned> Cut, unsigned Lo, unsigned Hi,
+            LayeredFn IsLayered) {
   unsigned N = Hi - Lo;
   if (N < 2)
     return None;
@@ -132,7 +136,9 @@ findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
       // A unit of one anchor is a layer only in a chain: one activation
       // crosses every boundary (an MLP of Linear + ReLU blocks), unlike
       // q/k/v projections side by side, which all read the same input.
-      if (Pd == 1 && (CutMax[I] != 1 || SameSlot[I] < Len[I]))
+      if (Pd == 1 && (CutMax[I] != 1 || (SameSlot[I] < Len[I] &&
+                                         !(SameSlot[I] + 1 == Len[I] &&
+                                           SlotExt[Lo + I + Len[I] - 2]))))
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
       if (!(Cover > BestCover || (Cover == BestCover && CutMax[I] < BestCut)))
@@ -217,6 +223,7 @@ public:
 struct Segmenter {
   ArrayRef<uint64_t> Sig;
   ArrayRef<uint64_t> SlotSig;
+  ArrayRef<bool> SlotExt;
   ArrayRef<bool> IsMatmul;
   ArrayRef<unsigned> Cut;
   /// JoinCut[b]: between anchors b-1 and b there is a cut where the only
@@ -249,7 +256,8 @@ private:
   void split(unsigned Lo, unsigned Hi) {
     if (Lo >= Hi)
       return;
-    Optional<Run> R = findBestRun(Sig, SlotSig, IsMatmul, Cut, Lo, Hi, Checker);
+    Optional<Run> R =
+        findBestRun(Sig, SlotSig, SlotExt, IsMatmul, Cut, Lo, Hi, Checker);
     if (!R) {
       Starts.push_back({Lo, -1, false});
       return;
@@ -291,8 +299,11 @@ private:
 
 static bool isMatmulLike(const Node &N) {
   StringRef Op = N.getOpType();
+  // The recurrent ops multiply their W and R every step: an nn.LSTM layer
+  // is one LSTM node.
   return Op == "MatMul" || Op == "Gemm" || Op == "Conv" ||
-         Op == "ConvTranspose" || Op == "Einsum";
+         Op == "ConvTranspose" || Op == "Einsum" || Op == "LSTM" ||
+         Op == "GRU" || Op == "RNN";
 }
 
 /// A weight: a parameter that is not integer. Integer initializers (a Swin's
@@ -415,6 +426,9 @@ private:
   std::vector<uint64_t> Sig;
   /// Per anchor: the op types of the nodes after it, up to the next.
   std::vector<uint64_t> SlotSig;
+  /// SlotExt[b]: anchor b's slot is not empty and anchor b + 1's begins
+  /// with it and goes on.
+  SmallVector<bool, 64> SlotExt;
   SmallVector<bool, 64> IsMatmul;
   /// Slot[i]: the most recent anchor at or before node i (-1: none).
   std::vector<int> Slot;
@@ -491,14 +505,26 @@ private:
     // from constants alone (a rotary table computed in the graph, made
     // once where the first block needs it) is not part of the block it
     // happens to sit in: assignSharedIndependentWork gives it to the
-    // first layer reading it.
-    std::vector<Hasher> Slots(AnchorNode.size());
-    for (unsigned I = 0; I < NumNodes; ++I)
+    // first layer reading it. Nor is a Constant: data, not work (the
+    // zero initial state of the next nn.LSTM layer, folded, sits after
+    // this one's output).
+    std::vector<std::vector<std::string>> Slots(AnchorNode.size());
+    for (unsigned I = 0; I < NumNodes; ++I) {
+      const Node &N = *G.getNodes()[I];
       if (Slot[I] >= 0 && AnchorNode[Slot[I]] != I &&
-          !isIndependentWork(*G.getNodes()[I]))
-        Slots[Slot[I]].add(G.getNodes()[I]->getQualifiedOpType());
-    for (const Hasher &H : Slots)
+          N.getOpType() != "Constant" && !isIndependentWork(N))
+        Slots[Slot[I]].push_back(N.getQualifiedOpType());
+    }
+    for (unsigned B = 0; B < Slots.size(); ++B) {
+      Hasher H;
+      for (const std::string &Op : Slots[B])
+        H.add(Op);
       SlotSig.push_back(H.H);
+      const auto &Next = B + 1 < Slots.size() ? Slots[B + 1] : Slots[B];
+      SlotExt.push_back(
+          !Slots[B].empty() && Next.size() > Slots[B].size() &&
+          std::equal(Slots[B].begin(), Slots[B].end(), Next.begin()));
+    }
   }
 
   /// Fills Spans, SpanValue, Live, DLive and DSum, by prefix sums over
@@ -600,7 +626,7 @@ private:
 
   /// The repeated-block and residual-block layer boundaries, in anchors.
   void chooseLayerStarts() {
-    Segmenter Seg{Sig, SlotSig, IsMatmul, Cut, JoinCut, Checker};
+    Segmenter Seg{Sig, SlotSig, SlotExt, IsMatmul, Cut, JoinCut, Checker};
     Seg.run();
     Starts = std::move(Seg.Starts);
     if (Starts.empty())

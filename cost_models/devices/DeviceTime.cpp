@@ -316,7 +316,8 @@ static KernelTraffic getKernelTraffic(const OpCost &C, const DeviceClass &DC) {
   double Bytes = C.BytesRead + C.BytesWritten;
   double Back =
       C.BackwardBytes > 0 ? C.BackwardBytes : BackwardTrafficFactor * Bytes;
-  return {DC.LaunchOverhead.value(), Bytes, Back, hasGradient(C)};
+  // A recurrent op launches once per time step (OpCost::Steps).
+  return {DC.LaunchOverhead.value() * C.Steps, Bytes, Back, hasGradient(C)};
 }
 
 /// ssd: the gathered rows at its bandwidth and latency.

@@ -133,6 +133,7 @@ const Tables &getTables() {
     };
     Add(addMatmulRules, "matmul");
     Add(addAttentionRules, "matmul");
+    Add(addRecurrentRules, "matmul");
     Add(addElementwiseRules, "elementwise");
     Add(addSignalRules, "elementwise");
     Add(addNormRules, "norm");

@@ -71,6 +71,8 @@ void addIndexingRules(RuleTable &T);
 void addMovementRules(RuleTable &T);
 void addConvPoolRules(RuleTable &T);
 void addControlFlowRules(RuleTable &T);
+/// RecurrentOps.cpp: RNN, GRU, LSTM (family "matmul").
+void addRecurrentRules(RuleTable &T);
 /// AttentionOps.cpp: Attention (family "matmul"), RotaryEmbedding, DFT,
 /// AffineGrid, GridSample (family "elementwise").
 void addAttentionRules(RuleTable &T);

@@ -161,6 +161,37 @@ CASES = [
     ("mixtral_hf-tp4",     "test:mixtral-hf-tiny.onnx", "tp=4,pp=1,dp=1,mb=2", "infer", 4, 8),
     ("mixtral_hf-tp8",     "test:mixtral-hf-tiny.onnx", "tp=8,pp=1,dp=1,mb=2", "infer", 4, 8),
     ("mixtral_hf-tp2dp2-train", "test:mixtral-hf-tiny.onnx", "tp=2,pp=1,dp=2,mb=1", "train", 4, 8),
+    # public writings no Loom generator wrote (make_writings_torch.py):
+    # BLOOM's ALiBi, OPT, Gemma's multi-query, Phi's parallel block, Qwen2's
+    # grouped query, CLIP's nn.MultiheadAttention, Whisper's conv front,
+    # ConvNeXt, torch's nn.Transformer, a BART-like encoder-decoder, and
+    # nn.LSTM / nn.GRU / nn.RNN stacks (one recurrent node per layer)
+    ("writing_bloom-tp2pp2dp2", "test:writing-bloom-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_bloom-tp4dp2-sp", "test:writing-bloom-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_opt-tp2pp2dp2", "test:writing-opt-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_opt-tp4dp2-sp", "test:writing-opt-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_gemma-tp2pp2dp2", "test:writing-gemma-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_gemma-tp4dp2-sp", "test:writing-gemma-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_phi-tp2pp2dp2", "test:writing-phi-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_phi-tp4dp2-sp", "test:writing-phi-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_qwen2-tp2pp2dp2", "test:writing-qwen2-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_qwen2-tp4dp2-sp", "test:writing-qwen2-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_clip-tp2pp2dp2", "test:writing-clip-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_clip-tp4dp2-sp", "test:writing-clip-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_whisper-tp2pp2dp2", "test:writing-whisper-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_whisper-tp4dp2-sp", "test:writing-whisper-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_convnext-tp2pp2dp2", "test:writing-convnext-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_convnext-tp4dp2-sp", "test:writing-convnext-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_seq2seq-tp2pp2dp2", "test:writing-seq2seq-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_seq2seq-tp4dp2-sp", "test:writing-seq2seq-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_bart-tp2pp2dp2", "test:writing-bart-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_bart-tp4dp2-sp", "test:writing-bart-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_lstm-tp2pp2dp2", "test:writing-lstm-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_lstm-tp4dp2-sp", "test:writing-lstm-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_bigru-tp2pp2dp2", "test:writing-bigru-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_bigru-tp4dp2-sp", "test:writing-bigru-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_rnn-tp2pp2dp2", "test:writing-rnn-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_rnn-tp4dp2-sp", "test:writing-rnn-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
@@ -570,6 +601,17 @@ PRICING_GAPS = {
     "moe_gshard-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
     "zoo_mixtral-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
     "zoo_mixtral_einsum-cp2ep2-a2a": "stacked experts gather cp's tokens before the dispatch",
+    # Writings found to differ under sp (make_writings_torch.py; the
+    # graphs compute the original, the step time prices other
+    # collectives): a CLIP of nn.MultiheadAttention prices 3 tp
+    # all-gathers on the attention's head Transposes that the emitter does
+    # not make; a ConvNeXt's global average pool is gathered after its
+    # ReduceMean (32 B) by the cost model and before it (512 B) by the
+    # emitter; a post-LN encoder-decoder prices all-gathers on LayerNorm
+    # outputs that are not emitted.
+    "writing_clip-tp4dp2-sp": "MultiheadAttention head transposes gathered in the cost model only",
+    "writing_convnext-tp4dp2-sp": "the pooled ReduceMean gathered after (cost model) or before (emitter)",
+    "writing_bart-tp4dp2-sp": "post-LN LayerNorm outputs gathered in the cost model only",
     # Index-routed experts (NonZero's data-dependent token counts) are
     # split by the rules like any expert, and their collectives are
     # compared by the value they act on (PricedCollectives.cpp).

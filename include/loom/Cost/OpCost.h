@@ -69,6 +69,9 @@ struct OpCost {
   MatmulShape MM;
   /// Control flow: body executions folded into the numbers above.
   double TripCount = 1;
+  /// Recurrent ops (RNN, GRU, LSTM): the time steps run one after another,
+  /// each its own kernel launch; MM is one step's product. 1 otherwise.
+  double Steps = 1;
   /// A fused kernel's cost (loom/Cost/FusedKernels.h) sits on one node of
   /// its region, the anchor: the fraction of the cube peak its forward and
   /// backward kernels reach, which replaces the class efficiency and the

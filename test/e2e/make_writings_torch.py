@@ -1,0 +1,385 @@
+#!/usr/bin/python3
+"""Export tiny models written the ways their public code writes them, none
+of them from Loom's own generators, to check that every rule holds for
+writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
+
+  bloom:    ALiBi slopes added to the scores, fused QKV viewed as
+            [heads, 3, head_dim], a LayerNorm after the embedding, tanh GELU,
+            tied head;
+  opt:      learned positions offset by 2, q scaled before the product, bmm
+            over [batch x heads] and ReLU;
+  gemma:    multi-query (one kv head) with head_dim != hidden / heads, RMSNorm
+            in fp32 with (1 + w), GeGLU, embeddings scaled by sqrt(hidden);
+  phi:      attention and MLP in parallel after one LayerNorm, rotary on half
+            of each head, gelu_new written out;
+  qwen2:    grouped-query (4 q, 2 kv heads) repeated by expand + reshape,
+            biases on q, k and v only, SwiGLU;
+  clip:     nn.MultiheadAttention with a causal mask, quick_gelu, the
+            end-of-text row gathered by argmax;
+  whisper:  two Conv1d + GELU in front, sinusoidal positions, q and k each
+            scaled by head_dim^-0.25;
+  convnext: depthwise 7x7 Conv2d, a channels-last LayerNorm (permutes around
+            it), Linear 4x, GELU, a layer scale;
+  seq2seq:  torch's nn.Transformer (encoder and decoder, cross-attention);
+  bart:     a hand-written post-LN encoder-decoder sharing its embedding;
+  lstm:     nn.LSTM of 3 layers (one ONNX LSTM node each);
+  bigru:    a bidirectional nn.GRU of 3 layers;
+  rnn:      a tanh nn.RNN of 3 layers, sequence-first.
+
+Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
+dynamic; seeded, opset 17.
+Usage: make_writings_torch.py STYLE OUT.onnx   (needs Debian's python3-torch)
+"""
+import math
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+H, NH, L, V, S = 16, 4, 3, 32, 8
+HD = H // NH
+
+
+def rot_half(x):
+    a, b = x.chunk(2, -1)
+    return torch.cat((-b, a), -1)
+
+
+def rope(n, d):
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+    f = torch.outer(torch.arange(n).float(), inv)
+    e = torch.cat((f, f), -1)
+    return e.cos(), e.sin()
+
+
+def blocks(**mods):
+    return nn.ModuleList([nn.ModuleDict({k: f() for k, f in mods.items()}) for _ in range(L)])
+
+
+def lin(i, o, bias=True):
+    return lambda: nn.Linear(i, o, bias=bias)
+
+
+def ln():
+    return nn.LayerNorm(H)
+
+
+def heads(x, n=NH, d=HD):
+    b, s, _ = x.shape
+    return x.view(b, s, n, d).transpose(1, 2)
+
+
+def merge(a):
+    b, n, s, d = a.shape
+    return a.transpose(1, 2).reshape(b, s, n * d)
+
+
+class Bloom(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.eln, s.lnf = nn.Embedding(V, H), ln(), ln()
+        s.b = blocks(ln1=ln, qkv=lin(H, 3 * H), o=lin(H, H), ln2=ln, up=lin(H, 4 * H), dn=lin(4 * H, H))
+        s.register_buffer("slopes", torch.tensor([2 ** (-8 * (i + 1) / NH) for i in range(NH)]))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        x = s.eln(s.emb(ids))
+        alibi = s.slopes[:, None, None] * torch.arange(T)[None, None, :]
+        mask = torch.triu(torch.full((T, T), float("-inf")), 1)
+        for b in s.b:
+            qkv = b["qkv"](b["ln1"](x)).view(B, T, NH, 3, HD)
+            q, k, v = (qkv[..., i, :].transpose(1, 2) for i in range(3))
+            sc = alibi + torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HD) + mask
+            x = x + b["o"](merge(torch.matmul(F.softmax(sc, -1), v)))
+            x = x + b["dn"](F.gelu(b["up"](b["ln2"](x)), approximate="tanh"))
+        return s.lnf(x) @ s.emb.weight.t()
+
+
+class OPT(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.pos, s.lnf = nn.Embedding(V, H), nn.Embedding(S + 2, H), ln()
+        s.b = blocks(ln1=ln, q=lin(H, H), k=lin(H, H), v=lin(H, H), o=lin(H, H), ln2=ln,
+                     fc1=lin(H, 4 * H), fc2=lin(4 * H, H))
+        s.head = nn.Linear(H, V, bias=False)
+
+    def forward(s, ids):
+        B, T = ids.shape
+        x = s.emb(ids) + s.pos(torch.arange(T) + 2)
+        causal = torch.triu(torch.full((T, T), -1e9), 1)
+        for b in s.b:
+            h = b["ln1"](x)
+            q = heads(b["q"](h) * HD ** -0.5).reshape(B * NH, T, HD)
+            k = heads(b["k"](h)).reshape(B * NH, T, HD)
+            v = heads(b["v"](h)).reshape(B * NH, T, HD)
+            w = torch.bmm(q, k.transpose(1, 2)).view(B, NH, T, T) + causal
+            a = torch.bmm(F.softmax(w, -1).view(B * NH, T, T), v).view(B, NH, T, HD)
+            x = x + b["o"](merge(a))
+            x = x + b["fc2"](F.relu(b["fc1"](b["ln2"](x))))
+        return s.head(s.lnf(x))
+
+
+class GemmaRMS(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.weight = nn.Parameter(0.1 * torch.randn(H))
+
+    def forward(s, x):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return (xf * (1.0 + s.weight.float())).type_as(x)
+
+
+class Gemma(nn.Module):
+    GD = 8  # head_dim: 4 heads x 8 != hidden 16
+
+    def __init__(s):
+        super().__init__()
+        g = Gemma.GD
+        s.emb, s.nf = nn.Embedding(V, H), GemmaRMS()
+        s.b = blocks(n1=GemmaRMS, q=lin(H, NH * g, False), k=lin(H, g, False), v=lin(H, g, False),
+                     o=lin(NH * g, H, False), n2=GemmaRMS, g=lin(H, 32, False), u=lin(H, 32, False),
+                     d=lin(32, H, False))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        g = Gemma.GD
+        x = s.emb(ids) * torch.tensor(H ** 0.5)
+        cos, sin = rope(T, g)
+        mask = torch.triu(torch.full((T, T), torch.finfo(torch.float32).min), 1)
+        for b in s.b:
+            h = b["n1"](x)
+            q, k, v = heads(b["q"](h), NH, g), heads(b["k"](h), 1, g), heads(b["v"](h), 1, g)
+            q, k = q * cos + rot_half(q) * sin, k * cos + rot_half(k) * sin
+            k, v = k.expand(B, NH, T, g), v.expand(B, NH, T, g)
+            w = torch.matmul(q, k.transpose(2, 3)) * g ** -0.5 + mask
+            x = x + b["o"](merge(torch.matmul(F.softmax(w, -1, dtype=torch.float32), v)))
+            h = b["n2"](x)
+            x = x + b["d"](F.gelu(b["g"](h), approximate="tanh") * b["u"](h))
+        return s.nf(x) @ s.emb.weight.t()
+
+
+class Phi(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.lnf, s.head = nn.Embedding(V, H), ln(), nn.Linear(H, V)
+        s.b = blocks(ln=ln, q=lin(H, H), k=lin(H, H), v=lin(H, H), dense=lin(H, H),
+                     fc1=lin(H, 4 * H), fc2=lin(4 * H, H))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        x, R = s.emb(ids), HD // 2
+        cos, sin = rope(T, R)
+        mask = torch.triu(torch.full((T, T), -1e4), 1)
+        for b in s.b:
+            h = b["ln"](x)
+            q, k, v = heads(b["q"](h)), heads(b["k"](h)), heads(b["v"](h))
+            q = torch.cat((q[..., :R] * cos + rot_half(q[..., :R]) * sin, q[..., R:]), -1)
+            k = torch.cat((k[..., :R] * cos + rot_half(k[..., :R]) * sin, k[..., R:]), -1)
+            a = torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HD) + mask, -1), v)
+            m = b["fc1"](h)
+            m = 0.5 * m * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (m + 0.044715 * torch.pow(m, 3.0))))
+            x = x + b["dense"](merge(a)) + b["fc2"](m)
+        return s.head(s.lnf(x))
+
+
+class RMS(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.weight = nn.Parameter(torch.ones(H) + 0.1 * torch.randn(H))
+
+    def forward(s, x):
+        return s.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+class Qwen2(nn.Module):
+    KV = 2
+
+    def __init__(s):
+        super().__init__()
+        kv = Qwen2.KV
+        s.emb, s.nf, s.head = nn.Embedding(V, H), RMS(), nn.Linear(H, V, bias=False)
+        s.b = blocks(n1=RMS, q=lin(H, H), k=lin(H, kv * HD), v=lin(H, kv * HD), o=lin(H, H, False),
+                     n2=RMS, g=lin(H, 24, False), u=lin(H, 24, False), d=lin(24, H, False))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        kv = Qwen2.KV
+        x = s.emb(ids)
+        cos, sin = rope(T, HD)
+        mask = torch.triu(torch.full((T, T), float("-inf")), 1)
+        for b in s.b:
+            h = b["n1"](x)
+            q, k, v = heads(b["q"](h)), heads(b["k"](h), kv), heads(b["v"](h), kv)
+            q, k = q * cos + rot_half(q) * sin, k * cos + rot_half(k) * sin
+            k = k[:, :, None].expand(B, kv, NH // kv, T, HD).reshape(B, NH, T, HD)
+            v = v[:, :, None].expand(B, kv, NH // kv, T, HD).reshape(B, NH, T, HD)
+            w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(HD) + mask
+            x = x + b["o"](merge(torch.matmul(F.softmax(w, -1), v)))
+            h = b["n2"](x)
+            x = x + b["d"](F.silu(b["g"](h)) * b["u"](h))
+        return s.head(s.nf(x))
+
+
+class CLIPText(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.lnf, s.proj = nn.Embedding(V, H), ln(), nn.Linear(H, 8, bias=False)
+        s.pos = nn.Parameter(0.02 * torch.randn(S, H))
+        s.b = blocks(ln1=ln, attn=lambda: nn.MultiheadAttention(H, NH, batch_first=True), ln2=ln,
+                     fc1=lin(H, 4 * H), fc2=lin(4 * H, H))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        x = s.emb(ids) + s.pos[:T]
+        mask = torch.triu(torch.full((T, T), float("-inf")), 1)
+        for b in s.b:
+            h = b["ln1"](x)
+            x = x + b["attn"](h, h, h, attn_mask=mask, need_weights=False)[0]
+            m = b["fc1"](b["ln2"](x))
+            x = x + b["fc2"](m * torch.sigmoid(1.702 * m))
+        x = s.lnf(x)
+        return s.proj(x[torch.arange(B), ids.argmax(-1)])
+
+
+class Whisper(nn.Module):
+    MELS = 8
+
+    def __init__(s):
+        super().__init__()
+        s.c1 = nn.Conv1d(Whisper.MELS, H, 3, padding=1)
+        s.c2 = nn.Conv1d(H, H, 3, stride=2, padding=1)
+        s.lnf = ln()
+        s.b = blocks(ln1=ln, q=lin(H, H), k=lin(H, H, False), v=lin(H, H), o=lin(H, H), ln2=ln,
+                     fc1=lin(H, 4 * H), fc2=lin(4 * H, H))
+        t = torch.arange(S).float()[:, None]
+        f = torch.exp(-math.log(10000) * torch.arange(H // 2).float() / (H // 2 - 1))[None]
+        s.register_buffer("pe", torch.cat([(t * f).sin(), (t * f).cos()], 1))
+
+    def forward(s, mel):
+        x = F.gelu(s.c2(F.gelu(s.c1(mel)))).permute(0, 2, 1)
+        B, T, _ = x.shape
+        x = x + s.pe[:T]
+        sc = HD ** -0.25
+        for b in s.b:
+            h = b["ln1"](x)
+            q = b["q"](h).view(B, T, NH, HD).permute(0, 2, 1, 3) * sc
+            k = b["k"](h).view(B, T, NH, HD).permute(0, 2, 3, 1) * sc
+            v = b["v"](h).view(B, T, NH, HD).permute(0, 2, 1, 3)
+            a = (F.softmax((q @ k).float(), -1) @ v).permute(0, 2, 1, 3).flatten(start_dim=2)
+            x = x + b["o"](a)
+            x = x + b["fc2"](F.gelu(b["fc1"](b["ln2"](x))))
+        return s.lnf(x)
+
+
+class ConvNeXt(nn.Module):
+    def __init__(s):
+        super().__init__()
+        C = H
+        s.stem, s.sln, s.head = nn.Conv2d(3, C, 4, 4), nn.LayerNorm(C), nn.Linear(C, 10)
+        s.b = blocks(dw=lambda: nn.Conv2d(C, C, 7, padding=3, groups=C), ln=ln, p1=lin(C, 4 * C),
+                     p2=lin(4 * C, C))
+        s.gamma = nn.ParameterList([nn.Parameter(0.1 * torch.ones(C)) for _ in range(L)])
+
+    def forward(s, img):
+        x = s.sln(s.stem(img).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        for b, g in zip(s.b, s.gamma):
+            y = b["dw"](x).permute(0, 2, 3, 1)
+            x = x + (b["p2"](F.gelu(b["p1"](b["ln"](y)))) * g).permute(0, 3, 1, 2)
+        return s.head(x.mean([-2, -1]))
+
+
+class Seq2Seq(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.se, s.te, s.head = nn.Embedding(V, H), nn.Embedding(V, H), nn.Linear(H, V)
+        s.t = nn.Transformer(H, NH, L, L, 32, dropout=0.0, batch_first=True)
+
+    def forward(s, src, tgt):
+        T = tgt.shape[1]
+        m = torch.triu(torch.full((T, T), float("-inf")), 1)
+        return s.head(s.t(s.se(src), s.te(tgt), tgt_mask=m))
+
+
+def attn():
+    return nn.ModuleDict(dict(q=nn.Linear(H, H), k=nn.Linear(H, H), v=nn.Linear(H, H), o=nn.Linear(H, H)))
+
+
+class Bart(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.pos, s.eln, s.dln = nn.Embedding(V, H), nn.Embedding(S + 2, H), ln(), ln()
+        s.enc = blocks(sa=attn, ln1=ln, f1=lin(H, 32), f2=lin(32, H), ln2=ln)
+        s.dec = blocks(sa=attn, ln1=ln, ca=attn, ln2=ln, f1=lin(H, 32), f2=lin(32, H), ln3=ln)
+
+    @staticmethod
+    def mha(a, x, y, mask=None):
+        q = heads(a["q"](x) * HD ** -0.5)
+        w = q @ heads(a["k"](y)).transpose(-1, -2)
+        if mask is not None:
+            w = w + mask
+        return a["o"](merge(w.softmax(-1) @ heads(a["v"](y))))
+
+    def forward(s, src, tgt):
+        x = s.eln(s.emb(src) + s.pos(torch.arange(src.shape[1]) + 2))
+        for b in s.enc:
+            x = b["ln1"](x + s.mha(b["sa"], x, x))
+            x = b["ln2"](x + b["f2"](F.gelu(b["f1"](x))))
+        T = tgt.shape[1]
+        y = s.dln(s.emb(tgt) + s.pos(torch.arange(T) + 2))
+        m = torch.triu(torch.full((T, T), -1e9), 1)
+        for b in s.dec:
+            y = b["ln1"](y + s.mha(b["sa"], y, y, m))
+            y = b["ln2"](y + s.mha(b["ca"], y, x))
+            y = b["ln3"](y + b["f2"](F.gelu(b["f1"](y))))
+        return y @ s.emb.weight.t()
+
+
+class Recurrent(nn.Module):
+    def __init__(s, cell, batch_first=True, **kw):
+        super().__init__()
+        s.bf = batch_first
+        s.e, s.h = nn.Embedding(V, H), nn.Linear(H, V)
+        s.r = cell(H, H // 2 if kw.get("bidirectional") else H, L, batch_first=batch_first, **kw)
+
+    def forward(s, ids):
+        x = s.e(ids)
+        if not s.bf:
+            return s.h(s.r(x.transpose(0, 1))[0].transpose(0, 1))
+        return s.h(s.r(x)[0])
+
+
+def tokens(n=1):
+    return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
+
+
+MODELS = {
+    "bloom": (Bloom, tokens, ["ids"]),
+    "opt": (OPT, tokens, ["ids"]),
+    "gemma": (Gemma, tokens, ["ids"]),
+    "phi": (Phi, tokens, ["ids"]),
+    "qwen2": (Qwen2, tokens, ["ids"]),
+    "clip": (CLIPText, tokens, ["ids"]),
+    "whisper": (Whisper, lambda: (torch.randn(2, Whisper.MELS, 2 * S),), ["mel"]),
+    "convnext": (ConvNeXt, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
+    "seq2seq": (Seq2Seq, lambda: tokens(2), ["src", "tgt"]),
+    "bart": (Bart, lambda: tokens(2), ["src", "tgt"]),
+    "lstm": (lambda: Recurrent(nn.LSTM), tokens, ["ids"]),
+    "bigru": (lambda: Recurrent(nn.GRU, bidirectional=True), tokens, ["ids"]),
+    "rnn": (lambda: Recurrent(nn.RNN, batch_first=False), tokens, ["ids"]),
+}
+
+
+def main():
+    style, out = sys.argv[1], sys.argv[2]
+    make, args, names = MODELS[style]
+    torch.manual_seed(0)
+    model = make().eval()
+    torch.onnx.export(model, args(), out, input_names=names, output_names=["y"], opset_version=17,
+                      dynamic_axes={n: {0: "batch"} for n in names + ["y"]})
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
