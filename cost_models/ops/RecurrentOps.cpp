@@ -61,7 +61,8 @@ void costRecurrent(const Node &N, int64_t, OpCost &C) {
   if (XS.size() != 3 || WS.size() != 3 || Hidden <= 0 ||
       WS[1] != Gates * Hidden) {
     setNoRule(C, Op.str() + " needs a 3-D X, a 3-D W of " +
-                     std::to_string(Gates) + " x hidden_size rows and a "
+                     std::to_string(Gates) +
+                     " x hidden_size rows and a "
                      "hidden_size attribute");
     return;
   }
