@@ -28,11 +28,16 @@ Error checkPricedCollectives(const ShardedProgram &SP,
       comparePricedCollectives(SP, [&](unsigned Layer) {
         std::vector<PricedCollective> R;
         for (const PlanEvaluator::LayerCollective &X :
-             Eval.getPricedForwardCollectives(Plan, Layer))
+             Eval.getPricedForwardCollectives(Plan, Layer)) {
           R.push_back(
               {X.Kind, X.Bytes,
                X.V ? X.V->getName().str() : "layer " + std::to_string(Layer),
                X.Group.str()});
+          if (X.Shared)
+            R.back().Once = X.Group.str() + " " + std::to_string((int)X.Kind) +
+                            " " + std::to_string(std::llround(X.Bytes)) + " " +
+                            X.Shared->getName().str();
+        }
         for (const EmbeddingShard &S : Best.Embeddings.Tables) {
           const EmbeddingTable *T = nullptr;
           for (const EmbeddingTable &X : Eval.getEmbeddingTables())

@@ -165,6 +165,33 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
   return Cache.emplace(K, std::move(T)).first->second;
 }
 
+void PlanEvaluator::Impl::forEachSharedRepeat(
+    unsigned L, const rulesplit::LayerSplit &LS, double ActScale, unsigned EP,
+    SharedConversions &Converted,
+    function_ref<void(const rulesplit::TPComm &, double)> F) const {
+  forEachRankComm(
+      LS.Fwd, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
+        if (X.SharedNode < 0)
+          return;
+        const Value *V = LF[L].Nodes[X.SharedNode].N->getInput(X.SharedInput);
+        if (!Converted.insert({V, X.Kind, std::llround(Bytes)}).second)
+          F(X, Bytes);
+      });
+}
+
+double PlanEvaluator::Impl::sharedRepeatTime(
+    unsigned L, const rulesplit::LayerSplit &LS, unsigned TP, double ActScale,
+    unsigned EP, SharedConversions &Converted) const {
+  // As layerTimes priced them.
+  GroupShape TPG = Outer.getGroupShape({{1u, TP}});
+  double T = 0;
+  forEachSharedRepeat(L, LS, ActScale, EP, Converted,
+                      [&](const rulesplit::TPComm &X, double Bytes) {
+                        T += collectiveTime(X.Kind, Bytes, TPG, HW).Seconds;
+                      });
+  return T;
+}
+
 PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,
                                                      unsigned TP, unsigned MB,
                                                      bool SP, unsigned EP,
@@ -263,10 +290,13 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
       I->getConfig(P.TP, P.SP, P.EP, AllTables, P.MicroBatchSize).get(L);
   double ActScale = I->getActScale(P.MicroBatchSize, P.CP);
   if (P.TP > 1)
-    Impl::forEachRankComm(LS.Fwd, ActScale, P.EP,
-                          [&](const rulesplit::TPComm &X, double Bytes) {
-                            R.push_back({X.Kind, Bytes, X.V, false});
-                          });
+    Impl::forEachRankComm(
+        LS.Fwd, ActScale, P.EP, [&](const rulesplit::TPComm &X, double Bytes) {
+          R.push_back({X.Kind, Bytes, X.V, false});
+          if (X.SharedNode >= 0)
+            R.back().Shared =
+                I->LF[L].Nodes[X.SharedNode].N->getInput(X.SharedInput);
+        });
   // As costEPComms prices them, before the load imbalance and a
   // dispatcher's copies (the graphs hold the mean).
   if (!I->LF[L].EP.empty())

@@ -183,6 +183,20 @@ private:
     NS.OutputSpecs.assign(1, Out);
   }
   void decide(unsigned L);
+  /// \p V is made outside layer \p L and read by a layer other than L.
+  bool isReadByOtherLayers(const Value *V, unsigned L) const {
+    const Node *D = V->getDefiningNode();
+    auto W = D ? RS.Where.find(D) : RS.Where.end();
+    if (W != RS.Where.end() && W->second.first == L)
+      return false;
+    auto Us = RS.Users.find(V);
+    if (Us == RS.Users.end())
+      return false;
+    return any_of(Us->second, [&](const Node *U) {
+      auto UW = RS.Where.find(U);
+      return UW != RS.Where.end() && UW->second.first != L;
+    });
+  }
   void summarize(unsigned L);
   void countForward(unsigned L);
   void countBackward(unsigned L);
@@ -369,6 +383,11 @@ void SplitContext::countForward(unsigned L) {
             isEPScatterFirst(getStoredSpec(V), S.InputSpecs[J], getAxisSize())))
         From = expertRule(*V->getDefiningNode());
       LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V, From});
+      if (isReadByOtherLayers(V, L)) {
+        LS.Fwd.back().SharedNode = (int)I;
+        LS.Fwd.back().SharedInput = (int)J;
+        LS.HasShared = true;
+      }
     }
     countExpertCrossings(LS, *N, S, EPDone);
     // What the rule's lowering needs beyond its operands' transitions

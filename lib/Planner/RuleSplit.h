@@ -65,6 +65,14 @@ struct TPComm {
   /// expert, the chain combining them: their tokens are the ep group's;
   /// PlanCostImpl.h's forEachRankComm).
   ExpertNodeRule Expert;
+  /// A conversion of a value made outside the layer and read by other
+  /// layers too (an encoder's output, read by every decoder layer's
+  /// cross-attention): the reading node's index in the layer and the
+  /// operand (-1: none). A pipeline device converts a value once per spec
+  /// (the role builder's cache), so a stage prices it once, on the value
+  /// its own layer reads there (a repeated layer takes its
+  /// representative's list).
+  int SharedNode = -1, SharedInput = -1;
 };
 
 /// What ep communicates where a value crosses into or out of expert work
@@ -96,6 +104,8 @@ struct LayerSplit {
   double SavedSplit = 0, SavedWhole = 0, SavedAttnSplit = 0, SavedAttnWhole = 0;
   double InputSplit = 0, InputWhole = 0, LiveSplit = 0, LiveWhole = 0;
   std::vector<TPComm> Fwd, Bwd;
+  /// Some of Fwd convert values other layers read too (SharedNode).
+  bool HasShared = false;
   /// At ep > 1: the forward's ep crossings, in the order first read.
   std::vector<EPComm> EPFwd;
 };

@@ -155,6 +155,9 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
     const LayerTimes *T;
   };
   SmallVector<Seen, 8> SeenTimes;
+  // Values other layers read too, converted by this stage's device so far
+  // (sharedRepeatTime).
+  SharedConversions Converted;
   for (const auto &Run : S.Runs)
     for (unsigned L = Run.first; L < Run.second; ++L) {
       const LayerFacts &F = LF[L];
@@ -228,6 +231,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
       S.MaxLayerLive = std::max(
           S.MaxLayerLive, (LS.LiveSplit / TP + LS.LiveWhole) * C.ActScale);
       double LayerTPFwd = T.CommFwd, LayerTPBwd = T.CommBwd;
+      if (LS.HasShared && TP > 1)
+        LayerTPFwd -= sharedRepeatTime(L, LS, TP, C.ActScale, EP, Converted);
       S.TPFwd += LayerTPFwd;
       S.TPBwd += LayerTPBwd;
       S.TPBwdBytes += T.BwdBytes;

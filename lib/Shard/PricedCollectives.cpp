@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace llvm;
@@ -99,10 +100,12 @@ std::vector<std::string> comparePricedCollectives(
     if (RG.TP || RG.EP || RG.DP > 0)
       continue;
     CommCounts Priced, Emitted;
+    std::set<std::string> Once;
     for (unsigned C = RG.PP; C < R.ChunkLayers.size(); C += PP)
       for (unsigned L = Start[C]; L < Start[C + 1]; ++L)
         for (const PricedCollective &X : PricedOfLayer(L))
-          addComm(Priced, X.Group, X.Kind, X.Bytes, X.On);
+          if (X.Once.empty() || Once.insert(X.Once).second)
+            addComm(Priced, X.Group, X.Kind, X.Bytes, X.On);
     for (const auto &NP : RG.M->getGraph().getNodes()) {
       const Node &N = *NP;
       // A group of one rank moves nothing and is priced nothing (a table

@@ -601,17 +601,19 @@ PRICING_GAPS = {
     "moe_gshard-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
     "zoo_mixtral-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
     "zoo_mixtral_einsum-cp2ep2-a2a": "stacked experts gather cp's tokens before the dispatch",
-    # Writings found to differ under sp (make_writings_torch.py; the
-    # graphs compute the original, the step time prices other
-    # collectives): a CLIP of nn.MultiheadAttention prices 3 tp
-    # all-gathers on the attention's head Transposes that the emitter does
-    # not make; a ConvNeXt's global average pool is gathered after its
-    # ReduceMean (32 B) by the cost model and before it (512 B) by the
-    # emitter; a post-LN encoder-decoder prices all-gathers on LayerNorm
-    # outputs that are not emitted.
-    "writing_clip-tp4dp2-sp": "MultiheadAttention head transposes gathered in the cost model only",
-    "writing_convnext-tp4dp2-sp": "the pooled ReduceMean gathered after (cost model) or before (emitter)",
-    "writing_bart-tp4dp2-sp": "post-LN LayerNorm outputs gathered in the cost model only",
+    # Two writings of make_writings_torch.py under sp with a micro-batch
+    # smaller than the batch (the graphs compute the original; the step
+    # time prices other collectives): the evaluator's rules see the
+    # planning graph, bound at the whole batch, and sp's token dim is the
+    # first dim tp divides (RuleContext::getTokenDim): the batch there, the
+    # sequence (or image rows) in the micro-batch-1 graphs the sharder
+    # emits. Which dim is split changes where CLIP's nn.MultiheadAttention
+    # (3 tp all-gathers on its head Transposes, priced only) and
+    # ConvNeXt's pooled ReduceMean (gathered after it in the cost model,
+    # before it in the graphs) need their input whole. At micro-batch =
+    # batch both agree.
+    "writing_clip-tp4dp2-sp": "sp's token dim is the batch at the planned batch, the sequence per micro-batch",
+    "writing_convnext-tp4dp2-sp": "sp's token dim is the batch at the planned batch, image rows per micro-batch",
     # Index-routed experts (NonZero's data-dependent token counts) are
     # split by the rules like any expert, and their collectives are
     # compared by the value they act on (PricedCollectives.cpp).

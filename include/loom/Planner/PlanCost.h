@@ -218,6 +218,10 @@ public:
     /// Its group: "tp", "ep" or "cp" (Ulysses' all-to-alls, the ring's
     /// sends).
     llvm::StringRef Group = "tp";
+    /// A conversion of a value other layers read too (the layer's own
+    /// operand, which V names in the layers' representative): a pipeline
+    /// device makes it once.
+    const Value *Shared = nullptr;
   };
   struct TPSplit {
     std::vector<const Node *> Nodes;

@@ -31,6 +31,9 @@ struct PricedCollective {
   /// Its group: "tp" (the propagated axis), "ep", or "dp" (the
   /// exchanges of embedding tables sharded over dp).
   std::string Group = "tp";
+  /// Non-empty: a conversion a pipeline device makes once whatever number
+  /// of its layers price it (a value several layers read), by this key.
+  std::string Once;
 };
 
 /// Compares, per pipeline device, the collectives of groups "tp", "ep" and
