@@ -267,6 +267,16 @@ EvaluatorOptions getEvaluatorOptions(const CompilationUnit &CU) {
   // The global batch the graph was bound with: --batch, else (a model with
   // static shapes) dim 0 of its first input with a static rank >= 2.
   EO.Batch = CU.Opts.Batch.getValueOr(getStaticInputDim(G, 0));
+  if (CU.Imported) {
+    const Graph &IG = CU.Imported->getGraph();
+    std::string Sym = findBatchSymbol(IG);
+    for (const Value *V : IG.getInputs())
+      for (unsigned D = 0; D < V->Type.Dims.size() && !Sym.empty(); ++D)
+        if (V->Type.Dims[D].isSymbolic() && V->Type.Dims[D].Symbol == Sym) {
+          EO.InputBatchDims[V->getName().str()] = (int)D;
+          break;
+        }
+  }
   // Tokens only when a sequence dim exists: one bind-symbols bound (--seq,
   // or --dim of a sequence symbol), else the static [batch, seq] token ids
   // of a model exported with fixed shapes. An image's channels or DLRM's

@@ -115,6 +115,7 @@ void PlanEvaluator::Impl::analyze() {
     Values.push_back(std::move(L.Values));
   Splitter = std::make_unique<rulesplit::RuleSplitter>(G, std::move(Values), XR,
                                                        Opts.Opset);
+  Splitter->setInputBatchDims(Opts.InputBatchDims, Opts.Batch);
 }
 
 void PlanEvaluator::Impl::collectNodes(const ExpertAxisRules &XR) {

@@ -295,8 +295,10 @@ struct PlanEvaluator::Impl {
                                bool AllTables = false, unsigned MB = 0) const {
     AllTables &= !Tables.empty();
     const rulesplit::MicroBatchBytes *MBB = getMicroBatchBytes(MB);
-    auto K =
-        std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables, MBB ? MB : 0u);
+    // Under sp the token dim is chosen at the micro-batch's dims.
+    bool SPDims = SP && TP > 1 && Splitter->hasMicroBatchDims(MB);
+    auto K = std::make_tuple(TP, SP && TP > 1, EP > 1, AllTables,
+                             MBB || SPDims ? MB : 0u);
     auto It = Configs.find(K);
     if (It == Configs.end())
       It =
@@ -304,7 +306,7 @@ struct PlanEvaluator::Impl {
               .emplace(K, std::make_unique<ConfigSplit>(Splitter->run(
                               TP, SP && TP > 1, EP > 1,
                               AllTables ? AllTableWeights : ShardedTableWeights,
-                              MBB)))
+                              MBB, SPDims ? MB : 0u)))
               .first;
     return *It->second;
   }

@@ -128,6 +128,28 @@ public:
       : PropagationContext(TP, SP, RS.Opset > 0 ? RS.Opset : INT64_MAX,
                            OwnValues, RS.Users),
         RS(RS), C(C), EP(EP), DPTables(DPTables), MB(MB) {}
+  /// Under sp at a micro-batch below the graph's batch: the token dim is
+  /// chosen at the dims the sharder's graph, bound at that micro-batch,
+  /// has.
+  void setMicroBatch(unsigned N) {
+    if (RS.hasMicroBatchDims(N)) {
+      MicroBatch = N;
+      BatchDims = &RS.getBatchDims();
+    }
+  }
+  SmallVector<int64_t, 4> getTokenShape(const Value *V) const override {
+    SmallVector<int64_t, 4> S = RuleContext::getTokenShape(V);
+    if (!BatchDims || S.empty())
+      return S;
+    auto It = BatchDims->find(V);
+    if (It == BatchDims->end() || It->second < 0 ||
+        (size_t)It->second >= S.size() || S[It->second] % RS.Batch)
+      return S;
+    // The batch is the dim's outermost factor (merged with the sequence
+    // or heads after it): the micro-batch holds MicroBatch / Batch of it.
+    S[It->second] = S[It->second] / RS.Batch * MicroBatch;
+    return S;
+  }
 
   bool isStackedExpertWork(const Node *N) const override {
     return EP && RS.Roles.lookup(N).Role == ExpertRole::Stacked;
@@ -232,6 +254,8 @@ private:
   const RuleSplitter &RS;
   ConfigSplit &C;
   bool EP;
+  unsigned MicroBatch = 0;
+  const DenseMap<const Value *, int> *BatchDims = nullptr;
   const DenseSet<const Value *> &DPTables;
   const MicroBatchBytes *MB;
   /// Per layer: 0 undecided, 1 propagated, 2 takes its representative's.
@@ -530,11 +554,27 @@ void SplitContext::countBackward(unsigned L) {
 
 ConfigSplit RuleSplitter::run(unsigned TP, bool SP, bool EP,
                               const DenseSet<const Value *> &DPTables,
-                              const MicroBatchBytes *MB) const {
+                              const MicroBatchBytes *MB,
+                              unsigned MicroBatch) const {
   ConfigSplit C;
   SplitContext Ctx(*this, C, TP, SP, EP, DPTables, MB);
+  if (SP)
+    Ctx.setMicroBatch(MicroBatch);
   Ctx.run();
   return C;
+}
+
+void RuleSplitter::setInputBatchDims(const std::map<std::string, int> &Dims,
+                                     int64_t B) {
+  InputBatchDims = Dims;
+  Batch = std::max<int64_t>(1, B);
+  BatchDims.reset();
+}
+
+const DenseMap<const Value *, int> &RuleSplitter::getBatchDims() const {
+  if (!BatchDims)
+    BatchDims = findBatchDims(G, InputBatchDims, Batch);
+  return *BatchDims;
 }
 
 } // namespace rulesplit

@@ -36,7 +36,10 @@
 #include "loom/Shard/Rules.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/Optional.h"
 #include "llvm/ADT/StringMap.h"
+#include <map>
+#include <string>
 #include <vector>
 
 namespace loom {
@@ -141,6 +144,12 @@ struct MicroBatchBytes {
   double Scale = 1;
 };
 
+/// Each value of \p G whose dim carries the batch (BatchDims.cpp), from the
+/// graph inputs' batch dims \p Inputs (name -> dim) at batch \p Batch.
+llvm::DenseMap<const Value *, int>
+findBatchDims(const Graph &G, const std::map<std::string, int> &Inputs,
+              int64_t Batch);
+
 class RuleSplitter {
 public:
   /// \p Experts: the ep rules' roles (ExpertRules.h), applied at ep > 1.
@@ -152,10 +161,27 @@ public:
   /// \p DPTables: embedding tables sharded over dp (their lookups stay
   /// whole on every tp rank: RuleContext::isShardedOverDP).
   /// \p MB: activation bytes at the micro-batch (null: the graph's).
+  /// \p MicroBatch: under sp, the micro-batch (of the graph's batch,
+  /// setInputBatchDims) at whose dims the token dim is chosen (0: the
+  /// graph's dims).
   ConfigSplit run(unsigned TP, bool SP, bool EP,
                   const llvm::DenseSet<const Value *> &DPTables,
-                  const MicroBatchBytes *MB = nullptr) const;
+                  const MicroBatchBytes *MB = nullptr,
+                  unsigned MicroBatch = 0) const;
   llvm::ArrayRef<LayerValues> getLayers() const { return Layers; }
+  /// The graph inputs' batch dims (EvaluatorOptions::InputBatchDims) and
+  /// the batch the graph is bound at.
+  void setInputBatchDims(const std::map<std::string, int> &Dims, int64_t Batch);
+  /// Whether a micro-batch of \p MicroBatch has other dims than the
+  /// graph's (some input's batch dim is known and MicroBatch divides the
+  /// batch).
+  bool hasMicroBatchDims(unsigned MicroBatch) const {
+    return !InputBatchDims.empty() && MicroBatch > 0 && MicroBatch < Batch &&
+           Batch % MicroBatch == 0;
+  }
+  /// Each value's dim that carries the batch (findBatchDims); computed on
+  /// first use.
+  const llvm::DenseMap<const Value *, int> &getBatchDims() const;
 
 private:
   friend class SplitContext;
@@ -180,6 +206,9 @@ private:
   llvm::DenseSet<const Value *> DataDependent;
   /// Activations with a gradient (computed from a parameter).
   llvm::DenseSet<const Value *> NeedsGrad;
+  std::map<std::string, int> InputBatchDims;
+  int64_t Batch = 1;
+  mutable llvm::Optional<llvm::DenseMap<const Value *, int>> BatchDims;
 };
 
 } // namespace rulesplit

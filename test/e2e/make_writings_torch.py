@@ -24,7 +24,12 @@ writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
   bart:     a hand-written post-LN encoder-decoder sharing its embedding;
   lstm:     nn.LSTM of 3 layers (one ONNX LSTM node each);
   bigru:    a bidirectional nn.GRU of 3 layers;
-  rnn:      a tanh nn.RNN of 3 layers, sequence-first.
+  rnn:      a tanh nn.RNN of 3 layers, sequence-first;
+  conformer: macaron half-step feed-forwards, nn.MultiheadAttention, a
+            convolution module (pointwise Conv1d, GLU, depthwise Conv1d,
+            BatchNorm1d, SiLU) between transposes;
+  mixer:    MLP-Mixer: patches by a strided Conv2d, a token-mixing Linear
+            over the patch dim (transposed), a channel-mixing one.
 
 Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
 dynamic; seeded, opset 17.
@@ -350,6 +355,59 @@ class Recurrent(nn.Module):
         return s.h(s.r(x)[0])
 
 
+class ConformerBlock(nn.Module):
+    def __init__(s):
+        super().__init__()
+
+        def ff():
+            return nn.Sequential(nn.LayerNorm(H), nn.Linear(H, 4 * H), nn.SiLU(), nn.Linear(4 * H, H))
+        s.ff1, s.ff2 = ff(), ff()
+        s.ln_att, s.att = ln(), nn.MultiheadAttention(H, NH, batch_first=True)
+        s.ln_conv, s.pw1 = ln(), nn.Conv1d(H, 2 * H, 1)
+        s.dw, s.bn = nn.Conv1d(H, H, 7, padding=3, groups=H), nn.BatchNorm1d(H)
+        s.pw2, s.ln = nn.Conv1d(H, H, 1), ln()
+
+    def forward(s, x):
+        x = x + 0.5 * s.ff1(x)
+        h = s.ln_att(x)
+        x = x + s.att(h, h, h, need_weights=False)[0]
+        c = F.glu(s.pw1(s.ln_conv(x).transpose(1, 2)), dim=1)
+        x = x + s.pw2(F.silu(s.bn(s.dw(c)))).transpose(1, 2)
+        return s.ln(x + 0.5 * s.ff2(x))
+
+
+class Conformer(nn.Module):
+    FEATS = 8
+
+    def __init__(s):
+        super().__init__()
+        s.inp, s.out = nn.Linear(Conformer.FEATS, H), nn.Linear(H, 12)
+        s.b = nn.ModuleList([ConformerBlock() for _ in range(L)])
+
+    def forward(s, feats):
+        x = s.inp(feats)
+        for b in s.b:
+            x = b(x)
+        return s.out(x)
+
+
+class Mixer(nn.Module):
+    P = 16  # patches of a 16 x 16 image in 4 x 4
+
+    def __init__(s):
+        super().__init__()
+        s.stem, s.ln, s.head = nn.Conv2d(3, H, 4, 4), ln(), nn.Linear(H, 10)
+        s.b = blocks(ln1=ln, t1=lin(Mixer.P, 32), t2=lin(32, Mixer.P), ln2=ln, c1=lin(H, 4 * H),
+                     c2=lin(4 * H, H))
+
+    def forward(s, img):
+        x = s.stem(img).flatten(2).transpose(1, 2)
+        for b in s.b:
+            x = x + b["t2"](F.gelu(b["t1"](b["ln1"](x).transpose(1, 2)))).transpose(1, 2)
+            x = x + b["c2"](F.gelu(b["c1"](b["ln2"](x))))
+        return s.head(s.ln(x).mean(1))
+
+
 def tokens(n=1):
     return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
 
@@ -368,6 +426,8 @@ MODELS = {
     "lstm": (lambda: Recurrent(nn.LSTM), tokens, ["ids"]),
     "bigru": (lambda: Recurrent(nn.GRU, bidirectional=True), tokens, ["ids"]),
     "rnn": (lambda: Recurrent(nn.RNN, batch_first=False), tokens, ["ids"]),
+    "conformer": (Conformer, lambda: (torch.randn(2, 2 * S, Conformer.FEATS),), ["feats"]),
+    "mixer": (Mixer, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
 }
 
 

@@ -164,8 +164,9 @@ CASES = [
     # public writings no Loom generator wrote (make_writings_torch.py):
     # BLOOM's ALiBi, OPT, Gemma's multi-query, Phi's parallel block, Qwen2's
     # grouped query, CLIP's nn.MultiheadAttention, Whisper's conv front,
-    # ConvNeXt, torch's nn.Transformer, a BART-like encoder-decoder, and
-    # nn.LSTM / nn.GRU / nn.RNN stacks (one recurrent node per layer)
+    # ConvNeXt, torch's nn.Transformer, a BART-like encoder-decoder,
+    # nn.LSTM / nn.GRU / nn.RNN stacks (one recurrent node per layer), a
+    # Conformer and an MLP-Mixer; the sp cases at micro-batch 1 of 4
     ("writing_bloom-tp2pp2dp2", "test:writing-bloom-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
     ("writing_bloom-tp4dp2-sp", "test:writing-bloom-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     ("writing_opt-tp2pp2dp2", "test:writing-opt-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
@@ -192,6 +193,10 @@ CASES = [
     ("writing_bigru-tp4dp2-sp", "test:writing-bigru-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     ("writing_rnn-tp2pp2dp2", "test:writing-rnn-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
     ("writing_rnn-tp4dp2-sp", "test:writing-rnn-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_conformer-tp2pp2dp2", "test:writing-conformer-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_conformer-tp4dp2-sp", "test:writing-conformer-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_mixer-tp2pp2dp2", "test:writing-mixer-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_mixer-tp4dp2-sp", "test:writing-mixer-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
@@ -601,19 +606,6 @@ PRICING_GAPS = {
     "moe_gshard-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
     "zoo_mixtral-cp2ep2-ring": "stacked experts gather cp's tokens before the dispatch",
     "zoo_mixtral_einsum-cp2ep2-a2a": "stacked experts gather cp's tokens before the dispatch",
-    # Two writings of make_writings_torch.py under sp with a micro-batch
-    # smaller than the batch (the graphs compute the original; the step
-    # time prices other collectives): the evaluator's rules see the
-    # planning graph, bound at the whole batch, and sp's token dim is the
-    # first dim tp divides (RuleContext::getTokenDim): the batch there, the
-    # sequence (or image rows) in the micro-batch-1 graphs the sharder
-    # emits. Which dim is split changes where CLIP's nn.MultiheadAttention
-    # (3 tp all-gathers on its head Transposes, priced only) and
-    # ConvNeXt's pooled ReduceMean (gathered after it in the cost model,
-    # before it in the graphs) need their input whole. At micro-batch =
-    # batch both agree.
-    "writing_clip-tp4dp2-sp": "sp's token dim is the batch at the planned batch, the sequence per micro-batch",
-    "writing_convnext-tp4dp2-sp": "sp's token dim is the batch at the planned batch, image rows per micro-batch",
     # Index-routed experts (NonZero's data-dependent token counts) are
     # split by the rules like any expert, and their collectives are
     # compared by the value they act on (PricedCollectives.cpp).

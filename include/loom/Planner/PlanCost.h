@@ -75,6 +75,11 @@ struct EvaluatorOptions {
   /// when no sequence dim was bound (throughput in samples/s, not
   /// tokens/s).
   int64_t Batch = 1, Seq = 0;
+  /// Graph input -> the dim the batch symbol bound (the model as
+  /// imported). Under sp, the token dim is chosen at one micro-batch's
+  /// dims (RuleContext::getTokenShape), as the sharder's graphs, bound at
+  /// the micro-batch, have them. Empty: the bound graph's dims.
+  std::map<std::string, int> InputBatchDims;
   /// HCCL buffer per device (DESIGN §10: 128-256 MB is the sweet spot).
   double CommBufferBytes = 256.0 * (1 << 20);
   /// Load of the most loaded EP rank over the mean for routed tokens

@@ -298,8 +298,14 @@ public:
   /// Megatron's row-parallel all-reduce, instead of one per path.
   bool mayStayPartial(const Value *V) const;
   /// Dim of \p V a sequence-parallel ReduceScatter splits: the outermost
-  /// non-feature dim the axis divides (the tokens), or -1.
+  /// non-feature dim the axis divides (the tokens), or -1, at the dims of
+  /// getTokenShape.
   int getTokenDim(const Value *V) const;
+  /// \p V's dims as one micro-batch holds them, which getTokenDim reads:
+  /// its static type's, the sharder's graph being bound at the
+  /// micro-batch; the evaluator's, bound at the whole batch, divides the
+  /// dims that carry the batch (RuleSplit.cpp).
+  virtual llvm::SmallVector<int64_t, 4> getTokenShape(const Value *V) const;
 
 private:
   unsigned AxisSize;

@@ -229,8 +229,12 @@ SmallVector<int64_t, 4> getLocalShape(ArrayRef<int64_t> Global,
 
 RuleContext::~RuleContext() = default;
 
+SmallVector<int64_t, 4> RuleContext::getTokenShape(const Value *V) const {
+  return shardrules::shapeOf(V);
+}
+
 int RuleContext::getTokenDim(const Value *V) const {
-  shardrules::Shape S = shardrules::shapeOf(V);
+  shardrules::Shape S = getTokenShape(V);
   for (unsigned D = 0; D + 1 < S.size(); ++D)
     if (S[D] > 1 && isDivisible(S[D]))
       return D;
