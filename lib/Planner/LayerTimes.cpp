@@ -166,11 +166,11 @@ const LayerTimes &PlanEvaluator::Impl::layerTimes(unsigned L, unsigned TP,
 }
 
 void PlanEvaluator::Impl::forEachSharedRepeat(
-    unsigned L, const rulesplit::LayerSplit &LS, double ActScale, unsigned EP,
+    unsigned L, ArrayRef<rulesplit::TPComm> Comms, double ActScale, unsigned EP,
     SharedConversions &Converted,
     function_ref<void(const rulesplit::TPComm &, double)> F) const {
   forEachRankComm(
-      LS.Fwd, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
+      Comms, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
         if (X.SharedNode < 0)
           return;
         const Value *V = LF[L].Nodes[X.SharedNode].N->getInput(X.SharedInput);
@@ -179,17 +179,18 @@ void PlanEvaluator::Impl::forEachSharedRepeat(
       });
 }
 
-double PlanEvaluator::Impl::sharedRepeatTime(
-    unsigned L, const rulesplit::LayerSplit &LS, unsigned TP, double ActScale,
+std::pair<double, double> PlanEvaluator::Impl::sharedRepeats(
+    unsigned L, ArrayRef<rulesplit::TPComm> Comms, unsigned TP, double ActScale,
     unsigned EP, SharedConversions &Converted) const {
   // As layerTimes priced them.
   GroupShape TPG = Outer.getGroupShape({{1u, TP}});
-  double T = 0;
-  forEachSharedRepeat(L, LS, ActScale, EP, Converted,
+  double T = 0, B = 0;
+  forEachSharedRepeat(L, Comms, ActScale, EP, Converted,
                       [&](const rulesplit::TPComm &X, double Bytes) {
                         T += collectiveTime(X.Kind, Bytes, TPG, HW).Seconds;
+                        B += Bytes;
                       });
-  return T;
+  return {T, B};
 }
 
 PlanEvaluator::LayerTime PlanEvaluator::getLayerTime(unsigned Layer,

@@ -325,18 +325,22 @@ struct PlanEvaluator::Impl {
   /// pipeline device made so far: the value, kind and bytes.
   using SharedConversions =
       std::set<std::tuple<const Value *, CollectiveKind, long long>>;
-  /// Calls \p F(comm, bytes) for each tp collective of layer \p L's forward
-  /// that converts a value other layers read too and that \p Converted
-  /// already holds (the device made it for an earlier layer: the role
-  /// builder converts a value once per spec), adding the others to it.
+  /// Calls \p F(comm, bytes) for each tp collective of \p Comms (layer
+  /// \p L's forward or backward) that converts a value other layers read
+  /// too and that \p Converted already holds (the device made it for an
+  /// earlier layer: the role builder converts a value once per spec, and
+  /// its gradients are summed before one collective), adding the others
+  /// to it.
   void forEachSharedRepeat(
-      unsigned L, const rulesplit::LayerSplit &LS, double ActScale, unsigned EP,
-      SharedConversions &Converted,
+      unsigned L, llvm::ArrayRef<rulesplit::TPComm> Comms, double ActScale,
+      unsigned EP, SharedConversions &Converted,
       llvm::function_ref<void(const rulesplit::TPComm &, double)> F) const;
-  /// The time of those repeats, as layerTimes priced them at tp \p TP.
-  double sharedRepeatTime(unsigned L, const rulesplit::LayerSplit &LS,
-                          unsigned TP, double ActScale, unsigned EP,
-                          SharedConversions &Converted) const;
+  /// The time and bytes of those repeats, as layerTimes priced them at tp
+  /// \p TP.
+  std::pair<double, double>
+  sharedRepeats(unsigned L, llvm::ArrayRef<rulesplit::TPComm> Comms,
+                unsigned TP, double ActScale, unsigned EP,
+                SharedConversions &Converted) const;
   /// Calls \p F(comm, bytes) for each tp collective of \p Comms one rank
   /// runs at ep \p EP, its bytes at activation scale \p ActScale: what the
   /// stage costing prices and --check-priced-collectives compares. At ep >

@@ -507,8 +507,14 @@ void SplitContext::countBackward(unsigned L) {
   // Per activation read here, the gradients its readers give back (summed
   // locally, then one collective).
   DenseMap<const Value *, SmallVector<AxisSpec, 2>> Grads;
-  // In the order first read, with the ep rule of that first reader.
-  std::vector<std::pair<const Value *, ExpertNodeRule>> Order;
+  // In the order first read, with the ep rule of that first reader and
+  // where it reads it (node, operand).
+  struct FirstRead {
+    const Value *V;
+    ExpertNodeRule Rule;
+    unsigned Node, Input;
+  };
+  std::vector<FirstRead> Order;
   for (unsigned I = 0; I < LV.Nodes.size(); ++I) {
     const Node *N = LV.Nodes[I];
     const NodeSplit &NS = LS.Nodes[I];
@@ -525,13 +531,23 @@ void SplitContext::countBackward(unsigned L) {
                                                    : In;
       auto Ins = Grads.try_emplace(V);
       if (Ins.second)
-        Order.push_back({V, expertRule(*N)});
+        Order.push_back({V, expertRule(*N), I, J});
       if (!is_contained(Ins.first->second, G))
         Ins.first->second.push_back(G);
     }
   }
-  for (const auto &VE : Order) {
-    const Value *V = VE.first;
+  // A value other layers read too: its gradients from them all are summed
+  // before the one collective (TPComm::SharedNode).
+  auto Push = [&](CollectiveKind K, const FirstRead &R) {
+    LS.Bwd.push_back({K, valueBytes(R.V), R.V, R.Rule});
+    if (isReadByOtherLayers(R.V, L)) {
+      LS.Bwd.back().SharedNode = (int)R.Node;
+      LS.Bwd.back().SharedInput = (int)R.Input;
+      LS.HasShared = true;
+    }
+  };
+  for (const FirstRead &VE : Order) {
+    const Value *V = VE.V;
     const SmallVector<AxisSpec, 2> &Gs = Grads[V];
     AxisSpec From = getStoredSpec(V);
     // A value produced as a partial sum (a row-parallel output) takes its
@@ -543,12 +559,12 @@ void SplitContext::countBackward(unsigned L) {
     CollectiveKind K;
     if (any_of(Gs, [](const AxisSpec &S) { return S.isPartial(); })) {
       if (getBackwardCollective(AxisSpec::partial(), From, K))
-        LS.Bwd.push_back({K, valueBytes(V), V, VE.second});
+        Push(K, VE);
       continue;
     }
     for (const AxisSpec &G : Gs)
       if (getBackwardCollective(G, From, K))
-        LS.Bwd.push_back({K, valueBytes(V), V, VE.second});
+        Push(K, VE);
   }
 }
 

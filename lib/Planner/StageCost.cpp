@@ -156,8 +156,8 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
   };
   SmallVector<Seen, 8> SeenTimes;
   // Values other layers read too, converted by this stage's device so far
-  // (sharedRepeatTime).
-  SharedConversions Converted;
+  // (sharedRepeats), and their gradients' collectives.
+  SharedConversions Converted, ConvertedBack;
   for (const auto &Run : S.Runs)
     for (unsigned L = Run.first; L < Run.second; ++L) {
       const LayerFacts &F = LF[L];
@@ -231,11 +231,20 @@ void PlanEvaluator::Impl::sumStageLayers(const PlanContext &C, StageCost &SC,
       S.MaxLayerLive = std::max(
           S.MaxLayerLive, (LS.LiveSplit / TP + LS.LiveWhole) * C.ActScale);
       double LayerTPFwd = T.CommFwd, LayerTPBwd = T.CommBwd;
-      if (LS.HasShared && TP > 1)
-        LayerTPFwd -= sharedRepeatTime(L, LS, TP, C.ActScale, EP, Converted);
+      double LayerBwdBytes = T.BwdBytes;
+      if (LS.HasShared && TP > 1) {
+        LayerTPFwd -=
+            sharedRepeats(L, LS.Fwd, TP, C.ActScale, EP, Converted).first;
+        if (Opts.Train) {
+          auto [Time, Bytes] =
+              sharedRepeats(L, LS.Bwd, TP, C.ActScale, EP, ConvertedBack);
+          LayerTPBwd -= Time;
+          LayerBwdBytes -= Bytes;
+        }
+      }
       S.TPFwd += LayerTPFwd;
       S.TPBwd += LayerTPBwd;
-      S.TPBwdBytes += T.BwdBytes;
+      S.TPBwdBytes += LayerBwdBytes;
       if (P.TPOverlap && P.SP && TP > 1) {
         // Each collective is fused with one linear layer's GEMM and hides
         // behind that GEMM only: Transformer Engine's userbuffers overlap
