@@ -139,8 +139,10 @@ findBatchDims(const Graph &G, const std::map<std::string, int> &Inputs,
       auto It = N.getInput(In) ? Dims.find(N.getInput(In)) : Dims.end();
       if (It == Dims.end())
         continue;
+      // By value: inserting the outputs' dims may grow the map.
+      int From = It->second;
       for (const Value *O : N.getOutputs()) {
-        int D = O ? mapDim(N, In, It->second, O) : -1;
+        int D = O ? mapDim(N, In, From, O) : -1;
         SmallVector<int64_t, 4> S = dimsOf(O);
         if (D >= 0 && D < (int)S.size() && S[D] % Batch == 0)
           Dims[O] = D;
