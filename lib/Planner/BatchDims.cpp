@@ -39,12 +39,9 @@ namespace rulesplit {
 namespace {
 
 SmallVector<int64_t, 4> dimsOf(const Value *V) {
-  SmallVector<int64_t, 4> S;
   if (!V || !V->Type.isStatic())
-    return S;
-  for (const Dim &D : V->Type.Dims)
-    S.push_back(D.Size);
-  return S;
+    return {};
+  return V->Type.getStaticShape();
 }
 
 /// The product of \p S's dims before \p D.

@@ -171,10 +171,8 @@ void PlanEvaluator::Impl::forEachSharedRepeat(
     function_ref<void(const rulesplit::TPComm &, double)> F) const {
   forEachRankComm(
       Comms, ActScale, EP, [&](const rulesplit::TPComm &X, double Bytes) {
-        if (X.SharedNode < 0)
-          return;
-        const Value *V = LF[L].Nodes[X.SharedNode].N->getInput(X.SharedInput);
-        if (!Converted.insert({V, X.Kind, std::llround(Bytes)}).second)
+        const Value *V = getSharedValue(L, X);
+        if (V && !Converted.insert({V, X.Kind, std::llround(Bytes)}).second)
           F(X, Bytes);
       });
 }
@@ -291,13 +289,11 @@ PlanEvaluator::getPricedForwardCollectives(const ParallelPlan &P,
       I->getConfig(P.TP, P.SP, P.EP, AllTables, P.MicroBatchSize).get(L);
   double ActScale = I->getActScale(P.MicroBatchSize, P.CP);
   if (P.TP > 1)
-    Impl::forEachRankComm(
-        LS.Fwd, ActScale, P.EP, [&](const rulesplit::TPComm &X, double Bytes) {
-          R.push_back({X.Kind, Bytes, X.V, false});
-          if (X.SharedNode >= 0)
-            R.back().Shared =
-                I->LF[L].Nodes[X.SharedNode].N->getInput(X.SharedInput);
-        });
+    Impl::forEachRankComm(LS.Fwd, ActScale, P.EP,
+                          [&](const rulesplit::TPComm &X, double Bytes) {
+                            R.push_back({X.Kind, Bytes, X.V, false});
+                            R.back().Shared = I->getSharedValue(L, X);
+                          });
   // As costEPComms prices them, before the load imbalance and a
   // dispatcher's copies (the graphs hold the mean).
   if (!I->LF[L].EP.empty())

@@ -325,6 +325,14 @@ struct PlanEvaluator::Impl {
   /// pipeline device made so far: the value, kind and bytes.
   using SharedConversions =
       std::set<std::tuple<const Value *, CollectiveKind, long long>>;
+  /// The value \p X (TPComm::SharedNode) converts as layer \p L reads it
+  /// (a repeated layer's own operand, where X names its
+  /// representative's); null when X converts no shared value.
+  const Value *getSharedValue(unsigned L, const rulesplit::TPComm &X) const {
+    return X.SharedNode < 0
+               ? nullptr
+               : LF[L].Nodes[X.SharedNode].N->getInput(X.SharedInput);
+  }
   /// Calls \p F(comm, bytes) for each tp collective of \p Comms (layer
   /// \p L's forward or backward) that converts a value other layers read
   /// too and that \p Converted already holds (the device made it for an
