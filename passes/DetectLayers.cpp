@@ -15,12 +15,14 @@
 // What repeats nowhere is cut into residual blocks after each residual
 // join (a downsampling block, a stage of one block); the rest of it is one
 // layer (the prologue before the first block, the epilogue after the
-// last). A node belongs to the layer of the most recent anchor before it,
-// except between two layers' anchors, where the layers part at the
-// thinnest cut (so block 0's leading norm is block 0's, and a view that
-// starts the next layer, like Swin's patch merging, is the next layer's);
-// and except data-independent work feeding several layers (rotary tables,
-// masks), which goes to the first layer.
+// last). A network with neither repeats nor residual joins (a UNet of
+// distinct stages, a VGG) is cut as a sequential one, before every weight
+// product that all earlier products feed. A node belongs to the layer of the
+// most recent anchor before it, except between two layers' anchors, where the
+// layers part at the thinnest cut (so block 0's leading norm is block 0's, and
+// a view that starts the next layer, like Swin's patch merging, is the next
+// layer's); and except data-independent work feeding several layers (rotary
+// tables, masks), which goes to the first layer.
 //
 // Names play no part, so anonymous weights ("onnx::MatMul_123") work.
 //
@@ -29,6 +31,7 @@
 #include "loom/IR/StructuralHash.h"
 #include "loom/Pass/Pass.h"
 #include "loom/Support/DataType.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseSet.h"
 #include <climits>
 #include <functional>
@@ -165,6 +168,10 @@ struct LayerStart {
   unsigned Anchor;
   int Run;
   bool Residual;
+  /// A product that starts a layer of a sequential network (see
+  /// splitSequential): the layer before ends right before it, keeping the
+  /// previous product's norm and activation.
+  bool Sequential = false;
 };
 
 /// Whether the repeats of a candidate run are layers of their own: a
@@ -625,12 +632,99 @@ private:
   }
 
   /// The repeated-block and residual-block layer boundaries, in anchors.
+  /// A network in which nothing repeats and nothing joins a residual (a
+  /// UNet of distinct stages, a VGG, an MLP of varying widths) would be one
+  /// layer, which no pipeline can cut: it is cut as a sequential network
+  /// (GPipe and torch's Pipe partition an nn.Sequential by its children).
   void chooseLayerStarts() {
     Segmenter Seg{Sig, SlotSig, SlotExt, IsMatmul, Cut, JoinCut, Checker};
     Seg.run();
     Starts = std::move(Seg.Starts);
     if (Starts.empty())
       Starts.push_back({0, -1, false});
+    if (Seg.NextRun == 0 && Starts.size() == 1)
+      splitSequential();
+  }
+
+  /// The matmul-like node of anchor node \p I: itself, or the first
+  /// matmul-like reader of its result (torch's Linear on 3-D inputs
+  /// multiplies by Transpose(weight)).
+  unsigned getProduct(unsigned I) const {
+    const Node &A = *G.getNodes()[I];
+    if (!isMatmulLike(A))
+      for (const Value *O : A.getOutputs())
+        if (O)
+          for (const Node *U : Users.lookup(O))
+            if (isMatmulLike(*U))
+              return Index.lookup(U);
+    return I;
+  }
+
+  /// Starts a layer at every matmul-like anchor b where the network is
+  /// sequential: every weight product before b feeds, through any ops,
+  /// every product from b on. Products side by side stay in one layer (q,
+  /// k and v reading one input; gate and up; the experts of an MoE), and
+  /// the values live at a cut (a UNet's skips) are what the stages send.
+  void splitSequential() {
+    std::vector<unsigned> Anchors;
+    DenseMap<unsigned, unsigned> ProductOf; // node -> product number
+    for (unsigned B = 0; B < AnchorNode.size(); ++B)
+      if (IsMatmul[B] &&
+          ProductOf.try_emplace(getProduct(AnchorNode[B]), Anchors.size())
+              .second)
+        Anchors.push_back(B);
+    unsigned K = Anchors.size();
+    if (K < 2)
+      return;
+    // Feeds[i]: the products node i's inputs depend on.
+    std::vector<BitVector> Feeds(NumNodes, BitVector(K));
+    for (unsigned I = 0; I < NumNodes; ++I)
+      for (const Value *V : G.getNodes()[I]->getInputs()) {
+        const Node *D = V ? V->getDefiningNode() : nullptr;
+        auto It = D ? Index.find(D) : Index.end();
+        if (It == Index.end())
+          continue;
+        Feeds[I] |= Feeds[It->second];
+        auto P = ProductOf.find(It->second);
+        if (P != ProductOf.end())
+          Feeds[I].set(P->second);
+      }
+    // First[c]: the first product before product c that does not feed it;
+    // a cut before product b is sequential when no product from b on
+    // misses one before b.
+    std::vector<unsigned> First(K);
+    for (const auto &P : ProductOf) {
+      const BitVector &F = Feeds[P.first];
+      unsigned C = P.second, A = 0;
+      while (A < C && F.test(A))
+        ++A;
+      First[C] = A;
+    }
+    unsigned Min = K;
+    std::vector<bool> Sequential(K, false);
+    for (unsigned C = K; C-- > 1;) {
+      Min = std::min(Min, First[C]);
+      Sequential[C] = Min >= C;
+    }
+    // Stacked experts multiply in sequence too (up, then down, on the
+    // dispatched tokens): an expert region stays whole, as ep splits it.
+    std::vector<std::pair<unsigned, unsigned>> Regions;
+    for (const ExpertGroup &EG : findExperts(G, {})) {
+      unsigned Lo = NumNodes, Hi = 0;
+      for (unsigned I = 0; I < NumNodes; ++I)
+        if (EG.contains(G.getNodes()[I].get())) {
+          Lo = std::min(Lo, I);
+          Hi = std::max(Hi, I);
+        }
+      Regions.emplace_back(Lo, Hi);
+    }
+    for (unsigned C = 1; C < K; ++C) {
+      unsigned At = AnchorNode[Anchors[C]];
+      if (Sequential[C] && none_of(Regions, [&](const auto &R) {
+            return R.first < At && At <= R.second;
+          }))
+        Starts.push_back({Anchors[C], -1, false, true});
+    }
   }
 
   /// Before the first block (repeated or residual) is the prologue, after
@@ -773,7 +867,8 @@ private:
   }
 
   /// The first node of layer L >= 1: the thinnest cut in its gap, the
-  /// most read among those, the latest on a tie.
+  /// most read among those, the latest on a tie (in a sequential network
+  /// the latest: a layer is its product and what follows it).
   unsigned chooseGapCut(unsigned L) const {
     unsigned Min = ~0u;
     for (unsigned C = From[L]; C <= To[L]; ++C)
@@ -783,6 +878,8 @@ private:
     for (unsigned C = To[L] + 1; C-- > From[L];) {
       if ((unsigned)Local[C] != Min || isRightAfterView(L, C, Min))
         continue;
+      if (Starts[L].Sequential)
+        return C;
       unsigned R = countReadsAcross(L, C);
       if (!Found || R > BestReads) {
         Best = C;

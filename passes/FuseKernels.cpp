@@ -10,9 +10,11 @@
 //              `movement` ops the rules list (Expand, Slice, Concat, ...)
 //              computed by indexing;
 //   reduction  reductions over the last axis (ReduceMean/Sum/Max/Min,
-//              Softmax, LogSoftmax, the norm ops) with the element-wise
-//              ops before and after them; several over the same rows
-//              share a kernel (a norm or a softmax spelled out);
+//              Softmax, LogSoftmax, the norm ops; Instance- and
+//              GroupNormalization over every axis after the channel) with
+//              the element-wise ops before and after them; several over
+//              the same rows share a kernel (a norm or a softmax spelled
+//              out);
 //   epilogue   a product of an `into` op type (MatMul, Gemm, Conv) with a
 //              kernel of element-wise ops that only its output starts
 //              (bias, activation, residual add, cast).
@@ -87,6 +89,13 @@ bool reducesLastAxis(const Node &N, int64_t Opset) {
     return Last(N.getAttrInt("axis", Opset >= 13 ? -1 : 1));
   if (Op == "LayerNormalization" || Op == "RMSNormalization")
     return Last(N.getAttrInt("axis", -1));
+  // Their statistics run over every axis after the channel (the group's
+  // channels and the spatial axes): the trailing elements of each row, as
+  // a last-axis norm's (torch's GroupNorm exports as a Reshape to [N, G,
+  // -1] and InstanceNormalization; the same norm spelled out reduces that
+  // last axis).
+  if (Op == "InstanceNormalization" || Op == "GroupNormalization")
+    return Rank >= 3;
   if (Op.startswith("Reduce")) {
     std::vector<int64_t> Axes;
     if (N.getNumInputs() > 1 && N.getInput(1)) {

@@ -98,9 +98,11 @@ EXPECT.update({
 })
 EXPECT.update({
     # nn.EmbeddingBag over 1-D ids + offsets (from lengths, TorchRec's
-    # form): 4 Loops over bags of any size lowered to lookups; no blocks.
+    # form): 4 Loops over bags of any size lowered to lookups; no blocks,
+    # so it is cut as a sequential network: the bottom Linear with the
+    # bags and the interaction, then each top Linear.
     "dlrm-offsets-torch": (["--batch", "8", "--dim", "ids=128"],
-                           "layers: 1 (0 repeated blocks in 0 run(s), 1 other)",
+                           "layers: 3 (0 repeated blocks in 0 run(s), 3 other)",
                            []),
 })
 # loom-run's options per model. The DLRM's ids are not per sample: every

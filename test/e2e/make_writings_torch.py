@@ -29,7 +29,10 @@ writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
             convolution module (pointwise Conv1d, GLU, depthwise Conv1d,
             BatchNorm1d, SiLU) between transposes;
   mixer:    MLP-Mixer: patches by a strided Conv2d, a token-mixing Linear
-            over the patch dim (transposed), a channel-mixing one.
+            over the patch dim (transposed), a channel-mixing one;
+  unet:     a UNet of distinct widths and no residual: Conv2d, GroupNorm and
+            SiLU twice per stage, max-pooled down, ConvTranspose2d up, the
+            skips concatenated; nothing repeats.
 
 Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
 dynamic; seeded, opset 17.
@@ -408,6 +411,36 @@ class Mixer(nn.Module):
         return s.head(s.ln(x).mean(1))
 
 
+class UNet(nn.Module):
+    W = (H // 4, H // 2, 3 * H // 4, 5 * H // 4)  # no two stages alike
+
+    def __init__(s):
+        super().__init__()
+
+        def two(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.GroupNorm(4, o), nn.SiLU(),
+                                 nn.Conv2d(o, o, 3, padding=1), nn.GroupNorm(4, o), nn.SiLU())
+
+        a, b, c, m = UNet.W
+        s.down = nn.ModuleList([two(3, a), two(a, b), two(b, c)])
+        s.mid = two(c, m)
+        s.up = nn.ModuleList([nn.ConvTranspose2d(m, c, 2, 2), nn.ConvTranspose2d(c, b, 2, 2),
+                              nn.ConvTranspose2d(b, a, 2, 2)])
+        s.dec = nn.ModuleList([two(2 * c, c), two(2 * b, b), two(2 * a, a)])
+        s.out = nn.Conv2d(a, 3, 1)
+
+    def forward(s, img):
+        skips, x = [], img
+        for d in s.down:
+            x = d(x)
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = s.mid(x)
+        for u, d, skip in zip(s.up, s.dec, reversed(skips)):
+            x = d(torch.cat([u(x), skip], 1))
+        return s.out(x)
+
+
 def tokens(n=1):
     return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
 
@@ -428,6 +461,7 @@ MODELS = {
     "rnn": (lambda: Recurrent(nn.RNN, batch_first=False), tokens, ["ids"]),
     "conformer": (Conformer, lambda: (torch.randn(2, 2 * S, Conformer.FEATS),), ["feats"]),
     "mixer": (Mixer, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
+    "unet": (UNet, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
 }
 
 
