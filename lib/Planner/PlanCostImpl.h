@@ -360,7 +360,7 @@ struct PlanEvaluator::Impl {
   static void forEachRankComm(llvm::ArrayRef<rulesplit::TPComm> Comms,
                               double ActScale, unsigned EP, Fn F) {
     for (const rulesplit::TPComm &X : Comms) {
-      double Scale = ActScale;
+      double Scale = X.Fixed ? 1.0 : ActScale;
       if (EP > 1 && X.Expert.Role == ExpertRole::Branch) {
         if ((unsigned)X.Expert.Expert >= X.Expert.GroupExperts / EP)
           continue;

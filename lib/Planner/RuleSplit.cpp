@@ -39,8 +39,7 @@ RuleSplitter::RuleSplitter(const Graph &G, std::vector<LayerValues> LVs,
     if (KV.second.Role != ExpertRole::None)
       Roles[KV.first] = KV.second;
   GraphOutputs.insert(G.getOutputs().begin(), G.getOutputs().end());
-  if (!Roles.empty())
-    DataDependent = findDataDependent(G);
+  DataDependent = findDataDependent(G);
   for (const KVCacheTensor &T : findKVCache(G))
     if (T.Present)
       KVPresentSeqAxis[T.Present] = T.SeqAxis;
@@ -406,7 +405,10 @@ void SplitContext::countForward(unsigned L) {
           !(EP &&
             isEPScatterFirst(getStoredSpec(V), S.InputSpecs[J], getAxisSize())))
         From = expertRule(*V->getDefiningNode());
-      LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V, From});
+      bool Fixed = !RS.DataDependent.count(V);
+      LS.Fwd.push_back(
+          {C->Kind, Fixed ? C->Bytes : C->Bytes * batchScale(V), V, From});
+      LS.Fwd.back().Fixed = Fixed;
       if (isReadByOtherLayers(V, L)) {
         LS.Fwd.back().SharedNode = (int)I;
         LS.Fwd.back().SharedInput = (int)J;
@@ -539,7 +541,10 @@ void SplitContext::countBackward(unsigned L) {
   // A value other layers read too: its gradients from them all are summed
   // before the one collective (TPComm::SharedNode).
   auto Push = [&](CollectiveKind K, const FirstRead &R) {
-    LS.Bwd.push_back({K, valueBytes(R.V), R.V, R.Rule});
+    bool Fixed = !RS.DataDependent.count(R.V);
+    LS.Bwd.push_back(
+        {K, Fixed ? rulesplit::valueBytes(R.V) : valueBytes(R.V), R.V, R.Rule});
+    LS.Bwd.back().Fixed = Fixed;
     if (isReadByOtherLayers(R.V, L)) {
       LS.Bwd.back().SharedNode = (int)R.Node;
       LS.Bwd.back().SharedInput = (int)R.Input;

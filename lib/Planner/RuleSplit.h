@@ -76,6 +76,10 @@ struct TPComm {
   /// its own layer reads there (a repeated layer takes its
   /// representative's list).
   int SharedNode = -1, SharedInput = -1;
+  /// A value made from constants and weights alone (T5's relative position
+  /// bias, computed once and added in every layer): the same bytes at
+  /// every micro-batch, so not scaled by the activation scale.
+  bool Fixed = false;
 };
 
 /// What ep communicates where a value crosses into or out of expert work
@@ -202,7 +206,8 @@ private:
   /// The KV cache outputs among them (findKVCache) -> their sequence axis:
   /// they leave as getKVCacheSpec says, not replicated.
   llvm::DenseMap<const Value *, int> KVPresentSeqAxis;
-  /// Values computed from the model's inputs (findDataDependent).
+  /// Values computed from the model's inputs (findDataDependent); the
+  /// others hold no sample (TPComm::Fixed).
   llvm::DenseSet<const Value *> DataDependent;
   /// Activations with a gradient (computed from a parameter).
   llvm::DenseSet<const Value *> NeedsGrad;

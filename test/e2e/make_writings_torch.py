@@ -32,7 +32,19 @@ writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
             over the patch dim (transposed), a channel-mixing one;
   unet:     a UNet of distinct widths and no residual: Conv2d, GroupNorm and
             SiLU twice per stage, max-pooled down, ConvTranspose2d up, the
-            skips concatenated; nothing repeats.
+            skips concatenated; nothing repeats;
+  densenet: dense blocks (BatchNorm, ReLU, 1x1 and 3x3 Conv2d, each layer's
+            output concatenated to its input, so no two layers alike) and a
+            transition;
+  mobilenet: MobileNetV2's inverted residuals (1x1 expand, depthwise 3x3,
+            ReLU6 as Clip, 1x1 project, the skip only at stride 1 and equal
+            widths) with an EfficientNet squeeze-and-excitation gate;
+  t5:       a T5 encoder: bucketed relative position bias computed once
+            and added in every layer, RMSNorm without mean or bias, scores
+            not scaled, gated-GELU feed-forward;
+  neox:     GPT-NeoX: parallel residual (x + attn(ln1 x) + mlp(ln2 x)),
+            fused QKV as [heads, 3 x head_dim], rotary on part of each head
+            (rotary_pct), a bool causal mask filled with finfo.min.
 
 Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
 dynamic; seeded, opset 17.
@@ -441,6 +453,126 @@ class UNet(nn.Module):
         return s.out(x)
 
 
+class DenseNet(nn.Module):
+    G = 4  # growth: layer i reads 8 + 4 i channels
+
+    def __init__(s):
+        super().__init__()
+        g = DenseNet.G
+
+        def layer(c):
+            return nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 2 * g, 1, bias=False),
+                                 nn.BatchNorm2d(2 * g), nn.ReLU(), nn.Conv2d(2 * g, g, 3, padding=1, bias=False))
+
+        s.stem = nn.Conv2d(3, 8, 3, padding=1)
+        s.b1 = nn.ModuleList([layer(8 + g * i) for i in range(3)])
+        s.trans = nn.Sequential(nn.BatchNorm2d(8 + 3 * g), nn.ReLU(), nn.Conv2d(8 + 3 * g, 8, 1), nn.AvgPool2d(2))
+        s.b2 = nn.ModuleList([layer(8 + g * i) for i in range(2)])
+        s.head = nn.Linear(8 + 2 * g, 10)
+
+    def forward(s, img):
+        x = s.stem(img)
+        for blocks_ in (s.b1, s.b2):
+            for f in blocks_:
+                x = torch.cat([x, f(x)], 1)
+            if blocks_ is s.b1:
+                x = s.trans(x)
+        return s.head(x.mean([2, 3]))
+
+
+class MobileNet(nn.Module):
+    # (in, out, stride, expansion) per inverted residual
+    CFG = ((8, 8, 1, 4), (8, 12, 2, 4), (12, 12, 1, 4), (12, 12, 1, 4))
+
+    def __init__(s):
+        super().__init__()
+
+        def block(i, o, st, e):
+            h = i * e
+            return nn.ModuleDict({
+                "expand": nn.Sequential(nn.Conv2d(i, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6()),
+                "dw": nn.Sequential(nn.Conv2d(h, h, 3, st, 1, groups=h, bias=False), nn.BatchNorm2d(h),
+                                    nn.ReLU6()),
+                "se1": nn.Conv2d(h, 4, 1), "se2": nn.Conv2d(4, h, 1),
+                "project": nn.Sequential(nn.Conv2d(h, o, 1, bias=False), nn.BatchNorm2d(o))})
+
+        s.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        s.b = nn.ModuleList([block(*c) for c in MobileNet.CFG])
+        s.head = nn.Linear(12, 10)
+        s.res = [c[0] == c[1] and c[2] == 1 for c in MobileNet.CFG]
+
+    def forward(s, img):
+        x = s.stem(img)
+        for b, res in zip(s.b, s.res):
+            h = b["dw"](b["expand"](x))
+            h = h * torch.sigmoid(b["se2"](F.silu(b["se1"](h.mean([2, 3], keepdim=True)))))
+            h = b["project"](h)
+            x = x + h if res else h
+        return s.head(x.mean([2, 3]))
+
+
+class T5(nn.Module):
+    BUCKETS, MAXD = 8, 16
+
+    def __init__(s):
+        super().__init__()
+        s.emb, s.nf = nn.Embedding(V, H), RMS()
+        s.rel = nn.Embedding(T5.BUCKETS, NH)
+        s.b = blocks(n1=RMS, q=lin(H, H, False), k=lin(H, H, False), v=lin(H, H, False),
+                     o=lin(H, H, False), n2=RMS, wi0=lin(H, 24, False), wi1=lin(H, 24, False),
+                     wo=lin(24, H, False))
+
+    def bias(s, T):
+        # bidirectional buckets: half for each sign, exact up to a quarter,
+        # then logarithmic up to MAXD (transformers' T5Attention).
+        rel = torch.arange(T)[None, :] - torch.arange(T)[:, None]
+        n = T5.BUCKETS // 2
+        b = (rel > 0).long() * n
+        a = rel.abs()
+        exact = n // 2
+        big = exact + (torch.log(a.float().clamp(min=1) / exact) / math.log(T5.MAXD / exact)
+                       * (n - exact)).long()
+        b = b + torch.where(a < exact, a, big.clamp(max=n - 1))
+        return s.rel(b).permute(2, 0, 1)[None]
+
+    def forward(s, ids):
+        x = s.emb(ids)
+        pos = s.bias(ids.shape[1])
+        for b in s.b:
+            h = b["n1"](x)
+            q, k, v = heads(b["q"](h)), heads(b["k"](h)), heads(b["v"](h))
+            w = torch.matmul(q, k.transpose(2, 3)) + pos
+            x = x + b["o"](merge(torch.matmul(F.softmax(w, -1), v)))
+            h = b["n2"](x)
+            x = x + b["wo"](F.gelu(b["wi0"](h), approximate="tanh") * b["wi1"](h))
+        return s.nf(x)
+
+
+class NeoX(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.lnf, s.head = nn.Embedding(V, H), ln(), nn.Linear(H, V, bias=False)
+        s.b = blocks(ln1=ln, ln2=ln, qkv=lin(H, 3 * H), dense=lin(H, H), up=lin(H, 4 * H),
+                     down=lin(4 * H, H))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        R = HD // 2  # rotary_pct (0.25 in Pythia; half of the tiny head here)
+        cos, sin = rope(T, R)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        x = s.emb(ids)
+        for b in s.b:
+            qkv = b["qkv"](b["ln1"](x)).view(B, T, NH, 3 * HD).permute(0, 2, 1, 3)
+            q, k, v = qkv[..., :HD], qkv[..., HD:2 * HD], qkv[..., 2 * HD:]
+            q = torch.cat((q[..., :R] * cos + rot_half(q[..., :R]) * sin, q[..., R:]), -1)
+            k = torch.cat((k[..., :R] * cos + rot_half(k[..., :R]) * sin, k[..., R:]), -1)
+            w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HD)
+            w = torch.where(mask, w, torch.tensor(torch.finfo(w.dtype).min))
+            a = b["dense"](merge(torch.matmul(F.softmax(w, -1), v)))
+            x = x + a + b["down"](F.gelu(b["up"](b["ln2"](x))))
+        return s.head(s.lnf(x))
+
+
 def tokens(n=1):
     return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
 
@@ -462,6 +594,10 @@ MODELS = {
     "conformer": (Conformer, lambda: (torch.randn(2, 2 * S, Conformer.FEATS),), ["feats"]),
     "mixer": (Mixer, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
     "unet": (UNet, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
+    "densenet": (DenseNet, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
+    "mobilenet": (MobileNet, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
+    "t5": (T5, tokens, ["ids"]),
+    "neox": (NeoX, tokens, ["ids"]),
 }
 
 

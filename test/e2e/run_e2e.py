@@ -201,6 +201,14 @@ CASES = [
     # the skips crossing the stage cuts with the stream
     ("writing_unet-tp2pp2dp2", "test:writing-unet-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
     ("writing_unet-pp4dp2-uneven", "test:writing-unet-tiny.onnx", "tp=1,pp=4,dp=2,mb=1,stages=uneven", "infer", 4, None),
+    ("writing_densenet-tp2pp2dp2", "test:writing-densenet-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_densenet-tp4dp2-sp", "test:writing-densenet-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_mobilenet-tp2pp2dp2", "test:writing-mobilenet-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_mobilenet-tp4dp2-sp", "test:writing-mobilenet-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_t5-tp2pp2dp2", "test:writing-t5-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_t5-tp4dp2-sp", "test:writing-t5-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_neox-tp2pp2dp2", "test:writing-neox-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_neox-tp4dp2-sp", "test:writing-neox-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
