@@ -44,7 +44,11 @@ writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
             not scaled, gated-GELU feed-forward;
   neox:     GPT-NeoX: parallel residual (x + attn(ln1 x) + mlp(ln2 x)),
             fused QKV as [heads, 3 x head_dim], rotary on part of each head
-            (rotary_pct), a bool causal mask filled with finfo.min.
+            (rotary_pct), a bool causal mask filled with finfo.min;
+  sdunet:   a diffusion UNet (diffusers' layout): a sinusoidal timestep
+            embedding through an MLP added into every residual block
+            (GroupNorm, SiLU, Conv2d, a 1x1 skip where widths change),
+            self-attention at the lowest resolution, skips concatenated.
 
 Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
 dynamic; seeded, opset 17.
@@ -573,6 +577,52 @@ class NeoX(nn.Module):
         return s.head(s.lnf(x))
 
 
+class SDRes(nn.Module):
+    def __init__(s, i, o):
+        super().__init__()
+        s.n1, s.c1, s.t = nn.GroupNorm(4, i), nn.Conv2d(i, o, 3, padding=1), nn.Linear(H, o)
+        s.n2, s.c2 = nn.GroupNorm(4, o), nn.Conv2d(o, o, 3, padding=1)
+        s.skip = nn.Conv2d(i, o, 1) if i != o else nn.Identity()
+
+    def forward(s, x, t):
+        h = s.c1(F.silu(s.n1(x))) + s.t(F.silu(t))[:, :, None, None]
+        return s.skip(x) + s.c2(F.silu(s.n2(h)))
+
+
+class SDAttn(nn.Module):
+    def __init__(s, c):
+        super().__init__()
+        s.n, s.qkv, s.o = nn.GroupNorm(4, c), nn.Linear(c, 3 * c), nn.Linear(c, c)
+
+    def forward(s, x):
+        b, c, h, w = x.shape
+        y = s.n(x).flatten(2).transpose(1, 2)
+        q, k, v = s.qkv(y).chunk(3, -1)
+        a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(c), -1) @ v
+        return x + s.o(a).transpose(1, 2).reshape(b, c, h, w)
+
+
+class SDUNet(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.t1, s.t2 = nn.Linear(H, H), nn.Linear(H, H)
+        s.inp, s.down = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, 2, 1)
+        s.d1, s.d2 = SDRes(8, 8), SDRes(8, 16)
+        s.mid1, s.attn, s.mid2 = SDRes(16, 16), SDAttn(16), SDRes(16, 16)
+        s.u2, s.up, s.u1 = SDRes(32, 8), nn.ConvTranspose2d(8, 8, 2, 2), SDRes(16, 8)
+        s.out = nn.Sequential(nn.GroupNorm(4, 8), nn.SiLU(), nn.Conv2d(8, 3, 3, padding=1))
+
+    def forward(s, img, ts):
+        f = torch.exp(-math.log(10000) * torch.arange(H // 2).float() / (H // 2))
+        e = ts.float()[:, None] * f[None]
+        t = s.t2(F.silu(s.t1(torch.cat([e.sin(), e.cos()], -1))))
+        h0 = s.inp(img)
+        h1 = s.d1(h0, t)
+        h2 = s.d2(s.down(h1), t)
+        u = s.u2(torch.cat([s.mid2(s.attn(s.mid1(h2, t)), t), h2], 1), t)
+        return s.out(s.u1(torch.cat([s.up(u), h1], 1), t))
+
+
 def tokens(n=1):
     return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
 
@@ -598,6 +648,7 @@ MODELS = {
     "mobilenet": (MobileNet, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
     "t5": (T5, tokens, ["ids"]),
     "neox": (NeoX, tokens, ["ids"]),
+    "sdunet": (SDUNet, lambda: (torch.randn(2, 3, 16, 16), torch.tensor([3, 7])), ["img", "ts"]),
 }
 
 
