@@ -48,7 +48,14 @@ writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
   sdunet:   a diffusion UNet (diffusers' layout): a sinusoidal timestep
             embedding through an MLP added into every residual block
             (GroupNorm, SiLU, Conv2d, a 1x1 skip where widths change),
-            self-attention at the lowest resolution, skips concatenated.
+            self-attention at the lowest resolution, skips concatenated;
+  gptj:     GPT-J: rotary on interleaved pairs (x[..., ::2], x[..., 1::2]
+            stacked and flattened; the tables interleaved by expand and
+            flatten, as torch >= 2 exports repeat_interleave), parallel
+            attention and MLP after one LayerNorm;
+  falcon:   Falcon-7B: multi-query attention from one fused projection
+            viewed as [heads + 2, head_dim], k and v picked by index, the
+            head tied to the embedding.
 
 Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
 dynamic; seeded, opset 17.
@@ -623,6 +630,54 @@ class SDUNet(nn.Module):
         return s.out(s.u1(torch.cat([s.up(u), h1], 1), t))
 
 
+def rot_every_two(x):
+    return torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+
+
+class GPTJ(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.lnf, s.head = nn.Embedding(V, H), ln(), nn.Linear(H, V)
+        s.b = blocks(ln=ln, q=lin(H, H, False), k=lin(H, H, False), v=lin(H, H, False),
+                     o=lin(H, H, False), fi=lin(H, 4 * H), fo=lin(4 * H, H))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        inv = 1.0 / (10000 ** (torch.arange(0, HD, 2).float() / HD))
+        f = torch.outer(torch.arange(T).float(), inv)[..., None].expand(T, HD // 2, 2).flatten(-2)
+        sin, cos = f.sin(), f.cos()
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        x = s.emb(ids)
+        for b in s.b:
+            h = b["ln"](x)
+            q, k, v = heads(b["q"](h)), heads(b["k"](h)), heads(b["v"](h))
+            q, k = q * cos + rot_every_two(q) * sin, k * cos + rot_every_two(k) * sin
+            w = torch.where(mask, q @ k.transpose(-1, -2) / math.sqrt(HD), torch.tensor(-1e9))
+            x = x + b["o"](merge(torch.softmax(w, -1) @ v)) + b["fo"](F.gelu(b["fi"](h), approximate="tanh"))
+        return s.head(s.lnf(x))
+
+
+class Falcon(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.emb, s.lnf = nn.Embedding(V, H), ln()
+        s.b = blocks(ln=ln, qkv=lin(H, H + 2 * HD, False), o=lin(H, H, False), fi=lin(H, 4 * H, False),
+                     fo=lin(4 * H, H, False))
+
+    def forward(s, ids):
+        B, T = ids.shape
+        mask = torch.triu(torch.full((T, T), float("-inf")), 1)
+        x = s.emb(ids)
+        for b in s.b:
+            h = b["ln"](x)
+            qkv = b["qkv"](h).view(B, T, NH + 2, HD)
+            q, k, v = (qkv[:, :, :-2].transpose(1, 2), qkv[:, :, [-2]].transpose(1, 2),
+                       qkv[:, :, [-1]].transpose(1, 2))
+            a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(HD) + mask, -1) @ v
+            x = x + b["o"](merge(a)) + b["fo"](F.gelu(b["fi"](h)))
+        return s.lnf(x) @ s.emb.weight.t()
+
+
 def tokens(n=1):
     return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
 
@@ -648,6 +703,8 @@ MODELS = {
     "mobilenet": (MobileNet, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
     "t5": (T5, tokens, ["ids"]),
     "neox": (NeoX, tokens, ["ids"]),
+    "gptj": (GPTJ, tokens, ["ids"]),
+    "falcon": (Falcon, tokens, ["ids"]),
     "sdunet": (SDUNet, lambda: (torch.randn(2, 3, 16, 16), torch.tensor([3, 7])), ["img", "ts"]),
 }
 

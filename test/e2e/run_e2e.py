@@ -211,6 +211,10 @@ CASES = [
     ("writing_neox-tp4dp2-sp", "test:writing-neox-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     ("writing_sdunet-tp2pp2dp2", "test:writing-sdunet-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
     ("writing_sdunet-tp4dp2-sp", "test:writing-sdunet-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_gptj-tp2pp2dp2", "test:writing-gptj-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_gptj-tp4dp2-sp", "test:writing-gptj-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_falcon-tp2pp2dp2", "test:writing-falcon-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_falcon-tp4dp2-sp", "test:writing-falcon-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
