@@ -882,9 +882,10 @@ Expected<std::unique_ptr<Model>> Importer::build() {
 
 /// Runs the importer; anything ONNX or protobuf throws becomes an error.
 Expected<std::unique_ptr<Model>>
-runImporter(std::shared_ptr<const onnx::ModelProto> MP, StringRef BufferName,
+runImporter(std::shared_ptr<onnx::ModelProto> MP, StringRef BufferName,
             StringRef BaseDir, bool IsText, ImportStats *Stats) {
   try {
+    lowerSequenceLoops(*MP);
     Importer I(std::move(MP), BufferName, BaseDir, IsText, Stats);
     return I.run();
   } catch (const std::exception &E) {

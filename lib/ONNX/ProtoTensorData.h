@@ -52,12 +52,14 @@ decodeStrings(llvm::ArrayRef<char> Bytes, uint64_t NumElements);
 uint64_t getEncodedStringsSize(const onnx::TensorProto &TP);
 
 struct ImportStats;
+/// Rewrites the sequence loops of \p MP that have a dense form (torch's
+/// repeat_interleave; LowerSequences.cpp) before import.
+void lowerSequenceLoops(onnx::ModelProto &MP);
 /// Imports the parsed \p MP (Importer.cpp); anything ONNX or protobuf
 /// throws becomes an error naming \p BufferName.
 llvm::Expected<std::unique_ptr<Model>>
-runImporter(std::shared_ptr<const onnx::ModelProto> MP,
-            llvm::StringRef BufferName, llvm::StringRef BaseDir, bool IsText,
-            ImportStats *Stats);
+runImporter(std::shared_ptr<onnx::ModelProto> MP, llvm::StringRef BufferName,
+            llvm::StringRef BaseDir, bool IsText, ImportStats *Stats);
 
 /// Data stored in a TensorProto of a ModelProto that this object keeps alive.
 class ProtoTensorData : public TensorData {
