@@ -77,8 +77,9 @@ struct Run {
 /// repeated unit must hold a matmul-like op: a layer has weights to
 /// multiply, while a pair of equal-shaped table reads (rotary cos/sin) is
 /// not a layer. A unit of one anchor (an MLP whose blocks hold one Linear
-/// each, issue 30) must be a chain: a single activation crosses each
-/// boundary, so that q/k/v projections side by side are not layers; and
+/// each, issue 30), or of one matmul-like anchor and others (its bias),
+/// must be a chain: a single activation crosses each boundary, so that
+/// q/k/v projections side by side are not layers; and
 /// the nodes after each anchor (SlotSig: up to the next anchor) must be
 /// alike, so that two Megatron blocks [column, Relu, row] are not taken
 /// for four one-weight layers [column, Relu], [row]; the last unit's may
@@ -86,12 +87,23 @@ struct Run {
 /// followed by the head's layout change), as long as what they share is
 /// not empty.
 /// \p IsLayered has the last word (see RepeatChecker).
+/// Whether the Repeats units of Period anchors from Start have the same
+/// slot signatures (the op types after each anchor up to the next).
+static bool haveAlikeSlots(ArrayRef<uint64_t> SlotSig, unsigned Start,
+                           unsigned Period, unsigned Repeats) {
+  for (unsigned K = 1; K < Repeats; ++K)
+    for (unsigned J = 0; J < Period; ++J)
+      if (SlotSig[Start + K * Period + J] != SlotSig[Start + J])
+        return false;
+  return true;
+}
+
 template <typename LayeredFn>
 static Optional<Run>
 findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
             ArrayRef<bool> SlotExt, ArrayRef<bool> IsMatmul,
-            ArrayRef<unsigned> Cut, unsigned Lo, unsigned Hi,
-            LayeredFn IsLayered) {
+            ArrayRef<bool> Follows, ArrayRef<unsigned> Cut, unsigned Lo,
+            unsigned Hi, LayeredFn IsLayered) {
   unsigned N = Hi - Lo;
   if (N < 2)
     return None;
@@ -109,9 +121,11 @@ findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
   std::vector<unsigned> CutMax;
   std::vector<unsigned> Len;
   // Matmul-like anchors before each position, to test a window in O(1).
-  std::vector<unsigned> MM(N + 1, 0);
-  for (unsigned I = 0; I < N; ++I)
+  std::vector<unsigned> MM(N + 1, 0), FM(N + 1, 0);
+  for (unsigned I = 0; I < N; ++I) {
     MM[I + 1] = MM[I] + IsMatmul[Lo + I];
+    FM[I + 1] = FM[I] + (IsMatmul[Lo + I] && Follows[Lo + I]);
+  }
   // SameSlot[i]: anchors from i on whose slots are alike (one-anchor units).
   std::vector<unsigned> SameSlot(N + 1, 0);
   for (int I = (int)N - 1; I >= 0; --I)
@@ -142,6 +156,15 @@ findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
       if (Pd == 1 && (CutMax[I] != 1 || (SameSlot[I] < Len[I] &&
                                          !(SameSlot[I] + 1 == Len[I] &&
                                            SlotExt[Lo + I + Len[I] - 2]))))
+        continue;
+      // A unit of one product and its bias (MatMul + Add, as canonicalize
+      // writes a Gemm) must be a chain of products, each unit's reading
+      // the previous one's, with alike work after each anchor: q, k and v
+      // projections with biases side by side repeat as [MatMul, Add] too,
+      // and so do an attention's v and output projections.
+      if (Pd > 1 && MM[I + Pd] - MM[I] == 1 &&
+          (FM[I + Len[I] * Pd] - FM[I + Pd] != Len[I] - 1 ||
+           !haveAlikeSlots(SlotSig, Lo + I, Pd, Len[I])))
         continue;
       uint64_t Cover = (uint64_t)Len[I] * Pd;
       if (!(Cover > BestCover || (Cover == BestCover && CutMax[I] < BestCut)))
@@ -232,6 +255,8 @@ struct Segmenter {
   ArrayRef<uint64_t> SlotSig;
   ArrayRef<bool> SlotExt;
   ArrayRef<bool> IsMatmul;
+  /// Follows[b]: matmul-like anchor b's product reads the previous one's.
+  ArrayRef<bool> Follows;
   ArrayRef<unsigned> Cut;
   /// JoinCut[b]: between anchors b-1 and b there is a cut where the only
   /// live data-dependent activation is the output of a residual join.
@@ -263,8 +288,8 @@ private:
   void split(unsigned Lo, unsigned Hi) {
     if (Lo >= Hi)
       return;
-    Optional<Run> R =
-        findBestRun(Sig, SlotSig, SlotExt, IsMatmul, Cut, Lo, Hi, Checker);
+    Optional<Run> R = findBestRun(Sig, SlotSig, SlotExt, IsMatmul, Follows, Cut,
+                                  Lo, Hi, Checker);
     if (!R) {
       Starts.push_back({Lo, -1, false});
       return;
@@ -437,6 +462,9 @@ private:
   /// with it and goes on.
   SmallVector<bool, 64> SlotExt;
   SmallVector<bool, 64> IsMatmul;
+  /// Follows[b]: matmul-like anchor b's product depends on the previous
+  /// matmul-like anchor's (a chain, not products side by side).
+  SmallVector<bool, 64> Follows;
   /// Slot[i]: the most recent anchor at or before node i (-1: none).
   std::vector<int> Slot;
 
@@ -531,6 +559,31 @@ private:
       SlotExt.push_back(
           !Slots[B].empty() && Next.size() > Slots[B].size() &&
           std::equal(Slots[B].begin(), Slots[B].end(), Next.begin()));
+    }
+    findFollows();
+  }
+
+  /// Fills Follows: Reach[i], the latest matmul-like node node i's inputs
+  /// depend on, at least the previous matmul-like anchor.
+  void findFollows() {
+    std::vector<int> Reach(NumNodes, -1);
+    for (unsigned I = 0; I < NumNodes; ++I)
+      for (const Value *V : G.getNodes()[I]->getInputs()) {
+        const Node *D = V ? V->getDefiningNode() : nullptr;
+        auto It = D ? Index.find(D) : Index.end();
+        if (It == Index.end())
+          continue;
+        Reach[I] = std::max(Reach[I], isMatmulLike(*D) ? (int)It->second
+                                                       : Reach[It->second]);
+      }
+    Follows.assign(AnchorNode.size(), false);
+    int Prev = -1;
+    for (unsigned B = 0; B < AnchorNode.size(); ++B) {
+      if (!IsMatmul[B])
+        continue;
+      Follows[B] = Prev >= 0 &&
+                   Reach[getProduct(AnchorNode[B])] >= (int)AnchorNode[Prev];
+      Prev = B;
     }
   }
 
@@ -637,7 +690,8 @@ private:
   /// layer, which no pipeline can cut: it is cut as a sequential network
   /// (GPipe and torch's Pipe partition an nn.Sequential by its children).
   void chooseLayerStarts() {
-    Segmenter Seg{Sig, SlotSig, SlotExt, IsMatmul, Cut, JoinCut, Checker};
+    Segmenter Seg{Sig,     SlotSig, SlotExt, IsMatmul,
+                  Follows, Cut,     JoinCut, Checker};
     Seg.run();
     Starts = std::move(Seg.Starts);
     if (Starts.empty())

@@ -204,12 +204,11 @@ private:
     NS.OutputSpecs.assign(1, Out);
   }
   void decide(unsigned L);
-  /// \p V is made outside layer \p L and read by a layer other than L.
+  /// \p V is read by a layer other than \p L, wherever it is made (the
+  /// layer making it may convert it for its own readers first: a
+  /// Perceiver's embedded inputs, read by its cross-attention's k and v
+  /// projections in two layers).
   bool isReadByOtherLayers(const Value *V, unsigned L) const {
-    const Node *D = V->getDefiningNode();
-    auto W = D ? RS.Where.find(D) : RS.Where.end();
-    if (W != RS.Where.end() && W->second.first == L)
-      return false;
     auto Us = RS.Users.find(V);
     if (Us == RS.Users.end())
       return false;

@@ -55,7 +55,13 @@ writings Loom was not tuned on (test/e2e: plan, emit, run in ONNX Runtime):
             attention and MLP after one LayerNorm;
   falcon:   Falcon-7B: multi-query attention from one fused projection
             viewed as [heads + 2, head_dim], k and v picked by index, the
-            head tied to the embedding.
+            head tied to the embedding;
+  convnextv2: ConvNeXt V2's global response normalization (an L2 norm over
+            the two spatial axes, divided by its mean over channels);
+  perceiver: a Perceiver: learned latents (a parameter expanded over the
+            batch) cross-attend to the embedded inputs, then self-attend;
+  vitinterp: a ViT whose position table is resized bicubically to the
+            patch grid (F.interpolate of a parameter) and a class token.
 
 Hidden 16, 4 heads, 3 layers, vocabulary 32, sequence 8 (static), batch
 dynamic; seeded, opset 17.
@@ -678,6 +684,69 @@ class Falcon(nn.Module):
         return s.lnf(x) @ s.emb.weight.t()
 
 
+class GRN(nn.Module):
+    def __init__(s, c):
+        super().__init__()
+        s.g = nn.Parameter(0.1 * torch.randn(1, 1, 1, c))
+        s.b = nn.Parameter(0.1 * torch.randn(1, 1, 1, c))
+    def forward(s, x):
+        gx = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
+        nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
+        return s.g * (x * nx) + s.b + x
+class ConvNeXtV2(nn.Module):
+    def __init__(s):
+        super().__init__()
+        C = H
+        s.stem, s.head = nn.Conv2d(3, C, 4, 4), nn.Linear(C, 10)
+        s.b = blocks(dw=lambda: nn.Conv2d(C, C, 7, padding=3, groups=C), ln=ln, p1=lin(C, 4 * C),
+                     grn=lambda: GRN(4 * C), p2=lin(4 * C, C))
+    def forward(s, img):
+        x = s.stem(img)
+        for b in s.b:
+            y = b["dw"](x).permute(0, 2, 3, 1)
+            x = x + b["p2"](b["grn"](F.gelu(b["p1"](b["ln"](y))))).permute(0, 3, 1, 2)
+        return s.head(x.mean([-2, -1]))
+class Perceiver(nn.Module):
+    NL = 4
+    def __init__(s):
+        super().__init__()
+        s.lat = nn.Parameter(torch.randn(Perceiver.NL, H))
+        s.emb, s.head = nn.Embedding(V, H), nn.Linear(H, 10)
+        s.xq, s.xk, s.xv, s.xo = nn.Linear(H, H), nn.Linear(H, H), nn.Linear(H, H), nn.Linear(H, H)
+        s.b = blocks(ln=ln, q=lin(H, H), k=lin(H, H), v=lin(H, H), o=lin(H, H), f1=lin(H, 2 * H),
+                     f2=lin(2 * H, H))
+    def forward(s, ids):
+        B = ids.shape[0]
+        x = s.emb(ids)
+        z = s.lat[None].expand(B, -1, -1)
+        a = torch.softmax(heads(s.xq(z)) @ heads(s.xk(x)).transpose(-1, -2) / math.sqrt(HD), -1) @ heads(s.xv(x))
+        z = z + s.xo(merge(a))
+        for b in s.b:
+            h = b["ln"](z)
+            w = heads(b["q"](h)) @ heads(b["k"](h)).transpose(-1, -2) / math.sqrt(HD)
+            a = torch.softmax(w, -1) @ heads(b["v"](h))
+            z = z + b["o"](merge(a))
+            z = z + b["f2"](F.gelu(b["f1"](z)))
+        return s.head(z.mean(1))
+class ViTInterp(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.patch, s.head = nn.Conv2d(3, H, 4, 4), nn.Linear(H, 10)
+        s.pos = nn.Parameter(0.1 * torch.randn(1, H, 2, 2))
+        s.cls = nn.Parameter(torch.zeros(1, 1, H))
+        s.b = blocks(n1=ln, qkv=lin(H, 3 * H), o=lin(H, H), n2=ln, f1=lin(H, 4 * H), f2=lin(4 * H, H))
+    def forward(s, img):
+        x = s.patch(img)
+        x = x + F.interpolate(s.pos, size=x.shape[-2:], mode="bicubic", align_corners=False)
+        x = torch.cat([s.cls.expand(x.shape[0], -1, -1), x.flatten(2).transpose(1, 2)], 1)
+        for b in s.b:
+            q, k, v = b["qkv"](b["n1"](x)).chunk(3, -1)
+            w = heads(q) @ heads(k).transpose(-1, -2) / math.sqrt(HD)
+            x = x + b["o"](merge(torch.softmax(w, -1) @ heads(v)))
+            x = x + b["f2"](F.gelu(b["f1"](b["n2"](x))))
+        return s.head(x[:, 0])
+
+
 def tokens(n=1):
     return tuple(torch.randint(0, V, (2, S)) for _ in range(n))
 
@@ -705,6 +774,9 @@ MODELS = {
     "neox": (NeoX, tokens, ["ids"]),
     "gptj": (GPTJ, tokens, ["ids"]),
     "falcon": (Falcon, tokens, ["ids"]),
+    "convnextv2": (ConvNeXtV2, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
+    "perceiver": (Perceiver, tokens, ["ids"]),
+    "vitinterp": (ViTInterp, lambda: (torch.randn(2, 3, 16, 16),), ["img"]),
     "sdunet": (SDUNet, lambda: (torch.randn(2, 3, 16, 16), torch.tensor([3, 7])), ["img", "ts"]),
 }
 

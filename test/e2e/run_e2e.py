@@ -215,6 +215,12 @@ CASES = [
     ("writing_gptj-tp4dp2-sp", "test:writing-gptj-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     ("writing_falcon-tp2pp2dp2", "test:writing-falcon-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
     ("writing_falcon-tp4dp2-sp", "test:writing-falcon-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_convnextv2-tp2pp2dp2", "test:writing-convnextv2-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_convnextv2-tp4dp2-sp", "test:writing-convnextv2-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_perceiver-tp2pp2dp2", "test:writing-perceiver-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_perceiver-tp4dp2-sp", "test:writing-perceiver-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
+    ("writing_vitinterp-tp2pp2dp2", "test:writing-vitinterp-tiny.onnx", "tp=2,pp=2,dp=2,mb=1", "infer", 4, None),
+    ("writing_vitinterp-tp4dp2-sp", "test:writing-vitinterp-tiny.onnx", "tp=4,pp=1,dp=2,mb=1,sp=1", "infer", 4, None),
     # --- embedding + untied LM head (vocab parallel)
     ("embed_lm-tp2",       "gen:embed_lm", "tp=2,pp=1,dp=1,mb=2",              "infer", 4, 8),
     ("embed_lm-tp4-sp",    "gen:embed_lm", "tp=4,pp=1,dp=1,mb=2,sp=1",         "infer", 4, 8),
