@@ -563,19 +563,26 @@ private:
     findFollows();
   }
 
-  /// Fills Follows: Reach[i], the latest matmul-like node node i's inputs
-  /// depend on, at least the previous matmul-like anchor.
-  void findFollows() {
-    std::vector<int> Reach(NumNodes, -1);
+  /// Calls \p F(i, d) for every node i, in order, and each node d of this
+  /// graph making one of i's inputs.
+  template <typename Fn> void forEachProducer(Fn F) const {
     for (unsigned I = 0; I < NumNodes; ++I)
       for (const Value *V : G.getNodes()[I]->getInputs()) {
         const Node *D = V ? V->getDefiningNode() : nullptr;
         auto It = D ? Index.find(D) : Index.end();
-        if (It == Index.end())
-          continue;
-        Reach[I] = std::max(Reach[I], isMatmulLike(*D) ? (int)It->second
-                                                       : Reach[It->second]);
+        if (It != Index.end())
+          F(I, It->second);
       }
+  }
+
+  /// Fills Follows: Reach[i], the latest matmul-like node node i's inputs
+  /// depend on, at least the previous matmul-like anchor.
+  void findFollows() {
+    std::vector<int> Reach(NumNodes, -1);
+    forEachProducer([&](unsigned I, unsigned D) {
+      Reach[I] = std::max(Reach[I],
+                          isMatmulLike(*G.getNodes()[D]) ? (int)D : Reach[D]);
+    });
     Follows.assign(AnchorNode.size(), false);
     int Prev = -1;
     for (unsigned B = 0; B < AnchorNode.size(); ++B) {
@@ -732,17 +739,12 @@ private:
       return;
     // Feeds[i]: the products node i's inputs depend on.
     std::vector<BitVector> Feeds(NumNodes, BitVector(K));
-    for (unsigned I = 0; I < NumNodes; ++I)
-      for (const Value *V : G.getNodes()[I]->getInputs()) {
-        const Node *D = V ? V->getDefiningNode() : nullptr;
-        auto It = D ? Index.find(D) : Index.end();
-        if (It == Index.end())
-          continue;
-        Feeds[I] |= Feeds[It->second];
-        auto P = ProductOf.find(It->second);
-        if (P != ProductOf.end())
-          Feeds[I].set(P->second);
-      }
+    forEachProducer([&](unsigned I, unsigned D) {
+      Feeds[I] |= Feeds[D];
+      auto P = ProductOf.find(D);
+      if (P != ProductOf.end())
+        Feeds[I].set(P->second);
+    });
     // First[c]: the first product before product c that does not feed it;
     // a cut before product b is sequential when no product from b on
     // misses one before b.
