@@ -66,27 +66,6 @@ struct Run {
   unsigned Start = 0, Period = 0, Repeats = 0;
 };
 
-/// The best run of >= 2 identical consecutive windows in Sig[Lo, Hi): most
-/// anchors covered; then the cleanest cuts, i.e. the least maximum of
-/// Cut[b] over the run's boundaries b (Cut[b]: the fewest activations live
-/// across any cut between anchors b-1 and b), so a ResNet stage splits at
-/// its residual joins (one value crosses) rather than at Conv -> BatchNorm
-/// (the branch and the skip cross), and a transformer at its residual
-/// stream rather than after its norm; then the shortest period; then the
-/// earliest start. A
-/// repeated unit must hold a matmul-like op: a layer has weights to
-/// multiply, while a pair of equal-shaped table reads (rotary cos/sin) is
-/// not a layer. A unit of one anchor (an MLP whose blocks hold one Linear
-/// each, issue 30), or of one matmul-like anchor and others (its bias),
-/// must be a chain: a single activation crosses each boundary, so that
-/// q/k/v projections side by side are not layers; and
-/// the nodes after each anchor (SlotSig: up to the next anchor) must be
-/// alike, so that two Megatron blocks [column, Relu, row] are not taken
-/// for four one-weight layers [column, Relu], [row]; the last unit's may
-/// go on past the others' (SlotExt: the last of three nn.LSTM layers is
-/// followed by the head's layout change), as long as what they share is
-/// not empty.
-/// \p IsLayered has the last word (see RepeatChecker).
 /// Whether the Repeats units of Period anchors from Start have the same
 /// slot signatures (the op types after each anchor up to the next).
 static bool haveAlikeSlots(ArrayRef<uint64_t> SlotSig, unsigned Start,
@@ -98,6 +77,28 @@ static bool haveAlikeSlots(ArrayRef<uint64_t> SlotSig, unsigned Start,
   return true;
 }
 
+/// The best run of >= 2 identical consecutive windows in Sig[Lo, Hi): most
+/// anchors covered; then the cleanest cuts, i.e. the least maximum of
+/// Cut[b] over the run's boundaries b (Cut[b]: the fewest activations live
+/// across any cut between anchors b-1 and b), so a ResNet stage splits at
+/// its residual joins (one value crosses) rather than at Conv -> BatchNorm
+/// (the branch and the skip cross), and a transformer at its residual
+/// stream rather than after its norm; then the shortest period; then the
+/// earliest start. A
+/// repeated unit must hold a matmul-like op: a layer has weights to
+/// multiply, while a pair of equal-shaped table reads (rotary cos/sin) is
+/// not a layer. A unit of one anchor (an MLP whose blocks hold one Linear
+/// each, issue 30) must be a chain: a single activation crosses each
+/// boundary, so that q/k/v projections side by side are not layers; and
+/// the nodes after each anchor (SlotSig: up to the next anchor) must be
+/// alike, so that two Megatron blocks [column, Relu, row] are not taken
+/// for four one-weight layers [column, Relu], [row]; the last unit's may
+/// go on past the others' (SlotExt: the last of three nn.LSTM layers is
+/// followed by the head's layout change), as long as what they share is
+/// not empty. A unit of one matmul-like anchor and others (its bias Add)
+/// must chain its products (Follows: each reads the previous one's, other
+/// values may cross too) with alike slots.
+/// \p IsLayered has the last word (see RepeatChecker).
 template <typename LayeredFn>
 static Optional<Run>
 findBestRun(ArrayRef<uint64_t> Sig, ArrayRef<uint64_t> SlotSig,
@@ -575,8 +576,9 @@ private:
       }
   }
 
-  /// Fills Follows: Reach[i], the latest matmul-like node node i's inputs
-  /// depend on, at least the previous matmul-like anchor.
+  /// Fills Follows: a matmul-like anchor follows when the latest
+  /// matmul-like node its product depends on (Reach) comes at or after the
+  /// previous matmul-like anchor.
   void findFollows() {
     std::vector<int> Reach(NumNodes, -1);
     forEachProducer([&](unsigned I, unsigned D) {
