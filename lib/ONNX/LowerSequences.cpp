@@ -37,46 +37,70 @@ namespace {
 
 using NodeMap = StringMap<const onnx::NodeProto *>;
 
-int64_t getIntAttr(const onnx::NodeProto &N, StringRef Name, int64_t Def) {
+/// \p N's attribute \p Name, if it has one.
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &N, StringRef Name) {
   for (const onnx::AttributeProto &A : N.attribute())
-    if (A.name() == Name && A.type() == onnx::AttributeProto::INT)
-      return A.i();
-  return Def;
+    if (A.name() == Name)
+      return &A;
+  return nullptr;
+}
+
+int64_t getIntAttr(const onnx::NodeProto &N, StringRef Name, int64_t Def) {
+  const onnx::AttributeProto *A = findAttr(N, Name);
+  return A && A->type() == onnx::AttributeProto::INT ? A->i() : Def;
 }
 
 const onnx::GraphProto *getBody(const onnx::NodeProto &N) {
-  for (const onnx::AttributeProto &A : N.attribute())
-    if (A.name() == "body" && A.has_g())
-      return &A.g();
-  return nullptr;
+  const onnx::AttributeProto *A = findAttr(N, "body");
+  return A && A->has_g() ? &A->g() : nullptr;
+}
+
+/// The single value every element of an int64 tensor holds.
+Optional<int64_t> getSplat(const onnx::TensorProto &T) {
+  if (T.data_type() != onnx::TensorProto::INT64)
+    return None;
+  std::vector<int64_t> V;
+  if (T.has_raw_data()) {
+    const std::string &R = T.raw_data();
+    for (size_t I = 0; I + 8 <= R.size(); I += 8) {
+      int64_t X;
+      memcpy(&X, R.data() + I, 8);
+      V.push_back(X);
+    }
+  } else {
+    V.assign(T.int64_data().begin(), T.int64_data().end());
+  }
+  if (V.empty() || any_of(V, [&](int64_t X) { return X != V[0]; }))
+    return None;
+  return V[0];
+}
+
+/// The tensor of \p N's `value` attribute (Constant, ConstantOfShape).
+const onnx::TensorProto *getValueTensor(const onnx::NodeProto &N) {
+  const onnx::AttributeProto *A = findAttr(N, "value");
+  return A && A->has_t() ? &A->t() : nullptr;
 }
 
 /// The single value every element of a Constant node's tensor holds.
 Optional<int64_t> getConstantSplat(const onnx::NodeProto &N) {
-  if (N.op_type() != "Constant")
-    return None;
-  for (const onnx::AttributeProto &A : N.attribute()) {
-    if (A.name() != "value" || !A.has_t())
-      continue;
-    const onnx::TensorProto &T = A.t();
-    std::vector<int64_t> V;
-    if (T.data_type() == onnx::TensorProto::INT64) {
-      if (T.has_raw_data()) {
-        const std::string &R = T.raw_data();
-        for (size_t I = 0; I + 8 <= R.size(); I += 8) {
-          int64_t X;
-          memcpy(&X, R.data() + I, 8);
-          V.push_back(X);
-        }
-      } else {
-        V.assign(T.int64_data().begin(), T.int64_data().end());
-      }
-    }
-    if (V.empty() || any_of(V, [&](int64_t X) { return X != V[0]; }))
-      return None;
-    return V[0];
-  }
-  return None;
+  const onnx::TensorProto *T =
+      N.op_type() == "Constant" ? getValueTensor(N) : nullptr;
+  return T ? getSplat(*T) : None;
+}
+
+/// An int64 tensor `value` attribute holding \p V (a scalar when
+/// \p Scalar).
+onnx::AttributeProto makeInt64Value(ArrayRef<int64_t> V, bool Scalar) {
+  onnx::AttributeProto A;
+  A.set_name("value");
+  A.set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto *T = A.mutable_t();
+  T->set_data_type(onnx::TensorProto::INT64);
+  if (!Scalar)
+    T->add_dims((int64_t)V.size());
+  for (int64_t X : V)
+    T->add_int64_data(X);
+  return A;
 }
 
 /// The one repeat count of the repeats value \p R: a Constant splat, or a
@@ -135,21 +159,13 @@ bool isRepeatBody(const onnx::GraphProto &Body, int64_t Axis) {
 bool splitsByOne(const onnx::NodeProto &S, const NodeMap &Def) {
   if (S.input_size() < 2 || S.input(1).empty())
     return false;
+  // (ConstantOfShape's default value is a float 0.)
   const onnx::NodeProto *P = Def.lookup(S.input(1));
-  if (!P)
-    return false;
-  if (P->op_type() == "Constant")
-    return getConstantSplat(*P) == Optional<int64_t>(1);
-  if (P->op_type() != "ConstantOfShape")
-    return false;
-  for (const onnx::AttributeProto &A : P->attribute())
-    if (A.name() == "value" && A.has_t()) {
-      onnx::NodeProto C;
-      C.set_op_type("Constant");
-      *C.add_attribute() = A;
-      return getConstantSplat(C) == Optional<int64_t>(1);
-    }
-  return false; // ConstantOfShape's default value is a float 0.
+  const onnx::TensorProto *T =
+      P && (P->op_type() == "Constant" || P->op_type() == "ConstantOfShape")
+          ? getValueTensor(*P)
+          : nullptr;
+  return T && getSplat(*T) == Optional<int64_t>(1);
 }
 
 class Lowering {
@@ -225,15 +241,7 @@ private:
     N.set_op_type("Constant");
     N.set_name(Name);
     N.add_output(Name);
-    onnx::AttributeProto *A = N.add_attribute();
-    A->set_name("value");
-    A->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto *T = A->mutable_t();
-    T->set_data_type(onnx::TensorProto::INT64);
-    if (!Scalar)
-      T->add_dims((int64_t)V.size());
-    for (int64_t X : V)
-      T->add_int64_data(X);
+    *N.add_attribute() = makeInt64Value(V, Scalar);
     Out.push_back(std::move(N));
     return Name;
   }
@@ -278,7 +286,7 @@ private:
                     constant(Base, {1}, false, Out)},
                    Out)},
              Out);
-    Out.back().add_attribute()->CopyFrom(makeOneValue());
+    *Out.back().add_attribute() = makeInt64Value({1}, /*Scalar=*/false);
     std::string Ranks1 = node("Range", Base,
                               {constant(Base, {0}, true, Out),
                                node("Add", Base, {Rank, One}, Out), One},
@@ -303,17 +311,6 @@ private:
         *Nodes.Add() = G.node(J);
     }
     G.mutable_node()->Swap(&Nodes);
-  }
-
-  static onnx::AttributeProto makeOneValue() {
-    onnx::AttributeProto A;
-    A.set_name("value");
-    A.set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto *T = A.mutable_t();
-    T->set_data_type(onnx::TensorProto::INT64);
-    T->add_dims(1);
-    T->add_int64_data(1);
-    return A;
   }
 
   /// Drops the nodes whose results nobody reads any more and that make or

@@ -232,6 +232,11 @@ private:
     return It->second;
   }
 
+  /// Made from constants and weights alone: its size is the same at every
+  /// micro-batch (TPComm::Fixed).
+  bool holdsNoSample(const Value *V) const {
+    return !RS.DataDependent.count(V);
+  }
   /// An activation's bytes: the micro-batch graph's, scaled to the full
   /// batch, where it has them (RuleSplit.h, MicroBatchBytes).
   double valueBytes(const Value *V) const {
@@ -242,11 +247,17 @@ private:
     }
     return rulesplit::valueBytes(V);
   }
-  /// valueBytes(V) over its bytes in the graph: what a collective sized
+  /// What a collective on \p V moves, in the units the evaluator scales
+  /// (TPComm::Fixed): valueBytes, or the value's own bytes when it holds
+  /// no sample.
+  double commBytes(const Value *V) const {
+    return holdsNoSample(V) ? rulesplit::valueBytes(V) : valueBytes(V);
+  }
+  /// commBytes(V) over its bytes in the graph: what a collective sized
   /// from the graph's types (the rules') is scaled by.
   double batchScale(const Value *V) const {
     double Bound = V ? rulesplit::valueBytes(V) : 0;
-    return Bound > 0 ? valueBytes(V) / Bound : 1;
+    return Bound > 0 ? commBytes(V) / Bound : 1;
   }
 
   const RuleSplitter &RS;
@@ -404,10 +415,8 @@ void SplitContext::countForward(unsigned L) {
           !(EP &&
             isEPScatterFirst(getStoredSpec(V), S.InputSpecs[J], getAxisSize())))
         From = expertRule(*V->getDefiningNode());
-      bool Fixed = !RS.DataDependent.count(V);
-      LS.Fwd.push_back(
-          {C->Kind, Fixed ? C->Bytes : C->Bytes * batchScale(V), V, From});
-      LS.Fwd.back().Fixed = Fixed;
+      LS.Fwd.push_back({C->Kind, C->Bytes * batchScale(V), V, From});
+      LS.Fwd.back().Fixed = holdsNoSample(V);
       if (isReadByOtherLayers(V, L)) {
         LS.Fwd.back().SharedNode = (int)I;
         LS.Fwd.back().SharedInput = (int)J;
@@ -420,11 +429,11 @@ void SplitContext::countForward(unsigned L) {
     // declares it, named after its node as the role builder names it.
     // Its rows follow the rows of the node's first operand (a loss's
     // scores, a row-parallel product's input) at the micro-batch.
-    for (const ShardCollective &C : S.Collectives)
-      LS.Fwd.push_back(
-          {C.Kind,
-           C.Bytes * batchScale(N->getNumInputs() ? N->getInput(0) : C.On),
-           C.On, E});
+    for (const ShardCollective &C : S.Collectives) {
+      const Value *Rows = N->getNumInputs() ? N->getInput(0) : C.On;
+      LS.Fwd.push_back({C.Kind, C.Bytes * batchScale(Rows), C.On, E});
+      LS.Fwd.back().Fixed = Rows && holdsNoSample(Rows);
+    }
     // Graph outputs leave replicated, a KV cache output as it is held.
     for (unsigned O = 0; O < N->getNumOutputs(); ++O) {
       const Value *V = N->getOutput(O);
@@ -540,10 +549,8 @@ void SplitContext::countBackward(unsigned L) {
   // A value other layers read too: its gradients from them all are summed
   // before the one collective (TPComm::SharedNode).
   auto Push = [&](CollectiveKind K, const FirstRead &R) {
-    bool Fixed = !RS.DataDependent.count(R.V);
-    LS.Bwd.push_back(
-        {K, Fixed ? rulesplit::valueBytes(R.V) : valueBytes(R.V), R.V, R.Rule});
-    LS.Bwd.back().Fixed = Fixed;
+    LS.Bwd.push_back({K, commBytes(R.V), R.V, R.Rule});
+    LS.Bwd.back().Fixed = holdsNoSample(R.V);
     if (isReadByOtherLayers(R.V, L)) {
       LS.Bwd.back().SharedNode = (int)R.Node;
       LS.Bwd.back().SharedInput = (int)R.Input;
